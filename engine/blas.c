@@ -1,0 +1,82 @@
+/* blas.c - OpenBLAS setup and the pool-split GEMM (see blas.h for why the engine splits). */
+#include "blas.h"
+
+#include <cblas.h>
+#include <pthread.h>
+
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+
+static void blas_init_once(void) { openblas_set_num_threads(1); }
+
+void eng_blas_init(void) { pthread_once(&blas_once, blas_init_once); }
+
+const char *eng_blas_core(void) {
+    const char *c = openblas_get_corename();
+    return c ? c : "unknown";
+}
+
+typedef struct {
+    int M, N, K, lda, ldw, ldc, block;
+    const float *A, *W;
+    float *C;
+    const eng_epilogue *ep;
+} gemm_job;
+
+static void epilogue(const gemm_job *j, int n0, int w) {
+    const eng_epilogue *ep = j->ep;
+    for (int m = 0; m < j->M; m++) {
+        float *y = j->C + (size_t)m * j->ldc + n0;
+        if (ep->bias) {
+            const float *b = ep->bias + n0;
+            for (int i = 0; i < w; i++) y[i] += b[i];
+        }
+        if (ep->act != ENG_ACT_IDENTITY) eng_act_apply(ep->act, y, (size_t)w);
+        if (ep->residual) {
+            const float *r = ep->residual + (size_t)m * ep->ldr + n0;
+            for (int i = 0; i < w; i++) y[i] += r[i];
+        }
+    }
+}
+
+static void gemm_block(void *ctx, int task, int worker) {
+    (void)worker;
+    const gemm_job *j = ctx;
+    int n0 = task * j->block;
+    int w = j->N - n0 < j->block ? j->N - n0 : j->block;
+    if (w <= 0) return;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, j->M, w, j->K, 1.0f, j->A, j->lda,
+                j->W + (size_t)n0 * j->ldw, j->ldw, 0.0f, j->C + n0, j->ldc);
+    if (j->ep) epilogue(j, n0, w);
+}
+
+void eng_gemm(eng_pool *pool, int M, int N, int K, const float *A, int lda, const float *W, int ldw, float *C,
+              int ldc, const eng_epilogue *ep) {
+    if (M <= 0 || N <= 0) return;
+    int threads = eng_pool_size(pool);
+    double flops = 2.0 * M * N * (double)K;
+    int blocks = flops < 2e5 ? 1 : threads;
+    int block = (N + blocks - 1) / blocks;
+    block = (block + 15) / 16 * 16; /* keep blocks vector-aligned */
+    blocks = (N + block - 1) / block;
+    gemm_job j = {M, N, K, lda, ldw, ldc, block, A, W, C, ep};
+    eng_pool_run(pool, blocks, gemm_block, &j);
+}
+
+void eng_sgemm_nt(int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb, float *C,
+                  int ldc) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, alpha, A, lda, B, ldb, 0.0f, C, ldc);
+}
+
+void eng_sgemm_nn(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
+}
+
+void eng_ref_gemm(int M, int N, int K, const float *A, int lda, const float *W, int ldw, const float *bias, float *C,
+                  int ldc) {
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            double s = bias ? bias[n] : 0.0;
+            for (int k = 0; k < K; k++) s += (double)A[(size_t)m * lda + k] * W[(size_t)n * ldw + k];
+            C[(size_t)m * ldc + n] = (float)s;
+        }
+}

@@ -1,0 +1,47 @@
+/* blas.h - every matrix product of the engine, and the one place that talks to OpenBLAS.
+ *
+ * OpenBLAS chooses its kernels (its "core": Haswell, SkylakeX, Cooperlake, ...) when the library
+ * loads, from the OPENBLAS_CORETYPE environment variable or CPU detection. adapterd respects an
+ * explicit setting; `adapterd --blas-core NAME` sets the variable and re-executes itself before
+ * any BLAS call (tools/adapterd). eng_blas_core() says which core runs.
+ *
+ * Threads: the engine owns them. eng_blas_init() pins OpenBLAS to one thread per call, and
+ * eng_gemm() splits a product into column blocks run by the engine's pool (pool.h), so no BLAS
+ * thread pool ever runs inside ours and concurrent engine workers never contend in OpenBLAS. */
+#ifndef ADAPTERD_ENGINE_BLAS_H
+#define ADAPTERD_ENGINE_BLAS_H
+
+#include "kernels.h"
+#include "pool.h"
+
+/* Sets OpenBLAS to single-threaded calls. Idempotent; call once before any product. */
+void eng_blas_init(void);
+
+/* Name of the OpenBLAS kernel set in use (e.g. "Cooperlake", "Haswell"). Static string. */
+const char *eng_blas_core(void);
+
+/* Epilogue applied to each output block right after its product, while it is in cache:
+ * y = act(y + bias) + residual; any of bias/residual may be NULL. residual has y's layout. */
+typedef struct {
+    const float *bias;     /* (N) or NULL */
+    eng_act act;           /* ENG_ACT_IDENTITY for none */
+    const float *residual; /* (M, ldr) or NULL; added after the activation */
+    int ldr;
+} eng_epilogue;
+
+/* C (M,N; ldc) = A (M,K; lda) * W^T, with W (N,K; ldw) in Linear layout, then the epilogue
+ * (NULL for none). Split over the pool's threads by column blocks; pool may be NULL. */
+void eng_gemm(eng_pool *pool, int M, int N, int K, const float *A, int lda, const float *W, int ldw,
+              float *C, int ldc, const eng_epilogue *ep);
+
+/* Single-threaded versions used inside parallel regions (attention). alpha scales the product.
+ * eng_sgemm_nt: C = alpha * A (M,K) * B^T with B (N,K).  eng_sgemm_nn: C = A (M,K) * B (K,N). */
+void eng_sgemm_nt(int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb, float *C,
+                  int ldc);
+void eng_sgemm_nn(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc);
+
+/* Reference product in double precision for tests: C = A * W^T (+ bias when not NULL). */
+void eng_ref_gemm(int M, int N, int K, const float *A, int lda, const float *W, int ldw, const float *bias, float *C,
+                  int ldc);
+
+#endif

@@ -1,0 +1,321 @@
+/* encoder.c - the transformer encoder forward pass over packed rows.
+ *
+ * One layer, post-LayerNorm as BERT, RoBERTa and DistilBERT all are:
+ *     qkv = x Wqkv^T + bqkv                      one GEMM for the three projections
+ *     ctx = softmax(Q K^T / sqrt(d)) V           per sequence (segment) and head
+ *     h   = LN1(ctx Wo^T + bo + x)
+ *     x   = LN2(act(h W1^T + b1) W2^T + b2 + h)
+ * Bias, activation and residual are fused into each GEMM's epilogue (blas.h). Because rows are
+ * packed without padding there is no attention mask: a segment's queries see only its own keys.
+ * Attention runs as (segment, head) tasks on the pool, each with single-threaded BLAS calls on
+ * strided views of qkv, into per-worker score buffers. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blas.h"
+#include "model.h"
+
+struct eng_state {
+    eng_pool *pool;
+    int n_threads;
+    size_t cap_rows;   /* rows the buffers below hold */
+    float *qkv;        /* (cap_rows, 3H) */
+    float *ctx;        /* (cap_rows, H) */
+    float *h;          /* (cap_rows, H) */
+    float *inter;      /* (cap_rows, I) */
+    int32_t *pos;      /* (cap_rows) position ids */
+    size_t cap_len;    /* longest segment the score buffers hold */
+    float **scores;    /* per worker (cap_len, cap_len) */
+    eng_seg *segs;     /* (cap_segs) */
+    size_t cap_segs;
+    float *pool_in;    /* (cap_pool_in, pool_in_h) pooler input rows */
+    size_t cap_pool_in;
+    int pool_in_h;
+    int H, I;          /* widths the row buffers were sized for */
+};
+
+eng_state *eng_state_new(int n_threads) {
+    eng_blas_init();
+    eng_state *st = calloc(1, sizeof *st);
+    if (!st) return NULL;
+    st->n_threads = n_threads < 1 ? 1 : n_threads;
+    st->pool = eng_pool_new(st->n_threads);
+    st->scores = calloc((size_t)st->n_threads, sizeof *st->scores);
+    if (!st->pool || !st->scores) {
+        eng_state_free(st);
+        return NULL;
+    }
+    return st;
+}
+
+static void free_rows(eng_state *st) {
+    eng_free_aligned(st->qkv);
+    eng_free_aligned(st->ctx);
+    eng_free_aligned(st->h);
+    eng_free_aligned(st->inter);
+    free(st->pos);
+    st->qkv = st->ctx = st->h = st->inter = NULL;
+    st->pos = NULL;
+    st->cap_rows = 0;
+}
+
+void eng_state_free(eng_state *st) {
+    if (!st) return;
+    eng_pool_free(st->pool);
+    free_rows(st);
+    if (st->scores)
+        for (int i = 0; i < st->n_threads; i++) eng_free_aligned(st->scores[i]);
+    free(st->scores);
+    free(st->segs);
+    eng_free_aligned(st->pool_in);
+    free(st);
+}
+
+eng_pool *eng_state_pool(eng_state *st) { return st->pool; }
+
+static int ensure_rows(eng_state *st, const eng_config *c, size_t rows, eng_err *err) {
+    if (rows <= st->cap_rows && st->H == c->hidden && st->I == c->intermediate) return 0;
+    free_rows(st);
+    size_t cap = rows < 64 ? 64 : rows + rows / 4;
+    size_t H = (size_t)c->hidden, I = (size_t)c->intermediate;
+    st->qkv = eng_alloc_aligned(cap * 3 * H * sizeof(float));
+    st->ctx = eng_alloc_aligned(cap * H * sizeof(float));
+    st->h = eng_alloc_aligned(cap * H * sizeof(float));
+    st->inter = eng_alloc_aligned(cap * I * sizeof(float));
+    st->pos = malloc(cap * sizeof *st->pos);
+    if (!st->qkv || !st->ctx || !st->h || !st->inter || !st->pos) {
+        free_rows(st);
+        return eng_err_set(err, ENG_NO_MEMORY, "cannot allocate scratch for %zu rows", rows);
+    }
+    st->cap_rows = cap;
+    st->H = c->hidden;
+    st->I = c->intermediate;
+    return 0;
+}
+
+static int ensure_scores(eng_state *st, size_t len, eng_err *err) {
+    if (len <= st->cap_len) return 0;
+    for (int i = 0; i < st->n_threads; i++) {
+        eng_free_aligned(st->scores[i]);
+        st->scores[i] = eng_alloc_aligned(len * len * sizeof(float));
+        if (!st->scores[i]) {
+            st->cap_len = 0;
+            return eng_err_set(err, ENG_NO_MEMORY, "cannot allocate attention scores for length %zu", len);
+        }
+    }
+    st->cap_len = len;
+    return 0;
+}
+
+static int ensure_segs(eng_state *st, size_t n, eng_err *err) {
+    if (n <= st->cap_segs) return 0;
+    size_t cap = n < 16 ? 16 : n * 2;
+    eng_seg *p = realloc(st->segs, cap * sizeof *p);
+    if (!p) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    st->segs = p;
+    st->cap_segs = cap;
+    return 0;
+}
+
+static int ensure_pool_in(eng_state *st, size_t n, int H, eng_err *err) {
+    if (n <= st->cap_pool_in && st->pool_in_h == H) return 0;
+    eng_free_aligned(st->pool_in);
+    size_t cap = n < 16 ? 16 : n * 2;
+    st->pool_in = eng_alloc_aligned(cap * (size_t)H * sizeof(float));
+    st->cap_pool_in = st->pool_in ? cap : 0;
+    st->pool_in_h = H;
+    return st->pool_in ? 0 : eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+}
+
+/* ---- row-parallel helpers ---- */
+
+typedef struct {
+    float *x;
+    int rows, dim, chunk;
+    const float *g, *b;
+    float eps;
+} ln_job;
+
+static void ln_task(void *ctx, int task, int worker) {
+    (void)worker;
+    ln_job *j = ctx;
+    int r0 = task * j->chunk, n = j->rows - r0 < j->chunk ? j->rows - r0 : j->chunk;
+    if (n > 0) eng_layernorm(j->x + (size_t)r0 * j->dim, (size_t)n, (size_t)j->dim, j->g, j->b, j->eps);
+}
+
+static void layernorm_rows(eng_pool *pool, float *x, int rows, int dim, const float *g, const float *b, float eps) {
+    int tasks = eng_pool_size(pool) * 4;
+    if (rows < tasks * 4) tasks = rows < eng_pool_size(pool) ? 1 : eng_pool_size(pool);
+    ln_job j = {x, rows, dim, (rows + tasks - 1) / tasks, g, b, eps};
+    eng_pool_run(pool, tasks, ln_task, &j);
+}
+
+/* ---- embeddings ---- */
+
+typedef struct {
+    const eng_model *m;
+    const eng_batch *b;
+    const int32_t *pos;
+    float *x;
+    int rows, chunk;
+} emb_job;
+
+static void emb_task(void *ctx, int task, int worker) {
+    (void)worker;
+    emb_job *j = ctx;
+    const eng_config *c = eng_model_config(j->m);
+    const eng_weights *w = eng_model_weights(j->m);
+    int H = c->hidden, r0 = task * j->chunk, r1 = r0 + j->chunk < j->rows ? r0 + j->chunk : j->rows;
+    for (int r = r0; r < r1; r++) {
+        float *y = j->x + (size_t)r * H;
+        const float *we = w->word_emb + (size_t)j->b->ids[r] * H, *pe = w->pos_emb + (size_t)j->pos[r] * H;
+        for (int i = 0; i < H; i++) y[i] = we[i] + pe[i];
+        if (w->type_emb) {
+            const float *te = w->type_emb + (size_t)(j->b->type_ids ? j->b->type_ids[r] : 0) * H;
+            for (int i = 0; i < H; i++) y[i] += te[i];
+        }
+    }
+    if (r1 > r0) eng_layernorm(j->x + (size_t)r0 * H, (size_t)(r1 - r0), (size_t)H, w->emb_ln_g, w->emb_ln_b, c->ln_eps);
+}
+
+static int batch_tokens(const eng_batch *b, size_t *n_tokens, int *max_len, eng_err *err) {
+    size_t n = 0;
+    int mx = 0;
+    if (b->n_seq <= 0) return eng_err_set(err, ENG_INVALID_ARGUMENT, "empty batch");
+    for (int s = 0; s < b->n_seq; s++) {
+        if (b->seq_len[s] <= 0) return eng_err_set(err, ENG_INVALID_ARGUMENT, "sequence %d is empty", s);
+        n += (size_t)b->seq_len[s];
+        if (b->seq_len[s] > mx) mx = b->seq_len[s];
+    }
+    *n_tokens = n;
+    *max_len = mx;
+    return 0;
+}
+
+int eng_embed(const eng_model *m, eng_state *st, const eng_batch *b, float *x, eng_err *err) {
+    const eng_config *c = eng_model_config(m);
+    size_t n = 0;
+    int max_len = 0, rc;
+    if ((rc = batch_tokens(b, &n, &max_len, err))) return rc;
+    if ((rc = ensure_rows(st, c, n, err))) return rc;
+    /* Position ids and input checks, sequentially: cheap and it keeps error messages exact. */
+    size_t r = 0;
+    for (int s = 0; s < b->n_seq; s++) {
+        int nonpad = 0;
+        for (int t = 0; t < b->seq_len[s]; t++, r++) {
+            int32_t id = b->ids[r];
+            if (id < 0 || id >= c->vocab)
+                return eng_err_set(err, ENG_INVALID_ARGUMENT, "sequence %d, token %d: id %d outside the vocabulary (0..%d)",
+                                   s, t, id, c->vocab - 1);
+            int32_t ty = b->type_ids ? b->type_ids[r] : 0;
+            if (ty < 0 || ty >= (c->type_vocab > 0 ? c->type_vocab : 1))
+                return eng_err_set(err, ENG_INVALID_ARGUMENT, "sequence %d, token %d: token type %d out of range", s, t, ty);
+            int32_t p;
+            if (c->arch == ENG_ARCH_ROBERTA) {
+                /* Hugging Face: cumsum(ids != pad) * (ids != pad) + pad */
+                if (id != c->pad_id) nonpad++;
+                p = id != c->pad_id ? nonpad + c->pad_id : c->pad_id;
+            } else {
+                p = t;
+            }
+            if (p >= c->max_pos)
+                return eng_err_set(err, ENG_INVALID_ARGUMENT, "sequence %d has %d tokens; the model takes at most %d", s,
+                                   b->seq_len[s], c->max_pos - c->pos_offset);
+            st->pos[r] = p;
+        }
+    }
+    int tasks = eng_pool_size(st->pool) * 4;
+    emb_job j = {m, b, st->pos, x, (int)n, (int)((n + (size_t)tasks - 1) / (size_t)tasks)};
+    eng_pool_run(st->pool, tasks, emb_task, &j);
+    return 0;
+}
+
+/* ---- attention ---- */
+
+typedef struct {
+    const float *qkv;
+    float *ctx;
+    const eng_seg *segs;
+    int H, d, n_heads;
+    float scale;
+    float **scores;
+} attn_job;
+
+static void attn_task(void *ctx, int task, int worker) {
+    attn_job *j = ctx;
+    const eng_seg *sg = &j->segs[task / j->n_heads];
+    int h = task % j->n_heads, L = sg->len, ld = 3 * j->H;
+    const float *q = j->qkv + (size_t)sg->start * ld + (size_t)h * j->d;
+    const float *k = q + j->H, *v = q + 2 * j->H;
+    float *s = j->scores[worker];
+    eng_sgemm_nt(L, L, j->d, j->scale, q, ld, k, ld, s, L);
+    for (int i = 0; i < L; i++) eng_softmax_row(s + (size_t)i * L, (size_t)L);
+    eng_sgemm_nn(L, j->d, L, s, L, v, ld, j->ctx + (size_t)sg->start * j->H + (size_t)h * j->d, j->H);
+}
+
+int eng_layer_forward(const eng_model *m, eng_state *st, int l, float *x, int rows, const eng_seg *segs, int n_segs,
+                      eng_err *err) {
+    const eng_config *c = eng_model_config(m);
+    const eng_layer_weights *w = &eng_model_weights(m)->layers[l];
+    int H = c->hidden, I = c->intermediate, rc, max_len = 0;
+    for (int s = 0; s < n_segs; s++) max_len = segs[s].len > max_len ? segs[s].len : max_len;
+    if ((rc = ensure_rows(st, c, (size_t)rows, err)) || (rc = ensure_scores(st, (size_t)max_len, err))) return rc;
+    eng_pool *pool = st->pool;
+
+    eng_epilogue ep_qkv = {.bias = w->bqkv, .act = ENG_ACT_IDENTITY};
+    eng_gemm(pool, rows, 3 * H, H, x, H, w->wqkv, H, st->qkv, 3 * H, &ep_qkv);
+
+    attn_job aj = {st->qkv, st->ctx, segs, H, c->head_dim, c->n_heads, 1.0f / sqrtf((float)c->head_dim), st->scores};
+    eng_pool_run(pool, n_segs * c->n_heads, attn_task, &aj);
+
+    eng_epilogue ep_o = {.bias = w->bo, .act = ENG_ACT_IDENTITY, .residual = x, .ldr = H};
+    eng_gemm(pool, rows, H, H, st->ctx, H, w->wo, H, st->h, H, &ep_o);
+    layernorm_rows(pool, st->h, rows, H, w->ln1_g, w->ln1_b, c->ln_eps);
+
+    eng_epilogue ep_1 = {.bias = w->b1, .act = c->act};
+    eng_gemm(pool, rows, I, H, st->h, H, w->w1, H, st->inter, I, &ep_1);
+    eng_epilogue ep_2 = {.bias = w->b2, .act = ENG_ACT_IDENTITY, .residual = st->h, .ldr = H};
+    eng_gemm(pool, rows, H, I, st->inter, I, w->w2, I, x, H, &ep_2);
+    layernorm_rows(pool, x, rows, H, w->ln2_g, w->ln2_b, c->ln_eps);
+    return 0;
+}
+
+int eng_pool_first(const eng_model *m, eng_state *st, const float *x, const eng_seg *segs, int n_segs, float *out,
+                   eng_err *err) {
+    const eng_config *c = eng_model_config(m);
+    const eng_weights *w = eng_model_weights(m);
+    int H = c->hidden;
+    if (!w->pool_w) {
+        for (int s = 0; s < n_segs; s++) memcpy(out + (size_t)s * H, x + (size_t)segs[s].start * H, (size_t)H * sizeof *out);
+        return 0;
+    }
+    int rc = ensure_pool_in(st, (size_t)n_segs, H, err);
+    if (rc) return rc;
+    /* Gather the first rows into out, then out = tanh(out Wp^T + bp) through the pool's scratch. */
+    float *tmp = st->pool_in;
+    for (int s = 0; s < n_segs; s++) memcpy(tmp + (size_t)s * H, x + (size_t)segs[s].start * H, (size_t)H * sizeof *tmp);
+    eng_epilogue ep = {.bias = w->pool_b, .act = ENG_ACT_TANH};
+    eng_gemm(st->pool, n_segs, H, H, tmp, H, w->pool_w, H, out, H, &ep);
+    return 0;
+}
+
+int eng_encode(const eng_model *m, eng_state *st, const eng_batch *b, float *hidden_out, float *pooled_out,
+               eng_err *err) {
+    const eng_config *c = eng_model_config(m);
+    size_t n = 0;
+    int max_len = 0, rc;
+    if ((rc = batch_tokens(b, &n, &max_len, err))) return rc;
+    if ((rc = ensure_segs(st, (size_t)b->n_seq, err))) return rc;
+    if ((rc = eng_embed(m, st, b, hidden_out, err))) return rc;
+    int32_t start = 0;
+    for (int s = 0; s < b->n_seq; s++) {
+        st->segs[s].start = start;
+        st->segs[s].len = b->seq_len[s];
+        start += b->seq_len[s];
+    }
+    for (int l = 0; l < c->n_layers; l++)
+        if ((rc = eng_layer_forward(m, st, l, hidden_out, (int)n, st->segs, b->n_seq, err))) return rc;
+    if (pooled_out) return eng_pool_first(m, st, hidden_out, st->segs, b->n_seq, pooled_out, err);
+    return 0;
+}

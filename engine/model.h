@@ -1,0 +1,131 @@
+/* model.h - an encoder's configuration and read-only weights, and its forward pass.
+ *
+ * An eng_model is loaded once from a Hugging Face model directory (config.json + model.safetensors,
+ * or the sharded model.safetensors.index.json form) and then only read: any number of threads run
+ * forward passes over it at once, each with its own eng_state (scratch memory + thread pool), in
+ * the spirit of whisper.cpp's context/state split. No lock is taken during inference.
+ *
+ * Supported families: BERT (BertModel keys, with or without "bert."), RoBERTa / XLM-R (position
+ * ids start at padding_idx + 1) and DistilBERT (its own key names, no token types). All weights are
+ * converted to float32 at load and owned by the model; files are not kept mapped.
+ *
+ * Usage:
+ *     eng_model *m; eng_err e;
+ *     if (eng_model_load("models/bert", &m, &e)) { fprintf(stderr, "%s\n", e.msg); return 1; }
+ *     eng_state *st = eng_state_new(2);
+ *     int32_t ids[] = {101, 7592, 102}, lens[] = {3};
+ *     eng_batch b = {.n_seq = 1, .ids = ids, .seq_len = lens};
+ *     float *h = malloc(3 * eng_model_config(m)->hidden * sizeof *h);
+ *     eng_encode(m, st, &b, h, NULL, &e);
+ *     eng_state_free(st); eng_model_free(m); */
+#ifndef ADAPTERD_ENGINE_MODEL_H
+#define ADAPTERD_ENGINE_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels.h"
+#include "pool.h"
+#include "status.h"
+#include "tensor.h"
+
+typedef enum { ENG_ARCH_BERT, ENG_ARCH_ROBERTA, ENG_ARCH_DISTILBERT } eng_arch;
+
+typedef struct {
+    eng_arch arch;
+    char model_type[32];  /* config.json model_type: "bert", "roberta", "xlm-roberta", "distilbert" */
+    int hidden;           /* H */
+    int n_layers;         /* L */
+    int n_heads;
+    int head_dim;         /* H / n_heads */
+    int intermediate;     /* FFN width */
+    int vocab;
+    int max_pos;          /* position embedding rows */
+    int type_vocab;       /* 0 when the model has no token type embeddings */
+    int pad_id;
+    int pos_offset;       /* RoBERTa: padding_idx + 1; else 0 */
+    float ln_eps;
+    eng_act act;
+    int has_pooler;
+} eng_config;
+
+typedef struct {
+    float *wqkv;   /* (3H, H): query rows, then key rows, then value rows */
+    float *bqkv;   /* (3H) */
+    float *wo;     /* (H, H) attention output dense */
+    float *bo;     /* (H) */
+    float *ln1_g;  /* (H) attention output LayerNorm (DistilBERT: sa_layer_norm) */
+    float *ln1_b;  /* (H) */
+    float *w1;     /* (I, H) intermediate dense */
+    float *b1;     /* (I) */
+    float *w2;     /* (H, I) output dense */
+    float *b2;     /* (H) */
+    float *ln2_g;  /* (H) output LayerNorm (DistilBERT: output_layer_norm) */
+    float *ln2_b;  /* (H) */
+} eng_layer_weights;
+
+typedef struct {
+    float *word_emb;  /* (vocab, H) */
+    float *pos_emb;   /* (max_pos, H) */
+    float *type_emb;  /* (type_vocab, H), NULL when type_vocab == 0 */
+    float *emb_ln_g;  /* (H) */
+    float *emb_ln_b;  /* (H) */
+    eng_layer_weights *layers; /* (L) */
+    float *pool_w;    /* (H, H) or NULL */
+    float *pool_b;    /* (H) or NULL */
+} eng_weights;
+
+typedef struct eng_model eng_model;
+
+/* Loads a model directory. Returns 0 and sets *out (owned by the caller, release with
+ * eng_model_free), or a negative eng_status with err naming the file, key or tensor at fault. */
+int eng_model_load(const char *dir, eng_model **out, eng_err *err);
+void eng_model_free(eng_model *m);
+
+/* Borrowed pointers, valid while the model lives. */
+const eng_config *eng_model_config(const eng_model *m);
+const eng_weights *eng_model_weights(const eng_model *m);
+/* Bytes of float32 weights the model holds. */
+size_t eng_model_bytes(const eng_model *m);
+
+/* ---- forward pass ---- */
+
+/* A batch of sequences, packed: all token ids concatenated, no padding. */
+typedef struct {
+    int n_seq;
+    const int32_t *ids;      /* (n_tokens) */
+    const int32_t *type_ids; /* (n_tokens) or NULL for all zeros */
+    const int32_t *seq_len;  /* (n_seq), each >= 1 */
+} eng_batch;
+
+/* Per-worker mutable state: a thread pool and scratch buffers that grow to the largest batch seen.
+ * Not shared between concurrent calls. Returns NULL on failure. */
+typedef struct eng_state eng_state;
+eng_state *eng_state_new(int n_threads);
+void eng_state_free(eng_state *st);
+eng_pool *eng_state_pool(eng_state *st);
+
+/* Runs the encoder on a packed batch. hidden_out (n_tokens, H) receives the last hidden state;
+ * pooled_out (n_seq, H), when not NULL, the pooler output (tanh(W cls + b)) for models with a
+ * pooler, or the CLS rows for models without one. Returns 0, or ENG_INVALID_ARGUMENT for ids out of
+ * the vocabulary, type ids out of range or sequences longer than the position table, or
+ * ENG_NO_MEMORY. */
+int eng_encode(const eng_model *m, eng_state *st, const eng_batch *b, float *hidden_out, float *pooled_out,
+               eng_err *err);
+
+/* The building blocks of eng_encode, for the multi-task planner. x is (rows, H) packed rows;
+ * segs say which rows form one attention sequence. */
+
+/* Embeds a batch into x (n_tokens, H). Validates ids; returns 0 or ENG_INVALID_ARGUMENT. */
+int eng_embed(const eng_model *m, eng_state *st, const eng_batch *b, float *x, eng_err *err);
+
+/* Runs layer l in place on x (rows, H). Returns 0 or ENG_NO_MEMORY. */
+int eng_layer_forward(const eng_model *m, eng_state *st, int l, float *x, int rows, const eng_seg *segs,
+                      int n_segs, eng_err *err);
+
+/* Pooler over the first row of each segment: out (n_segs, H). Models without a pooler copy the
+ * first rows. Returns 0 or ENG_NO_MEMORY. */
+int eng_pool_first(const eng_model *m, eng_state *st, const float *x, const eng_seg *segs, int n_segs, float *out,
+                   eng_err *err);
+
+#endif

@@ -1,0 +1,60 @@
+/* status.h - the one error table of adapterd.
+ *
+ * Every module returns these codes; the server maps them to HTTP statuses in exactly one place
+ * (server/http_status.c). A failing call fills an eng_err with a code and a human sentence that
+ * names what went wrong (the tensor, the file, the field), so callers can show it as is.
+ *
+ * Contract used across the code: functions that can fail return 0 (ENG_OK) on success and a
+ * negative eng_status on failure, and fill *err when err is not NULL. */
+#ifndef ADAPTERD_ENGINE_STATUS_H
+#define ADAPTERD_ENGINE_STATUS_H
+
+#include <stddef.h>
+
+/* X(name, value, short description) */
+#define ENG_STATUS_LIST(X)                                                \
+    X(OK, 0, "ok")                                                        \
+    X(INVALID_ARGUMENT, -1, "invalid argument")                           \
+    X(NOT_FOUND, -2, "not found")                                         \
+    X(IO, -3, "i/o error")                                                \
+    X(FORMAT, -4, "malformed file")                                       \
+    X(UNSUPPORTED, -5, "unsupported")                                     \
+    X(SHAPE, -6, "shape mismatch")                                        \
+    X(NO_MEMORY, -7, "out of memory")                                     \
+    X(TOO_LARGE, -8, "too large")                                         \
+    X(LIMIT, -9, "limit exceeded")                                        \
+    X(BUSY, -10, "busy")                                                  \
+    X(UNAVAILABLE, -11, "unavailable")                                    \
+    X(INTERNAL, -12, "internal error")
+
+typedef enum {
+#define ENG__STATUS_ENUM(name, value, desc) ENG_##name = (value),
+    ENG_STATUS_LIST(ENG__STATUS_ENUM)
+#undef ENG__STATUS_ENUM
+} eng_status;
+
+#define ENG_ERR_MSG_MAX 512
+
+typedef struct {
+    eng_status code;
+    char msg[ENG_ERR_MSG_MAX]; /* NUL-terminated sentence; empty when code == ENG_OK */
+} eng_err;
+
+/* Returns a static lowercase name for code ("invalid_argument", "not_found", ...). */
+const char *eng_status_name(eng_status code);
+
+/* Returns a static short description for code. */
+const char *eng_status_desc(eng_status code);
+
+/* Sets err (when not NULL) to code and a printf-style message; returns code so callers can write
+ * `return eng_err_set(err, ENG_FORMAT, "...", ...);`. */
+eng_status eng_err_set(eng_err *err, eng_status code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Prepends "prefix: " to err's message, keeping its code; returns the code. */
+eng_status eng_err_prefix(eng_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Resets err to ENG_OK with an empty message. */
+void eng_err_clear(eng_err *err);
+
+#endif

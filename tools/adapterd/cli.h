@@ -1,0 +1,26 @@
+/* cli.h - subcommands of the adapterd binary and the small helpers they share.
+ *
+ * Each subcommand is `int cmd_NAME(int argc, char **argv)` with argv[0] the subcommand name; it
+ * prints its result to stdout, errors to stderr, and returns the process exit code (0 ok, 1 runtime
+ * error, 2 usage error). `--help` prints usage and returns 0. */
+#ifndef ADAPTERD_TOOLS_CLI_H
+#define ADAPTERD_TOOLS_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+int cmd_version(int argc, char **argv);
+int cmd_encode(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+
+/* Parses "101,2023,102" into a malloc'd array; returns the count, or -1 on a malformed list
+ * (message on stderr). The caller frees *out. */
+int cli_parse_ids(const char *s, int32_t **out);
+
+/* Prints a JSON string literal (with quotes, escaped) to stdout. */
+void cli_print_json_string(const char *s, size_t len);
+
+/* Applies the process-wide BLAS settings (--threads, --blas-core); see main.c. */
+int cli_blas_setup(int n_threads, const char *core);
+
+#endif

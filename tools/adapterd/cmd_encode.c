@@ -1,0 +1,139 @@
+/* cmd_encode.c - `adapterd encode`: run the encoder on one input and print its outputs as JSON.
+ *
+ * Output: {"ids":[...],"last_hidden_state":[[...],...],"pooler_output":[...]} with floats printed
+ * with 9 significant digits (exact float32 round trip). pooler_output is the BERT/RoBERTa pooler,
+ * or the CLS row for models without a pooler (DistilBERT). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "blas.h"
+#include "cli.h"
+#include "model.h"
+#include "tokenizer.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: adapterd encode --model DIR (--text STR [--text-pair STR] | --ids 101,2023,102)\n"
+            "                       [--max-length N] [--threads N] [--blas-core NAME]\n\n"
+            "Runs the encoder in DIR (config.json + model.safetensors) and prints one JSON object:\n"
+            "  {\"ids\":[...],\"last_hidden_state\":[[...],...],\"pooler_output\":[...]}\n\n"
+            "  --model DIR        Hugging Face model directory (BERT, RoBERTa/XLM-R, DistilBERT)\n"
+            "  --text STR         text to tokenize with DIR's tokenizer (tokenizer.json or vocab files)\n"
+            "  --text-pair STR    second segment of a pair\n"
+            "  --ids LIST         comma-separated token ids, used as given (no special tokens added)\n"
+            "  --max-length N     truncate the tokenized text to N tokens (default: the model's limit)\n"
+            "  --threads N        threads (default: all cores)\n"
+            "  --blas-core NAME   OpenBLAS kernels: auto, Haswell, SkylakeX, Cooperlake, ...\n");
+}
+
+static void print_floats(const float *v, int n) {
+    putchar('[');
+    for (int i = 0; i < n; i++) printf(i ? ",%.9g" : "%.9g", v[i]);
+    putchar(']');
+}
+
+int cmd_encode(int argc, char **argv) {
+    const char *model_dir = NULL, *text = NULL, *pair = NULL, *ids_arg = NULL;
+    int max_length = 0, threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "adapterd encode: unknown or incomplete option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+        const char *v = argv[++i];
+        if (!strcmp(a, "--model")) model_dir = v;
+        else if (!strcmp(a, "--text")) text = v;
+        else if (!strcmp(a, "--text-pair")) pair = v;
+        else if (!strcmp(a, "--ids")) ids_arg = v;
+        else if (!strcmp(a, "--max-length")) max_length = atoi(v);
+        else if (!strcmp(a, "--threads")) threads = atoi(v);
+        else {
+            fprintf(stderr, "adapterd encode: unknown option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!model_dir || (!text == !ids_arg) || (pair && !text) || threads < 1 || max_length < 0) {
+        fprintf(stderr, "adapterd encode: need --model and exactly one of --text or --ids\n");
+        usage(stderr);
+        return 2;
+    }
+    int rc = 1, n = 0;
+    int32_t *ids = NULL, *types = NULL;
+    eng_err err = {0};
+    eng_model *m = NULL;
+    eng_state *st = NULL;
+    float *hidden = NULL, *pooled = NULL;
+    if (eng_model_load(model_dir, &m, &err)) goto fail;
+    const eng_config *c = eng_model_config(m);
+    if (ids_arg) {
+        n = cli_parse_ids(ids_arg, &ids);
+        if (n < 0) {
+            rc = 2;
+            goto out;
+        }
+    } else {
+        eng_tokenizer *tok = NULL;
+        if (eng_tokenizer_load(model_dir, &tok, &err)) goto fail;
+        eng_tok_params tp = eng_tok_default_params();
+        tp.max_length = max_length ? max_length : c->max_pos - c->pos_offset;
+        if (max_length == 0 && tp.max_length > 512) tp.max_length = 512;
+        eng_tok_encoding enc = {0};
+        int trc = eng_tok_encode(tok, text, strlen(text), pair, pair ? strlen(pair) : 0, &tp, &enc, &err);
+        eng_tokenizer_free(tok);
+        if (trc) goto fail;
+        n = (int)enc.n;
+        ids = malloc((size_t)n * sizeof *ids);
+        types = malloc((size_t)n * sizeof *types);
+        if (!ids || !types) {
+            eng_tok_encoding_free(&enc);
+            eng_err_set(&err, ENG_NO_MEMORY, "out of memory");
+            goto fail;
+        }
+        memcpy(ids, enc.ids, (size_t)n * sizeof *ids);
+        memcpy(types, enc.type_ids, (size_t)n * sizeof *types);
+        eng_tok_encoding_free(&enc);
+    }
+    st = eng_state_new(threads);
+    hidden = malloc((size_t)n * c->hidden * sizeof *hidden);
+    pooled = malloc((size_t)c->hidden * sizeof *pooled);
+    if (!st || !hidden || !pooled) {
+        eng_err_set(&err, ENG_NO_MEMORY, "out of memory");
+        goto fail;
+    }
+    fprintf(stderr, "adapterd: OpenBLAS core %s, %d threads\n", eng_blas_core(), threads);
+    int32_t len = n;
+    eng_batch b = {.n_seq = 1, .ids = ids, .type_ids = types, .seq_len = &len};
+    if (eng_encode(m, st, &b, hidden, pooled, &err)) goto fail;
+    printf("{\"ids\":[");
+    for (int i = 0; i < n; i++) printf(i ? ",%d" : "%d", ids[i]);
+    printf("],\"last_hidden_state\":[");
+    for (int i = 0; i < n; i++) {
+        if (i) putchar(',');
+        print_floats(hidden + (size_t)i * c->hidden, c->hidden);
+    }
+    printf("],\"pooler_output\":");
+    print_floats(pooled, c->hidden);
+    printf("}\n");
+    rc = 0;
+    goto out;
+fail:
+    fprintf(stderr, "adapterd encode: %s\n", err.msg[0] ? err.msg : eng_status_desc(err.code));
+    rc = 1;
+out:
+    free(ids);
+    free(types);
+    free(hidden);
+    free(pooled);
+    eng_state_free(st);
+    eng_model_free(m);
+    return rc;
+}

@@ -1,0 +1,78 @@
+/* main.c - the adapterd command line: one binary, one subcommand per job.
+ *
+ * The only place in adapterd that may call exit(): library code returns status codes. */
+#include "cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+typedef struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *summary;
+} cli_command;
+
+static const cli_command commands[] = {
+    {"encode", cmd_encode, "run the encoder on a text or token ids and print its outputs as JSON"},
+    {"tokenize", cmd_tokenize, "tokenize a text (or pair) and print ids, tokens and offsets as JSON"},
+    {"version", cmd_version, "print the version and the BLAS core in use"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: adapterd <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\n`adapterd <command> --help` describes a command's options.\n");
+}
+
+/* --blas-core NAME (any position, any command): OpenBLAS reads OPENBLAS_CORETYPE only when it
+ * loads, so set it and re-execute this binary without the option. "auto" lets OpenBLAS detect. */
+static int apply_blas_core(int *argc, char **argv) {
+    const char *core = NULL;
+    int j = 0;
+    for (int i = 0; i < *argc; i++) {
+        if (!strcmp(argv[i], "--blas-core")) {
+            if (i + 1 >= *argc) {
+                fprintf(stderr, "adapterd: --blas-core needs a name (auto, Haswell, SkylakeX, Cooperlake, ...)\n");
+                return -1;
+            }
+            core = argv[++i];
+            continue;
+        }
+        argv[j++] = argv[i];
+    }
+    argv[j] = NULL;
+    *argc = j;
+    if (!core) return 0;
+    const char *cur = getenv("OPENBLAS_CORETYPE");
+    int want_auto = !strcasecmp(core, "auto");
+    if (want_auto ? cur == NULL : (cur && !strcmp(cur, core))) return 0;
+    if (want_auto)
+        unsetenv("OPENBLAS_CORETYPE");
+    else
+        setenv("OPENBLAS_CORETYPE", core, 1);
+    execv("/proc/self/exe", argv);
+    fprintf(stderr, "adapterd: cannot re-execute to apply --blas-core\n");
+    return -1;
+}
+
+int main(int argc, char **argv) {
+    if (apply_blas_core(&argc, argv)) return 2;
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) return cmd_version(argc - 1, argv + 1);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "adapterd: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
