@@ -96,7 +96,7 @@ static int parse_config(const char *path, eng_config *c, eng_err *err) {
             (rc = json_int(root, "n_layers", INT_MIN, &c->n_layers, path, err)) ||
             (rc = json_int(root, "n_heads", INT_MIN, &c->n_heads, path, err)) ||
             (rc = json_int(root, "hidden_dim", INT_MIN, &c->intermediate, path, err)) ||
-            (rc = json_int(root, "vocab_size", INT_MIN, &c->vocab, path, err)) ||
+            (rc = json_int(root, "vocab_size", 0, &c->vocab, path, err)) || /* 0: from the weights */
             (rc = json_int(root, "max_position_embeddings", 512, &c->max_pos, path, err)) ||
             (rc = json_int(root, "pad_token_id", 0, &c->pad_id, path, err)))
             goto done;
@@ -117,7 +117,7 @@ static int parse_config(const char *path, eng_config *c, eng_err *err) {
     }
     c->act = (eng_act)a;
     if (c->hidden <= 0 || c->n_heads <= 0 || c->hidden % c->n_heads || c->n_layers <= 0 || c->intermediate <= 0 ||
-        c->vocab <= 0 || c->max_pos <= c->pos_offset) {
+        c->vocab < 0 || c->max_pos <= c->pos_offset) {
         rc = eng_err_set(err, ENG_FORMAT,
                          "%s: inconsistent sizes (hidden %d, heads %d, layers %d, intermediate %d, vocab %d, positions %d)",
                          path, c->hidden, c->n_heads, c->n_layers, c->intermediate, c->vocab, c->max_pos);
@@ -359,6 +359,14 @@ static int load_weights(eng_model *m, ckpt *k, eng_err *err) {
     if (!found)
         return eng_err_set(err, ENG_FORMAT, "missing tensor 'embeddings.word_embeddings.weight' (also tried prefix '%s')",
                            cands[1]);
+    if (c->vocab == 0) { /* config without vocab_size: take it from the embedding table */
+        char n[256];
+        snprintf(n, sizeof n, "%sembeddings.word_embeddings.weight", prefix);
+        const eng_st_tensor *t = ckpt_find(k, n, 0);
+        if (t->ndim != 2 || t->shape[0] <= 0 || t->shape[0] > INT_MAX / 4)
+            return eng_err_set(err, ENG_SHAPE, "tensor '%s' is not a (vocab, hidden) matrix", n);
+        c->vocab = (int)t->shape[0];
+    }
     m->arena_floats = arena_size(c);
     m->arena = eng_alloc_aligned(m->arena_floats * sizeof(float));
     if (!m->arena) return eng_err_set(err, ENG_NO_MEMORY, "cannot allocate %zu MB of weights", m->arena_floats / 262144);

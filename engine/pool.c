@@ -34,6 +34,10 @@ typedef struct {
 } pool_arg;
 
 static void run_tasks(eng_pool *p, int worker) {
+    if (p->n_tasks == p->n_threads) { /* one task each: no stealing, so a late worker still gets its share */
+        p->fn(p->ctx, worker, worker);
+        return;
+    }
     for (;;) {
         int t = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
         if (t >= p->n_tasks) break;

@@ -1,0 +1,127 @@
+/* bench_encoder.c - adapterd's encoder latency and throughput, next to the sgemm peak of the same run.
+ *
+ *   bench_encoder --model DIR [--threads N] [--reps R] [--json]
+ *
+ * Workloads (issue: foundation): one 128-token sequence (latency) and 32 sequences of 128 tokens
+ * (throughput), random ids, after warm-up. Prints medians and the achieved GFLOP/s of the encoder
+ * (its matrix products and attention, counted exactly) next to the best GFLOP/s of a large GEMM
+ * run through the same thread split (the engine's achievable peak on this machine and core). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "blas.h"
+#include "model.h"
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* FLOPs of one forward pass over n_seq sequences of len tokens. */
+static double encoder_flops(const eng_config *c, int n_seq, int len) {
+    double T = (double)n_seq * len, H = c->hidden, I = c->intermediate;
+    double linear = 2.0 * T * (3 * H * H + H * H + 2 * H * I);
+    double attn = 2.0 * 2.0 * n_seq * (double)len * len * H;
+    return c->n_layers * (linear + attn);
+}
+
+static double sgemm_peak(eng_pool *pool, int reps) {
+    int M = 2048, N = 3072, K = 768;
+    float *A = eng_alloc_aligned(sizeof(float) * M * K), *W = eng_alloc_aligned(sizeof(float) * N * K),
+          *C = eng_alloc_aligned(sizeof(float) * M * N);
+    if (!A || !W || !C) return 0;
+    for (int i = 0; i < M * K; i++) A[i] = (float)(i % 17) * 0.01f;
+    for (int i = 0; i < N * K; i++) W[i] = (float)(i % 13) * 0.01f;
+    double best = 1e30;
+    for (int r = 0; r < reps + 2; r++) {
+        double t = now_ms();
+        eng_gemm(pool, M, N, K, A, K, W, K, C, N, NULL);
+        t = now_ms() - t;
+        if (r >= 2 && t < best) best = t;
+    }
+    eng_free_aligned(A), eng_free_aligned(W), eng_free_aligned(C);
+    return 2.0 * M * N * (double)K / (best * 1e6);
+}
+
+static int run(const eng_model *m, eng_state *st, int n_seq, int len, int reps, double *med_ms) {
+    const eng_config *c = eng_model_config(m);
+    int n = n_seq * len;
+    int32_t *ids = malloc(sizeof(int32_t) * n), *lens = malloc(sizeof(int32_t) * n_seq);
+    float *out = eng_alloc_aligned(sizeof(float) * (size_t)n * c->hidden);
+    double *t = malloc(sizeof(double) * reps);
+    if (!ids || !lens || !out || !t) return -1;
+    unsigned s = 42;
+    for (int i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        ids[i] = (int32_t)((s >> 8) % (unsigned)c->vocab);
+    }
+    for (int i = 0; i < n_seq; i++) lens[i] = len;
+    eng_batch b = {.n_seq = n_seq, .ids = ids, .seq_len = lens};
+    eng_err e;
+    for (int r = 0; r < 2; r++)
+        if (eng_encode(m, st, &b, out, NULL, &e)) {
+            fprintf(stderr, "bench: %s\n", e.msg);
+            return -1;
+        }
+    for (int r = 0; r < reps; r++) {
+        double t0 = now_ms();
+        eng_encode(m, st, &b, out, NULL, &e);
+        t[r] = now_ms() - t0;
+    }
+    *med_ms = median(t, reps);
+    free(ids), free(lens), eng_free_aligned(out), free(t);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    const char *dir = NULL;
+    int threads = (int)sysconf(_SC_NPROCESSORS_ONLN), reps = 10, json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--model") && i + 1 < argc) dir = argv[++i];
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--json")) json = 1;
+        else {
+            fprintf(stderr, "usage: bench_encoder --model DIR [--threads N] [--reps R] [--json]\n");
+            return 2;
+        }
+    }
+    if (!dir || reps < 1) return 2;
+    eng_model *m;
+    eng_err e;
+    if (eng_model_load(dir, &m, &e)) {
+        fprintf(stderr, "bench: %s\n", e.msg);
+        return 1;
+    }
+    eng_state *st = eng_state_new(threads);
+    if (!st) return 1;
+    double peak = sgemm_peak(eng_state_pool(st), 5), lat = 0, thr = 0;
+    if (run(m, st, 1, 128, reps, &lat) || run(m, st, 32, 128, reps > 5 ? reps / 2 : reps, &thr)) return 1;
+    const eng_config *c = eng_model_config(m);
+    double g1 = encoder_flops(c, 1, 128) / (lat * 1e6), g32 = encoder_flops(c, 32, 128) / (thr * 1e6);
+    if (json)
+        printf("{\"engine\":\"adapterd\",\"blas_core\":\"%s\",\"threads\":%d,\"latency_1x128_ms\":%.3f,"
+               "\"batch_32x128_ms\":%.3f,\"gflops_1x128\":%.1f,\"gflops_32x128\":%.1f,\"sgemm_peak_gflops\":%.1f}\n",
+               eng_blas_core(), threads, lat, thr, g1, g32, peak);
+    else
+        printf("adapterd  core %s, %d threads\n  1x128:  %.2f ms median (%.1f GFLOP/s)\n  32x128: %.2f ms median "
+               "(%.1f seq/s, %.1f GFLOP/s = %.0f%% of sgemm peak %.1f GFLOP/s)\n",
+               eng_blas_core(), threads, lat, g1, thr, 32000.0 / thr, g32, 100.0 * g32 / peak, peak);
+    eng_state_free(st);
+    eng_model_free(m);
+    return 0;
+}

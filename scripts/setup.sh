@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Sets up a fresh Debian (bookworm) machine for adapterd and builds it (Release, into build/).
+#   scripts/setup.sh            install packages, fetch the test peers' npm packages, build
+# Environment: ADAPTERD_SKIP_APT=1 skips apt-get (packages already there); BUILD_DIR overrides build/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Build and run: compiler, CMake, pkg-config and the libraries adapterd links.
+PKGS_BUILD="build-essential cmake pkg-config libopenblas-dev libopenblas0-pthread libjansson-dev libutf8proc-dev
+  libpcre2-dev libmicrohttpd-dev libuv1-dev"
+# Tests and benchmarks: Criterion, libcurl (HTTP tests), the PyTorch reference (Debian's python3-torch),
+# node/npm for the transformers.js and ONNX Runtime peers, wrk and hyperfine for load benchmarks.
+PKGS_TEST="libcriterion-dev libcurl4-openssl-dev python3 python3-torch python3-numpy nodejs npm wrk hyperfine"
+
+if [ "${ADAPTERD_SKIP_APT:-0}" != 1 ]; then
+  SUDO=""
+  [ "$(id -u)" = 0 ] || SUDO="sudo"
+  missing=""
+  for p in $PKGS_BUILD $PKGS_TEST; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+  done
+  # node and npm may come from elsewhere than Debian's packages; keep the ones already on PATH.
+  if command -v node >/dev/null && command -v npm >/dev/null; then
+    missing=$(echo "$missing" | tr ' ' '\n' | grep -vx -e nodejs -e npm | tr '\n' ' ')
+  fi
+  if [ -n "${missing// /}" ]; then
+    echo "setup: installing$missing"
+    $SUDO apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $missing
+  fi
+fi
+
+# npm packages for the parity tests and benchmarks (local files only at run time).
+if command -v npm >/dev/null; then
+  for d in tests/parity/tokenizer bench/peers; do
+    if [ -f "$d/package.json" ] && [ ! -d "$d/node_modules" ]; then
+      echo "setup: npm ci in $d"
+      (cd "$d" && npm ci --no-audit --no-fund --loglevel=error) || echo "setup: npm ci failed in $d; its tests will be skipped"
+    fi
+  done
+fi
+
+BUILD_DIR=${BUILD_DIR:-build}
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release
+cmake --build "$BUILD_DIR" -j"$(nproc)"
+echo "setup: built $BUILD_DIR/tools/adapterd"
