@@ -13,6 +13,7 @@
 #define ST_MAX_HEADER 100000000ull
 
 struct eng_st_file {
+    void *owned;      /* heap buffer the tensors point into (eng_st_from_tensors), or NULL */
     void *map;        /* mmap'd region, or NULL for a caller's buffer */
     size_t map_len;
     const uint8_t *base;
@@ -66,7 +67,35 @@ void eng_st_close(eng_st_file *f) {
     free(f->meta_keys);
     free(f->meta_vals);
     if (f->map) munmap(f->map, f->map_len);
+    free(f->owned);
     free(f);
+}
+
+int eng_st_from_tensors(eng_st_tensor *tensors, size_t n, void *owned, void *map, size_t map_len, const char *label,
+                        eng_st_file **out, eng_err *err) {
+    *out = NULL;
+    eng_st_file *f = calloc(1, sizeof *f);
+    if (!f) {
+        for (size_t i = 0; i < n; i++) free((char *)tensors[i].name);
+        free(tensors);
+        free(owned);
+        if (map) munmap(map, map_len);
+        return eng_err_set(err, ENG_NO_MEMORY, "%s: out of memory", label);
+    }
+    f->tensors = tensors;
+    f->n = n;
+    f->owned = owned;
+    f->map = map;
+    f->map_len = map_len;
+    qsort(f->tensors, f->n, sizeof *f->tensors, cmp_name);
+    for (size_t i = 1; i < n; i++)
+        if (!strcmp(f->tensors[i - 1].name, f->tensors[i].name)) {
+            eng_err_set(err, ENG_FORMAT, "%s: duplicate tensor '%s'", label, f->tensors[i].name);
+            eng_st_close(f);
+            return ENG_FORMAT;
+        }
+    *out = f;
+    return 0;
 }
 
 static int parse_tensor(eng_st_file *f, const char *label, const char *name, json_t *v, const uint8_t *data,

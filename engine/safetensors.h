@@ -64,6 +64,14 @@ int eng_st_open(const char *path, eng_st_file **out, eng_err *err);
  * until eng_st_close; the file object does not free it. */
 int eng_st_open_buffer(const void *buf, size_t len, const char *label, eng_st_file **out, eng_err *err);
 
+/* Builds a file object from tensors found by another reader (e.g. torch_bin.c). Takes ownership
+ * of `tensors` (malloc'd array of n; each name malloc'd), of `owned` (freed with free(), may be
+ * NULL) and of the mapping [map, map + map_len) (munmap'd, may be NULL). Tensor data must point into
+ * the mapping or `owned`. Returns 0 or ENG_FORMAT for duplicate names, releasing everything on
+ * failure. */
+int eng_st_from_tensors(eng_st_tensor *tensors, size_t n, void *owned, void *map, size_t map_len, const char *label,
+                        eng_st_file **out, eng_err *err);
+
 /* Unmaps and frees; eng_st_close(NULL) does nothing. */
 void eng_st_close(eng_st_file *f);
 
