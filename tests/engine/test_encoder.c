@@ -135,7 +135,7 @@ static void expect_load_error(const char *key, int value, long cut, int code, co
 }
 
 Test(encoder, load_errors_name_the_problem) {
-    expect_load_error(NULL, 0, 100, ENG_FORMAT, "after the last tensor");          /* truncated file */
+    expect_load_error(NULL, 0, 100, ENG_FORMAT, "beyond the");                     /* truncated file */
     expect_load_error("num_hidden_layers", 3, 0, ENG_FORMAT, "encoder.layer.2.");    /* missing tensor */
     expect_load_error("num_hidden_layers", 1, 0, ENG_FORMAT, "unexpected tensor 'encoder.layer.1."); /* extra */
     expect_load_error("intermediate_size", 96, 0, ENG_SHAPE, "intermediate.dense.weight"); /* wrong shape */
