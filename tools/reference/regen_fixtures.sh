@@ -1,0 +1,14 @@
+#!/bin/sh
+# Regenerate the committed encoder fixtures in tests/fixtures/models/ (deterministic: same files, byte for byte,
+# with the same torch version).  Usage: tools/reference/regen_fixtures.sh [OUT_DIR]
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+out=${1:-$here/../../tests/fixtures/models}
+mkdir -p "$out" && out=$(cd "$out" && pwd)
+py=${PYTHON:-/usr/bin/python3}
+gen="$py $here/gen_encoder.py --shape tiny --check"
+
+$gen --arch bert       --seed 1 --dtype f32  --no-prefix               --act gelu     --out "$out/bert-tiny"
+$gen --arch roberta    --seed 2 --dtype f32  --prefix --head           --act gelu     --out "$out/roberta-tiny"
+$gen --arch distilbert --seed 3 --dtype f16  --no-prefix               --act gelu     --out "$out/distilbert-tiny"
+$gen --arch bert       --seed 4 --dtype bf16 --no-prefix --shards 2    --act gelu_new --out "$out/bert-tiny-bf16-sharded"
