@@ -17,9 +17,16 @@
  *
  * Reference behaviour: the ids are those of transformers.js (@huggingface/tokenizers), which agree
  * with the Python `tokenizers` library on real text; this is checked over ~15,000 sentences and a
- * list of hard cases by tests/parity/tokenizer. Where the two references disagree we follow
- * transformers.js for ids, except for truncation and type ids (see eng_tok_params, eng_tok_encode),
- * where transformers.js is known to differ from the Python library and we follow the Python one.
+ * list of hard cases by tests/parity/tokenizer. Where the two references disagree:
+ *   - truncation: the Python library's (sequences are cut before special tokens are added, so the
+ *     result ends with [SEP] / </s>); transformers.js cuts the final ids instead;
+ *   - RoBERTa type ids: all 0 (Python's RobertaProcessing; RoBERTa has one token-type row);
+ *     transformers.js gives 1 to the pair;
+ *   - an empty pair text is a pair ([CLS] A [SEP] [SEP]), as in Python; transformers.js drops it;
+ *   - CJK ideographs outside the BMP (U+20000..) are not split apart by the BERT normalizer, as in
+ *     transformers.js (which tests UTF-16 units); the Python library splits them;
+ *   - character classes come from utf8proc/PCRE2 (Unicode 15), transformers.js from Node's ICU:
+ *     characters assigned after Unicode 15 may classify differently.
  *
  * Threads: a loaded tokenizer is immutable except for an internal, sharded, mutex-protected BPE
  * word cache, so one eng_tokenizer may be used by any number of threads at once without locking.

@@ -8,7 +8,10 @@
  * produced) and the machine. The peer is skipped with a message when node or transformers.js is
  * missing. Usage:
  *   bench_tokenizer [--data agnews_test.tsv] [--fixtures DIR] [--reps N] [--models a,b] [--no-node]
- *                   [--modules DIR_WITH_NODE_MODULES] [--peer bench_transformers.mjs] */
+ *                   [--modules DIR_WITH_NODE_MODULES] [--peer bench_transformers.mjs] [--threads N]
+ * --threads N adds a row with N threads sharing one tokenizer (each takes a slice of the texts),
+ * which shows how the shared, sharded BPE cache scales. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,6 +110,38 @@ static long pass(const eng_tokenizer *tok, const corpus *c) {
     return tokens;
 }
 
+typedef struct {
+    const eng_tokenizer *tok;
+    corpus slice;
+    long tokens;
+} slice_arg;
+
+static void *slice_main(void *p) {
+    slice_arg *a = p;
+    a->tokens = pass(a->tok, &a->slice);
+    return NULL;
+}
+
+/* One pass with n threads over contiguous slices; returns the total token count or -1. */
+static long pass_threads(const eng_tokenizer *tok, const corpus *c, int n) {
+    pthread_t th[64];
+    slice_arg arg[64];
+    size_t per = (c->n + (size_t)n - 1) / (size_t)n;
+    for (int i = 0; i < n; i++) {
+        size_t b = per * (size_t)i < c->n ? per * (size_t)i : c->n;
+        size_t e = b + per < c->n ? b + per : c->n;
+        arg[i] = (slice_arg){tok, {c->text + b, c->len + b, e - b, 0}, 0};
+        pthread_create(&th[i], NULL, slice_main, &arg[i]);
+    }
+    long total = 0;
+    for (int i = 0; i < n; i++) {
+        pthread_join(th[i], NULL);
+        if (arg[i].tokens < 0) total = -1;
+        else if (total >= 0) total += arg[i].tokens;
+    }
+    return total;
+}
+
 static void cpu_model(char *out, size_t n) {
     snprintf(out, n, "unknown");
     FILE *f = fopen("/proc/cpuinfo", "r");
@@ -170,13 +205,14 @@ static int run_peer(const char *peer, const char *modules, const char *fixtures,
 int main(int argc, char **argv) {
     const char *data = BENCH_DATA, *fixtures = BENCH_FIXTURES, *peer = BENCH_PEER, *modules = BENCH_MODULES;
     const char *models = "bert-base-uncased,roberta-base";
-    int reps = 5, use_node = 1;
+    int reps = 5, use_node = 1, threads = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--no-node")) use_node = 0;
         else if (i + 1 < argc && !strcmp(argv[i], "--data")) data = argv[++i];
         else if (i + 1 < argc && !strcmp(argv[i], "--fixtures")) fixtures = argv[++i];
         else if (i + 1 < argc && !strcmp(argv[i], "--reps")) reps = atoi(argv[++i]);
         else if (i + 1 < argc && !strcmp(argv[i], "--models")) models = argv[++i];
+        else if (i + 1 < argc && !strcmp(argv[i], "--threads")) threads = atoi(argv[++i]);
         else if (i + 1 < argc && !strcmp(argv[i], "--peer")) peer = argv[++i];
         else if (i + 1 < argc && !strcmp(argv[i], "--modules")) modules = argv[++i];
         else {
@@ -186,6 +222,7 @@ int main(int argc, char **argv) {
         }
     }
     if (reps < 1 || reps > 64) reps = 5;
+    if (threads < 1 || threads > 64) threads = 1;
     corpus c;
     if (load_corpus(data, &c) || !c.n) {
         fprintf(stderr, "bench_tokenizer: cannot read %s\n", data);
@@ -219,9 +256,22 @@ int main(int argc, char **argv) {
             t[r] = now() - t0;
         }
         double med = median(t, reps);
-        eng_tokenizer_free(tok);
         printf("%-18s %-16s %10.2f %14.0f %10ld %9s\n", m, "adapterd", (double)c.bytes / med / 1e6, (double)c.n / med,
                tokens, "");
+        if (threads > 1) {
+            double tt[64];
+            for (int r = 0; r < reps; r++) {
+                double t0 = now();
+                if (pass_threads(tok, &c, threads) != tokens) return 1;
+                tt[r] = now() - t0;
+            }
+            double mt = median(tt, reps);
+            char label[32];
+            snprintf(label, sizeof label, "adapterd x%d thr", threads);
+            printf("%-18s %-16s %10.2f %14.0f %10ld %8.2fx\n", m, label, (double)c.bytes / mt / 1e6, (double)c.n / mt,
+                   tokens, med / mt);
+        }
+        eng_tokenizer_free(tok);
         fflush(stdout);
         if (!use_node) continue;
         double jmed;
