@@ -233,7 +233,8 @@ int eng__bert_normalize(const eng_tokenizer *tok, eng__tok_ctx *ctx, const uint8
     eng__ntext *a = &ctx->t1, *o = &ctx->t2;
     a->n = 0;
     o->n = 0;
-    if (nt_reserve(a, (size_t)(s1 - s0) * 3 + 1)) return ENG_NO_MEMORY;
+    /* one code point per byte at most, plus two spaces per ideograph (grown on demand) */
+    if (nt_reserve(a, (size_t)(s1 - s0) + 1)) return ENG_NO_MEMORY;
 
     /* pass 1: decode, clean_text, CJK spacing */
     for (uint32_t i = s0; i < s1;) {
@@ -247,6 +248,7 @@ int eng__bert_normalize(const eng_tokenizer *tok, eng__tok_ctx *ctx, const uint8
             if (eng__is_js_space(cp)) cp = ' ';
         }
         size_t m = a->n;
+        if (m + 3 > a->cap && nt_reserve(a, m + 3)) return ENG_NO_MEMORY;
         if (tok->handle_chinese_chars && cp >= 0x3400 && is_bmp_chinese(cp)) {
             a->cps[m] = ' ', a->os[m] = b, a->oe[m] = e;
             a->cps[m + 1] = cp, a->os[m + 1] = b, a->oe[m + 1] = e;
