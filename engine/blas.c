@@ -20,6 +20,7 @@ typedef struct {
     const float *A, *W;
     float *C;
     const eng_epilogue *ep;
+    float alpha, beta;
 } gemm_job;
 
 static void epilogue(const gemm_job *j, int n0, int w) {
@@ -44,13 +45,13 @@ static void gemm_block(void *ctx, int task, int worker) {
     int n0 = task * j->block;
     int w = j->N - n0 < j->block ? j->N - n0 : j->block;
     if (w <= 0) return;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, j->M, w, j->K, 1.0f, j->A, j->lda,
-                j->W + (size_t)n0 * j->ldw, j->ldw, 0.0f, j->C + n0, j->ldc);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, j->M, w, j->K, j->alpha, j->A, j->lda,
+                j->W + (size_t)n0 * j->ldw, j->ldw, j->beta, j->C + n0, j->ldc);
     if (j->ep) epilogue(j, n0, w);
 }
 
-void eng_gemm(eng_pool *pool, int M, int N, int K, const float *A, int lda, const float *W, int ldw, float *C,
-              int ldc, const eng_epilogue *ep) {
+static void gemm_split(eng_pool *pool, int M, int N, int K, float alpha, const float *A, int lda, const float *W,
+                       int ldw, float beta, float *C, int ldc, const eng_epilogue *ep) {
     if (M <= 0 || N <= 0) return;
     int threads = eng_pool_size(pool);
     double flops = 2.0 * M * N * (double)K;
@@ -58,8 +59,18 @@ void eng_gemm(eng_pool *pool, int M, int N, int K, const float *A, int lda, cons
     int block = (N + blocks - 1) / blocks;
     block = (block + 15) / 16 * 16; /* keep blocks vector-aligned */
     blocks = (N + block - 1) / block;
-    gemm_job j = {M, N, K, lda, ldw, ldc, block, A, W, C, ep};
+    gemm_job j = {M, N, K, lda, ldw, ldc, block, A, W, C, ep, alpha, beta};
     eng_pool_run(pool, blocks, gemm_block, &j);
+}
+
+void eng_gemm(eng_pool *pool, int M, int N, int K, const float *A, int lda, const float *W, int ldw, float *C,
+              int ldc, const eng_epilogue *ep) {
+    gemm_split(pool, M, N, K, 1.0f, A, lda, W, ldw, 0.0f, C, ldc, ep);
+}
+
+void eng_gemm_acc(eng_pool *pool, int M, int N, int K, float alpha, const float *A, int lda, const float *W, int ldw,
+                  float *C, int ldc) {
+    gemm_split(pool, M, N, K, alpha, A, lda, W, ldw, 1.0f, C, ldc, NULL);
 }
 
 void eng_sgemm_nt(int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb, float *C,
@@ -67,8 +78,9 @@ void eng_sgemm_nt(int M, int N, int K, float alpha, const float *A, int lda, con
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, alpha, A, lda, B, ldb, 0.0f, C, ldc);
 }
 
-void eng_sgemm_nn(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
+void eng_sgemm_nn(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                  int ldc) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
 }
 
 void eng_ref_gemm(int M, int N, int K, const float *A, int lda, const float *W, int ldw, const float *bias, float *C,

@@ -34,11 +34,16 @@ typedef struct {
 void eng_gemm(eng_pool *pool, int M, int N, int K, const float *A, int lda, const float *W, int ldw,
               float *C, int ldc, const eng_epilogue *ep);
 
-/* Single-threaded versions used inside parallel regions (attention). alpha scales the product.
- * eng_sgemm_nt: C = alpha * A (M,K) * B^T with B (N,K).  eng_sgemm_nn: C = A (M,K) * B (K,N). */
+/* C (M,N) += alpha * A (M,K) * W^T, split over the pool like eng_gemm (LoRA deltas). */
+void eng_gemm_acc(eng_pool *pool, int M, int N, int K, float alpha, const float *A, int lda, const float *W, int ldw,
+                  float *C, int ldc);
+
+/* Single-threaded versions used inside parallel regions (attention).
+ * eng_sgemm_nt: C = alpha * A (M,K) * B^T with B (N,K).  eng_sgemm_nn: C = A (M,K) * B (K,N) + beta * C. */
 void eng_sgemm_nt(int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb, float *C,
                   int ldc);
-void eng_sgemm_nn(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc);
+void eng_sgemm_nn(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                  int ldc);
 
 /* Reference product in double precision for tests: C = A * W^T (+ bias when not NULL). */
 void eng_ref_gemm(int M, int N, int K, const float *A, int lda, const float *W, int ldw, const float *bias, float *C,

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "adapter.h"
+#include "adapter_impl.h"
 #include "blas.h"
 #include "model.h"
 
@@ -25,14 +27,16 @@ struct eng_state {
     float *h;          /* (cap_rows, H) */
     float *inter;      /* (cap_rows, I) */
     int32_t *pos;      /* (cap_rows) position ids */
-    size_t cap_len;    /* longest segment the score buffers hold */
-    float **scores;    /* per worker (cap_len, cap_len) */
+    size_t cap_len;    /* floats each score buffer holds */
+    float **scores;    /* per worker (cap_len) */
     eng_seg *segs;     /* (cap_segs) */
     size_t cap_segs;
     float *pool_in;    /* (cap_pool_in, pool_in_h) pooler input rows */
     size_t cap_pool_in;
     int pool_in_h;
     int H, I;          /* widths the row buffers were sized for */
+    float *scratch[ENG_SCRATCH_SLOTS]; /* adapter working memory, see adapter_impl.h */
+    size_t scratch_cap[ENG_SCRATCH_SLOTS];
 };
 
 eng_state *eng_state_new(int n_threads) {
@@ -69,6 +73,7 @@ void eng_state_free(eng_state *st) {
     free(st->scores);
     free(st->segs);
     eng_free_aligned(st->pool_in);
+    for (int i = 0; i < ENG_SCRATCH_SLOTS; i++) eng_free_aligned(st->scratch[i]);
     free(st);
 }
 
@@ -94,17 +99,18 @@ static int ensure_rows(eng_state *st, const eng_config *c, size_t rows, eng_err 
     return 0;
 }
 
-static int ensure_scores(eng_state *st, size_t len, eng_err *err) {
-    if (len <= st->cap_len) return 0;
+/* Per-worker attention score buffers of n floats (L x (P + L) for the longest segment). */
+static int ensure_scores(eng_state *st, size_t n, eng_err *err) {
+    if (n <= st->cap_len) return 0;
     for (int i = 0; i < st->n_threads; i++) {
         eng_free_aligned(st->scores[i]);
-        st->scores[i] = eng_alloc_aligned(len * len * sizeof(float));
+        st->scores[i] = eng_alloc_aligned(n * sizeof(float));
         if (!st->scores[i]) {
             st->cap_len = 0;
-            return eng_err_set(err, ENG_NO_MEMORY, "cannot allocate attention scores for length %zu", len);
+            return eng_err_set(err, ENG_NO_MEMORY, "cannot allocate %zu attention scores", n);
         }
     }
-    st->cap_len = len;
+    st->cap_len = n;
     return 0;
 }
 
@@ -149,6 +155,42 @@ static void layernorm_rows(eng_pool *pool, float *x, int rows, int dim, const fl
     if (rows < tasks * 4) tasks = rows < eng_pool_size(pool) ? 1 : eng_pool_size(pool);
     ln_job j = {x, rows, dim, (rows + tasks - 1) / tasks, g, b, eps};
     eng_pool_run(pool, tasks, ln_task, &j);
+}
+
+typedef struct {
+    float *x;
+    int rows, cols, chunk;
+    eng_act act;
+} act_job;
+
+static void act_task(void *ctx, int task, int worker) {
+    (void)worker;
+    act_job *j = ctx;
+    int r0 = task * j->chunk, n = j->rows - r0 < j->chunk ? j->rows - r0 : j->chunk;
+    if (n > 0) eng_act_apply(j->act, j->x + (size_t)r0 * j->cols, (size_t)n * j->cols);
+}
+
+static void act_rows(eng_pool *pool, eng_act act, float *x, int rows, int cols) {
+    int tasks = eng_pool_size(pool);
+    act_job j = {x, rows, cols, (rows + tasks - 1) / tasks, act};
+    eng_pool_run(pool, tasks, act_task, &j);
+}
+
+float *eng__state_scratch(eng_state *st, int slot, size_t n_floats) {
+    if (slot < 0 || slot >= ENG_SCRATCH_SLOTS) return NULL;
+    if (n_floats > st->scratch_cap[slot]) {
+        size_t cap = n_floats + n_floats / 4 + 16;
+        float *p = eng_alloc_aligned(cap * sizeof(float));
+        if (!p) return NULL;
+        eng_free_aligned(st->scratch[slot]);
+        st->scratch[slot] = p;
+        st->scratch_cap[slot] = cap;
+    }
+    return st->scratch[slot];
+}
+
+void eng__layernorm_rows(eng_state *st, float *x, int rows, int dim, const float *g, const float *b, float eps) {
+    layernorm_rows(st->pool, x, rows, dim, g, b, eps);
 }
 
 /* ---- embeddings ---- */
@@ -237,6 +279,7 @@ typedef struct {
     const float *qkv;
     float *ctx;
     const eng_seg *segs;
+    const eng_task_layer *const *seg_ad; /* (n_segs) adapters of each segment's group, or NULL */
     int H, d, n_heads;
     float scale;
     float **scores;
@@ -244,40 +287,168 @@ typedef struct {
 
 static void attn_task(void *ctx, int task, int worker) {
     attn_job *j = ctx;
-    const eng_seg *sg = &j->segs[task / j->n_heads];
-    int h = task % j->n_heads, L = sg->len, ld = 3 * j->H;
+    int si = task / j->n_heads;
+    const eng_seg *sg = &j->segs[si];
+    const eng_task_layer *ad = j->seg_ad ? j->seg_ad[si] : NULL;
+    int h = task % j->n_heads, L = sg->len, ld = 3 * j->H, P = ad ? ad->prefix_len : 0, W = P + L;
     const float *q = j->qkv + (size_t)sg->start * ld + (size_t)h * j->d;
     const float *k = q + j->H, *v = q + 2 * j->H;
-    float *s = j->scores[worker];
-    eng_sgemm_nt(L, L, j->d, j->scale, q, ld, k, ld, s, L);
-    for (int i = 0; i < L; i++) eng_softmax_row(s + (size_t)i * L, (size_t)L);
-    eng_sgemm_nn(L, j->d, L, s, L, v, ld, j->ctx + (size_t)sg->start * j->H + (size_t)h * j->d, j->H);
+    float *s = j->scores[worker], *out = j->ctx + (size_t)sg->start * j->H + (size_t)h * j->d;
+    /* Prefix tuning: keys and values [prefix; sequence], the prefix unmasked (ADAPTER_FORMATS.md 1.8). */
+    if (P) eng_sgemm_nt(L, P, j->d, j->scale, q, ld, ad->prefix_k + (size_t)h * j->d, j->H, s, W);
+    eng_sgemm_nt(L, L, j->d, j->scale, q, ld, k, ld, s + P, W);
+    for (int i = 0; i < L; i++) eng_softmax_row(s + (size_t)i * W, (size_t)W);
+    if (P) eng_sgemm_nn(L, j->d, P, s, W, ad->prefix_v + (size_t)h * j->d, j->H, 0.0f, out, j->H);
+    eng_sgemm_nn(L, j->d, L, s + P, W, v, ld, P ? 1.0f : 0.0f, out, j->H);
+}
+
+/* Which adapter layer acts on each segment (its group's), or NULL when no group has adapters. */
+static const eng_task_layer **segment_adapters(eng_state *st, const eng_seg *segs, int n_segs, const eng_group *g,
+                                               int n_groups, int *max_prefix, eng_err *err) {
+    *max_prefix = 0;
+    int any = 0;
+    for (int i = 0; i < n_groups; i++)
+        if (g[i].ad) any = 1;
+    if (!any) return NULL;
+    const eng_task_layer **map = (const eng_task_layer **)eng__state_scratch(st, ENG_SCRATCH_SEGMAP,
+                                                                              (size_t)n_segs * sizeof(void *) / sizeof(float) + 1);
+    if (!map) {
+        eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+        return (const eng_task_layer **)-1;
+    }
+    for (int s = 0; s < n_segs; s++) {
+        int lo = 0, hi = n_groups - 1; /* last group with row0 <= start */
+        while (lo < hi) {
+            int mid = (lo + hi + 1) / 2;
+            if (g[mid].row0 <= segs[s].start) lo = mid;
+            else hi = mid - 1;
+        }
+        map[s] = g[lo].ad;
+        if (map[s] && map[s]->prefix_len > *max_prefix) *max_prefix = map[s]->prefix_len;
+    }
+    return map;
+}
+
+static int groups_touch(const eng_group *g, int n, int what) {
+    for (int i = 0; i < n; i++) {
+        const eng_task_layer *a = g[i].ad;
+        if (!a) continue;
+        switch (what) {
+        case 0: /* q, k, v */
+            if (a->lora[ENG_LIN_Q] || a->lora[ENG_LIN_K] || a->lora[ENG_LIN_V] || a->ia3[ENG_LIN_Q] ||
+                a->ia3[ENG_LIN_K] || a->ia3[ENG_LIN_V])
+                return 1;
+            break;
+        case 1: /* attention output */
+            if (a->lora[ENG_LIN_O] || a->ia3[ENG_LIN_O] || a->mh.n_stack || a->mh.n_fuse) return 1;
+            break;
+        case 2: /* intermediate */
+            if (a->lora[ENG_LIN_I] || a->ia3[ENG_LIN_I]) return 1;
+            break;
+        case 3: /* output */
+            if (a->lora[ENG_LIN_D] || a->ia3[ENG_LIN_D] || a->out.n_stack || a->out.n_fuse) return 1;
+            break;
+        }
+    }
+    return 0;
+}
+
+/* LoRA and (IA)^3 of Linear `lin` on every group: y (rows, ldy) holds x W^T + b. */
+static int apply_linear_adapters(eng_state *st, const eng_group *g, int n, eng_lin lin, const float *x, int ldx,
+                                 float *y, int ldy, eng_err *err) {
+    for (int i = 0; i < n; i++) {
+        const eng_task_layer *a = g[i].ad;
+        if (!a) continue;
+        const float *xi = x + (size_t)g[i].row0 * ldx;
+        float *yi = y + (size_t)g[i].row0 * ldy;
+        if (a->lora[lin]) {
+            int rc = eng__lora_add(st, a->lora[lin], xi, ldx, g[i].rows, yi, ldy, err);
+            if (rc) return rc;
+        }
+        if (a->ia3[lin]) eng__ia3_scale(a->ia3[lin], yi, ldy, g[i].rows);
+    }
+    return 0;
+}
+
+/* Bottleneck sites, or the plain LN(h + x), group by group; h is replaced by the site's output. */
+static int apply_sites(eng_state *st, const eng_config *c, const eng_group *g, int n, int which, float *h,
+                       const float *x, const eng_seg *segs, int n_segs, const float *ln_g, const float *ln_b,
+                       eng_err *err) {
+    int H = c->hidden;
+    for (int i = 0; i < n; i++) {
+        const eng_site *site = g[i].ad ? (which ? &g[i].ad->out : &g[i].ad->mh) : NULL;
+        float *hi = h + (size_t)g[i].row0 * H;
+        const float *xi = x + (size_t)g[i].row0 * H;
+        if (site && (site->n_stack || site->n_fuse)) {
+            int rc = eng__site_apply(st, site, c, hi, xi, g[i].row0, g[i].rows, segs, n_segs, ln_g, ln_b, err);
+            if (rc) return rc;
+        } else {
+            eng_add(hi, xi, (size_t)g[i].rows * H);
+            layernorm_rows(st->pool, hi, g[i].rows, H, ln_g, ln_b, c->ln_eps);
+        }
+    }
+    return 0;
 }
 
 int eng_layer_forward(const eng_model *m, eng_state *st, int l, float *x, int rows, const eng_seg *segs, int n_segs,
-                      eng_err *err) {
+                      const eng_group *groups, int n_groups, eng_err *err) {
     const eng_config *c = eng_model_config(m);
     const eng_layer_weights *w = &eng_model_weights(m)->layers[l];
-    int H = c->hidden, I = c->intermediate, rc, max_len = 0;
+    int H = c->hidden, I = c->intermediate, rc, max_len = 0, max_prefix = 0;
     for (int s = 0; s < n_segs; s++) max_len = segs[s].len > max_len ? segs[s].len : max_len;
-    if ((rc = ensure_rows(st, c, (size_t)rows, err)) || (rc = ensure_scores(st, (size_t)max_len, err))) return rc;
+    const eng_task_layer **seg_ad = segment_adapters(st, segs, n_segs, groups, n_groups, &max_prefix, err);
+    if (seg_ad == (const eng_task_layer **)-1) return ENG_NO_MEMORY;
+    if (!seg_ad) n_groups = 0; /* no adapters in this layer: the fused plain path */
+    if ((rc = ensure_rows(st, c, (size_t)rows, err)) ||
+        (rc = ensure_scores(st, (size_t)max_len * (size_t)(max_len + max_prefix), err)))
+        return rc;
     eng_pool *pool = st->pool;
 
     eng_epilogue ep_qkv = {.bias = w->bqkv, .act = ENG_ACT_IDENTITY};
     eng_gemm(pool, rows, 3 * H, H, x, H, w->wqkv, H, st->qkv, 3 * H, &ep_qkv);
+    if (n_groups && groups_touch(groups, n_groups, 0))
+        for (int t = ENG_LIN_Q; t <= ENG_LIN_V; t++)
+            if ((rc = apply_linear_adapters(st, groups, n_groups, (eng_lin)t, x, H, st->qkv + (size_t)t * H, 3 * H, err)))
+                return rc;
 
-    attn_job aj = {st->qkv, st->ctx, segs, H, c->head_dim, c->n_heads, 1.0f / sqrtf((float)c->head_dim), st->scores};
+    attn_job aj = {st->qkv, st->ctx, segs, seg_ad, H, c->head_dim, c->n_heads, 1.0f / sqrtf((float)c->head_dim),
+                   st->scores};
     eng_pool_run(pool, n_segs * c->n_heads, attn_task, &aj);
 
-    eng_epilogue ep_o = {.bias = w->bo, .act = ENG_ACT_IDENTITY, .residual = x, .ldr = H};
-    eng_gemm(pool, rows, H, H, st->ctx, H, w->wo, H, st->h, H, &ep_o);
-    layernorm_rows(pool, st->h, rows, H, w->ln1_g, w->ln1_b, c->ln_eps);
+    if (n_groups && groups_touch(groups, n_groups, 1)) {
+        eng_epilogue ep_o = {.bias = w->bo, .act = ENG_ACT_IDENTITY};
+        eng_gemm(pool, rows, H, H, st->ctx, H, w->wo, H, st->h, H, &ep_o);
+        if ((rc = apply_linear_adapters(st, groups, n_groups, ENG_LIN_O, st->ctx, H, st->h, H, err)) ||
+            (rc = apply_sites(st, c, groups, n_groups, 0, st->h, x, segs, n_segs, w->ln1_g, w->ln1_b, err)))
+            return rc;
+    } else {
+        eng_epilogue ep_o = {.bias = w->bo, .act = ENG_ACT_IDENTITY, .residual = x, .ldr = H};
+        eng_gemm(pool, rows, H, H, st->ctx, H, w->wo, H, st->h, H, &ep_o);
+        layernorm_rows(pool, st->h, rows, H, w->ln1_g, w->ln1_b, c->ln_eps);
+    }
 
-    eng_epilogue ep_1 = {.bias = w->b1, .act = c->act};
-    eng_gemm(pool, rows, I, H, st->h, H, w->w1, H, st->inter, I, &ep_1);
-    eng_epilogue ep_2 = {.bias = w->b2, .act = ENG_ACT_IDENTITY, .residual = st->h, .ldr = H};
-    eng_gemm(pool, rows, H, I, st->inter, I, w->w2, I, x, H, &ep_2);
-    layernorm_rows(pool, x, rows, H, w->ln2_g, w->ln2_b, c->ln_eps);
+    if (n_groups && groups_touch(groups, n_groups, 2)) {
+        eng_epilogue ep_1 = {.bias = w->b1, .act = ENG_ACT_IDENTITY};
+        eng_gemm(pool, rows, I, H, st->h, H, w->w1, H, st->inter, I, &ep_1);
+        if ((rc = apply_linear_adapters(st, groups, n_groups, ENG_LIN_I, st->h, H, st->inter, I, err))) return rc;
+        act_rows(pool, c->act, st->inter, rows, I);
+    } else {
+        eng_epilogue ep_1 = {.bias = w->b1, .act = c->act};
+        eng_gemm(pool, rows, I, H, st->h, H, w->w1, H, st->inter, I, &ep_1);
+    }
+
+    if (n_groups && groups_touch(groups, n_groups, 3)) {
+        /* x is free now (h is the residual): y = inter W2^T + b2 goes straight into x */
+        eng_epilogue ep_2 = {.bias = w->b2, .act = ENG_ACT_IDENTITY};
+        eng_gemm(pool, rows, H, I, st->inter, I, w->w2, I, x, H, &ep_2);
+        if ((rc = apply_linear_adapters(st, groups, n_groups, ENG_LIN_D, st->inter, I, x, H, err)) ||
+            (rc = apply_sites(st, c, groups, n_groups, 1, x, st->h, segs, n_segs, w->ln2_g, w->ln2_b, err)))
+            return rc;
+    } else {
+        eng_epilogue ep_2 = {.bias = w->b2, .act = ENG_ACT_IDENTITY, .residual = st->h, .ldr = H};
+        eng_gemm(pool, rows, H, I, st->inter, I, w->w2, I, x, H, &ep_2);
+        layernorm_rows(pool, x, rows, H, w->ln2_g, w->ln2_b, c->ln_eps);
+    }
     return 0;
 }
 
@@ -315,7 +486,7 @@ int eng_encode(const eng_model *m, eng_state *st, const eng_batch *b, float *hid
         start += b->seq_len[s];
     }
     for (int l = 0; l < c->n_layers; l++)
-        if ((rc = eng_layer_forward(m, st, l, hidden_out, (int)n, st->segs, b->n_seq, err))) return rc;
+        if ((rc = eng_layer_forward(m, st, l, hidden_out, (int)n, st->segs, b->n_seq, NULL, 0, err))) return rc;
     if (pooled_out) return eng_pool_first(m, st, hidden_out, st->segs, b->n_seq, pooled_out, err);
     return 0;
 }

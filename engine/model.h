@@ -116,12 +116,21 @@ int eng_encode(const eng_model *m, eng_state *st, const eng_batch *b, float *hid
 /* The building blocks of eng_encode, for the multi-task planner. x is (rows, H) packed rows;
  * segs say which rows form one attention sequence. */
 
+/* A run of rows [row0, row0 + rows) that one task's adapters (or none, ad == NULL) act on in a layer.
+ * Groups are sorted by row0, do not overlap, and every segment lies inside one group. */
+struct eng_task_layer;
+typedef struct {
+    int32_t row0, rows;
+    const struct eng_task_layer *ad;
+} eng_group;
+
 /* Embeds a batch into x (n_tokens, H). Validates ids; returns 0 or ENG_INVALID_ARGUMENT. */
 int eng_embed(const eng_model *m, eng_state *st, const eng_batch *b, float *x, eng_err *err);
 
-/* Runs layer l in place on x (rows, H). Returns 0 or ENG_NO_MEMORY. */
+/* Runs layer l in place on x (rows, H), each group with its task's adapters for layer l (adapter.h).
+ * n_groups == 0 runs the plain backbone on every row. Returns 0 or ENG_NO_MEMORY. */
 int eng_layer_forward(const eng_model *m, eng_state *st, int l, float *x, int rows, const eng_seg *segs,
-                      int n_segs, eng_err *err);
+                      int n_segs, const eng_group *groups, int n_groups, eng_err *err);
 
 /* Pooler over the first row of each segment: out (n_segs, H). Models without a pooler copy the
  * first rows. Returns 0 or ENG_NO_MEMORY. */

@@ -1,0 +1,213 @@
+/* adapter.c - the inference math of every adapter form, on packed rows.
+ *
+ * Written from AdapterHub's and PEFT's forward code as ADAPTER_FORMATS.md transcribes it:
+ *   bottleneck pre_forward / forward / post_forward (1.4), parallel (1.5), Stack (2.1), Fuse (2.2),
+ *   LoRA (1.7, 5.1), (IA)^3 (1.7).
+ * Prefix tuning lives in the attention task (encoder.c); loading in adapter_load.c.
+ *
+ * AdapterFusion uses an algebraically equal but cheaper order than the library: the score of child i
+ * is Q . (U_i Wk^T + bk) = (Q Wk) . U_i + Q . bk, and the value path sum_i p_i (U_i Wv^T) is
+ * (sum_i p_i U_i) Wv^T. So a fusion costs three HxH products per row whatever the number of
+ * children N, instead of 2N + 1. */
+#include <math.h>
+#include <string.h>
+
+#include "adapter_impl.h"
+#include "blas.h"
+
+int eng_task_layer_active(const eng_task_layer *a) {
+    if (!a) return 0;
+    for (int i = 0; i < ENG_LIN_COUNT; i++)
+        if (a->lora[i] || a->ia3[i]) return 1;
+    return a->prefix_len > 0 || a->mh.n_stack || a->mh.n_fuse || a->out.n_stack || a->out.n_fuse;
+}
+
+int eng__lora_add(eng_state *st, const eng_lora *lo, const float *x, int ldx, int n, float *y, int ldy, eng_err *err) {
+    float *t = eng__state_scratch(st, ENG_SCRATCH_LORA, (size_t)n * lo->r);
+    if (!t) return eng_err_set(err, ENG_NO_MEMORY, "out of memory (LoRA)");
+    eng_pool *pool = eng_state_pool(st);
+    eng_gemm(pool, n, lo->r, lo->in, x, ldx, lo->A, lo->in, t, lo->r, NULL);
+    eng_gemm_acc(pool, n, lo->out, lo->r, lo->scaling, t, lo->r, lo->B, lo->r, y, ldy);
+    return 0;
+}
+
+void eng__ia3_scale(const eng_ia3 *ia, float *y, int ldy, int n) {
+    for (int i = 0; i < n; i++) {
+        float *r = y + (size_t)i * ldy;
+        for (int j = 0; j < ia->out; j++) r[j] *= ia->l[j];
+    }
+}
+
+/* ---- bottleneck ---- */
+
+/* Mean over each sequence's tokens of sigmoid(a_t . w + b), applied as a factor to u's rows. */
+static void apply_gate(const eng_bottleneck *bn, const float *a, float *u, int H, int row0, int n, const eng_seg *segs,
+                       int n_segs) {
+    for (int s = 0; s < n_segs; s++) {
+        int r0 = segs[s].start - row0;
+        if (r0 < 0 || r0 >= n) continue;
+        double g = 0;
+        for (int t = 0; t < segs[s].len; t++) {
+            const float *at = a + (size_t)(r0 + t) * H;
+            double z = bn->gate_b;
+            for (int j = 0; j < H; j++) z += (double)at[j] * bn->gate_w[j];
+            g += 1.0 / (1.0 + exp(-z));
+        }
+        float gf = (float)(g / segs[s].len);
+        for (int t = 0; t < segs[s].len; t++) {
+            float *ut = u + (size_t)(r0 + t) * H;
+            for (int j = 0; j < H; j++) ut[j] *= gf;
+        }
+    }
+}
+
+/* u (n, H) = scaling * (W_up act(W_down [LN_before](a) + b_down) + b_up) [* gate]. */
+static int bn_core(eng_state *st, const eng_bottleneck *bn, const float *a, float *u, int H, int row0, int n,
+                   const eng_seg *segs, int n_segs, eng_err *err) {
+    eng_pool *pool = eng_state_pool(st);
+    const float *in = a;
+    if (bn->ln_before_g) {
+        float *t = eng__state_scratch(st, ENG_SCRATCH_U, (size_t)n * H);
+        if (!t) return eng_err_set(err, ENG_NO_MEMORY, "out of memory (adapter)");
+        if (t == u) return eng_err_set(err, ENG_INTERNAL, "adapter scratch aliasing");
+        memcpy(t, a, (size_t)n * H * sizeof *t);
+        eng__layernorm_rows(st, t, n, H, bn->ln_before_g, bn->ln_before_b, 1e-5f);
+        in = t;
+    }
+    float *d = eng__state_scratch(st, ENG_SCRATCH_D, (size_t)n * bn->d);
+    if (!d) return eng_err_set(err, ENG_NO_MEMORY, "out of memory (adapter)");
+    if (bn->down_sp) {
+        eng_sparse_gemm(bn->down_sp, n, in, H, d, bn->d);
+        for (int i = 0; i < n; i++) {
+            float *r = d + (size_t)i * bn->d;
+            for (int j = 0; j < bn->d; j++) r[j] += bn->b_down[j];
+            eng_act_apply(bn->act, r, (size_t)bn->d);
+        }
+    } else {
+        eng_epilogue ep = {.bias = bn->b_down, .act = bn->act};
+        eng_gemm(pool, n, bn->d, H, in, H, bn->w_down, H, d, bn->d, &ep);
+    }
+    if (bn->up_sp) {
+        eng_sparse_gemm(bn->up_sp, n, d, bn->d, u, H);
+        for (int i = 0; i < n; i++) eng_add(u + (size_t)i * H, bn->b_up, (size_t)H);
+    } else {
+        eng_epilogue ep = {.bias = bn->b_up, .act = ENG_ACT_IDENTITY};
+        eng_gemm(pool, n, H, bn->d, d, bn->d, bn->w_up, bn->d, u, H, &ep);
+    }
+    for (int i = 0; i < n; i++) {
+        float *r = u + (size_t)i * H;
+        if (bn->scaling_vec)
+            for (int j = 0; j < H; j++) r[j] *= bn->scaling_vec[j];
+        else if (bn->scaling != 1.0f)
+            for (int j = 0; j < H; j++) r[j] *= bn->scaling;
+    }
+    if (bn->gate_w) apply_gate(bn, a, u, H, row0, n, segs, n_segs);
+    return 0;
+}
+
+/* pre_forward: from the current sub-layer output h and the sub-block input x, the adapter input
+ * (into a) and the adapter residual (into r). */
+static void pre_forward(eng_state *st, const eng_bottleneck *bn, const eng_config *c, const float *h, const float *x,
+                        int n, const float *ln_g, const float *ln_b, float *a, float *r) {
+    size_t sz = (size_t)n * c->hidden;
+    int have_r = 0;
+    if (bn->residual_before_ln == 1) {
+        memcpy(r, h, sz * sizeof *r);
+        have_r = 1;
+    }
+    if (bn->original_ln_before) {
+        for (size_t i = 0; i < sz; i++) a[i] = h[i] + x[i];
+        if (bn->residual_before_ln == 2) {
+            memcpy(r, a, sz * sizeof *r);
+            have_r = 1;
+        }
+        eng__layernorm_rows(st, a, n, c->hidden, ln_g, ln_b, c->ln_eps);
+    } else {
+        memcpy(a, h, sz * sizeof *a);
+    }
+    if (bn->residual_before_ln == 0 || !have_r) memcpy(r, a, sz * sizeof *r);
+}
+
+int eng__site_apply(eng_state *st, const eng_site *site, const eng_config *c, float *h, const float *x, int row0,
+                    int n, const eng_seg *segs, int n_segs, const float *ln_g, const float *ln_b, eng_err *err) {
+    int H = c->hidden;
+    size_t sz = (size_t)n * H;
+    float *a = eng__state_scratch(st, ENG_SCRATCH_A, sz), *r = eng__state_scratch(st, ENG_SCRATCH_R, sz);
+    if (!a || !r) return eng_err_set(err, ENG_NO_MEMORY, "out of memory (adapter)");
+    const eng_bottleneck *last = NULL;
+    int rc;
+    /* Stack: each adapter's pre_forward on the running output, then its forward. */
+    for (int k = 0; k < site->n_stack; k++) {
+        const eng_bottleneck *bn = site->stack[k];
+        last = bn;
+        if (bn->is_parallel) { /* adapter reads the sub-block input; its output adds to h */
+            float *u = eng__state_scratch(st, ENG_SCRATCH_FUSE, sz);
+            if (!u) return eng_err_set(err, ENG_NO_MEMORY, "out of memory (adapter)");
+            if ((rc = bn_core(st, bn, x, u, H, row0, n, segs, n_segs, err))) return rc;
+            if (bn->ln_after_g) eng__layernorm_rows(st, u, n, H, bn->ln_after_g, bn->ln_after_b, 1e-5f);
+            eng_add(h, u, sz);
+            continue;
+        }
+        pre_forward(st, bn, c, h, x, n, ln_g, ln_b, a, r);
+        if ((rc = bn_core(st, bn, a, h, H, row0, n, segs, n_segs, err))) return rc; /* h = u */
+        if (bn->adapter_residual_before_ln) eng_add(h, r, sz);
+        if (bn->ln_after_g) eng__layernorm_rows(st, h, n, H, bn->ln_after_g, bn->ln_after_b, 1e-5f);
+        if (!bn->adapter_residual_before_ln) eng_add(h, r, sz);
+    }
+    if (site->n_fuse) {
+        const eng_fusion *fu = site->fusion;
+        last = site->fuse[site->n_fuse - 1];
+        /* query: the last child's adapter input, or its pre-LN input */
+        float *q = eng__state_scratch(st, ENG_SCRATCH_Q, 2 * sz);
+        int kept = 0;
+        for (int i = 0; i < site->n_fuse; i++) kept += site->fuse_keep[i] != 0;
+        float *U = eng__state_scratch(st, ENG_SCRATCH_FUSE, (size_t)kept * sz);
+        if (!q || !U) return eng_err_set(err, ENG_NO_MEMORY, "out of memory (fusion)");
+        float *qk = q + sz;
+        if (fu->query_before_ln) memcpy(q, h, sz * sizeof *q);
+        pre_forward(st, last, c, h, x, n, ln_g, ln_b, a, r);
+        if (!fu->query_before_ln) memcpy(q, a, sz * sizeof *q);
+        int j = 0;
+        for (int i = 0; i < site->n_fuse; i++) {
+            if (!site->fuse_keep[i]) continue;
+            float *ui = U + (size_t)j++ * sz;
+            if ((rc = bn_core(st, site->fuse[i], a, ui, H, row0, n, segs, n_segs, err))) return rc;
+            if (fu->residual_before) eng_add(ui, r, sz);
+        }
+        eng_pool *pool = eng_state_pool(st);
+        eng_epilogue epq = {.bias = fu->bq, .act = ENG_ACT_IDENTITY};
+        eng_gemm(pool, n, H, H, q, H, fu->wq, H, h, H, &epq); /* h = Q */
+        eng_gemm(pool, n, H, H, h, H, fu->wk_t, H, qk, H, NULL); /* qk = Q Wk */
+        /* per row: scores, softmax, mixture into a (the mixed U) */
+        float sc[ENG_MAX_FUSE];
+        for (int t = 0; t < n; t++) {
+            const float *Qt = h + (size_t)t * H, *QKt = qk + (size_t)t * H;
+            double qb = 0;
+            for (int e = 0; e < H; e++) qb += (double)Qt[e] * fu->bk[e];
+            for (int i = 0; i < kept; i++) {
+                const float *ut = U + (size_t)i * sz + (size_t)t * H;
+                double s = qb;
+                for (int e = 0; e < H; e++) s += (double)QKt[e] * ut[e];
+                sc[i] = (float)(s / fu->temperature);
+            }
+            eng_softmax_row(sc, (size_t)kept);
+            float *mix = a + (size_t)t * H;
+            memset(mix, 0, (size_t)H * sizeof *mix);
+            for (int i = 0; i < kept; i++) {
+                const float *ut = U + (size_t)i * sz + (size_t)t * H;
+                for (int e = 0; e < H; e++) mix[e] += sc[i] * ut[e];
+            }
+        }
+        if (fu->wv)
+            eng_gemm(pool, n, H, H, a, H, fu->wv, H, h, H, NULL);
+        else
+            memcpy(h, a, sz * sizeof *h);
+        if (!fu->residual_before) eng_add(h, r, sz);
+    }
+    /* post_forward of the last adapter */
+    if (!last || last->original_ln_after) {
+        eng_add(h, x, sz);
+        eng__layernorm_rows(st, h, n, H, ln_g, ln_b, c->ln_eps);
+    }
+    return 0;
+}

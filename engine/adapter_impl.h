@@ -1,0 +1,41 @@
+/* adapter_impl.h - engine-internal glue between the layer forward (encoder.c) and the adapter math
+ * (adapter.c). Not part of the engine's public API. */
+#ifndef ADAPTERD_ENGINE_ADAPTER_IMPL_H
+#define ADAPTERD_ENGINE_ADAPTER_IMPL_H
+
+#include "adapter.h"
+#include "model.h"
+
+/* Scratch slots of an eng_state; each grows independently and keeps its contents until the next
+ * request for the same slot. */
+enum {
+    ENG_SCRATCH_SEGMAP, /* segment -> adapter layer map */
+    ENG_SCRATCH_LORA,   /* (rows, r) LoRA intermediate */
+    ENG_SCRATCH_A,      /* (rows, H) adapter input */
+    ENG_SCRATCH_R,      /* (rows, H) adapter residual */
+    ENG_SCRATCH_D,      /* (rows, d) bottleneck activations */
+    ENG_SCRATCH_U,      /* (rows, H) adapter output / LN input */
+    ENG_SCRATCH_FUSE,   /* (N, rows, H) fusion children outputs */
+    ENG_SCRATCH_Q,      /* (rows, 2H) fusion query and Q Wk */
+    ENG_SCRATCH_SLOTS
+};
+
+/* Returns slot's buffer grown to n_floats (64-byte aligned), or NULL when memory runs out. */
+float *eng__state_scratch(eng_state *st, int slot, size_t n_floats);
+
+/* Row-parallel LayerNorm on the state's pool. */
+void eng__layernorm_rows(eng_state *st, float *x, int rows, int dim, const float *g, const float *b, float eps);
+
+/* y (n, ldy) += scaling * (x A^T) B^T. Returns 0 or ENG_NO_MEMORY. */
+int eng__lora_add(eng_state *st, const eng_lora *lo, const float *x, int ldx, int n, float *y, int ldy, eng_err *err);
+
+/* y (n, out; ldy) *= l, column-wise. */
+void eng__ia3_scale(const eng_ia3 *ia, float *y, int ldy, int n);
+
+/* Applies a bottleneck site (stack and/or fusion, then the last adapter's post step) to the n rows
+ * starting at absolute row `row0`: h (n, H) holds the sub-layer output and receives the result; x
+ * (n, H) is the sub-block input; segs (absolute rows) give the sequences for gating means. */
+int eng__site_apply(eng_state *st, const eng_site *site, const eng_config *c, float *h, const float *x, int row0,
+                    int n, const eng_seg *segs, int n_segs, const float *ln_g, const float *ln_b, eng_err *err);
+
+#endif

@@ -1,0 +1,80 @@
+/* planner.h - many tasks on many inputs in one pass: share the trunk, fan out, batch through one GEMM.
+ *
+ * For every input, the layers below a task's first adapter layer (its AdapterDrop skip, or the
+ * first layer holding its adapters) are computed once, on the input's shared "trunk" stream. At a
+ * task's start layer its own stream splits off as a copy of the trunk rows. Tasks that start at
+ * the same layer share the trunk until there. At every layer, all live streams of all inputs are
+ * packed into one row block, ordered [trunks | streams of task A | streams of task B | ...], and run
+ * through the layer's backbone weights in one GEMM per projection; each task's adapter products
+ * run once over all of that task's rows. Attention stays per stream.
+ *
+ * The results of a task are those of running it alone with the same skip (tests check 1e-5).
+ *
+ * Usage:
+ *     eng_task_req reqs[] = {{sentiment, 0}, {topic, 5}};
+ *     eng_input in = {.ids = ids, .len = n, .tasks = reqs, .n_tasks = 2};
+ *     eng_task_out outs[2];
+ *     if (eng_run(model, state, &in, 1, outs, NULL, &err) == 0) { ...; eng_task_outs_free(outs, 2); } */
+#ifndef ADAPTERD_ENGINE_PLANNER_H
+#define ADAPTERD_ENGINE_PLANNER_H
+
+#include <stdint.h>
+
+#include "adapter.h"
+#include "model.h"
+
+typedef struct {
+    const eng_task *task;
+    int skip; /* AdapterDrop: layers 0..skip-1 run without this task's adapters (0..L) */
+} eng_task_req;
+
+typedef struct {
+    const int32_t *ids;      /* (len) */
+    const int32_t *type_ids; /* (len) or NULL */
+    int len;
+    const eng_task_req *tasks;
+    int n_tasks;
+} eng_input;
+
+typedef struct {
+    float *logits;   /* (n_rows, num_labels); malloc'd, release with eng_task_outs_free */
+    int n_rows;      /* 1 for sequence-level heads, len for tagging / QA */
+    int num_labels;
+    int start_layer; /* first layer run with this task's adapters (L: none) */
+} eng_task_out;
+
+/* What the plan did, for --explain and metrics. Arrays have n_layers entries; malloc'd by eng_run
+ * when stats is not NULL, released with eng_plan_stats_free. */
+typedef struct {
+    int n_layers;
+    int *rows;          /* packed rows per layer */
+    int *streams;       /* live streams per layer (trunks + task streams) */
+    int *trunks;        /* of which trunks */
+    double *ms;         /* wall time per layer */
+    double *gflop;      /* backbone + attention + adapter work per layer, in GFLOP */
+    double heads_ms, embed_ms, total_ms;
+    int tokens;         /* input tokens */
+} eng_plan_stats;
+
+/* Runs every task of every input. outs has one entry per (input, task) in order. Returns 0, or a
+ * negative eng_status (ENG_INVALID_ARGUMENT for bad ids, lengths or skips, naming the input and
+ * task; ENG_NO_MEMORY), in which case outs hold nothing to free. */
+int eng_run(const eng_model *m, eng_state *st, const eng_input *inputs, int n_inputs, eng_task_out *outs,
+            eng_plan_stats *stats, eng_err *err);
+
+void eng_task_outs_free(eng_task_out *outs, int n);
+void eng_plan_stats_free(eng_plan_stats *s);
+
+/* Head on the rows of one stream: x (len, H). out gets (1, num_labels) for sequence heads or
+ * (len, num_labels) for token heads. Returns 0 or ENG_NO_MEMORY. */
+int eng_head_forward(const eng_model *m, eng_state *st, const eng_head *h, const float *x, int len, float *out,
+                     eng_err *err);
+
+/* Scores from logits (n_rows, num_labels) into probs: softmax per row for classification and
+ * tagging, sigmoid for multi-label, the logits themselves for regression and QA. */
+void eng_head_probs(const eng_head *h, const float *logits, int n_rows, float *probs);
+
+/* Index of the largest value among n. */
+int eng_argmax(const float *v, int n);
+
+#endif

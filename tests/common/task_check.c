@@ -1,0 +1,165 @@
+/* task_check.c - see task_check.h. */
+#include "task_check.h"
+
+#include <dirent.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "adapter.h"
+#include "planner.h"
+#include "safetensors.h"
+
+static int check_file(const eng_model *m, eng_state *st, const eng_task *t, const char *path, int skip, float tol,
+                      task_check_result *res, char *msg, size_t msg_len) {
+    eng_err e = {0};
+    eng_st_file *f;
+    if (eng_st_open(path, &f, &e)) {
+        snprintf(msg, msg_len, "%s", e.msg);
+        return -1;
+    }
+    const eng_st_tensor *ids = eng_st_find(f, "input_ids"), *types = eng_st_find(f, "token_type_ids"),
+                        *lens = eng_st_find(f, "seq_lens"), *lg = eng_st_find(f, "logits");
+    int rc = -1;
+    if (!ids || !types || !lens || !lg || lg->dtype != ENG_DT_F32) {
+        snprintf(msg, msg_len, "%s: needs input_ids, token_type_ids, seq_lens and F32 logits", path);
+        eng_st_close(f);
+        return -1;
+    }
+    int n_seq = (int)lens->numel;
+    int32_t *id = malloc(ids->nbytes), *ty = malloc(types->nbytes), *ln = malloc(lens->nbytes);
+    float *want = malloc(lg->nbytes);
+    eng_input *in = calloc((size_t)n_seq, sizeof *in);
+    eng_task_out *outs = calloc((size_t)n_seq, sizeof *outs);
+    eng_task_req req = {t, skip};
+    if (!id || !ty || !ln || !want || !in || !outs) goto done;
+    memcpy(id, ids->data, ids->nbytes);
+    memcpy(ty, types->data, types->nbytes);
+    memcpy(ln, lens->data, lens->nbytes);
+    memcpy(want, lg->data, lg->nbytes);
+    int off = 0;
+    for (int s = 0; s < n_seq; s++) {
+        in[s] = (eng_input){.ids = id + off, .type_ids = ty + off, .len = ln[s], .tasks = &req, .n_tasks = 1};
+        off += ln[s];
+    }
+    if (eng_run(m, st, in, n_seq, outs, NULL, &e)) {
+        snprintf(msg, msg_len, "%s: %s", path, e.msg);
+        goto done;
+    }
+    size_t k = 0, total = (size_t)(lg->numel);
+    float md = 0;
+    for (int s = 0; s < n_seq; s++) {
+        size_t n = (size_t)outs[s].n_rows * outs[s].num_labels;
+        if (k + n > total) {
+            snprintf(msg, msg_len, "%s: engine gives more logits than the reference (%zu)", path, total);
+            eng_task_outs_free(outs, n_seq);
+            goto done;
+        }
+        for (size_t j = 0; j < n; j++) {
+            float d = fabsf(outs[s].logits[j] - want[k + j]);
+            md = d > md || isnan(d) ? d : md;
+            if (fabsf(want[k + j]) > res->max_logit) res->max_logit = fabsf(want[k + j]);
+        }
+        k += n;
+    }
+    eng_task_outs_free(outs, n_seq);
+    if (k != total) {
+        snprintf(msg, msg_len, "%s: engine gives %zu logits, the reference %zu", path, k, total);
+        goto done;
+    }
+    if (md > res->max_diff) res->max_diff = md;
+    if (!(md <= tol)) {
+        snprintf(msg, msg_len, "%s: max |logit diff| %g > %g", path, md, tol);
+        goto done;
+    }
+    res->files++;
+    rc = 0;
+done:
+    free(id), free(ty), free(ln), free(want), free(in), free(outs);
+    eng_st_close(f);
+    return rc;
+}
+
+int task_check(const char *root, const char *case_dir, int threads, float tol, task_check_result *res, char *msg,
+               size_t msg_len) {
+    memset(res, 0, sizeof *res);
+    char p[4096];
+    snprintf(p, sizeof p, "%s/setup.json", case_dir);
+    json_error_t je;
+    json_t *setup = json_load_file(p, 0, &je);
+    if (!setup) {
+        snprintf(msg, msg_len, "%s: %s", p, je.text);
+        return -1;
+    }
+    int rc = -1;
+    eng_model *m = NULL;
+    eng_task *t = NULL;
+    eng_state *st = NULL;
+    eng_err e = {0};
+    const char *bb = json_string_value(json_object_get(setup, "backbone"));
+    json_t *ads = json_object_get(setup, "adapters");
+    const char *fusion = json_string_value(json_object_get(setup, "fusion"));
+    const char *head = json_string_value(json_object_get(setup, "head"));
+    char bpath[4096], dirs[16][4096], fpath[4096], hpath[4096];
+    const char *dptr[16];
+    if (!bb || !json_is_array(ads) || json_array_size(ads) < 1 || json_array_size(ads) > 16) {
+        snprintf(msg, msg_len, "%s: needs backbone and 1..16 adapters", p);
+        goto done;
+    }
+    snprintf(bpath, sizeof bpath, "%s%s%s", bb[0] == '/' ? "" : root, bb[0] == '/' ? "" : "/", bb);
+    if (eng_model_load(bpath, &m, &e)) {
+        snprintf(msg, msg_len, "%s", e.msg);
+        goto done;
+    }
+    int n = (int)json_array_size(ads);
+    for (int i = 0; i < n; i++) {
+        snprintf(dirs[i], sizeof dirs[i], "%s/%s", case_dir, json_string_value(json_array_get(ads, i)));
+        dptr[i] = dirs[i];
+    }
+    eng_task_params tp = eng_task_default_params();
+    if (fusion) {
+        snprintf(fpath, sizeof fpath, "%s/%s", case_dir, fusion);
+        tp.fusion_dir = fpath;
+    }
+    if (head) {
+        snprintf(hpath, sizeof hpath, "%s/%s", case_dir, head);
+        tp.head_dir = hpath;
+    }
+    if (eng_task_load(m, dptr, n, &tp, &t, &e)) {
+        snprintf(msg, msg_len, "%s: %s", case_dir, e.msg);
+        goto done;
+    }
+    st = eng_state_new(threads);
+    if (!st) {
+        snprintf(msg, msg_len, "out of memory");
+        goto done;
+    }
+    snprintf(p, sizeof p, "%s/expected", case_dir);
+    DIR *d = opendir(p);
+    if (!d) {
+        snprintf(msg, msg_len, "%s: cannot open", p);
+        goto done;
+    }
+    struct dirent *de;
+    rc = 0;
+    while (!rc && (de = readdir(d))) {
+        int skip;
+        if (sscanf(de->d_name, "skip%d.safetensors", &skip) != 1) continue;
+        char fp[4400];
+        snprintf(fp, sizeof fp, "%s/%s", p, de->d_name);
+        rc = check_file(m, st, t, fp, skip, tol, res, msg, msg_len);
+    }
+    closedir(d);
+    if (!rc && res->files == 0) {
+        snprintf(msg, msg_len, "%s: no expected files", p);
+        rc = -1;
+    }
+done:
+    eng_state_free(st);
+    eng_task_free(t);
+    eng_model_free(m);
+    json_decref(setup);
+    return rc;
+}
