@@ -465,7 +465,24 @@ class Prefix:
             if zero:
                 self.p["control_trans.2.weight"].zero_()
                 self.p["control_trans.2.bias"].zero_()
+        self.gates = {}   # layer -> (weight [k, H], bias [k]); k = 1 if shared_gating else 2
+        if config["use_gating"]:
+            k = 1 if config["shared_gating"] else 2
+            for i in self.layers:
+                self.gates[i] = (rng.normal((k, H), 1.0 / math.sqrt(H)), rng.normal((k,), 0.5))
         self.kv = self._compute()
+
+    def gated_kv(self, i, x, tokmask):
+        """Layer i's (K, V) prefixes, [B or 1, nH, P, hd]; with use_gating scaled per row by
+        g = mean_t sigmoid(gate(x)) (x = the self-attention input): keys by g[:, 0], values by g[:, -1]."""
+        kp, vp = self.kv[i]
+        kp, vp = kp.unsqueeze(0), vp.unsqueeze(0)
+        if i in self.gates:
+            w, b = (t.to(F64) for t in self.gates[i])
+            g = masked_token_mean(torch.sigmoid(lin(x, w, b)), tokmask)[:, 0]       # [B, k]
+            kp = kp * g[:, 0].view(-1, 1, 1, 1)
+            vp = vp * g[:, -1].view(-1, 1, 1, 1)
+        return kp, vp
 
     def _compute(self):
         """{layer: (K [nH, P, hd], V [nH, P, hd])}: view (P, 2L, nH, hd), layer j's key = channel 2j, value 2j+1."""
@@ -487,6 +504,10 @@ class Prefix:
         sd = collections.OrderedDict()
         pre = base_prefix(arch)
         tail = f"prefix_tunings.{self.name}.self_prefix."
+        for i, (w, b) in sorted(self.gates.items()):
+            k = pre + layer_path(arch, i) + PREFIX_LAYER_PATH[fam(arch)] + f".prefix_gates.{self.name}."
+            sd[k + "weight"] = w
+            sd[k + "bias"] = b
         if aliases:
             for i in range(self.cfg.layers):
                 k = pre + layer_path(arch, i) + PREFIX_LAYER_PATH[fam(arch)] + ".pool." + tail
@@ -813,10 +834,10 @@ def forward(cfg, W, input_ids, attention_mask, token_type_ids, setup, fusion_sta
         if on:
             for p in setup.prefixes:
                 if i in p.kv:
-                    kp, vp = p.kv[i]
-                    P = kp.shape[1]
-                    k = torch.cat([kp.unsqueeze(0).expand(B, -1, -1, -1), k], dim=2)
-                    v = torch.cat([vp.unsqueeze(0).expand(B, -1, -1, -1), v], dim=2)
+                    kp, vp = p.gated_kv(i, x, attention_mask)
+                    P = kp.shape[2]
+                    k = torch.cat([kp.expand(B, -1, -1, -1), k], dim=2)
+                    v = torch.cat([vp.expand(B, -1, -1, -1), v], dim=2)
                     m = torch.cat([torch.zeros(B, P, dtype=F64), m], dim=1)
         s = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(hd) + m[:, None, None, :]
         ctx = torch.matmul(torch.softmax(s, dim=-1), v).transpose(1, 2).reshape(B, T, H)

@@ -151,6 +151,24 @@ def mam_case(cfg, rng):
     return c
 
 
+def unipelt_case(cfg, rng):
+    name = "unipelt"
+    c = Case(notes="UniPELT: ConfigUnion(LoRAConfig(r=8, alpha=2), PrefixTuningConfig(prefix_length=10, bottleneck 32), "
+                   "SeqBnConfig(reduction_factor=16)), every component with use_gating (s1.9): LoRA delta * gate "
+                   "(alpha/r not applied), prefix K/V * mean_t sigmoid(prefix_gates(x)), bottleneck up * gate. "
+                   "Gates average over the valid tokens. Keys ...attention.self.prefix_tuning.prefix_gates.unipelt.*.")
+    lo = A.AHLoRA(name, A.lora_config(r=8, alpha=2, use_gating=True), cfg, rng)
+    pf = A.Prefix(name, A.prefix_config(prefix_length=10, bottleneck_size=32, use_gating=True), cfg, rng)
+    bn = A.Bottleneck(name, A.bn_config("seq_bn", use_gating=True), cfg, rng)
+    head = cls_head(cfg, rng, name)
+    c.linear, c.prefixes, c.bn_stack, c.head = [lo], [pf], [bn], head
+    c.adapters = [f"adapters/{name}"]
+    c.head_dir = f"adapters/{name}"
+    c.saves.append((f"adapters/{name}", lambda d: A.save_adapterhub(d, cfg, lo, model_name(cfg), "bin", head,
+                                                                    union_children=[lo, pf, bn])))
+    return c
+
+
 def stack_case(cfg, rng):
     c = Case(notes="MAD-X style Stack(lang, task) of two seq_bn adapters (s2.1); the head is saved with the task "
                    "adapter; 'adapters' lists them in Stack order.")
@@ -273,6 +291,7 @@ reg("prefix", prefix_case(False, "Prefix tuning reparametrised (P=8, bottleneck 
 reg("prefix_flat", prefix_case(True, "Prefix tuning flat (P=8): one control_trans vector [P*L*2*H] (+ .pool. "
                                "aliases), layer i key = channel 2i, value = 2i+1 (s1.8)."))
 reg("mam", mam_case)
+reg("unipelt", unipelt_case)
 # 7: heads
 reg("head_multilabel", single_bn("seq_bn", "st", "ml", "multilabel_classification head (3 labels; logits are raw, "
                                  "scores = sigmoid).", head_kw=dict(head_type="multilabel_classification",
