@@ -122,10 +122,12 @@ def peft(peft_type, targets_by_fam, notes, r=8, lora_alpha=16, use_rslora=False,
     return build
 
 
-def prefix_case(flat, notes, name="prefix_task", P=8, bn=32):
+def prefix_case(flat, notes, name="prefix_task", P=8, bn=32, config_says_flat=None):
     def build(cfg, rng):
         c = Case(notes=notes)
         pf = A.Prefix(name, A.prefix_config(flat=flat, prefix_length=P, bottleneck_size=bn), cfg, rng)
+        if config_says_flat is not None:
+            pf.config = dict(pf.config, flat=config_says_flat)
         head = cls_head(cfg, rng, name)
         c.prefixes, c.head = [pf], head
         c.adapters = [f"adapters/{name}"]
@@ -290,6 +292,10 @@ reg("prefix", prefix_case(False, "Prefix tuning reparametrised (P=8, bottleneck 
                           "save_adapter writes into .bin; a loader takes the keys without .pool."))
 reg("prefix_flat", prefix_case(True, "Prefix tuning flat (P=8): one control_trans vector [P*L*2*H] (+ .pool. "
                                "aliases), layer i key = channel 2i, value = 2i+1 (s1.8)."))
+reg("prefix_ejected", prefix_case(True, "Prefix after eject_prefix_tuning + save_adapter: flat control_trans "
+                                  "weights while the saved config still says \"flat\": false (s1.8 [inferred]); a "
+                                  "loader must detect flat vs reparametrised from the key names.",
+                                  config_says_flat=False))
 reg("mam", mam_case)
 reg("unipelt", unipelt_case)
 # 7: heads
