@@ -22,12 +22,32 @@ int eng_task_layer_active(const eng_task_layer *a) {
     return a->prefix_len > 0 || a->mh.n_stack || a->mh.n_fuse || a->out.n_stack || a->out.n_fuse;
 }
 
-int eng__lora_add(eng_state *st, const eng_lora *lo, const float *x, int ldx, int n, float *y, int ldy, eng_err *err) {
+float eng__gate_mean(const float *x, int ldx, int len, int dim, const float *w, float b) {
+    double g = 0;
+    for (int t = 0; t < len; t++) {
+        const float *xt = x + (size_t)t * ldx;
+        double z = b;
+        for (int j = 0; j < dim; j++) z += (double)xt[j] * w[j];
+        g += 1.0 / (1.0 + exp(-z));
+    }
+    return (float)(g / len);
+}
+
+int eng__lora_add(eng_state *st, const eng_lora *lo, const float *x, int ldx, int n, float *y, int ldy, int row0,
+                  const eng_seg *segs, int n_segs, eng_err *err) {
     float *t = eng__state_scratch(st, ENG_SCRATCH_LORA, (size_t)n * lo->r);
     if (!t) return eng_err_set(err, ENG_NO_MEMORY, "out of memory (LoRA)");
     eng_pool *pool = eng_state_pool(st);
     eng_gemm(pool, n, lo->r, lo->in, x, ldx, lo->A, lo->in, t, lo->r, NULL);
-    eng_gemm_acc(pool, n, lo->out, lo->r, lo->scaling, t, lo->r, lo->B, lo->r, y, ldy);
+    if (lo->gate_w) { /* UniPELT: the gate replaces alpha / r */
+        for (int s = 0; s < n_segs; s++) {
+            int r0 = segs[s].start - row0;
+            if (r0 < 0 || r0 >= n) continue;
+            float g = eng__gate_mean(x + (size_t)r0 * ldx, ldx, segs[s].len, lo->in, lo->gate_w, lo->gate_b);
+            for (size_t i = (size_t)r0 * lo->r; i < (size_t)(r0 + segs[s].len) * lo->r; i++) t[i] *= g;
+        }
+    }
+    eng_gemm_acc(pool, n, lo->out, lo->r, lo->gate_w ? 1.0f : lo->scaling, t, lo->r, lo->B, lo->r, y, ldy);
     return 0;
 }
 
@@ -46,14 +66,7 @@ static void apply_gate(const eng_bottleneck *bn, const float *a, float *u, int H
     for (int s = 0; s < n_segs; s++) {
         int r0 = segs[s].start - row0;
         if (r0 < 0 || r0 >= n) continue;
-        double g = 0;
-        for (int t = 0; t < segs[s].len; t++) {
-            const float *at = a + (size_t)(r0 + t) * H;
-            double z = bn->gate_b;
-            for (int j = 0; j < H; j++) z += (double)at[j] * bn->gate_w[j];
-            g += 1.0 / (1.0 + exp(-z));
-        }
-        float gf = (float)(g / segs[s].len);
+        float gf = eng__gate_mean(a + (size_t)r0 * H, H, segs[s].len, H, bn->gate_w, bn->gate_b);
         for (int t = 0; t < segs[s].len; t++) {
             float *ut = u + (size_t)(r0 + t) * H;
             for (int j = 0; j < H; j++) ut[j] *= gf;

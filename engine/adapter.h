@@ -74,12 +74,15 @@ typedef struct {
     uint8_t fuse_child[ENG_MAX_FUSE];      /* index of each child among the fusion's adapters */
 } eng_site;
 
-/* LoRA on one Linear: y += scaling * (x A^T) B^T. AdaLoRA is stored with E folded into A. */
+/* LoRA on one Linear: y += scaling * (x A^T) B^T. AdaLoRA is stored with E folded into A. With a
+ * gate (UniPELT), the factor is instead mean_t sigmoid(x_t . gate_w + gate_b) per sequence. */
 typedef struct {
     int r, in, out;
     float *A;                /* (r, in) */
     float *B;                /* (out, r) */
     float scaling;
+    float *gate_w;           /* (in) or NULL */
+    float gate_b;
 } eng_lora;
 
 /* (IA)^3 on one Linear: y = (x W^T + b) * l. */
@@ -93,6 +96,9 @@ typedef struct eng_task_layer {
     eng_ia3 *ia3[ENG_LIN_COUNT];
     int prefix_len;                  /* P, 0 for none */
     float *prefix_k, *prefix_v;      /* (P, H) each, precomputed at load */
+    int prefix_gates;                /* 0, or 1 (shared) / 2 (keys, values) gate outputs */
+    float *prefix_gate_w;            /* (prefix_gates, H): g = mean_t sigmoid(W x_t + b) per sequence */
+    float prefix_gate_b[2];
     eng_site mh, out;                /* after attention output / after FFN output */
 } eng_task_layer;
 

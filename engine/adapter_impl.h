@@ -17,6 +17,7 @@ enum {
     ENG_SCRATCH_U,      /* (rows, H) adapter output / LN input */
     ENG_SCRATCH_FUSE,   /* (N, rows, H) fusion children outputs */
     ENG_SCRATCH_Q,      /* (rows, 2H) fusion query and Q Wk */
+    ENG_SCRATCH_GATES,  /* (n_segs, 2) prefix gate values */
     ENG_SCRATCH_SLOTS
 };
 
@@ -26,8 +27,13 @@ float *eng__state_scratch(eng_state *st, int slot, size_t n_floats);
 /* Row-parallel LayerNorm on the state's pool. */
 void eng__layernorm_rows(eng_state *st, float *x, int rows, int dim, const float *g, const float *b, float eps);
 
-/* y (n, ldy) += scaling * (x A^T) B^T. Returns 0 or ENG_NO_MEMORY. */
-int eng__lora_add(eng_state *st, const eng_lora *lo, const float *x, int ldx, int n, float *y, int ldy, eng_err *err);
+/* y (n, ldy) += scaling * (x A^T) B^T for the n rows starting at absolute row row0 (segs, in
+ * absolute rows, give the sequences for gated LoRA). Returns 0 or ENG_NO_MEMORY. */
+int eng__lora_add(eng_state *st, const eng_lora *lo, const float *x, int ldx, int n, float *y, int ldy, int row0,
+                  const eng_seg *segs, int n_segs, eng_err *err);
+
+/* Mean over the rows of one sequence of sigmoid(x_t . w + b); x (len, ldx). */
+float eng__gate_mean(const float *x, int ldx, int len, int dim, const float *w, float b);
 
 /* y (n, out; ldy) *= l, column-wise. */
 void eng__ia3_scale(const eng_ia3 *ia, float *y, int ldy, int n);

@@ -348,8 +348,6 @@ static int parse_one_config(json_t *c, int legacy, const char *version, ah_cfg *
             return eng_err_set(err, ENG_UNSUPPORTED, "%s: DoRA is not supported", where);
         if (json_object_get(c, "vera_d") && !json_is_null(json_object_get(c, "vera_d")))
             return eng_err_set(err, ENG_UNSUPPORTED, "%s: VeRA is not supported", where);
-        if (o->lora_gating)
-            return eng_err_set(err, ENG_UNSUPPORTED, "%s: gated LoRA (use_gating) is not supported", where);
         /* adapters < 1.1.0 ignored alpha: the library loads such configs with alpha = r (1.7) */
         if (version_before_1_1(version) && o->r != o->alpha) o->alpha = o->r;
     } else if (!strcmp(arch, "prefix_tuning")) {
@@ -359,8 +357,6 @@ static int parse_one_config(json_t *c, int legacy, const char *version, ah_cfg *
         if ((rc = parse_act(jstr(c, "non_linearity") ? jstr(c, "non_linearity") : "tanh", 0, &o->prefix_act, where,
                             err)))
             return rc;
-        if (o->prefix_gating)
-            return eng_err_set(err, ENG_UNSUPPORTED, "%s: gated prefix tuning is not supported", where);
     } else if (!strcmp(arch, "union")) {
         json_t *cs = json_object_get(c, "configs");
         if (!json_is_array(cs)) return eng_err_set(err, ENG_FORMAT, "%s: union without 'configs'", where);
@@ -590,12 +586,12 @@ static int lin_out(const eng_config *c, eng_lin l) {
 /* Completes the LoRA/(IA)^3 modules gathered as raw (A, B, E) per (layer, linear). */
 typedef struct {
     float *A, *B, *E;
-    const char *nameA, *nameB;
+    float *gate_w, gate_b;
     int rA, rB;
 } lora_raw;
 
 static int finish_lora(ctx_t *x, lora_raw *raw, int is_ia3, float alpha, float r_cfg, int peft_rslora,
-                       int adalora, float peft_alpha) {
+                       int adalora, float peft_alpha, int lora_gating) {
     const eng_config *c = x->c;
     for (int l = 0; l < c->n_layers; l++)
         for (int k = 0; k < ENG_LIN_COUNT; k++) {
@@ -626,6 +622,10 @@ static int finish_lora(ctx_t *x, lora_raw *raw, int is_ia3, float alpha, float r
             lo->out = out;
             lo->A = w->A;
             lo->B = w->B;
+            lo->gate_w = w->gate_w;
+            lo->gate_b = w->gate_b;
+            if (lora_gating && !w->gate_w)
+                return eng_err_set(x->err, ENG_FORMAT, "%s: gated LoRA of layer %d lacks gate weights", x->dir, l);
             (void)r_cfg;
             if (adalora) {
                 /* PEFT AdaLoRA: x (A * E)^T B^T * scaling / (ranknum + 1e-5), ranknum = r at init */
@@ -704,11 +704,46 @@ static int load_adapterhub(ctx_t *x, json_t *cfgj, loaded_bn *lb, float sparse_t
             break;
         }
         const char *rest = "";
+        const char *pg = strstr(r, "prefix_tuning.prefix_gates.");
+        if (pg && !strncmp(pg + 27, name, strlen(name)) && pg[27 + strlen(name)] == '.') {
+            const char *w = pg + 27 + strlen(name) + 1;
+            eng_task_layer *Ly = &x->t->layers[layer];
+            int H = c->hidden;
+            if (!strcmp(w, "weight")) {
+                if (ts->ndim != 2 || ts->shape[1] != H || ts->shape[0] < 1 || ts->shape[0] > 2) {
+                    rc = eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' must be (1 or 2, %d)", x->dir, ts->name, H);
+                    break;
+                }
+                Ly->prefix_gates = (int)ts->shape[0];
+                if (!(Ly->prefix_gate_w = tensor_f32(x->t, ts, ts->shape[0], H, x->dir, x->err))) rc = x->err->code;
+            } else if (!strcmp(w, "bias")) {
+                if (ts->numel < 1 || ts->numel > 2 || eng_convert_to_f32(ts->dtype, ts->data, (size_t)ts->numel, Ly->prefix_gate_b))
+                    rc = eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' must hold 1 or 2 values", x->dir, ts->name);
+            } else {
+                rc = eng_err_set(x->err, ENG_FORMAT, "%s: unexpected tensor '%s'", x->dir, ts->name);
+            }
+            continue;
+        }
         int lin = parse_linear(r, &rest);
         if (lin >= 0 && !strncmp(rest, lmid, strlen(lmid))) {
             const char *w = rest + strlen(lmid);
             lora_raw *lr = &raw[layer * ENG_LIN_COUNT + lin];
             int is_a = !strcmp(w, "lora_A"), is_b = !strcmp(w, "lora_B");
+            if (!strcmp(w, "gate.weight") || !strcmp(w, "gate.bias")) {
+                int in = lin_in(c, (eng_lin)lin);
+                if (w[5] == 'w') {
+                    if (ts->numel != in) {
+                        rc = eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' must be (1, %d)", x->dir, ts->name, in);
+                        break;
+                    }
+                    lr->gate_w = task_alloc(x->t, (size_t)in * sizeof(float));
+                    if (!lr->gate_w) rc = eng_err_set(x->err, ENG_NO_MEMORY, "out of memory");
+                    else eng_convert_to_f32(ts->dtype, ts->data, (size_t)in, lr->gate_w);
+                } else if (ts->numel != 1 || eng_convert_to_f32(ts->dtype, ts->data, 1, &lr->gate_b)) {
+                    rc = eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' must hold one value", x->dir, ts->name);
+                }
+                continue;
+            }
             if (!is_a && !is_b) {
                 rc = eng_err_set(x->err, ENG_UNSUPPORTED, "%s: tensor '%s' is not supported (only lora_A/lora_B)", x->dir,
                                  ts->name);
@@ -745,7 +780,7 @@ static int load_adapterhub(ctx_t *x, json_t *cfgj, loaded_bn *lb, float sparse_t
     if (!rc && any_lora) {
         if (!cfg.is_lora) rc = eng_err_set(x->err, ENG_FORMAT, "%s: LoRA weights but no LoRA config", x->dir);
         else {
-            rc = finish_lora(x, raw, cfg.composition_scale, cfg.alpha, cfg.r, 0, 0, -1.0f);
+            rc = finish_lora(x, raw, cfg.composition_scale, cfg.alpha, cfg.r, 0, 0, -1.0f, cfg.lora_gating);
             if (!rc) kind_add(x->t, cfg.composition_scale ? "ia3" : "lora");
         }
     }
@@ -838,7 +873,7 @@ static int load_peft(ctx_t *x, json_t *cfgj, eng_st_file **head_file) {
         if ((raw[i].A && raw[i].B && raw[i].rA != raw[i].rB) || (adalora && raw[i].A && !raw[i].E))
             rc = eng_err_set(x->err, ENG_SHAPE, "%s: LoRA of layer %d has mismatched ranks or lacks lora_E", x->dir,
                              i / ENG_LIN_COUNT);
-    if (!rc) rc = finish_lora(x, raw, 0, 0, 0, rslora, adalora, alpha);
+    if (!rc) rc = finish_lora(x, raw, 0, 0, 0, rslora, adalora, alpha, 0);
     if (!rc) kind_add(x->t, adalora ? "adalora" : "lora");
     free(raw);
     if (!rc && n_head) {

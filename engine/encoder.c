@@ -280,6 +280,7 @@ typedef struct {
     float *ctx;
     const eng_seg *segs;
     const eng_task_layer *const *seg_ad; /* (n_segs) adapters of each segment's group, or NULL */
+    const float *gates;                  /* (n_segs, 2) prefix key / value gates, or NULL */
     int H, d, n_heads;
     float scale;
     float **scores;
@@ -295,9 +296,17 @@ static void attn_task(void *ctx, int task, int worker) {
     const float *k = q + j->H, *v = q + 2 * j->H;
     float *s = j->scores[worker], *out = j->ctx + (size_t)sg->start * j->H + (size_t)h * j->d;
     /* Prefix tuning: keys and values [prefix; sequence], the prefix unmasked (ADAPTER_FORMATS.md 1.8). */
-    if (P) eng_sgemm_nt(L, P, j->d, j->scale, q, ld, ad->prefix_k + (size_t)h * j->d, j->H, s, W);
+    float gk = 1.0f, gv = 1.0f;
+    if (P && ad->prefix_gates) { /* UniPELT: keys scaled by g[0], values by g[last] */
+        gk = j->gates[2 * si];
+        gv = j->gates[2 * si + 1];
+    }
+    if (P) eng_sgemm_nt(L, P, j->d, j->scale * gk, q, ld, ad->prefix_k + (size_t)h * j->d, j->H, s, W);
     eng_sgemm_nt(L, L, j->d, j->scale, q, ld, k, ld, s + P, W);
     for (int i = 0; i < L; i++) eng_softmax_row(s + (size_t)i * W, (size_t)W);
+    if (P && gv != 1.0f)
+        for (int i = 0; i < L; i++)
+            for (int p = 0; p < P; p++) s[(size_t)i * W + p] *= gv;
     if (P) eng_sgemm_nn(L, j->d, P, s, W, ad->prefix_v + (size_t)h * j->d, j->H, 0.0f, out, j->H);
     eng_sgemm_nn(L, j->d, L, s + P, W, v, ld, P ? 1.0f : 0.0f, out, j->H);
 }
@@ -355,14 +364,14 @@ static int groups_touch(const eng_group *g, int n, int what) {
 
 /* LoRA and (IA)^3 of Linear `lin` on every group: y (rows, ldy) holds x W^T + b. */
 static int apply_linear_adapters(eng_state *st, const eng_group *g, int n, eng_lin lin, const float *x, int ldx,
-                                 float *y, int ldy, eng_err *err) {
+                                 float *y, int ldy, const eng_seg *segs, int n_segs, eng_err *err) {
     for (int i = 0; i < n; i++) {
         const eng_task_layer *a = g[i].ad;
         if (!a) continue;
         const float *xi = x + (size_t)g[i].row0 * ldx;
         float *yi = y + (size_t)g[i].row0 * ldy;
         if (a->lora[lin]) {
-            int rc = eng__lora_add(st, a->lora[lin], xi, ldx, g[i].rows, yi, ldy, err);
+            int rc = eng__lora_add(st, a->lora[lin], xi, ldx, g[i].rows, yi, ldy, g[i].row0, segs, n_segs, err);
             if (rc) return rc;
         }
         if (a->ia3[lin]) eng__ia3_scale(a->ia3[lin], yi, ldy, g[i].rows);
@@ -408,17 +417,30 @@ int eng_layer_forward(const eng_model *m, eng_state *st, int l, float *x, int ro
     eng_gemm(pool, rows, 3 * H, H, x, H, w->wqkv, H, st->qkv, 3 * H, &ep_qkv);
     if (n_groups && groups_touch(groups, n_groups, 0))
         for (int t = ENG_LIN_Q; t <= ENG_LIN_V; t++)
-            if ((rc = apply_linear_adapters(st, groups, n_groups, (eng_lin)t, x, H, st->qkv + (size_t)t * H, 3 * H, err)))
+            if ((rc = apply_linear_adapters(st, groups, n_groups, (eng_lin)t, x, H, st->qkv + (size_t)t * H, 3 * H, segs, n_segs, err)))
                 return rc;
 
-    attn_job aj = {st->qkv, st->ctx, segs, seg_ad, H, c->head_dim, c->n_heads, 1.0f / sqrtf((float)c->head_dim),
-                   st->scores};
+    float *gates = NULL;
+    for (int s = 0; seg_ad && s < n_segs && !gates; s++)
+        if (seg_ad[s] && seg_ad[s]->prefix_gates) gates = eng__state_scratch(st, ENG_SCRATCH_GATES, 2 * (size_t)n_segs);
+    if (gates) /* prefix gates read the layer input of each sequence */
+        for (int s = 0; s < n_segs; s++) {
+            const eng_task_layer *a = seg_ad[s];
+            if (!a || !a->prefix_gates) continue;
+            const float *xs = x + (size_t)segs[s].start * H;
+            gates[2 * s] = eng__gate_mean(xs, H, segs[s].len, H, a->prefix_gate_w, a->prefix_gate_b[0]);
+            gates[2 * s + 1] = a->prefix_gates == 2 ? eng__gate_mean(xs, H, segs[s].len, H, a->prefix_gate_w + H,
+                                                                     a->prefix_gate_b[1])
+                                                    : gates[2 * s];
+        }
+    attn_job aj = {st->qkv, st->ctx, segs, seg_ad, gates, H, c->head_dim, c->n_heads,
+                   1.0f / sqrtf((float)c->head_dim), st->scores};
     eng_pool_run(pool, n_segs * c->n_heads, attn_task, &aj);
 
     if (n_groups && groups_touch(groups, n_groups, 1)) {
         eng_epilogue ep_o = {.bias = w->bo, .act = ENG_ACT_IDENTITY};
         eng_gemm(pool, rows, H, H, st->ctx, H, w->wo, H, st->h, H, &ep_o);
-        if ((rc = apply_linear_adapters(st, groups, n_groups, ENG_LIN_O, st->ctx, H, st->h, H, err)) ||
+        if ((rc = apply_linear_adapters(st, groups, n_groups, ENG_LIN_O, st->ctx, H, st->h, H, segs, n_segs, err)) ||
             (rc = apply_sites(st, c, groups, n_groups, 0, st->h, x, segs, n_segs, w->ln1_g, w->ln1_b, err)))
             return rc;
     } else {
@@ -430,7 +452,7 @@ int eng_layer_forward(const eng_model *m, eng_state *st, int l, float *x, int ro
     if (n_groups && groups_touch(groups, n_groups, 2)) {
         eng_epilogue ep_1 = {.bias = w->b1, .act = ENG_ACT_IDENTITY};
         eng_gemm(pool, rows, I, H, st->h, H, w->w1, H, st->inter, I, &ep_1);
-        if ((rc = apply_linear_adapters(st, groups, n_groups, ENG_LIN_I, st->h, H, st->inter, I, err))) return rc;
+        if ((rc = apply_linear_adapters(st, groups, n_groups, ENG_LIN_I, st->h, H, st->inter, I, segs, n_segs, err))) return rc;
         act_rows(pool, c->act, st->inter, rows, I);
     } else {
         eng_epilogue ep_1 = {.bias = w->b1, .act = c->act};
@@ -441,7 +463,7 @@ int eng_layer_forward(const eng_model *m, eng_state *st, int l, float *x, int ro
         /* x is free now (h is the residual): y = inter W2^T + b2 goes straight into x */
         eng_epilogue ep_2 = {.bias = w->b2, .act = ENG_ACT_IDENTITY};
         eng_gemm(pool, rows, H, I, st->inter, I, w->w2, I, x, H, &ep_2);
-        if ((rc = apply_linear_adapters(st, groups, n_groups, ENG_LIN_D, st->inter, I, x, H, err)) ||
+        if ((rc = apply_linear_adapters(st, groups, n_groups, ENG_LIN_D, st->inter, I, x, H, segs, n_segs, err)) ||
             (rc = apply_sites(st, c, groups, n_groups, 1, x, st->h, segs, n_segs, w->ln2_g, w->ln2_b, err)))
             return rc;
     } else {
