@@ -193,6 +193,12 @@ int eng__site_apply(eng_state *st, const eng_site *site, const eng_config *c, fl
         eng_gemm(pool, n, H, H, h, H, fu->wk_t, H, qk, H, NULL); /* qk = Q Wk */
         /* per row: scores, softmax, mixture into a (the mixed U) */
         float sc[ENG_MAX_FUSE];
+        int kid[ENG_MAX_FUSE];
+        for (int i = 0, q2 = 0; i < site->n_fuse; i++)
+            if (site->fuse_keep[i]) kid[q2++] = site->fuse_child[i];
+        double *probe, *probe_rows;
+        int probe_n, layer;
+        eng__state_probe(st, &probe, &probe_rows, &probe_n, &layer);
         for (int t = 0; t < n; t++) {
             const float *Qt = h + (size_t)t * H, *QKt = qk + (size_t)t * H;
             double qb = 0;
@@ -204,6 +210,8 @@ int eng__site_apply(eng_state *st, const eng_site *site, const eng_config *c, fl
                 sc[i] = (float)(s / fu->temperature);
             }
             eng_softmax_row(sc, (size_t)kept);
+            if (probe)
+                for (int i = 0; i < kept; i++) probe[(size_t)layer * probe_n + kid[i]] += sc[i];
             float *mix = a + (size_t)t * H;
             memset(mix, 0, (size_t)H * sizeof *mix);
             for (int i = 0; i < kept; i++) {
@@ -211,6 +219,7 @@ int eng__site_apply(eng_state *st, const eng_site *site, const eng_config *c, fl
                 for (int e = 0; e < H; e++) mix[e] += sc[i] * ut[e];
             }
         }
+        if (probe) probe_rows[layer] += n;
         if (fu->wv)
             eng_gemm(pool, n, H, H, a, H, fu->wv, H, h, H, NULL);
         else

@@ -165,8 +165,30 @@ size_t eng_task_bytes(const eng_task *t);
 /* Short description of the adapter forms ("seq_bn", "lora+prefix", ...). Owned by the task. */
 const char *eng_task_kind(const eng_task *t);
 
-/* AdapterFusion pruning: keep only the children whose keep[i] is 1 (in fusion order). */
+/* ---- AdapterFusion pruning (AdapterDrop paper, section 5) ----
+ * Calibrate: run texts through the fusion and average, per fusion layer, the attention each child
+ * gets. Prune: keep the k children with the largest mean attention over all fusion layers (one
+ * kept set for the whole model: the dropped adapters then cost nothing in any layer). The result is
+ * saved beside the fusion as fusion_pruning.json, and eng_task_load applies it when present. */
+
+/* Names of the fusion's children in fusion order (borrowed); returns their count (0: no fusion). */
 int eng_task_fusion_children(const eng_task *t, const char *const **names);
+
+/* Keep only the children whose keep[i] is 1 (in fusion order); at least one must stay. */
 int eng_task_prune_fusion(eng_task *t, const uint8_t *keep, int n, eng_err *err);
+
+struct eng_input;
+/* Runs inputs (their task lists are ignored: t runs at skip 0) and fills mean (L, n_children) with
+ * each child's mean attention weight per layer (0 for layers without fusion). The task's current
+ * pruning is lifted for the run and restored after. Returns 0 or a negative eng_status. */
+int eng_fusion_calibrate(const eng_model *m, eng_state *st, eng_task *t, const struct eng_input *inputs,
+                         int n_inputs, double *mean, eng_err *err);
+
+/* Chooses the k children with the largest mean attention summed over layers into keep (n_children). */
+void eng_fusion_choose(const double *mean, int n_layers, int n_children, int k, uint8_t *keep);
+
+/* Writes <fusion_dir>/fusion_pruning.json: the statistics, the kept names and k. */
+int eng_fusion_save_pruning(const eng_task *t, const char *fusion_dir, const double *mean, int n_layers,
+                            const uint8_t *keep, int n_calib, eng_err *err);
 
 #endif

@@ -24,6 +24,11 @@ enum {
 /* Returns slot's buffer grown to n_floats (64-byte aligned), or NULL when memory runs out. */
 float *eng__state_scratch(eng_state *st, int slot, size_t n_floats);
 
+/* Fusion calibration probe: while set, every fusion site adds each kept child's attention weight,
+ * summed over rows, into sums[layer * n_children + child] and the rows into rows[layer]. */
+void eng__state_set_probe(eng_state *st, double *sums, double *rows, int n_children);
+void eng__state_probe(eng_state *st, double **sums, double **rows, int *n_children, int *layer);
+
 /* Row-parallel LayerNorm on the state's pool. */
 void eng__layernorm_rows(eng_state *st, float *x, int rows, int dim, const float *g, const float *b, float eps);
 
@@ -43,5 +48,8 @@ void eng__ia3_scale(const eng_ia3 *ia, float *y, int ldy, int n);
  * (n, H) is the sub-block input; segs (absolute rows) give the sequences for gating means. */
 int eng__site_apply(eng_state *st, const eng_site *site, const eng_config *c, float *h, const float *x, int row0,
                     int n, const eng_seg *segs, int n_segs, const float *ln_g, const float *ln_b, eng_err *err);
+
+/* Applies <fusion_dir>/fusion_pruning.json to t when it exists (adapter_load.c). */
+int eng__fusion_apply_saved(eng_task *t, const char *fusion_dir, eng_err *err);
 
 #endif

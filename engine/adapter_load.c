@@ -1225,6 +1225,7 @@ int eng_task_load(const eng_model *m, const char *const *dirs, int n_dirs, const
                 }
             }
     }
+    if (!rc && p->fusion_dir) rc = eng__fusion_apply_saved(t, p->fusion_dir, err);
     /* head */
     if (!rc) {
         const char *last = dirs[n_dirs - 1];

@@ -36,6 +36,8 @@ struct eng_state {
     int pool_in_h;
     int H, I;          /* widths the row buffers were sized for */
     float *scratch[ENG_SCRATCH_SLOTS]; /* adapter working memory, see adapter_impl.h */
+    double *probe_sums, *probe_rows;   /* fusion calibration, see eng__state_set_probe */
+    int probe_children, cur_layer;
     size_t scratch_cap[ENG_SCRATCH_SLOTS];
 };
 
@@ -187,6 +189,19 @@ float *eng__state_scratch(eng_state *st, int slot, size_t n_floats) {
         st->scratch_cap[slot] = cap;
     }
     return st->scratch[slot];
+}
+
+void eng__state_set_probe(eng_state *st, double *sums, double *rows, int n_children) {
+    st->probe_sums = sums;
+    st->probe_rows = rows;
+    st->probe_children = n_children;
+}
+
+void eng__state_probe(eng_state *st, double **sums, double **rows, int *n_children, int *layer) {
+    *sums = st->probe_sums;
+    *rows = st->probe_rows;
+    *n_children = st->probe_children;
+    *layer = st->cur_layer;
 }
 
 void eng__layernorm_rows(eng_state *st, float *x, int rows, int dim, const float *g, const float *b, float eps) {
@@ -412,6 +427,7 @@ int eng_layer_forward(const eng_model *m, eng_state *st, int l, float *x, int ro
         (rc = ensure_scores(st, (size_t)max_len * (size_t)(max_len + max_prefix), err)))
         return rc;
     eng_pool *pool = st->pool;
+    st->cur_layer = l;
 
     eng_epilogue ep_qkv = {.bias = w->bqkv, .act = ENG_ACT_IDENTITY};
     eng_gemm(pool, rows, 3 * H, H, x, H, w->wqkv, H, st->qkv, 3 * H, &ep_qkv);

@@ -28,7 +28,7 @@ typedef struct {
     int skip; /* AdapterDrop: layers 0..skip-1 run without this task's adapters (0..L) */
 } eng_task_req;
 
-typedef struct {
+typedef struct eng_input {
     const int32_t *ids;      /* (len) */
     const int32_t *type_ids; /* (len) or NULL */
     int len;

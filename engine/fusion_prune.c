@@ -1,0 +1,143 @@
+/* fusion_prune.c - AdapterFusion pruning: calibration statistics, choice of the kept adapters, and
+ * the fusion_pruning.json file that makes the choice survive a restart (see adapter.h). */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "adapter_impl.h"
+#include "planner.h"
+
+int eng_fusion_calibrate(const eng_model *m, eng_state *st, eng_task *t, const eng_input *inputs, int n_inputs,
+                         double *mean, eng_err *err) {
+    const char *const *names;
+    int n = eng_task_fusion_children(t, &names), L = eng_model_config(m)->n_layers;
+    if (n < 1) return eng_err_set(err, ENG_INVALID_ARGUMENT, "task '%s' has no fusion", eng_task_name(t));
+    uint8_t all[ENG_MAX_FUSE], saved[ENG_MAX_FUSE * 2 * 512];
+    /* lift the current pruning, remembering it per site */
+    const eng_task_layer *layers = eng_task_layers(t);
+    int k = 0;
+    for (int l = 0; l < L && l < 512; l++)
+        for (int s = 0; s < 2; s++) {
+            const eng_site *site = s ? &layers[l].out : &layers[l].mh;
+            for (int i = 0; i < site->n_fuse; i++) saved[k++] = site->fuse_keep[i];
+        }
+    for (int i = 0; i < n; i++) all[i] = 1;
+    int rc = eng_task_prune_fusion(t, all, n, err);
+    if (rc) return rc;
+    double *sums = calloc((size_t)L * n, sizeof *sums), *rows = calloc((size_t)L, sizeof *rows);
+    eng_input *in = malloc((size_t)n_inputs * sizeof *in);
+    eng_task_out *outs = calloc((size_t)n_inputs, sizeof *outs);
+    eng_task_req req = {t, 0};
+    if (!sums || !rows || !in || !outs) {
+        rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < n_inputs; i++) {
+        in[i] = inputs[i];
+        in[i].tasks = &req;
+        in[i].n_tasks = 1;
+    }
+    eng__state_set_probe(st, sums, rows, n);
+    rc = eng_run(m, st, in, n_inputs, outs, NULL, err);
+    eng__state_set_probe(st, NULL, NULL, 0);
+    if (rc) goto done;
+    eng_task_outs_free(outs, n_inputs);
+    for (int l = 0; l < L; l++)
+        for (int i = 0; i < n; i++) mean[(size_t)l * n + i] = rows[l] > 0 ? sums[(size_t)l * n + i] / rows[l] : 0.0;
+done:
+    /* restore the pruning that was in force */
+    k = 0;
+    for (int l = 0; l < L && l < 512; l++)
+        for (int s = 0; s < 2; s++) {
+            eng_site *site = (eng_site *)(s ? &layers[l].out : &layers[l].mh);
+            for (int i = 0; i < site->n_fuse; i++) site->fuse_keep[i] = saved[k++];
+        }
+    free(sums);
+    free(rows);
+    free(in);
+    free(outs);
+    return rc;
+}
+
+void eng_fusion_choose(const double *mean, int n_layers, int n_children, int k, uint8_t *keep) {
+    double total[ENG_MAX_FUSE] = {0};
+    if (n_children < 1 || n_children > ENG_MAX_FUSE) return;
+    for (int l = 0; l < n_layers; l++)
+        for (int i = 0; i < n_children; i++) total[i] += mean[(size_t)l * n_children + i];
+    memset(keep, 0, (size_t)n_children);
+    if (k < 1) k = 1;
+    for (int r = 0; r < k && r < n_children; r++) {
+        int best = -1;
+        for (int i = 0; i < n_children; i++)
+            if (!keep[i] && (best < 0 || total[i] > total[best])) best = i;
+        keep[best] = 1;
+    }
+}
+
+int eng_fusion_save_pruning(const eng_task *t, const char *fusion_dir, const double *mean, int n_layers,
+                            const uint8_t *keep, int n_calib, eng_err *err) {
+    const char *const *names;
+    int n = eng_task_fusion_children(t, &names), kept = 0;
+    json_t *root = json_object(), *jn = json_array(), *jk = json_array(), *jm = json_array();
+    if (!root || !jn || !jk || !jm) {
+        json_decref(root), json_decref(jn), json_decref(jk), json_decref(jm);
+        return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    }
+    for (int i = 0; i < n; i++) {
+        json_array_append_new(jn, json_string(names[i]));
+        if (keep[i]) {
+            json_array_append_new(jk, json_string(names[i]));
+            kept++;
+        }
+    }
+    for (int l = 0; l < n_layers; l++) {
+        json_t *row = json_array();
+        for (int i = 0; i < n; i++) json_array_append_new(row, json_real(mean[(size_t)l * n + i]));
+        json_array_append_new(jm, row);
+    }
+    json_object_set_new(root, "adapter_names", jn);
+    json_object_set_new(root, "keep", jk);
+    json_object_set_new(root, "k", json_integer(kept));
+    json_object_set_new(root, "criterion", json_string("largest mean attention summed over fusion layers"));
+    json_object_set_new(root, "calibration_inputs", json_integer(n_calib));
+    json_object_set_new(root, "mean_attention", jm);
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof path, "%s/fusion_pruning.json", fusion_dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int rc = json_dump_file(root, tmp, JSON_INDENT(2));
+    json_decref(root);
+    if (rc || rename(tmp, path)) {
+        remove(tmp);
+        return eng_err_set(err, ENG_IO, "%s: cannot write", path);
+    }
+    return 0;
+}
+
+/* Called by the loader: applies <fusion_dir>/fusion_pruning.json when it exists. */
+int eng__fusion_apply_saved(eng_task *t, const char *fusion_dir, eng_err *err) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/fusion_pruning.json", fusion_dir);
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    fclose(f);
+    json_error_t je;
+    json_t *j = json_load_file(path, 0, &je);
+    if (!j) return eng_err_set(err, ENG_FORMAT, "%s: %s", path, je.text);
+    const char *const *names;
+    int n = eng_task_fusion_children(t, &names), rc = 0;
+    uint8_t keep[ENG_MAX_FUSE] = {0};
+    json_t *jk = json_object_get(j, "keep");
+    if (!json_is_array(jk) || json_array_size(jk) < 1) rc = eng_err_set(err, ENG_FORMAT, "%s: needs a 'keep' list", path);
+    for (size_t q = 0; !rc && q < json_array_size(jk); q++) {
+        const char *nm = json_string_value(json_array_get(jk, q));
+        int found = -1;
+        for (int i = 0; nm && i < n; i++)
+            if (!strcmp(names[i], nm)) found = i;
+        if (found < 0) rc = eng_err_set(err, ENG_FORMAT, "%s: kept adapter '%s' is not in the fusion", path, nm ? nm : "?");
+        else keep[found] = 1;
+    }
+    if (!rc) rc = eng_task_prune_fusion(t, keep, n, err);
+    json_decref(j);
+    return rc;
+}
