@@ -49,6 +49,7 @@ typedef struct {
     uint8_t residual_before_ln; /* 0 false, 1 true, 2 "post_add" */
     uint8_t adapter_residual_before_ln;
     uint8_t is_parallel;
+    int n_experts;           /* AdaMix: experts averaged into this adapter at load (0: plain adapter) */
 } eng_bottleneck;
 
 /* AdapterFusion over the children of a site (dynamic or static preset; ADAPTER_FORMATS.md 2.2). */

@@ -393,24 +393,73 @@ typedef struct {
     eng_err *err;
 } ctx_t;
 
+/* AdaMix: experts of one projection, `<proj>.deepspeed_experts.<m>.<param>` (the MixtureSoup layout),
+ * are summed here and divided by their count in finish_bn. Returns the parameter name after the
+ * expert index, or w itself for a plain tensor; *is_expert says which. */
+static const char *expert_param(const char *w, int *is_expert) {
+    *is_expert = 0;
+    if (strncmp(w, "deepspeed_experts.", 18)) return w;
+    const char *p = w + 18;
+    if (!isdigit((unsigned char)*p)) return w;
+    while (isdigit((unsigned char)*p)) p++;
+    if (*p != '.') return w;
+    *is_expert = 1;
+    return p + 1;
+}
+
+/* Loads ts into *dst (allocating it), or adds it to *dst for a further AdaMix expert. */
+static int load_or_add(ctx_t *x, float **dst, int *count, const eng_st_tensor *ts, int64_t d0, int64_t d1) {
+    if (!*dst) {
+        *dst = tensor_f32(x->t, ts, d0, d1, x->dir, x->err);
+        if (!*dst) return x->err->code;
+        *count = 1;
+        return 0;
+    }
+    if (ts->numel != (d1 ? d0 * d1 : d0))
+        return eng_err_set(x->err, ENG_SHAPE, "%s: AdaMix expert '%s' differs in shape from the others", x->dir, ts->name);
+    float *tmp = malloc((size_t)ts->numel * sizeof *tmp);
+    if (!tmp) return eng_err_set(x->err, ENG_NO_MEMORY, "out of memory");
+    if (eng_convert_to_f32(ts->dtype, ts->data, (size_t)ts->numel, tmp)) {
+        free(tmp);
+        return eng_err_set(x->err, ENG_UNSUPPORTED, "%s: tensor '%s' has dtype %s", x->dir, ts->name, eng_dtype_name(ts->dtype));
+    }
+    for (int64_t i = 0; i < ts->numel; i++) (*dst)[i] += tmp[i];
+    free(tmp);
+    (*count)++;
+    return 0;
+}
+
 /* One tensor of a bottleneck module: rest is what follows "adapters.<name>.". */
-static int bn_tensor(ctx_t *x, eng_bottleneck *bn, const ah_cfg *cfg, const char *rest, const eng_st_tensor *ts) {
+static int bn_tensor(ctx_t *x, eng_bottleneck *bn, const ah_cfg *cfg, const char *rest, const eng_st_tensor *ts,
+                     int *counts) {
     int H = x->c->hidden;
     float *p;
-    int ln_before = cfg->ln_before;
+    int ln_before = cfg->ln_before, expert;
     const char *down_lin = ln_before ? "adapter_down.1." : "adapter_down.0.";
     if (!strncmp(rest, down_lin, strlen(down_lin))) {
-        const char *w = rest + strlen(down_lin);
+        const char *w = expert_param(rest + strlen(down_lin), &expert);
         if (!strcmp(w, "weight")) {
             if (ts->ndim != 2 || ts->shape[1] != H)
                 return eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' must be (d, %d)", x->dir, ts->name, H);
+            if (bn->w_down && ts->shape[0] != bn->d)
+                return eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' has another width than its siblings", x->dir, ts->name);
             bn->d = (int)ts->shape[0];
-            if (!(bn->w_down = tensor_f32(x->t, ts, bn->d, H, x->dir, x->err))) return x->err->code;
+            return load_or_add(x, &bn->w_down, &counts[0], ts, bn->d, H);
         } else if (!strcmp(w, "bias")) {
-            if (!(bn->b_down = tensor_f32(x->t, ts, -1, 0, x->dir, x->err))) return x->err->code;
-        } else
-            goto unknown;
-        return 0;
+            return load_or_add(x, &bn->b_down, &counts[1], ts, ts->numel, 0);
+        }
+        goto unknown;
+    }
+    if (!strncmp(rest, "adapter_up.", 11)) {
+        const char *w = expert_param(rest + 11, &expert);
+        if (!strcmp(w, "weight")) {
+            if (ts->ndim != 2 || ts->shape[0] != H)
+                return eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' must be (%d, d)", x->dir, ts->name, H);
+            return load_or_add(x, &bn->w_up, &counts[2], ts, H, ts->shape[1]);
+        } else if (!strcmp(w, "bias")) {
+            return load_or_add(x, &bn->b_up, &counts[3], ts, H, 0);
+        }
+        goto unknown;
     }
     if (ln_before && (!strncmp(rest, "adapter_down.0.", 15) || !strncmp(rest, "adapter_norm_before.", 20))) {
         const char *w = strchr(rest, '.') + 1;
@@ -421,13 +470,7 @@ static int bn_tensor(ctx_t *x, eng_bottleneck *bn, const ah_cfg *cfg, const char
         else goto unknown;
         return p ? 0 : x->err->code;
     }
-    if (!strcmp(rest, "adapter_up.weight")) {
-        if (ts->ndim != 2 || ts->shape[0] != H)
-            return eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' must be (%d, d)", x->dir, ts->name, H);
-        p = bn->w_up = tensor_f32(x->t, ts, H, ts->shape[1], x->dir, x->err);
-    } else if (!strcmp(rest, "adapter_up.bias")) {
-        p = bn->b_up = tensor_f32(x->t, ts, H, 0, x->dir, x->err);
-    } else if (!strcmp(rest, "scaling")) {
+    if (!strcmp(rest, "scaling")) {
         p = tensor_f32(x->t, ts, -1, 0, x->dir, x->err);
         if (p && ts->numel == H && cfg->scaling_mode == 2) bn->scaling_vec = p;
         else if (p && ts->numel == 1) bn->scaling = p[0];
@@ -454,11 +497,22 @@ unknown:
     return eng_err_set(x->err, ENG_FORMAT, "%s: unexpected tensor '%s'", x->dir, ts->name);
 }
 
-static int finish_bn(ctx_t *x, eng_bottleneck *bn, const ah_cfg *cfg, const char *what, float sparse_threshold) {
+static int finish_bn(ctx_t *x, eng_bottleneck *bn, const ah_cfg *cfg, const char *what, float sparse_threshold,
+                     const int *counts) {
     int H = x->c->hidden;
     if (!bn->w_down || !bn->b_down || !bn->w_up || !bn->b_up)
         return eng_err_set(x->err, ENG_FORMAT, "%s: %s lacks adapter_down/adapter_up weights or biases", x->dir, what);
-    (void)H;
+    if (bn->d <= 0 || bn->w_up == NULL) return eng_err_set(x->err, ENG_FORMAT, "%s: %s has no width", x->dir, what);
+    /* AdaMix: the merged adapter is the average of the experts (counts > 1) */
+    float *params[4] = {bn->w_down, bn->b_down, bn->w_up, bn->b_up};
+    size_t sizes[4] = {(size_t)bn->d * H, (size_t)bn->d, (size_t)H * bn->d, (size_t)H};
+    for (int i = 0; i < 4; i++) {
+        if (counts[i] > 1)
+            for (size_t j = 0; j < sizes[i]; j++) params[i][j] /= (float)counts[i];
+        if (counts[i] > bn->n_experts) bn->n_experts = counts[i];
+    }
+    if (bn->n_experts < 2) bn->n_experts = 0;
+    if (bn->n_experts) kind_add(x->t, "adamix");
     bn->act = cfg->act;
     if (!bn->scaling_vec && cfg->scaling_mode == 0) bn->scaling = cfg->scaling;
     if (cfg->scaling_mode == 2 && !bn->scaling_vec)
@@ -668,7 +722,10 @@ static int load_adapterhub(ctx_t *x, json_t *cfgj, loaded_bn *lb, float sparse_t
     eng_st_file *f;
     if ((rc = open_weights(x->dir, files, &f, x->err))) return rc;
     lora_raw *raw = calloc((size_t)c->n_layers * ENG_LIN_COUNT, sizeof *raw);
-    if (!raw) {
+    int *counts = calloc((size_t)c->n_layers * 2 * 4, sizeof *counts); /* per layer, site, parameter */
+    if (!raw || !counts) {
+        free(raw);
+        free(counts);
         eng_st_close(f);
         return eng_err_set(x->err, ENG_NO_MEMORY, "out of memory");
     }
@@ -763,7 +820,8 @@ static int load_adapterhub(ctx_t *x, json_t *cfgj, loaded_bn *lb, float sparse_t
         int site = parse_site(r, mid, &rest);
         if (site >= 0) {
             eng_bottleneck *bn = bn_at(x->t, lb, layer, site);
-            rc = bn ? bn_tensor(x, bn, &cfg, rest, ts) : eng_err_set(x->err, ENG_NO_MEMORY, "out of memory");
+            rc = bn ? bn_tensor(x, bn, &cfg, rest, ts, &counts[(layer * 2 + site) * 4])
+                    : eng_err_set(x->err, ENG_NO_MEMORY, "out of memory");
             continue;
         }
         rc = eng_err_set(x->err, ENG_FORMAT, "%s: unexpected tensor '%s' (adapter name '%s')", x->dir, ts->name, name);
@@ -800,9 +858,10 @@ static int load_adapterhub(ctx_t *x, json_t *cfgj, loaded_bn *lb, float sparse_t
             }
             char what[64];
             snprintf(what, sizeof what, "layer %d %s adapter", l, s ? "output" : "attention");
-            rc = finish_bn(x, &arr[l], &cfg, what, sparse_threshold);
+            rc = finish_bn(x, &arr[l], &cfg, what, sparse_threshold, &counts[(l * 2 + s) * 4]);
             if (!rc) kind_add(x->t, cfg.is_parallel ? "par_bn" : "bottleneck");
         }
+    free(counts);
     eng_st_close(f);
     return rc;
 }
