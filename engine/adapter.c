@@ -89,7 +89,22 @@ static int bn_core(eng_state *st, const eng_bottleneck *bn, const float *a, floa
     }
     float *d = eng__state_scratch(st, ENG_SCRATCH_D, (size_t)n * bn->d);
     if (!d) return eng_err_set(err, ENG_NO_MEMORY, "out of memory (adapter)");
-    if (bn->down_sp) {
+    /* Sparse-stored matrices run on the CSR kernel when it is the faster one, else they are
+     * expanded into scratch (a few microseconds) for the dense GEMM. */
+    const float *w_down = bn->w_down, *w_up = bn->w_up;
+    if (bn->down_sp && !eng_sparse_prefer_kernel(bn->down_sp)) {
+        float *w = eng__state_scratch(st, ENG_SCRATCH_W, (size_t)bn->d * H * 2);
+        if (!w) return eng_err_set(err, ENG_NO_MEMORY, "out of memory (adapter)");
+        eng_sparse_to_dense(bn->down_sp, w);
+        w_down = w;
+    }
+    if (bn->up_sp && !eng_sparse_prefer_kernel(bn->up_sp)) {
+        float *w = eng__state_scratch(st, ENG_SCRATCH_W, (size_t)bn->d * H * 2);
+        if (!w) return eng_err_set(err, ENG_NO_MEMORY, "out of memory (adapter)");
+        eng_sparse_to_dense(bn->up_sp, w + (size_t)bn->d * H);
+        w_up = w + (size_t)bn->d * H;
+    }
+    if (bn->down_sp && !w_down) {
         eng_sparse_gemm(bn->down_sp, n, in, H, d, bn->d);
         for (int i = 0; i < n; i++) {
             float *r = d + (size_t)i * bn->d;
@@ -98,14 +113,14 @@ static int bn_core(eng_state *st, const eng_bottleneck *bn, const float *a, floa
         }
     } else {
         eng_epilogue ep = {.bias = bn->b_down, .act = bn->act};
-        eng_gemm(pool, n, bn->d, H, in, H, bn->w_down, H, d, bn->d, &ep);
+        eng_gemm(pool, n, bn->d, H, in, H, w_down, H, d, bn->d, &ep);
     }
-    if (bn->up_sp) {
+    if (bn->up_sp && !w_up) {
         eng_sparse_gemm(bn->up_sp, n, d, bn->d, u, H);
         for (int i = 0; i < n; i++) eng_add(u + (size_t)i * H, bn->b_up, (size_t)H);
     } else {
         eng_epilogue ep = {.bias = bn->b_up, .act = ENG_ACT_IDENTITY};
-        eng_gemm(pool, n, H, bn->d, d, bn->d, bn->w_up, bn->d, u, H, &ep);
+        eng_gemm(pool, n, H, bn->d, d, bn->d, w_up, bn->d, u, H, &ep);
     }
     for (int i = 0; i < n; i++) {
         float *r = u + (size_t)i * H;

@@ -32,12 +32,12 @@ typedef enum { ENG_LIN_Q, ENG_LIN_K, ENG_LIN_V, ENG_LIN_O, ENG_LIN_I, ENG_LIN_D,
 /* A bottleneck adapter at one site (AdapterHub BnConfig; ADAPTER_FORMATS.md 1.2-1.5). */
 typedef struct {
     int d;                   /* bottleneck width */
-    float *w_down;           /* (d, H) */
+    float *w_down;           /* (d, H), NULL when stored sparse */
     float *b_down;           /* (d) */
-    float *w_up;             /* (H, d) */
+    float *w_up;             /* (H, d), NULL when stored sparse */
     float *b_up;             /* (H) */
-    eng_sparse *down_sp;     /* sparse copy of w_down when it is mostly zeros (SparseAdapter), else NULL */
-    eng_sparse *up_sp;       /* sparse copy of w_up, else NULL */
+    eng_sparse *down_sp;     /* w_down in CSR when it is mostly zeros (SparseAdapter), else NULL */
+    eng_sparse *up_sp;       /* w_up in CSR, else NULL */
     eng_act act;
     float scaling;           /* float or learned scalar */
     float *scaling_vec;      /* (H) for scaling "channel", else NULL */
@@ -142,7 +142,8 @@ typedef struct {
     const char *fusion_dir;  /* AdapterFusion folder (adapter_fusion_config.json + weights) or NULL */
     const char *head_dir;    /* folder with head_config.json + head weights, or NULL to use one saved
                                 with the (last) adapter / PEFT modules_to_save */
-    float sparse_threshold;  /* store a bottleneck matrix sparse when this share of it is zero; 0.4 */
+    float sparse_threshold;  /* store a bottleneck matrix sparse (CSR) when at least this share of it is
+                                zero (default 0.5, see bench/sparse); 0 always, above 1 never */
 } eng_task_params;
 
 eng_task_params eng_task_default_params(void);

@@ -18,6 +18,7 @@ enum {
     ENG_SCRATCH_FUSE,   /* (N, rows, H) fusion children outputs */
     ENG_SCRATCH_Q,      /* (rows, 2H) fusion query and Q Wk */
     ENG_SCRATCH_GATES,  /* (n_segs, 2) prefix gate values */
+    ENG_SCRATCH_W,      /* (2, d, H) sparse-stored adapter matrices expanded for the dense GEMM */
     ENG_SCRATCH_SLOTS
 };
 

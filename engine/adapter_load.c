@@ -45,7 +45,7 @@ struct eng_task {
 
 eng_task_params eng_task_default_params(void) {
     eng_task_params p = {0};
-    p.sparse_threshold = 0.4f;
+    p.sparse_threshold = 0.5f;
     return p;
 }
 
@@ -68,6 +68,16 @@ static void *task_keep(eng_task *t, void *p) {
 }
 
 static void *task_alloc(eng_task *t, size_t bytes) { return task_keep(t, calloc(1, bytes ? bytes : 1)); }
+
+/* Frees p early (it was task_alloc'd); its slot in the list is cleared. */
+static void task_release(eng_task *t, void *p) {
+    for (size_t i = t->n_allocs; i-- > 0;)
+        if (t->allocs[i] == p) {
+            free(p);
+            t->allocs[i] = NULL;
+            return;
+        }
+}
 
 static char *task_strdup(eng_task *t, const char *s) {
     char *d = strdup(s);
@@ -528,7 +538,7 @@ static int finish_bn(ctx_t *x, eng_bottleneck *bn, const ah_cfg *cfg, const char
         return eng_err_set(x->err, ENG_FORMAT, "%s: %s has ln_after but no LayerNorm weights", x->dir, what);
     if (cfg->use_gating && !bn->gate_w)
         return eng_err_set(x->err, ENG_FORMAT, "%s: %s has use_gating but no gate weights", x->dir, what);
-    if (sparse_threshold > 0) {
+    if (sparse_threshold <= 1.0f) {
         if (eng_sparsity(bn->w_down, bn->d, H) >= sparse_threshold) {
             bn->down_sp = eng_sparse_from_dense(bn->w_down, bn->d, H);
             if (!bn->down_sp) return eng_err_set(x->err, ENG_NO_MEMORY, "out of memory");
@@ -554,6 +564,18 @@ static int finish_bn(ctx_t *x, eng_bottleneck *bn, const ah_cfg *cfg, const char
             x->t->sparse[x->t->n_sparse++] = sp[i];
             x->t->bytes += eng_sparse_bytes(sp[i]);
         }
+        /* the CSR copy replaces the dense one */
+        if (bn->down_sp) {
+            task_release(x->t, bn->w_down);
+            bn->w_down = NULL;
+            x->t->bytes -= (size_t)bn->d * H * sizeof(float);
+        }
+        if (bn->up_sp) {
+            task_release(x->t, bn->w_up);
+            bn->w_up = NULL;
+            x->t->bytes -= (size_t)bn->d * H * sizeof(float);
+        }
+        if (bn->down_sp || bn->up_sp) kind_add(x->t, "sparse");
     }
     return 0;
 }
@@ -1211,7 +1233,7 @@ static int load_fusion(ctx_t *x, const char *dir, loaded_bn *lbs, int n) {
             eng_site *site = s ? &x->t->layers[l].out : &x->t->layers[l].mh;
             for (int i = 0; i < n_children; i++) {
                 eng_bottleneck *arr = s ? lbs[order[i]].out : lbs[order[i]].mh;
-                if (!arr || !arr[l].w_down) continue; /* children without a module here are skipped */
+                if (!arr || arr[l].d <= 0) continue; /* children without a module here are skipped */
                 site->fuse[site->n_fuse] = &arr[l];
                 site->fuse_keep[site->n_fuse] = 1;
                 site->fuse_child[site->n_fuse] = (uint8_t)i;
@@ -1275,7 +1297,7 @@ int eng_task_load(const eng_model *m, const char *const *dirs, int n_dirs, const
                 eng_site *site = s ? &t->layers[l].out : &t->layers[l].mh;
                 for (int i = 0; i < n_dirs; i++) {
                     eng_bottleneck *arr = s ? lbs[i].out : lbs[i].mh;
-                    if (!arr || !arr[l].w_down) continue;
+                    if (!arr || arr[l].d <= 0) continue;
                     if (site->n_stack == ENG_MAX_STACK) {
                         rc = eng_err_set(err, ENG_LIMIT, "more than %d stacked adapters", ENG_MAX_STACK);
                         break;

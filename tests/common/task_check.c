@@ -84,6 +84,11 @@ done:
 
 int task_check(const char *root, const char *case_dir, int threads, float tol, task_check_result *res, char *msg,
                size_t msg_len) {
+    return task_check_sparse(root, case_dir, threads, tol, eng_task_default_params().sparse_threshold, res, msg, msg_len);
+}
+
+int task_check_sparse(const char *root, const char *case_dir, int threads, float tol, float sparse_threshold,
+                      task_check_result *res, char *msg, size_t msg_len) {
     memset(res, 0, sizeof *res);
     char p[4096];
     snprintf(p, sizeof p, "%s/setup.json", case_dir);
@@ -119,6 +124,7 @@ int task_check(const char *root, const char *case_dir, int threads, float tol, t
         dptr[i] = dirs[i];
     }
     eng_task_params tp = eng_task_default_params();
+    tp.sparse_threshold = sparse_threshold;
     if (fusion) {
         snprintf(fpath, sizeof fpath, "%s/%s", case_dir, fusion);
         tp.fusion_dir = fpath;

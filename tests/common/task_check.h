@@ -20,4 +20,8 @@ typedef struct {
 int task_check(const char *root, const char *case_dir, int threads, float tol, task_check_result *res, char *msg,
                size_t msg_len);
 
+/* The same with an explicit eng_task_params.sparse_threshold (0: every bottleneck matrix sparse). */
+int task_check_sparse(const char *root, const char *case_dir, int threads, float tol, float sparse_threshold,
+                      task_check_result *res, char *msg, size_t msg_len);
+
 #endif

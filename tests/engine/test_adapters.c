@@ -38,3 +38,16 @@ static int check_backbone(const char *backbone, int threads) {
 Test(adapters, bert_tiny_all_forms) { cr_assert_geq(check_backbone("bert-tiny", 2), 20); }
 Test(adapters, roberta_tiny) { cr_assert_geq(check_backbone("roberta-tiny", 2), 4); }
 Test(adapters, distilbert_tiny) { cr_assert_geq(check_backbone("distilbert-tiny", 1), 4); }
+
+Test(adapters, sparse_storage_gives_the_same_logits) {
+    /* threshold 0 stores every bottleneck matrix in CSR and runs the sparse kernel */
+    const char *cases[] = {"seq_bn_st", "double_seq_bn_bin", "par_bn", "fusion_dynamic_n3", "seq_bn_ln_before_after",
+                           "adamix_seq_bn"};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char c[1200], msg[2048];
+        snprintf(c, sizeof c, "%s/adapters/bert-tiny/%s", ADAPTERD_FIXTURES, cases[i]);
+        task_check_result r;
+        cr_expect_eq(task_check_sparse(ADAPTERD_FIXTURES, c, 2, 1e-4f, 0.0f, &r, msg, sizeof msg), 0, "%s: %s", cases[i],
+                     msg);
+    }
+}
