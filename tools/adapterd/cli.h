@@ -12,6 +12,7 @@
 int cmd_version(int argc, char **argv);
 int cmd_encode(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 int cmd_predict(int argc, char **argv);
 int cmd_fusion_prune(int argc, char **argv);
 

@@ -19,6 +19,7 @@ static const cli_command commands[] = {
     {"encode", cmd_encode, "run the encoder on a text or token ids and print its outputs as JSON"},
     {"fusion-prune", cmd_fusion_prune, "calibrate an AdapterFusion and keep its k most-attended adapters"},
     {"predict", cmd_predict, "run task adapters + heads on a text and print labels and scores as JSON"},
+    {"serve", cmd_serve, "serve a registry of tasks over HTTP/JSON (and KServe v2)"},
     {"tokenize", cmd_tokenize, "tokenize a text (or pair) and print ids, tokens and offsets as JSON"},
     {"version", cmd_version, "print the version and the BLAS core in use"},
 };

@@ -1,0 +1,608 @@
+/* codec.c - JSON of requests and responses (see proto.h), with jansson.
+ *
+ * Parsing keeps the jansson document alive inside the request struct and hands out borrowed
+ * pointers into it, so a request's texts are never copied. Every check names the field it refused,
+ * because a client fixing a request reads these messages. */
+#include "proto.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+proto_limits proto_default_limits(void) {
+    return (proto_limits){.max_inputs = 64, .max_tasks = 32, .max_text_bytes = 1 << 20};
+}
+
+static int fail(proto_err *err, proto_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(proto_err *err, proto_status code, const char *fmt, ...) {
+    if (err) {
+        err->code = code;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+void proto_predict_free(proto_predict_req *r) {
+    if (!r) return;
+    free(r->inputs);
+    free((void *)r->tasks);
+    free(r->skips);
+    json_decref((json_t *)r->doc_);
+    memset(r, 0, sizeof *r);
+}
+
+static void req_init(proto_predict_req *r) {
+    memset(r, 0, sizeof *r);
+    r->skip = -1;
+    r->budget = -1;
+    r->latency_ms = -1;
+    r->ret_scores = 1;
+    r->truncate = 1;
+}
+
+static json_t *load_object(const char *body, size_t len, proto_err *err) {
+    json_error_t je;
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root) {
+        fail(err, PROTO_MALFORMED, "body is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
+        return NULL;
+    }
+    if (!json_is_object(root)) {
+        json_decref(root);
+        fail(err, PROTO_MALFORMED, "body must be a JSON object");
+        return NULL;
+    }
+    return root;
+}
+
+static int set_text(proto_text *t, json_t *s, json_t *pair, const proto_limits *lim, const char *where, proto_err *err) {
+    t->text = json_string_value(s);
+    t->len = json_string_length(s);
+    if (pair && !json_is_null(pair)) {
+        if (!json_is_string(pair)) return fail(err, PROTO_INVALID, "%s.text_pair must be a string", where);
+        t->pair = json_string_value(pair);
+        t->pair_len = json_string_length(pair);
+    }
+    if (t->len + t->pair_len > lim->max_text_bytes)
+        return fail(err, PROTO_LIMIT, "%s is %zu bytes, over the limit of %zu", where, t->len + t->pair_len,
+                    lim->max_text_bytes);
+    return 0;
+}
+
+static int parse_inputs(json_t *in, const proto_limits *lim, proto_predict_req *r, proto_err *err) {
+    if (!in) return fail(err, PROTO_INVALID, "\"inputs\" is required");
+    size_t n = json_is_array(in) ? json_array_size(in) : 1;
+    if (!json_is_string(in) && !json_is_array(in))
+        return fail(err, PROTO_INVALID, "\"inputs\" must be a string, an array of strings or of {\"text\", \"text_pair\"}");
+    if (n == 0) return fail(err, PROTO_INVALID, "\"inputs\" is empty");
+    if (n > (size_t)lim->max_inputs)
+        return fail(err, PROTO_LIMIT, "\"inputs\" has %zu entries, over the limit of %d", n, lim->max_inputs);
+    if (!(r->inputs = calloc(n, sizeof *r->inputs))) return fail(err, PROTO_NO_MEMORY, "out of memory");
+    r->n_inputs = (int)n;
+    if (json_is_string(in)) return set_text(&r->inputs[0], in, NULL, lim, "inputs", err);
+    for (size_t i = 0; i < n; i++) {
+        json_t *e = json_array_get(in, i);
+        char where[48];
+        snprintf(where, sizeof where, "inputs[%zu]", i);
+        int rc;
+        if (json_is_string(e)) {
+            rc = set_text(&r->inputs[i], e, NULL, lim, where, err);
+        } else if (json_is_object(e)) {
+            json_t *t = json_object_get(e, "text");
+            if (!json_is_string(t)) return fail(err, PROTO_INVALID, "%s.text must be a string", where);
+            const char *k;
+            json_t *v;
+            json_object_foreach(e, k, v) {
+                if (strcmp(k, "text") && strcmp(k, "text_pair"))
+                    return fail(err, PROTO_INVALID, "%s: unknown field \"%s\"", where, k);
+            }
+            rc = set_text(&r->inputs[i], t, json_object_get(e, "text_pair"), lim, where, err);
+        } else {
+            return fail(err, PROTO_INVALID, "%s must be a string or {\"text\": ..., \"text_pair\": ...}", where);
+        }
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+static int skip_value(json_t *v, const char *where, proto_err *err) {
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 1000)
+        return fail(err, PROTO_INVALID, "%s must be a non-negative integer", where);
+    return (int)json_integer_value(v);
+}
+
+static int parse_common(json_t *root, const proto_limits *lim, proto_predict_req *r, proto_err *err) {
+    json_t *v;
+    if ((v = json_object_get(root, "skip")) && !json_is_null(v)) {
+        if (json_is_object(v)) {
+            size_t n = json_object_size(v);
+            if (n > (size_t)lim->max_tasks)
+                return fail(err, PROTO_LIMIT, "\"skip\" names %zu tasks, over the limit of %d", n, lim->max_tasks);
+            if (n && !(r->skips = calloc(n, sizeof *r->skips))) return fail(err, PROTO_NO_MEMORY, "out of memory");
+            const char *k;
+            json_t *s;
+            json_object_foreach(v, k, s) {
+                char where[96];
+                snprintf(where, sizeof where, "skip.%.80s", k);
+                int sk = skip_value(s, where, err);
+                if (sk < 0) return sk;
+                r->skips[r->n_skips++] = (proto_skip){k, sk};
+            }
+        } else {
+            if ((r->skip = skip_value(v, "\"skip\"", err)) < 0) return r->skip;
+        }
+    }
+    if ((v = json_object_get(root, "budget")) && !json_is_null(v)) {
+        if (!json_is_number(v) || json_number_value(v) < 0 || json_number_value(v) > 1)
+            return fail(err, PROTO_INVALID, "\"budget\" must be a number from 0 to 1");
+        r->budget = json_number_value(v);
+    }
+    if (r->budget >= 0 && (r->skip >= 0 || r->n_skips))
+        return fail(err, PROTO_INVALID, "give either \"skip\" or \"budget\", not both");
+    if ((v = json_object_get(root, "latency_ms")) && !json_is_null(v)) {
+        if (!json_is_number(v) || !(json_number_value(v) > 0))
+            return fail(err, PROTO_INVALID, "\"latency_ms\" must be a positive number");
+        r->latency_ms = json_number_value(v);
+    }
+    if ((v = json_object_get(root, "truncate")) && !json_is_null(v)) {
+        if (!json_is_boolean(v)) return fail(err, PROTO_INVALID, "\"truncate\" must be true or false");
+        r->truncate = json_is_true(v);
+    }
+    return 0;
+}
+
+int proto_predict_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *r, proto_err *err) {
+    proto_limits dl = proto_default_limits();
+    if (!lim) lim = &dl;
+    req_init(r);
+    json_t *root = load_object(body, len, err);
+    if (!root) return err ? err->code : PROTO_MALFORMED;
+    r->doc_ = root;
+    int rc;
+    const char *k;
+    json_t *v;
+    json_object_foreach(root, k, v) {
+        if (strcmp(k, "inputs") && strcmp(k, "tasks") && strcmp(k, "skip") && strcmp(k, "budget") &&
+            strcmp(k, "latency_ms") && strcmp(k, "return") && strcmp(k, "truncate")) {
+            rc = fail(err, PROTO_INVALID, "unknown field \"%.80s\"", k);
+            goto bad;
+        }
+    }
+    if ((rc = parse_inputs(json_object_get(root, "inputs"), lim, r, err))) goto bad;
+    if ((v = json_object_get(root, "tasks")) && !json_is_null(v)) {
+        if (json_is_string(v)) {
+            if (!(r->tasks = malloc(sizeof *r->tasks))) goto oom;
+            r->tasks[r->n_tasks++] = json_string_value(v);
+        } else if (json_is_array(v)) {
+            size_t n = json_array_size(v);
+            if (n == 0) {
+                rc = fail(err, PROTO_INVALID, "\"tasks\" is empty (leave it out for every task)");
+                goto bad;
+            }
+            if (n > (size_t)lim->max_tasks) {
+                rc = fail(err, PROTO_LIMIT, "\"tasks\" has %zu entries, over the limit of %d", n, lim->max_tasks);
+                goto bad;
+            }
+            if (!(r->tasks = calloc(n, sizeof *r->tasks))) goto oom;
+            for (size_t i = 0; i < n; i++) {
+                const char *s = json_string_value(json_array_get(v, i));
+                if (!s) {
+                    rc = fail(err, PROTO_INVALID, "tasks[%zu] must be a string", i);
+                    goto bad;
+                }
+                for (int j = 0; j < r->n_tasks; j++)
+                    if (!strcmp(r->tasks[j], s)) {
+                        rc = fail(err, PROTO_INVALID, "task \"%.80s\" is named twice", s);
+                        goto bad;
+                    }
+                r->tasks[r->n_tasks++] = s;
+            }
+        } else {
+            rc = fail(err, PROTO_INVALID, "\"tasks\" must be an array of task names");
+            goto bad;
+        }
+    }
+    if ((rc = parse_common(root, lim, r, err))) goto bad;
+    if ((v = json_object_get(root, "return")) && !json_is_null(v)) {
+        if (!json_is_object(v)) {
+            rc = fail(err, PROTO_INVALID, "\"return\" must be an object {\"scores\", \"logits\", \"explain\"}");
+            goto bad;
+        }
+        json_t *b;
+        json_object_foreach(v, k, b) {
+            int *dst = !strcmp(k, "scores") ? &r->ret_scores
+                       : !strcmp(k, "logits") ? &r->ret_logits
+                       : !strcmp(k, "explain") ? &r->ret_explain
+                                               : NULL;
+            if (!dst) {
+                rc = fail(err, PROTO_INVALID, "return: unknown field \"%.80s\"", k);
+                goto bad;
+            }
+            if (!json_is_boolean(b)) {
+                rc = fail(err, PROTO_INVALID, "return.%s must be true or false", k);
+                goto bad;
+            }
+            *dst = json_is_true(b);
+        }
+    }
+    return 0;
+oom:
+    rc = fail(err, PROTO_NO_MEMORY, "out of memory");
+bad:
+    proto_predict_free(r);
+    return rc;
+}
+
+/* A v2 BYTES tensor: {"name","shape":[N],"datatype":"BYTES","data":[...]}; returns the data array. */
+static json_t *v2_bytes(json_t *t, size_t i, proto_err *err) {
+    json_t *shape = json_object_get(t, "shape"), *data = json_object_get(t, "data");
+    const char *dt = json_string_value(json_object_get(t, "datatype"));
+    if (!dt || strcmp(dt, "BYTES")) {
+        fail(err, PROTO_INVALID, "inputs[%zu].datatype must be \"BYTES\"", i);
+        return NULL;
+    }
+    if (!json_is_array(data)) {
+        fail(err, PROTO_INVALID, "inputs[%zu].data must be an array of strings", i);
+        return NULL;
+    }
+    if (!json_is_array(shape) || json_array_size(shape) < 1 || json_array_size(shape) > 2 ||
+        json_integer_value(json_array_get(shape, 0)) != (json_int_t)json_array_size(data) ||
+        (json_array_size(shape) == 2 && json_integer_value(json_array_get(shape, 1)) != 1)) {
+        fail(err, PROTO_INVALID, "inputs[%zu].shape must be [N] (or [N, 1]) with N the number of data entries", i);
+        return NULL;
+    }
+    return data;
+}
+
+int proto_v2_infer_parse(const char *body, size_t len, const char *task, const proto_limits *lim, proto_predict_req *r,
+                         proto_err *err) {
+    proto_limits dl = proto_default_limits();
+    if (!lim) lim = &dl;
+    req_init(r);
+    json_t *root = load_object(body, len, err);
+    if (!root) return err ? err->code : PROTO_MALFORMED;
+    r->doc_ = root;
+    int rc;
+    json_t *ins = json_object_get(root, "inputs"), *text = NULL, *pair = NULL;
+    if (!json_is_array(ins) || json_array_size(ins) < 1 || json_array_size(ins) > 2) {
+        rc = fail(err, PROTO_INVALID, "\"inputs\" must hold a BYTES tensor \"text\" and optionally \"text_pair\"");
+        goto bad;
+    }
+    for (size_t i = 0; i < json_array_size(ins); i++) {
+        json_t *t = json_array_get(ins, i), *d;
+        const char *name = json_string_value(json_object_get(t, "name"));
+        if (!json_is_object(t) || !name) {
+            rc = fail(err, PROTO_INVALID, "inputs[%zu] must be a tensor with a name", i);
+            goto bad;
+        }
+        if (!(d = v2_bytes(t, i, err))) {
+            rc = err ? err->code : PROTO_INVALID;
+            goto bad;
+        }
+        if (!strcmp(name, "text_pair")) pair = d;
+        else if (!strcmp(name, "text") || json_array_size(ins) == 1) text = d;
+        else {
+            rc = fail(err, PROTO_INVALID, "inputs[%zu]: unknown tensor \"%.60s\" (text, text_pair)", i, name);
+            goto bad;
+        }
+    }
+    if (!text) {
+        rc = fail(err, PROTO_INVALID, "no \"text\" input tensor");
+        goto bad;
+    }
+    size_t n = json_array_size(text);
+    if (pair && json_array_size(pair) != n) {
+        rc = fail(err, PROTO_INVALID, "\"text_pair\" must have as many entries as \"text\"");
+        goto bad;
+    }
+    if (n == 0) {
+        rc = fail(err, PROTO_INVALID, "the \"text\" tensor is empty");
+        goto bad;
+    }
+    if (n > (size_t)lim->max_inputs) {
+        rc = fail(err, PROTO_LIMIT, "the \"text\" tensor has %zu entries, over the limit of %d", n, lim->max_inputs);
+        goto bad;
+    }
+    if (!(r->inputs = calloc(n, sizeof *r->inputs)) || !(r->tasks = malloc(sizeof *r->tasks))) {
+        rc = fail(err, PROTO_NO_MEMORY, "out of memory");
+        goto bad;
+    }
+    r->n_inputs = (int)n;
+    r->tasks[r->n_tasks++] = task;
+    for (size_t i = 0; i < n; i++) {
+        json_t *s = json_array_get(text, i);
+        char where[48];
+        snprintf(where, sizeof where, "text[%zu]", i);
+        if (!json_is_string(s)) {
+            rc = fail(err, PROTO_INVALID, "%s must be a string", where);
+            goto bad;
+        }
+        if ((rc = set_text(&r->inputs[i], s, pair ? json_array_get(pair, i) : NULL, lim, where, err))) goto bad;
+    }
+    json_t *params = json_object_get(root, "parameters");
+    if (params && !json_is_null(params)) {
+        if (!json_is_object(params)) {
+            rc = fail(err, PROTO_INVALID, "\"parameters\" must be an object");
+            goto bad;
+        }
+        if ((rc = parse_common(params, lim, r, err))) goto bad;
+    }
+    return 0;
+bad:
+    proto_predict_free(r);
+    return rc;
+}
+
+/* ---- encoding ---- */
+
+const char *proto_head_kind_name(proto_head_kind k) {
+    switch (k) {
+    case PROTO_HEAD_CLASSIFICATION: return "classification";
+    case PROTO_HEAD_MULTILABEL: return "multilabel";
+    case PROTO_HEAD_REGRESSION: return "regression";
+    case PROTO_HEAD_TAGGING: return "tagging";
+    case PROTO_HEAD_QA: return "qa";
+    }
+    return "unknown";
+}
+
+/* jansson's json_real refuses NaN/inf; a non-finite score becomes null rather than a failure. */
+static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+/* Builders: each json_object_set_new consumes its value even on failure, so an allocation that
+ * fails leaves a NULL somewhere; `ok` is checked once at the end by dumping. */
+static char *dump(json_t *j, size_t *len) {
+    if (!j) return NULL;
+    char *s = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(9));
+    json_decref(j);
+    if (s && len) *len = strlen(s);
+    return s;
+}
+
+static json_t *floats(const float *v, int n) {
+    json_t *a = json_array();
+    for (int i = 0; a && i < n; i++)
+        if (json_array_append_new(a, num(v[i]))) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
+static json_t *task_result(const proto_task_result *t, int ret_scores) {
+    json_t *o = json_object();
+    if (!o) return NULL;
+    int bad = 0;
+    bad |= json_object_set_new(o, "version", json_string(t->version));
+    bad |= json_object_set_new(o, "head", json_string(proto_head_kind_name(t->kind)));
+    bad |= json_object_set_new(o, "skip", json_integer(t->skip));
+    switch (t->kind) {
+    case PROTO_HEAD_CLASSIFICATION:
+        bad |= json_object_set_new(o, "label", json_string(t->labels[t->label]));
+        bad |= json_object_set_new(o, "score", num(t->score));
+        break;
+    case PROTO_HEAD_MULTILABEL: {
+        json_t *ls = json_array();
+        for (int i = 0; ls && i < t->n_labels; i++)
+            if (t->scores[i] > 0.5f) bad |= json_array_append_new(ls, json_string(t->labels[i]));
+        bad |= json_object_set_new(o, "labels", ls);
+        break;
+    }
+    case PROTO_HEAD_REGRESSION:
+        bad |= json_object_set_new(o, "value", num(t->value));
+        break;
+    case PROTO_HEAD_TAGGING: {
+        json_t *ts = json_array();
+        for (int i = 0; ts && i < t->n_tags; i++) {
+            const proto_tag *g = &t->tags[i];
+            json_t *e = json_pack("{s:i,s:i,s:i,s:s,s:o}", "start", (int)g->start, "end", (int)g->end, "seq", g->seq,
+                                  "label", t->labels[g->label], "score", num(g->score));
+            bad |= json_array_append_new(ts, e);
+        }
+        bad |= json_object_set_new(o, "tokens", ts);
+        break;
+    }
+    case PROTO_HEAD_QA:
+        if (t->has_answer)
+            bad |= json_object_set_new(o, "answer",
+                                       json_pack("{s:s%,s:i,s:i,s:o}", "text", t->ans_text ? t->ans_text : "",
+                                                 t->ans_text_len, "start", (int)t->ans_start, "end", (int)t->ans_end,
+                                                 "score", num(t->ans_score)));
+        else
+            bad |= json_object_set_new(o, "answer", json_null());
+        break;
+    }
+    if (ret_scores && t->scores &&
+        (t->kind == PROTO_HEAD_CLASSIFICATION || t->kind == PROTO_HEAD_MULTILABEL)) {
+        json_t *s = json_object();
+        for (int i = 0; s && i < t->n_labels; i++) bad |= json_object_set_new(s, t->labels[i], num(t->scores[i]));
+        bad |= json_object_set_new(o, "scores", s);
+    }
+    if (t->logits) {
+        json_t *l;
+        if (t->kind == PROTO_HEAD_TAGGING || t->kind == PROTO_HEAD_QA) {
+            l = json_array();
+            for (int r = 0; l && r < t->n_rows; r++)
+                bad |= json_array_append_new(l, floats(t->logits + (size_t)r * t->n_labels, t->n_labels));
+        } else {
+            l = floats(t->logits, t->n_labels);
+        }
+        bad |= json_object_set_new(o, "logits", l);
+    }
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+static json_t *explain_obj(const proto_explain *x) {
+    json_t *layers = json_array();
+    int bad = !layers;
+    for (int l = 0; !bad && l < x->n_layers; l++)
+        bad |= json_array_append_new(layers, json_pack("{s:i,s:i,s:i,s:o}", "layer", l, "rows", x->rows[l], "streams",
+                                                       x->streams[l], "ms", num(x->ms[l])));
+    if (bad) {
+        json_decref(layers);
+        return NULL;
+    }
+    return json_pack("{s:o,s:o,s:o,s:o}", "layers", layers, "embed_ms", num(x->embed_ms), "heads_ms",
+                     num(x->heads_ms), "total_ms", num(x->total_ms));
+}
+
+char *proto_predict_encode(const proto_predict_resp *r, size_t *len) {
+    json_t *results = json_array();
+    int bad = !results;
+    for (int i = 0; !bad && i < r->n_inputs; i++) {
+        json_t *tasks = json_object();
+        bad |= !tasks;
+        for (int k = 0; !bad && k < r->n_tasks; k++) {
+            const proto_task_result *t = &r->results[(size_t)i * r->n_tasks + k];
+            bad |= json_object_set_new(tasks, t->task, task_result(t, r->ret_scores));
+        }
+        bad |= json_array_append_new(results, json_pack("{s:i,s:i,s:b,s:o}", "input", i, "tokens", r->tokens[i],
+                                                        "truncated", r->truncated ? r->truncated[i] : 0, "tasks", tasks));
+    }
+    if (bad) {
+        json_decref(results);
+        return NULL;
+    }
+    json_t *o = json_pack("{s:s,s:s,s:o,s:{s:o,s:o,s:o},s:{s:i,s:i,s:i}}", "id", r->request_id, "model", r->model,
+                          "results", results, "timing", "queue_ms", num(r->queue_ms), "inference_ms",
+                          num(r->inference_ms), "total_ms", num(r->total_ms), "batch", "requests", r->batch_requests,
+                          "inputs", r->batch_inputs, "tokens", r->batch_tokens);
+    if (o && r->explain && json_object_set_new(o, "explain", explain_obj(r->explain))) {
+        json_decref(o);
+        return NULL;
+    }
+    return dump(o, len);
+}
+
+static json_t *v2_tensor(const char *name, const char *dt, int n, int k, json_t *data) {
+    json_t *shape = k ? json_pack("[i,i]", n, k) : json_pack("[i]", n);
+    return json_pack("{s:s,s:s,s:o,s:o}", "name", name, "datatype", dt, "shape", shape, "data", data);
+}
+
+char *proto_v2_infer_encode(const proto_predict_resp *r, size_t *len) {
+    if (r->n_tasks != 1 || r->n_inputs < 1) return NULL;
+    const proto_task_result *t0 = &r->results[0];
+    json_t *outs = json_array();
+    int bad = !outs, n = r->n_inputs;
+    if (t0->kind == PROTO_HEAD_CLASSIFICATION || t0->kind == PROTO_HEAD_MULTILABEL) {
+        json_t *lab = json_array(), *sc = json_array(), *all = json_array();
+        bad |= !lab || !sc || !all;
+        for (int i = 0; !bad && i < n; i++) {
+            const proto_task_result *t = &r->results[i];
+            if (t->kind == PROTO_HEAD_MULTILABEL) {
+                /* label: the labels over 0.5 joined by ','; score: the top probability */
+                char buf[1024] = "";
+                size_t o = 0;
+                int best = 0;
+                for (int j = 0; j < t->n_labels; j++) {
+                    if (t->scores[j] > t->scores[best]) best = j;
+                    if (t->scores[j] > 0.5f && o < sizeof buf)
+                        o += (size_t)snprintf(buf + o, sizeof buf - o, "%s%s", o ? "," : "", t->labels[j]);
+                }
+                bad |= json_array_append_new(lab, json_string(buf));
+                bad |= json_array_append_new(sc, num(t->scores[best]));
+            } else {
+                bad |= json_array_append_new(lab, json_string(t->labels[t->label]));
+                bad |= json_array_append_new(sc, num(t->score));
+            }
+            for (int j = 0; j < t->n_labels; j++) bad |= json_array_append_new(all, num(t->scores[j]));
+        }
+        bad |= json_array_append_new(outs, v2_tensor("label", "BYTES", n, 0, lab));
+        bad |= json_array_append_new(outs, v2_tensor("score", "FP32", n, 0, sc));
+        bad |= json_array_append_new(outs, v2_tensor("scores", "FP32", n, t0->n_labels, all));
+    } else if (t0->kind == PROTO_HEAD_REGRESSION) {
+        json_t *v = json_array();
+        bad |= !v;
+        for (int i = 0; !bad && i < n; i++) bad |= json_array_append_new(v, num(r->results[i].value));
+        bad |= json_array_append_new(outs, v2_tensor("value", "FP32", n, 0, v));
+    } else {
+        json_t *v = json_array();
+        bad |= !v;
+        for (int i = 0; !bad && i < n; i++) {
+            char *s = dump(task_result(&r->results[i], r->ret_scores), NULL);
+            bad |= !s || json_array_append_new(v, json_string(s));
+            free(s);
+        }
+        bad |= json_array_append_new(outs, v2_tensor("result", "BYTES", n, 0, v));
+    }
+    if (bad) {
+        json_decref(outs);
+        return NULL;
+    }
+    return dump(json_pack("{s:s,s:s,s:s,s:o}", "model_name", t0->task, "model_version", t0->version, "id",
+                          r->request_id, "outputs", outs),
+                len);
+}
+
+char *proto_error_encode(const char *code, const char *msg, size_t *len) {
+    return dump(json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg), len);
+}
+
+static json_t *task_info(const proto_task_info *t) {
+    json_t *labels = json_array();
+    int bad = !labels;
+    for (int i = 0; !bad && i < t->n_labels; i++) bad |= json_array_append_new(labels, json_string(t->labels[i]));
+    if (bad) {
+        json_decref(labels);
+        return NULL;
+    }
+    return json_pack("{s:s,s:s,s:[s],s:s,s:s,s:s,s:o,s:{s:i,s:i,s:i},s:I}", "name", t->name, "version", t->version,
+                     "versions", t->version, "model", t->model, "adapters", t->kind, "head",
+                     proto_head_kind_name(t->head), "labels", labels, "skips", "min", t->skip_min, "max", t->skip_max,
+                     "default", t->skip_default, "bytes", (json_int_t)t->bytes);
+}
+
+char *proto_task_encode(const proto_task_info *t, size_t *len) { return dump(task_info(t), len); }
+
+char *proto_tasks_encode(const proto_task_info *t, int n, size_t *len) {
+    json_t *a = json_array();
+    int bad = !a;
+    for (int i = 0; !bad && i < n; i++) bad |= json_array_append_new(a, task_info(&t[i]));
+    if (bad) {
+        json_decref(a);
+        return NULL;
+    }
+    return dump(json_pack("{s:o}", "tasks", a), len);
+}
+
+char *proto_models_encode(const proto_model_info *m, int n, size_t *len) {
+    json_t *a = json_array();
+    int bad = !a;
+    for (int i = 0; !bad && i < n; i++)
+        bad |= json_array_append_new(a, json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:I}", "name", m[i].name, "model_type",
+                                                  m[i].model_type, "hidden", m[i].hidden, "layers", m[i].layers,
+                                                  "max_tokens", m[i].max_tokens, "vocab", m[i].vocab, "bytes",
+                                                  (json_int_t)m[i].bytes));
+    if (bad) {
+        json_decref(a);
+        return NULL;
+    }
+    return dump(json_pack("{s:o}", "models", a), len);
+}
+
+char *proto_v2_model_encode(const proto_task_info *t, size_t *len) {
+    const char *out = t->head == PROTO_HEAD_CLASSIFICATION || t->head == PROTO_HEAD_MULTILABEL ? "label"
+                      : t->head == PROTO_HEAD_REGRESSION                                       ? "value"
+                                                                                               : "result";
+    return dump(json_pack("{s:s,s:[s],s:s,s:[{s:s,s:s,s:[i]},{s:s,s:s,s:[i]}],s:[{s:s,s:s,s:[i]}]}", "name", t->name,
+                          "versions", t->version, "platform", "adapterd", "inputs", "name", "text", "datatype", "BYTES",
+                          "shape", -1, "name", "text_pair", "datatype", "BYTES", "shape", -1, "outputs", "name", out,
+                          "datatype", !strcmp(out, "value") ? "FP32" : "BYTES", "shape", -1),
+                len);
+}
+
+char *proto_status_encode(const char *status, int ready, size_t *len) {
+    return dump(json_pack("{s:s,s:b}", "status", status, "ready", ready), len);
+}
+
+char *proto_v2_bool_encode(const char *key, int value, size_t *len) { return dump(json_pack("{s:b}", key, value), len); }

@@ -1,0 +1,178 @@
+/* proto.h - adapterd's wire format: the JSON of requests and responses, and the OpenAPI document.
+ *
+ * The server hands request bodies to the parsers here and gets C structs back; it fills C structs
+ * with results and gets JSON text back. Nothing here knows HTTP or the engine, so the codec is unit
+ * tested on its own (tests/proto/) and the API's shape lives in one module next to
+ * proto/openapi.yaml, which documents it. The YAML is converted to JSON at build time and served
+ * as /openapi.json.
+ *
+ * Errors: PROTO_MALFORMED means the body is not JSON or not the document type asked for (HTTP 400);
+ * PROTO_INVALID means valid JSON with invalid values (422); PROTO_LIMIT a configured limit (422);
+ * the mapping to HTTP is the server's (server/http_status.c). */
+#ifndef ADAPTERD_PROTO_H
+#define ADAPTERD_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+    PROTO_OK = 0,
+    PROTO_MALFORMED = -1,
+    PROTO_INVALID = -2,
+    PROTO_LIMIT = -3,
+    PROTO_NO_MEMORY = -4,
+} proto_status;
+
+typedef struct {
+    proto_status code;
+    char msg[256];
+} proto_err;
+
+typedef struct {
+    int max_inputs;          /* inputs per request */
+    int max_tasks;           /* tasks named per request */
+    size_t max_text_bytes;   /* one text (or pair) in bytes */
+} proto_limits;
+
+proto_limits proto_default_limits(void);
+
+/* One input: text and optional pair, borrowed from the request (valid until proto_predict_free). */
+typedef struct {
+    const char *text;
+    size_t len;
+    const char *pair;        /* NULL: no pair */
+    size_t pair_len;
+} proto_text;
+
+typedef struct {
+    const char *task;
+    int skip;
+} proto_skip;
+
+typedef struct {
+    void *doc_;              /* internal: the parsed document that owns the strings */
+    proto_text *inputs;      /* (n_inputs) */
+    int n_inputs;
+    const char **tasks;      /* (n_tasks) names; n_tasks == 0: every task */
+    int n_tasks;
+    int skip;                /* "skip": N for all tasks; -1 when not given */
+    proto_skip *skips;       /* "skip": {"task": N}; (n_skips) */
+    int n_skips;
+    double budget;           /* 0..1, or -1 when not given */
+    double latency_ms;       /* > 0, or -1 when not given (accepted, not yet used) */
+    int ret_scores, ret_logits, ret_explain;
+    int truncate;
+} proto_predict_req;
+
+/* Parses a POST /v1/predict body (len bytes). Returns 0 and fills *out (release with
+ * proto_predict_free), or a negative proto_status with err->msg naming the field; *out then owns
+ * nothing. */
+int proto_predict_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *out, proto_err *err);
+
+/* Parses a KServe v2 POST /v2/models/{task}/infer body: a BYTES input tensor named "text" (any
+ * name when it is the only one) with shape [N] and an optional "text_pair" of the same shape;
+ * "parameters" may carry skip, budget and truncate. tasks is set to {task}; ret_scores on. */
+int proto_v2_infer_parse(const char *body, size_t len, const char *task, const proto_limits *lim, proto_predict_req *out,
+                         proto_err *err);
+
+/* Releases what a parse filled; safe on a zeroed struct. */
+void proto_predict_free(proto_predict_req *r);
+
+/* ---- results ---- */
+
+typedef enum {
+    PROTO_HEAD_CLASSIFICATION,
+    PROTO_HEAD_MULTILABEL,
+    PROTO_HEAD_REGRESSION,
+    PROTO_HEAD_TAGGING,
+    PROTO_HEAD_QA,
+} proto_head_kind;
+
+/* Name used on the wire: "classification", "multilabel", "regression", "tagging", "qa". */
+const char *proto_head_kind_name(proto_head_kind k);
+
+/* A token of a tagging result; offsets are [start, end) in code points of the text it came from. */
+typedef struct {
+    int32_t start, end;
+    int seq;                 /* 0: text, 1: text_pair */
+    int label;
+    float score;
+} proto_tag;
+
+typedef struct {
+    const char *task, *version;
+    proto_head_kind kind;
+    int skip;
+    int n_labels;
+    const char *const *labels;   /* (n_labels) */
+    const float *scores;     /* (n_labels) sequence heads: probabilities (multilabel: sigmoid); may be NULL */
+    const float *logits;     /* (n_rows, n_labels) or NULL when not asked */
+    int n_rows;
+    int label;               /* classification: argmax */
+    float score;             /* its probability */
+    float value;             /* regression */
+    const proto_tag *tags;   /* tagging: (n_tags), special tokens left out */
+    int n_tags;
+    int has_answer;          /* QA: best span in text_pair (the context) */
+    int32_t ans_start, ans_end;
+    float ans_score;
+    const char *ans_text;
+    size_t ans_text_len;
+} proto_task_result;
+
+typedef struct {
+    int n_layers;
+    const int *rows, *streams;   /* (n_layers) */
+    const double *ms;            /* (n_layers) */
+    double embed_ms, heads_ms, total_ms;
+} proto_explain;
+
+typedef struct {
+    const char *request_id;
+    const char *model;
+    int n_inputs, n_tasks;
+    const proto_task_result *results; /* (n_inputs, n_tasks), input-major */
+    const int *tokens;                /* (n_inputs) tokens per input */
+    const int *truncated;             /* (n_inputs) 1 when the input was cut */
+    int ret_scores;
+    double queue_ms, inference_ms, total_ms;
+    int batch_requests, batch_inputs, batch_tokens;
+    const proto_explain *explain;     /* NULL unless asked */
+} proto_predict_resp;
+
+/* Each encoder returns a malloc'd NUL-terminated JSON text and its length in *len, or NULL when
+ * out of memory. The caller frees it. */
+char *proto_predict_encode(const proto_predict_resp *r, size_t *len);
+/* KServe v2 response for one task: outputs "label" (BYTES), "score" (FP32), "scores" (FP32, [N, K])
+ * for classification/multilabel, "value" for regression, "result" (BYTES, the v1 JSON) otherwise. */
+char *proto_v2_infer_encode(const proto_predict_resp *r, size_t *len);
+/* {"error":{"code":code,"message":msg}} */
+char *proto_error_encode(const char *code, const char *msg, size_t *len);
+
+typedef struct {
+    const char *name, *version, *model, *kind;   /* kind: adapter forms, e.g. "seq_bn" */
+    proto_head_kind head;
+    int n_labels;
+    const char *const *labels;
+    int skip_min, skip_max, skip_default;
+    size_t bytes;
+} proto_task_info;
+
+typedef struct {
+    const char *name, *model_type;
+    int hidden, layers, max_tokens, vocab;
+    size_t bytes;
+} proto_model_info;
+
+char *proto_task_encode(const proto_task_info *t, size_t *len);               /* GET /v1/tasks/{name} */
+char *proto_tasks_encode(const proto_task_info *t, int n, size_t *len);       /* GET /v1/tasks */
+char *proto_models_encode(const proto_model_info *m, int n, size_t *len);     /* GET /v1/models */
+char *proto_v2_model_encode(const proto_task_info *t, size_t *len);           /* GET /v2/models/{task} */
+/* {"status": status, "ready": ready} for health routes, and {"live":..}/{"ready":..} for v2. */
+char *proto_status_encode(const char *status, int ready, size_t *len);
+char *proto_v2_bool_encode(const char *key, int value, size_t *len);
+
+/* The OpenAPI 3.1 document (proto/openapi.yaml) as JSON; static, len bytes. */
+const char *proto_openapi_json(size_t *len);
+
+#endif

@@ -1,0 +1,139 @@
+/* config.c - server options from flags, a JSON file and ADAPTERD_* variables, through one table, so
+ * the three sources accept the same names and the same ranges. Precedence (flags > file > env) is
+ * the caller's order of application: env first, then the file, then flags. */
+#include <ctype.h>
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "server.h"
+
+srv_config srv_default_config(void) {
+    srv_config c;
+    memset(&c, 0, sizeof c);
+    snprintf(c.host, sizeof c.host, "127.0.0.1");
+    c.port = 8080;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    c.threads = n > 0 ? (int)n : 1;
+    c.workers = 1;
+    c.max_batch_tokens = 8192;
+    c.max_wait_us = 500;
+    c.max_queue = 256;
+    c.max_body_bytes = 1 << 20;
+    c.max_inputs = 64;
+    c.max_tasks = 32;
+    c.drain_timeout_ms = 30000;
+    c.access_log = 1;
+    return c;
+}
+
+typedef enum { OPT_STR, OPT_INT, OPT_SIZE, OPT_BOOL } opt_type;
+
+typedef struct {
+    const char *name;
+    opt_type type;
+    size_t off, size;
+    long long min, max;
+} opt;
+
+#define STR(f) OPT_STR, offsetof(srv_config, f), sizeof(((srv_config *)0)->f), 0, 0
+#define INT(f, lo, hi) OPT_INT, offsetof(srv_config, f), sizeof(int), lo, hi
+static const opt opts[] = {
+    {"registry", STR(registry)},
+    {"host", STR(host)},
+    {"port", INT(port, 0, 65535)},
+    {"port-file", STR(port_file)},
+    {"threads", INT(threads, 1, 1024)},
+    {"workers", INT(workers, 1, 64)},
+    {"max-batch-tokens", INT(max_batch_tokens, 1, 1 << 24)},
+    {"max-wait-us", INT(max_wait_us, 0, 10000000)},
+    {"max-queue", INT(max_queue, 1, 1 << 20)},
+    {"max-body-bytes", OPT_SIZE, offsetof(srv_config, max_body_bytes), sizeof(size_t), 1, 1LL << 32},
+    {"max-inputs", INT(max_inputs, 1, 1 << 16)},
+    {"max-tasks", INT(max_tasks, 1, 1 << 16)},
+    {"max-seq-len", INT(max_seq_len, 0, 1 << 20)},
+    {"allow-skip", INT(allow_skip, 0, 1024)},
+    {"admin-token", STR(admin_token)},
+    {"drain-timeout-ms", INT(drain_timeout_ms, 0, 3600000)},
+    {"access-log", OPT_BOOL, offsetof(srv_config, access_log), sizeof(int), 0, 1},
+};
+
+static int same_key(const char *a, const char *b) {
+    for (; *a && *b; a++, b++) {
+        char x = *a == '_' ? '-' : (char)tolower((unsigned char)*a);
+        if (x != *b) return 0;
+    }
+    return *a == *b;
+}
+
+int srv_config_set(srv_config *c, const char *key, const char *value, eng_err *err) {
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
+        const opt *o = &opts[i];
+        if (!same_key(key, o->name)) continue;
+        char *dst = (char *)c + o->off;
+        if (o->type == OPT_STR) {
+            if (strlen(value) >= o->size)
+                return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s: value longer than %zu bytes", o->name, o->size - 1);
+            memcpy(dst, value, strlen(value) + 1);
+            return 0;
+        }
+        long long v;
+        if (o->type == OPT_BOOL) {
+            if (!strcmp(value, "1") || !strcmp(value, "true") || !strcmp(value, "on")) v = 1;
+            else if (!strcmp(value, "0") || !strcmp(value, "false") || !strcmp(value, "off")) v = 0;
+            else return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s: expected true or false, got '%s'", o->name, value);
+        } else {
+            char *end;
+            errno = 0;
+            v = strtoll(value, &end, 10);
+            if (errno || end == value || *end || v < o->min || v > o->max)
+                return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s: expected an integer in %lld..%lld, got '%s'", o->name,
+                                   o->min, o->max, value);
+        }
+        if (o->type == OPT_SIZE) *(size_t *)dst = (size_t)v;
+        else *(int *)dst = (int)v;
+        return 0;
+    }
+    return eng_err_set(err, ENG_NOT_FOUND, "unknown option '%s'", key);
+}
+
+int srv_config_from_env(srv_config *c, eng_err *err) {
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
+        char env[64] = "ADAPTERD_";
+        size_t k = strlen(env);
+        for (const char *p = opts[i].name; *p && k < sizeof env - 1; p++) env[k++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
+        env[k] = '\0';
+        const char *v = getenv(env);
+        if (v && srv_config_set(c, opts[i].name, v, err)) return eng_err_prefix(err, "%s", env);
+    }
+    return 0;
+}
+
+int srv_config_from_file(srv_config *c, const char *path, eng_err *err) {
+    json_error_t je;
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    if (!root) return eng_err_set(err, ENG_FORMAT, "%s:%d: %s", path, je.line, je.text);
+    int rc = 0;
+    if (!json_is_object(root)) rc = eng_err_set(err, ENG_FORMAT, "%s: must be a JSON object", path);
+    const char *k;
+    json_t *v;
+    json_object_foreach(root, k, v) {
+        if (rc) break;
+        char buf[1100];
+        if (json_is_string(v)) snprintf(buf, sizeof buf, "%s", json_string_value(v));
+        else if (json_is_integer(v)) snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(v));
+        else if (json_is_boolean(v)) snprintf(buf, sizeof buf, "%s", json_is_true(v) ? "true" : "false");
+        else {
+            rc = eng_err_set(err, ENG_FORMAT, "%s: \"%s\" must be a string, integer or boolean", path, k);
+            break;
+        }
+        if ((rc = srv_config_set(c, k, buf, err))) eng_err_prefix(err, "%s", path);
+    }
+    json_decref(root);
+    return rc;
+}

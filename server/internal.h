@@ -1,0 +1,133 @@
+/* internal.h - what the server's files share: the request, the job, the scheduler and metrics.
+ * Not installed; srv__ names are internal. */
+#ifndef ADAPTERD_SERVER_INTERNAL_H
+#define ADAPTERD_SERVER_INTERNAL_H
+
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "planner.h"
+#include "proto.h"
+#include "server.h"
+#include "store.h"
+#include "tokenizer.h"
+
+/* Routes, for dispatch and metrics labels. */
+#define SRV_ROUTE_LIST(X)                  \
+    X(PREDICT, "/v1/predict")              \
+    X(TASKS, "/v1/tasks")                  \
+    X(TASK, "/v1/tasks/{name}")            \
+    X(MODELS, "/v1/models")                \
+    X(HEALTHZ, "/healthz")                 \
+    X(READYZ, "/readyz")                   \
+    X(METRICS, "/metrics")                 \
+    X(OPENAPI, "/openapi.json")            \
+    X(V2_LIVE, "/v2/health/live")          \
+    X(V2_READY, "/v2/health/ready")        \
+    X(V2_MODEL, "/v2/models/{task}")       \
+    X(V2_MODEL_READY, "/v2/models/{task}/ready") \
+    X(V2_INFER, "/v2/models/{task}/infer") \
+    X(UNKNOWN, "other")
+
+typedef enum {
+#define SRV__ROUTE_ENUM(name, path) SRV_ROUTE_##name,
+    SRV_ROUTE_LIST(SRV__ROUTE_ENUM)
+#undef SRV__ROUTE_ENUM
+        SRV_ROUTE_COUNT
+} srv_route;
+
+typedef struct srv_server srv_server;
+
+/* One inference job: one request's inputs x tasks, tokenized. Owned by its srv_request; the
+ * scheduler borrows it from submission until the loop resumes the connection. */
+typedef struct srv_job {
+    struct srv_job *next;        /* scheduler queues (one at a time) */
+    struct srv_request *req;
+    store_model *model;          /* borrowed from the tasks (each holds a reference) */
+    int n_inputs, n_tasks;
+    store_task **tasks;          /* (n_tasks) references, released with the job */
+    eng_task_req *treqs;         /* (n_tasks) engine task + skip, shared by all inputs */
+    eng_tok_encoding *enc;       /* (n_inputs) */
+    int *truncated;              /* (n_inputs) */
+    const proto_text *texts;     /* (n_inputs) borrowed from the parsed request */
+    int tokens;                  /* total tokens of the inputs */
+    int ret_scores, ret_logits, ret_explain;
+    int v2;                      /* answer in KServe v2 form */
+    double t_submit, t_start, t_end;       /* seconds, monotonic */
+    int batch_requests, batch_inputs, batch_tokens;
+    /* result, written by the worker, read after the loop resumes the connection */
+    unsigned status;
+    char *body;
+    size_t body_len;
+} srv_job;
+
+typedef struct srv_request {
+    srv_server *srv;
+    struct MHD_Connection *conn;
+    srv_route route;
+    int method_ok;
+    char id[72];
+    double t0;
+    char *body;
+    size_t body_len, body_cap;
+    int too_large;
+    int suspended;
+    proto_predict_req preq;
+    srv_job *job;
+    unsigned status;             /* sent status, for the access log and metrics */
+    size_t bytes_out;
+    char method[8];
+    char path[128];
+} srv_request;
+
+/* ---- metrics (metrics.c): lock-free counters, one text rendering ---- */
+typedef struct srv_metrics srv_metrics;
+srv_metrics *srv__metrics_new(store_registry *reg);
+void srv__metrics_free(srv_metrics *m);
+void srv__metrics_request(srv_metrics *m, srv_route r, unsigned status, double seconds);
+void srv__metrics_job(srv_metrics *m, const srv_job *j);
+void srv__metrics_batch(srv_metrics *m, int requests, int inputs, int tokens, double seconds);
+/* Renders the Prometheus text; malloc'd, NULL when out of memory. */
+char *srv__metrics_render(srv_metrics *m, srv_server *s, size_t *len);
+
+/* ---- scheduler (sched.c) ---- */
+typedef struct srv_sched srv_sched;
+srv_sched *srv__sched_new(srv_server *s, uv_loop_t *loop, eng_err *err);
+/* Stops the workers (after the loop ended) and frees. */
+void srv__sched_free(srv_sched *q);
+/* From any thread: hands a job to the loop. Returns 0, or ENG_BUSY when max_queue jobs are already
+ * waiting or running (the job is then not taken). */
+int srv__sched_submit(srv_sched *q, srv_job *j);
+/* Loop thread: flush everything queued now (drain). */
+void srv__sched_flush(srv_sched *q);
+int srv__sched_depth(srv_sched *q);    /* jobs submitted and not finished */
+int srv__sched_queued(srv_sched *q);   /* jobs not yet in a batch */
+
+/* Runs one job's share of a finished batch into its response (sched.c, worker thread). */
+
+/* ---- the server (server.c) ---- */
+struct srv_server {
+    srv_config cfg;
+    store_registry *reg;
+    struct MHD_Daemon *mhd;
+    uv_loop_t loop;
+    srv_sched *sched;
+    srv_metrics *metrics;
+    atomic_int ready;
+    atomic_int draining;
+    atomic_int active;           /* requests between first byte and completion */
+    atomic_uint_fast64_t next_id;
+    char id_prefix[16];
+};
+
+/* Loop thread: a job is done; resume its connection. */
+void srv__job_done(srv_server *s, srv_job *j);
+/* Worker: build the response of a failed job. */
+void srv__job_fail(srv_job *j, eng_status code, const char *msg);
+
+double srv__now(void);
+
+#endif

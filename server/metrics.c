@@ -1,0 +1,221 @@
+/* metrics.c - Prometheus counters and histograms, updated with relaxed atomics from any thread and
+ * rendered as text on /metrics. Per-task series are indexed by the task's position in the registry
+ * at start-up (issue 7's hot loading will need a name-keyed table here). */
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static const char *const route_names[] = {
+#define SRV__ROUTE_NAME(name, path) path,
+    SRV_ROUTE_LIST(SRV__ROUTE_NAME)
+#undef SRV__ROUTE_NAME
+};
+
+static const unsigned codes[] = {200, 400, 404, 405, 413, 415, 422, 429, 500, 503};
+#define N_CODES (sizeof codes / sizeof codes[0])
+#define N_LAT 14
+static const double lat_b[N_LAT] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+#define N_CNT 10
+static const double cnt_b[N_CNT] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
+#define N_TOK 10
+static const double tok_b[N_TOK] = {16, 64, 256, 512, 1024, 2048, 4096, 8192, 16384, 65536};
+#define MAX_SKIP 64
+
+typedef struct {
+    atomic_uint_fast64_t b[16]; /* cumulative at render; here per bucket + overflow */
+    atomic_uint_fast64_t count;
+    _Atomic double sum;
+} hist;
+
+struct srv_metrics {
+    atomic_uint_fast64_t requests[SRV_ROUTE_COUNT][N_CODES + 1];
+    hist latency[SRV_ROUTE_COUNT];
+    hist queue_wait, batch_requests, batch_inputs, batch_tokens, batch_seconds;
+    atomic_uint_fast64_t tokens, batches;
+    int n_tasks;
+    char **task_names;
+    atomic_uint_fast64_t *task_requests;   /* (n_tasks) */
+    atomic_uint_fast64_t *task_skips;      /* (n_tasks, MAX_SKIP + 1) */
+    size_t task_bytes;
+};
+
+static void observe(hist *h, const double *bounds, int n, double v) {
+    int i = 0;
+    while (i < n && v > bounds[i]) i++;
+    atomic_fetch_add_explicit(&h->b[i], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->count, 1, memory_order_relaxed);
+    double old = atomic_load_explicit(&h->sum, memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(&h->sum, &old, old + v, memory_order_relaxed, memory_order_relaxed)) {
+    }
+}
+
+srv_metrics *srv__metrics_new(store_registry *reg) {
+    srv_metrics *m = calloc(1, sizeof *m);
+    if (!m) return NULL;
+    int n = store_n_tasks(reg);
+    m->task_names = calloc((size_t)n, sizeof *m->task_names);
+    m->task_requests = calloc((size_t)n, sizeof *m->task_requests);
+    m->task_skips = calloc((size_t)n * (MAX_SKIP + 1), sizeof *m->task_skips);
+    if (!m->task_names || !m->task_requests || !m->task_skips) goto oom;
+    for (int i = 0; i < n; i++) {
+        store_task *t = store_task_acquire_at(reg, i);
+        if (!t) goto oom;
+        m->task_names[i] = strdup(store_task_name(t));
+        m->task_bytes += eng_task_bytes(store_task_engine(t));
+        store_task_release(t);
+        m->n_tasks++;
+        if (!m->task_names[i]) goto oom;
+    }
+    return m;
+oom:
+    srv__metrics_free(m);
+    return NULL;
+}
+
+void srv__metrics_free(srv_metrics *m) {
+    if (!m) return;
+    for (int i = 0; i < m->n_tasks; i++) free(m->task_names[i]);
+    free(m->task_names);
+    free(m->task_requests);
+    free(m->task_skips);
+    free(m);
+}
+
+void srv__metrics_request(srv_metrics *m, srv_route r, unsigned status, double seconds) {
+    size_t c = 0;
+    while (c < N_CODES && codes[c] != status) c++;
+    atomic_fetch_add_explicit(&m->requests[r][c], 1, memory_order_relaxed);
+    observe(&m->latency[r], lat_b, N_LAT, seconds);
+}
+
+void srv__metrics_job(srv_metrics *m, const srv_job *j) {
+    if (j->t_start > 0) observe(&m->queue_wait, lat_b, N_LAT, j->t_start - j->t_submit);
+    for (int k = 0; k < j->n_tasks; k++) {
+        const char *name = store_task_name(j->tasks[k]);
+        for (int i = 0; i < m->n_tasks; i++)
+            if (!strcmp(m->task_names[i], name)) {
+                atomic_fetch_add_explicit(&m->task_requests[i], 1, memory_order_relaxed);
+                int s = j->treqs[k].skip > MAX_SKIP ? MAX_SKIP : j->treqs[k].skip;
+                atomic_fetch_add_explicit(&m->task_skips[(size_t)i * (MAX_SKIP + 1) + s], (uint_fast64_t)j->n_inputs,
+                                          memory_order_relaxed);
+                break;
+            }
+    }
+}
+
+void srv__metrics_batch(srv_metrics *m, int requests, int inputs, int tokens, double seconds) {
+    atomic_fetch_add_explicit(&m->tokens, (uint_fast64_t)tokens, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->batches, 1, memory_order_relaxed);
+    observe(&m->batch_requests, cnt_b, N_CNT, requests);
+    observe(&m->batch_inputs, cnt_b, N_CNT, inputs);
+    observe(&m->batch_tokens, tok_b, N_TOK, tokens);
+    observe(&m->batch_seconds, lat_b, N_LAT, seconds);
+}
+
+typedef struct {
+    char *s;
+    size_t len, cap;
+    int oom;
+} buf;
+
+static void put(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(buf *b, const char *fmt, ...) {
+    if (b->oom) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            b->oom = 1;
+            return;
+        }
+        if ((size_t)n < b->cap - b->len) {
+            b->len += (size_t)n;
+            return;
+        }
+        size_t nc = b->cap * 2 + (size_t)n;
+        char *ns = realloc(b->s, nc);
+        if (!ns) {
+            b->oom = 1;
+            return;
+        }
+        b->s = ns, b->cap = nc;
+    }
+}
+
+static void put_hist(buf *b, const char *name, const char *labels, const hist *h, const double *bounds, int n) {
+    uint64_t cum = 0;
+    for (int i = 0; i < n; i++) {
+        cum += atomic_load_explicit(&h->b[i], memory_order_relaxed);
+        put(b, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, *labels ? "," : "", bounds[i], (unsigned long long)cum);
+    }
+    cum += atomic_load_explicit(&h->b[n], memory_order_relaxed);
+    put(b, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, *labels ? "," : "", (unsigned long long)cum);
+    put(b, "%s_sum{%s} %.9g\n%s_count{%s} %llu\n", name, labels, atomic_load_explicit(&h->sum, memory_order_relaxed),
+        name, labels, (unsigned long long)atomic_load_explicit(&h->count, memory_order_relaxed));
+}
+
+char *srv__metrics_render(srv_metrics *m, srv_server *s, size_t *len) {
+    buf b = {.cap = 16384};
+    if (!(b.s = malloc(b.cap))) return NULL;
+    put(&b, "# HELP adapterd_requests_total HTTP requests by route and status.\n# TYPE adapterd_requests_total counter\n");
+    for (int r = 0; r < SRV_ROUTE_COUNT; r++)
+        for (size_t c = 0; c <= N_CODES; c++) {
+            uint64_t v = atomic_load_explicit(&m->requests[r][c], memory_order_relaxed);
+            if (!v) continue;
+            if (c < N_CODES) put(&b, "adapterd_requests_total{route=\"%s\",code=\"%u\"} %llu\n", route_names[r], codes[c], (unsigned long long)v);
+            else put(&b, "adapterd_requests_total{route=\"%s\",code=\"other\"} %llu\n", route_names[r], (unsigned long long)v);
+        }
+    put(&b, "# HELP adapterd_request_duration_seconds Time from first byte to response, by route.\n"
+            "# TYPE adapterd_request_duration_seconds histogram\n");
+    for (int r = 0; r < SRV_ROUTE_COUNT; r++) {
+        if (!atomic_load_explicit(&m->latency[r].count, memory_order_relaxed)) continue;
+        char l[64];
+        snprintf(l, sizeof l, "route=\"%s\"", route_names[r]);
+        put_hist(&b, "adapterd_request_duration_seconds", l, &m->latency[r], lat_b, N_LAT);
+    }
+    put(&b, "# HELP adapterd_queue_wait_seconds Time a job waited for its batch.\n# TYPE adapterd_queue_wait_seconds histogram\n");
+    put_hist(&b, "adapterd_queue_wait_seconds", "", &m->queue_wait, lat_b, N_LAT);
+    put(&b, "# HELP adapterd_batch_requests Requests per engine batch.\n# TYPE adapterd_batch_requests histogram\n");
+    put_hist(&b, "adapterd_batch_requests", "", &m->batch_requests, cnt_b, N_CNT);
+    put(&b, "# HELP adapterd_batch_inputs Inputs per engine batch.\n# TYPE adapterd_batch_inputs histogram\n");
+    put_hist(&b, "adapterd_batch_inputs", "", &m->batch_inputs, cnt_b, N_CNT);
+    put(&b, "# HELP adapterd_batch_tokens Tokens per engine batch.\n# TYPE adapterd_batch_tokens histogram\n");
+    put_hist(&b, "adapterd_batch_tokens", "", &m->batch_tokens, tok_b, N_TOK);
+    put(&b, "# HELP adapterd_batch_seconds Engine time per batch.\n# TYPE adapterd_batch_seconds histogram\n");
+    put_hist(&b, "adapterd_batch_seconds", "", &m->batch_seconds, lat_b, N_LAT);
+    put(&b, "# HELP adapterd_tokens_total Input tokens run through the engine.\n# TYPE adapterd_tokens_total counter\n"
+            "adapterd_tokens_total %llu\n",
+        (unsigned long long)atomic_load_explicit(&m->tokens, memory_order_relaxed));
+    put(&b, "# HELP adapterd_task_requests_total Requests naming each task.\n# TYPE adapterd_task_requests_total counter\n");
+    for (int i = 0; i < m->n_tasks; i++)
+        put(&b, "adapterd_task_requests_total{task=\"%s\"} %llu\n", m->task_names[i],
+            (unsigned long long)atomic_load_explicit(&m->task_requests[i], memory_order_relaxed));
+    put(&b, "# HELP adapterd_task_skip_total Inputs run per task and AdapterDrop skip.\n# TYPE adapterd_task_skip_total counter\n");
+    for (int i = 0; i < m->n_tasks; i++)
+        for (int k = 0; k <= MAX_SKIP; k++) {
+            uint64_t v = atomic_load_explicit(&m->task_skips[(size_t)i * (MAX_SKIP + 1) + k], memory_order_relaxed);
+            if (v) put(&b, "adapterd_task_skip_total{task=\"%s\",skip=\"%d\"} %llu\n", m->task_names[i], k, (unsigned long long)v);
+        }
+    put(&b, "# HELP adapterd_task_resident Tasks loaded in memory.\n# TYPE adapterd_task_resident gauge\n");
+    for (int i = 0; i < m->n_tasks; i++) put(&b, "adapterd_task_resident{task=\"%s\"} 1\n", m->task_names[i]);
+    put(&b, "# HELP adapterd_tasks_resident Number of tasks loaded.\n# TYPE adapterd_tasks_resident gauge\n"
+            "adapterd_tasks_resident %d\n", m->n_tasks);
+    put(&b, "# HELP adapterd_adapter_bytes Bytes of task weights loaded.\n# TYPE adapterd_adapter_bytes gauge\n"
+            "adapterd_adapter_bytes %zu\n", m->task_bytes);
+    put(&b, "# HELP adapterd_queue_depth Jobs waiting or running.\n# TYPE adapterd_queue_depth gauge\nadapterd_queue_depth %d\n",
+        srv__sched_depth(s->sched));
+    put(&b, "# HELP adapterd_ready 1 when serving, 0 when starting or draining.\n# TYPE adapterd_ready gauge\n"
+            "adapterd_ready %d\n", atomic_load(&s->ready) && !atomic_load(&s->draining));
+    if (b.oom) {
+        free(b.s);
+        return NULL;
+    }
+    *len = b.len;
+    return b.s;
+}

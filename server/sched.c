@@ -1,0 +1,464 @@
+/* sched.c - dynamic batching: the libuv loop packs queued jobs into batches, engine workers run
+ * each batch as one eng_run and encode the responses.
+ *
+ * Why this shape. The engine is fastest on one large packed pass (one GEMM per projection over all
+ * rows of all inputs and tasks), so jobs wait briefly to share a pass: a batch closes when its
+ * tokens reach max_batch_tokens or its oldest job has waited max_wait_us, and a worker is free.
+ * Only the loop touches the queue; the HTTP thread reaches it through an inbox (mutex + uv_async)
+ * and workers answer through uv_async_send, so no lock is held while anything computes. A batch
+ * holds jobs of one model (tasks of different models cannot share a pass).
+ *
+ * Admission: `depth` counts jobs from submission to completion; beyond max_queue srv__sched_submit
+ * refuses (429), so memory held by waiting requests is bounded. */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http_status.h"
+#include "internal.h"
+
+typedef struct srv_batch {
+    struct srv_batch *next;
+    srv_job *jobs;           /* linked through job->next */
+    int n_jobs;
+    void *worker;            /* the srv_worker that runs it */
+} srv_batch;
+
+typedef struct {
+    srv_sched *q;
+    pthread_t th;
+    eng_state *st;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    srv_batch *batch;        /* handed over by the loop; NULL when idle */
+    int busy;                /* loop's view: a batch is assigned and not yet reported done */
+    int stop;
+} srv_worker;
+
+struct srv_sched {
+    srv_server *s;
+    uv_loop_t *loop;
+    uv_async_t inbox_async, done_async;
+    uv_timer_t timer;
+    pthread_mutex_t inbox_mu;
+    srv_job *inbox_head, *inbox_tail;
+    pthread_mutex_t done_mu;
+    srv_batch *done;
+    atomic_int depth;
+    atomic_int queued;
+    /* loop-owned FIFO */
+    srv_job *head, *tail;
+    int pending_tokens;
+    int n_workers;
+    srv_worker *workers;
+    int flush;
+};
+
+double srv__now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int srv__sched_depth(srv_sched *q) { return atomic_load(&q->depth); }
+int srv__sched_queued(srv_sched *q) { return atomic_load(&q->queued); }
+
+int srv__sched_submit(srv_sched *q, srv_job *j) {
+    if (atomic_fetch_add(&q->depth, 1) >= q->s->cfg.max_queue) {
+        atomic_fetch_sub(&q->depth, 1);
+        return ENG_BUSY;
+    }
+    atomic_fetch_add(&q->queued, 1);
+    j->next = NULL;
+    j->t_submit = srv__now();
+    pthread_mutex_lock(&q->inbox_mu);
+    if (q->inbox_tail) q->inbox_tail->next = j;
+    else q->inbox_head = j;
+    q->inbox_tail = j;
+    pthread_mutex_unlock(&q->inbox_mu);
+    uv_async_send(&q->inbox_async);
+    return 0;
+}
+
+/* ---- results ---- */
+
+static proto_head_kind head_kind(const eng_head *h) {
+    switch (h->type) {
+    case ENG_HEAD_MULTILABEL: return PROTO_HEAD_MULTILABEL;
+    case ENG_HEAD_REGRESSION: return PROTO_HEAD_REGRESSION;
+    case ENG_HEAD_TAGGING: return PROTO_HEAD_TAGGING;
+    case ENG_HEAD_QA: return PROTO_HEAD_QA;
+    default: return PROTO_HEAD_CLASSIFICATION;
+    }
+}
+
+/* Best QA span: tokens of the context (the pair when there is one), end within 30 tokens of start;
+ * score = p_start * p_end with softmax over the context tokens. */
+static void qa_span(const eng_tok_encoding *e, const proto_text *t, const float *lg, proto_task_result *r) {
+    int ctx = t->pair ? 1 : 0, n = (int)e->n, maxlen = 30;
+    float ms = -INFINITY, me = -INFINITY;
+    for (int i = 0; i < n; i++)
+        if (e->seq_ids[i] == ctx) {
+            if (lg[2 * i] > ms) ms = lg[2 * i];
+            if (lg[2 * i + 1] > me) me = lg[2 * i + 1];
+        }
+    if (ms == -INFINITY) return;
+    double zs = 0, ze = 0;
+    for (int i = 0; i < n; i++)
+        if (e->seq_ids[i] == ctx) zs += exp(lg[2 * i] - ms), ze += exp(lg[2 * i + 1] - me);
+    float best = -INFINITY;
+    int bs = -1, be = -1;
+    for (int i = 0; i < n; i++) {
+        if (e->seq_ids[i] != ctx) continue;
+        for (int k = i; k < n && k < i + maxlen && e->seq_ids[k] == ctx; k++) {
+            float sc = lg[2 * i] + lg[2 * k + 1];
+            if (sc > best) best = sc, bs = i, be = k;
+        }
+    }
+    if (bs < 0) return;
+    const char *src = ctx ? t->pair : t->text;
+    r->has_answer = 1;
+    r->ans_start = e->offsets[2 * bs];
+    r->ans_end = e->offsets[2 * be + 1];
+    r->ans_score = (float)(exp(lg[2 * bs] - ms) / zs * exp(lg[2 * be + 1] - me) / ze);
+    int32_t b0 = e->byte_offsets[2 * bs], b1 = e->byte_offsets[2 * be + 1];
+    r->ans_text = src + b0;
+    r->ans_text_len = b1 > b0 ? (size_t)(b1 - b0) : 0;
+}
+
+/* Encodes job j's answer from outs (n_inputs * n_tasks, input-major). Worker thread. */
+static void job_respond(srv_server *s, srv_job *j, const eng_task_out *outs, const eng_plan_stats *stats) {
+    size_t nr = (size_t)j->n_inputs * j->n_tasks;
+    proto_task_result *res = calloc(nr, sizeof *res);
+    float **bufs = calloc(nr, sizeof *bufs);
+    proto_tag **tags = calloc(nr, sizeof *tags);
+    int *tokens = calloc((size_t)j->n_inputs, sizeof *tokens);
+    int bad = !res || !bufs || !tags || !tokens;
+    for (int i = 0; !bad && i < j->n_inputs; i++) {
+        const eng_tok_encoding *e = &j->enc[i];
+        tokens[i] = (int)e->n;
+        for (int k = 0; !bad && k < j->n_tasks; k++) {
+            size_t idx = (size_t)i * j->n_tasks + k;
+            const eng_task_out *o = &outs[idx];
+            const store_task *t = j->tasks[k];
+            const eng_head *h = store_task_head(t);
+            proto_task_result *r = &res[idx];
+            r->task = store_task_name(t);
+            r->version = store_task_version(t);
+            r->kind = head_kind(h);
+            r->skip = j->treqs[k].skip;
+            r->n_labels = store_task_num_labels(t);
+            r->labels = store_task_labels(t);
+            r->n_rows = o->n_rows;
+            r->logits = j->ret_logits ? o->logits : NULL;
+            size_t nv = (size_t)o->n_rows * o->num_labels;
+            if (!(bufs[idx] = malloc(nv * sizeof(float)))) {
+                bad = 1;
+                break;
+            }
+            eng_head_probs(h, o->logits, o->n_rows, bufs[idx]);
+            const float *p = bufs[idx];
+            switch (r->kind) {
+            case PROTO_HEAD_CLASSIFICATION:
+                r->scores = p;
+                r->label = eng_argmax(p, o->num_labels);
+                r->score = p[r->label];
+                break;
+            case PROTO_HEAD_MULTILABEL:
+                r->scores = p;
+                break;
+            case PROTO_HEAD_REGRESSION:
+                r->value = o->logits[0];
+                break;
+            case PROTO_HEAD_TAGGING: {
+                int n = (int)e->n < o->n_rows ? (int)e->n : o->n_rows;
+                if (!(tags[idx] = calloc((size_t)n + 1, sizeof *tags[idx]))) {
+                    bad = 1;
+                    break;
+                }
+                for (int row = 0; row < n; row++) {
+                    if (e->special_mask[row]) continue;
+                    const float *pr = p + (size_t)row * o->num_labels;
+                    int lb = eng_argmax(pr, o->num_labels);
+                    tags[idx][r->n_tags++] = (proto_tag){e->offsets[2 * row], e->offsets[2 * row + 1],
+                                                         e->seq_ids[row] > 0 ? e->seq_ids[row] : 0, lb, pr[lb]};
+                }
+                r->tags = tags[idx];
+                break;
+            }
+            case PROTO_HEAD_QA:
+                if (o->num_labels == 2 && o->n_rows == (int)e->n) qa_span(e, &j->texts[i], o->logits, r);
+                break;
+            }
+        }
+    }
+    proto_explain ex = {0};
+    if (stats && j->ret_explain) {
+        ex = (proto_explain){.n_layers = stats->n_layers, .rows = stats->rows, .streams = stats->streams,
+                             .ms = stats->ms, .embed_ms = stats->embed_ms, .heads_ms = stats->heads_ms,
+                             .total_ms = stats->total_ms};
+    }
+    if (!bad) {
+        j->t_end = srv__now();
+        proto_predict_resp pr = {.request_id = j->req->id,
+                                 .model = store_model_name(j->model),
+                                 .n_inputs = j->n_inputs,
+                                 .n_tasks = j->n_tasks,
+                                 .results = res,
+                                 .tokens = tokens,
+                                 .truncated = j->truncated,
+                                 .ret_scores = j->ret_scores,
+                                 .queue_ms = (j->t_start - j->t_submit) * 1e3,
+                                 .inference_ms = (j->t_end - j->t_start) * 1e3,
+                                 .total_ms = (j->t_end - j->req->t0) * 1e3,
+                                 .batch_requests = j->batch_requests,
+                                 .batch_inputs = j->batch_inputs,
+                                 .batch_tokens = j->batch_tokens,
+                                 .explain = stats && j->ret_explain ? &ex : NULL};
+        j->body = j->v2 ? proto_v2_infer_encode(&pr, &j->body_len) : proto_predict_encode(&pr, &j->body_len);
+        j->status = 200;
+        bad = !j->body;
+    }
+    if (bad) srv__job_fail(j, ENG_NO_MEMORY, "out of memory building the response");
+    for (size_t i = 0; i < nr && bufs; i++) free(bufs[i]);
+    for (size_t i = 0; i < nr && tags; i++) free(tags[i]);
+    free(bufs), free(tags), free(res), free(tokens);
+    (void)s;
+}
+
+/* Runs jobs as one eng_run; on an engine error with several jobs, runs each alone so one bad
+ * request cannot fail the others. Worker thread. */
+static void run_jobs(srv_server *s, eng_state *st, srv_job *jobs, int n_jobs) {
+    int n_in = 0, n_out = 0, toks = 0, want_stats = 0;
+    for (srv_job *j = jobs; j; j = j->next) {
+        n_in += j->n_inputs;
+        n_out += j->n_inputs * j->n_tasks;
+        toks += j->tokens;
+        want_stats |= j->ret_explain;
+    }
+    eng_input *in = calloc((size_t)n_in, sizeof *in);
+    eng_task_out *outs = calloc((size_t)n_out, sizeof *outs);
+    eng_plan_stats stats = {0};
+    eng_err err = {0};
+    double t_start = srv__now();
+    if (!in || !outs) {
+        for (srv_job *j = jobs; j; j = j->next) srv__job_fail(j, ENG_NO_MEMORY, "out of memory");
+        free(in), free(outs);
+        return;
+    }
+    int k = 0;
+    for (srv_job *j = jobs; j; j = j->next) {
+        j->t_start = t_start;
+        j->batch_requests = n_jobs, j->batch_inputs = n_in, j->batch_tokens = toks;
+        for (int i = 0; i < j->n_inputs; i++)
+            in[k++] = (eng_input){.ids = j->enc[i].ids, .type_ids = j->enc[i].type_ids, .len = (int)j->enc[i].n,
+                                  .tasks = j->treqs, .n_tasks = j->n_tasks};
+    }
+    int rc = eng_run(store_model_engine(jobs->model), st, in, n_in, outs, want_stats ? &stats : NULL, &err);
+    if (rc == 0) {
+        srv__metrics_batch(s->metrics, n_jobs, n_in, toks, srv__now() - t_start);
+        size_t off = 0;
+        for (srv_job *j = jobs; j; j = j->next) {
+            job_respond(s, j, outs + off, want_stats ? &stats : NULL);
+            off += (size_t)j->n_inputs * j->n_tasks;
+        }
+        eng_task_outs_free(outs, n_out);
+        if (want_stats) eng_plan_stats_free(&stats);
+    } else if (n_jobs > 1) {
+        for (srv_job *j = jobs, *nx; j; j = nx) {
+            nx = j->next;
+            j->next = NULL;
+            run_jobs(s, st, j, 1);
+            j->next = nx;
+        }
+    } else {
+        srv__job_fail(jobs, rc, err.msg);
+    }
+    free(in), free(outs);
+}
+
+static void *worker_main(void *arg) {
+    srv_worker *w = arg;
+    for (;;) {
+        pthread_mutex_lock(&w->mu);
+        while (!w->batch && !w->stop) pthread_cond_wait(&w->cv, &w->mu);
+        srv_batch *b = w->batch;
+        w->batch = NULL;
+        pthread_mutex_unlock(&w->mu);
+        if (!b) break;
+        run_jobs(w->q->s, w->st, b->jobs, b->n_jobs);
+        /* the batch itself is the done record: no allocation on this path */
+        pthread_mutex_lock(&w->q->done_mu);
+        b->next = w->q->done;
+        w->q->done = b;
+        pthread_mutex_unlock(&w->q->done_mu);
+        uv_async_send(&w->q->done_async);
+    }
+    return NULL;
+}
+
+/* ---- loop side ---- */
+
+static void schedule(srv_sched *q);
+
+static srv_worker *idle_worker(srv_sched *q) {
+    for (int i = 0; i < q->n_workers; i++)
+        if (!q->workers[i].busy) return &q->workers[i];
+    return NULL;
+}
+
+/* Takes the head job and the following jobs of the same model while they fit the token budget. */
+static srv_batch *take_batch(srv_sched *q) {
+    srv_batch *b = calloc(1, sizeof *b);
+    if (!b) return NULL;
+    srv_job *first = q->head, **link = &q->head, *last = NULL;
+    int toks = 0;
+    for (srv_job *j = q->head, *nx; j; j = nx) {
+        nx = j->next;
+        if (j->model != first->model || (b->n_jobs > 0 && toks + j->tokens > q->s->cfg.max_batch_tokens)) {
+            link = &j->next;
+            continue;
+        }
+        *link = nx; /* unlink j */
+        j->next = NULL;
+        if (last) last->next = j;
+        else b->jobs = j;
+        last = j;
+        b->n_jobs++;
+        toks += j->tokens;
+        if (toks >= q->s->cfg.max_batch_tokens) break;
+    }
+    q->tail = NULL;
+    for (srv_job *j = q->head; j; j = j->next) q->tail = j;
+    q->pending_tokens -= toks;
+    atomic_fetch_sub(&q->queued, b->n_jobs);
+    return b;
+}
+
+static void timer_cb(uv_timer_t *t) { schedule(t->data); }
+
+static void schedule(srv_sched *q) {
+    srv_worker *w;
+    while (q->head && (w = idle_worker(q))) {
+        double waited_us = (srv__now() - q->head->t_submit) * 1e6;
+        int full = q->pending_tokens >= q->s->cfg.max_batch_tokens;
+        if (!full && !q->flush && !atomic_load(&q->s->draining) && waited_us < q->s->cfg.max_wait_us) {
+            uint64_t ms = (uint64_t)ceil((q->s->cfg.max_wait_us - waited_us) / 1000.0);
+            uv_timer_start(&q->timer, timer_cb, ms ? ms : 1, 0);
+            return;
+        }
+        srv_batch *b = take_batch(q);
+        if (!b) {
+            uv_timer_start(&q->timer, timer_cb, 1, 0); /* out of memory: retry shortly */
+            return;
+        }
+        w->busy = 1;
+        b->worker = w;
+        pthread_mutex_lock(&w->mu);
+        w->batch = b;
+        pthread_cond_signal(&w->cv);
+        pthread_mutex_unlock(&w->mu);
+    }
+}
+
+static void inbox_cb(uv_async_t *a) {
+    srv_sched *q = a->data;
+    pthread_mutex_lock(&q->inbox_mu);
+    srv_job *h = q->inbox_head;
+    q->inbox_head = q->inbox_tail = NULL;
+    pthread_mutex_unlock(&q->inbox_mu);
+    for (srv_job *j = h, *nx; j; j = nx) {
+        nx = j->next;
+        j->next = NULL;
+        if (q->tail) q->tail->next = j;
+        else q->head = j;
+        q->tail = j;
+        q->pending_tokens += j->tokens;
+    }
+    schedule(q);
+}
+
+static void done_cb(uv_async_t *a) {
+    srv_sched *q = a->data;
+    pthread_mutex_lock(&q->done_mu);
+    srv_batch *d = q->done;
+    q->done = NULL;
+    pthread_mutex_unlock(&q->done_mu);
+    for (srv_batch *b = d, *nb; b; b = nb) {
+        nb = b->next;
+        for (srv_job *j = b->jobs, *nx; j; j = nx) {
+            nx = j->next;
+            j->next = NULL;
+            atomic_fetch_sub(&q->depth, 1);
+            srv__job_done(q->s, j);
+        }
+        ((srv_worker *)b->worker)->busy = 0;
+        free(b);
+    }
+    schedule(q);
+}
+
+void srv__sched_flush(srv_sched *q) {
+    q->flush = 1;
+    schedule(q);
+}
+
+srv_sched *srv__sched_new(srv_server *s, uv_loop_t *loop, eng_err *err) {
+    srv_sched *q = calloc(1, sizeof *q);
+    if (!q) {
+        eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+        return NULL;
+    }
+    q->s = s;
+    q->loop = loop;
+    pthread_mutex_init(&q->inbox_mu, NULL);
+    pthread_mutex_init(&q->done_mu, NULL);
+    uv_async_init(loop, &q->inbox_async, inbox_cb);
+    uv_async_init(loop, &q->done_async, done_cb);
+    uv_timer_init(loop, &q->timer);
+    q->inbox_async.data = q->done_async.data = q->timer.data = q;
+    q->n_workers = s->cfg.workers;
+    if (!(q->workers = calloc((size_t)q->n_workers, sizeof *q->workers))) goto oom;
+    for (int i = 0; i < q->n_workers; i++) {
+        srv_worker *w = &q->workers[i];
+        w->q = q;
+        pthread_mutex_init(&w->mu, NULL);
+        pthread_cond_init(&w->cv, NULL);
+        if (!(w->st = eng_state_new(s->cfg.threads))) goto oom;
+        if (pthread_create(&w->th, NULL, worker_main, w)) {
+            eng_state_free(w->st);
+            w->st = NULL;
+            eng_err_set(err, ENG_INTERNAL, "cannot start engine worker %d", i);
+            srv__sched_free(q);
+            return NULL;
+        }
+    }
+    return q;
+oom:
+    eng_err_set(err, ENG_NO_MEMORY, "out of memory starting the engine workers");
+    srv__sched_free(q);
+    return NULL;
+}
+
+void srv__sched_free(srv_sched *q) {
+    if (!q) return;
+    for (int i = 0; q->workers && i < q->n_workers; i++) {
+        srv_worker *w = &q->workers[i];
+        if (w->st) {
+            pthread_mutex_lock(&w->mu);
+            w->stop = 1;
+            pthread_cond_signal(&w->cv);
+            pthread_mutex_unlock(&w->mu);
+            pthread_join(w->th, NULL);
+            eng_state_free(w->st);
+        }
+        pthread_mutex_destroy(&w->mu);
+        pthread_cond_destroy(&w->cv);
+    }
+    free(q->workers);
+    pthread_mutex_destroy(&q->inbox_mu);
+    pthread_mutex_destroy(&q->done_mu);
+    free(q);
+}

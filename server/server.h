@@ -1,0 +1,68 @@
+/* server.h - adapterd's HTTP/JSON front end: libmicrohttpd for connections, a libuv loop for the
+ * scheduler, engine workers for inference.
+ *
+ * Threads (one way across each boundary):
+ *   - libmicrohttpd's epoll thread accepts connections, parses and validates requests (proto/),
+ *     tokenizes, submits a job to the scheduler and suspends the connection. It never waits on
+ *     inference.
+ *   - the libuv loop (the thread that calls srv_run) owns the scheduler: the queue of jobs, the
+ *     batching timer, SIGTERM/SIGINT. Jobs reach it through a mutex-guarded inbox plus
+ *     uv_async_send; results reach it only through uv_async_send from the workers. It resumes the
+ *     finished connections.
+ *   - n_workers engine workers, each with its own eng_state (and so its own engine thread pool),
+ *     run one packed eng_run per batch and encode the responses.
+ *
+ * Usage:
+ *     srv_config c = srv_default_config();
+ *     srv_config_set(&c, "port", "8080", &err);
+ *     store_registry *reg; store_open(c.registry, &sp, &reg, &err);
+ *     int rc = srv_run(&c, reg, &err);   // returns after SIGTERM/SIGINT once in-flight work is done */
+#ifndef ADAPTERD_SERVER_H
+#define ADAPTERD_SERVER_H
+
+#include <stddef.h>
+
+#include "status.h"
+#include "store.h"
+
+typedef struct {
+    char registry[1024];     /* registry directory */
+    char host[64];           /* listen address; "127.0.0.1" */
+    int port;                /* 8080; 0 picks a free port (see port_file) */
+    char port_file[1024];    /* when set, the bound port is written there once listening */
+    int threads;             /* engine threads per worker; all cores / workers */
+    int workers;             /* engine workers (each runs its own batches); 1 */
+    int max_batch_tokens;    /* token budget of one packed batch; 8192 */
+    int max_wait_us;         /* how long a job may wait for others to join its batch; 500 */
+    int max_queue;           /* requests waiting or running beyond which the answer is 429; 256 */
+    size_t max_body_bytes;   /* request body limit (413); 1 MiB */
+    int max_inputs;          /* inputs per request (422); 64 */
+    int max_tasks;           /* tasks per request (422); 32 */
+    int max_seq_len;         /* tokens per input, special tokens included; 0: the model's limit */
+    int allow_skip;          /* widen every task's skip range to 0..N (operator flag); 0 */
+    char admin_token[256];   /* bearer token of the admin routes (issue 7); empty: admin off */
+    int drain_timeout_ms;    /* longest wait for in-flight work after SIGTERM; 30000 */
+    int access_log;          /* one line per request on stderr; 1 */
+} srv_config;
+
+srv_config srv_default_config(void);
+
+/* Sets one option by name: the long flag without "--" ("max-batch-tokens"), or with '_' for '-'
+ * (JSON config keys). Returns 0, ENG_NOT_FOUND for an unknown key, or ENG_INVALID_ARGUMENT for a
+ * value out of range; err says which. */
+int srv_config_set(srv_config *c, const char *key, const char *value, eng_err *err);
+
+/* Applies the ADAPTERD_<KEY> environment variables (ADAPTERD_MAX_BATCH_TOKENS=...). Returns 0 or
+ * the first failing srv_config_set status. */
+int srv_config_from_env(srv_config *c, eng_err *err);
+
+/* Applies a JSON config file {"port": 8080, "max-batch-tokens": 4096, ...}; values may be
+ * numbers, strings or booleans. Returns 0 or a negative status naming the key or the file. */
+int srv_config_from_file(srv_config *c, const char *path, eng_err *err);
+
+/* Runs the server on reg until SIGTERM/SIGINT and a drain: readiness turns false, new requests get
+ * 503, queued and running requests complete, then it returns 0. Returns a negative status when it
+ * cannot start (port in use, out of memory). reg must outlive the call. */
+int srv_run(const srv_config *c, store_registry *reg, eng_err *err);
+
+#endif

@@ -1,0 +1,99 @@
+/* cmd_serve.c - `adapterd serve`: load a registry and serve it over HTTP until SIGTERM/SIGINT.
+ *
+ * Options come from three places, applied so that flags beat the JSON config file, which beats
+ * ADAPTERD_* environment variables; all three use the names of server/config.c's one table. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blas.h"
+#include "cli.h"
+#include "server.h"
+#include "store.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: adapterd serve --registry DIR [--host 127.0.0.1] [--port 8080] [--threads N] [--workers N]\n"
+            "                      [--max-batch-tokens N] [--max-wait-us N] [--max-queue N] [--max-body-bytes N]\n"
+            "                      [--max-inputs N] [--max-tasks N] [--max-seq-len N] [--allow-skip N]\n"
+            "                      [--admin-token T] [--drain-timeout-ms N] [--access-log true|false]\n"
+            "                      [--port-file FILE] [--config FILE]\n\n"
+            "Serves the tasks of a registry (models/<name>/, tasks/<name>/<version>/) over HTTP/JSON:\n"
+            "POST /v1/predict, GET /v1/tasks, /v1/models, /healthz, /readyz, /metrics, /openapi.json and the\n"
+            "KServe v2 routes. SIGTERM/SIGINT drain: readiness turns false, work in flight completes, exit 0.\n\n"
+            "  --registry DIR        registry directory\n"
+            "  --host ADDR           IPv4 address to listen on (default 127.0.0.1)\n"
+            "  --port N              port (default 8080; 0 picks a free one, see --port-file)\n"
+            "  --threads N           engine threads per worker (default: all cores)\n"
+            "  --workers N           engine workers, each running its own batches (default 1)\n"
+            "  --max-batch-tokens N  token budget of one packed batch (default 8192)\n"
+            "  --max-wait-us N       longest wait for a batch to fill (default 500)\n"
+            "  --max-queue N         requests waiting or running before 429 (default 256)\n"
+            "  --max-body-bytes N    request body limit, 413 beyond (default 1048576)\n"
+            "  --max-inputs N        inputs per request (default 64)\n"
+            "  --max-tasks N         tasks per request (default 32)\n"
+            "  --max-seq-len N       tokens per input (default: the model's limit)\n"
+            "  --allow-skip N        let every task skip up to N layers (AdapterDrop), beyond task.json\n"
+            "  --admin-token T       bearer token of the admin routes (off without one)\n"
+            "  --drain-timeout-ms N  longest drain after SIGTERM (default 30000)\n"
+            "  --config FILE         JSON object of these options ({\"port\": 8080, \"max-queue\": 64})\n"
+            "Environment: ADAPTERD_<OPTION> (ADAPTERD_PORT, ADAPTERD_MAX_QUEUE, ADAPTERD_CONFIG, ...).\n");
+}
+
+int cmd_serve(int argc, char **argv) {
+    srv_config c = srv_default_config();
+    eng_err err = {0};
+    const char *config = getenv("ADAPTERD_CONFIG");
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--config") && i + 1 < argc) config = argv[i + 1];
+    }
+    if (srv_config_from_env(&c, &err) || (config && srv_config_from_file(&c, config, &err))) {
+        fprintf(stderr, "adapterd serve: %s\n", err.msg);
+        return 2;
+    }
+    int threads_given = getenv("ADAPTERD_THREADS") != NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--", 2) || i + 1 >= argc) {
+            fprintf(stderr, "adapterd serve: unknown or incomplete option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+        const char *v = argv[++i];
+        if (!strcmp(a, "--config")) continue;
+        if (!strcmp(a, "--threads")) threads_given = 1;
+        if (srv_config_set(&c, a + 2, v, &err)) {
+            fprintf(stderr, "adapterd serve: %s\n", err.msg);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!c.registry[0]) {
+        fprintf(stderr, "adapterd serve: --registry DIR is required\n");
+        usage(stderr);
+        return 2;
+    }
+    /* the cores are shared by the workers unless told otherwise */
+    if (!threads_given && c.workers > 1) c.threads = c.threads / c.workers > 0 ? c.threads / c.workers : 1;
+    signal(SIGPIPE, SIG_IGN);
+    store_params sp = store_default_params();
+    sp.allow_skip = c.allow_skip;
+    store_registry *reg = NULL;
+    if (store_open(c.registry, &sp, &reg, &err)) {
+        fprintf(stderr, "adapterd serve: %s\n", err.msg);
+        return 1;
+    }
+    fprintf(stderr, "adapterd: OpenBLAS core %s\n", eng_blas_core());
+    int rc = srv_run(&c, reg, &err);
+    store_free(reg);
+    if (rc) {
+        fprintf(stderr, "adapterd serve: %s\n", err.msg);
+        return 1;
+    }
+    return 0;
+}
