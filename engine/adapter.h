@@ -167,6 +167,17 @@ size_t eng_task_bytes(const eng_task *t);
 /* Short description of the adapter forms ("seq_bn", "lora+prefix", ...). Owned by the task. */
 const char *eng_task_kind(const eng_task *t);
 
+/* AdapterDrop skips a task supports (ADAPTER_FORMATS.md 3): a robustly trained task any skip in
+ * [min, max], a specialized one its fixed n (min == max), by default only 0. The registry sets them
+ * from task.json; requests outside the range are refused, never silently changed. */
+typedef struct {
+    int min, max, def;
+} eng_skip_range;
+
+eng_skip_range eng_task_skips(const eng_task *t);
+/* Sets the range; returns ENG_INVALID_ARGUMENT unless 0 <= min <= def <= max <= L. */
+int eng_task_set_skips(eng_task *t, eng_skip_range r, eng_err *err);
+
 /* ---- AdapterFusion pruning (AdapterDrop paper, section 5) ----
  * Calibrate: run texts through the fusion and average, per fusion layer, the attention each child
  * gets. Prune: keep the k children with the largest mean attention over all fusion layers (one

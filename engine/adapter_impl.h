@@ -50,6 +50,11 @@ void eng__ia3_scale(const eng_ia3 *ia, float *y, int ldy, int n);
 int eng__site_apply(eng_state *st, const eng_site *site, const eng_config *c, float *h, const float *x, int row0,
                     int n, const eng_seg *segs, int n_segs, const float *ln_g, const float *ln_b, eng_err *err);
 
+/* Work of one layer (backbone products + attention) on a sequence of len rows, and of one task
+ * layer's adapters on len rows, in GFLOP (budget.c; shared by the cost model and plan stats). */
+double eng__layer_gflop(const eng_config *c, int len);
+double eng__adapter_gflop(const eng_config *c, const eng_task_layer *a, int len);
+
 /* Applies <fusion_dir>/fusion_pruning.json to t when it exists (adapter_load.c). */
 int eng__fusion_apply_saved(eng_task *t, const char *fusion_dir, eng_err *err);
 

@@ -30,6 +30,7 @@ typedef struct {
 
 struct eng_task {
     char *name;
+    eng_skip_range skips;
     char kind[96];
     int n_layers, first_layer;
     eng_task_layer *layers;
@@ -99,6 +100,15 @@ const eng_task_layer *eng_task_layers(const eng_task *t) { return t->layers; }
 int eng_task_first_layer(const eng_task *t) { return t->first_layer; }
 size_t eng_task_bytes(const eng_task *t) { return t->bytes; }
 const char *eng_task_kind(const eng_task *t) { return t->kind; }
+eng_skip_range eng_task_skips(const eng_task *t) { return t->skips; }
+
+int eng_task_set_skips(eng_task *t, eng_skip_range r, eng_err *err) {
+    if (r.min < 0 || r.min > r.def || r.def > r.max || r.max > t->n_layers)
+        return eng_err_set(err, ENG_INVALID_ARGUMENT, "task '%s': skips must satisfy 0 <= min %d <= default %d <= max %d <= %d",
+                           t->name, r.min, r.def, r.max, t->n_layers);
+    t->skips = r;
+    return 0;
+}
 
 static void kind_add(eng_task *t, const char *k) {
     if (strstr(t->kind, k)) return;

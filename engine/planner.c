@@ -46,21 +46,6 @@ void eng_plan_stats_free(eng_plan_stats *s) {
     memset(s, 0, sizeof *s);
 }
 
-/* Adapter work of one task layer on n rows, in FLOPs (approximate: products only). */
-static double adapter_flops(const eng_config *c, const eng_task_layer *a, int n) {
-    double f = 0, H = c->hidden;
-    for (int i = 0; i < ENG_LIN_COUNT; i++)
-        if (a->lora[i]) f += 2.0 * n * a->lora[i]->r * (a->lora[i]->in + a->lora[i]->out);
-    const eng_site *sites[2] = {&a->mh, &a->out};
-    for (int s = 0; s < 2; s++) {
-        for (int k = 0; k < sites[s]->n_stack; k++) f += 4.0 * n * H * sites[s]->stack[k]->d;
-        for (int k = 0; k < sites[s]->n_fuse; k++)
-            if (sites[s]->fuse_keep[k]) f += 4.0 * n * H * sites[s]->fuse[k]->d + 2.0 * n * H;
-        if (sites[s]->n_fuse) f += 2.0 * n * H * H * (sites[s]->fusion->wv ? 3 : 2);
-    }
-    return f;
-}
-
 int eng_run(const eng_model *m, eng_state *st, const eng_input *inputs, int n_inputs, eng_task_out *outs,
             eng_plan_stats *stats, eng_err *err) {
     const eng_config *c = eng_model_config(m);
@@ -196,11 +181,11 @@ int eng_run(const eng_model *m, eng_state *st, const eng_input *inputs, int n_in
             int tr = 0;
             for (int i = 0; i < n_inputs; i++) tr += sv[i].row >= 0;
             stats->trunks[l] = tr;
-            double f = 2.0 * rows * (4.0 * H * H + 2.0 * H * c->intermediate);
-            for (int s = 0; s < n_segs; s++) f += 4.0 * segs[s].len * (double)segs[s].len * H;
+            double f = 0;
+            for (int s = 0; s < n_segs; s++) f += eng__layer_gflop(c, segs[s].len);
             for (int g = 0; g < n_groups; g++)
-                if (groups[g].ad) f += adapter_flops(c, groups[g].ad, groups[g].rows);
-            stats->gflop[l] = f / 1e9;
+                if (groups[g].ad) f += eng__adapter_gflop(c, groups[g].ad, groups[g].rows);
+            stats->gflop[l] = f;
         }
     }
     /* heads */

@@ -70,6 +70,34 @@ void eng_plan_stats_free(eng_plan_stats *s);
 int eng_head_forward(const eng_model *m, eng_state *st, const eng_head *h, const float *x, int len, float *out,
                      eng_err *err);
 
+/* ---- budgets ----
+ * A request may give each task a skip, a budget level, or a latency target; all end as skips within
+ * each task's allowed range (eng_task_skips). */
+
+/* Budget level in [0, 1] -> skip: 1 is full quality (the range's min), 0 the cheapest (its max),
+ * linear in between, rounded to the nearest layer. */
+int eng_skip_for_budget(const eng_task *t, double budget);
+
+/* Measured cost of the model on this machine: one forward pass timed at start-up. */
+typedef struct {
+    double ms_per_gflop;   /* wall time per GFLOP of plan work, measured on a 128-token pass */
+    int hidden, intermediate, n_layers;
+} eng_cost_model;
+
+/* Times a forward pass of `tokens` random tokens (default 128 when 0) and fills cm. */
+int eng_cost_calibrate(const eng_model *m, eng_state *st, int tokens, eng_cost_model *cm, eng_err *err);
+
+/* Work of a plan in GFLOP, and its predicted wall time in ms, for the inputs' current skips. */
+double eng_plan_gflop(const eng_model *m, const eng_input *inputs, int n_inputs);
+double eng_cost_predict(const eng_cost_model *cm, const eng_model *m, const eng_input *inputs, int n_inputs);
+
+/* Raises skips (within each task's range, one layer at a time, always on the task with the most
+ * room left) until the predicted time is at most target_ms. The inputs' task arrays are updated in
+ * place. Returns 0 when the target is met, or ENG_LIMIT when even the largest allowed skips predict
+ * more (skips are then at their maxima and *predicted_ms says by how much). */
+int eng_plan_for_latency(const eng_cost_model *cm, const eng_model *m, eng_input *inputs, int n_inputs,
+                         eng_task_req *const *reqs, double target_ms, double *predicted_ms, eng_err *err);
+
 /* Scores from logits (n_rows, num_labels) into probs: softmax per row for classification and
  * tagging, sigmoid for multi-label, the logits themselves for regression and QA. */
 void eng_head_probs(const eng_head *h, const float *logits, int n_rows, float *probs);
