@@ -30,12 +30,14 @@ if [ "${ADAPTERD_SKIP_APT:-0}" != 1 ]; then
   fi
 fi
 
-# npm packages for the parity tests and benchmarks (local files only at run time).
+# npm packages for the parity tests and benchmarks (local files only at run time). Install scripts
+# are skipped: they would download binaries from outside the npm registry, and tokenizers need none.
 if command -v npm >/dev/null; then
   for d in tests/parity/tokenizer bench/peers; do
     if [ -f "$d/package.json" ] && [ ! -d "$d/node_modules" ]; then
       echo "setup: npm ci in $d"
-      (cd "$d" && npm ci --no-audit --no-fund --loglevel=error) || echo "setup: npm ci failed in $d; its tests will be skipped"
+      (cd "$d" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) ||
+        echo "setup: npm ci failed in $d; its tests will be skipped"
     fi
   done
 fi
