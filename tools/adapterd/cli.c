@@ -4,6 +4,9 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include "tokenizer.h"
 
 int cli_parse_ids(const char *s, int32_t **out) {
     *out = NULL;
@@ -65,4 +68,32 @@ void cli_print_json_string(const char *s, size_t len) {
         }
     }
     putchar('"');
+}
+
+int cli_tokenize(const char *model_dir, const char *text, const char *pair, int max_length, int32_t **ids,
+                 int32_t **types, int *n, eng_err *err) {
+    eng_tokenizer *tok = NULL;
+    *ids = *types = NULL;
+    int rc = eng_tokenizer_load(model_dir, &tok, err);
+    if (rc) return rc;
+    eng_tok_params tp = eng_tok_default_params();
+    if (max_length > 0) tp.max_length = max_length;
+    eng_tok_encoding enc = {0};
+    rc = eng_tok_encode(tok, text, strlen(text), pair, pair ? strlen(pair) : 0, &tp, &enc, err);
+    eng_tokenizer_free(tok);
+    if (rc) return rc;
+    *n = (int)enc.n;
+    *ids = malloc(enc.n * sizeof **ids);
+    *types = malloc(enc.n * sizeof **types);
+    if (!*ids || !*types) {
+        free(*ids);
+        free(*types);
+        *ids = *types = NULL;
+        eng_tok_encoding_free(&enc);
+        return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    }
+    memcpy(*ids, enc.ids, enc.n * sizeof **ids);
+    memcpy(*types, enc.type_ids, enc.n * sizeof **types);
+    eng_tok_encoding_free(&enc);
+    return 0;
 }

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "status.h"
+
 int cmd_version(int argc, char **argv);
 int cmd_encode(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
@@ -19,6 +21,12 @@ int cmd_fusion_prune(int argc, char **argv);
 /* Parses "101,2023,102" into a malloc'd array; returns the count, or -1 on a malformed list
  * (message on stderr). The caller frees *out. */
 int cli_parse_ids(const char *s, int32_t **out);
+
+/* Tokenizes text (and pair, may be NULL) with the tokenizer of model_dir, truncating to max_length
+ * (0: the model's limit, at most 512). On success *ids and *types are malloc'd arrays of *n entries
+ * (the caller frees them) and 0 is returned; else a negative eng_status with err set. */
+int cli_tokenize(const char *model_dir, const char *text, const char *pair, int max_length, int32_t **ids,
+                 int32_t **types, int *n, eng_err *err);
 
 /* Prints a JSON string literal (with quotes, escaped) to stdout. */
 void cli_print_json_string(const char *s, size_t len);

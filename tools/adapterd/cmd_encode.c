@@ -11,7 +11,6 @@
 #include "blas.h"
 #include "cli.h"
 #include "model.h"
-#include "tokenizer.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -81,26 +80,8 @@ int cmd_encode(int argc, char **argv) {
             goto out;
         }
     } else {
-        eng_tokenizer *tok = NULL;
-        if (eng_tokenizer_load(model_dir, &tok, &err)) goto fail;
-        eng_tok_params tp = eng_tok_default_params();
-        tp.max_length = max_length ? max_length : c->max_pos - c->pos_offset;
-        if (max_length == 0 && tp.max_length > 512) tp.max_length = 512;
-        eng_tok_encoding enc = {0};
-        int trc = eng_tok_encode(tok, text, strlen(text), pair, pair ? strlen(pair) : 0, &tp, &enc, &err);
-        eng_tokenizer_free(tok);
-        if (trc) goto fail;
-        n = (int)enc.n;
-        ids = malloc((size_t)n * sizeof *ids);
-        types = malloc((size_t)n * sizeof *types);
-        if (!ids || !types) {
-            eng_tok_encoding_free(&enc);
-            eng_err_set(&err, ENG_NO_MEMORY, "out of memory");
-            goto fail;
-        }
-        memcpy(ids, enc.ids, (size_t)n * sizeof *ids);
-        memcpy(types, enc.type_ids, (size_t)n * sizeof *types);
-        eng_tok_encoding_free(&enc);
+        int ml = max_length ? max_length : c->max_pos - c->pos_offset;
+        if (cli_tokenize(model_dir, text, pair, ml, &ids, &types, &n, &err)) goto fail;
     }
     st = eng_state_new(threads);
     hidden = malloc((size_t)n * c->hidden * sizeof *hidden);

@@ -17,7 +17,6 @@
 #include "cli.h"
 #include "model.h"
 #include "planner.h"
-#include "tokenizer.h"
 
 #define MAX_TASKS 64
 
@@ -175,24 +174,7 @@ int cmd_predict(int argc, char **argv) {
             goto out;
         }
     } else {
-        eng_tokenizer *tok = NULL;
-        if (eng_tokenizer_load(model_dir, &tok, &err)) goto fail;
-        eng_tok_params p = eng_tok_default_params();
-        eng_tok_encoding enc = {0};
-        int trc = eng_tok_encode(tok, text, strlen(text), pair, pair ? strlen(pair) : 0, &p, &enc, &err);
-        eng_tokenizer_free(tok);
-        if (trc) goto fail;
-        n = (int)enc.n;
-        ids = malloc((size_t)n * sizeof *ids);
-        types = malloc((size_t)n * sizeof *types);
-        if (!ids || !types) {
-            eng_tok_encoding_free(&enc);
-            eng_err_set(&err, ENG_NO_MEMORY, "out of memory");
-            goto fail;
-        }
-        memcpy(ids, enc.ids, (size_t)n * sizeof *ids);
-        memcpy(types, enc.type_ids, (size_t)n * sizeof *types);
-        eng_tok_encoding_free(&enc);
+        if (cli_tokenize(model_dir, text, pair, 0, &ids, &types, &n, &err)) goto fail;
     }
     for (int i = 0; i < n_tasks; i++) reqs[i] = (eng_task_req){tasks[i], skip};
     eng_input in = {.ids = ids, .type_ids = types, .len = n, .tasks = reqs, .n_tasks = n_tasks};
