@@ -344,7 +344,7 @@ static void schedule(srv_sched *q) {
     while (q->head && (w = idle_worker(q))) {
         double waited_us = (srv__now() - q->head->t_submit) * 1e6;
         int full = q->pending_tokens >= q->s->cfg.max_batch_tokens;
-        if (!full && !q->flush && !atomic_load(&q->s->draining) && waited_us < q->s->cfg.max_wait_us) {
+        if (!full && !q->flush && waited_us < q->s->cfg.max_wait_us) {
             uint64_t ms = (uint64_t)ceil((q->s->cfg.max_wait_us - waited_us) / 1000.0);
             uv_timer_start(&q->timer, timer_cb, ms ? ms : 1, 0);
             return;

@@ -472,9 +472,11 @@ typedef struct {
 static void drain_check(uv_timer_t *t) {
     srv_loop_ctx *c = t->data;
     srv_server *s = c->s;
-    srv__sched_flush(s->sched);
+    /* queued jobs keep their batching schedule (at most max_wait_us): draining does not change
+     * answers, it only stops new work */
     int busy = srv__sched_depth(s->sched) + atomic_load(&s->active);
     if (busy == 0 || (srv__now() - c->drain_start) * 1e3 > s->cfg.drain_timeout_ms) {
+        if (busy) srv__sched_flush(s->sched);
         if (busy) fprintf(stderr, "adapterd: drain timeout with %d requests in flight\n", busy);
         uv_stop(t->loop);
     }

@@ -1,0 +1,40 @@
+/* http_client.h - what the server integration tests share: start the real `adapterd serve` on
+ * 127.0.0.1 with a free port, call it with libcurl, check bodies against proto/openapi.yaml. */
+#ifndef ADAPTERD_TESTS_HTTP_CLIENT_H
+#define ADAPTERD_TESTS_HTTP_CLIENT_H
+
+#include <jansson.h>
+#include <sys/types.h>
+
+typedef struct {
+    pid_t pid;
+    int port;
+} test_server;
+
+/* Starts adapterd serve on the fixture registry with extra arguments (NULL-terminated list, may be
+ * NULL); env: "KEY=VALUE" strings to set in the child (NULL-terminated, may be NULL). Returns 0 when
+ * it listens within 20 s. */
+int ts_start(test_server *s, const char *const *args, const char *const *env);
+/* SIGTERM, wait; returns the exit status (or -1 when it did not exit normally within 20 s). */
+int ts_stop(test_server *s);
+
+typedef struct {
+    long status;
+    char *body;
+    size_t len;
+    char retry_after[32];
+    char request_id[96];
+    char content_type[96];
+} ts_resp;
+
+/* One request; ctype NULL means application/json when body is set. extra_header may be NULL.
+ * Returns 0 when an HTTP answer arrived. */
+int ts_http(const test_server *s, const char *method, const char *path, const char *body, const char *ctype,
+            const char *extra_header, ts_resp *out);
+void ts_resp_free(ts_resp *r);
+
+/* Validates doc against the OpenAPI response schema of (method, template path, status) in the
+ * generated openapi.json; returns 0, or -1 with a message naming the JSON path at fault. */
+int ts_validate(const char *method, const char *tmpl, long status, json_t *doc, char *msg, size_t msg_len);
+
+#endif

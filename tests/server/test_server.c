@@ -1,0 +1,462 @@
+/* test_server.c - integration tests of `adapterd serve` (server/, proto/, adapters_store/): the real
+ * binary on 127.0.0.1 with a free port, on tests/fixtures/registry (bert-tiny + fixture adapters),
+ * called with libcurl. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <curl/curl.h>
+#include <jansson.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "adapter.h"
+#include "http_client.h"
+#include "planner.h"
+#include "tokenizer.h"
+
+static test_server srv;
+
+static void start(void) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    const char *args[] = {"--max-body-bytes", "65536", "--max-inputs", "8", NULL};
+    cr_assert_eq(ts_start(&srv, args, NULL), 0, "server did not start");
+}
+static void stop(void) { cr_expect_eq(ts_stop(&srv), 0, "server did not exit 0 after SIGTERM"); }
+
+static json_t *call(const char *method, const char *path, const char *tmpl, const char *body, long want) {
+    ts_resp r;
+    cr_assert_eq(ts_http(&srv, method, path, body, NULL, NULL, &r), 0, "%s %s: no answer", method, path);
+    cr_assert_eq(r.status, want, "%s %s: status %ld, want %ld: %s", method, path, r.status, want, r.body);
+    cr_assert(r.request_id[0], "%s %s: no X-Request-Id", method, path);
+    json_t *doc = json_loads(r.body, 0, NULL);
+    cr_assert(doc, "%s %s: body is not JSON: %s", method, path, r.body);
+    char msg[512];
+    cr_assert_eq(ts_validate(method, tmpl, want, doc, msg, sizeof msg), 0, "%s %s: %s\n%s", method, path, msg, r.body);
+    ts_resp_free(&r);
+    return doc;
+}
+
+static void expect_error(const char *method, const char *path, const char *tmpl, const char *body, const char *ctype,
+                         long want, const char *code) {
+    ts_resp r;
+    cr_assert_eq(ts_http(&srv, method, path, body, ctype, NULL, &r), 0);
+    cr_assert_eq(r.status, want, "%s %s %s: status %ld, want %ld: %s", method, path, body ? body : "", r.status, want,
+                 r.body);
+    json_t *doc = json_loads(r.body, 0, NULL);
+    cr_assert(doc, "error body is not JSON: %s", r.body);
+    json_t *e = json_object_get(doc, "error");
+    cr_assert(json_is_string(json_object_get(e, "code")) && json_is_string(json_object_get(e, "message")),
+              "error body must be {\"error\":{\"code\",\"message\"}}: %s", r.body);
+    cr_assert_str_eq(json_string_value(json_object_get(e, "code")), code, "%s", r.body);
+    if (tmpl) {
+        char msg[512];
+        cr_assert_eq(ts_validate(method, tmpl, want, doc, msg, sizeof msg), 0, "%s", msg);
+    }
+    json_decref(doc);
+    ts_resp_free(&r);
+}
+
+TestSuite(server, .init = start, .fini = stop, .timeout = 60);
+
+Test(server, every_get_route_answers_and_matches_openapi) {
+    const char *routes[][2] = {{"/healthz", "/healthz"},
+                               {"/readyz", "/readyz"},
+                               {"/v1/tasks", "/v1/tasks"},
+                               {"/v1/tasks/cls_lora", "/v1/tasks/{name}"},
+                               {"/v1/models", "/v1/models"},
+                               {"/openapi.json", "/openapi.json"},
+                               {"/v2/health/live", "/v2/health/live"},
+                               {"/v2/health/ready", "/v2/health/ready"},
+                               {"/v2/models/ml", "/v2/models/{task}"},
+                               {"/v2/models/ml/ready", "/v2/models/{task}/ready"}};
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) json_decref(call("GET", routes[i][0], routes[i][1], NULL, 200));
+    json_t *t = call("GET", "/v1/tasks", "/v1/tasks", NULL, 200);
+    cr_assert_eq(json_array_size(json_object_get(t, "tasks")), 7);
+    json_decref(t);
+    t = call("GET", "/v1/tasks/cls_lora", "/v1/tasks/{name}", NULL, 200);
+    cr_assert_str_eq(json_string_value(json_object_get(t, "version")), "1", "highest version wins");
+    cr_assert_eq(json_integer_value(json_object_get(json_object_get(t, "skips"), "max")), 1, "task.json skips");
+    cr_assert_str_eq(json_string_value(json_array_get(json_object_get(t, "labels"), 1)), "positive");
+    json_decref(t);
+}
+
+Test(server, metrics_are_prometheus_text) {
+    json_decref(call("POST", "/v1/predict", "/v1/predict", "{\"inputs\":\"the movie\",\"tasks\":[\"cls_lora\"]}", 200));
+    ts_resp r;
+    cr_assert_eq(ts_http(&srv, "GET", "/metrics", NULL, NULL, NULL, &r), 0);
+    cr_assert_eq(r.status, 200);
+    cr_assert(strstr(r.content_type, "text/plain"));
+    const char *want[] = {"adapterd_requests_total{route=\"/v1/predict\",code=\"200\"} 1",
+                          "adapterd_request_duration_seconds_bucket{route=\"/v1/predict\"",
+                          "adapterd_queue_wait_seconds_count",
+                          "adapterd_batch_requests_bucket",
+                          "adapterd_batch_tokens_bucket",
+                          "adapterd_tokens_total 4",
+                          "adapterd_task_requests_total{task=\"cls_lora\"} 1",
+                          "adapterd_task_skip_total{task=\"cls_lora\",skip=\"0\"} 1",
+                          "adapterd_tasks_resident 7",
+                          "adapterd_task_resident{task=\"qa\"} 1"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) cr_expect(strstr(r.body, want[i]), "missing %s in\n%s", want[i], r.body);
+    ts_resp_free(&r);
+}
+
+Test(server, predict_all_heads_matches_openapi) {
+    json_t *d = call("POST", "/v1/predict", "/v1/predict",
+                     "{\"inputs\":[\"the movie was great\",{\"text\":\"who is john\",\"text_pair\":\"john is a player in paris\"}],"
+                     "\"return\":{\"logits\":true,\"explain\":true}}",
+                     200);
+    json_t *res = json_object_get(d, "results");
+    cr_assert_eq(json_array_size(res), 2);
+    json_t *tasks = json_object_get(json_array_get(res, 1), "tasks");
+    cr_assert_eq(json_object_size(tasks), 7, "default: every task");
+    cr_assert(json_is_string(json_object_get(json_object_get(tasks, "cls_lora"), "label")));
+    cr_assert(json_is_number(json_object_get(json_object_get(tasks, "reg"), "value")));
+    cr_assert(json_is_array(json_object_get(json_object_get(tasks, "ml"), "labels")));
+    json_t *toks = json_object_get(json_object_get(tasks, "ner"), "tokens");
+    cr_assert_eq(json_array_size(toks), 9, "tagging: one entry per non-special token");
+    json_t *ans = json_object_get(json_object_get(tasks, "qa"), "answer");
+    const char *ctx = "john is a player in paris";
+    int s0 = (int)json_integer_value(json_object_get(ans, "start")), s1 = (int)json_integer_value(json_object_get(ans, "end"));
+    cr_assert(s0 >= 0 && s1 > s0 && s1 <= (int)strlen(ctx));
+    cr_assert_eq(strncmp(json_string_value(json_object_get(ans, "text")), ctx + s0, (size_t)(s1 - s0)), 0,
+                 "QA text is the context span [start, end)");
+    cr_assert(json_is_array(json_object_get(json_object_get(d, "explain"), "layers")));
+    json_decref(d);
+}
+
+/* The server's logits equal an eng_run of the same task on the same tokens in this process. */
+Test(server, predictions_equal_the_engine) {
+    const char *text = "the film was terrible and boring";
+    json_t *d = call("POST", "/v1/predict", "/v1/predict",
+                     "{\"inputs\":\"the film was terrible and boring\",\"tasks\":[\"cls_lora\",\"peft\"],"
+                     "\"skip\":{\"cls_lora\":1},\"return\":{\"logits\":true}}",
+                     200);
+    eng_model *m;
+    eng_tokenizer *tok;
+    eng_task *t1, *t2;
+    eng_err e;
+    cr_assert_eq(eng_model_load(ADAPTERD_FIXTURES "/registry/models/bert-tiny", &m, &e), 0, "%s", e.msg);
+    cr_assert_eq(eng_tokenizer_load(ADAPTERD_FIXTURES "/registry/models/bert-tiny", &tok, &e), 0, "%s", e.msg);
+    const char *d1[] = {ADAPTERD_FIXTURES "/registry/tasks/cls_lora/1/lora"};
+    const char *d2[] = {ADAPTERD_FIXTURES "/registry/tasks/peft/1/peft_task"};
+    eng_task_params tp = eng_task_default_params();
+    cr_assert_eq(eng_task_load(m, d1, 1, &tp, &t1, &e), 0, "%s", e.msg);
+    cr_assert_eq(eng_task_load(m, d2, 1, &tp, &t2, &e), 0, "%s", e.msg);
+    eng_tok_encoding enc;
+    eng_tok_params pp = eng_tok_default_params();
+    pp.max_length = 64;
+    cr_assert_eq(eng_tok_encode(tok, text, strlen(text), NULL, 0, &pp, &enc, &e), 0);
+    eng_task_req reqs[] = {{t1, 1}, {t2, 0}};
+    eng_input in = {.ids = enc.ids, .type_ids = enc.type_ids, .len = (int)enc.n, .tasks = reqs, .n_tasks = 2};
+    eng_task_out outs[2];
+    eng_state *st = eng_state_new(1);
+    cr_assert_eq(eng_run(m, st, &in, 1, outs, NULL, &e), 0, "%s", e.msg);
+    json_t *tasks = json_object_get(json_array_get(json_object_get(d, "results"), 0), "tasks");
+    const char *names[] = {"cls_lora", "peft"};
+    for (int k = 0; k < 2; k++) {
+        json_t *tr = json_object_get(tasks, names[k]);
+        cr_assert_eq(json_integer_value(json_object_get(tr, "skip")), reqs[k].skip);
+        json_t *lg = json_object_get(tr, "logits");
+        cr_assert_eq((int)json_array_size(lg), outs[k].num_labels);
+        for (int i = 0; i < outs[k].num_labels; i++) {
+            double got = json_number_value(json_array_get(lg, (size_t)i));
+            cr_expect(fabs(got - outs[k].logits[i]) <= 1e-5, "%s logit %d: server %g, engine %g", names[k], i, got,
+                      outs[k].logits[i]);
+        }
+    }
+    cr_assert_eq(json_integer_value(json_object_get(json_array_get(json_object_get(d, "results"), 0), "tokens")), (json_int_t)enc.n);
+    eng_task_outs_free(outs, 2);
+    eng_state_free(st);
+    eng_tok_encoding_free(&enc);
+    eng_task_free(t1);
+    eng_task_free(t2);
+    eng_tokenizer_free(tok);
+    eng_model_free(m);
+    json_decref(d);
+}
+
+Test(server, kserve_v2_infer) {
+    json_t *d = call("POST", "/v2/models/cls_lora/infer", "/v2/models/{task}/infer",
+                     "{\"inputs\":[{\"name\":\"text\",\"shape\":[2],\"datatype\":\"BYTES\",\"data\":[\"great movie\",\"bad\"]}]}", 200);
+    json_t *outs = json_object_get(d, "outputs");
+    cr_assert_eq(json_array_size(outs), 3);
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(outs, 0), "name")), "label");
+    cr_assert_eq(json_array_size(json_object_get(json_array_get(outs, 2), "data")), 4, "scores is [2, 2]");
+    json_decref(d);
+    d = call("POST", "/v2/models/reg/infer", "/v2/models/{task}/infer",
+             "{\"inputs\":[{\"name\":\"text\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"x\"]}]}", 200);
+    json_decref(d);
+    expect_error("POST", "/v2/models/nope/infer", "/v2/models/{task}/infer",
+                 "{\"inputs\":[{\"name\":\"text\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"x\"]}]}", NULL, 404, "not_found");
+    expect_error("POST", "/v2/models/ml/infer", "/v2/models/{task}/infer",
+                 "{\"inputs\":[{\"name\":\"text\",\"shape\":[1],\"datatype\":\"FP32\",\"data\":[1]}]}", NULL, 422,
+                 "invalid_argument");
+}
+
+Test(server, every_error_status) {
+    expect_error("POST", "/v1/predict", "/v1/predict", "{\"inputs\": [", NULL, 400, "malformed");
+    expect_error("POST", "/v1/predict", "/v1/predict", "[1]", NULL, 400, "malformed");
+    expect_error("POST", "/v1/predict", "/v1/predict", "{\"inputs\":\"x\",\"tasks\":[\"nope\"]}", NULL, 404, "not_found");
+    expect_error("GET", "/v1/tasks/nope", "/v1/tasks/{name}", NULL, NULL, 404, "not_found");
+    expect_error("GET", "/v2/models/nope", "/v2/models/{task}", NULL, NULL, 404, "not_found");
+    expect_error("GET", "/no/such/route", NULL, NULL, NULL, 404, "not_found");
+    expect_error("GET", "/v1/predict", NULL, NULL, NULL, 405, "method_not_allowed");
+    expect_error("DELETE", "/v1/tasks", NULL, NULL, NULL, 405, "method_not_allowed");
+    char *big = malloc(70000);
+    memset(big, 'a', 69999);
+    big[69999] = '\0';
+    memcpy(big, "{\"inputs\":\"", 11);
+    expect_error("POST", "/v1/predict", "/v1/predict", big, NULL, 413, "too_large");
+    free(big);
+    expect_error("POST", "/v1/predict", "/v1/predict", "{\"inputs\":\"x\"}", "text/plain", 415, "unsupported_media_type");
+    expect_error("POST", "/v1/predict", "/v1/predict", "{\"inputs\":42}", NULL, 422, "invalid_argument");
+    expect_error("POST", "/v1/predict", "/v1/predict", "{\"inputs\":\"x\",\"bogus\":1}", NULL, 422, "invalid_argument");
+    expect_error("POST", "/v1/predict", "/v1/predict", "{\"inputs\":\"x\",\"budget\":2}", NULL, 422, "invalid_argument");
+    expect_error("POST", "/v1/predict", "/v1/predict", "{\"inputs\":[\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\",\"h\",\"i\"]}", NULL,
+                 422, "limit");
+    /* skips: out of the task's range is a 422 naming the range, never silently changed */
+    expect_error("POST", "/v1/predict", "/v1/predict", "{\"inputs\":\"x\",\"tasks\":[\"cls_lora\"],\"skip\":2}", NULL, 422,
+                 "invalid_argument");
+    expect_error("POST", "/v1/predict", "/v1/predict", "{\"inputs\":\"x\",\"tasks\":[\"peft\"],\"skip\":1}", NULL, 422,
+                 "invalid_argument");
+    expect_error("POST", "/v1/predict", "/v1/predict", "{\"inputs\":\"x\",\"tasks\":[\"peft\"],\"skip\":{\"cls_lora\":1}}",
+                 NULL, 422, "invalid_argument");
+    /* sequence length: bert-tiny has 64 positions */
+    char longtxt[2048] = "{\"inputs\":\"";
+    for (int i = 0; i < 100; i++) strcat(longtxt, "movie ");
+    strcat(longtxt, "\",\"tasks\":[\"reg\"],\"truncate\":false}");
+    expect_error("POST", "/v1/predict", "/v1/predict", longtxt, NULL, 422, "invalid_argument");
+    strcpy(strstr(longtxt, "false"), "true}");
+    json_t *d = call("POST", "/v1/predict", "/v1/predict", longtxt, 200);
+    json_t *r0 = json_array_get(json_object_get(d, "results"), 0);
+    cr_assert_eq(json_integer_value(json_object_get(r0, "tokens")), 64);
+    cr_assert(json_is_true(json_object_get(r0, "truncated")));
+    json_decref(d);
+}
+
+Test(server, budget_and_skip_map_into_the_allowed_range) {
+    json_t *d = call("POST", "/v1/predict", "/v1/predict", "{\"inputs\":\"x\",\"tasks\":[\"cls_lora\",\"peft\"],\"budget\":0}", 200);
+    json_t *t = json_object_get(json_array_get(json_object_get(d, "results"), 0), "tasks");
+    cr_assert_eq(json_integer_value(json_object_get(json_object_get(t, "cls_lora"), "skip")), 1, "budget 0: largest skip");
+    cr_assert_eq(json_integer_value(json_object_get(json_object_get(t, "peft"), "skip")), 0);
+    json_decref(d);
+    d = call("POST", "/v1/predict", "/v1/predict", "{\"inputs\":\"x\",\"tasks\":[\"cls_lora\"],\"budget\":1}", 200);
+    t = json_object_get(json_array_get(json_object_get(d, "results"), 0), "tasks");
+    cr_assert_eq(json_integer_value(json_object_get(json_object_get(t, "cls_lora"), "skip")), 0, "budget 1: smallest skip");
+    json_decref(d);
+}
+
+Test(server, request_id_is_echoed) {
+    ts_resp r;
+    cr_assert_eq(ts_http(&srv, "GET", "/healthz", NULL, NULL, "X-Request-Id: abc-123", &r), 0);
+    cr_assert_str_eq(r.request_id, "abc-123");
+    ts_resp_free(&r);
+    cr_assert_eq(ts_http(&srv, "POST", "/v1/predict", "{\"inputs\":\"x\",\"tasks\":[\"reg\"]}", NULL, "X-Request-Id: req-7", &r), 0);
+    cr_assert_str_eq(r.request_id, "req-7");
+    json_t *d = json_loads(r.body, 0, NULL);
+    cr_assert_str_eq(json_string_value(json_object_get(d, "id")), "req-7");
+    json_decref(d);
+    ts_resp_free(&r);
+}
+
+/* ---- concurrency: answers never mix ---- */
+
+#define N_CLIENTS 8
+#define N_EACH 12
+static const char *const texts[] = {"the movie was great", "terrible plot", "stock market news", "who won the game",
+                                    "paris is the capital of france", "i love this song", "bad acting", "the team lost"};
+static const char *const tsets[] = {"[\"cls_lora\"]", "[\"peft\",\"ml\"]", "[\"ner\",\"reg\"]", "[\"fusion\",\"cls_lora\",\"qa\"]"};
+
+static char *body_for(int c, int i) {
+    char *b = malloc(512);
+    snprintf(b, 512, "{\"inputs\":[\"%s\",\"%s\"],\"tasks\":%s}", texts[(c + i) % 8], texts[(c * 3 + i) % 8], tsets[(c + 2 * i) % 4]);
+    return b;
+}
+
+/* Compares the results of two answers: same labels, scores within 1e-4. */
+static int same_results(json_t *a, json_t *b) {
+    if (json_typeof(a) != json_typeof(b)) return 0;
+    if (json_is_number(a)) return fabs(json_number_value(a) - json_number_value(b)) <= 1e-4;
+    if (json_is_object(a)) {
+        if (json_object_size(a) != json_object_size(b)) return 0;
+        const char *k;
+        json_t *v;
+        json_object_foreach(a, k, v) if (!same_results(v, json_object_get(b, k))) return 0;
+        return 1;
+    }
+    if (json_is_array(a)) {
+        if (json_array_size(a) != json_array_size(b)) return 0;
+        for (size_t i = 0; i < json_array_size(a); i++)
+            if (!same_results(json_array_get(a, i), json_array_get(b, i))) return 0;
+        return 1;
+    }
+    return json_equal(a, b);
+}
+
+static json_t *alone[N_CLIENTS][N_EACH];
+static int mismatches, failures;
+
+static void *client(void *arg) {
+    int c = (int)(intptr_t)arg;
+    for (int i = 0; i < N_EACH; i++) {
+        char *b = body_for(c, i);
+        ts_resp r;
+        if (ts_http(&srv, "POST", "/v1/predict", b, NULL, NULL, &r) || r.status != 200) {
+            __atomic_add_fetch(&failures, 1, __ATOMIC_SEQ_CST);
+        } else {
+            json_t *d = json_loads(r.body, 0, NULL);
+            if (!d || !same_results(json_object_get(d, "results"), alone[c][i])) __atomic_add_fetch(&mismatches, 1, __ATOMIC_SEQ_CST);
+            json_decref(d);
+        }
+        ts_resp_free(&r);
+        free(b);
+    }
+    return NULL;
+}
+
+Test(server, concurrent_clients_never_mix_answers) {
+    for (int c = 0; c < N_CLIENTS; c++)
+        for (int i = 0; i < N_EACH; i++) {
+            char *b = body_for(c, i);
+            json_t *d = call("POST", "/v1/predict", "/v1/predict", b, 200);
+            alone[c][i] = json_incref(json_object_get(d, "results"));
+            json_decref(d);
+            free(b);
+        }
+    pthread_t th[N_CLIENTS];
+    for (int c = 0; c < N_CLIENTS; c++) pthread_create(&th[c], NULL, client, (void *)(intptr_t)c);
+    for (int c = 0; c < N_CLIENTS; c++) pthread_join(th[c], NULL);
+    cr_assert_eq(failures, 0, "%d requests failed", failures);
+    cr_assert_eq(mismatches, 0, "%d answers differ from the same request sent alone", mismatches);
+    /* and batching did happen */
+    ts_resp r;
+    cr_assert_eq(ts_http(&srv, "GET", "/metrics", NULL, NULL, NULL, &r), 0);
+    cr_assert(strstr(r.body, "adapterd_batch_requests_count"));
+    ts_resp_free(&r);
+    for (int c = 0; c < N_CLIENTS; c++)
+        for (int i = 0; i < N_EACH; i++) json_decref(alone[c][i]);
+}
+
+/* ---- servers with their own settings ---- */
+
+typedef struct {
+    test_server *s;
+    long status;
+    char retry_after[32];
+} flood_arg;
+
+static void *one_predict(void *arg) {
+    flood_arg *a = arg;
+    ts_resp r;
+    a->status = ts_http(a->s, "POST", "/v1/predict", "{\"inputs\":[\"the movie\",\"a song\"]}", NULL, NULL, &r) ? -1 : r.status;
+    snprintf(a->retry_after, sizeof a->retry_after, "%s", r.retry_after);
+    ts_resp_free(&r);
+    return NULL;
+}
+
+static void sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+Test(lifecycle, drain_on_sigterm_completes_in_flight_requests, .timeout = 60) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    test_server s;
+    /* a long batching wait keeps requests in flight when SIGTERM arrives */
+    const char *args[] = {"--max-wait-us", "400000", "--max-batch-tokens", "100000", NULL};
+    cr_assert_eq(ts_start(&s, args, NULL), 0);
+    enum { N = 12 };
+    pthread_t th[N];
+    flood_arg a[N];
+    for (int i = 0; i < N; i++) {
+        a[i] = (flood_arg){.s = &s};
+        pthread_create(&th[i], NULL, one_predict, &a[i]);
+    }
+    sleep_ms(150);
+    kill(s.pid, SIGTERM);
+    sleep_ms(20);
+    ts_resp r;
+    cr_assert_eq(ts_http(&s, "GET", "/readyz", NULL, NULL, NULL, &r), 0);
+    cr_expect_eq(r.status, 503, "readiness turns false while draining");
+    ts_resp_free(&r);
+    cr_assert_eq(ts_http(&s, "POST", "/v1/predict", "{\"inputs\":\"x\"}", NULL, NULL, &r), 0);
+    cr_expect_eq(r.status, 503, "new work is refused while draining");
+    ts_resp_free(&r);
+    for (int i = 0; i < N; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < N; i++) cr_expect_eq(a[i].status, 200, "in-flight request %d: status %ld", i, a[i].status);
+    cr_assert_eq(ts_stop(&s), 0, "exit status after drain");
+}
+
+Test(lifecycle, flood_gets_429_with_retry_after, .timeout = 60) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    test_server s;
+    const char *args[] = {"--max-queue", "2", "--max-wait-us", "200000", NULL};
+    cr_assert_eq(ts_start(&s, args, NULL), 0);
+    enum { N = 16 };
+    pthread_t th[N];
+    flood_arg a[N];
+    for (int i = 0; i < N; i++) {
+        a[i] = (flood_arg){.s = &s};
+        pthread_create(&th[i], NULL, one_predict, &a[i]);
+    }
+    int ok = 0, busy = 0;
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        if (a[i].status == 200) ok++;
+        else if (a[i].status == 429) {
+            busy++;
+            cr_expect(a[i].retry_after[0], "429 without Retry-After");
+        } else
+            cr_expect(0, "unexpected status %ld", a[i].status);
+    }
+    cr_expect(ok >= 1 && busy >= 1, "%d ok, %d busy", ok, busy);
+    cr_assert_eq(ts_stop(&s), 0);
+}
+
+Test(lifecycle, config_precedence_flags_file_env, .timeout = 60) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    char cfg[] = "/tmp/adapterd-cfg-XXXXXX";
+    int fd = mkstemp(cfg);
+    cr_assert(fd >= 0);
+    dprintf(fd, "{\"max-inputs\": 2, \"max_tasks\": 1}\n");
+    close(fd);
+    test_server s;
+    const char *args[] = {"--config", cfg, NULL};
+    const char *env[] = {"ADAPTERD_MAX_INPUTS=1", "ADAPTERD_MAX_TASKS=5", NULL};
+    cr_assert_eq(ts_start(&s, args, env), 0);
+    ts_resp r;
+    ts_http(&s, "POST", "/v1/predict", "{\"inputs\":[\"a\",\"b\"],\"tasks\":[\"reg\"]}", NULL, NULL, &r);
+    cr_expect_eq(r.status, 200, "file (2) beats env (1): %s", r.body);
+    ts_resp_free(&r);
+    ts_http(&s, "POST", "/v1/predict", "{\"inputs\":[\"a\",\"b\"],\"tasks\":[\"reg\",\"ml\"]}", NULL, NULL, &r);
+    cr_expect_eq(r.status, 422, "file max_tasks 1 beats env 5: %s", r.body);
+    ts_resp_free(&r);
+    cr_assert_eq(ts_stop(&s), 0);
+    const char *args2[] = {"--config", cfg, "--max-inputs", "3", NULL};
+    cr_assert_eq(ts_start(&s, args2, env), 0);
+    ts_http(&s, "POST", "/v1/predict", "{\"inputs\":[\"a\",\"b\",\"c\"],\"tasks\":[\"reg\"]}", NULL, NULL, &r);
+    cr_expect_eq(r.status, 200, "flag (3) beats file (2): %s", r.body);
+    ts_resp_free(&r);
+    cr_assert_eq(ts_stop(&s), 0);
+    unlink(cfg);
+}
+
+Test(lifecycle, allow_skip_widens_the_range, .timeout = 60) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    test_server s;
+    const char *args[] = {"--allow-skip", "2", NULL};
+    cr_assert_eq(ts_start(&s, args, NULL), 0);
+    ts_resp r;
+    ts_http(&s, "POST", "/v1/predict", "{\"inputs\":\"x\",\"tasks\":[\"peft\"],\"skip\":2}", NULL, NULL, &r);
+    cr_expect_eq(r.status, 200, "%s", r.body);
+    ts_resp_free(&r);
+    ts_http(&s, "POST", "/v1/predict", "{\"inputs\":\"x\",\"tasks\":[\"peft\"],\"skip\":3}", NULL, NULL, &r);
+    cr_expect_eq(r.status, 422, "skip 3 > L = 2: %s", r.body);
+    ts_resp_free(&r);
+    cr_assert_eq(ts_stop(&s), 0);
+}
