@@ -1,0 +1,141 @@
+/* test_codec.c - proto/codec.c: request parsing (every input shape, every refusal) and response
+ * encoding, with no server. */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <string.h>
+
+#include "proto.h"
+
+static int parse(const char *body, proto_predict_req *r, proto_err *e) {
+    proto_limits lim = proto_default_limits();
+    lim.max_inputs = 3;
+    lim.max_tasks = 2;
+    return proto_predict_parse(body, strlen(body), &lim, r, e);
+}
+
+Test(codec, inputs_string_list_and_pairs) {
+    proto_predict_req r;
+    proto_err e;
+    cr_assert_eq(parse("{\"inputs\":\"hello\"}", &r, &e), 0, "%s", e.msg);
+    cr_assert_eq(r.n_inputs, 1);
+    cr_assert_eq(r.inputs[0].len, 5);
+    cr_assert_null(r.inputs[0].pair);
+    cr_assert_eq(r.n_tasks, 0);
+    cr_assert_eq(r.skip, -1);
+    cr_assert(r.ret_scores && !r.ret_logits && r.truncate);
+    proto_predict_free(&r);
+    cr_assert_eq(parse("{\"inputs\":[\"a\",{\"text\":\"q\",\"text_pair\":\"ctx\"}],\"tasks\":[\"x\",\"y\"],"
+                       "\"skip\":{\"x\":2},\"return\":{\"logits\":true,\"scores\":false},\"truncate\":false}",
+                       &r, &e),
+                 0, "%s", e.msg);
+    cr_assert_eq(r.n_inputs, 2);
+    cr_assert_str_eq(r.inputs[1].pair, "ctx");
+    cr_assert_eq(r.n_tasks, 2);
+    cr_assert_eq(r.n_skips, 1);
+    cr_assert_eq(r.skips[0].skip, 2);
+    cr_assert(r.ret_logits && !r.ret_scores && !r.truncate);
+    proto_predict_free(&r);
+    cr_assert_eq(parse("{\"inputs\":\"a\",\"budget\":0.5}", &r, &e), 0);
+    cr_assert_float_eq(r.budget, 0.5, 1e-12);
+    proto_predict_free(&r);
+}
+
+Test(codec, refusals_name_the_field) {
+    struct {
+        const char *body;
+        int code;
+        const char *needle;
+    } cases[] = {
+        {"{", PROTO_MALFORMED, "not valid JSON"},
+        {"[]", PROTO_MALFORMED, "JSON object"},
+        {"{\"inputs\":\"a\",\"inputs\":\"b\"}", PROTO_MALFORMED, "duplicate"},
+        {"{}", PROTO_INVALID, "\"inputs\" is required"},
+        {"{\"inputs\":[]}", PROTO_INVALID, "empty"},
+        {"{\"inputs\":[1]}", PROTO_INVALID, "inputs[0]"},
+        {"{\"inputs\":[{\"txt\":\"a\"}]}", PROTO_INVALID, "inputs[0].text"},
+        {"{\"inputs\":[\"a\",\"b\",\"c\",\"d\"]}", PROTO_LIMIT, "limit of 3"},
+        {"{\"inputs\":\"a\",\"tasks\":[\"x\",\"y\",\"z\"]}", PROTO_LIMIT, "limit of 2"},
+        {"{\"inputs\":\"a\",\"tasks\":[\"x\",\"x\"]}", PROTO_INVALID, "twice"},
+        {"{\"inputs\":\"a\",\"tasks\":[]}", PROTO_INVALID, "empty"},
+        {"{\"inputs\":\"a\",\"skip\":-1}", PROTO_INVALID, "skip"},
+        {"{\"inputs\":\"a\",\"skip\":{\"x\":\"1\"}}", PROTO_INVALID, "skip.x"},
+        {"{\"inputs\":\"a\",\"budget\":1.5}", PROTO_INVALID, "budget"},
+        {"{\"inputs\":\"a\",\"budget\":0.5,\"skip\":1}", PROTO_INVALID, "not both"},
+        {"{\"inputs\":\"a\",\"return\":{\"logit\":true}}", PROTO_INVALID, "logit"},
+        {"{\"inputs\":\"a\",\"truncate\":1}", PROTO_INVALID, "truncate"},
+        {"{\"inputs\":\"a\",\"extra\":1}", PROTO_INVALID, "extra"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        proto_predict_req r;
+        proto_err e = {0};
+        int rc = parse(cases[i].body, &r, &e);
+        cr_expect_eq(rc, cases[i].code, "%s: got %d (%s)", cases[i].body, rc, e.msg);
+        cr_expect(strstr(e.msg, cases[i].needle), "%s: message '%s' lacks '%s'", cases[i].body, e.msg, cases[i].needle);
+        cr_expect_null(r.inputs, "a refused request owns nothing");
+    }
+}
+
+Test(codec, v2_infer_request) {
+    proto_predict_req r;
+    proto_err e;
+    const char *b = "{\"inputs\":[{\"name\":\"text\",\"shape\":[2],\"datatype\":\"BYTES\",\"data\":[\"a\",\"b\"]},"
+                    "{\"name\":\"text_pair\",\"shape\":[2],\"datatype\":\"BYTES\",\"data\":[\"c\",\"d\"]}],"
+                    "\"parameters\":{\"skip\":1}}";
+    cr_assert_eq(proto_v2_infer_parse(b, strlen(b), "sst2", NULL, &r, &e), 0, "%s", e.msg);
+    cr_assert_eq(r.n_inputs, 2);
+    cr_assert_str_eq(r.inputs[1].pair, "d");
+    cr_assert_str_eq(r.tasks[0], "sst2");
+    cr_assert_eq(r.skip, 1);
+    proto_predict_free(&r);
+    const char *bad = "{\"inputs\":[{\"name\":\"text\",\"shape\":[3],\"datatype\":\"BYTES\",\"data\":[\"a\"]}]}";
+    cr_assert_eq(proto_v2_infer_parse(bad, strlen(bad), "t", NULL, &r, &e), PROTO_INVALID);
+    cr_assert(strstr(e.msg, "shape"));
+}
+
+Test(codec, predict_response_shape) {
+    const char *labels[] = {"neg", "pos"};
+    float scores[] = {0.25f, 0.75f}, logits[] = {-1, 1};
+    proto_tag tags[] = {{0, 3, 0, 1, 0.9f}};
+    proto_task_result res[2] = {
+        {.task = "sent", .version = "3", .kind = PROTO_HEAD_CLASSIFICATION, .skip = 1, .n_labels = 2, .labels = labels,
+         .scores = scores, .logits = logits, .n_rows = 1, .label = 1, .score = 0.75f},
+        {.task = "ner", .version = "1", .kind = PROTO_HEAD_TAGGING, .n_labels = 2, .labels = labels, .tags = tags, .n_tags = 1},
+    };
+    int tokens[] = {5}, trunc[] = {0};
+    proto_predict_resp pr = {.request_id = "r1", .model = "m", .n_inputs = 1, .n_tasks = 2, .results = res,
+                             .tokens = tokens, .truncated = trunc, .ret_scores = 1, .batch_requests = 1};
+    size_t len;
+    char *s = proto_predict_encode(&pr, &len);
+    cr_assert(s);
+    cr_assert_eq(strlen(s), len);
+    json_t *d = json_loads(s, 0, NULL);
+    cr_assert(d, "%s", s);
+    json_t *t = json_object_get(json_object_get(json_array_get(json_object_get(d, "results"), 0), "tasks"), "sent");
+    cr_assert_str_eq(json_string_value(json_object_get(t, "label")), "pos");
+    cr_assert_eq(json_integer_value(json_object_get(t, "skip")), 1);
+    cr_assert_float_eq(json_number_value(json_object_get(json_object_get(t, "scores"), "neg")), 0.25, 1e-7);
+    cr_assert_eq(json_array_size(json_object_get(t, "logits")), 2);
+    json_t *n = json_object_get(json_object_get(json_array_get(json_object_get(d, "results"), 0), "tasks"), "ner");
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(json_object_get(n, "tokens"), 0), "label")), "pos");
+    json_decref(d);
+    free(s);
+    s = proto_v2_infer_encode(&(proto_predict_resp){.request_id = "r", .model = "m", .n_inputs = 1, .n_tasks = 1,
+                                                     .results = res, .tokens = tokens, .ret_scores = 1},
+                              &len);
+    cr_assert(s);
+    cr_assert(strstr(s, "\"model_name\":\"sent\""), "%s", s);
+    free(s);
+}
+
+Test(codec, error_and_openapi) {
+    size_t len;
+    char *s = proto_error_encode("busy", "queue \"full\"", &len);
+    cr_assert_str_eq(s, "{\"error\":{\"code\":\"busy\",\"message\":\"queue \\\"full\\\"\"}}");
+    free(s);
+    const char *doc = proto_openapi_json(&len);
+    json_t *d = json_loadb(doc, len, 0, NULL);
+    cr_assert(d, "openapi.json parses");
+    cr_assert_str_eq(json_string_value(json_object_get(d, "openapi")), "3.1.0");
+    cr_assert(json_object_get(json_object_get(d, "paths"), "/v1/predict"));
+    json_decref(d);
+}
