@@ -345,6 +345,8 @@ static void schedule(srv_sched *q) {
         double waited_us = (srv__now() - q->head->t_submit) * 1e6;
         int full = q->pending_tokens >= q->s->cfg.max_batch_tokens;
         if (!full && !q->flush && waited_us < q->s->cfg.max_wait_us) {
+            /* the loop's clock is cached per iteration; refresh it or the timer fires late */
+            uv_update_time(q->loop);
             uint64_t ms = (uint64_t)ceil((q->s->cfg.max_wait_us - waited_us) / 1000.0);
             uv_timer_start(&q->timer, timer_cb, ms ? ms : 1, 0);
             return;
