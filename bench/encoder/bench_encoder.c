@@ -1,9 +1,10 @@
 /* bench_encoder.c - adapterd's encoder latency and throughput, next to the sgemm peak of the same run.
  *
- *   bench_encoder --model DIR [--threads N] [--reps R] [--json]
+ *   bench_encoder --model DIR [--threads N] [--reps R] [--batch-reps R] [--workloads latency,batch] [--json]
  *
- * Workloads (issue: foundation): one 128-token sequence (latency) and 32 sequences of 128 tokens
- * (throughput), random ids, after warm-up. Prints medians and the achieved GFLOP/s of the encoder
+ * Workloads (issue: foundation): one 128-token sequence (latency, --reps runs) and 32 sequences of
+ * 128 tokens (throughput, --batch-reps runs, default reps/2), random ids, after two warm-up runs.
+ * bench/encoder/run.sh runs it next to the PyTorch and ONNX Runtime peers. Prints medians and the achieved GFLOP/s of the encoder
  * (its matrix products and attention, counted exactly) next to the best GFLOP/s of a large GEMM
  * run through the same thread split (the engine's achievable peak on this machine and core). */
 #include <stdio.h>
@@ -89,18 +90,24 @@ static int run(const eng_model *m, eng_state *st, int n_seq, int len, int reps, 
 
 int main(int argc, char **argv) {
     const char *dir = NULL;
-    int threads = (int)sysconf(_SC_NPROCESSORS_ONLN), reps = 10, json = 0;
+    int threads = (int)sysconf(_SC_NPROCESSORS_ONLN), reps = 10, batch_reps = 0, json = 0, do_lat = 1, do_thr = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--model") && i + 1 < argc) dir = argv[++i];
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--batch-reps") && i + 1 < argc) batch_reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--json")) json = 1;
+        else if (!strcmp(argv[i], "--workloads") && i + 1 < argc) { /* for profiling one of them */
+            do_lat = strstr(argv[i + 1], "latency") != NULL;
+            do_thr = strstr(argv[++i], "batch") != NULL;
+        }
         else {
-            fprintf(stderr, "usage: bench_encoder --model DIR [--threads N] [--reps R] [--json]\n");
+            fprintf(stderr, "usage: bench_encoder --model DIR [--threads N] [--reps R] [--batch-reps R] [--workloads latency,batch] [--json]\n");
             return 2;
         }
     }
     if (!dir || reps < 1) return 2;
+    if (batch_reps < 1) batch_reps = reps > 5 ? reps / 2 : reps;
     eng_model *m;
     eng_err e;
     if (eng_model_load(dir, &m, &e)) {
@@ -110,7 +117,7 @@ int main(int argc, char **argv) {
     eng_state *st = eng_state_new(threads);
     if (!st) return 1;
     double peak = sgemm_peak(eng_state_pool(st), 5), lat = 0, thr = 0;
-    if (run(m, st, 1, 128, reps, &lat) || run(m, st, 32, 128, reps > 5 ? reps / 2 : reps, &thr)) return 1;
+    if ((do_lat && run(m, st, 1, 128, reps, &lat)) || (do_thr && run(m, st, 32, 128, batch_reps, &thr))) return 1;
     const eng_config *c = eng_model_config(m);
     double g1 = encoder_flops(c, 1, 128) / (lat * 1e6), g32 = encoder_flops(c, 32, 128) / (thr * 1e6);
     if (json)

@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# run.sh - the encoder benchmark of issue 2 in one command: adapterd next to the PyTorch reference and
+# ONNX Runtime on a bert-base shaped checkpoint, same run, same thread count, same OpenBLAS core.
+#
+#   bench/encoder/run.sh [--build DIR | --bin PATH] [--threads N] [--core NAME|auto] [--reps N]
+#                        [--batch-reps N] [--rounds N] [--peers adapterd,pytorch,ort] [--cache DIR]
+#                        [--json FILE]
+#
+# What it does, in order:
+#  1. builds bench_encoder (Release, into --build, default build/) when --bin is not given and it is missing;
+#  2. generates the checkpoint once with the reference (gen_encoder.py --arch bert --shape base --cases single)
+#     and exports it to ONNX once (export_onnx.py), into --cache (default ~/.cache/adapterd/bench); both are
+#     reused while tools/reference is unchanged (a stamp of its sources);
+#  3. runs, --rounds times, each peer in turn: (a) adapterd (bench_encoder), (b) the PyTorch reference
+#     (bench_encoder.py: torch.set_num_threads(N), OpenBLAS N threads, OMP_WAIT_POLICY=PASSIVE as its README
+#     recommends), (c) ONNX Runtime (bench/peers/bench_ort.mjs: npm onnxruntime-node, CPU EP, N intra-op
+#     threads, all graph optimizations); workloads 1x128 (latency) and 32x128 (throughput);
+#  4. prints the CPU, the load average around each peer, the core each peer really ran with, the medians
+#     (median over rounds of each round's median), GFLOP/s, the sgemm peak measured by bench_encoder in
+#     the same run, and the speedups of adapterd (peer ms / adapterd ms).
+#
+# OpenBLAS core: by default OPENBLAS_CORETYPE is removed from the environment, so every peer that loads
+# OpenBLAS (adapterd, torch) uses OpenBLAS's own CPU detection; --core NAME sets OPENBLAS_CORETYPE=NAME for
+# all of them. ONNX Runtime does not use OpenBLAS (its own MLAS kernels, chosen by CPU features); the
+# report says so. A missing peer (no torch, no node, no onnxruntime-node) is skipped with a message.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+PY=${ADAPTERD_PYTHON:-/usr/bin/python3}
+
+build="$root/build" bin="" threads=$(nproc) core=auto reps=20 batch_reps=7 rounds=1
+peers=adapterd,pytorch,ort cache="${XDG_CACHE_HOME:-$HOME/.cache}/adapterd/bench" json_out=""
+usage() { sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; }
+while [ $# -gt 0 ]; do
+  case $1 in
+    --build) build=$2; shift 2 ;;
+    --bin) bin=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    --core) core=$2; shift 2 ;;
+    --reps) reps=$2; shift 2 ;;
+    --batch-reps) batch_reps=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --peers) peers=$2; shift 2 ;;
+    --cache) cache=$2; shift 2 ;;
+    --json) json_out=$2; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "run.sh: unknown argument $1" >&2; usage >&2; exit 2 ;;
+  esac
+done
+has_peer() { case ",$peers," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
+note() { echo "bench: $*" >&2; }
+
+# --- the OpenBLAS core, one for everybody ---
+env_core=${OPENBLAS_CORETYPE:-}
+if [ "$core" = auto ]; then
+  unset OPENBLAS_CORETYPE
+  [ -n "$env_core" ] && note "ignoring OPENBLAS_CORETYPE=$env_core from the environment: OpenBLAS's own detection for every peer (--core $env_core to force it)"
+else
+  export OPENBLAS_CORETYPE=$core
+fi
+# No peer may start more threads than asked (torch's OpenMP, OpenBLAS's own pool); the peers set these too.
+export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
+
+# --- adapterd's binary ---
+if has_peer adapterd && [ -z "$bin" ]; then
+  bin="$build/bench/bench_encoder"
+  if [ ! -x "$bin" ]; then
+    note "building bench_encoder into $build (Release)"
+    cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+    cmake --build "$build" --target bench_encoder -j"$(nproc)" >/dev/null
+  fi
+fi
+
+# --- checkpoint and ONNX export, once ---
+have_torch=0
+"$PY" -c 'import torch' 2>/dev/null && have_torch=1
+model="$cache/bert-base" onnx="$cache/bert-base.onnx"
+stamp=$(cat "$root"/tools/reference/{encoder.py,gen_encoder.py,st.py,export_onnx.py} | sha256sum | cut -c1-16)
+if [ "$(cat "$model/.stamp" 2>/dev/null)" != "$stamp" ]; then
+  if [ $have_torch = 0 ]; then
+    echo "bench: $PY cannot import torch (Debian python3-torch) and $model is not generated: nothing to measure" >&2
+    exit 1
+  fi
+  rm -rf "$model" "$onnx"
+  mkdir -p "$cache"
+  note "generating $model (bert-base shapes, reference seed 0)"
+  "$PY" "$root/tools/reference/gen_encoder.py" --arch bert --shape base --cases single --out "$model" >/dev/null
+  echo "$stamp" > "$model/.stamp"
+fi
+
+ort_ok=0
+if has_peer ort; then
+  if ! command -v node >/dev/null; then
+    note "skipping ONNX Runtime: node is not installed (scripts/setup.sh installs it)"
+  elif ! (cd "$root/bench/peers" && node -e "require.resolve('onnxruntime-node')" 2>/dev/null); then
+    note "skipping ONNX Runtime: onnxruntime-node missing; run (cd bench/peers && npm ci)"
+  elif [ ! -s "$onnx" ] && [ $have_torch = 0 ]; then
+    note "skipping ONNX Runtime: no $onnx and no torch to export it"
+  else
+    if [ ! -s "$onnx" ]; then
+      note "exporting $onnx (opset 14)"
+      "$PY" "$root/tools/reference/export_onnx.py" --model "$model" --out "$onnx.tmp" >/dev/null
+      mv "$onnx.tmp" "$onnx"
+    fi
+    ort_ok=1
+  fi
+fi
+if has_peer pytorch && [ $have_torch = 0 ]; then
+  note "skipping PyTorch: $PY cannot import torch (Debian python3-torch)"
+fi
+
+# --- measure ---
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
+for r in $(seq 1 "$rounds"); do
+  if has_peer adapterd; then
+    echo "load $(loadavg)" > "$out/adapterd.$r.load"
+    note "round $r/$rounds: adapterd (load $(loadavg))"
+    "$bin" --model "$model" --threads "$threads" --reps "$reps" --batch-reps "$batch_reps" --json > "$out/adapterd.$r.json" \
+      || { note "adapterd failed"; rm -f "$out/adapterd.$r.json"; }
+  fi
+  if has_peer pytorch && [ $have_torch = 1 ]; then
+    note "round $r/$rounds: PyTorch reference (load $(loadavg))"
+    echo "load $(loadavg)" > "$out/pytorch.$r.load"
+    # Two processes so each workload gets its own repetition count; same settings otherwise.
+    "$PY" "$root/tools/reference/bench_encoder.py" --model "$model" --threads "$threads" --omp-wait-policy PASSIVE \
+      --workloads latency --iters "$reps" --warmup 2 > "$out/pytorch.$r.lat.json" \
+      && "$PY" "$root/tools/reference/bench_encoder.py" --model "$model" --threads "$threads" --omp-wait-policy PASSIVE \
+      --workloads batch --iters "$batch_reps" --warmup 1 > "$out/pytorch.$r.batch.json" \
+      || { note "PyTorch peer failed"; rm -f "$out"/pytorch.$r.*.json; }
+  fi
+  if [ $ort_ok = 1 ]; then
+    note "round $r/$rounds: ONNX Runtime (load $(loadavg))"
+    echo "load $(loadavg)" > "$out/ort.$r.load"
+    (cd "$root/bench/peers" && node bench_ort.mjs --model "$onnx" --threads "$threads" --iters "$reps" \
+      --batch-iters "$batch_reps" --warmup 2) > "$out/ort.$r.json" || { note "ONNX Runtime peer failed"; rm -f "$out/ort.$r.json"; }
+  fi
+done
+echo "load $(loadavg)" > "$out/end.load"
+
+# --- report ---
+cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
+isa=SSE
+grep -qw avx2 /proc/cpuinfo && isa=AVX2
+grep -qw avx512f /proc/cpuinfo && isa=AVX-512
+python3 - "$out" "$rounds" "$threads" "$core" "$env_core" "$cpu" "$isa" "$json_out" <<'EOF'
+import glob, json, os, statistics, sys
+out, rounds, threads, core, env_core, cpu, isa, json_out = sys.argv[1:9]
+H, I, L = 768, 3072, 12
+def flops(b, s=128):  # the encoder's products + attention (as bench_encoder.c counts them)
+    return L * (2.0 * b * s * (4 * H * H + 2 * H * I) + 4.0 * b * s * s * H)
+def load(name):
+    rows = []
+    for f in sorted(glob.glob(os.path.join(out, name))):
+        with open(f) as fh:
+            rows.append(json.loads(fh.read().strip().splitlines()[-1]))
+    return rows
+def loads(peer):
+    return [open(f).read().split(None, 1)[1].strip() for f in sorted(glob.glob(os.path.join(out, peer + ".*.load")))]
+res = {}
+a = load("adapterd.*.json")
+if a:
+    res["adapterd"] = {"lat": statistics.median(x["latency_1x128_ms"] for x in a),
+                       "thr": statistics.median(x["batch_32x128_ms"] for x in a),
+                       "core": "OpenBLAS " + a[0]["blas_core"],
+                       "peak": statistics.median(x["sgemm_peak_gflops"] for x in a), "load": loads("adapterd")}
+pl, pb = load("pytorch.*.lat.json"), load("pytorch.*.batch.json")
+if pl and pb:
+    res["pytorch"] = {"lat": statistics.median(x["latency_1x128_ms"] for x in pl),
+                      "thr": statistics.median(x["batch_32x128_ms"] for x in pb),
+                      "core": "OpenBLAS %s (%s threads), torch %s, OMP_WAIT_POLICY=%s" % (
+                          pl[0].get("openblas_core"), pl[0].get("openblas_threads"), pl[0]["torch"],
+                          pl[0].get("OMP_WAIT_POLICY")), "load": loads("pytorch")}
+o = load("ort.*.json")
+if o:
+    res["ort"] = {"lat": statistics.median(x["latency_1x128_ms"] for x in o),
+                  "thr": statistics.median(x["batch_32x128_ms"] for x in o),
+                  "core": "no OpenBLAS: ORT's MLAS, dispatched by CPU features (%s here), onnxruntime-node %s" % (
+                      isa, o[0]["ort"]),
+                  "load": loads("ort")}
+names = {"adapterd": "adapterd", "pytorch": "PyTorch reference", "ort": "ONNX Runtime"}
+print()
+print("encoder benchmark, bert-base shapes (12 layers, H 768, FFN 3072), float32")
+print("machine: %s (%s), %d online CPUs; %s threads per peer; %d round(s); load average at the end: %s" % (
+    cpu, isa, os.cpu_count(), threads, int(rounds), open(os.path.join(out, "end.load")).read().split(None, 1)[1].strip()))
+print("OpenBLAS core requested: %s" % (("OpenBLAS's own detection (OPENBLAS_CORETYPE unset%s)" % (
+    ", environment had " + env_core if env_core else "")) if core == "auto" else "OPENBLAS_CORETYPE=" + core))
+print()
+print("%-18s %9s %8s %10s %8s %6s  %s" % ("peer", "1x128 ms", "GFLOP/s", "32x128 ms", "GFLOP/s", "load", "core actually used"))
+for k in ("adapterd", "pytorch", "ort"):
+    if k in res:
+        p = res[k]
+        print("%-18s %9.1f %8.1f %10.1f %8.1f %6s  %s" % (names[k], p["lat"], flops(1) / p["lat"] / 1e6, p["thr"],
+                                                          flops(32) / p["thr"] / 1e6,
+                                                          "/".join(l.split()[0] for l in p["load"]), p["core"]))
+    else:
+        print("%-18s %9s %8s %10s %8s %6s  skipped (see above)" % (names[k], "-", "-", "-", "-", "-"))
+print("(medians; load = 1-minute load average when the peer started, per round; > 0.5 means others were running)")
+if "adapterd" in res:
+    ad = res["adapterd"]
+    g32 = flops(32) / ad["thr"] / 1e6
+    print()
+    print("sgemm peak (2048x3072x768 through the engine's split, same run): %.1f GFLOP/s; adapterd 32x128 at %.0f%% of it"
+          " (target >= 70%%)" % (ad["peak"], 100 * g32 / ad["peak"]))
+    for k, tgt in (("pytorch", "target >= 1.3x on both"), ("ort", "target >= 1.0x on 32x128")):
+        if k in res:
+            print("adapterd vs %-18s 1x128 %.2fx faster, 32x128 %.2fx faster  (peer ms / adapterd ms; %s)" % (
+                names[k] + ":", res[k]["lat"] / ad["lat"], res[k]["thr"] / ad["thr"], tgt))
+if json_out:
+    with open(json_out, "w") as f:
+        json.dump({"cpu": cpu, "threads": int(threads), "core": core, "results": res}, f, indent=1)
+EOF

@@ -1,0 +1,71 @@
+// bench_ort.mjs - ONNX Runtime peer of bench_encoder.c (run by bench/encoder/run.sh, same machine, same run).
+//
+//   node bench_ort.mjs --model model.onnx [--threads 2] [--seq 128] [--batch 32] [--iters 20]
+//                      [--batch-iters N (default --iters)] [--warmup 3] [--workloads latency,batch]
+//
+// Runs the ONNX export of the PyTorch reference (tools/reference/export_onnx.py) with onnxruntime-node's
+// CPU execution provider: --threads intra-op threads, one inter-op thread, sequential execution, all graph
+// optimizations (so attention and LayerNorm/GELU are fused as ORT does for BERT). Inputs are random ids
+// with an all-ones mask (equal lengths: no padding wasted). Prints one JSON line with the medians and
+// minimums in ms. ORT's matrix products are its own MLAS kernels, chosen by CPU feature detection: it
+// does not load OpenBLAS, so OPENBLAS_CORETYPE does not apply to it.
+import os from 'node:os';
+import ort from 'onnxruntime-node';
+
+const args = Object.fromEntries(
+  process.argv.slice(2).reduce((acc, a, i, all) => (a.startsWith('--') ? [...acc, [a.slice(2), all[i + 1]]] : acc), []),
+);
+if (!args.model) {
+  console.error('usage: node bench_ort.mjs --model model.onnx [--threads N] [--iters N] [--warmup N]');
+  process.exit(2);
+}
+const threads = Number(args.threads ?? 2), seq = Number(args.seq ?? 128), batchN = Number(args.batch ?? 32);
+const iters = Number(args.iters ?? 20), batchIters = Number(args['batch-iters'] ?? iters);
+const warmup = Number(args.warmup ?? 3);
+const workloads = (args.workloads ?? 'latency,batch').split(',').filter((w) => w);
+
+const session = await ort.InferenceSession.create(args.model, {
+  executionProviders: ['cpu'],
+  graphOptimizationLevel: 'all',
+  executionMode: 'sequential',
+  intraOpNumThreads: threads,
+  interOpNumThreads: 1,
+});
+
+// Deterministic ids in [103, 30522) as the reference bench draws them (bert vocab), LCG like bench_encoder.c.
+let s = 42;
+function feeds(b) {
+  const n = b * seq, ids = new BigInt64Array(n), mask = new BigInt64Array(n), tt = new BigInt64Array(n);
+  for (let i = 0; i < n; i++) {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    ids[i] = BigInt(103 + ((s >>> 8) % (30522 - 103)));
+    mask[i] = 1n;
+  }
+  const dims = [b, seq];
+  return {
+    input_ids: new ort.Tensor('int64', ids, dims),
+    attention_mask: new ort.Tensor('int64', mask, dims),
+    token_type_ids: new ort.Tensor('int64', tt, dims),
+  };
+}
+
+const median = (v) => {
+  const a = [...v].sort((x, y) => x - y), m = a.length >> 1;
+  return a.length % 2 ? a[m] : 0.5 * (a[m - 1] + a[m]);
+};
+const out = { peer: 'onnxruntime-node', ort: ort.env.versions?.common ?? 'unknown', threads, seq,
+  execution_provider: 'cpu', graph_optimization: 'all', cpu: os.cpus()[0]?.model };
+for (const wl of workloads) {
+  const b = wl === 'latency' ? 1 : batchN, f = feeds(b), times = [];
+  const n = wl === 'latency' ? iters : batchIters;
+  for (let i = 0; i < warmup + n; i++) {
+    const t0 = process.hrtime.bigint();
+    await session.run(f);
+    const dt = Number(process.hrtime.bigint() - t0) / 1e6;
+    if (i >= warmup) times.push(dt);
+  }
+  const key = wl === 'latency' ? `latency_1x${seq}` : `batch_${b}x${seq}`;
+  out[`${key}_ms`] = Number(median(times).toFixed(3));
+  out[`${key}_min_ms`] = Number(Math.min(...times).toFixed(3));
+}
+console.log(JSON.stringify(out));
