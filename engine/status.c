@@ -7,19 +7,19 @@
 
 const char *eng_status_name(eng_status code) {
     switch (code) {
-#define ENG__STATUS_NAME(name, value, desc) \
-    case ENG_##name:                        \
-        return #name;
+#define ENG__STATUS_NAME(name, value, code, desc) \
+    case ENG_##name:                              \
+        return code;
         ENG_STATUS_LIST(ENG__STATUS_NAME)
 #undef ENG__STATUS_NAME
     }
-    return "UNKNOWN";
+    return "unknown";
 }
 
 const char *eng_status_desc(eng_status code) {
     switch (code) {
-#define ENG__STATUS_DESC(name, value, desc) \
-    case ENG_##name:                        \
+#define ENG__STATUS_DESC(name, value, code, desc) \
+    case ENG_##name:                              \
         return desc;
         ENG_STATUS_LIST(ENG__STATUS_DESC)
 #undef ENG__STATUS_DESC

@@ -11,24 +11,28 @@
 
 #include <stddef.h>
 
-/* X(name, value, short description) */
-#define ENG_STATUS_LIST(X)                                                \
-    X(OK, 0, "ok")                                                        \
-    X(INVALID_ARGUMENT, -1, "invalid argument")                           \
-    X(NOT_FOUND, -2, "not found")                                         \
-    X(IO, -3, "i/o error")                                                \
-    X(FORMAT, -4, "malformed file")                                       \
-    X(UNSUPPORTED, -5, "unsupported")                                     \
-    X(SHAPE, -6, "shape mismatch")                                        \
-    X(NO_MEMORY, -7, "out of memory")                                     \
-    X(TOO_LARGE, -8, "too large")                                         \
-    X(LIMIT, -9, "limit exceeded")                                        \
-    X(BUSY, -10, "busy")                                                  \
-    X(UNAVAILABLE, -11, "unavailable")                                    \
-    X(INTERNAL, -12, "internal error")
+/* X(name, value, API code, short description). The API code is what clients see in
+ * {"error":{"code": ...}}; the server maps values to HTTP statuses in server/http_status.c. */
+#define ENG_STATUS_LIST(X)                                                              \
+    X(OK, 0, "ok", "ok")                                                                \
+    X(INVALID_ARGUMENT, -1, "invalid_argument", "invalid argument")                     \
+    X(NOT_FOUND, -2, "not_found", "not found")                                          \
+    X(IO, -3, "io_error", "i/o error")                                                  \
+    X(FORMAT, -4, "malformed_file", "malformed file")                                   \
+    X(UNSUPPORTED, -5, "unsupported", "unsupported")                                    \
+    X(SHAPE, -6, "shape_mismatch", "shape mismatch")                                    \
+    X(NO_MEMORY, -7, "out_of_memory", "out of memory")                                  \
+    X(TOO_LARGE, -8, "too_large", "too large")                                          \
+    X(LIMIT, -9, "limit", "limit exceeded")                                             \
+    X(BUSY, -10, "busy", "busy")                                                        \
+    X(UNAVAILABLE, -11, "unavailable", "unavailable")                                   \
+    X(INTERNAL, -12, "internal", "internal error")                                      \
+    X(MALFORMED, -13, "malformed", "malformed request")                                 \
+    X(METHOD_NOT_ALLOWED, -14, "method_not_allowed", "method not allowed")              \
+    X(MEDIA_TYPE, -15, "unsupported_media_type", "unsupported media type")
 
 typedef enum {
-#define ENG__STATUS_ENUM(name, value, desc) ENG_##name = (value),
+#define ENG__STATUS_ENUM(name, value, code, desc) ENG_##name = (value),
     ENG_STATUS_LIST(ENG__STATUS_ENUM)
 #undef ENG__STATUS_ENUM
 } eng_status;
@@ -40,7 +44,7 @@ typedef struct {
     char msg[ENG_ERR_MSG_MAX]; /* NUL-terminated sentence; empty when code == ENG_OK */
 } eng_err;
 
-/* Returns a static lowercase name for code ("invalid_argument", "not_found", ...). */
+/* Returns the static API code for code ("invalid_argument", "not_found", ...). */
 const char *eng_status_name(eng_status code);
 
 /* Returns a static short description for code. */

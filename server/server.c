@@ -58,14 +58,14 @@ static enum MHD_Result send_error(srv_request *r, eng_status code, const char *f
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     size_t len = 0;
-    char *j = proto_error_encode(srv_error_code(code), msg, &len);
+    char *j = proto_error_encode(eng_status_name(code), msg, &len);
     return send_json(r, srv_http_status(code), j, len);
 }
 
 void srv__job_fail(srv_job *j, eng_status code, const char *msg) {
     free(j->body);
     j->status = srv_http_status(code);
-    j->body = proto_error_encode(srv_error_code(code), msg && *msg ? msg : eng_status_desc(code), &j->body_len);
+    j->body = proto_error_encode(eng_status_name(code), msg && *msg ? msg : eng_status_desc(code), &j->body_len);
 }
 
 /* ---- jobs ---- */
@@ -181,7 +181,7 @@ static enum MHD_Result start_inference(srv_request *r, const char *task, size_t 
                           atomic_load(&s->draining) ? "draining" : "starting");
     const char *ct = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Type");
     if (!ct || strncasecmp(ct, "application/json", 16) != 0)
-        return send_error(r, SRV_MEDIA_TYPE, "Content-Type must be application/json (got %s)", ct ? ct : "none");
+        return send_error(r, ENG_MEDIA_TYPE, "Content-Type must be application/json (got %s)", ct ? ct : "none");
     if (r->too_large)
         return send_error(r, ENG_TOO_LARGE, "request body over the limit of %zu bytes", s->cfg.max_body_bytes);
     proto_limits lim = {.max_inputs = s->cfg.max_inputs, .max_tasks = s->cfg.max_tasks, .max_text_bytes = s->cfg.max_body_bytes};
@@ -197,7 +197,7 @@ static enum MHD_Result start_inference(srv_request *r, const char *task, size_t 
         rc = proto_predict_parse(r->body ? r->body : "", r->body_len, &lim, &r->preq, &pe);
     }
     if (rc) {
-        eng_status code = rc == PROTO_MALFORMED ? SRV_MALFORMED
+        eng_status code = rc == PROTO_MALFORMED ? ENG_MALFORMED
                           : rc == PROTO_LIMIT   ? ENG_LIMIT
                           : rc == PROTO_NO_MEMORY ? ENG_NO_MEMORY
                                                   : ENG_INVALID_ARGUMENT;
@@ -394,7 +394,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (r->status) return MHD_YES; /* already answered (413 by Content-Length) */
     r->route = match(url, &arg, &arg_len);
     if (r->route == SRV_ROUTE_UNKNOWN) return send_error(r, ENG_NOT_FOUND, "no route %s %.200s", method, url);
-    if (!r->method_ok) return send_error(r, SRV_METHOD_NOT_ALLOWED, "%s is not allowed on %.200s", method, url);
+    if (!r->method_ok) return send_error(r, ENG_METHOD_NOT_ALLOWED, "%s is not allowed on %.200s", method, url);
     size_t len = 0;
     char *j = NULL;
     int ready = atomic_load(&s->ready) && !atomic_load(&s->draining);
