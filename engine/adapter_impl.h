@@ -19,6 +19,8 @@ enum {
     ENG_SCRATCH_Q,      /* (rows, 2H) fusion query and Q Wk */
     ENG_SCRATCH_GATES,  /* (n_segs, 2) prefix gate values */
     ENG_SCRATCH_W,      /* (2, d, H) sparse-stored adapter matrices expanded for the dense GEMM */
+    ENG_SCRATCH_X0,     /* planner row blocks: the live streams of a layer, and the next re-pack */
+    ENG_SCRATCH_X1,
     ENG_SCRATCH_SLOTS
 };
 

@@ -92,7 +92,8 @@ int eng_run(const eng_model *m, eng_state *st, const eng_input *inputs, int n_in
     eng_group *groups = malloc((size_t)(n_streams + 1) * sizeof *groups);
     const eng_task **gtask = malloc((size_t)(n_streams + 1) * sizeof *gtask);
     size_t max_rows = (size_t)n_tokens * (size_t)(1 + (n_outs > 0 ? n_outs : 0));
-    float *xa = eng_alloc_aligned(max_rows * H * sizeof(float)), *xb = eng_alloc_aligned(max_rows * H * sizeof(float));
+    /* row blocks live in the state's scratch: a serving worker reuses them batch after batch */
+    float *xa = eng__state_scratch(st, ENG_SCRATCH_X0, max_rows * H), *xb = eng__state_scratch(st, ENG_SCRATCH_X1, max_rows * H);
     if (!sv || !trunk_until || !ids || !types || !lens || !order || !segs || !groups || !gtask || !xa || !xb) {
         rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory for %d inputs x %d tasks", n_inputs, n_outs);
         goto done;
@@ -225,7 +226,5 @@ done:
     free(segs);
     free(groups);
     free(gtask);
-    eng_free_aligned(xa);
-    eng_free_aligned(xb);
     return rc;
 }
