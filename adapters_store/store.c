@@ -360,6 +360,8 @@ static int load_task(store_registry *r, const char *root, const char *name, cons
         rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "%s/task.json: skips need min <= default <= max <= %d layers", vdir, L);
         goto fail;
     }
+    /* the engine's budget and latency planning read the range from the task itself */
+    if ((rc = eng_task_set_skips(t->task, (eng_skip_range){t->skip_min, t->skip_max, t->skip_def}, err))) goto fail;
     json_decref(cfg);
     free_list(vers, nv);
     free_list(subs, ns);
