@@ -149,6 +149,8 @@ static int parse_common(json_t *root, const proto_limits *lim, proto_predict_req
         if (!json_is_number(v) || !(json_number_value(v) > 0))
             return fail(err, PROTO_INVALID, "\"latency_ms\" must be a positive number");
         r->latency_ms = json_number_value(v);
+        if (r->budget >= 0 || r->skip >= 0 || r->n_skips)
+            return fail(err, PROTO_INVALID, "give either \"latency_ms\" or \"skip\"/\"budget\", not both");
     }
     if ((v = json_object_get(root, "truncate")) && !json_is_null(v)) {
         if (!json_is_boolean(v)) return fail(err, PROTO_INVALID, "\"truncate\" must be true or false");
@@ -382,6 +384,7 @@ static json_t *task_result(const proto_task_result *t, int ret_scores) {
     bad |= json_object_set_new(o, "version", json_string(t->version));
     bad |= json_object_set_new(o, "head", json_string(proto_head_kind_name(t->kind)));
     bad |= json_object_set_new(o, "skip", json_integer(t->skip));
+    if (t->skip_source) bad |= json_object_set_new(o, "skip_source", json_string(t->skip_source));
     switch (t->kind) {
     case PROTO_HEAD_CLASSIFICATION:
         bad |= json_object_set_new(o, "label", json_string(t->labels[t->label]));
@@ -446,14 +449,19 @@ static json_t *explain_obj(const proto_explain *x) {
     json_t *layers = json_array();
     int bad = !layers;
     for (int l = 0; !bad && l < x->n_layers; l++)
-        bad |= json_array_append_new(layers, json_pack("{s:i,s:i,s:i,s:o}", "layer", l, "rows", x->rows[l], "streams",
-                                                       x->streams[l], "ms", num(x->ms[l])));
+        bad |= json_array_append_new(
+            layers, json_pack("{s:i,s:i,s:i,s:i,s:o,s:{s:i,s:i,s:o}}", "layer", l, "rows", x->rows[l], "streams",
+                              x->streams[l], "trunks", x->trunks[l], "ms", num(x->ms[l]), "batch", "rows",
+                              x->batch_rows[l], "streams", x->batch_streams[l], "ms", num(x->batch_ms[l])));
     if (bad) {
         json_decref(layers);
         return NULL;
     }
-    return json_pack("{s:o,s:o,s:o,s:o}", "layers", layers, "embed_ms", num(x->embed_ms), "heads_ms",
-                     num(x->heads_ms), "total_ms", num(x->total_ms));
+    return json_pack("{s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:{s:i,s:i,s:i,s:o,s:o}}", "scope", "request", "layers", layers,
+                     "embed_ms", num(x->embed_ms), "heads_ms", num(x->heads_ms), "total_ms", num(x->total_ms),
+                     "gflop", num(x->gflop), "share", num(x->share), "batch", "requests", x->batch_requests, "inputs",
+                     x->batch_inputs, "tokens", x->batch_tokens, "gflop", num(x->batch_gflop), "total_ms",
+                     num(x->batch_total_ms));
 }
 
 char *proto_predict_encode(const proto_predict_resp *r, size_t *len) {
@@ -480,6 +488,14 @@ char *proto_predict_encode(const proto_predict_resp *r, size_t *len) {
     if (o && r->explain && json_object_set_new(o, "explain", explain_obj(r->explain))) {
         json_decref(o);
         return NULL;
+    }
+    if (o && r->latency_target_ms > 0) {
+        json_t *tm = json_object_get(o, "timing");
+        if (json_object_set_new(tm, "latency_target_ms", num(r->latency_target_ms)) ||
+            json_object_set_new(tm, "predicted_ms", num(r->predicted_ms))) {
+            json_decref(o);
+            return NULL;
+        }
     }
     return dump(o, len);
 }

@@ -59,7 +59,7 @@ typedef struct {
     proto_skip *skips;       /* "skip": {"task": N}; (n_skips) */
     int n_skips;
     double budget;           /* 0..1, or -1 when not given */
-    double latency_ms;       /* > 0, or -1 when not given (accepted, not yet used) */
+    double latency_ms;       /* > 0, or -1 when not given: target for this request's predicted engine time */
     int ret_scores, ret_logits, ret_explain;
     int truncate;
 } proto_predict_req;
@@ -103,6 +103,7 @@ typedef struct {
     const char *task, *version;
     proto_head_kind kind;
     int skip;
+    const char *skip_source;     /* why this skip: "default", "request", "budget", "latency", "adaptive"; or NULL */
     int n_labels;
     const char *const *labels;   /* (n_labels) */
     const float *scores;     /* (n_labels) sequence heads: probabilities (multilabel: sigmoid); may be NULL */
@@ -120,11 +121,20 @@ typedef struct {
     size_t ans_text_len;
 } proto_task_result;
 
+/* A request's share of the batch plan it ran in. The request's own rows, streams and trunks per layer
+ * are exact (the plan's structure for its inputs and skips); its times are the batch's measured
+ * times attributed in proportion to its rows per layer, its tokens (embedding) and its outputs
+ * (heads). The batch's own figures come alongside. */
 typedef struct {
     int n_layers;
-    const int *rows, *streams;   /* (n_layers) */
-    const double *ms;            /* (n_layers) */
-    double embed_ms, heads_ms, total_ms;
+    const int *rows, *streams, *trunks;              /* (n_layers) this request's */
+    const double *ms;                                /* (n_layers) attributed to this request */
+    const int *batch_rows, *batch_streams;           /* (n_layers) the whole batch's */
+    const double *batch_ms;                          /* (n_layers) measured */
+    double embed_ms, heads_ms, total_ms;             /* attributed to this request */
+    double gflop, share;                             /* this request's work, its share of the batch's */
+    double batch_gflop, batch_total_ms;
+    int batch_requests, batch_inputs, batch_tokens;
 } proto_explain;
 
 typedef struct {
@@ -136,6 +146,7 @@ typedef struct {
     const int *truncated;             /* (n_inputs) 1 when the input was cut */
     int ret_scores;
     double queue_ms, inference_ms, total_ms;
+    double latency_target_ms, predicted_ms;           /* "latency_ms" asked and the cost model's prediction; -1: none */
     int batch_requests, batch_inputs, batch_tokens;
     const proto_explain *explain;     /* NULL unless asked */
 } proto_predict_resp;

@@ -29,6 +29,8 @@ srv_config srv_default_config(void) {
     c.max_tasks = 32;
     c.drain_timeout_ms = 30000;
     c.access_log = 1;
+    c.http_threads = 2;
+    c.target_queue_ms = 50;
     return c;
 }
 
@@ -61,6 +63,9 @@ static const opt opts[] = {
     {"admin-token", STR(admin_token)},
     {"drain-timeout-ms", INT(drain_timeout_ms, 0, 3600000)},
     {"access-log", OPT_BOOL, offsetof(srv_config, access_log), sizeof(int), 0, 1},
+    {"http-threads", INT(http_threads, 1, 256)},
+    {"adaptive-skips", OPT_BOOL, offsetof(srv_config, adaptive_skips), sizeof(int), 0, 1},
+    {"target-queue-ms", INT(target_queue_ms, 0, 3600000)},
 };
 
 static int same_key(const char *a, const char *b) {

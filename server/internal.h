@@ -41,6 +41,17 @@ typedef enum {
 
 typedef struct srv_server srv_server;
 
+/* Why a task ran at its skip; the response names it ("skip_source"). */
+typedef enum {
+    SRV_SKIP_DEFAULT,    /* the task's default: adaptive mode may raise it */
+    SRV_SKIP_REQUEST,    /* "skip" */
+    SRV_SKIP_BUDGET,     /* "budget" */
+    SRV_SKIP_LATENCY,    /* chosen for "latency_ms" through the cost model */
+    SRV_SKIP_ADAPTIVE,   /* raised by the scheduler because the queue wait exceeded its target */
+} srv_skip_source;
+
+const char *srv__skip_source_name(srv_skip_source s);
+
 /* One inference job: one request's inputs x tasks, tokenized. Owned by its srv_request; the
  * scheduler borrows it from submission until the loop resumes the connection. */
 typedef struct srv_job {
@@ -50,6 +61,9 @@ typedef struct srv_job {
     int n_inputs, n_tasks;
     store_task **tasks;          /* (n_tasks) references, released with the job */
     eng_task_req *treqs;         /* (n_tasks) engine task + skip, shared by all inputs */
+    srv_skip_source *skip_src;   /* (n_tasks) */
+    int adaptive_raised;         /* layers the scheduler added over all tasks (0: none) */
+    double latency_ms, predicted_ms; /* "latency_ms" and the cost model's prediction; -1 when not asked */
     eng_tok_encoding *enc;       /* (n_inputs) */
     int *truncated;              /* (n_inputs) */
     const proto_text *texts;     /* (n_inputs) borrowed from the parsed request */
@@ -57,7 +71,7 @@ typedef struct srv_job {
     int ret_scores, ret_logits, ret_explain;
     int v2;                      /* answer in KServe v2 form */
     double t_submit, t_start, t_end;       /* seconds, monotonic */
-    int batch_requests, batch_inputs, batch_tokens;
+    int batch_requests, batch_inputs, batch_tokens, batch_outputs;
     /* result, written by the worker, read after the loop resumes the connection */
     unsigned status;
     char *body;
@@ -90,6 +104,10 @@ void srv__metrics_free(srv_metrics *m);
 void srv__metrics_request(srv_metrics *m, srv_route r, unsigned status, double seconds);
 void srv__metrics_job(srv_metrics *m, const srv_job *j);
 void srv__metrics_batch(srv_metrics *m, int requests, int inputs, int tokens, double seconds);
+/* Adaptive mode: the scheduler raised one job's skips by `layers` in all (level: the controller's). */
+void srv__metrics_adaptive(srv_metrics *m, int layers, int level);
+/* A "latency_ms" the cost model said cannot be met (answered 422). */
+void srv__metrics_latency_refused(srv_metrics *m);
 /* Renders the Prometheus text; malloc'd, NULL when out of memory. */
 char *srv__metrics_render(srv_metrics *m, srv_server *s, size_t *len);
 
@@ -105,6 +123,7 @@ int srv__sched_submit(srv_sched *q, srv_job *j);
 void srv__sched_flush(srv_sched *q);
 int srv__sched_depth(srv_sched *q);    /* jobs submitted and not finished */
 int srv__sched_queued(srv_sched *q);   /* jobs not yet in a batch */
+int srv__sched_adaptive_level(srv_sched *q); /* layers adaptive mode currently adds (0: none) */
 
 /* Runs one job's share of a finished batch into its response (sched.c, worker thread). */
 
@@ -116,6 +135,11 @@ struct srv_server {
     uv_loop_t loop;
     srv_sched *sched;
     srv_metrics *metrics;
+    /* cost models measured at start-up, one per model (read-only once serving); the server holds a
+     * reference to each model so a key can never be reused by another model */
+    int n_costs;
+    store_model **cost_models;       /* (n_costs) references */
+    eng_cost_model *costs;           /* (n_costs) */
     atomic_int ready;
     atomic_int draining;
     atomic_int active;           /* requests between first byte and completion */
@@ -129,5 +153,8 @@ void srv__job_done(srv_server *s, srv_job *j);
 void srv__job_fail(srv_job *j, eng_status code, const char *msg);
 
 double srv__now(void);
+
+/* The cost model measured for model m at start-up, or NULL (a model loaded later has none). */
+const eng_cost_model *srv__cost_model(const srv_server *s, const store_model *m);
 
 #endif

@@ -36,6 +36,7 @@ struct srv_metrics {
     hist latency[SRV_ROUTE_COUNT];
     hist queue_wait, batch_requests, batch_inputs, batch_tokens, batch_seconds;
     atomic_uint_fast64_t tokens, batches;
+    atomic_uint_fast64_t adaptive_jobs, adaptive_layers, latency_refused;
     int n_tasks;
     char **task_names;
     atomic_uint_fast64_t *task_requests;   /* (n_tasks) */
@@ -114,6 +115,16 @@ void srv__metrics_batch(srv_metrics *m, int requests, int inputs, int tokens, do
     observe(&m->batch_inputs, cnt_b, N_CNT, inputs);
     observe(&m->batch_tokens, tok_b, N_TOK, tokens);
     observe(&m->batch_seconds, lat_b, N_LAT, seconds);
+}
+
+void srv__metrics_adaptive(srv_metrics *m, int layers, int level) {
+    (void)level; /* the level is read live from the scheduler at render */
+    atomic_fetch_add_explicit(&m->adaptive_jobs, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->adaptive_layers, (uint_fast64_t)layers, memory_order_relaxed);
+}
+
+void srv__metrics_latency_refused(srv_metrics *m) {
+    atomic_fetch_add_explicit(&m->latency_refused, 1, memory_order_relaxed);
 }
 
 typedef struct {
@@ -210,6 +221,18 @@ char *srv__metrics_render(srv_metrics *m, srv_server *s, size_t *len) {
             "adapterd_adapter_bytes %zu\n", m->task_bytes);
     put(&b, "# HELP adapterd_queue_depth Jobs waiting or running.\n# TYPE adapterd_queue_depth gauge\nadapterd_queue_depth %d\n",
         srv__sched_depth(s->sched));
+    put(&b, "# HELP adapterd_adaptive_raises_total Requests whose default skips adaptive mode raised.\n"
+            "# TYPE adapterd_adaptive_raises_total counter\nadapterd_adaptive_raises_total %llu\n",
+        (unsigned long long)atomic_load_explicit(&m->adaptive_jobs, memory_order_relaxed));
+    put(&b, "# HELP adapterd_adaptive_layers_total Layers added to tasks' skips by adaptive mode, summed over requests.\n"
+            "# TYPE adapterd_adaptive_layers_total counter\nadapterd_adaptive_layers_total %llu\n",
+        (unsigned long long)atomic_load_explicit(&m->adaptive_layers, memory_order_relaxed));
+    put(&b, "# HELP adapterd_adaptive_level Layers adaptive mode currently adds to default skips.\n"
+            "# TYPE adapterd_adaptive_level gauge\nadapterd_adaptive_level %d\n",
+        srv__sched_adaptive_level(s->sched));
+    put(&b, "# HELP adapterd_latency_refused_total Requests refused because latency_ms could not be met.\n"
+            "# TYPE adapterd_latency_refused_total counter\nadapterd_latency_refused_total %llu\n",
+        (unsigned long long)atomic_load_explicit(&m->latency_refused, memory_order_relaxed));
     put(&b, "# HELP adapterd_ready 1 when serving, 0 when starting or draining.\n# TYPE adapterd_ready gauge\n"
             "adapterd_ready %d\n", atomic_load(&s->ready) && !atomic_load(&s->draining));
     if (b.oom) {

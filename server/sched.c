@@ -9,7 +9,14 @@
  * holds jobs of one model (tasks of different models cannot share a pass).
  *
  * Admission: `depth` counts jobs from submission to completion; beyond max_queue srv__sched_submit
- * refuses (429), so memory held by waiting requests is bounded. */
+ * refuses (429), so memory held by waiting requests is bounded.
+ *
+ * Load-adaptive skips (--adaptive-skips, --target-queue-ms): when a batch closes, the wait of its
+ * oldest job steers a level: one layer up when the wait is over the target, one down when it is
+ * under half of it (the gap keeps the level from flapping). Each task of the batch that runs at its
+ * default skip (the request chose no skip, budget or latency) runs at default + level, capped at its
+ * allowed maximum, and the response names the skip with "skip_source": "adaptive". Only the loop
+ * reads or writes the level. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
@@ -54,6 +61,7 @@ struct srv_sched {
     int n_workers;
     srv_worker *workers;
     int flush;
+    atomic_int adapt_level;  /* layers adaptive mode adds; written by the loop only */
 };
 
 double srv__now(void) {
@@ -64,6 +72,7 @@ double srv__now(void) {
 
 int srv__sched_depth(srv_sched *q) { return atomic_load(&q->depth); }
 int srv__sched_queued(srv_sched *q) { return atomic_load(&q->queued); }
+int srv__sched_adaptive_level(srv_sched *q) { return atomic_load(&q->adapt_level); }
 
 int srv__sched_submit(srv_sched *q, srv_job *j) {
     if (atomic_fetch_add(&q->depth, 1) >= q->s->cfg.max_queue) {
@@ -128,6 +137,49 @@ static void qa_span(const eng_tok_encoding *e, const proto_text *t, const float 
     r->ans_text_len = b1 > b0 ? (size_t)(b1 - b0) : 0;
 }
 
+/* This request's share of the batch plan (see proto_explain). Its rows, streams and trunks per layer
+ * follow the planner's rules exactly: an input's trunk lives below the latest start layer of its
+ * tasks, a task's stream from its start layer (max of its first adapter layer and its skip) on.
+ * Times are the batch's, attributed by rows (layers), tokens (embedding) and outputs (heads).
+ * rows, streams, trunks: (L) ints; ms: (L). Returns 0 or -1 when out of memory. */
+static int explain_share(const srv_job *j, const eng_plan_stats *st, int *rows, int *streams, int *trunks, double *ms,
+                         proto_explain *ex) {
+    int L = st->n_layers;
+    for (int i = 0; i < j->n_inputs; i++) {
+        int len = (int)j->enc[i].n, trunk_until = 0;
+        for (int k = 0; k < j->n_tasks; k++) {
+            int start = eng_task_first_layer(j->treqs[k].task);
+            if (j->treqs[k].skip > start) start = j->treqs[k].skip;
+            if (start > trunk_until) trunk_until = start;
+            for (int l = start; l < L; l++) rows[l] += len, streams[l]++;
+        }
+        for (int l = 0; l < trunk_until && l < L; l++) rows[l] += len, streams[l]++, trunks[l]++;
+    }
+    double layers_ms = 0, batch_gflop = 0;
+    for (int l = 0; l < L; l++) {
+        ms[l] = st->rows[l] > 0 ? st->ms[l] * rows[l] / st->rows[l] : 0;
+        layers_ms += ms[l];
+        batch_gflop += st->gflop[l];
+    }
+    eng_input *in = calloc((size_t)j->n_inputs, sizeof *in);
+    if (!in) return -1;
+    for (int i = 0; i < j->n_inputs; i++)
+        in[i] = (eng_input){.ids = j->enc[i].ids, .len = (int)j->enc[i].n, .tasks = j->treqs, .n_tasks = j->n_tasks};
+    double gflop = eng_plan_gflop(store_model_engine(j->model), in, j->n_inputs);
+    free(in);
+    int outs = j->n_inputs * j->n_tasks;
+    *ex = (proto_explain){
+        .n_layers = L, .rows = rows, .streams = streams, .trunks = trunks, .ms = ms,
+        .batch_rows = st->rows, .batch_streams = st->streams, .batch_ms = st->ms,
+        .embed_ms = st->tokens > 0 ? st->embed_ms * j->tokens / st->tokens : 0,
+        .heads_ms = j->batch_outputs > 0 ? st->heads_ms * outs / j->batch_outputs : 0,
+        .gflop = gflop, .share = batch_gflop > 0 ? gflop / batch_gflop : 0, .batch_gflop = batch_gflop,
+        .batch_total_ms = st->total_ms, .batch_requests = j->batch_requests, .batch_inputs = j->batch_inputs,
+        .batch_tokens = j->batch_tokens};
+    ex->total_ms = ex->embed_ms + layers_ms + ex->heads_ms;
+    return 0;
+}
+
 /* Encodes job j's answer from outs (n_inputs * n_tasks, input-major). Worker thread. */
 static void job_respond(srv_server *s, srv_job *j, const eng_task_out *outs, const eng_plan_stats *stats) {
     size_t nr = (size_t)j->n_inputs * j->n_tasks;
@@ -149,6 +201,7 @@ static void job_respond(srv_server *s, srv_job *j, const eng_task_out *outs, con
             r->version = store_task_version(t);
             r->kind = head_kind(h);
             r->skip = j->treqs[k].skip;
+            r->skip_source = srv__skip_source_name(j->skip_src[k]);
             r->n_labels = store_task_num_labels(t);
             r->labels = store_task_labels(t);
             r->n_rows = o->n_rows;
@@ -195,10 +248,13 @@ static void job_respond(srv_server *s, srv_job *j, const eng_task_out *outs, con
         }
     }
     proto_explain ex = {0};
-    if (stats && j->ret_explain) {
-        ex = (proto_explain){.n_layers = stats->n_layers, .rows = stats->rows, .streams = stats->streams,
-                             .ms = stats->ms, .embed_ms = stats->embed_ms, .heads_ms = stats->heads_ms,
-                             .total_ms = stats->total_ms};
+    int *xrows = NULL;
+    double *xms = NULL;
+    if (stats && j->ret_explain && !bad) {
+        int L = stats->n_layers;
+        xrows = calloc((size_t)3 * L + 1, sizeof *xrows);
+        xms = calloc((size_t)L + 1, sizeof *xms);
+        if (!xrows || !xms || explain_share(j, stats, xrows, xrows + L, xrows + 2 * L, xms, &ex)) bad = 1;
     }
     if (!bad) {
         j->t_end = srv__now();
@@ -216,6 +272,8 @@ static void job_respond(srv_server *s, srv_job *j, const eng_task_out *outs, con
                                  .batch_requests = j->batch_requests,
                                  .batch_inputs = j->batch_inputs,
                                  .batch_tokens = j->batch_tokens,
+                                 .latency_target_ms = j->latency_ms,
+                                 .predicted_ms = j->predicted_ms,
                                  .explain = stats && j->ret_explain ? &ex : NULL};
         j->body = j->v2 ? proto_v2_infer_encode(&pr, &j->body_len) : proto_predict_encode(&pr, &j->body_len);
         j->status = 200;
@@ -224,7 +282,7 @@ static void job_respond(srv_server *s, srv_job *j, const eng_task_out *outs, con
     if (bad) srv__job_fail(j, ENG_NO_MEMORY, "out of memory building the response");
     for (size_t i = 0; i < nr && bufs; i++) free(bufs[i]);
     for (size_t i = 0; i < nr && tags; i++) free(tags[i]);
-    free(bufs), free(tags), free(res), free(tokens);
+    free(bufs), free(tags), free(res), free(tokens), free(xrows), free(xms);
     (void)s;
 }
 
@@ -251,7 +309,7 @@ static void run_jobs(srv_server *s, eng_state *st, srv_job *jobs, int n_jobs) {
     int k = 0;
     for (srv_job *j = jobs; j; j = j->next) {
         j->t_start = t_start;
-        j->batch_requests = n_jobs, j->batch_inputs = n_in, j->batch_tokens = toks;
+        j->batch_requests = n_jobs, j->batch_inputs = n_in, j->batch_tokens = toks, j->batch_outputs = n_out;
         for (int i = 0; i < j->n_inputs; i++)
             in[k++] = (eng_input){.ids = j->enc[i].ids, .type_ids = j->enc[i].type_ids, .len = (int)j->enc[i].n,
                                   .tasks = j->treqs, .n_tasks = j->n_tasks};
@@ -339,6 +397,33 @@ static srv_batch *take_batch(srv_sched *q) {
 
 static void timer_cb(uv_timer_t *t) { schedule(t->data); }
 
+/* Adaptive mode (see the top of the file): steer the level by the batch's oldest wait, then raise
+ * the default-skip tasks of the batch's jobs. Loop thread, before the batch reaches a worker. */
+static void adapt(srv_sched *q, srv_batch *b, double oldest_wait_ms) {
+    int level = atomic_load(&q->adapt_level), target = q->s->cfg.target_queue_ms;
+    int L = eng_model_config(store_model_engine(b->jobs->model))->n_layers;
+    if (oldest_wait_ms > target && level < L) level++;
+    else if (oldest_wait_ms < target / 2.0 && level > 0) level--;
+    atomic_store(&q->adapt_level, level);
+    if (level == 0) return;
+    for (srv_job *j = b->jobs; j; j = j->next) {
+        int raised = 0;
+        for (int k = 0; k < j->n_tasks; k++) {
+            if (j->skip_src[k] != SRV_SKIP_DEFAULT) continue;
+            int hi = store_task_skip_max(j->tasks[k]), want = j->treqs[k].skip + level;
+            if (want > hi) want = hi;
+            if (want <= j->treqs[k].skip) continue;
+            raised += want - j->treqs[k].skip;
+            j->treqs[k].skip = want;
+            j->skip_src[k] = SRV_SKIP_ADAPTIVE;
+        }
+        if (raised) {
+            j->adaptive_raised = raised;
+            srv__metrics_adaptive(q->s->metrics, raised, level);
+        }
+    }
+}
+
 static void schedule(srv_sched *q) {
     srv_worker *w;
     while (q->head && (w = idle_worker(q))) {
@@ -356,6 +441,7 @@ static void schedule(srv_sched *q) {
             uv_timer_start(&q->timer, timer_cb, 1, 0); /* out of memory: retry shortly */
             return;
         }
+        if (q->s->cfg.adaptive_skips) adapt(q, b, waited_us / 1e3);
         w->busy = 1;
         b->worker = w;
         pthread_mutex_lock(&w->mu);

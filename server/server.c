@@ -74,8 +74,71 @@ static void job_free(srv_job *j) {
     if (!j) return;
     for (int i = 0; j->enc && i < j->n_inputs; i++) eng_tok_encoding_free(&j->enc[i]);
     for (int k = 0; j->tasks && k < j->n_tasks; k++) store_task_release(j->tasks[k]);
-    free(j->enc), free(j->truncated), free(j->tasks), free(j->treqs), free(j->body);
+    free(j->enc), free(j->truncated), free(j->tasks), free(j->treqs), free(j->skip_src), free(j->body);
     free(j);
+}
+
+const char *srv__skip_source_name(srv_skip_source s) {
+    switch (s) {
+    case SRV_SKIP_DEFAULT: return "default";
+    case SRV_SKIP_REQUEST: return "request";
+    case SRV_SKIP_BUDGET: return "budget";
+    case SRV_SKIP_LATENCY: return "latency";
+    case SRV_SKIP_ADAPTIVE: return "adaptive";
+    }
+    return "default";
+}
+
+const eng_cost_model *srv__cost_model(const srv_server *s, const store_model *m) {
+    for (int i = 0; i < s->n_costs; i++)
+        if (s->cost_models[i] == m) return &s->costs[i];
+    return NULL;
+}
+
+/* "latency_ms": every task starts at its smallest allowed skip (best quality) and eng_plan_for_latency
+ * raises skips, one layer at a time on the task with the most room, until the cost model's prediction
+ * for this request's plan meets the target. A target that even the largest skips miss is refused with
+ * the prediction: the request is never served slower than it asked without saying so. */
+static int plan_for_latency(srv_server *s, srv_job *j, double target_ms, eng_status *code, char *msg, size_t msz) {
+    const eng_cost_model *cm = srv__cost_model(s, j->model);
+    if (!cm) {
+        *code = ENG_UNAVAILABLE;
+        snprintf(msg, msz, "\"latency_ms\" needs the cost model of model %s, which is measured at start-up; it was loaded later",
+                 store_model_name(j->model));
+        return -1;
+    }
+    eng_input *in = calloc((size_t)j->n_inputs, sizeof *in);
+    eng_task_req **rq = calloc((size_t)j->n_inputs, sizeof *rq);
+    if (!in || !rq) {
+        free(in), free(rq);
+        *code = ENG_NO_MEMORY;
+        snprintf(msg, msz, "out of memory");
+        return -1;
+    }
+    /* one skip per task for all inputs: every input points at the job's one task array */
+    for (int i = 0; i < j->n_inputs; i++) {
+        in[i] = (eng_input){.ids = j->enc[i].ids, .type_ids = j->enc[i].type_ids, .len = (int)j->enc[i].n,
+                            .tasks = j->treqs, .n_tasks = j->n_tasks};
+        rq[i] = j->treqs;
+    }
+    eng_err e = {0};
+    double pred = 0;
+    int rc = eng_plan_for_latency(cm, store_model_engine(j->model), in, j->n_inputs, rq, target_ms, &pred, &e);
+    free(in), free(rq);
+    j->latency_ms = target_ms;
+    j->predicted_ms = pred;
+    if (rc == 0) return 0;
+    srv__metrics_latency_refused(s->metrics);
+    char skips[256] = "";
+    size_t o = 0;
+    for (int k = 0; k < j->n_tasks && o < sizeof skips; k++)
+        o += (size_t)snprintf(skips + o, sizeof skips - o, "%s%s %d", k ? ", " : "", store_task_name(j->tasks[k]), j->treqs[k].skip);
+    *code = rc == ENG_LIMIT ? ENG_LIMIT : (eng_status)rc;
+    snprintf(msg, msz,
+             "\"latency_ms\" %.4g cannot be met: this request's plan is predicted at %.2f ms with every task at its "
+             "largest allowed skip (%s); raise the target, send fewer inputs or tasks, or see GET /v1/tasks for the skips",
+             target_ms, pred, skips);
+    return -1;
 }
 
 void srv__job_done(srv_server *s, srv_job *j) {
@@ -92,7 +155,9 @@ static int job_prepare(srv_request *r, srv_job *j, const proto_predict_req *p, e
     j->texts = p->inputs;
     j->n_inputs = p->n_inputs;
     j->ret_scores = p->ret_scores, j->ret_logits = p->ret_logits, j->ret_explain = p->ret_explain;
+    j->latency_ms = j->predicted_ms = -1;
     if (!(j->tasks = calloc((size_t)n_tasks, sizeof *j->tasks)) || !(j->treqs = calloc((size_t)n_tasks, sizeof *j->treqs)) ||
+        !(j->skip_src = calloc((size_t)n_tasks, sizeof *j->skip_src)) ||
         !(j->enc = calloc((size_t)p->n_inputs, sizeof *j->enc)) || !(j->truncated = calloc((size_t)p->n_inputs, sizeof(int)))) {
         *code = ENG_NO_MEMORY;
         snprintf(msg, msz, "out of memory");
@@ -117,10 +182,13 @@ static int job_prepare(srv_request *r, srv_job *j, const proto_predict_req *p, e
         }
         int lo = store_task_skip_min(t), hi = store_task_skip_max(t), skip = store_task_skip_default(t);
         const char *src = "default";
-        if (p->skip >= 0) skip = p->skip, src = "\"skip\"";
+        srv_skip_source ss = SRV_SKIP_DEFAULT;
+        if (p->skip >= 0) skip = p->skip, src = "\"skip\"", ss = SRV_SKIP_REQUEST;
         for (int i = 0; i < p->n_skips; i++)
-            if (!strcmp(p->skips[i].task, store_task_name(t))) skip = p->skips[i].skip, src = "\"skip\"";
-        if (p->budget >= 0) skip = hi - (int)(p->budget * (hi - lo) + 0.5), src = "\"budget\"";
+            if (!strcmp(p->skips[i].task, store_task_name(t)))
+                skip = p->skips[i].skip, src = "\"skip\"", ss = SRV_SKIP_REQUEST;
+        if (p->budget >= 0) skip = hi - (int)(p->budget * (hi - lo) + 0.5), src = "\"budget\"", ss = SRV_SKIP_BUDGET;
+        if (p->latency_ms > 0) skip = lo, ss = SRV_SKIP_LATENCY; /* raised by plan_for_latency below */
         if (skip < lo || skip > hi) {
             *code = ENG_INVALID_ARGUMENT;
             snprintf(msg, msz, "%s asks task \"%s\" to skip %d layers; it allows %d..%d (see GET /v1/tasks/%s)", src,
@@ -128,6 +196,7 @@ static int job_prepare(srv_request *r, srv_job *j, const proto_predict_req *p, e
             return -1;
         }
         j->treqs[k] = (eng_task_req){store_task_engine(t), skip};
+        j->skip_src[k] = ss;
     }
     for (int i = 0; i < p->n_skips; i++) {
         int found = 0;
@@ -171,6 +240,7 @@ static int job_prepare(srv_request *r, srv_job *j, const proto_predict_req *p, e
         }
         j->tokens += (int)j->enc[i].n;
     }
+    if (p->latency_ms > 0) return plan_for_latency(s, j, p->latency_ms, code, msg, msz);
     return 0;
 }
 
@@ -491,6 +561,34 @@ static void on_signal(uv_signal_t *h, int signum) {
     uv_timer_start(&c->drain_timer, drain_check, 0, 5);
 }
 
+/* Times one forward pass of each model on this machine (eng_cost_calibrate) for "latency_ms". Runs
+ * before the workers start, so the measurement has the cores to itself. */
+static int calibrate_costs(srv_server *s, eng_err *err) {
+    int n = store_n_models(s->reg), rc = 0;
+    s->cost_models = calloc((size_t)n + 1, sizeof *s->cost_models);
+    s->costs = calloc((size_t)n + 1, sizeof *s->costs);
+    eng_state *st = eng_state_new(s->cfg.threads);
+    if (!s->cost_models || !s->costs || !st) {
+        eng_state_free(st);
+        return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    }
+    for (int i = 0; i < n && !rc; i++) {
+        store_model *m = store_model_acquire_at(s->reg, i);
+        if (!m) continue;
+        double t0 = srv__now();
+        if ((rc = eng_cost_calibrate(store_model_engine(m), st, 128, &s->costs[s->n_costs], err))) {
+            eng_err_prefix(err, "cost model of %s", store_model_name(m));
+            store_model_release(m);
+            break;
+        }
+        fprintf(stderr, "adapterd: cost model %s: %.3f ms/GFLOP (measured in %.0f ms)\n", store_model_name(m),
+                s->costs[s->n_costs].ms_per_gflop, (srv__now() - t0) * 1e3);
+        s->cost_models[s->n_costs++] = m;
+    }
+    eng_state_free(st);
+    return rc;
+}
+
 static void close_cb(uv_handle_t *h, void *arg) {
     (void)arg;
     if (!uv_is_closing(h)) uv_close(h, NULL);
@@ -514,6 +612,7 @@ int srv_run(const srv_config *cfg, store_registry *reg, eng_err *err) {
         rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory");
         goto done;
     }
+    if ((rc = calibrate_costs(s, err))) goto done;
     if (!(s->sched = srv__sched_new(s, &s->loop, err))) {
         rc = err ? err->code : ENG_INTERNAL;
         goto done;
@@ -530,10 +629,13 @@ int srv_run(const srv_config *cfg, store_registry *reg, eng_err *err) {
         rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "host: '%s' is not an IPv4 address", cfg->host);
         goto done;
     }
+    /* http_threads > 1: MHD's own pool, each thread with its own epoll set, so parsing and tokenizing
+     * run in parallel; every handler path is thread-safe (atomics, the store's and scheduler's mutexes) */
     s->mhd = MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO, (uint16_t)cfg->port,
                               NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                               MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)4096, MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
+                              MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(cfg->http_threads > 1 ? cfg->http_threads : 0),
                               MHD_OPTION_END);
     if (!s->mhd) {
         rc = eng_err_set(err, ENG_UNAVAILABLE, "cannot listen on %s:%d (%s)", cfg->host, cfg->port, strerror(errno));
@@ -550,9 +652,9 @@ int srv_run(const srv_config *cfg, store_registry *reg, eng_err *err) {
             goto done;
         }
     }
-    fprintf(stderr, "adapterd: listening on http://%s:%d (%d tasks, %d worker(s) x %d threads, batch %d tokens / %d us, queue %d)\n",
-            cfg->host, port, store_n_tasks(reg), cfg->workers, cfg->threads, cfg->max_batch_tokens, cfg->max_wait_us,
-            cfg->max_queue);
+    fprintf(stderr, "adapterd: listening on http://%s:%d (%d tasks, %d http thread(s), %d worker(s) x %d threads, batch %d tokens / %d us, queue %d%s)\n",
+            cfg->host, port, store_n_tasks(reg), cfg->http_threads, cfg->workers, cfg->threads, cfg->max_batch_tokens,
+            cfg->max_wait_us, cfg->max_queue, cfg->adaptive_skips ? ", adaptive skips" : "");
     atomic_store(&s->ready, 1);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     atomic_store(&s->ready, 0);
@@ -565,6 +667,8 @@ done:
     uv_run(&s->loop, UV_RUN_DEFAULT);
     uv_loop_close(&s->loop);
     srv__metrics_free(s->metrics);
+    for (int i = 0; i < s->n_costs; i++) store_model_release(s->cost_models[i]);
+    free(s->cost_models), free(s->costs);
     free(s);
     return rc;
 }

@@ -43,6 +43,9 @@ typedef struct {
     char admin_token[256];   /* bearer token of the admin routes (issue 7); empty: admin off */
     int drain_timeout_ms;    /* longest wait for in-flight work after SIGTERM; 30000 */
     int access_log;          /* one line per request on stderr; 1 */
+    int http_threads;        /* libmicrohttpd threads (each its own epoll) that parse and tokenize; 2 */
+    int adaptive_skips;      /* load-adaptive mode: raise skips of requests that did not choose them; 0 */
+    int target_queue_ms;     /* adaptive mode's queue-wait target; 50 */
 } srv_config;
 
 srv_config srv_default_config(void);

@@ -460,3 +460,193 @@ Test(lifecycle, allow_skip_widens_the_range, .timeout = 60) {
     ts_resp_free(&r);
     cr_assert_eq(ts_stop(&s), 0);
 }
+
+/* ---- budgets: latency targets, adaptive skips, explain ---- */
+
+static json_t *post_ok(test_server *s, const char *body, long want) {
+    ts_resp r;
+    cr_assert_eq(ts_http(s, "POST", "/v1/predict", body, NULL, NULL, &r), 0);
+    cr_assert_eq(r.status, want, "%s -> %ld: %s", body, r.status, r.body);
+    json_t *d = json_loads(r.body, 0, NULL);
+    cr_assert(d, "not JSON: %s", r.body);
+    char msg[512];
+    cr_assert_eq(ts_validate("POST", "/v1/predict", want, d, msg, sizeof msg), 0, "%s\n%s", msg, r.body);
+    ts_resp_free(&r);
+    return d;
+}
+
+static json_t *task_of(json_t *d, int input, const char *task) {
+    return json_object_get(json_object_get(json_array_get(json_object_get(d, "results"), (size_t)input), "tasks"), task);
+}
+
+static int skip_of(json_t *d, int input, const char *task) {
+    return (int)json_integer_value(json_object_get(task_of(d, input, task), "skip"));
+}
+
+static const char *source_of(json_t *d, int input, const char *task) {
+    return json_string_value(json_object_get(task_of(d, input, task), "skip_source"));
+}
+
+/* latency_ms: skips rise from the minimum only as far as the cost model needs; an unreachable target
+ * is a 422 naming the prediction. With --allow-skip 2 every task of the 2-layer model allows 0..2,
+ * so skipping everything predicts about a third of skipping nothing (one shared trunk instead of
+ * three task streams). */
+Test(budget, latency_ms_chooses_skips_within_range_or_refuses, .timeout = 60) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    test_server s;
+    const char *args[] = {"--allow-skip", "2", NULL};
+    cr_assert_eq(ts_start(&s, args, NULL), 0);
+    const char *tasks[] = {"cls_lora", "peft", "ml"};
+    json_t *d = post_ok(&s, "{\"inputs\":\"the movie was great\",\"tasks\":[\"cls_lora\",\"peft\",\"ml\"],\"latency_ms\":100000}", 200);
+    json_t *tm = json_object_get(d, "timing");
+    double p0 = json_number_value(json_object_get(tm, "predicted_ms"));
+    cr_assert(p0 > 0, "predicted_ms reported");
+    cr_assert_float_eq(json_number_value(json_object_get(tm, "latency_target_ms")), 100000, 1e-9);
+    for (int k = 0; k < 3; k++) {
+        cr_assert_eq(skip_of(d, 0, tasks[k]), 0, "a generous target keeps full quality (%s)", tasks[k]);
+        cr_assert_str_eq(source_of(d, 0, tasks[k]), "latency");
+    }
+    json_decref(d);
+    /* half the full-quality prediction: some skips must rise, and the prediction meets the target */
+    char body[256];
+    snprintf(body, sizeof body, "{\"inputs\":\"the movie was great\",\"tasks\":[\"cls_lora\",\"peft\",\"ml\"],\"latency_ms\":%.9g}", p0 / 2);
+    d = post_ok(&s, body, 200);
+    int raised = 0;
+    for (int k = 0; k < 3; k++) {
+        int sk = skip_of(d, 0, tasks[k]);
+        cr_assert(sk >= 0 && sk <= 2, "%s skip %d within 0..2", tasks[k], sk);
+        raised += sk;
+    }
+    cr_assert(raised > 0, "skips rose for a target of half the full-quality time");
+    double p = json_number_value(json_object_get(json_object_get(d, "timing"), "predicted_ms"));
+    cr_assert(p <= p0 / 2 && p > 0, "predicted %g ms for a target of %g ms", p, p0 / 2);
+    json_decref(d);
+    /* a tenth: unreachable, 422 with the prediction in the message */
+    snprintf(body, sizeof body, "{\"inputs\":\"the movie was great\",\"tasks\":[\"cls_lora\",\"peft\",\"ml\"],\"latency_ms\":%.9g}", p0 / 10);
+    ts_resp r;
+    cr_assert_eq(ts_http(&s, "POST", "/v1/predict", body, NULL, NULL, &r), 0);
+    cr_assert_eq(r.status, 422, "%s", r.body);
+    d = json_loads(r.body, 0, NULL);
+    json_t *e = json_object_get(d, "error");
+    cr_assert_str_eq(json_string_value(json_object_get(e, "code")), "limit");
+    cr_assert(strstr(json_string_value(json_object_get(e, "message")), "predicted at"), "%s", r.body);
+    cr_assert(strstr(json_string_value(json_object_get(e, "message")), "cls_lora 2"), "names the skips tried: %s", r.body);
+    json_decref(d);
+    ts_resp_free(&r);
+    /* latency_ms with skip: refused, never guessed */
+    cr_assert_eq(ts_http(&s, "POST", "/v1/predict", "{\"inputs\":\"x\",\"latency_ms\":5,\"skip\":1}", NULL, NULL, &r), 0);
+    cr_assert_eq(r.status, 422, "%s", r.body);
+    ts_resp_free(&r);
+    cr_assert_eq(ts_http(&s, "GET", "/metrics", NULL, NULL, NULL, &r), 0);
+    cr_expect(strstr(r.body, "adapterd_latency_refused_total 1"), "%s", r.body);
+    ts_resp_free(&r);
+    cr_assert_eq(ts_stop(&s), 0);
+}
+
+typedef struct {
+    test_server *s;
+    const char *body;
+    json_t *doc;
+    long status;
+} post_arg;
+
+static void *post_thread(void *arg) {
+    post_arg *a = arg;
+    ts_resp r;
+    if (ts_http(a->s, "POST", "/v1/predict", a->body, NULL, NULL, &r) == 0) {
+        a->status = r.status;
+        a->doc = json_loads(r.body, 0, NULL);
+    }
+    ts_resp_free(&r);
+    return NULL;
+}
+
+/* Adaptive mode with a 1 ms queue target and a 20 ms batching wait: every batch waits over the target,
+ * so tasks left at their default skip are raised within their range; pinned ones are not; the
+ * answers are those of the raised skip run on purpose; metrics count the raises. */
+Test(budget, adaptive_skips_raise_default_skips_under_load, .timeout = 60) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    test_server s;
+    const char *args[] = {"--adaptive-skips", "true", "--target-queue-ms", "1", "--max-wait-us", "20000", NULL};
+    cr_assert_eq(ts_start(&s, args, NULL), 0);
+    enum { N = 8 };
+    pthread_t th[N];
+    post_arg a[N];
+    for (int i = 0; i < N; i++) {
+        /* odd clients pin cls_lora at 0; peft allows only 0 */
+        a[i] = (post_arg){.s = &s, .body = i % 2 ? "{\"inputs\":\"the movie was great\",\"tasks\":[\"cls_lora\",\"peft\"],\"skip\":{\"cls_lora\":0}}"
+                                                 : "{\"inputs\":\"the movie was great\",\"tasks\":[\"cls_lora\",\"peft\"]}"};
+        pthread_create(&th[i], NULL, post_thread, &a[i]);
+    }
+    for (int i = 0; i < N; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(a[i].status, 200);
+        char msg[512];
+        cr_assert_eq(ts_validate("POST", "/v1/predict", 200, a[i].doc, msg, sizeof msg), 0, "%s", msg);
+        if (i % 2) {
+            cr_expect_eq(skip_of(a[i].doc, 0, "cls_lora"), 0, "a pinned skip is never raised");
+            cr_expect_str_eq(source_of(a[i].doc, 0, "cls_lora"), "request");
+        } else {
+            cr_expect_eq(skip_of(a[i].doc, 0, "cls_lora"), 1, "default skip raised to the task's maximum");
+            cr_expect_str_eq(source_of(a[i].doc, 0, "cls_lora"), "adaptive");
+        }
+        cr_expect_eq(skip_of(a[i].doc, 0, "peft"), 0, "peft allows only 0");
+        cr_expect_str_eq(source_of(a[i].doc, 0, "peft"), "default");
+    }
+    /* the raised answer is the skip-1 answer */
+    json_t *d = post_ok(&s, "{\"inputs\":\"the movie was great\",\"tasks\":[\"cls_lora\",\"peft\"],\"skip\":{\"cls_lora\":1}}", 200);
+    cr_assert(same_results(json_object_get(task_of(d, 0, "cls_lora"), "scores"), json_object_get(task_of(a[0].doc, 0, "cls_lora"), "scores")));
+    json_decref(d);
+    for (int i = 0; i < N; i++) json_decref(a[i].doc);
+    ts_resp r;
+    cr_assert_eq(ts_http(&s, "GET", "/metrics", NULL, NULL, NULL, &r), 0);
+    const char *p = strstr(r.body, "\nadapterd_adaptive_raises_total ");
+    cr_assert(p, "%s", r.body);
+    cr_expect(atoi(p + strlen("\nadapterd_adaptive_raises_total ")) >= N / 2, "%s", p);
+    cr_expect(strstr(r.body, "adapterd_task_skip_total{task=\"cls_lora\",skip=\"1\"}"), "skips used count the raised skip");
+    cr_expect(strstr(r.body, "adapterd_adaptive_level 1") || strstr(r.body, "adapterd_adaptive_level 2"), "level is exported");
+    ts_resp_free(&r);
+    cr_assert_eq(ts_stop(&s), 0);
+}
+
+/* explain is this request's share of its batch: two requests batched together split the batch's
+ * rows per layer exactly, and their GFLOP shares add up to 1. */
+Test(budget, explain_is_this_requests_share_of_the_batch, .timeout = 60) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    test_server s;
+    const char *args[] = {"--max-wait-us", "300000", NULL};
+    cr_assert_eq(ts_start(&s, args, NULL), 0);
+    post_arg a[2] = {
+        {.s = &s, .body = "{\"inputs\":[\"the movie was great\",\"bad\"],\"tasks\":[\"cls_lora\",\"peft\"],\"skip\":{\"cls_lora\":1},"
+                          "\"return\":{\"explain\":true}}"},
+        {.s = &s, .body = "{\"inputs\":\"stock market news today\",\"tasks\":[\"ml\"],\"return\":{\"explain\":true}}"}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, post_thread, &a[i]);
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    double share = 0;
+    json_t *x[2];
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(a[i].status, 200);
+        char msg[512];
+        cr_assert_eq(ts_validate("POST", "/v1/predict", 200, a[i].doc, msg, sizeof msg), 0, "%s", msg);
+        x[i] = json_object_get(a[i].doc, "explain");
+        cr_assert_str_eq(json_string_value(json_object_get(x[i], "scope")), "request");
+        cr_assert_eq(json_integer_value(json_object_get(json_object_get(x[i], "batch"), "requests")), 2, "both in one batch");
+        share += json_number_value(json_object_get(x[i], "share"));
+    }
+    cr_expect_float_eq(share, 1.0, 1e-6, "shares add up to the batch");
+    /* request 0: below cls_lora's skip each input keeps a trunk (layer 0); peft's streams run from 0 */
+    json_t *l0 = json_array_get(json_object_get(x[0], "layers"), 0), *l1 = json_array_get(json_object_get(x[0], "layers"), 1);
+    cr_expect_eq(json_integer_value(json_object_get(l0, "trunks")), 2, "a trunk per input below cls_lora's skip");
+    cr_expect_eq(json_integer_value(json_object_get(l1, "trunks")), 0);
+    cr_expect_eq(json_integer_value(json_object_get(l1, "streams")), 4, "2 inputs x 2 tasks at layer 1");
+    for (int l = 0; l < 2; l++) {
+        json_t *e0 = json_array_get(json_object_get(x[0], "layers"), (size_t)l), *e1 = json_array_get(json_object_get(x[1], "layers"), (size_t)l);
+        json_int_t rows = json_integer_value(json_object_get(e0, "rows")) + json_integer_value(json_object_get(e1, "rows"));
+        cr_expect_eq(rows, json_integer_value(json_object_get(json_object_get(e0, "batch"), "rows")), "layer %d: rows split exactly", l);
+        json_int_t st = json_integer_value(json_object_get(e0, "streams")) + json_integer_value(json_object_get(e1, "streams"));
+        cr_expect_eq(st, json_integer_value(json_object_get(json_object_get(e0, "batch"), "streams")), "layer %d: streams split exactly", l);
+    }
+    for (int i = 0; i < 2; i++) json_decref(a[i].doc);
+    cr_assert_eq(ts_stop(&s), 0);
+}

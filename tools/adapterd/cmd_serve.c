@@ -18,6 +18,7 @@ static void usage(FILE *f) {
             "                      [--max-batch-tokens N] [--max-wait-us N] [--max-queue N] [--max-body-bytes N]\n"
             "                      [--max-inputs N] [--max-tasks N] [--max-seq-len N] [--allow-skip N]\n"
             "                      [--admin-token T] [--drain-timeout-ms N] [--access-log true|false]\n"
+            "                      [--http-threads N] [--adaptive-skips true|false] [--target-queue-ms N]\n"
             "                      [--port-file FILE] [--config FILE]\n\n"
             "Serves the tasks of a registry (models/<name>/, tasks/<name>/<version>/) over HTTP/JSON:\n"
             "POST /v1/predict, GET /v1/tasks, /v1/models, /healthz, /readyz, /metrics, /openapi.json and the\n"
@@ -37,6 +38,10 @@ static void usage(FILE *f) {
             "  --allow-skip N        let every task skip up to N layers (AdapterDrop), beyond task.json\n"
             "  --admin-token T       bearer token of the admin routes (off without one)\n"
             "  --drain-timeout-ms N  longest drain after SIGTERM (default 30000)\n"
+            "  --http-threads N      libmicrohttpd threads that parse and tokenize, each with its own epoll (default 2)\n"
+            "  --adaptive-skips B    load-adaptive mode: when the queue wait exceeds --target-queue-ms, raise the\n"
+            "                        skips of tasks a request left at their default, within each task's range\n"
+            "  --target-queue-ms N   adaptive mode's queue-wait target (default 50)\n"
             "  --config FILE         JSON object of these options ({\"port\": 8080, \"max-queue\": 64})\n"
             "Environment: ADAPTERD_<OPTION> (ADAPTERD_PORT, ADAPTERD_MAX_QUEUE, ADAPTERD_CONFIG, ...).\n");
 }
