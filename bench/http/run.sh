@@ -97,7 +97,7 @@ start() { # registry, extra args...
   port=$(cat "$pf"); rm -f "$pf"
 }
 stop() { kill -TERM "$pid"; wait "$pid" || true; }
-metric() { curl -s "http://127.0.0.1:$port/metrics" | awk -v k="$1" '$1 == k {print $2}'; }
+metric() { curl -s "http://127.0.0.1:$port/metrics" | awk -v k="$1" '$1 == k || $1 == k "{}" {print $2}'; }
 
 text="the screen is great but the battery is poor"
 body='{"inputs":"'"$text"'","return":{"scores":true}}'
