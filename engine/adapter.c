@@ -22,6 +22,12 @@ int eng_task_layer_active(const eng_task_layer *a) {
     return a->prefix_len > 0 || a->mh.n_stack || a->mh.n_fuse || a->out.n_stack || a->out.n_fuse;
 }
 
+int eng__late_split_ok(const eng_task_layer *a) {
+    for (int i = 0; i < ENG_LIN_COUNT; i++)
+        if (a->lora[i] || a->ia3[i]) return 0;
+    return a->prefix_len == 0 && a->mh.n_stack == 0 && a->mh.n_fuse == 0 && (a->out.n_stack || a->out.n_fuse);
+}
+
 float eng__gate_mean(const float *x, int ldx, int len, int dim, const float *w, float b) {
     double g = 0;
     for (int t = 0; t < len; t++) {

@@ -21,6 +21,7 @@ enum {
     ENG_SCRATCH_W,      /* (2, d, H) sparse-stored adapter matrices expanded for the dense GEMM */
     ENG_SCRATCH_X0,     /* planner row blocks: the live streams of a layer, and the next re-pack */
     ENG_SCRATCH_X1,
+    ENG_SCRATCH_X2,     /* late-split rows of the current layer */
     ENG_SCRATCH_SLOTS
 };
 
@@ -56,6 +57,9 @@ int eng__site_apply(eng_state *st, const eng_site *site, const eng_config *c, fl
  * layer's adapters on len rows, in GFLOP (budget.c; shared by the cost model and plan stats). */
 double eng__layer_gflop(const eng_config *c, int len);
 double eng__adapter_gflop(const eng_config *c, const eng_task_layer *a, int len);
+
+/* Can a stream split off inside this layer (only output-site bottleneck modules act in it)? */
+int eng__late_split_ok(const eng_task_layer *a);
 
 /* Applies <fusion_dir>/fusion_pruning.json to t when it exists (adapter_load.c). */
 int eng__fusion_apply_saved(eng_task *t, const char *fusion_dir, eng_err *err);

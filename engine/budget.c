@@ -47,9 +47,12 @@ double eng_plan_gflop(const eng_model *m, const eng_input *inputs, int n_inputs)
             const eng_task *t = inputs[i].tasks[k].task;
             int start = eng_task_first_layer(t);
             if (inputs[i].tasks[k].skip > start) start = inputs[i].tasks[k].skip;
-            if (start > trunk_until) trunk_until = start;
             const eng_task_layer *ly = eng_task_layers(t);
-            for (int l = start; l < c->n_layers; l++) g += eng__layer_gflop(c, len) + eng__adapter_gflop(c, &ly[l], len);
+            /* a late split shares the trunk through layer start's FFN (planner.c) */
+            int born = start < c->n_layers && eng__late_split_ok(&ly[start]) ? start + 1 : start;
+            if (born > trunk_until) trunk_until = born;
+            for (int l = start; l < c->n_layers; l++)
+                g += (l >= born ? eng__layer_gflop(c, len) : 0) + eng__adapter_gflop(c, &ly[l], len);
         }
         g += trunk_until * eng__layer_gflop(c, len);
     }

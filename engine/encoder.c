@@ -415,7 +415,8 @@ static int apply_sites(eng_state *st, const eng_config *c, const eng_group *g, i
 }
 
 int eng_layer_forward(const eng_model *m, eng_state *st, int l, float *x, int rows, const eng_seg *segs, int n_segs,
-                      const eng_group *groups, int n_groups, eng_err *err) {
+                      const eng_group *groups, int n_groups, const eng_late_split *late, int n_late, float *late_out,
+                      eng_err *err) {
     const eng_config *c = eng_model_config(m);
     const eng_layer_weights *w = &eng_model_weights(m)->layers[l];
     int H = c->hidden, I = c->intermediate, rc, max_len = 0, max_prefix = 0;
@@ -475,13 +476,27 @@ int eng_layer_forward(const eng_model *m, eng_state *st, int l, float *x, int ro
         eng_gemm(pool, rows, I, H, st->h, H, w->w1, H, st->inter, I, &ep_1);
     }
 
-    if (n_groups && groups_touch(groups, n_groups, 3)) {
+    if ((n_groups && groups_touch(groups, n_groups, 3)) || n_late) {
         /* x is free now (h is the residual): y = inter W2^T + b2 goes straight into x */
         eng_epilogue ep_2 = {.bias = w->b2, .act = ENG_ACT_IDENTITY};
         eng_gemm(pool, rows, H, I, st->inter, I, w->w2, I, x, H, &ep_2);
-        if ((rc = apply_linear_adapters(st, groups, n_groups, ENG_LIN_D, st->inter, I, x, H, segs, n_segs, err)) ||
-            (rc = apply_sites(st, c, groups, n_groups, 1, x, st->h, segs, n_segs, w->ln2_g, w->ln2_b, err)))
+        if (n_groups && (rc = apply_linear_adapters(st, groups, n_groups, ENG_LIN_D, st->inter, I, x, H, segs, n_segs, err)))
             return rc;
+        /* late splits read the trunk's y and h before the trunk's own LayerNorm */
+        for (int k = 0; k < n_late; k++) {
+            float *o = late_out + (size_t)late[k].out_row0 * H;
+            memcpy(o, x + (size_t)late[k].trunk_row0 * H, (size_t)late[k].len * H * sizeof *o);
+            eng_seg one = {0, late[k].len};
+            if ((rc = eng__site_apply(st, &late[k].ad->out, c, o, st->h + (size_t)late[k].trunk_row0 * H, 0,
+                                      late[k].len, &one, 1, w->ln2_g, w->ln2_b, err)))
+                return rc;
+        }
+        if (n_groups) {
+            if ((rc = apply_sites(st, c, groups, n_groups, 1, x, st->h, segs, n_segs, w->ln2_g, w->ln2_b, err))) return rc;
+        } else {
+            eng_add(x, st->h, (size_t)rows * H);
+            layernorm_rows(pool, x, rows, H, w->ln2_g, w->ln2_b, c->ln_eps);
+        }
     } else {
         eng_epilogue ep_2 = {.bias = w->b2, .act = ENG_ACT_IDENTITY, .residual = st->h, .ldr = H};
         eng_gemm(pool, rows, H, I, st->inter, I, w->w2, I, x, H, &ep_2);
@@ -524,7 +539,8 @@ int eng_encode(const eng_model *m, eng_state *st, const eng_batch *b, float *hid
         start += b->seq_len[s];
     }
     for (int l = 0; l < c->n_layers; l++)
-        if ((rc = eng_layer_forward(m, st, l, hidden_out, (int)n, st->segs, b->n_seq, NULL, 0, err))) return rc;
+        if ((rc = eng_layer_forward(m, st, l, hidden_out, (int)n, st->segs, b->n_seq, NULL, 0, NULL, 0, NULL, err)))
+            return rc;
     if (pooled_out) return eng_pool_first(m, st, hidden_out, st->segs, b->n_seq, pooled_out, err);
     return 0;
 }

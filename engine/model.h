@@ -127,10 +127,21 @@ typedef struct {
 /* Embeds a batch into x (n_tokens, H). Validates ids; returns 0 or ENG_INVALID_ARGUMENT. */
 int eng_embed(const eng_model *m, eng_state *st, const eng_batch *b, float *x, eng_err *err);
 
+/* A task stream that splits off a trunk inside layer l: the trunk's rows [trunk_row0, +len) run
+ * the layer up to the output site, and the task's output-site adapters (its only modules in this
+ * layer) turn a copy into the stream's rows out[out_row0, +len). Saves the layer's attention and
+ * FFN once per such task (AdapterHub's Parallel replicates there too). */
+typedef struct {
+    int32_t trunk_row0, len, out_row0;
+    const struct eng_task_layer *ad;
+} eng_late_split;
+
 /* Runs layer l in place on x (rows, H), each group with its task's adapters for layer l (adapter.h).
- * n_groups == 0 runs the plain backbone on every row. Returns 0 or ENG_NO_MEMORY. */
+ * n_groups == 0 runs the plain backbone on every row. Late splits write their rows into late_out.
+ * Returns 0 or ENG_NO_MEMORY. */
 int eng_layer_forward(const eng_model *m, eng_state *st, int l, float *x, int rows, const eng_seg *segs,
-                      int n_segs, const eng_group *groups, int n_groups, eng_err *err);
+                      int n_segs, const eng_group *groups, int n_groups, const eng_late_split *late, int n_late,
+                      float *late_out, eng_err *err);
 
 /* Pooler over the first row of each segment: out (n_segs, H). Models without a pooler copy the
  * first rows. Returns 0 or ENG_NO_MEMORY. */
