@@ -82,6 +82,37 @@ done:
     return rc;
 }
 
+/* setup.json paths are relative to the case folder, or absolute (folders read in place, e.g. real
+ * checkpoints under ../shared/data that must not be copied). */
+static void join_path(char *out, size_t n, const char *case_dir, const char *p) {
+    if (p && p[0] == '/')
+        snprintf(out, n, "%s", p);
+    else
+        snprintf(out, n, "%s/%s", case_dir, p ? p : "");
+}
+
+/* Optional "labels" in setup.json: the label names the head must report, in logit order. */
+static int check_labels(const json_t *setup, const eng_task *t, const char *case_dir, char *msg, size_t msg_len) {
+    json_t *want = json_object_get(setup, "labels");
+    if (!json_is_array(want)) return 0;
+    const eng_head *h = eng_task_head(t);
+    if (!h || h->num_labels != (int)json_array_size(want)) {
+        snprintf(msg, msg_len, "%s: head has %d labels, setup.json lists %zu", case_dir, h ? h->num_labels : 0,
+                 json_array_size(want));
+        return -1;
+    }
+    for (int j = 0; j < h->num_labels; j++) {
+        const char *w = json_string_value(json_array_get(want, (size_t)j));
+        const char *got = h->labels ? h->labels[j] : NULL;
+        if (!w || !got || strcmp(w, got)) {
+            snprintf(msg, msg_len, "%s: label %d is \"%s\", the reference says \"%s\"", case_dir, j,
+                     got ? got : "(none)", w ? w : "(none)");
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int task_check(const char *root, const char *case_dir, int threads, float tol, task_check_result *res, char *msg,
                size_t msg_len) {
     return task_check_sparse(root, case_dir, threads, tol, eng_task_default_params().sparse_threshold, res, msg, msg_len);
@@ -120,23 +151,24 @@ int task_check_sparse(const char *root, const char *case_dir, int threads, float
     }
     int n = (int)json_array_size(ads);
     for (int i = 0; i < n; i++) {
-        snprintf(dirs[i], sizeof dirs[i], "%s/%s", case_dir, json_string_value(json_array_get(ads, i)));
+        join_path(dirs[i], sizeof dirs[i], case_dir, json_string_value(json_array_get(ads, i)));
         dptr[i] = dirs[i];
     }
     eng_task_params tp = eng_task_default_params();
     tp.sparse_threshold = sparse_threshold;
     if (fusion) {
-        snprintf(fpath, sizeof fpath, "%s/%s", case_dir, fusion);
+        join_path(fpath, sizeof fpath, case_dir, fusion);
         tp.fusion_dir = fpath;
     }
     if (head) {
-        snprintf(hpath, sizeof hpath, "%s/%s", case_dir, head);
+        join_path(hpath, sizeof hpath, case_dir, head);
         tp.head_dir = hpath;
     }
     if (eng_task_load(m, dptr, n, &tp, &t, &e)) {
         snprintf(msg, msg_len, "%s: %s", case_dir, e.msg);
         goto done;
     }
+    if (check_labels(setup, t, case_dir, msg, msg_len)) goto done;
     st = eng_state_new(threads);
     if (!st) {
         snprintf(msg, msg_len, "out of memory");

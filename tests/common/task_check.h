@@ -3,7 +3,9 @@
  * A case directory written by tools/reference/gen_adapters.py holds setup.json (backbone, adapter
  * folders, fusion, head, skips) and expected/skip<N>.safetensors (input_ids, token_type_ids,
  * seq_lens, logits). The check loads the task as adapterd would, runs all sequences of a file as
- * one multi-input eng_run at skip N, and compares the logits. */
+ * one multi-input eng_run at skip N, and compares the logits. Adapter, fusion and head paths in
+ * setup.json are relative to the case folder or absolute (real checkpoints read in place); an
+ * optional "labels" array must equal the head's label names in logit order. */
 #ifndef ADAPTERD_TESTS_TASK_CHECK_H
 #define ADAPTERD_TESTS_TASK_CHECK_H
 

@@ -26,6 +26,7 @@ import collections
 import json
 import math
 import os
+import re
 import sys
 
 import torch
@@ -933,3 +934,427 @@ def save_peft(out_dir, cfg, peft):
     write_json(os.path.join(out_dir, "adapter_config.json"), peft.config)
     st.save_file(dict(peft.state_dict(cfg.arch)), os.path.join(out_dir, "adapter_model.safetensors"),
                  {"format": "pt"})
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Reading saved folders back (AdapterHub save_adapter / save_head / save_adapter_fusion, PEFT save_pretrained)
+#
+# Independent of how a folder was made: the objects above are rebuilt from the config JSON and the tensors as
+# saved (torch.load for .bin, st.py for safetensors), so the oracle can compute expected outputs for real files
+# (../shared/data/adapters) and re-derive its own fixtures.  Strict: a key the reader does not understand raises,
+# naming it, rather than being silently ignored (only the prefix `.pool.` aliases, which duplicate the canonical
+# prefix keys, and PEFT's `original_module` copies are skipped on purpose).
+
+_BASE_RE = r"(?:(?:bert|roberta|distilbert)\.)?"
+_LAYER_RE = re.compile(r"^" + _BASE_RE + r"(?:encoder|transformer)\.layer\.(\d+)\.(.+)$")
+
+
+def _new(cls, **attrs):
+    o = cls.__new__(cls)
+    o.__dict__.update(attrs)
+    return o
+
+
+def read_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def read_weights(folder, stems):
+    """The state dict saved in `folder` under one of `stems` (tried as <stem>.safetensors, then <stem>.bin, then the
+    AdapterHub pytorch_<stem>.bin name); float tensors come back as float32 CPU tensors, as saved."""
+    for stem in stems:
+        p = os.path.join(folder, stem + ".safetensors")
+        if os.path.exists(p):
+            return dict(st.load_file(p)[0]), p
+        for b in (stem + ".bin", "pytorch_" + stem + ".bin"):
+            p = os.path.join(folder, b)
+            if os.path.exists(p):
+                sd = torch.load(p, map_location="cpu")
+                return dict(sd), p
+    raise FileNotFoundError(f"{folder}: none of {stems} (.safetensors / .bin)")
+
+
+def _split_layer_key(key, cfg, where):
+    """'bert.encoder.layer.3.output.adapters.x.adapter_up.weight' -> (3, 'output.adapters.x.adapter_up.weight')."""
+    m = _LAYER_RE.match(key)
+    if not m:
+        return None, None
+    i = int(m.group(1))
+    if i >= cfg.layers:
+        raise ValueError(f"{where}: {key}: layer {i} but the backbone has {cfg.layers}")
+    return i, m.group(2)
+
+
+def _check_envelope(env, cfg, where):
+    if env.get("hidden_size") not in (None, cfg.hidden):
+        raise ValueError(f"{where}: hidden_size {env['hidden_size']} != backbone {cfg.hidden}")
+    mt = env.get("model_type")
+    if mt is not None and fam(mt) != fam(cfg.arch):
+        raise ValueError(f"{where}: model_type {mt} does not fit a {cfg.arch} backbone")
+
+
+def _bn_config_full(config, version):
+    c = dict(BN_DEFAULTS)
+    c.update(config)
+    # [inferred] configs saved before `version` existed name the tanh approximation "gelu" (ADAPTERS.md)
+    if version is None and c.get("non_linearity") == "gelu":
+        c["non_linearity"] = "gelu_new"
+    return c
+
+
+def _read_bottleneck(name, config, cfg, sd, where):
+    """Bottleneck from the keys `<layer>.<site>.adapters.<name>.<param>` (s1.3)."""
+    locs = {v: k for k, v in BN_PATHS[fam(cfg.arch)].items()}
+    raw = {}
+    for key, v in sd.items():
+        i, rest = _split_layer_key(key, cfg, where)
+        if rest is None or f".adapters.{name}." not in rest:
+            continue
+        site, param = rest.split(f".adapters.{name}.", 1)
+        if site not in locs:
+            raise ValueError(f"{where}: {key}: unknown bottleneck site {site!r}")
+        raw.setdefault((i, locs[site]), {})[param] = v
+    p = {}
+    for k, t in raw.items():
+        ln_before = "adapter_down.1.weight" in t
+        m = {}
+        for param, v in t.items():
+            if ln_before and param.startswith("adapter_down.0."):
+                m["ln_before." + param.split(".")[-1]] = v
+            elif param.startswith("adapter_norm_before."):
+                m["ln_before." + param.split(".")[-1]] = v
+            elif param.startswith("adapter_down.1." if ln_before else "adapter_down.0."):
+                m["down." + param.split(".")[-1]] = v
+            elif param.startswith("adapter_up."):
+                m["up." + param.split(".")[-1]] = v
+            elif param.startswith("adapter_norm_after."):
+                m["ln_after." + param.split(".")[-1]] = v
+            elif param in ("gate.weight", "gate.bias", "scaling"):
+                m[param] = v
+            else:
+                raise ValueError(f"{where}: layer {k[0]} {k[1]}: unknown bottleneck parameter {param!r}")
+        for need in ("down.weight", "down.bias", "up.weight", "up.bias"):
+            if need not in m:
+                raise ValueError(f"{where}: layer {k[0]} {k[1]}: missing {need}")
+        if ("ln_before.weight" in m) != bool(config["ln_before"]) or ("ln_after.weight" in m) != bool(config["ln_after"]) \
+                or ("gate.weight" in m) != bool(config["use_gating"]):
+            raise ValueError(f"{where}: layer {k[0]} {k[1]}: keys do not match ln_before/ln_after/use_gating in the config")
+        if config["scaling"] in ("learned", "channel") and "scaling" not in m:
+            raise ValueError(f"{where}: scaling {config['scaling']!r} but no scaling tensor")
+        p[k] = {n: v.to(torch.float32) for n, v in m.items()}
+    if not p:
+        raise ValueError(f"{where}: no bottleneck weights for {name!r}")
+    return _new(Bottleneck, name=name, config=config, cfg=cfg, kind="bottleneck", p=p,
+                _p64={k: {n: v.to(F64) for n, v in t.items()} for k, t in p.items()})
+
+
+def _read_ahlora(name, config, version, cfg, sd, where):
+    """AdapterHub LoRA / (IA)^3 from `<layer>.<linear>.loras.<name>.{lora_A,lora_B,gate.*}` (s1.7)."""
+    roles = {v: k for k, v in LINEAR_PATHS[fam(cfg.arch)].items()}
+    p = {}
+    for key, v in sd.items():
+        i, rest = _split_layer_key(key, cfg, where)
+        if rest is None or f".loras.{name}." not in rest:
+            continue
+        mod, param = rest.split(f".loras.{name}.", 1)
+        if mod not in roles:
+            raise ValueError(f"{where}: {key}: unknown LoRA target {mod!r}")
+        if param not in ("lora_A", "lora_B", "gate.weight", "gate.bias"):
+            raise ValueError(f"{where}: {key}: unknown LoRA parameter {param!r}")
+        p.setdefault((i, roles[mod]), {})[param] = v.to(torch.float32)
+    if not p:
+        raise ValueError(f"{where}: no LoRA weights for {name!r}")
+    ia3 = config["composition_mode"] == "scale"
+    alpha = effective_lora_alpha(config, version)
+    o = _new(AHLoRA, name=name, config=config, cfg=cfg, version=version, kind="lora", ia3=ia3, alpha=alpha,
+             scaling=alpha if ia3 else alpha / config["r"], p=p,
+             _p64={k: {n: v.to(F64) for n, v in t.items()} for k, t in p.items()})
+    for k, t in p.items():
+        n_in, n_out = o.shape(k[1])
+        want = {"lora_B": (n_out, 1)} if ia3 else {"lora_A": (config["r"], n_in), "lora_B": (n_out, config["r"])}
+        for n, s in want.items():
+            if n not in t or tuple(t[n].shape) != s:
+                raise ValueError(f"{where}: layer {k[0]} {k[1]}: {n} shape {tuple(t[n].shape) if n in t else None} != {s}")
+    return o
+
+
+def _read_prefix(name, config, cfg, sd, where):
+    """Prefix tuning from `<base>prefix_tuning.prefix_tunings.<name>.self_prefix.*` (flat or reparametrised, detected
+    from the keys as eject_prefix_tuning leaves `flat: false` in the config) + per-layer prefix_gates (s1.8, s1.9)."""
+    tail = f"prefix_tuning.prefix_tunings.{name}.self_prefix."
+    p, gates = collections.OrderedDict(), {}
+    for key, v in sd.items():
+        if ".prefix_tuning.pool." in key:
+            continue                                 # the .bin's per-layer aliases of the same tensors
+        m = re.match(r"^" + _BASE_RE + re.escape(tail) + r"(.+)$", key)
+        if m:
+            p[m.group(1)] = v.to(torch.float32)
+            continue
+        i, rest = _split_layer_key(key, cfg, where)
+        if rest is not None and rest.startswith(PREFIX_LAYER_PATH[fam(cfg.arch)] + f".prefix_gates.{name}."):
+            gates.setdefault(i, {})[rest.rsplit(".", 1)[1]] = v.to(torch.float32)
+    if not p:
+        raise ValueError(f"{where}: no prefix weights for {name!r}")
+    flat = set(p) == {"control_trans"}
+    if not flat and set(p) != {"wte.weight", "control_trans.0.weight", "control_trans.0.bias", "control_trans.2.weight",
+                               "control_trans.2.bias"}:
+        raise ValueError(f"{where}: prefix {name!r}: unexpected keys {sorted(p)}")
+    config = dict(config, flat=flat)
+    layers = [i for i in range(cfg.layers) if i not in config["leave_out"]]
+    o = _new(Prefix, name=name, config=config, cfg=cfg, kind="prefix", layers=layers, p=p,
+             gates={i: (g["weight"], g["bias"]) for i, g in gates.items()})
+    if bool(gates) != bool(config["use_gating"]):
+        raise ValueError(f"{where}: prefix {name!r}: prefix_gates present={bool(gates)} but use_gating={config['use_gating']}")
+    n = config["prefix_length"] * len(layers) * 2 * cfg.hidden
+    got = p["control_trans"].numel() if flat else p["control_trans.2.bias"].numel() * config["prefix_length"]
+    if got != n:
+        raise ValueError(f"{where}: prefix {name!r}: {got} prefix values, expected P*L*2*H = {n}")
+    o.kv = o._compute()
+    return o
+
+
+def read_adapterhub(folder, cfg):
+    """One save_adapter folder -> (name, [components], head or None).  Components are Bottleneck / AHLoRA / Prefix
+    (a ConfigUnion gives one per member, all with the adapter's name)."""
+    env = read_json(os.path.join(folder, "adapter_config.json"))
+    _check_envelope(env, cfg, folder)
+    name, version, config = env["name"], env.get("version"), env["config"]
+    sd, wpath = read_weights(folder, ["adapter", "pytorch_adapter"])
+    where = wpath
+    configs = config["configs"] if config.get("architecture") == "union" else [config]
+    comps = []
+    for c in configs:
+        arch = c.get("architecture") or ("bottleneck" if "reduction_factor" in c else None)
+        if arch == "bottleneck":
+            comps.append(_read_bottleneck(name, _bn_config_full(c, version), cfg, sd, where))
+        elif arch == "lora":
+            full = lora_config()
+            full.update(c)
+            comps.append(_read_ahlora(name, full, version, cfg, sd, where))
+        elif arch == "prefix_tuning":
+            full = prefix_config()
+            full.update(c)
+            comps.append(_read_prefix(name, full, cfg, sd, where))
+        else:
+            raise ValueError(f"{folder}: adapter architecture {arch!r} is not supported by the reader")
+    known = set()
+    for o in comps:
+        if isinstance(o, Prefix):
+            known |= set(o.state_dict(cfg.arch, aliases=True))
+        else:
+            known |= set(o.state_dict(cfg.arch))
+    strip = [k for k in sd if k not in known and ".prefix_tuning.pool." not in k]
+    # keys saved without the `<base>.` model prefix are also fine: compare without it
+    strip = [k for k in strip if base_prefix(cfg.arch) + k not in known]
+    if strip:
+        raise ValueError(f"{where}: keys the reader did not use: {strip[:5]}{' ...' if len(strip) > 5 else ''}")
+    head = None
+    if os.path.exists(os.path.join(folder, "head_config.json")):
+        head = read_head(folder, cfg)
+    return name, comps, head
+
+
+def read_head(folder, cfg):
+    """save_head folder (head_config.json + model_head.safetensors | pytorch_model_head.bin) -> Head (s4.5)."""
+    env = read_json(os.path.join(folder, "head_config.json"))
+    _check_envelope(env, cfg, folder)
+    name, c = env["name"], dict(env["config"])
+    if c["head_type"] not in ("classification", "multilabel_classification", "tagging", "question_answering"):
+        raise ValueError(f"{folder}: head_type {c['head_type']!r} is not supported by the reader")
+    sd, where = read_weights(folder, ["model_head", "pytorch_model_head"])
+    lins = {}
+    for key, v in sd.items():
+        m = re.match(r"^heads\." + re.escape(name) + r"\.(\d+)\.(weight|bias)$", key)
+        if not m:
+            raise ValueError(f"{where}: unknown head key {key!r}")
+        lins.setdefault(int(m.group(1)), {})[m.group(2)] = v.to(torch.float32)
+    idx = sorted(lins)
+    if len(idx) != c["layers"]:
+        raise ValueError(f"{where}: {len(idx)} Linear layers, config says {c['layers']}")
+    if tuple(lins[idx[-1]]["weight"].shape) != (c["num_labels"], cfg.hidden):
+        raise ValueError(f"{where}: last layer {tuple(lins[idx[-1]]['weight'].shape)} != ({c['num_labels']}, H)")
+    if "label2id" in c and c["label2id"]:
+        c["label2id"] = dict(c["label2id"])
+    o = _new(Head, name=name, cfg=cfg, config=c,
+             linears=[(j, lins[j]["weight"], lins[j].get("bias")) for j in idx])
+    return o
+
+
+def head_labels(head):
+    """Label names in logit order: label2id inverted (AdapterHub), else id2label, else LABEL_j."""
+    c = head.config if isinstance(head, Head) else {}
+    n = c.get("num_labels") if isinstance(head, Head) else head.num_labels
+    if c.get("label2id"):
+        inv = {int(v): k for k, v in c["label2id"].items()}
+        return [inv.get(j, f"LABEL_{j}") for j in range(n)]
+    if c.get("id2label"):
+        return [c["id2label"].get(str(j), f"LABEL_{j}") for j in range(n)]
+    return [f"LABEL_{j}" for j in range(n)]
+
+
+def read_fusion(folder, cfg, children):
+    """save_adapter_fusion folder -> Fusion over `children` (Bottlenecks, any order; the config's adapter_names
+    give the fusion order) (s2.2).  T = 1 (issue 4)."""
+    env = read_json(os.path.join(folder, "adapter_fusion_config.json"))
+    _check_envelope(env, cfg, folder)
+    names = env.get("adapter_names") or env["name"].split(",")
+    by = {a.name: a for a in children}
+    missing = [n for n in names if n not in by]
+    if missing:
+        raise ValueError(f"{folder}: fused adapters {missing} were not given")
+    fuse_name = ",".join(names)
+    sd, where = read_weights(folder, ["model_adapter_fusion", "pytorch_model_adapter_fusion"])
+    locs = {v: k for k, v in BN_PATHS[fam(cfg.arch)].items()}
+    p = {}
+    for key, v in sd.items():
+        i, rest = _split_layer_key(key, cfg, where)
+        tag = f".adapter_fusion_layer.{fuse_name}."
+        if rest is None or tag not in rest:
+            raise ValueError(f"{where}: unknown fusion key {key!r}")
+        site, param = rest.split(tag, 1)
+        if site not in locs or param not in ("query.weight", "query.bias", "key.weight", "key.bias", "value.weight"):
+            raise ValueError(f"{where}: unknown fusion key {key!r}")
+        p.setdefault((i, locs[site]), {})[param] = v.to(torch.float32)
+    config = dict(FUSION_PRESETS["dynamic"])
+    config.update(env["config"])
+    for k, t in p.items():
+        for part, flag in (("query", "query"), ("key", "key"), ("value", "value")):
+            if (part + ".weight" in t) != bool(config[flag]):
+                raise ValueError(f"{where}: layer {k[0]} {k[1]}: {part} weights vs config {flag}={config[flag]}")
+    adapters_ = [by[n] for n in names]
+    return _new(Fusion, adapters=adapters_, names=list(names), name=fuse_name, config=config, cfg=cfg, p=p,
+                _p64={k: {n: v.to(F64) for n, v in t.items()} for k, t in p.items()})
+
+
+class LoadedPeftLoRA(PeftLoRA):
+    """A PeftLoRA read from a folder: per-module rank (AdaLoRA rank_pattern, LoRA rank_pattern / alpha_pattern)."""
+
+    def apply(self, i, role, x, y, tokmask):
+        t = self._p64.get((i, role))
+        if t is None:
+            return y
+        A = t["A"] * t["E"] if self.ada else t["A"]
+        return y + (x @ A.T @ t["B"].T) * self.scalings[(i, role)]
+
+
+def _pattern_get(pattern, key, default):
+    """PEFT's rank_pattern / alpha_pattern lookup: a pattern key matches the module name's end."""
+    for k, v in (pattern or {}).items():
+        if key == k or key.endswith("." + k) or re.fullmatch(r"(.*\.)?" + k, key):
+            return v
+    return default
+
+
+def read_peft(folder, cfg):
+    """PEFT save_pretrained folder (LORA incl. rsLoRA, ADALORA) -> LoadedPeftLoRA with its modules_to_save head as
+    an HFHead in .hf_head (s5.1)."""
+    c = read_json(os.path.join(folder, "adapter_config.json"))
+    pt = c.get("peft_type")
+    if pt not in ("LORA", "ADALORA"):
+        raise ValueError(f"{folder}: peft_type {pt!r} is not supported by the reader")
+    for flag in ("use_dora", "fan_in_fan_out"):
+        if c.get(flag):
+            raise ValueError(f"{folder}: {flag} is not supported by the reader")
+    if c.get("bias", "none") != "none" or c.get("lora_bias"):
+        raise ValueError(f"{folder}: LoRA bias terms are not supported by the reader")
+    sd, where = read_weights(folder, ["adapter_model"])
+    roles = {v: k for k, v in LINEAR_PATHS[fam(cfg.arch)].items()}
+    p, head, modnames = {}, collections.OrderedDict(), {}
+    for key, v in sd.items():
+        if not key.startswith("base_model.model."):
+            raise ValueError(f"{where}: unexpected key {key!r}")
+        k = key[len("base_model.model."):]
+        i, rest = _split_layer_key(k, cfg, where)
+        if rest is None:
+            if ".original_module." in k:
+                continue
+            k = re.sub(r"\.modules_to_save\.[^.]+\.", ".", k)
+            head[k] = v.to(torch.float32)
+            continue
+        m = re.match(r"^(.+)\.lora_([ABE])(?:\.[A-Za-z0-9_]+)?(?:\.weight)?$", rest)
+        if not m or m.group(1) not in roles:
+            raise ValueError(f"{where}: unknown PEFT key {key!r}")
+        p.setdefault((i, roles[m.group(1)]), {})[m.group(2)] = v.to(torch.float32)
+        modnames[(i, roles[m.group(1)])] = k[: -len(rest)] + m.group(1)
+    ada = pt == "ADALORA"
+    scalings = {}
+    for mk, t in p.items():
+        if set(t) != ({"A", "B", "E"} if ada else {"A", "B"}):
+            raise ValueError(f"{where}: layer {mk[0]} {mk[1]}: has {sorted(t)}")
+        r = t["A"].shape[0]
+        if ada:
+            a = c["lora_alpha"]
+            rank = c["init_r"]       # ranknum: init_r, not saved, kept on resize (ADAPTERS.md)
+            scalings[mk] = (a if a > 0 else float(rank)) / (float(rank) + 1e-5)
+        else:
+            rr = _pattern_get(c.get("rank_pattern"), modnames[mk], c["r"])
+            aa = _pattern_get(c.get("alpha_pattern"), modnames[mk], c["lora_alpha"])
+            if rr != r:
+                raise ValueError(f"{where}: {modnames[mk]}: lora_A has rank {r}, config says {rr}")
+            scalings[mk] = aa / math.sqrt(r) if c.get("use_rslora") else aa / r
+    if not p:
+        raise ValueError(f"{where}: no LoRA weights")
+    o = _new(LoadedPeftLoRA, name=os.path.basename(os.path.normpath(folder)), config=c, cfg=cfg, kind="peft", ada=ada,
+             r=None, scaling=None, scalings=scalings, roles=sorted({k[1] for k in p}), p=p,
+             _p64={k: {n: v.to(F64) for n, v in t.items()} for k, t in p.items()}, head=head)
+    o.hf_head = None
+    if head:
+        want = {"bert": {"classifier.weight", "classifier.bias"},
+                "roberta": {"classifier.dense.weight", "classifier.dense.bias", "classifier.out_proj.weight",
+                            "classifier.out_proj.bias"},
+                "distilbert": {"pre_classifier.weight", "pre_classifier.bias", "classifier.weight",
+                               "classifier.bias"}}["roberta" if cfg.is_roberta else cfg.arch]
+        if set(head) != want:
+            raise ValueError(f"{where}: modules_to_save keys {sorted(head)} are not the {cfg.arch} classifier {sorted(want)}")
+        last = head["classifier.out_proj.weight" if cfg.is_roberta else "classifier.weight"]
+        o.hf_head = _new(HFHead, cfg=cfg, num_labels=last.shape[0], t=collections.OrderedDict(head))
+    return o
+
+
+class LoadedTask:
+    """What a task folder set computes: the pieces of a Setup plus the head, read from files."""
+
+    def __init__(self, cfg, adapter_dirs, fusion_dir=None, head_dir=None):
+        self.bn_stack, self.linear, self.prefixes, self.fusion, self.head = [], [], [], None, None
+        self.fmt = None
+        self.names = []
+        bns = []
+        for d in adapter_dirs:
+            if os.path.exists(os.path.join(d, "adapter_config.json")) and \
+                    "peft_type" in read_json(os.path.join(d, "adapter_config.json")):
+                if len(adapter_dirs) != 1 or fusion_dir:
+                    raise ValueError(f"{d}: a PEFT adapter is a task on its own")
+                self.fmt = "peft"
+                pe = read_peft(d, cfg)
+                self.linear.append(pe)
+                self.head = pe.hf_head
+                self.names.append(pe.name)
+                continue
+            self.fmt = "adapterhub"
+            name, comps, head = read_adapterhub(d, cfg)
+            self.names.append(name)
+            for o in comps:
+                if isinstance(o, Bottleneck):
+                    bns.append(o)
+                elif isinstance(o, Prefix):
+                    self.prefixes.append(o)
+                else:
+                    self.linear.append(o)
+            if head is not None:
+                self.head = head
+        if fusion_dir:
+            if self.linear or self.prefixes:
+                raise ValueError("fusion over non-bottleneck adapters is not supported by the reader")
+            self.fusion = read_fusion(fusion_dir, cfg, bns)
+        else:
+            self.bn_stack = bns
+        if head_dir:
+            self.head = read_head(head_dir, cfg)
+        if self.head is None:
+            raise ValueError(f"{adapter_dirs}: no prediction head (give head_dir)")
+        self.labels = head_labels(self.head) if isinstance(self.head, Head) else \
+            [f"LABEL_{j}" for j in range(self.head.num_labels)]
+
+    def setup(self, skip):
+        return Setup(self.bn_stack, self.fusion, self.linear, self.prefixes, skip)
