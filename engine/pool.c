@@ -22,6 +22,7 @@ struct eng_pool {
     atomic_uint gen;     /* region generation */
     atomic_int next;     /* next task index */
     atomic_int active;   /* workers (excluding caller) still inside the region */
+    atomic_int *claimed; /* (n_threads) one-task-each regions: task i is claimed by worker i, or stolen */
     int n_tasks;
     eng_pool_fn fn;
     void *ctx;
@@ -34,8 +35,14 @@ typedef struct {
 } pool_arg;
 
 static void run_tasks(eng_pool *p, int worker) {
-    if (p->n_tasks == p->n_threads) { /* one task each: no stealing, so a late worker still gets its share */
-        p->fn(p->ctx, worker, worker);
+    if (p->n_tasks == p->n_threads) {
+        /* One task each: a worker takes its own first, so one that wakes a little late still gets
+         * its share instead of the caller running two in a row; then it takes any other still
+         * unclaimed, so a worker that is preempted or asleep does not hold the region up. */
+        for (int i = 0; i < p->n_threads; i++) {
+            int t = (worker + i) % p->n_threads;
+            if (!atomic_exchange_explicit(&p->claimed[t], 1, memory_order_relaxed)) p->fn(p->ctx, t, worker);
+        }
         return;
     }
     for (;;) {
@@ -85,6 +92,8 @@ eng_pool *eng_pool_new(int n_threads) {
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->done, NULL);
+    p->claimed = calloc((size_t)n_threads, sizeof *p->claimed);
+    if (!p->claimed) goto fail;
     if (n_threads > 1) {
         p->threads = calloc((size_t)n_threads - 1, sizeof *p->threads);
         if (!p->threads) goto fail;
@@ -106,6 +115,7 @@ eng_pool *eng_pool_new(int n_threads) {
     }
     return p;
 fail:
+    free(p->claimed);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->wake);
     pthread_cond_destroy(&p->done);
@@ -122,6 +132,7 @@ void eng_pool_free(eng_pool *p) {
     pthread_mutex_unlock(&p->mu);
     for (int i = 1; i < p->n_threads; i++) pthread_join(p->threads[i - 1], NULL);
     free(p->threads);
+    free(p->claimed);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->wake);
     pthread_cond_destroy(&p->done);
@@ -140,6 +151,8 @@ void eng_pool_run(eng_pool *p, int n_tasks, eng_pool_fn fn, void *ctx) {
     p->ctx = ctx;
     p->n_tasks = n_tasks;
     atomic_store(&p->next, 0);
+    if (n_tasks == p->n_threads)
+        for (int i = 0; i < n_tasks; i++) atomic_store_explicit(&p->claimed[i], 0, memory_order_relaxed);
     atomic_store(&p->active, p->n_threads - 1);
     pthread_mutex_lock(&p->mu);
     atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);

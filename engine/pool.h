@@ -25,8 +25,8 @@ void eng_pool_free(eng_pool *p);
 int eng_pool_size(const eng_pool *p);
 
 /* Runs fn over n_tasks tasks and returns when all have finished. Tasks are handed out in order
- * from a shared counter, except that n_tasks == n_threads gives task i to worker i. A NULL pool runs
- * them all on the caller. */
+ * from a shared counter, except that n_tasks == n_threads gives task i to worker i unless another
+ * worker finished its own before worker i started. A NULL pool runs them all on the caller. */
 void eng_pool_run(eng_pool *p, int n_tasks, eng_pool_fn fn, void *ctx);
 
 #endif

@@ -103,3 +103,35 @@ Test(kernels, gemm_split_and_epilogue) {
     eng_pool_free(pool);
     free(A), free(W), free(bias), free(R), free(C), free(E);
 }
+
+Test(kernels, gemm_prefill_epilogues) {
+    /* Many rows, uneven blocks; bias + residual with no activation (written into C before the
+     * product, which accumulates), bias alone with an activation after it, and no epilogue. */
+    unsigned s = 12;
+    int M = 1300, N = 333, K = 40;
+    float *A = malloc(sizeof(float) * M * K), *W = malloc(sizeof(float) * N * K), *bias = malloc(sizeof(float) * N);
+    float *R = malloc(sizeof(float) * M * N), *C = malloc(sizeof(float) * M * N), *E = malloc(sizeof(float) * M * N);
+    cr_assert(A && W && bias && R && C && E);
+    for (int i = 0; i < M * K; i++) A[i] = frand(&s, -1, 1);
+    for (int i = 0; i < N * K; i++) W[i] = frand(&s, -0.3f, 0.3f);
+    for (int i = 0; i < N; i++) bias[i] = frand(&s, -1, 1);
+    for (int i = 0; i < M * N; i++) R[i] = frand(&s, -1, 1);
+    eng_blas_init();
+    eng_pool *pool = eng_pool_new(2);
+    cr_assert(pool);
+    eng_ref_gemm(M, N, K, A, K, W, K, bias, E, N);
+    eng_epilogue ep = {.bias = bias, .act = ENG_ACT_IDENTITY, .residual = R, .ldr = N};
+    for (int i = 0; i < M * N; i++) C[i] = NAN; /* every element must be written */
+    eng_gemm(pool, M, N, K, A, K, W, K, C, N, &ep);
+    for (int i = 0; i < M * N; i++) cr_assert_float_eq(C[i], E[i] + R[i], 1e-5f, "C[%d]: %g vs %g", i, C[i], E[i] + R[i]);
+    eng_epilogue ep2 = {.bias = bias, .act = ENG_ACT_RELU};
+    for (int i = 0; i < M * N; i++) C[i] = NAN;
+    eng_gemm(pool, M, N, K, A, K, W, K, C, N, &ep2);
+    for (int i = 0; i < M * N; i++) cr_assert_float_eq(C[i], E[i] > 0 ? E[i] : 0.0f, 1e-5f, "C[%d]", i);
+    for (int i = 0; i < M * N; i++) C[i] = NAN;
+    eng_gemm(pool, M, N, K, A, K, W, K, C, N, NULL);
+    eng_ref_gemm(M, N, K, A, K, W, K, NULL, E, N);
+    for (int i = 0; i < M * N; i++) cr_assert_float_eq(C[i], E[i], 1e-5f, "C[%d]", i);
+    eng_pool_free(pool);
+    free(A), free(W), free(bias), free(R), free(C), free(E);
+}
