@@ -1,26 +1,42 @@
-/* store.c - see store.h. Start-up scan of a registry directory, task.json parsing and inference of
- * the layout from the saved configs, and the reference counts that let issue 7 swap versions.
+/* store.c - see store.h. The registry's tables (tasks by name, their versions, models), the
+ * metadata read from task.json or inferred from the saved configs, residency under a memory
+ * budget, version changes and the state file.
  *
  * Why reference counts and not a lock held by requests: a request keeps its task for the whole
  * time it waits in the scheduler queue and runs in a batch; holding a lock that long would make a
  * reload wait for traffic. A reference is one atomic increment at admission and one decrement when
- * the response is built. */
+ * the request completes. The registry holds one reference per listed version, so "refs == 1 under
+ * the mutex" means no request uses a version: only then is it evicted or, when it is not current,
+ * unloaded. Acquiring happens under the same mutex, so nothing can start using a version between
+ * that check and the unload.
+ *
+ * Weights are never loaded or freed under the mutex: a load marks the version `loading`, drops the
+ * lock, loads, and publishes; others wanting the same version wait on a condition variable.
+ * Evicted weights are detached under the lock and freed after it. */
 #define _GNU_SOURCE
 #include "store.h"
 
 #include <assert.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
 #include <jansson.h>
 #include <limits.h>
-#include <stdarg.h>
+#include <malloc.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
+
+#define STATE_FILE ".adapterd-state.json"
+/* Freeing more than this returns memory to the system at once (malloc_trim). */
+#define TRIM_BYTES (1u << 20)
 
 struct store_model {
     atomic_int refs;
@@ -31,25 +47,82 @@ struct store_model {
 };
 
 struct store_task {
-    atomic_int refs;
-    char *name;
-    char *version;
-    store_model *model; /* one reference held */
-    eng_task *task;
-    char **labels;      /* (n_labels) owned */
-    int n_labels;
+    atomic_int refs;            /* the listing's one + callers' */
+    store_registry *reg;
+    char *name, *version;
+    long vnum;
+    char *dir;                  /* the version directory */
+    store_model *model;         /* one reference held */
+    char *sub[ENG_MAX_FUSE];    /* adapter folders, relative to dir */
+    int n_sub;
+    char *fusion, *head;        /* relative to dir, or NULL */
+    char **cfg_labels;          /* task.json's labels or NULL */
+    int n_cfg_labels;
     int skip_min, skip_max, skip_def;
+    int pinned_cfg;             /* task.json "pinned" */
+    uint64_t fingerprint;       /* of the files when listed */
+    int changed_reported;
+    atomic_int listed;
+    /* guarded by reg->mu */
+    eng_task *_Atomic task;
+    int loading;
+    int current;
+    uint64_t last_used;
+    size_t bytes;               /* of the last load */
+    /* written once before loaded_once is set, read after */
+    atomic_int loaded_once;
+    char **labels;
+    int n_labels;
+    char kind[64];
+    int head_type;
 };
+
+typedef struct {
+    char *name;
+    store_task **v;             /* sorted by vnum */
+    int n;
+    store_task *cur;
+    int admin_pinned;           /* persisted */
+    int explicit_cur;           /* set by activate: persisted */
+} store_entry;
 
 struct store_registry {
+    char *dir;
+    store_params p;
     pthread_mutex_t mu;
-    store_model **models; /* sorted by name */
+    pthread_cond_t cv;
+    pthread_mutex_t admin_mu;
+    store_model **models;       /* sorted by name */
     int n_models;
-    store_task **tasks;   /* sorted by name */
-    int n_tasks;
+    store_entry **e;            /* sorted by name */
+    int n_e, cap_e;
+    uint64_t clock;
+    size_t resident_bytes;
+    store_stats st;
+    char **tombs;               /* "name/version" deleted but not removable from disk */
+    int n_tombs;
+    char **bad;                 /* "name/version@fingerprint" that failed in a rescan */
+    int n_bad;
 };
 
-store_params store_default_params(void) { return (store_params){.allow_skip = 0, .verbose = 1}; }
+store_params store_default_params(void) { return (store_params){.allow_skip = 0, .verbose = 1, .memory_budget = 0}; }
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void logf_(store_registry *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void logf_(store_registry *r, const char *fmt, ...) {
+    if (!r->p.verbose) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("adapterd: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
 
 /* ---- reference counts ---- */
 
@@ -68,22 +141,53 @@ void store_model_release(store_model *m) {
     free(m);
 }
 
+static void free_strs(char **v, int n) {
+    for (int i = 0; v && i < n; i++) free(v[i]);
+    free(v);
+}
+
+static void task_destroy(store_task *t) {
+    eng_task *et = atomic_load(&t->task);
+    size_t b = et ? eng_task_bytes(et) : 0;
+    eng_task_free(et);
+    if (b >= TRIM_BYTES) malloc_trim(0);
+    store_model_release(t->model);
+    for (int i = 0; i < t->n_sub; i++) free(t->sub[i]);
+    free(t->fusion), free(t->head);
+    free_strs(t->cfg_labels, t->n_cfg_labels);
+    free_strs(t->labels, t->n_labels);
+    free(t->name), free(t->version), free(t->dir);
+    free(t);
+}
+
 void store_task_retain(store_task *t) {
     if (t) atomic_fetch_add(&t->refs, 1);
+}
+
+/* A version that is not current and that no request holds has no reason to stay in memory. */
+static void unload_if_old(store_task *t) {
+    store_registry *r = t->reg;
+    eng_task *et = NULL;
+    pthread_mutex_lock(&r->mu);
+    if (atomic_load(&t->listed) && atomic_load(&t->refs) == 1 && !t->current && !t->loading &&
+        (et = atomic_load(&t->task))) {
+        atomic_store(&t->task, NULL);
+        r->resident_bytes -= t->bytes;
+        r->st.unloads++;
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (et) {
+        eng_task_free(et);
+        if (t->bytes >= TRIM_BYTES) malloc_trim(0);
+    }
 }
 
 void store_task_release(store_task *t) {
     if (!t) return;
     int left = atomic_fetch_sub(&t->refs, 1) - 1;
     assert(left >= 0 && "store_task released below zero");
-    if (left) return;
-    eng_task_free(t->task);
-    store_model_release(t->model);
-    for (int i = 0; i < t->n_labels; i++) free(t->labels[i]);
-    free(t->labels);
-    free(t->name);
-    free(t->version);
-    free(t);
+    if (left == 0) task_destroy(t);
+    else if (left == 1 && atomic_load(&t->listed) && !t->current && atomic_load(&t->task)) unload_if_old(t);
 }
 
 /* ---- helpers ---- */
@@ -139,25 +243,61 @@ static int list_subdirs(const char *dir, char ***out, eng_err *err) {
     return n;
 oom:
     closedir(d);
-    for (int i = 0; i < n; i++) free(v[i]);
-    free(v);
+    free_strs(v, n);
     return eng_err_set(err, ENG_NO_MEMORY, "out of memory listing %s", dir);
 }
 
-static void free_list(char **v, int n) {
-    for (int i = 0; i < n; i++) free(v[i]);
-    free(v);
-}
-
-/* A version name is all digits; the highest number wins. */
+/* A version name is all digits (at most 18); returns its number or -1. */
 static long version_number(const char *s) {
-    if (!*s) return -1;
+    size_t n = strlen(s);
+    if (n == 0 || n > 18) return -1;
     for (const char *c = s; *c; c++)
         if (*c < '0' || *c > '9') return -1;
-    errno = 0;
-    long v = strtol(s, NULL, 10);
-    return errno ? -1 : v;
+    return strtol(s, NULL, 10);
 }
+
+/* Task names: 1..128 of [A-Za-z0-9._-], not starting with '.'. */
+static int valid_name(const char *s) {
+    size_t n = strlen(s);
+    if (n == 0 || n > 128 || s[0] == '.') return 0;
+    for (const char *c = s; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_' ||
+              *c == '-' || *c == '.'))
+            return 0;
+    return 1;
+}
+
+/* Fingerprint of every file under a version directory: path, size, mtime. */
+static __thread uint64_t fp_acc;
+static __thread size_t fp_base;
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+    const unsigned char *c = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ c[i]) * 1099511628211ull;
+    return h;
+}
+static int fp_visit(const char *path, const struct stat *sb, int type, struct FTW *ftw) {
+    (void)ftw;
+    if (type != FTW_F) return 0;
+    uint64_t h = fnv(1469598103934665603ull, path + fp_base, strlen(path + fp_base));
+    h = fnv(h, &sb->st_size, sizeof sb->st_size);
+    h = fnv(h, &sb->st_mtim, sizeof sb->st_mtim);
+    fp_acc += h; /* order-free */
+    return 0;
+}
+static uint64_t fingerprint(const char *dir) {
+    fp_acc = 0;
+    fp_base = strlen(dir);
+    if (nftw(dir, fp_visit, 16, FTW_PHYS) != 0) return 0;
+    return fp_acc;
+}
+
+static int rm_visit(const char *path, const struct stat *sb, int type, struct FTW *ftw) {
+    (void)sb, (void)ftw;
+    return type == FTW_DP ? rmdir(path) : unlink(path);
+}
+
+/* Removes a directory tree (no symlinks followed). Returns 0 or -1. */
+static int rm_rf(const char *dir) { return nftw(dir, rm_visit, 16, FTW_DEPTH | FTW_PHYS); }
 
 /* ---- models ---- */
 
@@ -191,33 +331,7 @@ static store_model *find_model(store_registry *r, const char *name) {
     return NULL;
 }
 
-/* ---- tasks ---- */
-
-/* Fills labels: task.json's list, else the head's, else LABEL_i. */
-static int set_labels(store_task *t, json_t *jl, eng_err *err) {
-    const eng_head *h = eng_task_head(t->task);
-    int n = h->num_labels;
-    if (jl && (!json_is_array(jl) || (int)json_array_size(jl) != n))
-        return eng_err_set(err, ENG_INVALID_ARGUMENT, "task.json: \"labels\" must be an array of %d strings (the head's width)", n);
-    t->labels = calloc((size_t)n, sizeof *t->labels);
-    if (!t->labels) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
-    t->n_labels = n;
-    for (int i = 0; i < n; i++) {
-        char buf[32];
-        const char *s = NULL;
-        if (jl) {
-            s = json_string_value(json_array_get(jl, (size_t)i));
-            if (!s) return eng_err_set(err, ENG_INVALID_ARGUMENT, "task.json: labels[%d] is not a string", i);
-        } else if (h->labels && h->labels[i]) {
-            s = h->labels[i];
-        } else {
-            pathf(buf, sizeof buf, "LABEL_%d", i);
-            s = buf;
-        }
-        if (!(t->labels[i] = strdup(s))) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
-    }
-    return 0;
-}
+/* ---- version metadata (no weights) ---- */
 
 static int json_int_field(json_t *o, const char *k, int def, int *out, eng_err *err) {
     json_t *v = json_object_get(o, k);
@@ -231,32 +345,23 @@ static int json_int_field(json_t *o, const char *k, int def, int *out, eng_err *
     return 0;
 }
 
-static int load_task(store_registry *r, const char *root, const char *name, const store_params *p, store_task **out,
+static int sub_name_ok(const char *s) { return s && *s && !strstr(s, "..") && s[0] != '/'; }
+
+/* Reads version vname of task name in vdir: task.json or the folders' configs, the model, skips.
+ * Returns 0 and a new unlisted task with refs 1, or a negative status. */
+static int meta_read(store_registry *r, const char *name, const char *vname, const char *vdir, store_task **out,
                      eng_err *err) {
-    char tdir[PATH_MAX], vdir[PATH_MAX], path[PATH_MAX];
-    pathf(tdir, sizeof tdir, "%s/tasks/%s", root, name);
-    char **vers = NULL, **subs = NULL;
-    int nv = list_subdirs(tdir, &vers, err), ns = 0, rc = 0;
-    if (nv < 0) return nv;
-    int best = -1;
-    long bestv = -1;
-    for (int i = 0; i < nv; i++) {
-        long v = version_number(vers[i]);
-        if (v > bestv) bestv = v, best = i;
-    }
-    if (best < 0) {
-        free_list(vers, nv);
-        return eng_err_set(err, ENG_NOT_FOUND, "%s: no version directory (tasks/<name>/<number>/)", tdir);
-    }
-    pathf(vdir, sizeof vdir, "%s/%s", tdir, vers[best]);
+    char path[PATH_MAX];
+    char **subs = NULL;
+    int ns = 0, rc = 0;
     json_t *cfg = NULL;
     store_task *t = calloc(1, sizeof *t);
-    if (!t) {
-        free_list(vers, nv);
-        return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
-    }
+    if (!t) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
     atomic_init(&t->refs, 1);
-    if (!(t->name = strdup(name)) || !(t->version = strdup(vers[best]))) {
+    t->reg = r;
+    t->head_type = -1;
+    t->vnum = version_number(vname);
+    if (!(t->name = strdup(name)) || !(t->version = strdup(vname)) || !(t->dir = strdup(vdir))) {
         rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory");
         goto fail;
     }
@@ -268,7 +373,6 @@ static int load_task(store_registry *r, const char *root, const char *name, cons
             goto fail;
         }
     }
-    /* Model: task.json's, else the only one. */
     const char *mname = cfg ? json_string_value(json_object_get(cfg, "model")) : NULL;
     store_model *m = mname ? find_model(r, mname) : (r->n_models == 1 ? r->models[0] : NULL);
     if (!m) {
@@ -279,12 +383,6 @@ static int load_task(store_registry *r, const char *root, const char *name, cons
     }
     store_model_retain(m);
     t->model = m;
-    /* Folders: task.json's, else inferred from the saved configs. */
-    const char *dirs[ENG_MAX_FUSE + ENG_MAX_STACK];
-    char dbuf[ENG_MAX_FUSE + ENG_MAX_STACK][PATH_MAX], fbuf[PATH_MAX], hbuf[PATH_MAX];
-    int nd = 0;
-    eng_task_params tp = eng_task_default_params();
-    tp.name = name;
     json_t *ja = cfg ? json_object_get(cfg, "adapters") : NULL;
     if (ja) {
         if (!json_is_array(ja) || json_array_size(ja) < 1 || json_array_size(ja) > ENG_MAX_FUSE) {
@@ -294,55 +392,69 @@ static int load_task(store_registry *r, const char *root, const char *name, cons
         }
         for (size_t i = 0; i < json_array_size(ja); i++) {
             const char *s = json_string_value(json_array_get(ja, i));
-            if (!s || strstr(s, "..") || s[0] == '/') {
+            if (!sub_name_ok(s)) {
                 rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "%s/task.json: adapters[%zu] must be a sub-folder name", vdir, i);
                 goto fail;
             }
-            pathf(dbuf[nd], sizeof dbuf[nd], "%s/%s", vdir, s);
-            dirs[nd] = dbuf[nd];
-            nd++;
+            if (!(t->sub[t->n_sub++] = strdup(s))) goto oom;
         }
-        const char *fu = json_string_value(json_object_get(cfg, "fusion"));
-        const char *hd = json_string_value(json_object_get(cfg, "head"));
-        if ((fu && (strstr(fu, "..") || fu[0] == '/')) || (hd && (strstr(hd, "..") || hd[0] == '/'))) {
+        json_t *jf = json_object_get(cfg, "fusion"), *jh = json_object_get(cfg, "head");
+        const char *fu = json_string_value(jf), *hd = json_string_value(jh);
+        if ((fu && !sub_name_ok(fu)) || (hd && !sub_name_ok(hd))) {
             rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "%s/task.json: fusion and head must be sub-folder names", vdir);
             goto fail;
         }
-        if (fu) pathf(fbuf, sizeof fbuf, "%s/%s", vdir, fu), tp.fusion_dir = fbuf;
-        if (hd) pathf(hbuf, sizeof hbuf, "%s/%s", vdir, hd), tp.head_dir = hbuf;
+        if ((fu && !(t->fusion = strdup(fu))) || (hd && !(t->head = strdup(hd)))) goto oom;
     } else {
-        ns = list_subdirs(vdir, &subs, err);
-        if (ns < 0) {
+        if ((ns = list_subdirs(vdir, &subs, err)) < 0) {
             rc = ns;
+            ns = 0;
             goto fail;
         }
         for (int i = 0; i < ns; i++) {
             if (file_in(vdir, subs[i], "adapter_fusion_config.json")) {
-                pathf(fbuf, sizeof fbuf, "%s/%s", vdir, subs[i]);
-                tp.fusion_dir = fbuf;
+                free(t->fusion);
+                if (!(t->fusion = strdup(subs[i]))) goto oom;
             } else if (file_in(vdir, subs[i], "adapter_config.json")) {
-                if (nd == ENG_MAX_FUSE) {
+                if (t->n_sub == ENG_MAX_FUSE) {
                     rc = eng_err_set(err, ENG_LIMIT, "%s: more than %d adapter folders", vdir, ENG_MAX_FUSE);
                     goto fail;
                 }
-                pathf(dbuf[nd], sizeof dbuf[nd], "%s/%s", vdir, subs[i]);
-                dirs[nd] = dbuf[nd];
-                nd++;
+                if (!(t->sub[t->n_sub++] = strdup(subs[i]))) goto oom;
             } else if (file_in(vdir, subs[i], "head_config.json")) {
-                pathf(hbuf, sizeof hbuf, "%s/%s", vdir, subs[i]);
-                tp.head_dir = hbuf;
+                free(t->head);
+                if (!(t->head = strdup(subs[i]))) goto oom;
             }
         }
-        if (nd == 0) {
+        if (t->n_sub == 0) {
             rc = eng_err_set(err, ENG_NOT_FOUND, "%s: no adapter folder (one with adapter_config.json)", vdir);
             goto fail;
         }
     }
-    if ((rc = eng_task_load(m->model, dirs, nd, &tp, &t->task, err))) {
-        eng_err_prefix(err, "task %s version %s", name, t->version);
+    json_t *jl = cfg ? json_object_get(cfg, "labels") : NULL;
+    if (jl && !json_is_null(jl)) {
+        if (!json_is_array(jl) || json_array_size(jl) > 100000) {
+            rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "%s/task.json: \"labels\" must be an array of strings", vdir);
+            goto fail;
+        }
+        int n = (int)json_array_size(jl);
+        if (!(t->cfg_labels = calloc((size_t)n + 1, sizeof *t->cfg_labels))) goto oom;
+        for (int i = 0; i < n; i++) {
+            const char *s = json_string_value(json_array_get(jl, (size_t)i));
+            if (!s) {
+                rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "%s/task.json: labels[%d] is not a string", vdir, i);
+                goto fail;
+            }
+            if (!(t->cfg_labels[i] = strdup(s))) goto oom;
+            t->n_cfg_labels++;
+        }
+    }
+    json_t *jp = cfg ? json_object_get(cfg, "pinned") : NULL;
+    if (jp && !json_is_boolean(jp)) {
+        rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "%s/task.json: \"pinned\" must be true or false", vdir);
         goto fail;
     }
-    if ((rc = set_labels(t, cfg ? json_object_get(cfg, "labels") : NULL, err))) goto fail;
+    t->pinned_cfg = jp && json_is_true(jp);
     /* Skips: task.json's range (default only 0), widened by the operator, capped at L. */
     int L = eng_model_config(m->model)->n_layers;
     json_t *js = cfg ? json_object_get(cfg, "skips") : NULL;
@@ -353,25 +465,404 @@ static int load_task(store_registry *r, const char *root, const char *name, cons
     if ((rc = json_int_field(js, "min", 0, &t->skip_min, err)) || (rc = json_int_field(js, "max", t->skip_min, &t->skip_max, err)) ||
         (rc = json_int_field(js, "default", t->skip_min, &t->skip_def, err)))
         goto fail;
-    if (p->allow_skip > t->skip_max) t->skip_max = p->allow_skip;
-    if (t->skip_min > 0 && p->allow_skip > 0) t->skip_min = 0;
+    if (r->p.allow_skip > t->skip_max) t->skip_max = r->p.allow_skip;
+    if (t->skip_min > 0 && r->p.allow_skip > 0) t->skip_min = 0;
     if (t->skip_max > L) t->skip_max = L;
     if (t->skip_min > t->skip_max || t->skip_def < t->skip_min || t->skip_def > t->skip_max) {
         rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "%s/task.json: skips need min <= default <= max <= %d layers", vdir, L);
         goto fail;
     }
-    /* the engine's budget and latency planning read the range from the task itself */
-    if ((rc = eng_task_set_skips(t->task, (eng_skip_range){t->skip_min, t->skip_max, t->skip_def}, err))) goto fail;
     json_decref(cfg);
-    free_list(vers, nv);
-    free_list(subs, ns);
+    free_strs(subs, ns);
+    t->fingerprint = fingerprint(vdir);
     *out = t;
     return 0;
+oom:
+    rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory");
 fail:
     json_decref(cfg);
-    free_list(vers, nv);
-    free_list(subs, ns);
-    store_task_release(t);
+    free_strs(subs, ns);
+    task_destroy(t);
+    return rc;
+}
+
+/* Loads t's weights (no lock held). Returns 0 and *out, or a negative status naming the culprit. */
+static int weights_load(const store_task *t, eng_task **out, eng_err *err) {
+    char dbuf[ENG_MAX_FUSE][PATH_MAX], fbuf[PATH_MAX], hbuf[PATH_MAX];
+    const char *dirs[ENG_MAX_FUSE];
+    for (int i = 0; i < t->n_sub; i++) {
+        pathf(dbuf[i], sizeof dbuf[i], "%s/%s", t->dir, t->sub[i]);
+        dirs[i] = dbuf[i];
+    }
+    eng_task_params tp = eng_task_default_params();
+    tp.name = t->name;
+    if (t->fusion) pathf(fbuf, sizeof fbuf, "%s/%s", t->dir, t->fusion), tp.fusion_dir = fbuf;
+    if (t->head) pathf(hbuf, sizeof hbuf, "%s/%s", t->dir, t->head), tp.head_dir = hbuf;
+    int rc = eng_task_load(t->model->model, dirs, t->n_sub, &tp, out, err);
+    if (rc) return eng_err_prefix(err, "task %s version %s", t->name, t->version);
+    int n = eng_task_head(*out)->num_labels;
+    if (t->cfg_labels && t->n_cfg_labels != n) {
+        eng_task_free(*out);
+        *out = NULL;
+        return eng_err_set(err, ENG_INVALID_ARGUMENT,
+                           "task %s version %s: task.json: \"labels\" must be an array of %d strings (the head's width)",
+                           t->name, t->version, n);
+    }
+    /* the engine's budget and latency planning read the range from the task itself */
+    if ((rc = eng_task_set_skips(*out, (eng_skip_range){t->skip_min, t->skip_max, t->skip_def}, err))) {
+        eng_task_free(*out);
+        *out = NULL;
+        return eng_err_prefix(err, "task %s version %s", t->name, t->version);
+    }
+    return 0;
+}
+
+/* First load: labels (task.json's, else the head's, else LABEL_i), kind and head type. */
+static void set_first_load_info(store_task *t, const eng_task *et) {
+    if (atomic_load(&t->loaded_once)) return;
+    const eng_head *h = eng_task_head(et);
+    int n = h->num_labels;
+    char **lb = calloc((size_t)n + 1, sizeof *lb);
+    for (int i = 0; lb && i < n; i++) {
+        char buf[32];
+        const char *s = t->cfg_labels ? t->cfg_labels[i] : h->labels && h->labels[i] ? h->labels[i] : NULL;
+        if (!s) pathf(buf, sizeof buf, "LABEL_%d", i), s = buf;
+        lb[i] = strdup(s);
+        if (!lb[i]) {
+            free_strs(lb, i);
+            lb = NULL;
+        }
+    }
+    t->labels = lb;
+    t->n_labels = lb ? n : 0;
+    snprintf(t->kind, sizeof t->kind, "%s", eng_task_kind(et));
+    t->head_type = (int)h->type;
+    atomic_store(&t->loaded_once, 1);
+}
+
+/* ---- residency (reg->mu held) ---- */
+
+static int entry_pinned(const store_entry *e) { return e->admin_pinned || (e->cur && e->cur->pinned_cfg); }
+
+typedef struct {
+    eng_task *v[64];
+    int n;
+    size_t bytes;
+} detached;
+
+static void detach_locked(store_registry *r, store_task *t, detached *d) {
+    eng_task *et = atomic_load(&t->task);
+    if (!et || d->n == 64) return;
+    atomic_store(&t->task, NULL);
+    r->resident_bytes -= t->bytes;
+    d->v[d->n++] = et;
+    d->bytes += t->bytes;
+}
+
+static void free_detached(detached *d) {
+    for (int i = 0; i < d->n; i++) eng_task_free(d->v[i]);
+    if (d->bytes >= TRIM_BYTES) malloc_trim(0);
+    d->n = 0;
+    d->bytes = 0;
+}
+
+/* Evicts least recently used versions no request holds, except keep and pinned current ones, until
+ * the resident bytes fit the budget (or nothing more can go). */
+static void evict_locked(store_registry *r, const store_task *keep, detached *d) {
+    if (!r->p.memory_budget) return;
+    while (r->resident_bytes > r->p.memory_budget && d->n < 64) {
+        store_task *best = NULL;
+        for (int i = 0; i < r->n_e; i++) {
+            store_entry *e = r->e[i];
+            for (int k = 0; k < e->n; k++) {
+                store_task *t = e->v[k];
+                if (t == keep || !atomic_load(&t->task) || t->loading || atomic_load(&t->refs) != 1) continue;
+                if (t == e->cur && entry_pinned(e)) continue;
+                if (!best || t->last_used < best->last_used) best = t;
+            }
+        }
+        if (!best) break;
+        detach_locked(r, best, d);
+        r->st.evictions++;
+        logf_(r, "evicted task %s v%s (%zu bytes; %zu of %zu resident)", best->name, best->version, best->bytes,
+              r->resident_bytes, r->p.memory_budget);
+    }
+}
+
+/* Publishes loaded weights; the caller then evicts beyond the budget. */
+static void publish_locked(store_registry *r, store_task *t, eng_task *et, double seconds) {
+    set_first_load_info(t, et);
+    t->bytes = eng_task_bytes(et);
+    r->resident_bytes += t->bytes;
+    atomic_store(&t->task, et);
+    t->last_used = ++r->clock;
+    r->st.loads++;
+    r->st.load_seconds_sum += seconds;
+    if (seconds > r->st.load_seconds_max) r->st.load_seconds_max = seconds;
+}
+
+int store_task_ensure(store_registry *r, store_task *t, eng_err *err) {
+    pthread_mutex_lock(&r->mu);
+    for (;;) {
+        if (atomic_load(&t->task)) {
+            t->last_used = ++r->clock;
+            pthread_mutex_unlock(&r->mu);
+            return 0;
+        }
+        if (!t->loading) break;
+        pthread_cond_wait(&r->cv, &r->mu);
+    }
+    t->loading = 1;
+    pthread_mutex_unlock(&r->mu);
+    double t0 = now_s();
+    eng_task *et = NULL;
+    int rc = weights_load(t, &et, err);
+    double dt = now_s() - t0;
+    detached d = {0};
+    pthread_mutex_lock(&r->mu);
+    t->loading = 0;
+    if (rc == 0) {
+        publish_locked(r, t, et, dt);
+        evict_locked(r, t, &d);
+    } else {
+        r->st.load_failures++;
+    }
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    free_detached(&d);
+    if (rc == 0) logf_(r, "loaded task %s v%s (%s, %zu bytes) in %.1f ms", t->name, t->version, t->kind, t->bytes, dt * 1e3);
+    return rc;
+}
+
+int store_task_resident(const store_task *t) { return atomic_load(&((store_task *)t)->task) != NULL; }
+
+/* ---- the tables (reg->mu held) ---- */
+
+static int find_entry(const store_registry *r, const char *name, size_t len, int *pos) {
+    int lo = 0, hi = r->n_e - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        const char *s = r->e[mid]->name;
+        int c = strncmp(s, name, len);
+        if (c == 0 && s[len] != '\0') c = 1;
+        if (c == 0) {
+            if (pos) *pos = mid;
+            return 1;
+        }
+        if (c < 0) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    if (pos) *pos = lo;
+    return 0;
+}
+
+static store_entry *get_entry(store_registry *r, const char *name) {
+    int pos;
+    return find_entry(r, name, strlen(name), &pos) ? r->e[pos] : NULL;
+}
+
+/* Returns the entry named name, created when missing, or NULL when out of memory. */
+static store_entry *make_entry(store_registry *r, const char *name) {
+    int pos;
+    if (find_entry(r, name, strlen(name), &pos)) return r->e[pos];
+    if (r->n_e == r->cap_e) {
+        int nc = r->cap_e ? r->cap_e * 2 : 16;
+        store_entry **ne = realloc(r->e, (size_t)nc * sizeof *ne);
+        if (!ne) return NULL;
+        r->e = ne, r->cap_e = nc;
+    }
+    store_entry *e = calloc(1, sizeof *e);
+    if (!e || !(e->name = strdup(name))) {
+        free(e);
+        return NULL;
+    }
+    memmove(&r->e[pos + 1], &r->e[pos], (size_t)(r->n_e - pos) * sizeof *r->e);
+    r->e[pos] = e;
+    r->n_e++;
+    return e;
+}
+
+static store_task *find_version(const store_entry *e, const char *version) {
+    for (int i = 0; e && i < e->n; i++)
+        if (!strcmp(e->v[i]->version, version)) return e->v[i];
+    return NULL;
+}
+
+/* Lists t (its refs 1 becomes the listing's) in version order. */
+static int add_version_locked(store_entry *e, store_task *t) {
+    store_task **nv = realloc(e->v, (size_t)(e->n + 1) * sizeof *nv);
+    if (!nv) return ENG_NO_MEMORY;
+    e->v = nv;
+    int pos = e->n;
+    while (pos > 0 && e->v[pos - 1]->vnum > t->vnum) pos--;
+    memmove(&e->v[pos + 1], &e->v[pos], (size_t)(e->n - pos) * sizeof *e->v);
+    e->v[pos] = t;
+    e->n++;
+    atomic_store(&t->listed, 1);
+    return 0;
+}
+
+/* Makes t current; the old current is unloaded when no request holds it. */
+static void set_current_locked(store_registry *r, store_entry *e, store_task *t, detached *d) {
+    store_task *old = e->cur;
+    e->cur = t;
+    t->current = 1;
+    if (old && old != t) {
+        old->current = 0;
+        if (atomic_load(&old->refs) == 1 && !old->loading) detach_locked(r, old, d);
+    }
+}
+
+/* Unlists t; the caller drops the listing's reference after unlocking. */
+static void unlist_locked(store_registry *r, store_entry *e, store_task *t) {
+    int k = 0;
+    while (k < e->n && e->v[k] != t) k++;
+    if (k == e->n) return;
+    memmove(&e->v[k], &e->v[k + 1], (size_t)(e->n - k - 1) * sizeof *e->v);
+    e->n--;
+    if (e->cur == t) e->cur = NULL;
+    t->current = 0;
+    atomic_store(&t->listed, 0);
+    if (atomic_load(&t->task)) r->resident_bytes -= t->bytes;
+}
+
+static void drop_entry_locked(store_registry *r, store_entry *e) {
+    int pos;
+    if (!find_entry(r, e->name, strlen(e->name), &pos)) return;
+    memmove(&r->e[pos], &r->e[pos + 1], (size_t)(r->n_e - pos - 1) * sizeof *r->e);
+    r->n_e--;
+}
+
+static void entry_free(store_entry *e) {
+    free(e->v);
+    free(e->name);
+    free(e);
+}
+
+/* ---- the state file ---- */
+
+static int tomb_index(const store_registry *r, const char *name, const char *version) {
+    char key[300];
+    pathf(key, sizeof key, "%s/%s", name, version);
+    for (int i = 0; i < r->n_tombs; i++)
+        if (!strcmp(r->tombs[i], key)) return i;
+    return -1;
+}
+
+/* Writes the state file atomically (tmp, fsync, rename). admin_mu held. */
+static int state_write(store_registry *r, eng_err *err) {
+    json_t *root = json_object(), *tasks = json_object(), *dead = json_array();
+    int rc = 0;
+    if (!root || !tasks || !dead) goto oom;
+    pthread_mutex_lock(&r->mu);
+    for (int i = 0; i < r->n_e; i++) {
+        store_entry *e = r->e[i];
+        if (!e->explicit_cur && !e->admin_pinned) continue;
+        json_t *o = json_object();
+        if (!o || json_object_set_new(tasks, e->name, o)) {
+            pthread_mutex_unlock(&r->mu);
+            goto oom;
+        }
+        if (e->explicit_cur && e->cur) json_object_set_new(o, "current", json_string(e->cur->version));
+        if (e->admin_pinned) json_object_set_new(o, "pinned", json_true());
+    }
+    for (int i = 0; i < r->n_tombs; i++) json_array_append_new(dead, json_string(r->tombs[i]));
+    pthread_mutex_unlock(&r->mu);
+    json_object_set_new(root, "version", json_integer(1));
+    json_object_set(root, "tasks", tasks);
+    json_object_set(root, "deleted", dead);
+    char path[PATH_MAX], tmp[PATH_MAX];
+    pathf(path, sizeof path, "%s/%s", r->dir, STATE_FILE);
+    pathf(tmp, sizeof tmp, "%s/%s.tmp", r->dir, STATE_FILE);
+    char *text = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
+    if (!text) goto oom;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    size_t n = strlen(text);
+    if (fd < 0 || write(fd, text, n) != (ssize_t)n || write(fd, "\n", 1) != 1 || fsync(fd) || close(fd) ||
+        rename(tmp, path)) {
+        rc = eng_err_set(err, ENG_IO, "%s: cannot write the registry state (%s)", path, strerror(errno));
+        if (fd >= 0) close(fd), unlink(tmp);
+    }
+    free(text);
+    json_decref(root), json_decref(tasks), json_decref(dead);
+    return rc;
+oom:
+    json_decref(root), json_decref(tasks), json_decref(dead);
+    return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+}
+
+/* Applies the state file at open: tombstones, current versions, pins. A missing file is no state. */
+static int state_read(store_registry *r, eng_err *err) {
+    char path[PATH_MAX];
+    pathf(path, sizeof path, "%s/%s", r->dir, STATE_FILE);
+    if (access(path, F_OK) != 0) return 0;
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    if (!root || !json_is_object(root)) {
+        json_decref(root);
+        return eng_err_set(err, ENG_FORMAT, "%s:%d: %s", path, je.line, root ? "not a JSON object" : je.text);
+    }
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(root, "deleted"), i, v) {
+        const char *s = json_string_value(v);
+        char **nt = s ? realloc(r->tombs, (size_t)(r->n_tombs + 1) * sizeof *nt) : NULL;
+        if (!nt) continue;
+        r->tombs = nt;
+        if ((r->tombs[r->n_tombs] = strdup(s))) r->n_tombs++;
+    }
+    const char *k;
+    json_object_foreach(json_object_get(root, "tasks"), k, v) {
+        store_entry *e = get_entry(r, k);
+        if (!e) continue;
+        const char *cur = json_string_value(json_object_get(v, "current"));
+        store_task *t = cur ? find_version(e, cur) : NULL;
+        if (t) {
+            if (e->cur) e->cur->current = 0;
+            e->cur = t;
+            t->current = 1;
+            e->explicit_cur = 1;
+        } else if (cur) {
+            logf_(r, "state: task %s version %s is gone; serving the highest", k, cur);
+        }
+        e->admin_pinned = json_is_true(json_object_get(v, "pinned"));
+    }
+    json_decref(root);
+    return 0;
+}
+
+/* ---- open / free ---- */
+
+/* Reads every version's metadata of task name and lists it (no weights). */
+static int scan_task(store_registry *r, const char *name, eng_err *err) {
+    char tdir[PATH_MAX], vdir[PATH_MAX];
+    pathf(tdir, sizeof tdir, "%s/tasks/%s", r->dir, name);
+    char **vers = NULL;
+    int nv = list_subdirs(tdir, &vers, err), rc = 0;
+    if (nv < 0) return nv;
+    store_entry *e = NULL;
+    for (int i = 0; i < nv; i++) {
+        if (version_number(vers[i]) < 0 || tomb_index(r, name, vers[i]) >= 0) continue;
+        pathf(vdir, sizeof vdir, "%s/%s", tdir, vers[i]);
+        store_task *t;
+        if ((rc = meta_read(r, name, vers[i], vdir, &t, err))) break;
+        if (!e && !(e = make_entry(r, name))) {
+            task_destroy(t);
+            rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+            break;
+        }
+        if (add_version_locked(e, t)) {
+            task_destroy(t);
+            rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+            break;
+        }
+    }
+    free_strs(vers, nv);
+    if (!rc && !e) return eng_err_set(err, ENG_NOT_FOUND, "%s: no version directory (tasks/<name>/<number>/)", tdir);
+    if (e && e->n && !e->cur) {
+        e->cur = e->v[e->n - 1]; /* the highest; the state file may change it */
+        e->cur->current = 1;
+    }
     return rc;
 }
 
@@ -380,8 +871,15 @@ int store_open(const char *dir, const store_params *p, store_registry **out, eng
     if (!p) p = &defp;
     *out = NULL;
     store_registry *r = calloc(1, sizeof *r);
-    if (!r) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    if (!r || !(r->dir = strdup(dir))) {
+        free(r);
+        return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    }
+    r->p = *p;
+    r->st.budget = p->memory_budget;
     pthread_mutex_init(&r->mu, NULL);
+    pthread_mutex_init(&r->admin_mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
     char path[PATH_MAX];
     char **names = NULL;
     int n, rc;
@@ -391,47 +889,58 @@ int store_open(const char *dir, const store_params *p, store_registry **out, eng
         goto fail;
     }
     if (!(r->models = calloc((size_t)n + 1, sizeof *r->models))) {
-        free_list(names, n);
+        free_strs(names, n);
         rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory");
         goto fail;
     }
     for (int i = 0; i < n; i++) {
         if ((rc = load_model(dir, names[i], &r->models[r->n_models], err))) {
-            free_list(names, n);
+            free_strs(names, n);
             goto fail;
         }
         r->n_models++;
     }
-    free_list(names, n);
+    free_strs(names, n);
     if (r->n_models == 0) {
         rc = eng_err_set(err, ENG_NOT_FOUND, "%s/models: no model directory", dir);
         goto fail;
     }
     pathf(path, sizeof path, "%s/tasks", dir);
+    if (!is_dir(path) && mkdir(path, 0755)) {
+        rc = eng_err_set(err, ENG_IO, "%s: cannot create (%s)", path, strerror(errno));
+        goto fail;
+    }
     if ((n = list_subdirs(path, &names, err)) < 0) {
         rc = n;
         goto fail;
     }
-    if (!(r->tasks = calloc((size_t)n + 1, sizeof *r->tasks))) {
-        free_list(names, n);
-        rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    /* state_read needs the tombstones before the scan: read it twice (cheap) */
+    if ((rc = state_read(r, err))) {
+        free_strs(names, n);
         goto fail;
     }
     for (int i = 0; i < n; i++) {
-        store_task *t;
-        if ((rc = load_task(r, dir, names[i], p, &t, err))) {
-            free_list(names, n);
+        if ((rc = scan_task(r, names[i], err)) && rc != ENG_NOT_FOUND) {
+            free_strs(names, n);
             goto fail;
         }
-        r->tasks[r->n_tasks++] = t;
-        if (p->verbose)
-            fprintf(stderr, "adapterd: task %s v%s (%s, %d labels, skips %d..%d) on model %s\n", t->name, t->version,
-                    eng_task_kind(t->task), t->n_labels, t->skip_min, t->skip_max, t->model->name);
+        rc = 0;
     }
-    free_list(names, n);
-    if (r->n_tasks == 0) {
-        rc = eng_err_set(err, ENG_NOT_FOUND, "%s/tasks: no task directory", dir);
-        goto fail;
+    free_strs(names, n);
+    free_strs(r->tombs, r->n_tombs);
+    r->tombs = NULL, r->n_tombs = 0;
+    if ((rc = state_read(r, err))) goto fail;
+    /* Weights: every current version without a budget, the pinned ones with one. */
+    for (int i = 0; i < r->n_e; i++) {
+        store_entry *e = r->e[i];
+        if (!e->cur || (r->p.memory_budget && !entry_pinned(e))) continue;
+        if ((rc = store_task_ensure(r, e->cur, err))) goto fail;
+    }
+    for (int i = 0; i < r->n_e && r->p.verbose; i++) {
+        store_task *t = r->e[i]->cur;
+        if (t)
+            fprintf(stderr, "adapterd: task %s v%s (%s, %d versions, skips %d..%d) on model %s\n", t->name, t->version,
+                    store_task_resident(t) ? t->kind : "not loaded", r->e[i]->n, t->skip_min, t->skip_max, t->model->name);
     }
     *out = r;
     return 0;
@@ -442,34 +951,50 @@ fail:
 
 void store_free(store_registry *r) {
     if (!r) return;
-    for (int i = 0; i < r->n_tasks; i++) store_task_release(r->tasks[i]);
+    for (int i = 0; i < r->n_e; i++) {
+        store_entry *e = r->e[i];
+        for (int k = 0; k < e->n; k++) {
+            atomic_store(&e->v[k]->listed, 0);
+            e->v[k]->current = 0;
+            store_task_release(e->v[k]);
+        }
+        entry_free(e);
+    }
     for (int i = 0; i < r->n_models; i++) store_model_release(r->models[i]);
-    free(r->tasks);
+    free_strs(r->tombs, r->n_tombs);
+    free_strs(r->bad, r->n_bad);
+    free(r->e);
     free(r->models);
+    free(r->dir);
     pthread_mutex_destroy(&r->mu);
+    pthread_mutex_destroy(&r->admin_mu);
+    pthread_cond_destroy(&r->cv);
     free(r);
 }
 
-int store_n_tasks(const store_registry *r) { return r->n_tasks; }
+const char *store_dir(const store_registry *r) { return r->dir; }
+
+int store_n_tasks(const store_registry *r) {
+    pthread_mutex_lock((pthread_mutex_t *)&r->mu);
+    int n = r->n_e;
+    pthread_mutex_unlock((pthread_mutex_t *)&r->mu);
+    return n;
+}
 int store_n_models(const store_registry *r) { return r->n_models; }
 
+static store_task *take(store_registry *r, store_task *t) {
+    if (t) {
+        store_task_retain(t);
+        t->last_used = ++r->clock;
+    }
+    return t;
+}
+
 store_task *store_task_acquire(store_registry *r, const char *name, size_t len) {
+    int pos;
     store_task *t = NULL;
     pthread_mutex_lock(&r->mu);
-    int lo = 0, hi = r->n_tasks - 1;
-    while (lo <= hi) {
-        int mid = (lo + hi) / 2;
-        const char *s = r->tasks[mid]->name;
-        int c = strncmp(s, name, len);
-        if (c == 0 && s[len] != '\0') c = 1;
-        if (c == 0) {
-            t = r->tasks[mid];
-            store_task_retain(t);
-            break;
-        }
-        if (c < 0) lo = mid + 1;
-        else hi = mid - 1;
-    }
+    if (find_entry(r, name, len, &pos)) t = take(r, r->e[pos]->cur);
     pthread_mutex_unlock(&r->mu);
     return t;
 }
@@ -477,29 +1002,433 @@ store_task *store_task_acquire(store_registry *r, const char *name, size_t len) 
 store_task *store_task_acquire_at(store_registry *r, int i) {
     store_task *t = NULL;
     pthread_mutex_lock(&r->mu);
-    if (i >= 0 && i < r->n_tasks) store_task_retain(t = r->tasks[i]);
+    if (i >= 0 && i < r->n_e) t = take(r, r->e[i]->cur);
+    pthread_mutex_unlock(&r->mu);
+    return t;
+}
+
+store_task *store_task_acquire_version(store_registry *r, const char *name, const char *version) {
+    store_task *t = NULL;
+    pthread_mutex_lock(&r->mu);
+    t = take(r, find_version(get_entry(r, name), version));
     pthread_mutex_unlock(&r->mu);
     return t;
 }
 
 store_model *store_model_acquire_at(store_registry *r, int i) {
     store_model *m = NULL;
-    pthread_mutex_lock(&r->mu);
     if (i >= 0 && i < r->n_models) store_model_retain(m = r->models[i]);
-    pthread_mutex_unlock(&r->mu);
     return m;
 }
 
+int store_task_names(store_registry *r, char ***names) {
+    pthread_mutex_lock(&r->mu);
+    int n = r->n_e;
+    char **v = calloc((size_t)n + 1, sizeof *v);
+    for (int i = 0; v && i < n; i++)
+        if (!(v[i] = strdup(r->e[i]->name))) {
+            free_strs(v, i);
+            v = NULL;
+        }
+    pthread_mutex_unlock(&r->mu);
+    *names = v;
+    return v ? n : ENG_NO_MEMORY;
+}
+
+int store_versions(store_registry *r, const char *name, store_version_info *out, int max) {
+    pthread_mutex_lock(&r->mu);
+    store_entry *e = get_entry(r, name);
+    int n = 0;
+    for (int i = 0; e && i < e->n && n < max; i++) {
+        store_task *t = e->v[i];
+        store_version_info *o = &out[n++];
+        memset(o, 0, sizeof *o);
+        snprintf(o->version, sizeof o->version, "%s", t->version);
+        o->current = t == e->cur;
+        o->resident = atomic_load(&t->task) != NULL;
+        o->pinned = o->current && entry_pinned(e);
+        o->in_flight = atomic_load(&t->refs) - 1;
+        o->bytes = t->bytes;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return e ? n : ENG_NOT_FOUND;
+}
+
+void store_get_stats(store_registry *r, store_stats *out) {
+    pthread_mutex_lock(&r->mu);
+    *out = r->st;
+    out->n_tasks = r->n_e;
+    out->resident_bytes = r->resident_bytes;
+    out->n_versions = out->n_resident = 0;
+    for (int i = 0; i < r->n_e; i++) {
+        out->n_versions += r->e[i]->n;
+        for (int k = 0; k < r->e[i]->n; k++) out->n_resident += atomic_load(&r->e[i]->v[k]->task) != NULL;
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* ---- version management ---- */
+
+/* Loads t (unlisted) to validate it; returns 0 and the weights in *et. */
+static int validate(store_registry *r, store_task *t, eng_task **et, double *dt, eng_err *err) {
+    double t0 = now_s();
+    int rc = weights_load(t, et, err);
+    *dt = now_s() - t0;
+    if (rc) {
+        pthread_mutex_lock(&r->mu);
+        r->st.load_failures++;
+        pthread_mutex_unlock(&r->mu);
+    }
+    return rc;
+}
+
+/* Lists validated t (with its weights et) under task name; makes it current when asked or when
+ * the task has none. Consumes t and et. */
+static int list_validated(store_registry *r, store_task *t, eng_task *et, double dt, int make_current, int explicit_cur,
+                          eng_err *err) {
+    detached d = {0};
+    pthread_mutex_lock(&r->mu);
+    store_entry *e = make_entry(r, t->name);
+    if (!e || add_version_locked(e, t)) {
+        pthread_mutex_unlock(&r->mu);
+        eng_task_free(et);
+        task_destroy(t);
+        return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    }
+    publish_locked(r, t, et, dt);
+    if (make_current || !e->cur) {
+        set_current_locked(r, e, t, &d);
+        if (explicit_cur) e->explicit_cur = 1;
+    } else {
+        detach_locked(r, t, &d); /* validated, not served: no reason to keep it */
+    }
+    evict_locked(r, t, &d);
+    pthread_mutex_unlock(&r->mu);
+    free_detached(&d);
+    return 0;
+}
+
+int store_version_add(store_registry *r, const char *name, const char *version, const char *staged, int activate,
+                      eng_err *err) {
+    if (!valid_name(name)) return eng_err_set(err, ENG_INVALID_ARGUMENT, "task name \"%.100s\" must be 1..128 of [A-Za-z0-9._-], not starting with '.'", name);
+    if (version_number(version) < 0) return eng_err_set(err, ENG_INVALID_ARGUMENT, "version \"%.40s\" must be a number", version);
+    pthread_mutex_lock(&r->admin_mu);
+    char tdir[PATH_MAX], vdir[PATH_MAX];
+    pathf(tdir, sizeof tdir, "%s/tasks/%s", r->dir, name);
+    pathf(vdir, sizeof vdir, "%s/%s", tdir, version);
+    store_task *t = NULL;
+    eng_task *et = NULL;
+    double dt = 0;
+    int rc;
+    pthread_mutex_lock(&r->mu);
+    int exists = find_version(get_entry(r, name), version) != NULL;
+    pthread_mutex_unlock(&r->mu);
+    if (exists || access(vdir, F_OK) == 0) {
+        rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "task %s version %s exists; versions are immutable (upload a new number)",
+                         name, version);
+        goto done;
+    }
+    if ((rc = meta_read(r, name, version, staged, &t, err))) goto done;
+    if ((rc = validate(r, t, &et, &dt, err))) goto done;
+    if (!is_dir(tdir) && mkdir(tdir, 0755) && errno != EEXIST) {
+        rc = eng_err_set(err, ENG_IO, "%s: cannot create (%s)", tdir, strerror(errno));
+        goto done;
+    }
+    if (rename(staged, vdir)) {
+        rc = eng_err_set(err, ENG_IO, "cannot rename %s to %s (%s)", staged, vdir, strerror(errno));
+        goto done;
+    }
+    free(t->dir);
+    if (!(t->dir = strdup(vdir))) {
+        rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+        goto done;
+    }
+    t->fingerprint = fingerprint(vdir);
+    int ti = tomb_index(r, name, version);
+    if (ti >= 0) {
+        free(r->tombs[ti]);
+        r->tombs[ti] = r->tombs[--r->n_tombs];
+    }
+    rc = list_validated(r, t, et, dt, activate, activate, err);
+    t = NULL, et = NULL;
+    logf_(r, "task %s version %s added%s", name, version, activate ? " and activated" : "");
+    if (!rc) rc = state_write(r, err);
+done:
+    pthread_mutex_unlock(&r->admin_mu);
+    eng_task_free(et);
+    if (t) task_destroy(t);
+    return rc;
+}
+
+int store_activate(store_registry *r, const char *name, const char *version, eng_err *err) {
+    pthread_mutex_lock(&r->admin_mu);
+    store_task *t = store_task_acquire_version(r, name, version);
+    int rc;
+    if (!t) {
+        rc = eng_err_set(err, ENG_NOT_FOUND, "task %.100s has no version %.40s (GET /v1/tasks/%.100s/versions)", name,
+                         version, name);
+        goto done;
+    }
+    /* the reference keeps it resident between the load and the switch */
+    if ((rc = store_task_ensure(r, t, err))) goto done;
+    detached d = {0};
+    pthread_mutex_lock(&r->mu);
+    store_entry *e = get_entry(r, name);
+    if (e && atomic_load(&t->listed)) {
+        set_current_locked(r, e, t, &d);
+        e->explicit_cur = 1;
+    }
+    pthread_mutex_unlock(&r->mu);
+    free_detached(&d);
+    logf_(r, "task %s: version %s is current", name, version);
+    rc = state_write(r, err);
+done:
+    store_task_release(t);
+    pthread_mutex_unlock(&r->admin_mu);
+    return rc;
+}
+
+/* Moves dir aside (hidden, so a watch ignores it) and removes it. Returns 0 or -1. */
+static int remove_dir(store_registry *r, const char *dir, const char *hide_in) {
+    static atomic_int seq;
+    char aside[PATH_MAX];
+    pathf(aside, sizeof aside, "%s/.deleted-%d-%d", hide_in, (int)getpid(), atomic_fetch_add(&seq, 1));
+    if (rename(dir, aside)) return errno == ENOENT ? 0 : -1;
+    if (rm_rf(aside)) logf_(r, "%s: could not remove everything (%s)", aside, strerror(errno));
+    return 0;
+}
+
+static void add_tomb(store_registry *r, const char *name, const char *version) {
+    char key[300];
+    pathf(key, sizeof key, "%s/%s", name, version);
+    char **nt = realloc(r->tombs, (size_t)(r->n_tombs + 1) * sizeof *nt);
+    if (!nt) return;
+    r->tombs = nt;
+    if ((r->tombs[r->n_tombs] = strdup(key))) r->n_tombs++;
+}
+
+int store_delete_version(store_registry *r, const char *name, const char *version, eng_err *err) {
+    pthread_mutex_lock(&r->admin_mu);
+    int rc = 0, whole = 0;
+    pthread_mutex_lock(&r->mu);
+    store_entry *e = get_entry(r, name);
+    store_task *t = find_version(e, version);
+    if (!t) rc = eng_err_set(err, ENG_NOT_FOUND, "task %.100s has no version %.40s", name, version);
+    else if (t == e->cur && e->n > 1)
+        rc = eng_err_set(err, ENG_INVALID_ARGUMENT,
+                         "version %s is task %s's current version; activate another first (or DELETE /v1/tasks/%s)",
+                         version, name, name);
+    else whole = e->n == 1;
+    pthread_mutex_unlock(&r->mu);
+    if (rc || whole) {
+        pthread_mutex_unlock(&r->admin_mu);
+        return rc ? rc : store_delete_task(r, name, err);
+    }
+    char tdir[PATH_MAX];
+    pathf(tdir, sizeof tdir, "%s/tasks/%s", r->dir, name);
+    if (remove_dir(r, t->dir, tdir)) add_tomb(r, name, version);
+    pthread_mutex_lock(&r->mu);
+    unlist_locked(r, e, t);
+    pthread_mutex_unlock(&r->mu);
+    store_task_release(t);
+    logf_(r, "task %s version %s deleted", name, version);
+    rc = state_write(r, err);
+    pthread_mutex_unlock(&r->admin_mu);
+    return rc;
+}
+
+int store_delete_task(store_registry *r, const char *name, eng_err *err) {
+    pthread_mutex_lock(&r->admin_mu);
+    pthread_mutex_lock(&r->mu);
+    store_entry *e = get_entry(r, name);
+    if (e) drop_entry_locked(r, e);
+    pthread_mutex_unlock(&r->mu);
+    if (!e) {
+        pthread_mutex_unlock(&r->admin_mu);
+        return eng_err_set(err, ENG_NOT_FOUND, "unknown task \"%.100s\"", name);
+    }
+    char tdir[PATH_MAX], tasks[PATH_MAX];
+    pathf(tdir, sizeof tdir, "%s/tasks/%s", r->dir, name);
+    pathf(tasks, sizeof tasks, "%s/tasks", r->dir);
+    int gone = remove_dir(r, tdir, tasks) == 0;
+    pthread_mutex_lock(&r->mu);
+    while (e->n) {
+        store_task *t = e->v[0];
+        if (!gone) add_tomb(r, name, t->version);
+        unlist_locked(r, e, t);
+        pthread_mutex_unlock(&r->mu);
+        store_task_release(t);
+        pthread_mutex_lock(&r->mu);
+    }
+    pthread_mutex_unlock(&r->mu);
+    entry_free(e);
+    logf_(r, "task %s deleted", name);
+    int rc = state_write(r, err);
+    pthread_mutex_unlock(&r->admin_mu);
+    return rc;
+}
+
+int store_pin(store_registry *r, const char *name, int pinned, eng_err *err) {
+    pthread_mutex_lock(&r->admin_mu);
+    pthread_mutex_lock(&r->mu);
+    store_entry *e = get_entry(r, name);
+    if (e) e->admin_pinned = pinned;
+    store_task *t = e ? take(r, e->cur) : NULL;
+    pthread_mutex_unlock(&r->mu);
+    int rc = 0;
+    if (!e) rc = eng_err_set(err, ENG_NOT_FOUND, "unknown task \"%.100s\"", name);
+    else if (t) rc = store_task_ensure(r, t, err);
+    store_task_release(t);
+    if (!rc) rc = state_write(r, err);
+    pthread_mutex_unlock(&r->admin_mu);
+    return rc;
+}
+
+int store_unload(store_registry *r, const char *name, eng_err *err) {
+    pthread_mutex_lock(&r->admin_mu);
+    detached d = {0};
+    int rc = 0, was_pinned = 0;
+    pthread_mutex_lock(&r->mu);
+    store_entry *e = get_entry(r, name);
+    if (!e) rc = eng_err_set(err, ENG_NOT_FOUND, "unknown task \"%.100s\"", name);
+    else {
+        was_pinned = e->admin_pinned;
+        e->admin_pinned = 0;
+        if (e->cur && atomic_load(&e->cur->refs) == 1 && !e->cur->loading) detach_locked(r, e->cur, &d);
+        if (d.n) r->st.evictions++;
+    }
+    pthread_mutex_unlock(&r->mu);
+    free_detached(&d);
+    if (!rc && was_pinned) rc = state_write(r, err);
+    pthread_mutex_unlock(&r->admin_mu);
+    return rc;
+}
+
+/* ---- rescan (directory watch) ---- */
+
+static int bad_seen(store_registry *r, const char *name, const char *version, uint64_t fp, int add) {
+    char key[360];
+    pathf(key, sizeof key, "%s/%s@%llx", name, version, (unsigned long long)fp);
+    for (int i = 0; i < r->n_bad; i++)
+        if (!strcmp(r->bad[i], key)) return 1;
+    if (add) {
+        char **nb = realloc(r->bad, (size_t)(r->n_bad + 1) * sizeof *nb);
+        if (nb && (nb[r->n_bad] = strdup(key))) r->bad = nb, r->n_bad++;
+        else if (nb) r->bad = nb;
+    }
+    return 0;
+}
+
+int store_rescan(store_registry *r, eng_err *err) {
+    pthread_mutex_lock(&r->admin_mu);
+    char tasks[PATH_MAX], tdir[PATH_MAX], vdir[PATH_MAX];
+    pathf(tasks, sizeof tasks, "%s/tasks", r->dir);
+    char **names = NULL;
+    int n = list_subdirs(tasks, &names, err), added = 0;
+    if (n < 0) {
+        pthread_mutex_unlock(&r->admin_mu);
+        return n;
+    }
+    for (int i = 0; i < n; i++) {
+        if (!valid_name(names[i])) continue;
+        pathf(tdir, sizeof tdir, "%s/%s", tasks, names[i]);
+        char **vers = NULL;
+        int nv = list_subdirs(tdir, &vers, NULL);
+        for (int k = 0; k < nv; k++) {
+            long vn = version_number(vers[k]);
+            if (vn < 0 || tomb_index(r, names[i], vers[k]) >= 0) continue;
+            pthread_mutex_lock(&r->mu);
+            store_entry *e = get_entry(r, names[i]);
+            store_task *known = find_version(e, vers[k]);
+            long curv = e && e->cur ? e->cur->vnum : -1;
+            pthread_mutex_unlock(&r->mu);
+            pathf(vdir, sizeof vdir, "%s/%s", tdir, vers[k]);
+            if (known) {
+                /* immutable: report a change once, never reload it */
+                uint64_t fp = fingerprint(vdir);
+                if (fp != known->fingerprint && !known->changed_reported) {
+                    known->changed_reported = 1;
+                    pthread_mutex_lock(&r->mu);
+                    r->st.changed++;
+                    pthread_mutex_unlock(&r->mu);
+                    fprintf(stderr, "adapterd: task %s version %s changed on disk; versions are immutable, it is not "
+                                    "reloaded (upload a new version)\n", names[i], vers[k]);
+                }
+                continue;
+            }
+            uint64_t fp = fingerprint(vdir);
+            if (bad_seen(r, names[i], vers[k], fp, 0)) continue;
+            store_task *t = NULL;
+            eng_task *et = NULL;
+            double dt = 0;
+            eng_err e2 = {0};
+            if (meta_read(r, names[i], vers[k], vdir, &t, &e2) || validate(r, t, &et, &dt, &e2)) {
+                fprintf(stderr, "adapterd: task %s version %s rejected: %s\n", names[i], vers[k], e2.msg);
+                if (t) task_destroy(t);
+                bad_seen(r, names[i], vers[k], fp, 1);
+                continue;
+            }
+            int make_current = vn > curv;
+            if (list_validated(r, t, et, dt, make_current, 0, &e2) == 0) {
+                added++;
+                logf_(r, "task %s version %s loaded from the registry directory%s", names[i], vers[k],
+                      make_current ? " and is current" : "");
+            }
+        }
+        free_strs(vers, nv);
+    }
+    /* task directories removed by hand: drop them (requests in flight finish on what they hold) */
+    char **known = NULL;
+    int nk = store_task_names(r, &known);
+    for (int i = 0; i < nk; i++) {
+        pathf(tdir, sizeof tdir, "%s/%s", tasks, known[i]);
+        if (is_dir(tdir)) continue;
+        pthread_mutex_lock(&r->mu);
+        store_entry *e = get_entry(r, known[i]);
+        if (e) drop_entry_locked(r, e);
+        while (e && e->n) {
+            store_task *t = e->v[0];
+            unlist_locked(r, e, t);
+            pthread_mutex_unlock(&r->mu);
+            store_task_release(t);
+            pthread_mutex_lock(&r->mu);
+        }
+        pthread_mutex_unlock(&r->mu);
+        if (e) {
+            entry_free(e);
+            logf_(r, "task %s: its directory is gone; dropped", known[i]);
+        }
+    }
+    free_strs(known, nk > 0 ? nk : 0);
+    free_strs(names, n);
+    pthread_mutex_unlock(&r->admin_mu);
+    return added;
+}
+
+/* ---- accessors ---- */
+
 const char *store_task_name(const store_task *t) { return t->name; }
 const char *store_task_version(const store_task *t) { return t->version; }
-const eng_task *store_task_engine(const store_task *t) { return t->task; }
+const eng_task *store_task_engine(const store_task *t) { return atomic_load(&((store_task *)t)->task); }
 store_model *store_task_model(const store_task *t) { return t->model; }
-const eng_head *store_task_head(const store_task *t) { return eng_task_head(t->task); }
-const char *const *store_task_labels(const store_task *t) { return (const char *const *)t->labels; }
-int store_task_num_labels(const store_task *t) { return t->n_labels; }
+const eng_head *store_task_head(const store_task *t) {
+    const eng_task *et = store_task_engine(t);
+    return et ? eng_task_head(et) : NULL;
+}
+int store_task_head_type(const store_task *t) { return atomic_load(&((store_task *)t)->loaded_once) ? t->head_type : -1; }
+const char *store_task_kind(const store_task *t) { return atomic_load(&((store_task *)t)->loaded_once) ? t->kind : ""; }
+const char *const *store_task_labels(const store_task *t) {
+    if (atomic_load(&((store_task *)t)->loaded_once)) return (const char *const *)t->labels;
+    return (const char *const *)t->cfg_labels;
+}
+int store_task_num_labels(const store_task *t) {
+    return atomic_load(&((store_task *)t)->loaded_once) ? t->n_labels : t->n_cfg_labels;
+}
 int store_task_skip_min(const store_task *t) { return t->skip_min; }
 int store_task_skip_max(const store_task *t) { return t->skip_max; }
 int store_task_skip_default(const store_task *t) { return t->skip_def; }
+int store_task_pinned(const store_task *t) { return t->pinned_cfg; }
+size_t store_task_bytes(const store_task *t) { return t->bytes; }
 
 const char *store_model_name(const store_model *m) { return m->name; }
 const eng_model *store_model_engine(const store_model *m) { return m->model; }

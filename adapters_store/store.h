@@ -1,4 +1,5 @@
-/* store.h - the registry of models and tasks that adapterd serves.
+/* store.h - the registry of models and tasks that adapterd serves, with versions that change while
+ * it serves and a memory budget for the adapters.
  *
  * A registry is a directory anyone can lay out by hand:
  *
@@ -6,25 +7,40 @@
  *     tasks/<name>/<version>/        AdapterHub / PEFT folders as the libraries saved them, plus an
  *                                    optional task.json:
  *         {"model": "bert-mini", "adapters": ["sst2"], "fusion": null, "head": null,
- *          "skips": {"min": 0, "max": 1, "default": 0}, "labels": ["negative", "positive"]}
+ *          "skips": {"min": 0, "max": 1, "default": 0}, "labels": ["negative", "positive"],
+ *          "pinned": false}
+ *     .adapterd-state.json           what the admin API changed (current versions, pins, deletions
+ *                                    that could not remove files), rewritten atomically
  *
  * Without task.json the folders say it: sub-folders with adapter_config.json are the adapters (in
  * name order; a Stack), one with adapter_fusion_config.json is the fusion, one with only
- * head_config.json is the head, and the model is the registry's only model. The highest numeric
- * version is loaded; names starting with '.' are ignored (writers copy there, then rename).
+ * head_config.json is the head, and the model is the registry's only model. Versions are numbers;
+ * names starting with '.' are ignored (writers copy there, then rename).
  *
- * Lifetimes: store_open loads everything at start-up (issue 7 adds hot loading). Models and tasks
- * are reference counted: store_task_acquire gives the caller a reference that keeps the task, its
- * eng_task and its model alive until store_task_release, whatever the registry does meanwhile. The
- * registry's own references are dropped by store_free; the last release frees. This is what lets a
- * later version replace a task while requests still run on the old one.
+ * Versions. A task has versions and one `current`, the one requests get. Versions are immutable: a
+ * version is validated (loaded against its model) before it is listed, and `current` moves only to
+ * a version that loaded. At start-up the current version is the state file's, else the highest.
  *
- * Threads: every function may be called from any thread; the task table is guarded by a mutex that
- * is never held during inference or loading I/O of requests. */
+ * Lifetimes. A store_task is one version of a task. store_task_acquire gives the caller a
+ * reference to the current version that keeps it, its model and (once loaded) its weights alive
+ * until store_task_release, whatever the registry does meanwhile. When a version stops being
+ * current, or is deleted, its weights are freed as its last reference goes.
+ *
+ * Residency. With a memory budget (store_params.memory_budget > 0) only metadata is read at
+ * start-up: a version's weights are loaded by store_task_ensure (called off the request path, on a
+ * worker thread) and the least recently used unreferenced, unpinned versions are evicted when the
+ * resident bytes would exceed the budget. Without a budget everything current loads at start-up.
+ * store_task_engine is NULL while a version is not resident; a caller holding a reference to a
+ * resident version keeps it resident.
+ *
+ * Threads: every function may be called from any thread. Residency is guarded by one mutex that is
+ * never held while loading or freeing weights; the operations that change versions (add, activate,
+ * delete, rescan) are serialized by a second one and may take as long as loading takes. */
 #ifndef ADAPTERD_STORE_H
 #define ADAPTERD_STORE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "adapter.h"
 #include "model.h"
@@ -36,29 +52,44 @@ typedef struct store_model store_model;
 typedef struct store_task store_task;
 
 typedef struct {
-    int allow_skip;    /* operator widening: every task accepts skips 0..allow_skip (capped at L); 0 */
-    int verbose;       /* log each loaded task to stderr; 1 */
+    int allow_skip;          /* operator widening: every task accepts skips 0..allow_skip (capped at L); 0 */
+    int verbose;             /* log loads, evictions and version changes to stderr; 1 */
+    size_t memory_budget;    /* bytes of adapter weights kept resident; 0: no budget, load all at start */
 } store_params;
 
 store_params store_default_params(void);
 
-/* Scans and loads the registry at dir. Returns 0 and sets *out (release with store_free), or a
- * negative eng_status naming the folder or file at fault (a registry with no task is ENG_NOT_FOUND). */
+/* Scans the registry at dir and applies its state file. Returns 0 and sets *out (release with
+ * store_free), or a negative eng_status naming the folder or file at fault (a registry with no
+ * model is ENG_NOT_FOUND; one with no task is served empty, tasks can be added later). */
 int store_open(const char *dir, const store_params *p, store_registry **out, eng_err *err);
 
-/* Drops the registry's references; tasks still acquired by callers live until released. */
+/* Drops the registry's references; tasks still acquired by callers live until released. Must not
+ * run concurrently with other calls on r. */
 void store_free(store_registry *r);
 
-/* Number of tasks and models (fixed until hot loading lands). */
+const char *store_dir(const store_registry *r);
+
+/* Number of tasks and models (tasks change with hot loading; an index may go stale at once). */
 int store_n_tasks(const store_registry *r);
 int store_n_models(const store_registry *r);
 
-/* Returns a new reference to the task named name (len bytes), or NULL when there is none. */
+/* Returns a new reference to the current version of the task named name (len bytes), or NULL
+ * when there is none. The version may not be resident (see store_task_ensure). */
 store_task *store_task_acquire(store_registry *r, const char *name, size_t len);
-/* Returns a new reference to the i-th task in name order (0 <= i < store_n_tasks), or NULL. */
+/* Returns a new reference to the current version of the i-th task in name order, or NULL. */
 store_task *store_task_acquire_at(store_registry *r, int i);
+/* Returns a new reference to version `version` of task `name`, or NULL. */
+store_task *store_task_acquire_version(store_registry *r, const char *name, const char *version);
 /* Returns a new reference to the i-th model in name order, or NULL. */
 store_model *store_model_acquire_at(store_registry *r, int i);
+
+/* Makes t resident: loads its weights (blocking; call it on a worker thread, never on the event
+ * loop or in a request handler), evicting least recently used versions beyond the budget, and
+ * marks it used. The caller holds a reference. Returns 0, or the load's negative status. */
+int store_task_ensure(store_registry *r, store_task *t, eng_err *err);
+/* 1 when t's weights are loaded. */
+int store_task_resident(const store_task *t);
 
 /* Reference counting; releasing NULL does nothing. A count below zero is a programmer error. */
 void store_task_retain(store_task *t);
@@ -66,19 +97,78 @@ void store_task_release(store_task *t);
 void store_model_retain(store_model *m);
 void store_model_release(store_model *m);
 
+/* ---- version management (serialized; each persists the state file) ---- */
+
+/* Validates the version folder staged (a directory on the registry's file system, normally
+ * tasks/<name>/.upload-*) by loading it, renames it to tasks/<name>/<version> and lists it. It
+ * becomes current when activate is set or the task had no version. Versions are immutable: an
+ * existing version is ENG_INVALID_ARGUMENT. On failure staged is left for the caller to remove and
+ * the task keeps serving its current version; err carries the load's reason. */
+int store_version_add(store_registry *r, const char *name, const char *version, const char *staged, int activate,
+                      eng_err *err);
+/* Loads (validates) version and then makes it current. ENG_NOT_FOUND for an unknown task/version. */
+int store_activate(store_registry *r, const char *name, const char *version, eng_err *err);
+/* Deletes one version (not the current one while others exist) or the whole task, files included.
+ * Requests holding them finish on what they hold. */
+int store_delete_version(store_registry *r, const char *name, const char *version, eng_err *err);
+int store_delete_task(store_registry *r, const char *name, eng_err *err);
+/* Pins (never evicted; loads now) or unpins the task's current version. */
+int store_pin(store_registry *r, const char *name, int pinned, eng_err *err);
+/* Evicts the task's current version when no request holds it (KServe unload); unpins it. */
+int store_unload(store_registry *r, const char *name, eng_err *err);
+
+/* Looks at tasks/ again: new version directories are loaded, validated and listed (a version
+ * numbered above the current one becomes current), vanished task directories are dropped, and
+ * files changed inside listed versions are reported once each (log + store_stats.changed). Returns
+ * the number of versions added. Blocking: call it on a worker thread. */
+int store_rescan(store_registry *r, eng_err *err);
+
+/* Copies the visible task names into names (malloc'd array of malloc'd strings; free each and the
+ * array) and returns their count, or a negative status. */
+int store_task_names(store_registry *r, char ***names);
+
+typedef struct {
+    char version[32];
+    int current, resident, pinned;
+    int in_flight;           /* references held by callers (requests) */
+    size_t bytes;            /* weights when resident (else the last loaded size, or 0) */
+} store_version_info;
+
+/* Fills up to max versions of task name in version order; returns the count, or ENG_NOT_FOUND. */
+int store_versions(store_registry *r, const char *name, store_version_info *out, int max);
+
+typedef struct {
+    int n_tasks, n_versions, n_resident;
+    size_t resident_bytes, budget;
+    uint64_t loads, load_failures, evictions, changed, unloads;
+    double load_seconds_sum, load_seconds_max;
+} store_stats;
+
+void store_get_stats(store_registry *r, store_stats *out);
+
 /* ---- task accessors: borrowed, valid while the caller holds a reference ---- */
 const char *store_task_name(const store_task *t);
 const char *store_task_version(const store_task *t);
+/* The engine task, or NULL when not resident. */
 const eng_task *store_task_engine(const store_task *t);
 store_model *store_task_model(const store_task *t);       /* borrowed; the task holds a reference */
+/* The head, or NULL when not resident. */
 const eng_head *store_task_head(const store_task *t);
-/* Labels: task.json's, else the head's id2label, else "LABEL_<i>"; num_labels entries. */
+/* The head's eng_head_type as of the last load, or -1 before the first load. */
+int store_task_head_type(const store_task *t);
+/* Adapter forms ("seq_bn", ...) once loaded, else "". */
+const char *store_task_kind(const store_task *t);
+/* Labels: task.json's, else the head's id2label, else "LABEL_<i>"; num_labels entries (0 before
+ * the first load when task.json names none). */
 const char *const *store_task_labels(const store_task *t);
 int store_task_num_labels(const store_task *t);
 /* Allowed AdapterDrop skips [min, max] and the default used when a request names none. */
 int store_task_skip_min(const store_task *t);
 int store_task_skip_max(const store_task *t);
 int store_task_skip_default(const store_task *t);
+int store_task_pinned(const store_task *t);
+/* Bytes of weights when resident, else of the last load, else 0. */
+size_t store_task_bytes(const store_task *t);
 
 /* ---- model accessors ---- */
 const char *store_model_name(const store_model *m);

@@ -166,7 +166,9 @@ typedef struct {
     int n_labels;
     const char *const *labels;
     int skip_min, skip_max, skip_default;
-    size_t bytes;
+    size_t bytes;            /* weights when resident, else of the last load, else 0 */
+    int head_known;          /* 0 before the first load (memory budget): head and adapters are null */
+    int resident;            /* weights in memory */
 } proto_task_info;
 
 typedef struct {

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 # Build and run: compiler, CMake, pkg-config and the libraries adapterd links.
 PKGS_BUILD="build-essential cmake pkg-config libopenblas-dev libopenblas0-pthread libjansson-dev libutf8proc-dev
-  libpcre2-dev libmicrohttpd-dev libuv1-dev libyaml-dev"
+  libpcre2-dev libmicrohttpd-dev libuv1-dev libyaml-dev zlib1g-dev"
 # Tests and benchmarks: Criterion, libcurl (HTTP tests), the PyTorch reference (Debian's python3-torch),
 # node/npm for the transformers.js and ONNX Runtime peers, wrk and hyperfine for load benchmarks.
 PKGS_TEST="libcriterion-dev libcurl4-openssl-dev python3 python3-torch python3-numpy nodejs npm wrk hyperfine"

@@ -29,6 +29,10 @@ srv_config srv_default_config(void) {
     c.max_tasks = 32;
     c.drain_timeout_ms = 30000;
     c.access_log = 1;
+    c.max_upload_bytes = (size_t)256 << 20;
+    c.watch = 1;
+    c.watch_debounce_ms = 200;
+    c.watch_interval_ms = 5000;
     c.http_threads = 2;
     c.target_queue_ms = 50;
     return c;
@@ -63,6 +67,11 @@ static const opt opts[] = {
     {"admin-token", STR(admin_token)},
     {"drain-timeout-ms", INT(drain_timeout_ms, 0, 3600000)},
     {"access-log", OPT_BOOL, offsetof(srv_config, access_log), sizeof(int), 0, 1},
+    {"adapter-memory", OPT_SIZE, offsetof(srv_config, adapter_memory), sizeof(size_t), 0, 1LL << 50},
+    {"max-upload-bytes", OPT_SIZE, offsetof(srv_config, max_upload_bytes), sizeof(size_t), 1, 1LL << 40},
+    {"watch", OPT_BOOL, offsetof(srv_config, watch), sizeof(int), 0, 1},
+    {"watch-debounce-ms", INT(watch_debounce_ms, 0, 600000)},
+    {"watch-interval-ms", INT(watch_interval_ms, 0, 86400000)},
     {"http-threads", INT(http_threads, 1, 256)},
     {"adaptive-skips", OPT_BOOL, offsetof(srv_config, adaptive_skips), sizeof(int), 0, 1},
     {"target-queue-ms", INT(target_queue_ms, 0, 3600000)},

@@ -30,6 +30,13 @@
     X(V2_MODEL, "/v2/models/{task}")       \
     X(V2_MODEL_READY, "/v2/models/{task}/ready") \
     X(V2_INFER, "/v2/models/{task}/infer") \
+    X(ADMIN_VERSIONS, "/v1/tasks/{name}/versions") \
+    X(ADMIN_VERSION, "/v1/tasks/{name}/versions/{version}") \
+    X(ADMIN_ACTIVATE, "/v1/tasks/{name}:activate") \
+    X(ADMIN_TASK, "DELETE /v1/tasks/{name}") \
+    X(V2_REPO_INDEX, "/v2/repository/index") \
+    X(V2_REPO_LOAD, "/v2/repository/models/{task}/load") \
+    X(V2_REPO_UNLOAD, "/v2/repository/models/{task}/unload") \
     X(UNKNOWN, "other")
 
 typedef enum {
@@ -78,6 +85,22 @@ typedef struct srv_job {
     size_t body_len;
 } srv_job;
 
+/* Work a request hands to libuv's thread pool (admin uploads, task loads): the connection is
+ * suspended meanwhile (offload.c). */
+typedef struct srv_offload {
+    struct srv_request *next;    /* the offloader's inbox */
+    int state;                   /* 0 idle, 1 queued or running, 2 done (resume pending) */
+    void (*fn)(struct srv_request *r); /* runs on a pool thread */
+    uv_work_t work;
+    unsigned status;             /* the answer fn built; 0: run the request again (tasks loaded) */
+    char *body;
+    size_t len;
+    store_task **held;           /* (n_held) references loaded for this request, kept until it ends */
+    int n_held, rounds;
+    char name[160], version[40]; /* admin: the route's task and version */
+    int activate;
+} srv_offload;
+
 typedef struct srv_request {
     srv_server *srv;
     struct MHD_Connection *conn;
@@ -95,6 +118,8 @@ typedef struct srv_request {
     size_t bytes_out;
     char method[8];
     char path[128];
+    int admin;                   /* an admin route (admin.c) */
+    srv_offload off;
 } srv_request;
 
 /* ---- metrics (metrics.c): lock-free counters, one text rendering ---- */
@@ -140,6 +165,8 @@ struct srv_server {
     int n_costs;
     store_model **cost_models;       /* (n_costs) references */
     eng_cost_model *costs;           /* (n_costs) */
+    struct srv_offloader *offl;   /* offload.c */
+    struct srv_watch *watch;      /* watch.c; NULL when off */
     atomic_int ready;
     atomic_int draining;
     atomic_int active;           /* requests between first byte and completion */
@@ -153,6 +180,37 @@ void srv__job_done(srv_server *s, srv_job *j);
 void srv__job_fail(srv_job *j, eng_status code, const char *msg);
 
 double srv__now(void);
+
+/* ---- responses (server.c), for the other route files ---- */
+enum MHD_Result srv__send_json(srv_request *r, unsigned status, char *json, size_t len);
+enum MHD_Result srv__send_error(srv_request *r, eng_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* ---- offload (offload.c): thread-pool work for a suspended connection ---- */
+typedef struct srv_offloader srv_offloader;
+srv_offloader *srv__offload_new(uv_loop_t *loop);
+void srv__offload_free(srv_offloader *o);
+/* MHD thread: suspends r's connection and runs fn(r) on libuv's pool; when it returns the loop
+ * resumes the connection and on_request sees r->off.state == 2. */
+void srv__offload(srv_server *s, srv_request *r, void (*fn)(srv_request *r));
+/* Releases what an offload held; with the request. */
+void srv__offload_clear(srv_request *r);
+/* Lazy loading: 1 when a task the parsed request names (all when none) is not resident. */
+int srv__tasks_missing(srv_request *r);
+/* Offloads the loads of the missing tasks; the request runs again when they are resident. */
+enum MHD_Result srv__load_then_retry(srv_request *r);
+
+/* ---- admin (admin.c) ---- */
+/* First call: 1 when url/method is an admin route (sets r->route and r->admin). */
+int srv__admin_claims(srv_request *r, const char *url, const char *method);
+/* Last call (body complete): answers or offloads the admin request. */
+enum MHD_Result srv__admin_dispatch(srv_request *r, const char *url, const char *method);
+
+/* ---- directory watch (watch.c) ---- */
+typedef struct srv_watch srv_watch;
+/* Loop thread: watches <registry>/tasks; returns NULL (and logs) when it cannot. */
+srv_watch *srv__watch_start(srv_server *s);
+/* Loop thread: stops; the handles close on the loop's last run. */
+void srv__watch_stop(srv_watch *w);
 
 /* The cost model measured for model m at start-up, or NULL (a model loaded later has none). */
 const eng_cost_model *srv__cost_model(const srv_server *s, const store_model *m);

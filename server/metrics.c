@@ -1,6 +1,7 @@
 /* metrics.c - Prometheus counters and histograms, updated with relaxed atomics from any thread and
- * rendered as text on /metrics. Per-task series are indexed by the task's position in the registry
- * at start-up (issue 7's hot loading will need a name-keyed table here). */
+ * rendered as text on /metrics. Per-task series live in a table keyed by task name (tasks come and
+ * go while serving): a lookup takes a mutex, the counters themselves are atomics. Registry figures
+ * (residency, loads, evictions) are read from the store at render. */
 #define _GNU_SOURCE
 #include <stdarg.h>
 #include <stdio.h>
@@ -37,12 +38,62 @@ struct srv_metrics {
     hist queue_wait, batch_requests, batch_inputs, batch_tokens, batch_seconds;
     atomic_uint_fast64_t tokens, batches;
     atomic_uint_fast64_t adaptive_jobs, adaptive_layers, latency_refused;
-    int n_tasks;
-    char **task_names;
-    atomic_uint_fast64_t *task_requests;   /* (n_tasks) */
-    atomic_uint_fast64_t *task_skips;      /* (n_tasks, MAX_SKIP + 1) */
-    size_t task_bytes;
+    pthread_mutex_t tmu;                   /* the task table */
+    struct task_series **tasks;            /* open addressing, (cap) */
+    int n_tasks, cap;
+    store_registry *reg;
 };
+
+typedef struct task_series {
+    char *name;
+    atomic_uint_fast64_t requests;
+    atomic_uint_fast64_t skips[MAX_SKIP + 1];
+} task_series;
+
+static uint64_t hash_name(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* The series of task name, created on first use; NULL when out of memory. */
+static task_series *series(srv_metrics *m, const char *name) {
+    pthread_mutex_lock(&m->tmu);
+    task_series *t = NULL;
+    if (2 * (m->n_tasks + 1) > m->cap) {
+        int nc = m->cap ? m->cap * 2 : 64;
+        task_series **nt = calloc((size_t)nc, sizeof *nt);
+        if (nt) {
+            for (int i = 0; i < m->cap; i++)
+                if (m->tasks[i]) {
+                    size_t k = hash_name(m->tasks[i]->name) & (size_t)(nc - 1);
+                    while (nt[k]) k = (k + 1) & (size_t)(nc - 1);
+                    nt[k] = m->tasks[i];
+                }
+            free(m->tasks);
+            m->tasks = nt, m->cap = nc;
+        }
+    }
+    if (m->cap) {
+        size_t k = hash_name(name) & (size_t)(m->cap - 1);
+        while (m->tasks[k] && strcmp(m->tasks[k]->name, name)) k = (k + 1) & (size_t)(m->cap - 1);
+        if (!(t = m->tasks[k]) && 2 * (m->n_tasks + 1) <= m->cap && (t = calloc(1, sizeof *t))) {
+            if ((t->name = strdup(name))) {
+                m->tasks[k] = t;
+                m->n_tasks++;
+            } else {
+                free(t);
+                t = NULL;
+            }
+        }
+    }
+    pthread_mutex_unlock(&m->tmu);
+    return t;
+}
+
+static int cmp_series(const void *a, const void *b) {
+    return strcmp((*(task_series *const *)a)->name, (*(task_series *const *)b)->name);
+}
 
 static void observe(hist *h, const double *bounds, int n, double v) {
     int i = 0;
@@ -57,35 +108,19 @@ static void observe(hist *h, const double *bounds, int n, double v) {
 srv_metrics *srv__metrics_new(store_registry *reg) {
     srv_metrics *m = calloc(1, sizeof *m);
     if (!m) return NULL;
-    int n = store_n_tasks(reg);
-    m->task_names = calloc((size_t)n, sizeof *m->task_names);
-    m->task_requests = calloc((size_t)n, sizeof *m->task_requests);
-    m->task_skips = calloc((size_t)n * (MAX_SKIP + 1), sizeof *m->task_skips);
-    if (!m->task_names || !m->task_requests || !m->task_skips) goto oom;
-    for (int i = 0; i < n; i++) {
-        store_task *t = store_task_acquire_at(reg, i);
-        if (!t) goto oom;
-        m->task_names[i] = strdup(store_task_name(t));
-        m->task_bytes += eng_task_bytes(store_task_engine(t));
-        store_task_release(t);
-        m->n_tasks++;
-        if (!m->task_names[i]) goto oom;
-    }
+    pthread_mutex_init(&m->tmu, NULL);
+    m->reg = reg;
     return m;
-oom:
-    srv__metrics_free(m);
-    return NULL;
 }
 
 void srv__metrics_free(srv_metrics *m) {
     if (!m) return;
-    for (int i = 0; i < m->n_tasks; i++) free(m->task_names[i]);
-    free(m->task_names);
-    free(m->task_requests);
-    free(m->task_skips);
+    for (int i = 0; i < m->cap; i++)
+        if (m->tasks[i]) free(m->tasks[i]->name), free(m->tasks[i]);
+    free(m->tasks);
+    pthread_mutex_destroy(&m->tmu);
     free(m);
 }
-
 void srv__metrics_request(srv_metrics *m, srv_route r, unsigned status, double seconds) {
     size_t c = 0;
     while (c < N_CODES && codes[c] != status) c++;
@@ -96,15 +131,11 @@ void srv__metrics_request(srv_metrics *m, srv_route r, unsigned status, double s
 void srv__metrics_job(srv_metrics *m, const srv_job *j) {
     if (j->t_start > 0) observe(&m->queue_wait, lat_b, N_LAT, j->t_start - j->t_submit);
     for (int k = 0; k < j->n_tasks; k++) {
-        const char *name = store_task_name(j->tasks[k]);
-        for (int i = 0; i < m->n_tasks; i++)
-            if (!strcmp(m->task_names[i], name)) {
-                atomic_fetch_add_explicit(&m->task_requests[i], 1, memory_order_relaxed);
-                int s = j->treqs[k].skip > MAX_SKIP ? MAX_SKIP : j->treqs[k].skip;
-                atomic_fetch_add_explicit(&m->task_skips[(size_t)i * (MAX_SKIP + 1) + s], (uint_fast64_t)j->n_inputs,
-                                          memory_order_relaxed);
-                break;
-            }
+        task_series *t = series(m, store_task_name(j->tasks[k]));
+        if (!t) continue;
+        atomic_fetch_add_explicit(&t->requests, 1, memory_order_relaxed);
+        int sk = j->treqs[k].skip > MAX_SKIP ? MAX_SKIP : j->treqs[k].skip;
+        atomic_fetch_add_explicit(&t->skips[sk], (uint_fast64_t)j->n_inputs, memory_order_relaxed);
     }
 }
 
@@ -203,22 +234,65 @@ char *srv__metrics_render(srv_metrics *m, srv_server *s, size_t *len) {
     put(&b, "# HELP adapterd_tokens_total Input tokens run through the engine.\n# TYPE adapterd_tokens_total counter\n"
             "adapterd_tokens_total %llu\n",
         (unsigned long long)atomic_load_explicit(&m->tokens, memory_order_relaxed));
+    /* per-task series, in name order */
+    pthread_mutex_lock(&m->tmu);
+    int nt = 0;
+    task_series **ts = calloc((size_t)m->n_tasks + 1, sizeof *ts);
+    for (int i = 0; ts && i < m->cap; i++)
+        if (m->tasks[i]) ts[nt++] = m->tasks[i]; /* series are never freed before the metrics */
+    pthread_mutex_unlock(&m->tmu);
+    if (nt) qsort(ts, (size_t)nt, sizeof *ts, cmp_series);
     put(&b, "# HELP adapterd_task_requests_total Requests naming each task.\n# TYPE adapterd_task_requests_total counter\n");
-    for (int i = 0; i < m->n_tasks; i++)
-        put(&b, "adapterd_task_requests_total{task=\"%s\"} %llu\n", m->task_names[i],
-            (unsigned long long)atomic_load_explicit(&m->task_requests[i], memory_order_relaxed));
+    for (int i = 0; i < nt; i++)
+        put(&b, "adapterd_task_requests_total{task=\"%s\"} %llu\n", ts[i]->name,
+            (unsigned long long)atomic_load_explicit(&ts[i]->requests, memory_order_relaxed));
     put(&b, "# HELP adapterd_task_skip_total Inputs run per task and AdapterDrop skip.\n# TYPE adapterd_task_skip_total counter\n");
-    for (int i = 0; i < m->n_tasks; i++)
+    for (int i = 0; i < nt; i++)
         for (int k = 0; k <= MAX_SKIP; k++) {
-            uint64_t v = atomic_load_explicit(&m->task_skips[(size_t)i * (MAX_SKIP + 1) + k], memory_order_relaxed);
-            if (v) put(&b, "adapterd_task_skip_total{task=\"%s\",skip=\"%d\"} %llu\n", m->task_names[i], k, (unsigned long long)v);
+            uint64_t v = atomic_load_explicit(&ts[i]->skips[k], memory_order_relaxed);
+            if (v) put(&b, "adapterd_task_skip_total{task=\"%s\",skip=\"%d\"} %llu\n", ts[i]->name, k, (unsigned long long)v);
         }
-    put(&b, "# HELP adapterd_task_resident Tasks loaded in memory.\n# TYPE adapterd_task_resident gauge\n");
-    for (int i = 0; i < m->n_tasks; i++) put(&b, "adapterd_task_resident{task=\"%s\"} 1\n", m->task_names[i]);
-    put(&b, "# HELP adapterd_tasks_resident Number of tasks loaded.\n# TYPE adapterd_tasks_resident gauge\n"
-            "adapterd_tasks_resident %d\n", m->n_tasks);
+    free(ts);
+    /* the registry: residency, loads, evictions */
+    put(&b, "# HELP adapterd_task_resident 1 when the task's current version is loaded in memory.\n"
+            "# TYPE adapterd_task_resident gauge\n");
+    for (int i = 0, n = store_n_tasks(m->reg); i < n; i++) {
+        store_task *t = store_task_acquire_at(m->reg, i);
+        if (!t) continue;
+        put(&b, "adapterd_task_resident{task=\"%s\"} %d\n", store_task_name(t), store_task_resident(t));
+        store_task_release(t);
+    }
+    store_stats st;
+    store_get_stats(m->reg, &st);
+    put(&b, "# HELP adapterd_tasks_registered Tasks in the registry.\n# TYPE adapterd_tasks_registered gauge\n"
+            "adapterd_tasks_registered %d\n", st.n_tasks);
+    put(&b, "# HELP adapterd_task_versions Versions listed in the registry.\n# TYPE adapterd_task_versions gauge\n"
+            "adapterd_task_versions %d\n", st.n_versions);
+    put(&b, "# HELP adapterd_tasks_resident Task versions loaded in memory.\n# TYPE adapterd_tasks_resident gauge\n"
+            "adapterd_tasks_resident %d\n", st.n_resident);
     put(&b, "# HELP adapterd_adapter_bytes Bytes of task weights loaded.\n# TYPE adapterd_adapter_bytes gauge\n"
-            "adapterd_adapter_bytes %zu\n", m->task_bytes);
+            "adapterd_adapter_bytes %zu\n", st.resident_bytes);
+    put(&b, "# HELP adapterd_adapter_memory_budget_bytes --adapter-memory (0: no budget).\n"
+            "# TYPE adapterd_adapter_memory_budget_bytes gauge\nadapterd_adapter_memory_budget_bytes %zu\n", st.budget);
+    put(&b, "# HELP adapterd_adapter_loads_total Task versions loaded (lazily, by upload, activation or watch).\n"
+            "# TYPE adapterd_adapter_loads_total counter\nadapterd_adapter_loads_total %llu\n", (unsigned long long)st.loads);
+    put(&b, "# HELP adapterd_adapter_load_failures_total Loads that failed validation.\n"
+            "# TYPE adapterd_adapter_load_failures_total counter\nadapterd_adapter_load_failures_total %llu\n",
+        (unsigned long long)st.load_failures);
+    put(&b, "# HELP adapterd_adapter_evictions_total Versions evicted to stay within the memory budget.\n"
+            "# TYPE adapterd_adapter_evictions_total counter\nadapterd_adapter_evictions_total %llu\n",
+        (unsigned long long)st.evictions);
+    put(&b, "# HELP adapterd_adapter_unloads_total Old versions freed when their last request ended.\n"
+            "# TYPE adapterd_adapter_unloads_total counter\nadapterd_adapter_unloads_total %llu\n",
+        (unsigned long long)st.unloads);
+    put(&b, "# HELP adapterd_adapter_load_seconds Time to load and validate a task version.\n"
+            "# TYPE adapterd_adapter_load_seconds summary\nadapterd_adapter_load_seconds_sum %.9g\n"
+            "adapterd_adapter_load_seconds_count %llu\n", st.load_seconds_sum, (unsigned long long)st.loads);
+    put(&b, "# HELP adapterd_adapter_load_seconds_max Longest load.\n# TYPE adapterd_adapter_load_seconds_max gauge\n"
+            "adapterd_adapter_load_seconds_max %.9g\n", st.load_seconds_max);
+    put(&b, "# HELP adapterd_registry_changed_versions_total Listed versions whose files changed on disk (not reloaded).\n"
+            "# TYPE adapterd_registry_changed_versions_total counter\nadapterd_registry_changed_versions_total %llu\n",
+        (unsigned long long)st.changed);
     put(&b, "# HELP adapterd_queue_depth Jobs waiting or running.\n# TYPE adapterd_queue_depth gauge\nadapterd_queue_depth %d\n",
         srv__sched_depth(s->sched));
     put(&b, "# HELP adapterd_adaptive_raises_total Requests whose default skips adaptive mode raised.\n"

@@ -62,6 +62,19 @@ static enum MHD_Result send_error(srv_request *r, eng_status code, const char *f
     return send_json(r, srv_http_status(code), j, len);
 }
 
+enum MHD_Result srv__send_json(srv_request *r, unsigned status, char *json, size_t len) {
+    return send_json(r, status, json, len);
+}
+
+enum MHD_Result srv__send_error(srv_request *r, eng_status code, const char *fmt, ...) {
+    char msg[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return send_error(r, code, "%s", msg);
+}
+
 void srv__job_fail(srv_job *j, eng_status code, const char *msg) {
     free(j->body);
     j->status = srv_http_status(code);
@@ -273,6 +286,8 @@ static enum MHD_Result start_inference(srv_request *r, const char *task, size_t 
                                                   : ENG_INVALID_ARGUMENT;
         return send_error(r, code, "%s", pe.msg);
     }
+    /* tasks not resident (a memory budget): load them on the pool, then run this again */
+    if (srv__tasks_missing(r)) return srv__load_then_retry(r);
     srv_job *j = calloc(1, sizeof *j);
     if (!j) return send_error(r, ENG_NO_MEMORY, "out of memory");
     r->job = j;
@@ -280,6 +295,12 @@ static enum MHD_Result start_inference(srv_request *r, const char *task, size_t 
     eng_status code = ENG_OK;
     char msg[600];
     if (job_prepare(r, j, &r->preq, &code, msg, sizeof msg)) return send_error(r, code, "%s", msg);
+    for (int k = 0; k < j->n_tasks; k++)
+        if (!j->treqs[k].task) { /* evicted or replaced since the check: rare, go round again */
+            job_free(j);
+            r->job = NULL;
+            return srv__load_then_retry(r);
+        }
     MHD_suspend_connection(r->conn);
     r->suspended = 1;
     if (srv__sched_submit(s->sched, j)) {
@@ -291,18 +312,20 @@ static enum MHD_Result start_inference(srv_request *r, const char *task, size_t 
 
 /* ---- quick routes ---- */
 
+/* A task that never loaded (memory budget) has no head or adapter kind yet. */
 static void fill_task_info(store_task *t, proto_task_info *ti) {
-    const eng_head *h = store_task_head(t);
-    proto_head_kind k = h->type == ENG_HEAD_MULTILABEL   ? PROTO_HEAD_MULTILABEL
-                        : h->type == ENG_HEAD_REGRESSION ? PROTO_HEAD_REGRESSION
-                        : h->type == ENG_HEAD_TAGGING    ? PROTO_HEAD_TAGGING
-                        : h->type == ENG_HEAD_QA         ? PROTO_HEAD_QA
-                                                         : PROTO_HEAD_CLASSIFICATION;
+    int h = store_task_head_type(t);
+    proto_head_kind k = h == ENG_HEAD_MULTILABEL   ? PROTO_HEAD_MULTILABEL
+                        : h == ENG_HEAD_REGRESSION ? PROTO_HEAD_REGRESSION
+                        : h == ENG_HEAD_TAGGING    ? PROTO_HEAD_TAGGING
+                        : h == ENG_HEAD_QA         ? PROTO_HEAD_QA
+                                                   : PROTO_HEAD_CLASSIFICATION;
     *ti = (proto_task_info){.name = store_task_name(t), .version = store_task_version(t),
-                            .model = store_model_name(store_task_model(t)), .kind = eng_task_kind(store_task_engine(t)),
-                            .head = k, .n_labels = store_task_num_labels(t), .labels = store_task_labels(t),
-                            .skip_min = store_task_skip_min(t), .skip_max = store_task_skip_max(t),
-                            .skip_default = store_task_skip_default(t), .bytes = eng_task_bytes(store_task_engine(t))};
+                            .model = store_model_name(store_task_model(t)), .kind = store_task_kind(t),
+                            .head = k, .head_known = h >= 0, .n_labels = store_task_num_labels(t),
+                            .labels = store_task_labels(t), .skip_min = store_task_skip_min(t),
+                            .skip_max = store_task_skip_max(t), .skip_default = store_task_skip_default(t),
+                            .bytes = store_task_bytes(t), .resident = store_task_resident(t)};
 }
 
 static enum MHD_Result route_tasks(srv_request *r) {
@@ -420,6 +443,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         set_request_id(r);
         atomic_fetch_add(&s->active, 1);
         *con_cls = r;
+        if (srv__admin_claims(r, url, method)) {
+            r->method_ok = 1;
+            const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+            if (cl && strtoull(cl, NULL, 10) > s->cfg.max_upload_bytes)
+                return send_error(r, ENG_TOO_LARGE, "upload of %s bytes is over the limit of %zu", cl, s->cfg.max_upload_bytes);
+            return MHD_YES;
+        }
         int is_post = r->route == SRV_ROUTE_PREDICT || r->route == SRV_ROUTE_V2_INFER;
         r->method_ok = is_post ? !strcmp(method, "POST") : (!strcmp(method, "GET") || !strcmp(method, "HEAD"));
         if (is_post && r->method_ok) {
@@ -428,6 +458,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 return send_error(r, ENG_TOO_LARGE, "request body of %s bytes is over the limit of %zu", cl, s->cfg.max_body_bytes);
         }
         return MHD_YES;
+    }
+    if (r->suspended && r->off.state == 2) {
+        /* resumed after offloaded work: its answer, or run the request again (tasks now loaded) */
+        r->suspended = 0;
+        r->off.state = 0;
+        if (r->off.status) {
+            char *b = r->off.body;
+            r->off.body = NULL;
+            return send_json(r, r->off.status, b, r->off.len);
+        }
+        r->route = match(url, &arg, &arg_len);
+        proto_predict_free(&r->preq);
+        memset(&r->preq, 0, sizeof r->preq);
+        return start_inference(r, arg, arg_len);
     }
     if (r->suspended) {
         /* resumed: the job is done */
@@ -442,7 +486,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         size_t n = *upload_data_size;
         *upload_data_size = 0;
         if (r->too_large || r->status) return MHD_YES;
-        if (r->body_len + n > r->srv->cfg.max_body_bytes) {
+        if (r->body_len + n > (r->admin ? r->srv->cfg.max_upload_bytes : r->srv->cfg.max_body_bytes)) {
             r->too_large = 1;
             free(r->body);
             r->body = NULL;
@@ -462,6 +506,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return MHD_YES;
     }
     if (r->status) return MHD_YES; /* already answered (413 by Content-Length) */
+    if (r->admin) return srv__admin_dispatch(r, url, method);
     r->route = match(url, &arg, &arg_len);
     if (r->route == SRV_ROUTE_UNKNOWN) return send_error(r, ENG_NOT_FOUND, "no route %s %.200s", method, url);
     if (!r->method_ok) return send_error(r, ENG_METHOD_NOT_ALLOWED, "%s is not allowed on %.200s", method, url);
@@ -523,6 +568,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                 status, r->bytes_out, dt * 1e3, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (aborted)");
     }
     job_free(r->job);
+    srv__offload_clear(r);
     proto_predict_free(&r->preq);
     free(r->body);
     free(r);
@@ -613,6 +659,11 @@ int srv_run(const srv_config *cfg, store_registry *reg, eng_err *err) {
         goto done;
     }
     if ((rc = calibrate_costs(s, err))) goto done;
+    if (!(s->offl = srv__offload_new(&s->loop))) {
+        rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+        goto done;
+    }
+    if (cfg->watch) s->watch = srv__watch_start(s);
     if (!(s->sched = srv__sched_new(s, &s->loop, err))) {
         rc = err ? err->code : ENG_INTERNAL;
         goto done;
@@ -658,6 +709,7 @@ int srv_run(const srv_config *cfg, store_registry *reg, eng_err *err) {
     atomic_store(&s->ready, 1);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     atomic_store(&s->ready, 0);
+    srv__watch_stop(s->watch);
     fprintf(stderr, "adapterd: drained, stopping\n");
 done:
     if (s->mhd) MHD_stop_daemon(s->mhd);
@@ -666,6 +718,7 @@ done:
     uv_walk(&s->loop, close_cb, NULL);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     uv_loop_close(&s->loop);
+    srv__offload_free(s->offl);
     srv__metrics_free(s->metrics);
     for (int i = 0; i < s->n_costs; i++) store_model_release(s->cost_models[i]);
     free(s->cost_models), free(s->costs);

@@ -43,6 +43,11 @@ typedef struct {
     char admin_token[256];   /* bearer token of the admin routes (issue 7); empty: admin off */
     int drain_timeout_ms;    /* longest wait for in-flight work after SIGTERM; 30000 */
     int access_log;          /* one line per request on stderr; 1 */
+    size_t adapter_memory;   /* bytes of adapter weights kept resident (LRU beyond); 0: all, loaded at start */
+    size_t max_upload_bytes; /* admin upload body limit (.tar / .tar.gz); 256 MiB */
+    int watch;               /* watch tasks/ for new versions; 1 */
+    int watch_debounce_ms;   /* quiet time before a rescan; 200 */
+    int watch_interval_ms;   /* periodic rescan that reports changed files; 5000 (0: none) */
     int http_threads;        /* libmicrohttpd threads (each its own epoll) that parse and tokenize; 2 */
     int adaptive_skips;      /* load-adaptive mode: raise skips of requests that did not choose them; 0 */
     int target_queue_ms;     /* adaptive mode's queue-wait target; 50 */

@@ -19,6 +19,7 @@ static void usage(FILE *f) {
             "                      [--max-inputs N] [--max-tasks N] [--max-seq-len N] [--allow-skip N]\n"
             "                      [--admin-token T] [--drain-timeout-ms N] [--access-log true|false]\n"
             "                      [--http-threads N] [--adaptive-skips true|false] [--target-queue-ms N]\n"
+            "                      [--adapter-memory BYTES] [--max-upload-bytes N] [--watch true|false]\n"
             "                      [--port-file FILE] [--config FILE]\n\n"
             "Serves the tasks of a registry (models/<name>/, tasks/<name>/<version>/) over HTTP/JSON:\n"
             "POST /v1/predict, GET /v1/tasks, /v1/models, /healthz, /readyz, /metrics, /openapi.json and the\n"
@@ -36,7 +37,14 @@ static void usage(FILE *f) {
             "  --max-tasks N         tasks per request (default 32)\n"
             "  --max-seq-len N       tokens per input (default: the model's limit)\n"
             "  --allow-skip N        let every task skip up to N layers (AdapterDrop), beyond task.json\n"
-            "  --admin-token T       bearer token of the admin routes (off without one)\n"
+            "  --admin-token T       bearer token of the admin routes (off without one): upload, activate,\n"
+            "                        delete versions (PUT/POST/DELETE /v1/tasks/{name}/...), /v2/repository/*\n"
+            "  --adapter-memory N    bytes of adapter weights kept resident; tasks then load on first use and\n"
+            "                        the least recently used are evicted (default 0: all, loaded at start)\n"
+            "  --max-upload-bytes N  admin upload limit (default 268435456)\n"
+            "  --watch B             load new version directories of tasks/ while serving (default true)\n"
+            "  --watch-debounce-ms N quiet time before a rescan (default 200)\n"
+            "  --watch-interval-ms N periodic rescan reporting changed files (default 5000; 0: off)\n"
             "  --drain-timeout-ms N  longest drain after SIGTERM (default 30000)\n"
             "  --http-threads N      libmicrohttpd threads that parse and tokenize, each with its own epoll (default 2)\n"
             "  --adaptive-skips B    load-adaptive mode: when the queue wait exceeds --target-queue-ms, raise the\n"
@@ -88,6 +96,7 @@ int cmd_serve(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     store_params sp = store_default_params();
     sp.allow_skip = c.allow_skip;
+    sp.memory_budget = c.adapter_memory;
     store_registry *reg = NULL;
     if (store_open(c.registry, &sp, &reg, &err)) {
         fprintf(stderr, "adapterd serve: %s\n", err.msg);

@@ -1,0 +1,323 @@
+/* admin.c - the admin API: versions of tasks uploaded, activated, rolled back, deleted, pinned
+ * while the server serves, and KServe v2's repository extension. Behind a bearer token
+ * (--admin-token); without one the routes do not exist (404).
+ *
+ *     PUT    /v1/tasks/{name}/versions/{v}[?activate=true]   body: .tar or .tar.gz of the folders
+ *     GET    /v1/tasks/{name}/versions
+ *     DELETE /v1/tasks/{name}/versions/{v}      DELETE /v1/tasks/{name}
+ *     POST   /v1/tasks/{name}:activate {"version": "v"}      :pin  :unpin
+ *     POST   /v2/repository/index     /v2/repository/models/{task}/load     .../unload
+ *
+ * Everything slow (untar, load, validate, remove files) runs on libuv's pool through offload.c;
+ * the registry serializes version changes itself (store.h), so two admin calls never interleave
+ * and requests keep being served on the versions they hold. A rejected upload leaves the task on
+ * its current version: the store lists a version only after it loaded. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <ftw.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "http_status.h"
+#include "internal.h"
+#include "tar.h"
+
+/* ---- routing ---- */
+
+/* Splits /v1/tasks/{name}[/versions[/{v}]][:verb] into name, version, verb. Returns the route. */
+static srv_route parse(const char *url, const char *method, char *name, size_t nn, char *ver, size_t vn, char *verb,
+                       size_t bn) {
+    name[0] = ver[0] = verb[0] = '\0';
+    if (!strncmp(url, "/v2/repository/", 15)) {
+        const char *p = url + 15;
+        if (!strcmp(p, "index")) return SRV_ROUTE_V2_REPO_INDEX;
+        if (strncmp(p, "models/", 7)) return SRV_ROUTE_UNKNOWN;
+        p += 7;
+        const char *sl = strchr(p, '/');
+        if (!sl || (size_t)(sl - p) >= nn || sl == p) return SRV_ROUTE_UNKNOWN;
+        snprintf(name, nn, "%.*s", (int)(sl - p), p);
+        if (!strcmp(sl, "/load")) return SRV_ROUTE_V2_REPO_LOAD;
+        if (!strcmp(sl, "/unload")) return SRV_ROUTE_V2_REPO_UNLOAD;
+        return SRV_ROUTE_UNKNOWN;
+    }
+    if (strncmp(url, "/v1/tasks/", 10) || !url[10]) return SRV_ROUTE_UNKNOWN;
+    const char *p = url + 10;
+    size_t n = strcspn(p, "/:");
+    if (n == 0 || n >= nn) return SRV_ROUTE_UNKNOWN;
+    snprintf(name, nn, "%.*s", (int)n, p);
+    p += n;
+    if (*p == ':') {
+        snprintf(verb, bn, "%s", p + 1);
+        return SRV_ROUTE_ADMIN_ACTIVATE; /* all verbs share the label; the verb picks the action */
+    }
+    if (!*p) return strcmp(method, "DELETE") ? SRV_ROUTE_UNKNOWN : SRV_ROUTE_ADMIN_TASK;
+    if (!strcmp(p, "/versions")) return SRV_ROUTE_ADMIN_VERSIONS;
+    if (!strncmp(p, "/versions/", 10) && p[10] && !strchr(p + 10, '/') && strlen(p + 10) < vn) {
+        snprintf(ver, vn, "%s", p + 10);
+        return SRV_ROUTE_ADMIN_VERSION;
+    }
+    return SRV_ROUTE_UNKNOWN;
+}
+
+int srv__admin_claims(srv_request *r, const char *url, const char *method) {
+    char verb[32];
+    srv_route rt = parse(url, method, r->off.name, sizeof r->off.name, r->off.version, sizeof r->off.version, verb, sizeof verb);
+    if (rt == SRV_ROUTE_UNKNOWN) return 0;
+    r->route = rt;
+    r->admin = 1;
+    return 1;
+}
+
+/* Constant-time comparison of the bearer token. */
+static int token_ok(srv_request *r) {
+    const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization");
+    const char *want = r->srv->cfg.admin_token;
+    if (!h || strncasecmp(h, "Bearer ", 7)) return 0;
+    h += 7;
+    size_t a = strlen(h), b = strlen(want);
+    unsigned char diff = (unsigned char)(a != b);
+    for (size_t i = 0; i < b; i++) diff |= (unsigned char)(h[i < a ? i : 0] ^ want[i]);
+    return diff == 0;
+}
+
+static enum MHD_Result send_401(srv_request *r) {
+    /* 401 is an HTTP-only condition the error table (engine/status.h) does not have yet */
+    size_t len = 0;
+    char *j = proto_error_encode("unauthenticated", "admin routes need \"Authorization: Bearer <admin token>\"", &len);
+    return srv__send_json(r, 401, j, len);
+}
+
+/* ---- answers (built on pool threads into r->off) ---- */
+
+static void answer_json(srv_request *r, unsigned status, json_t *doc) {
+    r->off.body = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    json_decref(doc);
+    if (!r->off.body) {
+        r->off.status = 500;
+        r->off.body = proto_error_encode("out_of_memory", "out of memory", &r->off.len);
+        return;
+    }
+    r->off.len = strlen(r->off.body);
+    r->off.status = status;
+}
+
+static void answer_err(srv_request *r, eng_status code, const char *msg) {
+    r->off.status = srv_http_status(code);
+    r->off.body = proto_error_encode(eng_status_name(code), msg && *msg ? msg : eng_status_desc(code), &r->off.len);
+    if (!r->off.body) r->off.status = 500;
+}
+
+static json_t *versions_doc(store_registry *reg, const char *name) {
+    store_version_info v[256];
+    int n = store_versions(reg, name, v, 256);
+    if (n < 0) return NULL;
+    json_t *a = json_array();
+    const char *cur = NULL;
+    for (int i = 0; i < n; i++) {
+        if (v[i].current) cur = v[i].version;
+        json_array_append_new(a, json_pack("{s:s,s:b,s:b,s:b,s:i,s:I}", "version", v[i].version, "current", v[i].current,
+                                           "resident", v[i].resident, "pinned", v[i].pinned, "in_flight", v[i].in_flight,
+                                           "bytes", (json_int_t)v[i].bytes));
+    }
+    return json_pack("{s:s,s:o,s:o}", "task", name, "current", cur ? json_string(cur) : json_null(), "versions", a);
+}
+
+static void answer_versions(srv_request *r, unsigned status) {
+    json_t *d = versions_doc(r->srv->reg, r->off.name);
+    if (!d) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "unknown task \"%.100s\"", r->off.name);
+        answer_err(r, ENG_NOT_FOUND, msg);
+        return;
+    }
+    answer_json(r, status, d);
+}
+
+static int rm_visit(const char *path, const struct stat *sb, int type, struct FTW *ftw) {
+    (void)sb, (void)ftw;
+    return type == FTW_DP ? rmdir(path) : unlink(path);
+}
+
+static void do_upload(srv_request *r) {
+    static atomic_int seq;
+    srv_server *s = r->srv;
+    char staged[PATH_MAX];
+    snprintf(staged, sizeof staged, "%s/tasks/.upload-%d-%d", store_dir(s->reg), (int)getpid(), atomic_fetch_add(&seq, 1));
+    eng_err e = {0};
+    if (mkdir(staged, 0755)) {
+        eng_err_set(&e, ENG_IO, "cannot create %.400s (%s)", staged, strerror(errno));
+        answer_err(r, ENG_IO, e.msg);
+        return;
+    }
+    srv_tar_limits lim = {.max_bytes = s->cfg.max_upload_bytes * 4, .max_entries = 4096, .max_ratio = 100};
+    int files = 0, rc = srv__untar(r->body ? r->body : "", r->body_len, staged, &lim, &files, &e);
+    if (!rc) {
+        rc = store_version_add(s->reg, r->off.name, r->off.version, staged, r->off.activate, &e);
+        /* a version that does not load is the upload's fault: 422 with the loader's reason */
+        if (rc && rc != ENG_NO_MEMORY && rc != ENG_IO && rc != ENG_INVALID_ARGUMENT) {
+            eng_err_prefix(&e, "rejected (%s)", eng_status_name(rc));
+            rc = ENG_INVALID_ARGUMENT;
+        }
+    }
+    if (rc) {
+        nftw(staged, rm_visit, 16, FTW_DEPTH | FTW_PHYS);
+        answer_err(r, (eng_status)rc, e.msg);
+        return;
+    }
+    answer_versions(r, 201);
+}
+
+static void do_activate(srv_request *r) {
+    eng_err e = {0};
+    int rc = store_activate(r->srv->reg, r->off.name, r->off.version, &e);
+    if (rc) answer_err(r, (eng_status)rc, e.msg);
+    else answer_versions(r, 200);
+}
+
+static void do_pin(srv_request *r) {
+    eng_err e = {0};
+    int rc = store_pin(r->srv->reg, r->off.name, r->off.activate, &e);
+    if (rc) answer_err(r, (eng_status)rc, e.msg);
+    else answer_versions(r, 200);
+}
+
+static void do_delete_version(srv_request *r) {
+    eng_err e = {0};
+    int rc = store_delete_version(r->srv->reg, r->off.name, r->off.version, &e);
+    if (rc) {
+        answer_err(r, (eng_status)rc, e.msg);
+        return;
+    }
+    json_t *d = versions_doc(r->srv->reg, r->off.name);
+    answer_json(r, 200, d ? d : json_pack("{s:s,s:n,s:[]}", "task", r->off.name, "current", "versions"));
+}
+
+static void do_delete_task(srv_request *r) {
+    eng_err e = {0};
+    int rc = store_delete_task(r->srv->reg, r->off.name, &e);
+    if (rc) answer_err(r, (eng_status)rc, e.msg);
+    else answer_json(r, 200, json_pack("{s:s,s:b}", "task", r->off.name, "deleted", 1));
+}
+
+static void do_repo_load(srv_request *r) {
+    eng_err e = {0};
+    store_task *t = store_task_acquire(r->srv->reg, r->off.name, strlen(r->off.name));
+    int rc = t ? store_task_ensure(r->srv->reg, t, &e) : eng_err_set(&e, ENG_NOT_FOUND, "unknown task \"%.100s\"", r->off.name);
+    store_task_release(t);
+    if (rc) answer_err(r, (eng_status)rc, e.msg);
+    else answer_json(r, 200, json_pack("{s:s,s:s}", "name", r->off.name, "state", "READY"));
+}
+
+static void do_repo_unload(srv_request *r) {
+    eng_err e = {0};
+    int rc = store_unload(r->srv->reg, r->off.name, &e);
+    if (rc) answer_err(r, (eng_status)rc, e.msg);
+    else answer_json(r, 200, json_pack("{s:s,s:s}", "name", r->off.name, "state", "UNAVAILABLE"));
+}
+
+/* KServe repository index: every task, its current version and whether it is in memory. */
+static enum MHD_Result repo_index(srv_request *r) {
+    store_registry *reg = r->srv->reg;
+    json_t *a = json_array();
+    for (int i = 0, n = store_n_tasks(reg); a && i < n; i++) {
+        store_task *t = store_task_acquire_at(reg, i);
+        if (!t) continue;
+        int res = store_task_resident(t);
+        json_array_append_new(a, json_pack("{s:s,s:s,s:s,s:s}", "name", store_task_name(t), "version", store_task_version(t),
+                                           "state", res ? "READY" : "UNAVAILABLE", "reason",
+                                           res ? "" : "not loaded (loads on first request or /load)"));
+        store_task_release(t);
+    }
+    char *j = a ? json_dumps(a, JSON_COMPACT) : NULL;
+    json_decref(a);
+    return srv__send_json(r, 200, j, j ? strlen(j) : 0);
+}
+
+/* The version in an :activate body: {"version": "3"} or {"version": 3}. */
+static int body_version(srv_request *r, char *out, size_t n) {
+    json_t *d = json_loadb(r->body ? r->body : "", r->body_len, 0, NULL);
+    json_t *v = json_object_get(d, "version");
+    int ok = 1;
+    if (json_is_string(v) && strlen(json_string_value(v)) < n) snprintf(out, n, "%s", json_string_value(v));
+    else if (json_is_integer(v) && json_integer_value(v) >= 0) snprintf(out, n, "%lld", (long long)json_integer_value(v));
+    else ok = 0;
+    json_decref(d);
+    return ok;
+}
+
+enum MHD_Result srv__admin_dispatch(srv_request *r, const char *url, const char *method) {
+    srv_server *s = r->srv;
+    if (!s->cfg.admin_token[0])
+        return srv__send_error(r, ENG_NOT_FOUND, "no route %s %.200s (the admin API is off: start with --admin-token)", method, url);
+    if (!token_ok(r)) return send_401(r);
+    if (r->too_large) return srv__send_error(r, ENG_TOO_LARGE, "upload over the limit of %zu bytes", s->cfg.max_upload_bytes);
+    if (atomic_load(&s->draining)) return srv__send_error(r, ENG_UNAVAILABLE, "the server is draining");
+    int is_get = !strcmp(method, "GET"), is_post = !strcmp(method, "POST"), is_put = !strcmp(method, "PUT"),
+        is_del = !strcmp(method, "DELETE");
+    char verb[32], name[160], ver[40];
+    parse(url, method, name, sizeof name, ver, sizeof ver, verb, sizeof verb);
+    switch (r->route) {
+    case SRV_ROUTE_ADMIN_VERSIONS:
+        if (!is_get) break;
+        answer_versions(r, 200);
+        {
+            char *b = r->off.body;
+            r->off.body = NULL;
+            return srv__send_json(r, r->off.status, b, r->off.len);
+        }
+    case SRV_ROUTE_ADMIN_VERSION:
+        if (is_put) {
+            const char *ct = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Type");
+            if (ct && strncasecmp(ct, "application/x-tar", 17) && strncasecmp(ct, "application/gzip", 16) &&
+                strncasecmp(ct, "application/x-gzip", 18) && strncasecmp(ct, "application/octet-stream", 24))
+                return srv__send_error(r, ENG_MEDIA_TYPE, "Content-Type must be application/x-tar or application/gzip (got %s)", ct);
+            if (!r->body_len) return srv__send_error(r, ENG_INVALID_ARGUMENT, "the body must be a .tar or .tar.gz of the version's folders");
+            const char *act = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "activate");
+            r->off.activate = act && (!strcmp(act, "true") || !strcmp(act, "1"));
+            srv__offload(s, r, do_upload);
+            return MHD_YES;
+        }
+        if (is_del) {
+            srv__offload(s, r, do_delete_version);
+            return MHD_YES;
+        }
+        break;
+    case SRV_ROUTE_ADMIN_TASK:
+        if (!is_del) break;
+        srv__offload(s, r, do_delete_task);
+        return MHD_YES;
+    case SRV_ROUTE_ADMIN_ACTIVATE:
+        if (!is_post) break;
+        if (!strcmp(verb, "activate")) {
+            if (!body_version(r, r->off.version, sizeof r->off.version))
+                return srv__send_error(r, ENG_INVALID_ARGUMENT, "the body must be {\"version\": \"<version>\"}");
+            srv__offload(s, r, do_activate);
+            return MHD_YES;
+        }
+        if (!strcmp(verb, "pin") || !strcmp(verb, "unpin")) {
+            r->off.activate = !strcmp(verb, "pin");
+            srv__offload(s, r, do_pin);
+            return MHD_YES;
+        }
+        return srv__send_error(r, ENG_NOT_FOUND, "no route %s %.200s (verbs: activate, pin, unpin)", method, url);
+    case SRV_ROUTE_V2_REPO_INDEX:
+        if (!is_post) break;
+        return repo_index(r);
+    case SRV_ROUTE_V2_REPO_LOAD:
+        if (!is_post) break;
+        srv__offload(s, r, do_repo_load);
+        return MHD_YES;
+    case SRV_ROUTE_V2_REPO_UNLOAD:
+        if (!is_post) break;
+        srv__offload(s, r, do_repo_unload);
+        return MHD_YES;
+    default: break;
+    }
+    return srv__send_error(r, ENG_METHOD_NOT_ALLOWED, "%s is not allowed on %.200s", method, url);
+}

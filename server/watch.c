@@ -1,0 +1,222 @@
+/* watch.c - the registry directory watch: new version directories that appear in tasks/ (by an
+ * atomic rename, writers copy into a '.'-name first) are loaded, validated and listed without a
+ * restart.
+ *
+ * libuv fs events (inotify, not recursive) watch tasks/ and every tasks/<name>/; an event whose
+ * file name starts with '.' is a writer's staging area and is ignored. Events only arm a debounce
+ * timer: when tasks/ has been quiet for --watch-debounce-ms, one store_rescan runs on libuv's pool
+ * (it loads weights; never on the loop). A periodic rescan (--watch-interval-ms) catches what
+ * inotify cannot see: files changed inside a listed version (several directories deep), which the
+ * store reports and never reloads, and events lost between a rescan and a new task's watch. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "internal.h"
+
+typedef struct {
+    uv_fs_event_t h;
+    char *name;
+    struct srv_watch *w;
+    int seen;
+} task_watch;
+
+struct srv_watch {
+    srv_server *s;
+    char tasks_dir[PATH_MAX - 256];
+    uv_fs_event_t root;
+    uv_timer_t debounce, periodic;
+    uv_work_t work;
+    task_watch **tw;             /* watched tasks/<name>/ */
+    int n_tw, cap_tw;
+    char **found;                /* the pool thread's listing of tasks/ */
+    int n_found;
+    int running, dirty, stopping, open_handles;
+};
+
+static void maybe_free(srv_watch *w) {
+    if (!w->stopping || w->open_handles || w->running) return;
+    free(w->tw);
+    free(w);
+}
+
+static void on_closed(uv_handle_t *h) {
+    srv_watch *w = h->data;
+    if (h->type == UV_FS_EVENT && h != (uv_handle_t *)&w->root) {
+        task_watch *t = (task_watch *)h;
+        free(t->name);
+        free(t);
+    }
+    w->open_handles--;
+    maybe_free(w);
+}
+
+static void rescan_work(uv_work_t *req) {
+    srv_watch *w = req->data;
+    eng_err e = {0};
+    if (store_rescan(w->s->reg, &e) < 0) fprintf(stderr, "adapterd: watch: %s\n", e.msg);
+    /* list tasks/ here, off the loop, for the watches to follow */
+    w->found = NULL;
+    w->n_found = 0;
+    DIR *d = opendir(w->tasks_dir);
+    struct dirent *de;
+    int cap = 0;
+    while (d && (de = readdir(d))) {
+        if (de->d_name[0] == '.') continue;
+        char p[PATH_MAX];
+        struct stat st;
+        if (snprintf(p, sizeof p, "%s/%s", w->tasks_dir, de->d_name) >= (int)sizeof p || stat(p, &st) || !S_ISDIR(st.st_mode))
+            continue;
+        if (w->n_found == cap) {
+            cap = cap ? cap * 2 : 64;
+            char **nf = realloc(w->found, (size_t)cap * sizeof *nf);
+            if (!nf) break;
+            w->found = nf;
+        }
+        if ((w->found[w->n_found] = strdup(de->d_name))) w->n_found++;
+    }
+    if (d) closedir(d);
+}
+
+static void arm(srv_watch *w);
+static void on_task_event(uv_fs_event_t *h, const char *filename, int events, int status);
+
+/* Loop: watch every task directory found, stop watching vanished ones. Returns how many are new. */
+static int follow(srv_watch *w) {
+    int added = 0;
+    for (int i = 0; i < w->n_tw; i++) w->tw[i]->seen = 0;
+    for (int f = 0; f < w->n_found; f++) {
+        int i = 0;
+        while (i < w->n_tw && strcmp(w->tw[i]->name, w->found[f])) i++;
+        if (i < w->n_tw) {
+            w->tw[i]->seen = 1;
+            continue;
+        }
+        if (w->n_tw == w->cap_tw) {
+            int nc = w->cap_tw ? w->cap_tw * 2 : 64;
+            task_watch **nt = realloc(w->tw, (size_t)nc * sizeof *nt);
+            if (!nt) break;
+            w->tw = nt, w->cap_tw = nc;
+        }
+        task_watch *t = calloc(1, sizeof *t);
+        char p[PATH_MAX];
+        snprintf(p, sizeof p, "%s/%s", w->tasks_dir, w->found[f]);
+        if (!t || !(t->name = strdup(w->found[f]))) {
+            free(t);
+            break;
+        }
+        t->w = w;
+        t->seen = 1;
+        uv_fs_event_init(w->root.loop, &t->h);
+        t->h.data = w;
+        w->open_handles++;
+        if (uv_fs_event_start(&t->h, on_task_event, p, 0)) {
+            uv_close((uv_handle_t *)&t->h, on_closed);
+            continue;
+        }
+        w->tw[w->n_tw++] = t;
+        added++;
+    }
+    for (int i = 0; i < w->n_tw;) {
+        if (w->tw[i]->seen) {
+            i++;
+            continue;
+        }
+        uv_close((uv_handle_t *)&w->tw[i]->h, on_closed);
+        w->tw[i] = w->tw[--w->n_tw];
+    }
+    for (int f = 0; f < w->n_found; f++) free(w->found[f]);
+    free(w->found);
+    w->found = NULL;
+    w->n_found = 0;
+    return added;
+}
+
+static void rescan_after(uv_work_t *req, int status) {
+    srv_watch *w = req->data;
+    w->running = 0;
+    if (w->stopping) {
+        for (int f = 0; f < w->n_found; f++) free(w->found[f]);
+        free(w->found);
+        maybe_free(w);
+        return;
+    }
+    /* a new task directory: its versions may have arrived before its watch did */
+    if (follow(w) > 0 || w->dirty) {
+        w->dirty = 0;
+        arm(w);
+    }
+}
+
+static void start_rescan(srv_watch *w) {
+    if (w->stopping) return;
+    if (w->running) {
+        w->dirty = 1;
+        return;
+    }
+    w->running = 1;
+    w->work.data = w;
+    if (uv_queue_work(w->root.loop, &w->work, rescan_work, rescan_after)) w->running = 0;
+}
+
+static void on_debounce(uv_timer_t *t) { start_rescan(t->data); }
+static void on_periodic(uv_timer_t *t) { start_rescan(t->data); }
+
+static void arm(srv_watch *w) {
+    if (!w->stopping) uv_timer_start(&w->debounce, on_debounce, (uint64_t)w->s->cfg.watch_debounce_ms, 0);
+}
+
+static void on_event(srv_watch *w, const char *filename, int status) {
+    if (status < 0 || (filename && filename[0] == '.')) return; /* a writer's staging area */
+    arm(w);
+}
+
+static void on_root_event(uv_fs_event_t *h, const char *filename, int events, int status) {
+    (void)events;
+    on_event(h->data, filename, status);
+}
+
+static void on_task_event(uv_fs_event_t *h, const char *filename, int events, int status) {
+    (void)events;
+    on_event(h->data, filename, status);
+}
+
+srv_watch *srv__watch_start(srv_server *s) {
+    srv_watch *w = calloc(1, sizeof *w);
+    if (!w) return NULL;
+    w->s = s;
+    snprintf(w->tasks_dir, sizeof w->tasks_dir, "%s/tasks", store_dir(s->reg));
+    uv_fs_event_init(&s->loop, &w->root);
+    uv_timer_init(&s->loop, &w->debounce);
+    uv_timer_init(&s->loop, &w->periodic);
+    w->root.data = w->debounce.data = w->periodic.data = w;
+    w->open_handles = 3;
+    if (uv_fs_event_start(&w->root, on_root_event, w->tasks_dir, 0)) {
+        fprintf(stderr, "adapterd: watch: cannot watch %s; new versions need the admin API or a restart\n", w->tasks_dir);
+        w->stopping = 1;
+        uv_close((uv_handle_t *)&w->root, on_closed);
+        uv_close((uv_handle_t *)&w->debounce, on_closed);
+        uv_close((uv_handle_t *)&w->periodic, on_closed);
+        return NULL;
+    }
+    if (s->cfg.watch_interval_ms > 0)
+        uv_timer_start(&w->periodic, on_periodic, (uint64_t)s->cfg.watch_interval_ms, (uint64_t)s->cfg.watch_interval_ms);
+    /* the task directories to watch: one listing on the pool, then follow() on the loop */
+    start_rescan(w);
+    return w;
+}
+
+void srv__watch_stop(srv_watch *w) {
+    if (!w) return;
+    w->stopping = 1;
+    uv_close((uv_handle_t *)&w->root, on_closed);
+    uv_close((uv_handle_t *)&w->debounce, on_closed);
+    uv_close((uv_handle_t *)&w->periodic, on_closed);
+    for (int i = 0; i < w->n_tw; i++) uv_close((uv_handle_t *)&w->tw[i]->h, on_closed);
+    w->n_tw = 0;
+    maybe_free(w);
+}
