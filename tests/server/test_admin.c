@@ -1,0 +1,556 @@
+/* test_admin.c - integration tests of hot loading (adapters_store/, server/admin.c, tar.c, watch.c,
+ * offload.c): the real `adapterd serve` on a registry copied to a temporary directory, versions
+ * uploaded as .tar / .tar.gz built from the bert-tiny fixtures, called with libcurl. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <curl/curl.h>
+#include <jansson.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "http_client.h"
+
+#define AD ADAPTERD_FIXTURES "/adapters/bert-tiny"
+#define TOKEN "t0ken"
+#define AUTH "Authorization: Bearer " TOKEN
+
+static void sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void sh(const char *fmt, ...) {
+    char cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    cr_assert_eq(system(cmd), 0, "command failed: %s", cmd);
+}
+
+/* A registry in a fresh temporary directory: the bert-tiny model and task cls (versions 0, 1 of
+ * the fixture cls_lora), files copied (no links). */
+static char *make_registry(void) {
+    char *dir = strdup("/tmp/adapterd-admin-XXXXXX");
+    cr_assert(mkdtemp(dir));
+    sh("mkdir -p %s/models %s/tasks && cp -rL %s/registry/models/bert-tiny %s/models/ && cp -rL %s/registry/tasks/cls_lora %s/tasks/cls",
+       dir, dir, ADAPTERD_FIXTURES, dir, ADAPTERD_FIXTURES, dir);
+    return dir;
+}
+
+static void start_on(test_server *s, const char *reg, const char *extra1, const char *extra2) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    const char *args[] = {"--registry", reg, "--admin-token", TOKEN, "--max-upload-bytes", "2000000",
+                          "--watch-interval-ms", "300", "--watch-debounce-ms", "50", extra1, extra2, NULL};
+    if (!extra1) args[10] = NULL;
+    cr_assert_eq(ts_start(s, args, NULL), 0, "server did not start on %s", reg);
+}
+
+/* ---- a tiny HTTP client for binary bodies ---- */
+
+static size_t on_body(char *p, size_t sz, size_t n, void *ud) {
+    ts_resp *r = ud;
+    char *nb = realloc(r->body, r->len + sz * n + 1);
+    memcpy(nb + r->len, p, sz * n);
+    r->body = nb;
+    r->len += sz * n;
+    r->body[r->len] = '\0';
+    return sz * n;
+}
+
+static long req(const test_server *s, const char *method, const char *path, const void *body, size_t len,
+                const char *ctype, const char *auth, json_t **out) {
+    ts_resp r = {0};
+    CURL *c = curl_easy_init();
+    char url[512], ct[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", s->port, path);
+    struct curl_slist *h = curl_slist_append(NULL, "Expect:");
+    if (ctype) snprintf(ct, sizeof ct, "Content-Type: %s", ctype), h = curl_slist_append(h, ct);
+    if (auth) h = curl_slist_append(h, auth);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    if (body) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+    }
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &r);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    long status = -1;
+    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    if (out) *out = r.body ? json_loads(r.body, 0, NULL) : NULL;
+    free(r.body);
+    return status;
+}
+
+static char *slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    cr_assert(f, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    *len = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc(*len + 1);
+    cr_assert_eq(fread(b, 1, *len, f), *len);
+    fclose(f);
+    return b;
+}
+
+/* Uploads the folder src (its contents become the version) as a .tar.gz; returns the status. */
+static long upload_dir(const test_server *s, const char *task, int version, const char *src, int activate, json_t **out) {
+    char tgz[256], path[256];
+    snprintf(tgz, sizeof tgz, "/tmp/adapterd-up-%d-%d.tgz", (int)getpid(), version);
+    sh("tar -C %s -chzf %s .", src, tgz);
+    size_t len;
+    char *b = slurp(tgz, &len);
+    snprintf(path, sizeof path, "/v1/tasks/%s/versions/%d%s", task, version, activate ? "?activate=true" : "");
+    long st = req(s, "PUT", path, b, len, "application/gzip", AUTH, out);
+    free(b);
+    unlink(tgz);
+    return st;
+}
+
+static long upload_raw(const test_server *s, const char *task, int version, const void *b, size_t len, json_t **out) {
+    char path[256];
+    snprintf(path, sizeof path, "/v1/tasks/%s/versions/%d", task, version);
+    return req(s, "PUT", path, b, len, "application/x-tar", AUTH, out);
+}
+
+/* One ustar entry (header + padded data) appended to buf at *off. */
+static void tar_entry(unsigned char *buf, size_t *off, const char *name, char type, const char *link, const void *data,
+                      size_t n) {
+    unsigned char *h = buf + *off;
+    memset(h, 0, 512);
+    snprintf((char *)h, 100, "%s", name);
+    snprintf((char *)h + 100, 8, "%07o", 0644);
+    snprintf((char *)h + 108, 8, "%07o", 0);
+    snprintf((char *)h + 116, 8, "%07o", 0);
+    snprintf((char *)h + 124, 12, "%011zo", n);
+    snprintf((char *)h + 136, 12, "%011o", 0);
+    h[156] = (unsigned char)type;
+    if (link) snprintf((char *)h + 157, 100, "%s", link);
+    memcpy(h + 257, "ustar\0" "00", 8);
+    memset(h + 148, ' ', 8);
+    unsigned sum = 0;
+    for (int i = 0; i < 512; i++) sum += h[i];
+    snprintf((char *)h + 148, 8, "%06o", sum);
+    *off += 512;
+    if (n) memcpy(buf + *off, data, n);
+    *off += (n + 511) & ~(size_t)511;
+}
+
+#define REJECT(call, ...)              \
+    do {                               \
+        long st_ = (call);             \
+        expect_rejected(&s, st_, d, __VA_ARGS__); \
+    } while (0)
+
+static void expect_rejected(const test_server *s, long status, json_t *doc, long want, const char *code, const char *needle,
+                            const char *what) {
+    cr_expect_eq(status, want, "%s: status %ld, want %ld: %s", what, status, want, doc ? json_dumps(doc, 0) : "(no json)");
+    json_t *e = json_object_get(doc, "error");
+    cr_expect_str_eq(json_string_value(json_object_get(e, "code")) ?: "", code, "%s", what);
+    const char *msg = json_string_value(json_object_get(e, "message"));
+    cr_expect(msg && strstr(msg, needle), "%s: message should name \"%s\": %s", what, needle, msg ? msg : "");
+    (void)s;
+}
+
+/* The version and the scores a predict of task answered. */
+static int predict(const test_server *s, const char *task, char *version, size_t vn, json_t **scores) {
+    char body[256];
+    snprintf(body, sizeof body, "{\"inputs\":\"the movie was great\",\"tasks\":[\"%s\"]}", task);
+    json_t *d = NULL;
+    long st = req(s, "POST", "/v1/predict", body, strlen(body), "application/json", NULL, &d);
+    if (st != 200) {
+        json_decref(d);
+        return (int)st;
+    }
+    json_t *t = json_object_get(json_object_get(json_array_get(json_object_get(d, "results"), 0), "tasks"), task);
+    snprintf(version, vn, "%s", json_string_value(json_object_get(t, "version")));
+    if (scores) *scores = json_incref(json_object_get(t, "scores"));
+    json_decref(d);
+    return 200;
+}
+
+static int close_scores(json_t *a, json_t *b) {
+    if (json_object_size(a) != json_object_size(b) || !json_object_size(a)) return 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach(a, k, v) {
+        json_t *w = json_object_get(b, k);
+        if (!w || fabs(json_number_value(v) - json_number_value(w)) > 1e-5) return 0;
+    }
+    return 1;
+}
+
+static const char *current_of(json_t *versions_doc) { return json_string_value(json_object_get(versions_doc, "current")); }
+
+/* ---- tests ---- */
+
+Test(admin, routes_need_the_token, .timeout = 60) {
+    char *reg = make_registry();
+    test_server s;
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    const char *args[] = {"--registry", reg, NULL};
+    cr_assert_eq(ts_start(&s, args, NULL), 0);
+    json_t *d = NULL;
+    cr_expect_eq(req(&s, "GET", "/v1/tasks/cls/versions", NULL, 0, NULL, AUTH, &d), 404, "admin off: 404");
+    json_decref(d);
+    cr_expect_eq(req(&s, "POST", "/v2/repository/index", "", 0, NULL, AUTH, NULL), 404);
+    cr_assert_eq(ts_stop(&s), 0);
+    start_on(&s, reg, NULL, NULL);
+    cr_expect_eq(req(&s, "GET", "/v1/tasks/cls/versions", NULL, 0, NULL, NULL, &d), 401, "no token: 401");
+    cr_expect_str_eq(json_string_value(json_object_get(json_object_get(d, "error"), "code")), "unauthenticated");
+    json_decref(d);
+    cr_expect_eq(req(&s, "GET", "/v1/tasks/cls/versions", NULL, 0, NULL, "Authorization: Bearer nope", NULL), 401);
+    cr_expect_eq(req(&s, "GET", "/v1/tasks/cls/versions", NULL, 0, NULL, AUTH, &d), 200);
+    cr_expect_str_eq(current_of(d), "1");
+    cr_expect_eq(json_array_size(json_object_get(d, "versions")), 2);
+    json_decref(d);
+    cr_expect_eq(req(&s, "POST", "/v2/repository/index", "", 0, NULL, AUTH, &d), 200);
+    cr_expect_eq(json_array_size(d), 1);
+    json_decref(d);
+    cr_assert_eq(ts_stop(&s), 0);
+    sh("rm -rf %s", reg);
+    free(reg);
+}
+
+Test(admin, upload_activate_roll_back_delete, .timeout = 60) {
+    char *reg = make_registry();
+    test_server s;
+    start_on(&s, reg, NULL, NULL);
+    char v[32];
+    json_t *sc1 = NULL, *sc2 = NULL, *sc = NULL, *d = NULL;
+    cr_assert_eq(predict(&s, "cls", v, sizeof v, &sc1), 200);
+    cr_assert_str_eq(v, "1");
+    /* upload: listed, not current */
+    cr_assert_eq(upload_dir(&s, "cls", 2, AD "/seq_bn_st/adapters", 0, &d), 201, "%s", json_dumps(d, 0));
+    cr_expect_str_eq(current_of(d), "1");
+    json_decref(d);
+    cr_assert_eq(predict(&s, "cls", v, sizeof v, NULL), 200);
+    cr_expect_str_eq(v, "1", "an upload does not move current");
+    /* activate */
+    cr_assert_eq(req(&s, "POST", "/v1/tasks/cls:activate", "{\"version\":\"2\"}", 15, "application/json", AUTH, &d), 200);
+    cr_expect_str_eq(current_of(d), "2");
+    json_decref(d);
+    cr_assert_eq(predict(&s, "cls", v, sizeof v, &sc2), 200);
+    cr_expect_str_eq(v, "2");
+    cr_expect(!close_scores(sc1, sc2), "versions 1 and 2 answer differently");
+    /* roll back */
+    cr_assert_eq(req(&s, "POST", "/v1/tasks/cls:activate", "{\"version\":1}", 13, "application/json", AUTH, NULL), 200);
+    cr_assert_eq(predict(&s, "cls", v, sizeof v, &sc), 200);
+    cr_expect_str_eq(v, "1");
+    cr_expect(close_scores(sc, sc1), "rolled back: the same answers as before");
+    json_decref(sc);
+    cr_expect_eq(req(&s, "POST", "/v1/tasks/cls:activate", "{\"version\":\"9\"}", 15, "application/json", AUTH, NULL), 404);
+    /* deletes: not the current one while others exist; a version; the whole task */
+    cr_expect_eq(req(&s, "DELETE", "/v1/tasks/cls/versions/1", NULL, 0, NULL, AUTH, NULL), 422);
+    cr_expect_eq(req(&s, "DELETE", "/v1/tasks/cls/versions/2", NULL, 0, NULL, AUTH, &d), 200);
+    cr_expect_eq(json_array_size(json_object_get(d, "versions")), 2);
+    json_decref(d);
+    struct stat st;
+    char p[512];
+    snprintf(p, sizeof p, "%s/tasks/cls/2", reg);
+    cr_expect_neq(stat(p, &st), 0, "a deleted version's files are gone");
+    cr_expect_eq(req(&s, "DELETE", "/v1/tasks/cls", NULL, 0, NULL, AUTH, NULL), 200);
+    cr_expect_eq(predict(&s, "cls", v, sizeof v, NULL), 404);
+    /* a new task by upload, activated at once; KServe load / unload */
+    cr_assert_eq(upload_dir(&s, "fresh", 1, AD "/ia3/adapters", 1, NULL), 201);
+    cr_expect_eq(predict(&s, "fresh", v, sizeof v, NULL), 200);
+    cr_expect_eq(req(&s, "POST", "/v2/repository/models/fresh/unload", "", 0, NULL, AUTH, NULL), 200);
+    cr_expect_eq(req(&s, "POST", "/v2/repository/models/fresh/load", "", 0, NULL, AUTH, &d), 200);
+    cr_expect_str_eq(json_string_value(json_object_get(d, "state")), "READY");
+    json_decref(d);
+    json_decref(sc1), json_decref(sc2);
+    cr_assert_eq(ts_stop(&s), 0);
+    sh("rm -rf %s", reg);
+    free(reg);
+}
+
+Test(admin, bad_uploads_are_rejected_with_the_reason, .timeout = 60) {
+    char *reg = make_registry();
+    test_server s;
+    start_on(&s, reg, NULL, NULL);
+    char work[256], cmd[2048];
+    snprintf(work, sizeof work, "%s/../adapterd-bad-%d", reg, (int)getpid());
+    json_t *d = NULL;
+    /* corrupt tensor: a truncated safetensors file */
+    sh("rm -rf %s && mkdir -p %s && cp -rL %s/lora_ah/adapters/lora %s/ && truncate -s 300 %s/lora/adapter.safetensors", work,
+       work, AD, work, work);
+    REJECT(upload_dir(&s, "cls", 7, work, 1, &d), 422, "invalid_argument", "adapter.safetensors", "corrupt tensor");
+    json_decref(d);
+    /* wrong shapes for this backbone: a well-formed file whose first LoRA matrix is (8, 32), not (8, 64) */
+    sh("rm -rf %s && mkdir -p %s && cp -rL %s/lora_ah/adapters/lora %s/ && python3 %s/tests/server/reshape_tensor.py %s/lora/adapter.safetensors",
+       work, work, AD, work, ADAPTERD_SOURCE_DIR, work);
+    REJECT(upload_dir(&s, "cls", 7, work, 1, &d), 422, "invalid_argument", "shape_mismatch", "wrong shapes");
+    json_decref(d);
+    /* unknown method */
+    sh("rm -rf %s && mkdir -p %s && cp -rL %s/lora_ah/adapters/lora %s/ && sed -i 's/\"architecture\": \"lora\"/\"architecture\": \"hyperloop\"/' %s/lora/adapter_config.json",
+       work, work, AD, work, work);
+    REJECT(upload_dir(&s, "cls", 7, work, 1, &d), 422, "invalid_argument", "hyperloop", "unknown method");
+    json_decref(d);
+    /* archives: traversal, absolute path, links, devices, not a tar */
+    unsigned char *buf = calloc(1, 1 << 16);
+    size_t off = 0;
+    tar_entry(buf, &off, "../evil.txt", '0', NULL, "x", 1);
+    REJECT(upload_raw(&s, "cls", 7, buf, off + 1024, &d), 422, "invalid_argument", "..", "traversal");
+    json_decref(d);
+    off = 0;
+    memset(buf, 0, 1 << 16);
+    tar_entry(buf, &off, "/etc/evil", '0', NULL, "x", 1);
+    REJECT(upload_raw(&s, "cls", 7, buf, off + 1024, &d), 422, "invalid_argument", "absolute", "absolute path");
+    json_decref(d);
+    off = 0;
+    memset(buf, 0, 1 << 16);
+    tar_entry(buf, &off, "lora", '2', "/etc", NULL, 0);
+    REJECT(upload_raw(&s, "cls", 7, buf, off + 1024, &d), 422, "invalid_argument", "link", "symlink");
+    json_decref(d);
+    off = 0;
+    memset(buf, 0, 1 << 16);
+    tar_entry(buf, &off, "dev", '3', NULL, NULL, 0);
+    REJECT(upload_raw(&s, "cls", 7, buf, off + 1024, &d), 422, "invalid_argument", "entry type", "device");
+    json_decref(d);
+    REJECT(upload_raw(&s, "cls", 7, "hello, not a tar file at all.........", 37, &d), 400, "malformed", "archive",
+                    "not a tar");
+    json_decref(d);
+    /* oversize body (limit 2000000) and a gzip bomb (40 MB of zeros, unpacked limit 8 MB) */
+    size_t big = 2100000;
+    char *bb = calloc(1, big);
+    REJECT(upload_raw(&s, "cls", 7, bb, big, &d), 413, "too_large", "limit", "oversize");
+    json_decref(d);
+    free(bb);
+    size_t zn = 40u << 20;
+    unsigned char *zeros = calloc(1, zn + 1024);
+    off = 0;
+    tar_entry(zeros, &off, "big.bin", '0', NULL, NULL, 0);
+    snprintf((char *)zeros + 124, 12, "%011zo", zn - 512); /* the header claims the zeros that follow */
+    memset(zeros + 148, ' ', 8);
+    unsigned sum = 0;
+    for (int i = 0; i < 512; i++) sum += zeros[i];
+    snprintf((char *)zeros + 148, 8, "%06o", sum);
+    uLongf gl = compressBound(zn) + 64;
+    unsigned char *gz = malloc(gl);
+    z_stream z = {0};
+    cr_assert_eq(deflateInit2(&z, 9, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
+    z.next_in = zeros, z.avail_in = (uInt)zn, z.next_out = gz, z.avail_out = (uInt)gl;
+    cr_assert_eq(deflate(&z, Z_FINISH), Z_STREAM_END);
+    size_t gzn = z.total_out;
+    deflateEnd(&z);
+    REJECT(req(&s, "PUT", "/v1/tasks/cls/versions/7", gz, gzn, "application/gzip", AUTH, &d), 413, "too_large",
+                    "unpacks", "gzip bomb");
+    json_decref(d);
+    free(gz), free(zeros), free(buf);
+    /* an existing version is immutable; a bad name */
+    REJECT(upload_dir(&s, "cls", 1, AD "/ia3/adapters", 0, &d), 422, "invalid_argument", "immutable", "existing version");
+    json_decref(d);
+    /* the task kept serving its current version; nothing was left behind */
+    char v[32];
+    cr_assert_eq(predict(&s, "cls", v, sizeof v, NULL), 200);
+    cr_expect_str_eq(v, "1");
+    snprintf(cmd, sizeof cmd, "test -z \"$(ls -A %s/tasks | grep -v '^cls$')\" && test ! -e %s/tasks/cls/7", reg, reg);
+    cr_expect_eq(system(cmd), 0, "rejected uploads leave no files in tasks/");
+    cr_assert_eq(ts_stop(&s), 0);
+    sh("rm -rf %s %s", reg, work);
+    free(reg);
+}
+
+static int wait_version(const test_server *s, const char *task, const char *want) {
+    char v[32] = "";
+    for (int i = 0; i < 100; i++) {
+        if (predict(s, task, v, sizeof v, NULL) == 200 && !strcmp(v, want)) return 1;
+        sleep_ms(50);
+    }
+    return 0;
+}
+
+static long metric(const test_server *s, const char *name) {
+    ts_resp r;
+    if (ts_http(s, "GET", "/metrics", NULL, NULL, NULL, &r)) return -1;
+    const char *p = strstr(r.body, name);
+    long v = -1;
+    while (p && p > r.body && p[-1] != '\n') p = strstr(p + 1, name);
+    if (p) v = strtol(p + strlen(name) + 1, NULL, 10);
+    ts_resp_free(&r);
+    return v;
+}
+
+Test(admin, watch_loads_renamed_versions_and_reports_changed_files, .timeout = 60) {
+    char *reg = make_registry();
+    test_server s;
+    start_on(&s, reg, NULL, NULL);
+    /* a writer copies into a '.' name and renames: picked up, and numbered above 1 it becomes current */
+    sh("mkdir -p %s/tasks/cls/.incoming && cp -rL %s/seq_bn_st/adapters/* %s/tasks/cls/.incoming/ && mv %s/tasks/cls/.incoming %s/tasks/cls/5",
+       reg, AD, reg, reg, reg);
+    cr_expect(wait_version(&s, "cls", "5"), "version 5 was not picked up");
+    /* a new task directory */
+    sh("mkdir -p %s/tasks/.new/1 && cp -rL %s/ia3/adapters/* %s/tasks/.new/1/ && mv %s/tasks/.new %s/tasks/watched", reg, AD, reg,
+       reg, reg);
+    cr_expect(wait_version(&s, "watched", "1"), "a new task directory was not picked up");
+    /* a broken version dropped in is rejected (logged, counted), the task keeps serving */
+    sh("mkdir -p %s/tasks/cls/.b && cp -rL %s/lora_ah/adapters/lora %s/tasks/cls/.b/ && truncate -s 100 %s/tasks/cls/.b/lora/adapter.safetensors && mv %s/tasks/cls/.b %s/tasks/cls/6",
+       reg, AD, reg, reg, reg, reg);
+    for (int i = 0; i < 60 && metric(&s, "adapterd_adapter_load_failures_total") < 1; i++) sleep_ms(50);
+    cr_expect_geq(metric(&s, "adapterd_adapter_load_failures_total"), 1);
+    char v[32];
+    cr_assert_eq(predict(&s, "cls", v, sizeof v, NULL), 200);
+    cr_expect_str_eq(v, "5");
+    /* versions are immutable: a file changed inside one is reported, not reloaded */
+    sh("echo ' ' >> %s/tasks/cls/5/sst/adapter_config.json", reg);
+    for (int i = 0; i < 60 && metric(&s, "adapterd_registry_changed_versions_total") < 1; i++) sleep_ms(50);
+    cr_expect_eq(metric(&s, "adapterd_registry_changed_versions_total"), 1);
+    cr_assert_eq(ts_stop(&s), 0);
+    sh("rm -rf %s", reg);
+    free(reg);
+}
+
+Test(admin, restart_keeps_the_registry_state, .timeout = 60) {
+    char *reg = make_registry();
+    test_server s;
+    start_on(&s, reg, NULL, NULL);
+    json_t *d = NULL;
+    cr_assert_eq(upload_dir(&s, "cls", 2, AD "/seq_bn_st/adapters", 0, NULL), 201);
+    cr_assert_eq(upload_dir(&s, "cls", 3, AD "/ia3/adapters", 0, NULL), 201);
+    cr_assert_eq(req(&s, "POST", "/v1/tasks/cls:activate", "{\"version\":\"2\"}", 15, "application/json", AUTH, NULL), 200);
+    cr_assert_eq(req(&s, "POST", "/v1/tasks/cls:pin", "", 0, NULL, AUTH, NULL), 200);
+    cr_assert_eq(req(&s, "DELETE", "/v1/tasks/cls/versions/0", NULL, 0, NULL, AUTH, NULL), 200);
+    cr_assert_eq(ts_stop(&s), 0);
+    start_on(&s, reg, NULL, NULL);
+    cr_assert_eq(req(&s, "GET", "/v1/tasks/cls/versions", NULL, 0, NULL, AUTH, &d), 200);
+    cr_expect_str_eq(current_of(d), "2", "the activated version survives a restart (not the highest, 3)");
+    json_t *vs = json_object_get(d, "versions");
+    cr_expect_eq(json_array_size(vs), 3, "versions 1, 2, 3 (0 was deleted)");
+    json_t *v2 = json_array_get(vs, 1);
+    cr_expect(json_is_true(json_object_get(v2, "pinned")), "the pin survives a restart");
+    json_decref(d);
+    cr_assert_eq(ts_stop(&s), 0);
+    sh("rm -rf %s", reg);
+    free(reg);
+}
+
+Test(admin, budget_loads_lazily_and_evicts_least_recently_used, .timeout = 60) {
+    char *reg = make_registry();
+    /* four tasks of ~41 KB (LoRA), one pinned by task.json; room for about two */
+    sh("for t in a b c; do mkdir -p %s/tasks/$t/1 && cp -rL %s/lora_ah/adapters/lora %s/tasks/$t/1/; done", reg, AD, reg);
+    sh("mkdir -p %s/tasks/p/1 && cp -rL %s/lora_ah/adapters/lora %s/tasks/p/1/ && echo '{\"pinned\": true}' > %s/tasks/p/1/task.json",
+       reg, AD, reg, reg);
+    sh("rm -rf %s/tasks/cls", reg);
+    test_server s;
+    start_on(&s, reg, "--adapter-memory", "100000");
+    json_t *d = NULL;
+    cr_assert_eq(req(&s, "GET", "/v1/tasks/a", NULL, 0, NULL, NULL, &d), 200);
+    cr_expect(json_is_false(json_object_get(d, "resident")), "lazy: a is not loaded before its first request");
+    cr_expect(json_is_null(json_object_get(d, "head")), "head unknown before the first load");
+    json_decref(d);
+    cr_expect_eq(metric(&s, "adapterd_tasks_resident"), 1, "only the pinned task at start");
+    char v[32];
+    cr_assert_eq(predict(&s, "a", v, sizeof v, NULL), 200);
+    cr_assert_eq(predict(&s, "b", v, sizeof v, NULL), 200);
+    cr_assert_eq(predict(&s, "c", v, sizeof v, NULL), 200);
+    cr_expect_geq(metric(&s, "adapterd_adapter_evictions_total"), 2, "a and b were evicted for c");
+    cr_expect_eq(metric(&s, "adapterd_adapter_loads_total"), 4);
+    cr_expect_eq(metric(&s, "adapterd_tasks_resident"), 2, "p (pinned) and c");
+    cr_assert_eq(req(&s, "GET", "/v1/tasks/p", NULL, 0, NULL, NULL, &d), 200);
+    cr_expect(json_is_true(json_object_get(d, "resident")), "pinned tasks are never evicted");
+    json_decref(d);
+    cr_assert_eq(req(&s, "GET", "/v1/tasks/a", NULL, 0, NULL, NULL, &d), 200);
+    cr_expect(json_is_false(json_object_get(d, "resident")));
+    json_decref(d);
+    cr_assert_eq(predict(&s, "a", v, sizeof v, NULL), 200, "an evicted task loads again on demand");
+    cr_assert_eq(ts_stop(&s), 0);
+    sh("rm -rf %s", reg);
+    free(reg);
+}
+
+/* ---- soak: predictions never fail and never mix versions while versions change ---- */
+
+#define SOAK_VERSIONS 100
+#define SOAK_CLIENTS 4
+static const char *const soak_src[] = {AD "/lora_ah/adapters", AD "/seq_bn_st/adapters", AD "/par_bn/adapters",
+                                       AD "/ia3/adapters", AD "/prefix/adapters", AD "/seq_bn_bin/adapters"};
+#define N_SRC (int)(sizeof soak_src / sizeof soak_src[0])
+static json_t *soak_ref[N_SRC];
+static test_server soak_srv;
+static atomic_int soak_stop, soak_ok, soak_failed, soak_mixed;
+static int soak_seen[SOAK_VERSIONS + 1];
+
+static void *soak_client(void *arg) {
+    (void)arg;
+    while (!atomic_load(&soak_stop)) {
+        char v[32];
+        json_t *sc = NULL;
+        int st = predict(&soak_srv, "soak", v, sizeof v, &sc);
+        if (st != 200) {
+            atomic_fetch_add(&soak_failed, 1);
+            continue;
+        }
+        int ver = atoi(v);
+        if (ver < 1 || ver > SOAK_VERSIONS || !close_scores(sc, soak_ref[(ver - 1) % N_SRC])) atomic_fetch_add(&soak_mixed, 1);
+        else __atomic_store_n(&soak_seen[ver], 1, __ATOMIC_RELAXED);
+        atomic_fetch_add(&soak_ok, 1);
+        json_decref(sc);
+    }
+    return NULL;
+}
+
+Test(admin, soak_versions_change_under_traffic, .timeout = 120) {
+    char *reg = make_registry();
+    start_on(&soak_srv, reg, NULL, NULL);
+    char v[32];
+    /* each source's answer alone, as versions of a probe task */
+    for (int k = 0; k < N_SRC; k++) {
+        cr_assert_eq(upload_dir(&soak_srv, "probe", k + 1, soak_src[k], 1, NULL), 201, "source %d", k);
+        cr_assert_eq(predict(&soak_srv, "probe", v, sizeof v, &soak_ref[k]), 200);
+        for (int j = 0; j < k; j++) cr_assert(!close_scores(soak_ref[k], soak_ref[j]), "sources %d and %d answer alike", j, k);
+    }
+    cr_assert_eq(upload_dir(&soak_srv, "soak", 1, soak_src[0], 1, NULL), 201);
+    pthread_t th[SOAK_CLIENTS];
+    for (int c = 0; c < SOAK_CLIENTS; c++) pthread_create(&th[c], NULL, soak_client, NULL);
+    for (int ver = 2; ver <= SOAK_VERSIONS; ver++) {
+        json_t *d = NULL;
+        long st = upload_dir(&soak_srv, "soak", ver, soak_src[(ver - 1) % N_SRC], 1, &d);
+        cr_expect_eq(st, 201, "upload %d: %s", ver, d ? json_dumps(d, 0) : "");
+        json_decref(d);
+        sleep_ms(5);
+    }
+    sleep_ms(200);
+    atomic_store(&soak_stop, 1);
+    for (int c = 0; c < SOAK_CLIENTS; c++) pthread_join(th[c], NULL);
+    int seen = 0;
+    for (int i = 1; i <= SOAK_VERSIONS; i++) seen += soak_seen[i];
+    cr_log_info("soak: %d answers, %d versions seen answering", atomic_load(&soak_ok), seen);
+    cr_expect_eq(atomic_load(&soak_failed), 0, "%d requests failed", atomic_load(&soak_failed));
+    cr_expect_eq(atomic_load(&soak_mixed), 0, "%d answers match no version's reference", atomic_load(&soak_mixed));
+    cr_expect_gt(atomic_load(&soak_ok), 50);
+    cr_expect_gt(seen, SOAK_VERSIONS / 3, "traffic ran across many versions");
+    /* old versions were freed as their last request ended: only the current one is resident */
+    /* (a request's reference goes in its completion callback, just after its answer: poll briefly) */
+    int resident = 0;
+    for (int tries = 0; tries < 40; tries++) {
+        json_t *d = NULL;
+        cr_assert_eq(req(&soak_srv, "GET", "/v1/tasks/soak/versions", NULL, 0, NULL, AUTH, &d), 200);
+        resident = 0;
+        size_t i;
+        json_t *e;
+        json_array_foreach(json_object_get(d, "versions"), i, e) resident += json_is_true(json_object_get(e, "resident"));
+        json_decref(d);
+        if (resident == 1) break;
+        sleep_ms(25);
+    }
+    cr_expect_eq(resident, 1, "old versions are unloaded");
+    for (int k = 0; k < N_SRC; k++) json_decref(soak_ref[k]);
+    cr_assert_eq(ts_stop(&soak_srv), 0);
+    sh("rm -rf %s", reg);
+    free(reg);
+}
