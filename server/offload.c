@@ -9,6 +9,9 @@
  * queueing means the resume can never overtake the suspend. */
 #define _GNU_SOURCE
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "http_status.h"
@@ -20,7 +23,15 @@ struct srv_offloader {
     srv_request *head, *tail;
 };
 
+/* Pool threads run loads and uploads: below the engine workers and HTTP threads in the scheduler's
+ * eyes, so a large load takes longer rather than slowing other tasks' requests. */
+void srv__pool_thread_nice(void) {
+    static __thread int done;
+    if (!done) setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10), done = 1;
+}
+
 static void work_cb(uv_work_t *w) {
+    srv__pool_thread_nice();
     srv_request *r = w->data;
     r->off.fn(r);
 }

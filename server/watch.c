@@ -57,6 +57,7 @@ static void on_closed(uv_handle_t *h) {
 
 static void rescan_work(uv_work_t *req) {
     srv_watch *w = req->data;
+    srv__pool_thread_nice();
     eng_err e = {0};
     if (store_rescan(w->s->reg, &e) < 0) fprintf(stderr, "adapterd: watch: %s\n", e.msg);
     /* list tasks/ here, off the loop, for the watches to follow */
