@@ -73,7 +73,8 @@ static long req(const test_server *s, const char *method, const char *path, cons
     CURL *c = curl_easy_init();
     char url[512], ct[128];
     snprintf(url, sizeof url, "http://127.0.0.1:%d%s", s->port, path);
-    struct curl_slist *h = curl_slist_append(NULL, "Expect:");
+    /* large bodies keep "Expect: 100-continue", so a 413 arrives before the body is sent (no reset race) */
+    struct curl_slist *h = curl_slist_append(NULL, len > (1u << 20) ? "Expect: 100-continue" : "Expect:");
     if (ctype) snprintf(ct, sizeof ct, "Content-Type: %s", ctype), h = curl_slist_append(h, ct);
     if (auth) h = curl_slist_append(h, auth);
     curl_easy_setopt(c, CURLOPT_URL, url);
