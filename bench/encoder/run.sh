@@ -144,9 +144,9 @@ cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
 isa=SSE
 grep -qw avx2 /proc/cpuinfo && isa=AVX2
 grep -qw avx512f /proc/cpuinfo && isa=AVX-512
-python3 - "$out" "$rounds" "$threads" "$core" "$env_core" "$cpu" "$isa" "$json_out" <<'EOF'
+python3 - "$out" "$rounds" "$threads" "$core" "$env_core" "$cpu" "$isa" "$json_out" "$peers" <<'EOF'
 import glob, json, os, statistics, sys
-out, rounds, threads, core, env_core, cpu, isa, json_out = sys.argv[1:9]
+out, rounds, threads, core, env_core, cpu, isa, json_out, peers = sys.argv[1:10]
 H, I, L = 768, 3072, 12
 def flops(b, s=128):  # the encoder's products + attention (as bench_encoder.c counts them)
     return L * (2.0 * b * s * (4 * H * H + 2 * H * I) + 4.0 * b * s * s * H)
@@ -195,7 +195,8 @@ for k in ("adapterd", "pytorch", "ort"):
                                                           flops(32) / p["thr"] / 1e6,
                                                           "/".join(l.split()[0] for l in p["load"]), p["core"]))
     else:
-        print("%-18s %9s %8s %10s %8s %6s  skipped (see above)" % (names[k], "-", "-", "-", "-", "-"))
+        why = "skipped (see the message above)" if k in peers.split(",") else "not selected (--peers)"
+        print("%-18s %9s %8s %10s %8s %6s  %s" % (names[k], "-", "-", "-", "-", "-", why))
 print("(medians; load = 1-minute load average when the peer started, per round; > 0.5 means others were running)")
 if "adapterd" in res:
     ad = res["adapterd"]
