@@ -1124,7 +1124,7 @@ int store_version_add(store_registry *r, const char *name, const char *version, 
     int exists = find_version(get_entry(r, name), version) != NULL;
     pthread_mutex_unlock(&r->mu);
     if (exists || access(vdir, F_OK) == 0) {
-        rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "task %s version %s exists; versions are immutable (upload a new number)",
+        rc = eng_err_set(err, ENG_CONFLICT, "task %s version %s exists; versions are immutable (upload a new number)",
                          name, version);
         goto done;
     }

@@ -29,7 +29,9 @@
     X(INTERNAL, -12, "internal", "internal error")                                      \
     X(MALFORMED, -13, "malformed", "malformed request")                                 \
     X(METHOD_NOT_ALLOWED, -14, "method_not_allowed", "method not allowed")              \
-    X(MEDIA_TYPE, -15, "unsupported_media_type", "unsupported media type")
+    X(MEDIA_TYPE, -15, "unsupported_media_type", "unsupported media type")                 \
+    X(UNAUTHENTICATED, -16, "unauthenticated", "unauthenticated")                       \
+    X(CONFLICT, -17, "conflict", "conflict")
 
 typedef enum {
 #define ENG__STATUS_ENUM(name, value, code, desc) ENG_##name = (value),

@@ -87,10 +87,7 @@ static int token_ok(srv_request *r) {
 }
 
 static enum MHD_Result send_401(srv_request *r) {
-    /* 401 is an HTTP-only condition the error table (engine/status.h) does not have yet */
-    size_t len = 0;
-    char *j = proto_error_encode("unauthenticated", "admin routes need \"Authorization: Bearer <admin token>\"", &len);
-    return srv__send_json(r, 401, j, len);
+    return srv__send_error(r, ENG_UNAUTHENTICATED, "admin routes need \"Authorization: Bearer <admin token>\"");
 }
 
 /* ---- answers (built on pool threads into r->off) ---- */
@@ -160,7 +157,7 @@ static void do_upload(srv_request *r) {
     if (!rc) {
         rc = store_version_add(s->reg, r->off.name, r->off.version, staged, r->off.activate, &e);
         /* a version that does not load is the upload's fault: 422 with the loader's reason */
-        if (rc && rc != ENG_NO_MEMORY && rc != ENG_IO && rc != ENG_INVALID_ARGUMENT) {
+        if (rc && rc != ENG_NO_MEMORY && rc != ENG_IO && rc != ENG_INVALID_ARGUMENT && rc != ENG_CONFLICT) {
             eng_err_prefix(&e, "rejected (%s)", eng_status_name(rc));
             rc = ENG_INVALID_ARGUMENT;
         }

@@ -6,8 +6,10 @@ unsigned srv_http_status(eng_status code) {
     case ENG_OK: return 200;
     case ENG_MALFORMED: return 400;
     case ENG_FORMAT: return 400;
+    case ENG_UNAUTHENTICATED: return 401;
     case ENG_NOT_FOUND: return 404;
     case ENG_METHOD_NOT_ALLOWED: return 405;
+    case ENG_CONFLICT: return 409;
     case ENG_TOO_LARGE: return 413;
     case ENG_MEDIA_TYPE: return 415;
     case ENG_INVALID_ARGUMENT: return 422;

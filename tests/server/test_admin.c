@@ -354,7 +354,7 @@ Test(admin, bad_uploads_are_rejected_with_the_reason, .timeout = 60) {
     json_decref(d);
     free(gz), free(zeros), free(buf);
     /* an existing version is immutable; a bad name */
-    REJECT(upload_dir(&s, "cls", 1, AD "/ia3/adapters", 0, &d), 422, "invalid_argument", "immutable", "existing version");
+    REJECT(upload_dir(&s, "cls", 1, AD "/ia3/adapters", 0, &d), 409, "conflict", "immutable", "existing version");
     json_decref(d);
     /* the task kept serving its current version; nothing was left behind */
     char v[32];
