@@ -115,6 +115,7 @@ typedef struct srv_request {
     proto_predict_req preq;
     srv_job *job;
     unsigned status;             /* sent status, for the access log and metrics */
+    int counted;                 /* already in the request metrics (counted when queued) */
     size_t bytes_out;
     char method[8];
     char path[128];

@@ -36,6 +36,13 @@ static enum MHD_Result send_body(srv_request *r, unsigned status, const char *ct
     if (status == 405) MHD_add_response_header(resp, "Allow", r->route == SRV_ROUTE_PREDICT || r->route == SRV_ROUTE_V2_INFER ? "POST" : "GET");
     r->status = status;
     r->bytes_out = len;
+    /* counted when the answer is queued, not when it is sent: a client that reads /metrics right
+     * after its answer must see that answer counted (the completion callback may run later, on
+     * another HTTP thread) */
+    if (!r->counted) {
+        srv__metrics_request(r->srv->metrics, r->route, status, srv__now() - r->t0);
+        r->counted = 1;
+    }
     enum MHD_Result ret = MHD_queue_response(r->conn, status, resp);
     MHD_destroy_response(resp);
     return ret;
@@ -556,7 +563,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (!r) return;
     double dt = srv__now() - r->t0;
     unsigned status = r->status ? r->status : 499; /* 499: the client went away before an answer */
-    srv__metrics_request(s->metrics, r->route, status, dt);
+    if (!r->counted) srv__metrics_request(s->metrics, r->route, status, dt);
     if (s->cfg.access_log) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
