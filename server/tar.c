@@ -151,7 +151,8 @@ static int write_file(const char *dir, const char *rel, const unsigned char *p, 
     int rc = make_dirs(dir, rel, 0, err);
     if (rc) return rc;
     char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/%s", dir, rel);
+    int pn = snprintf(path, sizeof path, "%s/%s", dir, rel);
+    if (pn < 0 || (size_t)pn >= sizeof path) return eng_err_set(err, ENG_INVALID_ARGUMENT, "archive: path too long: %.200s", rel);
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0)
         return errno == EEXIST ? eng_err_set(err, ENG_INVALID_ARGUMENT, "archive: %s appears twice", rel)
