@@ -13,24 +13,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "blas.h"
 #include "model.h"
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* FLOPs of one forward pass over n_seq sequences of len tokens. */
 static double encoder_flops(const eng_config *c, int n_seq, int len) {
@@ -38,24 +23,6 @@ static double encoder_flops(const eng_config *c, int n_seq, int len) {
     double linear = 2.0 * T * (3 * H * H + H * H + 2 * H * I);
     double attn = 2.0 * 2.0 * n_seq * (double)len * len * H;
     return c->n_layers * (linear + attn);
-}
-
-static double sgemm_peak(eng_pool *pool, int reps) {
-    int M = 2048, N = 3072, K = 768;
-    float *A = eng_alloc_aligned(sizeof(float) * M * K), *W = eng_alloc_aligned(sizeof(float) * N * K),
-          *C = eng_alloc_aligned(sizeof(float) * M * N);
-    if (!A || !W || !C) return 0;
-    for (int i = 0; i < M * K; i++) A[i] = (float)(i % 17) * 0.01f;
-    for (int i = 0; i < N * K; i++) W[i] = (float)(i % 13) * 0.01f;
-    double best = 1e30;
-    for (int r = 0; r < reps + 2; r++) {
-        double t = now_ms();
-        eng_gemm(pool, M, N, K, A, K, W, K, C, N, NULL);
-        t = now_ms() - t;
-        if (r >= 2 && t < best) best = t;
-    }
-    eng_free_aligned(A), eng_free_aligned(W), eng_free_aligned(C);
-    return 2.0 * M * N * (double)K / (best * 1e6);
 }
 
 static int run(const eng_model *m, eng_state *st, int n_seq, int len, int reps, double *med_ms) {
@@ -79,11 +46,11 @@ static int run(const eng_model *m, eng_state *st, int n_seq, int len, int reps, 
             return -1;
         }
     for (int r = 0; r < reps; r++) {
-        double t0 = now_ms();
+        double t0 = bench_now_ms();
         eng_encode(m, st, &b, out, NULL, &e);
-        t[r] = now_ms() - t0;
+        t[r] = bench_now_ms() - t0;
     }
-    *med_ms = median(t, reps);
+    *med_ms = bench_median(t, reps);
     free(ids), free(lens), eng_free_aligned(out), free(t);
     return 0;
 }
@@ -116,7 +83,7 @@ int main(int argc, char **argv) {
     }
     eng_state *st = eng_state_new(threads);
     if (!st) return 1;
-    double peak = sgemm_peak(eng_state_pool(st), 5), lat = 0, thr = 0;
+    double peak = bench_sgemm_peak(eng_state_pool(st), 5), lat = 0, thr = 0;
     if ((do_lat && run(m, st, 1, 128, reps, &lat)) || (do_thr && run(m, st, 32, 128, batch_reps, &thr))) return 1;
     const eng_config *c = eng_model_config(m);
     double g1 = encoder_flops(c, 1, 128) / (lat * 1e6), g32 = encoder_flops(c, 32, 128) / (thr * 1e6);

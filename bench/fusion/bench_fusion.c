@@ -20,38 +20,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "adapter.h"
 #include "blas.h"
 #include "model.h"
 #include "planner.h"
 #include "tokenizer.h"
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static int parse_list(const char *s, int *v, int max) {
-    int n = 0;
-    while (*s && n < max) {
-        v[n++] = atoi(s);
-        const char *c = strchr(s, ',');
-        if (!c) break;
-        s = c + 1;
-    }
-    return n;
-}
 
 /* Runs n inputs (their tasks set to t at skip) in chunks of `chunk`; logits (n, labels) into out if not NULL. */
 static int run_set(const eng_model *m, eng_state *st, const eng_task *t, int skip, eng_input *in, int n, int chunk,
@@ -78,11 +52,11 @@ static double time_set(const eng_model *m, eng_state *st, const eng_task *t, int
     double *ts = malloc(sizeof(double) * reps), r;
     run_set(m, st, t, skip, in, n, chunk, NULL, NULL); /* warm-up */
     for (int k = 0; k < reps; k++) {
-        double t0 = now_ms();
+        double t0 = bench_now_ms();
         if (run_set(m, st, t, skip, in, n, chunk, NULL, k == reps - 1 ? stats : NULL)) return -1;
-        ts[k] = now_ms() - t0;
+        ts[k] = bench_now_ms() - t0;
     }
-    r = median(ts, reps);
+    r = bench_median(ts, reps);
     free(ts);
     return r;
 }
@@ -98,7 +72,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--data") && i + 1 < argc) data = argv[++i];
         else if (!strcmp(argv[i], "--calib") && i + 1 < argc) n_calib = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--heldout") && i + 1 < argc) n_held = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--ks") && i + 1 < argc) n_ks = parse_list(argv[++i], ks, 8);
+        else if (!strcmp(argv[i], "--ks") && i + 1 < argc) n_ks = bench_parse_list(argv[++i], ks, 8);
         else if (!strcmp(argv[i], "--skip") && i + 1 < argc) skip = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
@@ -174,12 +148,12 @@ int main(int argc, char **argv) {
     eng_input *calib = sin, *held = sin + n_calib;
     eng_state *st = eng_state_new(threads);
     /* calibration (unpruned), the unpruned held-out logits */
-    double *mean = calloc((size_t)L * n, sizeof *mean), t0 = now_ms();
+    double *mean = calloc((size_t)L * n, sizeof *mean), t0 = bench_now_ms();
     if (eng_fusion_calibrate(m, st, t, calib, n_calib, mean, &e)) {
         fprintf(stderr, "bench: %s\n", e.msg);
         return 1;
     }
-    double calib_ms = now_ms() - t0;
+    double calib_ms = bench_now_ms() - t0;
     double total[ENG_MAX_FUSE] = {0};
     for (int l = 0; l < L; l++)
         for (int i = 0; i < n; i++) total[i] += mean[(size_t)l * n + i];

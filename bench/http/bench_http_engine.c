@@ -14,20 +14,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "planner.h"
 #include "store.h"
 #include "tokenizer.h"
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 int main(int argc, char **argv) {
     const char *reg_dir = NULL, *text = NULL, *tasks_arg = NULL, *batches = "1,8,64";
@@ -101,15 +91,14 @@ int main(int argc, char **argv) {
         for (int i = 0; i < B; i++)
             in[i] = (eng_input){.ids = enc.ids, .type_ids = enc.type_ids, .len = (int)enc.n, .tasks = treqs, .n_tasks = n_tasks};
         for (int r = -1; r < reps && !rc; r++) {
-            double t0 = now_ms();
+            double t0 = bench_now_ms();
             if ((rc = eng_run(m, st, in, B, outs, NULL, &err))) break;
-            double dt = now_ms() - t0;
+            double dt = bench_now_ms() - t0;
             eng_task_outs_free(outs, B * n_tasks);
             if (r >= 0) ms[r] = dt;
         }
         if (!rc) {
-            qsort(ms, (size_t)reps, sizeof *ms, cmp_d);
-            double med = reps % 2 ? ms[reps / 2] : 0.5 * (ms[reps / 2 - 1] + ms[reps / 2]);
+            double med = bench_median(ms, reps);
             printf("{\"batch\":%d,\"tasks\":%d,\"tokens\":%zu,\"threads\":%d,\"ms\":%.3f,\"inputs_per_s\":%.3f}\n", B,
                    n_tasks, enc.n, threads, med, B * 1e3 / med);
             fflush(stdout);

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "adapter.h"
 #include "blas.h"
 #include "model.h"
@@ -29,52 +30,7 @@
 
 #define MAX_TASKS 16
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* Same measurement as bench/encoder: best of reps of a 2048x3072x768 product through the engine's split. */
-static double sgemm_peak(eng_pool *pool, int reps) {
-    int M = 2048, N = 3072, K = 768;
-    float *A = eng_alloc_aligned(sizeof(float) * M * K), *W = eng_alloc_aligned(sizeof(float) * N * K),
-          *C = eng_alloc_aligned(sizeof(float) * M * N);
-    if (!A || !W || !C) return 0;
-    for (int i = 0; i < M * K; i++) A[i] = (float)(i % 17) * 0.01f;
-    for (int i = 0; i < N * K; i++) W[i] = (float)(i % 13) * 0.01f;
-    double best = 1e30;
-    for (int r = 0; r < reps + 2; r++) {
-        double t = now_ms();
-        eng_gemm(pool, M, N, K, A, K, W, K, C, N, NULL);
-        t = now_ms() - t;
-        if (r >= 2 && t < best) best = t;
-    }
-    eng_free_aligned(A), eng_free_aligned(W), eng_free_aligned(C);
-    return 2.0 * M * N * (double)K / (best * 1e6);
-}
-
-static int parse_list(const char *s, int *v, int max) {
-    int n = 0;
-    while (*s && n < max) {
-        v[n++] = atoi(s);
-        const char *c = strchr(s, ',');
-        if (!c) break;
-        s = c + 1;
-    }
-    return n;
-}
-
 typedef struct {
     const eng_model *m;
     eng_state *st;
@@ -147,24 +103,24 @@ static int measure(ctx *c, int n_in, const eng_task *const *tasks, int n_tasks, 
      * two ways give the same logits */
     for (int k = 0; k < reps; k++) {
         eng_plan_stats s;
-        double t0 = now_ms();
+        double t0 = bench_now_ms();
         if (run_joint(c, n_in, tasks, n_tasks, skip, o1, &s)) return -1;
-        tj[k] = now_ms() - t0;
+        tj[k] = bench_now_ms() - t0;
         if (k == reps - 1) r->stats = s;
         else eng_plan_stats_free(&s);
         if (do_sep) {
             double g;
-            t0 = now_ms();
+            t0 = bench_now_ms();
             if (run_separate(c, n_in, tasks, n_tasks, skip, o2, &g)) return -1;
-            ts[k] = now_ms() - t0;
+            ts[k] = bench_now_ms() - t0;
             r->sep_gflop = g;
             if (k == 0) r->diff = max_diff(o1, o2, n_out);
             eng_task_outs_free(o2, n_out);
         }
         eng_task_outs_free(o1, n_out);
     }
-    r->joint_ms = median(tj, reps);
-    r->sep_ms = do_sep ? median(ts, reps) : 0;
+    r->joint_ms = bench_median(tj, reps);
+    r->sep_ms = do_sep ? bench_median(ts, reps) : 0;
     r->gflop = sum_gflop(&r->stats);
     free(o1), free(o2), free(tj), free(ts);
     return 0;
@@ -193,12 +149,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--batch-reps") && i + 1 < argc) batch_reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--len") && i + 1 < argc) len = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--counts") && i + 1 < argc) n_counts = parse_list(argv[++i], counts, 8);
-        else if (!strcmp(argv[i], "--skips") && i + 1 < argc) n_skips = parse_list(argv[++i], skips, 8);
-        else if (!strcmp(argv[i], "--fusion-ks") && i + 1 < argc) n_ks = parse_list(argv[++i], ks, 8);
+        else if (!strcmp(argv[i], "--counts") && i + 1 < argc) n_counts = bench_parse_list(argv[++i], counts, 8);
+        else if (!strcmp(argv[i], "--skips") && i + 1 < argc) n_skips = bench_parse_list(argv[++i], skips, 8);
+        else if (!strcmp(argv[i], "--fusion-ks") && i + 1 < argc) n_ks = bench_parse_list(argv[++i], ks, 8);
         else if (!strcmp(argv[i], "--profile") && i + 1 < argc) {
             int v[2] = {-1, -1};
-            parse_list(argv[++i], v, 2);
+            bench_parse_list(argv[++i], v, 2);
             prof_t = v[0], prof_skip = v[1];
         } else if (!strcmp(argv[i], "--json")) json = 1;
         else {
@@ -249,7 +205,7 @@ int main(int argc, char **argv) {
     }
     eng_state *st = eng_state_new(threads);
     if (!st) return 1;
-    double peak = sgemm_peak(eng_state_pool(st), 5);
+    double peak = bench_sgemm_peak(eng_state_pool(st), 5);
     ctx c = {m, st, malloc(sizeof(int32_t) * (size_t)batch * len), len};
     unsigned s = 42;
     for (int i = 0; i < batch * len; i++) {

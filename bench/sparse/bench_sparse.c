@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "blas.h"
 #include "sparse.h"
 
@@ -19,16 +20,6 @@ static double now_us(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp);
-    return v[n / 2];
 }
 
 int main(int argc, char **argv) {
@@ -73,14 +64,14 @@ int main(int argc, char **argv) {
                 eng_gemm(NULL, rows, H, d, D, d, Wu, d, Y, H, NULL);
                 t[r] = now_us() - t0;
             }
-            double dense = median(t, reps);
+            double dense = bench_median(t, reps);
             for (int r = 0; r < reps; r++) {
                 double t0 = now_us();
                 eng_sparse_gemm(sd, rows, X, H, D, d);
                 eng_sparse_gemm(su, rows, D, d, Y, H);
                 t[r] = now_us() - t0;
             }
-            double sparse = median(t, reps);
+            double sparse = bench_median(t, reps);
             float *Wx = malloc(sizeof(float) * 2 * d * H);
             if (!Wx) return 1;
             for (int r = 0; r < reps; r++) { /* what the engine does when the CSR kernel would be slower */
@@ -91,7 +82,7 @@ int main(int argc, char **argv) {
                 eng_gemm(NULL, rows, H, d, D, d, Wx + (size_t)d * H, d, Y, H, NULL);
                 t[r] = now_us() - t0;
             }
-            double expand = median(t, reps);
+            double expand = bench_median(t, reps);
             free(Wx);
             printf("%5d %7.0f%% %9.1f %9.1f %9.1f %9.1f %11.1f %8.2fx %s\n", d, 100 * sp[si], 2.0 * d * H * 4 / 1024.0,
                    (eng_sparse_bytes(sd) + eng_sparse_bytes(su)) / 1024.0, dense, sparse, expand, dense / sparse,

@@ -1,0 +1,56 @@
+/* bench_util.c - see bench_util.h. */
+#include "bench_util.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "blas.h"
+#include "tensor.h"
+
+double bench_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+double bench_median(double *v, int n) {
+    if (n <= 0) return 0;
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int bench_parse_list(const char *s, int *v, int max) {
+    int n = 0;
+    while (*s && n < max) {
+        v[n++] = atoi(s);
+        const char *c = strchr(s, ',');
+        if (!c) break;
+        s = c + 1;
+    }
+    return n;
+}
+
+double bench_sgemm_peak(eng_pool *pool, int reps) {
+    int M = 2048, N = 3072, K = 768;
+    float *A = eng_alloc_aligned(sizeof(float) * M * K), *W = eng_alloc_aligned(sizeof(float) * N * K),
+          *C = eng_alloc_aligned(sizeof(float) * M * N);
+    double best = 1e30;
+    if (A && W && C) {
+        for (int i = 0; i < M * K; i++) A[i] = (float)(i % 17) * 0.01f;
+        for (int i = 0; i < N * K; i++) W[i] = (float)(i % 13) * 0.01f;
+        for (int r = 0; r < reps + 2; r++) {
+            double t = bench_now_ms();
+            eng_gemm(pool, M, N, K, A, K, W, K, C, N, NULL);
+            t = bench_now_ms() - t;
+            if (r >= 2 && t < best) best = t;
+        }
+    }
+    eng_free_aligned(A), eng_free_aligned(W), eng_free_aligned(C);
+    return best < 1e30 ? 2.0 * M * N * (double)K / (best * 1e6) : 0;
+}

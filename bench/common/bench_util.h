@@ -1,0 +1,22 @@
+/* bench_util.h - what every benchmark needs: a monotonic clock, medians, a list parser, and the
+ * sgemm peak of this machine measured through the engine's own GEMM (so a benchmark can state its
+ * achieved GFLOP/s next to what the hardware and OpenBLAS core reach in the same run). */
+#ifndef ADAPTERD_BENCH_UTIL_H
+#define ADAPTERD_BENCH_UTIL_H
+
+#include "pool.h"
+
+/* Monotonic time in milliseconds. */
+double bench_now_ms(void);
+
+/* Median of n values; sorts v in place. */
+double bench_median(double *v, int n);
+
+/* Parses "1,8,64" into at most max ints; returns the count. */
+int bench_parse_list(const char *s, int *v, int max);
+
+/* Best GFLOP/s of a 2048 x 3072 x 768 product through eng_gemm on pool, over reps runs after two
+ * warm-ups; 0 when memory runs out. */
+double bench_sgemm_peak(eng_pool *pool, int reps);
+
+#endif
