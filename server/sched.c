@@ -2,8 +2,11 @@
  * each batch as one eng_run and encode the responses.
  *
  * Why this shape. The engine is fastest on one large packed pass (one GEMM per projection over all
- * rows of all inputs and tasks), so jobs wait briefly to share a pass: a batch closes when its
- * tokens reach max_batch_tokens or its oldest job has waited max_wait_us, and a worker is free.
+ * rows of all inputs and tasks), so jobs wait briefly to share a pass: a batch closes, once a worker
+ * is free, when its tokens reach max_batch_tokens, or when no job has arrived for max_wait_us (the
+ * burst of follow-up requests that a finished batch triggers is taken whole instead of being cut in
+ * two by the age of its first job), or at the latest when its oldest job has waited 20 x
+ * max_wait_us.
  * Only the loop touches the queue; the HTTP thread reaches it through an inbox (mutex + uv_async)
  * and workers answer through uv_async_send, so no lock is held while anything computes. A batch
  * holds jobs of one model (tasks of different models cannot share a pass).
@@ -58,6 +61,7 @@ struct srv_sched {
     /* loop-owned FIFO */
     srv_job *head, *tail;
     int pending_tokens;
+    double last_arrival;          /* seconds, monotonic: when the inbox last brought a job */
     int n_workers;
     srv_worker *workers;
     int flush;
@@ -427,12 +431,15 @@ static void adapt(srv_sched *q, srv_batch *b, double oldest_wait_ms) {
 static void schedule(srv_sched *q) {
     srv_worker *w;
     while (q->head && (w = idle_worker(q))) {
-        double waited_us = (srv__now() - q->head->t_submit) * 1e6;
+        double now = srv__now(), waited_us = (now - q->head->t_submit) * 1e6;
+        double quiet_us = (now - q->last_arrival) * 1e6, hold_us = 20.0 * q->s->cfg.max_wait_us;
         int full = q->pending_tokens >= q->s->cfg.max_batch_tokens;
-        if (!full && !q->flush && waited_us < q->s->cfg.max_wait_us) {
+        if (!full && !q->flush && quiet_us < q->s->cfg.max_wait_us && waited_us < hold_us) {
             /* the loop's clock is cached per iteration; refresh it or the timer fires late */
             uv_update_time(q->loop);
-            uint64_t ms = (uint64_t)ceil((q->s->cfg.max_wait_us - waited_us) / 1000.0);
+            double left = q->s->cfg.max_wait_us - quiet_us;
+            if (hold_us - waited_us < left) left = hold_us - waited_us;
+            uint64_t ms = (uint64_t)ceil(left / 1000.0);
             uv_timer_start(&q->timer, timer_cb, ms ? ms : 1, 0);
             return;
         }
@@ -465,6 +472,7 @@ static void inbox_cb(uv_async_t *a) {
         q->tail = j;
         q->pending_tokens += j->tokens;
     }
+    if (h) q->last_arrival = srv__now();
     schedule(q);
 }
 
