@@ -49,44 +49,19 @@ while [ $# -gt 0 ]; do
 done
 has_peer() { case ",$peers," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 note() { echo "bench: $*" >&2; }
+. "$root/bench/common/lib.sh"
 
 # --- the OpenBLAS core, one for everybody ---
-env_core=${OPENBLAS_CORETYPE:-}
-if [ "$core" = auto ]; then
-  unset OPENBLAS_CORETYPE
-  [ -n "$env_core" ] && note "ignoring OPENBLAS_CORETYPE=$env_core from the environment: OpenBLAS's own detection for every peer (--core $env_core to force it)"
-else
-  export OPENBLAS_CORETYPE=$core
-fi
-# No peer may start more threads than asked (torch's OpenMP, OpenBLAS's own pool); the peers set these too.
-export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
+bench_set_core "$core" "$threads"
 
 # --- adapterd's binary ---
-if has_peer adapterd && [ -z "$bin" ]; then
-  bin="$build/bench/bench_encoder"
-  if [ ! -x "$bin" ]; then
-    note "building bench_encoder into $build (Release)"
-    cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-    cmake --build "$build" --target bench_encoder -j"$(nproc)" >/dev/null
-  fi
-fi
+if has_peer adapterd && [ -z "$bin" ]; then bin=$(bench_build "$build" bench_encoder); fi
 
 # --- checkpoint and ONNX export, once ---
 have_torch=0
 "$PY" -c 'import torch' 2>/dev/null && have_torch=1
 model="$cache/bert-base" onnx="$cache/bert-base.onnx"
-stamp=$(cat "$root"/tools/reference/{encoder.py,gen_encoder.py,st.py,export_onnx.py} | sha256sum | cut -c1-16)
-if [ "$(cat "$model/.stamp" 2>/dev/null)" != "$stamp" ]; then
-  if [ $have_torch = 0 ]; then
-    echo "bench: $PY cannot import torch (Debian python3-torch) and $model is not generated: nothing to measure" >&2
-    exit 1
-  fi
-  rm -rf "$model" "$onnx"
-  mkdir -p "$cache"
-  note "generating $model (bert-base shapes, reference seed 0)"
-  "$PY" "$root/tools/reference/gen_encoder.py" --arch bert --shape base --cases single --out "$model" >/dev/null
-  echo "$stamp" > "$model/.stamp"
-fi
+bench_backbone "$cache" || exit 1
 
 ort_ok=0
 if has_peer ort; then
@@ -144,7 +119,7 @@ cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
 isa=SSE
 grep -qw avx2 /proc/cpuinfo && isa=AVX2
 grep -qw avx512f /proc/cpuinfo && isa=AVX-512
-python3 - "$out" "$rounds" "$threads" "$core" "$env_core" "$cpu" "$isa" "$json_out" "$peers" <<'EOF'
+python3 - "$out" "$rounds" "$threads" "$core" "$bench_env_core" "$cpu" "$isa" "$json_out" "$peers" <<'EOF'
 import glob, json, os, statistics, sys
 out, rounds, threads, core, env_core, cpu, isa, json_out, peers = sys.argv[1:10]
 H, I, L = 768, 3072, 12

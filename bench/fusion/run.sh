@@ -13,7 +13,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 build="$root/build-mt" bin="" threads=$(nproc) core=auto reps=5 batch_reps=3 calib=200 heldout=200 skip=0
-cache="${XDG_CACHE_HOME:-$HOME/.cache}/adapterd/bench" data=${ADAPTERD_DATA_DIR:-/work/shared/data}
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/adapterd/bench" data=${ADAPTERD_DATA_DIR:-$root/../shared/data}
 while [ $# -gt 0 ]; do
   case $1 in
     --build) build=$2; shift 2 ;;
@@ -30,15 +30,10 @@ while [ $# -gt 0 ]; do
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
-if [ "$core" = auto ]; then unset OPENBLAS_CORETYPE; else export OPENBLAS_CORETYPE=$core; fi
-export OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads
-if [ -z "$bin" ]; then
-  bin="$build/bench/bench_fusion"
-  if [ ! -x "$bin" ]; then
-    cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-    cmake --build "$build" --target bench_fusion -j"$(nproc)" >/dev/null
-  fi
-fi
+note() { echo "bench: $*" >&2; }
+. "$root/bench/common/lib.sh"
+bench_set_core "$core" "$threads"
+if [ -z "$bin" ]; then bin=$(bench_build "$build" bench_fusion); fi
 if [ ! -f "$cache/multitask-tasks/.stamp" ] || [ ! -f "$cache/bert-base/.stamp" ]; then
   "$root/bench/multitask/run.sh" --prepare-only --cache "$cache"
 fi

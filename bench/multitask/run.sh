@@ -57,38 +57,18 @@ while [ $# -gt 0 ]; do
 done
 has_peer() { case ",$peers," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 note() { echo "bench: $*" >&2; }
+. "$root/bench/common/lib.sh"
 
-env_core=${OPENBLAS_CORETYPE:-}
-if [ "$core" = auto ]; then
-  unset OPENBLAS_CORETYPE
-  [ -n "$env_core" ] && note "ignoring OPENBLAS_CORETYPE=$env_core from the environment (--core $env_core to force it)"
-else
-  export OPENBLAS_CORETYPE=$core
-fi
-export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
+bench_set_core "$core" "$threads"
 
-if has_peer adapterd && [ -z "$bin" ] && [ $prepare = 0 ]; then
-  bin="$build/bench/bench_multitask"
-  if [ ! -x "$bin" ]; then
-    note "building bench_multitask into $build (Release)"
-    cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-    cmake --build "$build" --target bench_multitask -j"$(nproc)" >/dev/null
-  fi
-fi
+if has_peer adapterd && [ -z "$bin" ] && [ $prepare = 0 ]; then bin=$(bench_build "$build" bench_multitask); fi
 
 # --- backbone (shared with bench/encoder: same directory, same stamp) and tasks, once ---
 have_torch=0
 "$PY" -c 'import torch' 2>/dev/null && have_torch=1
 model="$cache/bert-base" tasks="$cache/multitask-tasks"
-stamp=$(cat "$root"/tools/reference/{encoder.py,gen_encoder.py,st.py,export_onnx.py} | sha256sum | cut -c1-16)
-if [ "$(cat "$model/.stamp" 2>/dev/null)" != "$stamp" ]; then
-  [ $have_torch = 1 ] || { note "$PY cannot import torch and $model is not generated: nothing to measure"; exit 1; }
-  rm -rf "$model" "$cache/bert-base.onnx"
-  mkdir -p "$cache"
-  note "generating $model (bert-base shapes, reference seed 0)"
-  "$PY" "$root/tools/reference/gen_encoder.py" --arch bert --shape base --cases single --out "$model" >/dev/null
-  echo "$stamp" > "$model/.stamp"
-fi
+bench_backbone "$cache" || exit 1
+stamp=$bench_stamp
 tstamp=$( (echo "$stamp"; cat "$root"/tools/reference/{adapters.py,gen_adapters.py} "$here/gen_tasks.py") | sha256sum | cut -c1-16)
 if [ "$(cat "$tasks/.stamp" 2>/dev/null)" != "$tstamp" ]; then
   [ $have_torch = 1 ] || { note "$PY cannot import torch and $tasks is not generated"; exit 1; }

@@ -1,0 +1,48 @@
+# lib.sh - shell pieces the bench drivers share (source it; needs $root, $PY and a note() function).
+#
+#   bench_set_core CORE THREADS   one OpenBLAS core and thread count for every peer ("auto": OpenBLAS's own
+#                                 detection, dropping an OPENBLAS_CORETYPE from the environment, with a note;
+#                                 the environment's value is kept in $bench_env_core)
+#   bench_build BUILD TARGET      prints the path of build/bench/TARGET, building it (Release) when missing
+#   bench_backbone CACHE          makes CACHE/bert-base once with the reference (bert-base shapes, seed 0),
+#                                 regenerated when tools/reference changes; sets $bench_stamp; returns 1
+#                                 when it is missing and torch is not importable
+
+bench_set_core() {
+  local core=$1 threads=$2
+  bench_env_core=${OPENBLAS_CORETYPE:-} # what the environment had, for the report
+  if [ "$core" = auto ]; then
+    unset OPENBLAS_CORETYPE
+    [ -n "$bench_env_core" ] && note "ignoring OPENBLAS_CORETYPE=$bench_env_core from the environment: OpenBLAS's own detection for every peer (--core $bench_env_core to force it)"
+  else
+    export OPENBLAS_CORETYPE=$core
+  fi
+  # No peer may start more threads than asked (torch's OpenMP, OpenBLAS's own pool); the peers set these too.
+  export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
+  return 0
+}
+
+bench_build() {
+  local build=$1 target=$2
+  if [ ! -x "$build/bench/$target" ]; then
+    note "building $target into $build (Release)"
+    cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+    cmake --build "$build" --target "$target" -j"$(nproc)" >/dev/null
+  fi
+  echo "$build/bench/$target"
+}
+
+bench_backbone() {
+  local cache=$1 model=$1/bert-base
+  bench_stamp=$(cat "$root"/tools/reference/{encoder.py,gen_encoder.py,st.py,export_onnx.py} | sha256sum | cut -c1-16)
+  [ "$(cat "$model/.stamp" 2>/dev/null)" = "$bench_stamp" ] && return 0
+  if ! "$PY" -c 'import torch' 2>/dev/null; then
+    note "$PY cannot import torch (Debian python3-torch) and $model is not generated: nothing to measure"
+    return 1
+  fi
+  rm -rf "$model" "$cache/bert-base.onnx"
+  mkdir -p "$cache"
+  note "generating $model (bert-base shapes, reference seed 0)"
+  "$PY" "$root/tools/reference/gen_encoder.py" --arch bert --shape base --cases single --out "$model" >/dev/null
+  echo "$bench_stamp" > "$model/.stamp"
+}
