@@ -256,8 +256,9 @@ int eng_st_open_buffer(const void *buf, size_t len, const char *label, eng_st_fi
     return 0;
 }
 
-int eng_st_open(const char *path, eng_st_file **out, eng_err *err) {
-    *out = NULL;
+int eng_map_file(const char *path, void **map, size_t *len, eng_err *err) {
+    *map = NULL;
+    *len = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return eng_err_set(err, errno == ENOENT ? ENG_NOT_FOUND : ENG_IO, "%s: %s", path, strerror(errno));
     struct stat st;
@@ -265,16 +266,27 @@ int eng_st_open(const char *path, eng_st_file **out, eng_err *err) {
         close(fd);
         return eng_err_set(err, ENG_IO, "%s: not a regular file", path);
     }
-    size_t len = (size_t)st.st_size;
-    void *map = NULL;
-    if (len > 0) {
-        map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (map == MAP_FAILED) {
+    size_t n = (size_t)st.st_size;
+    if (n > 0) {
+        void *m = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
+        int e = errno;
+        if (m == MAP_FAILED) {
             close(fd);
-            return eng_err_set(err, ENG_IO, "%s: mmap: %s", path, strerror(errno));
+            return eng_err_set(err, ENG_IO, "%s: mmap: %s", path, strerror(e));
         }
+        *map = m;
     }
     close(fd);
+    *len = n;
+    return 0;
+}
+
+int eng_st_open(const char *path, eng_st_file **out, eng_err *err) {
+    *out = NULL;
+    void *map;
+    size_t len;
+    int rc = eng_map_file(path, &map, &len, err);
+    if (rc) return rc;
     eng_st_file *f = calloc(1, sizeof *f);
     if (!f) {
         if (map) munmap(map, len);
@@ -284,7 +296,7 @@ int eng_st_open(const char *path, eng_st_file **out, eng_err *err) {
     f->map_len = len;
     f->base = map;
     f->len = len;
-    int rc = parse(f, path, err);
+    rc = parse(f, path, err);
     if (rc) {
         eng_st_close(f);
         return rc;

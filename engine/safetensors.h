@@ -72,6 +72,10 @@ int eng_st_open_buffer(const void *buf, size_t len, const char *label, eng_st_fi
 int eng_st_from_tensors(eng_st_tensor *tensors, size_t n, void *owned, void *map, size_t map_len, const char *label,
                         eng_st_file **out, eng_err *err);
 
+/* Maps the regular file at path read-only: *map (NULL for an empty file) and *len; release with
+ * munmap(*map, *len). Returns 0, ENG_NOT_FOUND, or ENG_IO naming the file. Shared by the readers. */
+int eng_map_file(const char *path, void **map, size_t *len, eng_err *err);
+
 /* Unmaps and frees; eng_st_close(NULL) does nothing. */
 void eng_st_close(eng_st_file *f);
 

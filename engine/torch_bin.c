@@ -881,22 +881,14 @@ int eng_torchbin_open_buffer(const void *buf, size_t len, const char *label, eng
 
 int eng_torchbin_open(const char *path, eng_st_file **out, eng_err *err) {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return eng_err_set(err, errno == ENOENT ? ENG_NOT_FOUND : ENG_IO, "%s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return eng_err_set(err, ENG_IO, "%s: not a regular file", path);
-    }
-    size_t len = (size_t)st.st_size;
+    void *map;
+    size_t len;
+    int rc = eng_map_file(path, &map, &len, err);
+    if (rc) return rc;
     if (len < 22) {
-        close(fd);
+        if (map) munmap(map, len);
         return eng_err_set(err, ENG_FORMAT, "%s: %zu bytes is too short for a zip archive", path, len);
     }
-    void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
-    int e = errno;
-    close(fd);
-    if (map == MAP_FAILED) return eng_err_set(err, ENG_IO, "%s: mmap: %s", path, strerror(e));
     return parse(map, len, path, map, len, out, err);
 }
 
