@@ -97,3 +97,11 @@ int cli_tokenize(const char *model_dir, const char *text, const char *pair, int 
     eng_tok_encoding_free(&enc);
     return 0;
 }
+
+int cli_read_input(const char *model_dir, const char *ids_arg, const char *text, const char *pair, int max_length,
+                   int32_t **ids, int32_t **types, int *n, eng_err *err) {
+    *ids = *types = NULL;
+    if (!ids_arg) return cli_tokenize(model_dir, text, pair, max_length, ids, types, n, err);
+    *n = cli_parse_ids(ids_arg, ids);
+    return *n < 0 ? 2 : 0;
+}

@@ -28,6 +28,12 @@ int cli_parse_ids(const char *s, int32_t **out);
 int cli_tokenize(const char *model_dir, const char *text, const char *pair, int max_length, int32_t **ids,
                  int32_t **types, int *n, eng_err *err);
 
+/* The input of encode / predict: --ids (parsed, types NULL) or --text [+ --text-pair] (tokenized with
+ * model_dir's tokenizer, see cli_tokenize). Returns 0, 2 for a malformed --ids (message printed), or a
+ * negative eng_status with err set. The caller frees *ids and *types. */
+int cli_read_input(const char *model_dir, const char *ids_arg, const char *text, const char *pair, int max_length,
+                   int32_t **ids, int32_t **types, int *n, eng_err *err);
+
 /* Prints a JSON string literal (with quotes, escaped) to stdout. */
 void cli_print_json_string(const char *s, size_t len);
 

@@ -73,16 +73,13 @@ int cmd_encode(int argc, char **argv) {
     float *hidden = NULL, *pooled = NULL;
     if (eng_model_load(model_dir, &m, &err)) goto fail;
     const eng_config *c = eng_model_config(m);
-    if (ids_arg) {
-        n = cli_parse_ids(ids_arg, &ids);
-        if (n < 0) {
-            rc = 2;
-            goto out;
-        }
-    } else {
-        int ml = max_length ? max_length : c->max_pos - c->pos_offset;
-        if (cli_tokenize(model_dir, text, pair, ml, &ids, &types, &n, &err)) goto fail;
+    int ml = max_length ? max_length : c->max_pos - c->pos_offset;
+    int irc = cli_read_input(model_dir, ids_arg, text, pair, ml, &ids, &types, &n, &err);
+    if (irc == 2) {
+        rc = 2;
+        goto out;
     }
+    if (irc) goto fail;
     st = eng_state_new(threads);
     hidden = malloc((size_t)n * c->hidden * sizeof *hidden);
     pooled = malloc((size_t)c->hidden * sizeof *pooled);

@@ -167,15 +167,12 @@ int cmd_predict(int argc, char **argv) {
         }
     }
     /* input */
-    if (ids_arg) {
-        n = cli_parse_ids(ids_arg, &ids);
-        if (n < 0) {
-            rc = 2;
-            goto out;
-        }
-    } else {
-        if (cli_tokenize(model_dir, text, pair, 0, &ids, &types, &n, &err)) goto fail;
+    int irc = cli_read_input(model_dir, ids_arg, text, pair, 0, &ids, &types, &n, &err);
+    if (irc == 2) {
+        rc = 2;
+        goto out;
     }
+    if (irc) goto fail;
     for (int i = 0; i < n_tasks; i++) reqs[i] = (eng_task_req){tasks[i], skip};
     eng_input in = {.ids = ids, .type_ids = types, .len = n, .tasks = reqs, .n_tasks = n_tasks};
     if (!(st = eng_state_new(threads))) {
