@@ -649,10 +649,8 @@ static int build_prefix(ctx_t *x, const ah_cfg *cfg, const eng_st_tensor *wte, c
     return 0;
 }
 
-static int lora_tensor(ctx_t *x, int layer, eng_lin lin, int is_a, int is_e, const eng_st_tensor *ts, float **A,
+static int lora_tensor(ctx_t *x, int is_a, int is_e, const eng_st_tensor *ts, float **A,
                        float **B, float **E) {
-    (void)layer;
-    (void)lin;
     if (ts->ndim != 2) return eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' is not a matrix", x->dir, ts->name);
     float *p = tensor_f32(x->t, ts, ts->shape[0], ts->shape[1], x->dir, x->err);
     if (!p) return x->err->code;
@@ -676,7 +674,7 @@ typedef struct {
     int rA, rB;
 } lora_raw;
 
-static int finish_lora(ctx_t *x, lora_raw *raw, int is_ia3, float alpha, float r_cfg, int peft_rslora,
+static int finish_lora(ctx_t *x, lora_raw *raw, int is_ia3, float alpha, int peft_rslora,
                        int adalora, float peft_alpha, int lora_gating) {
     const eng_config *c = x->c;
     for (int l = 0; l < c->n_layers; l++)
@@ -712,7 +710,6 @@ static int finish_lora(ctx_t *x, lora_raw *raw, int is_ia3, float alpha, float r
             lo->gate_b = w->gate_b;
             if (lora_gating && !w->gate_w)
                 return eng_err_set(x->err, ENG_FORMAT, "%s: gated LoRA of layer %d lacks gate weights", x->dir, l);
-            (void)r_cfg;
             if (adalora) {
                 /* PEFT AdaLoRA: x (A * E)^T B^T * scaling / (ranknum + 1e-5), ranknum = r at init */
                 if (w->E)
@@ -838,7 +835,7 @@ static int load_adapterhub(ctx_t *x, json_t *cfgj, loaded_bn *lb, float sparse_t
                                  ts->name);
                 break;
             }
-            rc = lora_tensor(x, layer, (eng_lin)lin, is_a, 0, ts, &lr->A, &lr->B, &lr->E);
+            rc = lora_tensor(x, is_a, 0, ts, &lr->A, &lr->B, &lr->E);
             if (!rc && is_a) lr->rA = (int)ts->shape[0];
             if (!rc && is_b) lr->rB = (int)ts->shape[1];
             if (!rc) {
@@ -870,7 +867,7 @@ static int load_adapterhub(ctx_t *x, json_t *cfgj, loaded_bn *lb, float sparse_t
     if (!rc && any_lora) {
         if (!cfg.is_lora) rc = eng_err_set(x->err, ENG_FORMAT, "%s: LoRA weights but no LoRA config", x->dir);
         else {
-            rc = finish_lora(x, raw, cfg.composition_scale, cfg.alpha, cfg.r, 0, 0, -1.0f, cfg.lora_gating);
+            rc = finish_lora(x, raw, cfg.composition_scale, cfg.alpha, 0, 0, -1.0f, cfg.lora_gating);
             if (!rc) kind_add(x->t, cfg.composition_scale ? "ia3" : "lora");
         }
     }
@@ -952,7 +949,7 @@ static int load_peft(ctx_t *x, json_t *cfgj, eng_st_file **head_file) {
             break;
         }
         lora_raw *lr = &raw[layer * ENG_LIN_COUNT + lin];
-        rc = lora_tensor(x, layer, (eng_lin)lin, is_a, is_e, ts, &lr->A, &lr->B, &lr->E);
+        rc = lora_tensor(x, is_a, is_e, ts, &lr->A, &lr->B, &lr->E);
         if (rc) break;
         int in = lin_in(c, (eng_lin)lin), out = lin_out(c, (eng_lin)lin);
         if (is_a) lr->rA = (int)ts->shape[0];
@@ -964,7 +961,7 @@ static int load_peft(ctx_t *x, json_t *cfgj, eng_st_file **head_file) {
         if ((raw[i].A && raw[i].B && raw[i].rA != raw[i].rB) || (adalora && raw[i].A && !raw[i].E))
             rc = eng_err_set(x->err, ENG_SHAPE, "%s: LoRA of layer %d has mismatched ranks or lacks lora_E", x->dir,
                              i / ENG_LIN_COUNT);
-    if (!rc) rc = finish_lora(x, raw, 0, 0, 0, rslora, adalora, alpha, 0);
+    if (!rc) rc = finish_lora(x, raw, 0, 0, rslora, adalora, alpha, 0);
     if (!rc) kind_add(x->t, adalora ? "adalora" : "lora");
     free(raw);
     if (!rc && n_head) {
