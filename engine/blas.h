@@ -11,6 +11,8 @@
 #ifndef ADAPTERD_ENGINE_BLAS_H
 #define ADAPTERD_ENGINE_BLAS_H
 
+#include <stddef.h>
+
 #include "kernels.h"
 #include "pool.h"
 
@@ -37,6 +39,15 @@ void eng_gemm(eng_pool *pool, int M, int N, int K, const float *A, int lda, cons
 /* C (M,N) += alpha * A (M,K) * W^T, split over the pool like eng_gemm (LoRA deltas). */
 void eng_gemm_acc(eng_pool *pool, int M, int N, int K, float alpha, const float *A, int lda, const float *W, int ldw,
                   float *C, int ldc);
+
+/* Products over weights packed once at load (gemm_packed.c): the backbone's Linear layers.
+ * eng_pack_linear lays W (N,K; ldw) out into P, which holds eng_packed_floats(N, K) floats and
+ * must be 64-byte aligned. eng_pgemm then computes C (M,N; ldc) = A (M,K; lda) * W^T and the
+ * epilogue, split over the pool by column panels, like eng_gemm. */
+size_t eng_packed_floats(int N, int K);
+void eng_pack_linear(const float *W, int N, int K, int ldw, float *P);
+void eng_pgemm(eng_pool *pool, int M, int N, int K, const float *A, int lda, const float *P, float *C, int ldc,
+               const eng_epilogue *ep);
 
 /* Single-threaded versions used inside parallel regions (attention).
  * eng_sgemm_nt: C = alpha * A (M,K) * B^T with B (N,K).  eng_sgemm_nn: C = A (M,K) * B (K,N) + beta * C. */

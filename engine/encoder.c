@@ -431,7 +431,7 @@ int eng_layer_forward(const eng_model *m, eng_state *st, int l, float *x, int ro
     st->cur_layer = l;
 
     eng_epilogue ep_qkv = {.bias = w->bqkv, .act = ENG_ACT_IDENTITY};
-    eng_gemm(pool, rows, 3 * H, H, x, H, w->wqkv, H, st->qkv, 3 * H, &ep_qkv);
+    eng_pgemm(pool, rows, 3 * H, H, x, H, w->wqkv, st->qkv, 3 * H, &ep_qkv);
     if (n_groups && groups_touch(groups, n_groups, 0))
         for (int t = ENG_LIN_Q; t <= ENG_LIN_V; t++)
             if ((rc = apply_linear_adapters(st, groups, n_groups, (eng_lin)t, x, H, st->qkv + (size_t)t * H, 3 * H, segs, n_segs, err)))
@@ -456,30 +456,30 @@ int eng_layer_forward(const eng_model *m, eng_state *st, int l, float *x, int ro
 
     if (n_groups && groups_touch(groups, n_groups, 1)) {
         eng_epilogue ep_o = {.bias = w->bo, .act = ENG_ACT_IDENTITY};
-        eng_gemm(pool, rows, H, H, st->ctx, H, w->wo, H, st->h, H, &ep_o);
+        eng_pgemm(pool, rows, H, H, st->ctx, H, w->wo, st->h, H, &ep_o);
         if ((rc = apply_linear_adapters(st, groups, n_groups, ENG_LIN_O, st->ctx, H, st->h, H, segs, n_segs, err)) ||
             (rc = apply_sites(st, c, groups, n_groups, 0, st->h, x, segs, n_segs, w->ln1_g, w->ln1_b, err)))
             return rc;
     } else {
         eng_epilogue ep_o = {.bias = w->bo, .act = ENG_ACT_IDENTITY, .residual = x, .ldr = H};
-        eng_gemm(pool, rows, H, H, st->ctx, H, w->wo, H, st->h, H, &ep_o);
+        eng_pgemm(pool, rows, H, H, st->ctx, H, w->wo, st->h, H, &ep_o);
         layernorm_rows(pool, st->h, rows, H, w->ln1_g, w->ln1_b, c->ln_eps);
     }
 
     if (n_groups && groups_touch(groups, n_groups, 2)) {
         eng_epilogue ep_1 = {.bias = w->b1, .act = ENG_ACT_IDENTITY};
-        eng_gemm(pool, rows, I, H, st->h, H, w->w1, H, st->inter, I, &ep_1);
+        eng_pgemm(pool, rows, I, H, st->h, H, w->w1, st->inter, I, &ep_1);
         if ((rc = apply_linear_adapters(st, groups, n_groups, ENG_LIN_I, st->h, H, st->inter, I, segs, n_segs, err))) return rc;
         act_rows(pool, c->act, st->inter, rows, I);
     } else {
         eng_epilogue ep_1 = {.bias = w->b1, .act = c->act};
-        eng_gemm(pool, rows, I, H, st->h, H, w->w1, H, st->inter, I, &ep_1);
+        eng_pgemm(pool, rows, I, H, st->h, H, w->w1, st->inter, I, &ep_1);
     }
 
     if ((n_groups && groups_touch(groups, n_groups, 3)) || n_late) {
         /* x is free now (h is the residual): y = inter W2^T + b2 goes straight into x */
         eng_epilogue ep_2 = {.bias = w->b2, .act = ENG_ACT_IDENTITY};
-        eng_gemm(pool, rows, H, I, st->inter, I, w->w2, I, x, H, &ep_2);
+        eng_pgemm(pool, rows, H, I, st->inter, I, w->w2, x, H, &ep_2);
         if (n_groups && (rc = apply_linear_adapters(st, groups, n_groups, ENG_LIN_D, st->inter, I, x, H, segs, n_segs, err)))
             return rc;
         /* late splits read the trunk's y and h before the trunk's own LayerNorm */
@@ -499,7 +499,7 @@ int eng_layer_forward(const eng_model *m, eng_state *st, int l, float *x, int ro
         }
     } else {
         eng_epilogue ep_2 = {.bias = w->b2, .act = ENG_ACT_IDENTITY, .residual = st->h, .ldr = H};
-        eng_gemm(pool, rows, H, I, st->inter, I, w->w2, I, x, H, &ep_2);
+        eng_pgemm(pool, rows, H, I, st->inter, I, w->w2, x, H, &ep_2);
         layernorm_rows(pool, x, rows, H, w->ln2_g, w->ln2_b, c->ln_eps);
     }
     return 0;

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "blas.h"
 #include "safetensors.h"
 
 struct eng_model {
@@ -231,6 +232,7 @@ typedef struct {
     const char *prefix;
     float *arena;
     size_t off, cap;
+    float *tmp; /* a backbone Linear in its checkpoint layout, before packing */
 } loader;
 
 static float *take(loader *ld, size_t n) {
@@ -301,27 +303,44 @@ static int load_norm(loader *ld, const char *name, int dim, float **g, float **b
     return load_tensor(ld, n, dim, 0, *b, err);
 }
 
-/* Loads q, k and v Linear layers into consecutive rows of one (3H, H) matrix. */
+/* A backbone Linear, packed for eng_pgemm (blas.h). */
+static int load_packed(loader *ld, const char *name, int out, int in, float **w, float **b, eng_err *err) {
+    char n[256];
+    *w = take(ld, eng_packed_floats(out, in));
+    *b = take(ld, (size_t)out);
+    if (!*w || !*b) return eng_err_set(err, ENG_INTERNAL, "weight arena too small");
+    snprintf(n, sizeof n, "%s.weight", name);
+    int rc = load_tensor(ld, n, out, in, ld->tmp, err);
+    if (rc) return rc;
+    eng_pack_linear(ld->tmp, out, in, in, *w);
+    snprintf(n, sizeof n, "%s.bias", name);
+    return load_tensor(ld, n, out, 0, *b, err);
+}
+
+/* Loads q, k and v Linear layers as consecutive rows of one (3H, H) matrix, packed. */
 static int load_qkv(loader *ld, const char *q, const char *k, const char *v, int H, eng_layer_weights *lw,
                     eng_err *err) {
     const char *names[3] = {q, k, v};
-    lw->wqkv = take(ld, (size_t)3 * H * H);
+    lw->wqkv = take(ld, eng_packed_floats(3 * H, H));
     lw->bqkv = take(ld, (size_t)3 * H);
     if (!lw->wqkv || !lw->bqkv) return eng_err_set(err, ENG_INTERNAL, "weight arena too small");
     for (int i = 0; i < 3; i++) {
         char n[256];
         snprintf(n, sizeof n, "%s.weight", names[i]);
-        int rc = load_tensor(ld, n, H, H, lw->wqkv + (size_t)i * H * H, err);
+        int rc = load_tensor(ld, n, H, H, ld->tmp + (size_t)i * H * H, err);
         if (rc) return rc;
         snprintf(n, sizeof n, "%s.bias", names[i]);
         if ((rc = load_tensor(ld, n, H, 0, lw->bqkv + (size_t)i * H, err))) return rc;
     }
+    eng_pack_linear(ld->tmp, 3 * H, H, H, lw->wqkv);
     return 0;
 }
 
 static size_t arena_size(const eng_config *c) {
     size_t H = (size_t)c->hidden, I = (size_t)c->intermediate, pad = 16 * 40;
-    size_t per_layer = 3 * H * H + 3 * H + H * H + H + 2 * H + I * H + I + H * I + H + 2 * H;
+    int h = c->hidden, i = c->intermediate;
+    size_t per_layer = eng_packed_floats(3 * h, h) + 3 * H + eng_packed_floats(h, h) + H + 2 * H +
+                       eng_packed_floats(i, h) + I + eng_packed_floats(h, i) + H + 2 * H;
     size_t n = (size_t)c->vocab * H + (size_t)c->max_pos * H + (size_t)c->type_vocab * H + 2 * H + H * H + H;
     return n + per_layer * (size_t)c->n_layers + pad * ((size_t)c->n_layers + 1);
 }
@@ -341,6 +360,72 @@ static int in_base_namespace(const eng_config *c, const char *name, const char *
 static int ignorable_buffer(const char *name) {
     size_t n = strlen(name);
     return (n >= 12 && !strcmp(name + n - 12, "position_ids")) || (n >= 14 && !strcmp(name + n - 14, "token_type_ids"));
+}
+
+/* Takes every tensor of the checkpoint into the arena; checks none of the base model is left over. */
+static int load_tensors(loader *ld, eng_config *c, eng_weights *w, eng_err *err) {
+    ckpt *k = ld->k;
+    const char *prefix = ld->prefix;
+    int H = c->hidden, I = c->intermediate, rc;
+    w->word_emb = take(ld, (size_t)c->vocab * H);
+    w->pos_emb = take(ld, (size_t)c->max_pos * H);
+    if ((rc = load_tensor(ld, "embeddings.word_embeddings.weight", c->vocab, H, w->word_emb, err)) ||
+        (rc = load_tensor(ld, "embeddings.position_embeddings.weight", c->max_pos, H, w->pos_emb, err)))
+        return rc;
+    if (c->type_vocab > 0) {
+        w->type_emb = take(ld, (size_t)c->type_vocab * H);
+        if ((rc = load_tensor(ld, "embeddings.token_type_embeddings.weight", c->type_vocab, H, w->type_emb, err)))
+            return rc;
+    }
+    if ((rc = load_norm(ld, "embeddings.LayerNorm", H, &w->emb_ln_g, &w->emb_ln_b, err))) return rc;
+    w->layers = calloc((size_t)c->n_layers, sizeof *w->layers);
+    if (!w->layers) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    for (int l = 0; l < c->n_layers; l++) {
+        eng_layer_weights *lw = &w->layers[l];
+        char a[128], b[128], d[128], n1[128], n2[128], n3[128], n4[128], n5[128];
+        if (c->arch == ENG_ARCH_DISTILBERT) {
+            snprintf(a, sizeof a, "transformer.layer.%d.attention.q_lin", l);
+            snprintf(b, sizeof b, "transformer.layer.%d.attention.k_lin", l);
+            snprintf(d, sizeof d, "transformer.layer.%d.attention.v_lin", l);
+            snprintf(n1, sizeof n1, "transformer.layer.%d.attention.out_lin", l);
+            snprintf(n2, sizeof n2, "transformer.layer.%d.sa_layer_norm", l);
+            snprintf(n3, sizeof n3, "transformer.layer.%d.ffn.lin1", l);
+            snprintf(n4, sizeof n4, "transformer.layer.%d.ffn.lin2", l);
+            snprintf(n5, sizeof n5, "transformer.layer.%d.output_layer_norm", l);
+        } else {
+            snprintf(a, sizeof a, "encoder.layer.%d.attention.self.query", l);
+            snprintf(b, sizeof b, "encoder.layer.%d.attention.self.key", l);
+            snprintf(d, sizeof d, "encoder.layer.%d.attention.self.value", l);
+            snprintf(n1, sizeof n1, "encoder.layer.%d.attention.output.dense", l);
+            snprintf(n2, sizeof n2, "encoder.layer.%d.attention.output.LayerNorm", l);
+            snprintf(n3, sizeof n3, "encoder.layer.%d.intermediate.dense", l);
+            snprintf(n4, sizeof n4, "encoder.layer.%d.output.dense", l);
+            snprintf(n5, sizeof n5, "encoder.layer.%d.output.LayerNorm", l);
+        }
+        if ((rc = load_qkv(ld, a, b, d, H, lw, err)) || (rc = load_packed(ld, n1, H, H, &lw->wo, &lw->bo, err)) ||
+            (rc = load_norm(ld, n2, H, &lw->ln1_g, &lw->ln1_b, err)) ||
+            (rc = load_packed(ld, n3, I, H, &lw->w1, &lw->b1, err)) ||
+            (rc = load_packed(ld, n4, H, I, &lw->w2, &lw->b2, err)) ||
+            (rc = load_norm(ld, n5, H, &lw->ln2_g, &lw->ln2_b, err)))
+            return rc;
+    }
+    if (c->has_pooler) {
+        char n[256];
+        snprintf(n, sizeof n, "%spooler.dense.weight", prefix);
+        if (ckpt_find(k, n, 0)) {
+            if ((rc = load_linear(ld, "pooler.dense", H, H, &w->pool_w, &w->pool_b, err))) return rc;
+        } else {
+            c->has_pooler = 0; /* e.g. RobertaModel(add_pooling_layer=False) */
+        }
+    }
+    for (int i = 0; i < k->n; i++)
+        for (size_t j = 0; j < eng_st_count(k->files[i]); j++) {
+            const char *name = eng_st_at(k->files[i], j)->name;
+            if (k->used[i][j] || ignorable_buffer(name) || !in_base_namespace(c, name, prefix)) continue;
+            return eng_err_set(err, ENG_FORMAT, "unexpected tensor '%s' (checkpoint does not match config: %d layers, hidden %d)",
+                               name, c->n_layers, H);
+        }
+    return 0;
 }
 
 static int load_weights(eng_model *m, ckpt *k, eng_err *err) {
@@ -370,69 +455,14 @@ static int load_weights(eng_model *m, ckpt *k, eng_err *err) {
     m->arena_floats = arena_size(c);
     m->arena = eng_alloc_aligned(m->arena_floats * sizeof(float));
     if (!m->arena) return eng_err_set(err, ENG_NO_MEMORY, "cannot allocate %zu MB of weights", m->arena_floats / 262144);
-    loader ld = {k, prefix, m->arena, 0, m->arena_floats};
-    eng_weights *w = &m->w;
-    int H = c->hidden, I = c->intermediate, rc;
-    w->word_emb = take(&ld, (size_t)c->vocab * H);
-    w->pos_emb = take(&ld, (size_t)c->max_pos * H);
-    if ((rc = load_tensor(&ld, "embeddings.word_embeddings.weight", c->vocab, H, w->word_emb, err)) ||
-        (rc = load_tensor(&ld, "embeddings.position_embeddings.weight", c->max_pos, H, w->pos_emb, err)))
-        return rc;
-    if (c->type_vocab > 0) {
-        w->type_emb = take(&ld, (size_t)c->type_vocab * H);
-        if ((rc = load_tensor(&ld, "embeddings.token_type_embeddings.weight", c->type_vocab, H, w->type_emb, err)))
-            return rc;
-    }
-    if ((rc = load_norm(&ld, "embeddings.LayerNorm", H, &w->emb_ln_g, &w->emb_ln_b, err))) return rc;
-    w->layers = calloc((size_t)c->n_layers, sizeof *w->layers);
-    if (!w->layers) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
-    for (int l = 0; l < c->n_layers; l++) {
-        eng_layer_weights *lw = &w->layers[l];
-        char a[128], b[128], d[128], n1[128], n2[128], n3[128], n4[128], n5[128];
-        if (c->arch == ENG_ARCH_DISTILBERT) {
-            snprintf(a, sizeof a, "transformer.layer.%d.attention.q_lin", l);
-            snprintf(b, sizeof b, "transformer.layer.%d.attention.k_lin", l);
-            snprintf(d, sizeof d, "transformer.layer.%d.attention.v_lin", l);
-            snprintf(n1, sizeof n1, "transformer.layer.%d.attention.out_lin", l);
-            snprintf(n2, sizeof n2, "transformer.layer.%d.sa_layer_norm", l);
-            snprintf(n3, sizeof n3, "transformer.layer.%d.ffn.lin1", l);
-            snprintf(n4, sizeof n4, "transformer.layer.%d.ffn.lin2", l);
-            snprintf(n5, sizeof n5, "transformer.layer.%d.output_layer_norm", l);
-        } else {
-            snprintf(a, sizeof a, "encoder.layer.%d.attention.self.query", l);
-            snprintf(b, sizeof b, "encoder.layer.%d.attention.self.key", l);
-            snprintf(d, sizeof d, "encoder.layer.%d.attention.self.value", l);
-            snprintf(n1, sizeof n1, "encoder.layer.%d.attention.output.dense", l);
-            snprintf(n2, sizeof n2, "encoder.layer.%d.attention.output.LayerNorm", l);
-            snprintf(n3, sizeof n3, "encoder.layer.%d.intermediate.dense", l);
-            snprintf(n4, sizeof n4, "encoder.layer.%d.output.dense", l);
-            snprintf(n5, sizeof n5, "encoder.layer.%d.output.LayerNorm", l);
-        }
-        if ((rc = load_qkv(&ld, a, b, d, H, lw, err)) || (rc = load_linear(&ld, n1, H, H, &lw->wo, &lw->bo, err)) ||
-            (rc = load_norm(&ld, n2, H, &lw->ln1_g, &lw->ln1_b, err)) ||
-            (rc = load_linear(&ld, n3, I, H, &lw->w1, &lw->b1, err)) ||
-            (rc = load_linear(&ld, n4, H, I, &lw->w2, &lw->b2, err)) ||
-            (rc = load_norm(&ld, n5, H, &lw->ln2_g, &lw->ln2_b, err)))
-            return rc;
-    }
-    if (c->has_pooler) {
-        char n[256];
-        snprintf(n, sizeof n, "%spooler.dense.weight", prefix);
-        if (ckpt_find(k, n, 0)) {
-            if ((rc = load_linear(&ld, "pooler.dense", H, H, &w->pool_w, &w->pool_b, err))) return rc;
-        } else {
-            c->has_pooler = 0; /* e.g. RobertaModel(add_pooling_layer=False) */
-        }
-    }
-    for (int i = 0; i < k->n; i++)
-        for (size_t j = 0; j < eng_st_count(k->files[i]); j++) {
-            const char *name = eng_st_at(k->files[i], j)->name;
-            if (k->used[i][j] || ignorable_buffer(name) || !in_base_namespace(c, name, prefix)) continue;
-            return eng_err_set(err, ENG_FORMAT, "unexpected tensor '%s' (checkpoint does not match config: %d layers, hidden %d)",
-                               name, c->n_layers, H);
-        }
-    return 0;
+    size_t H3 = (size_t)3 * c->hidden, I1 = (size_t)c->intermediate;
+    loader ld = {k, prefix, m->arena, 0, m->arena_floats, malloc(sizeof(float) * (H3 > I1 ? H3 : I1) * (size_t)c->hidden)};
+    if (!ld.tmp) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    int rc = load_tensors(&ld, c, &m->w, err);
+    free(ld.tmp);
+    return rc;
 }
+
 
 int eng_model_load(const char *dir, eng_model **out, eng_err *err) {
     *out = NULL;

@@ -49,6 +49,8 @@ typedef struct {
     int has_pooler;
 } eng_config;
 
+/* The four backbone Linear weights are stored packed for eng_pgemm (blas.h), not in the
+ * checkpoint's (out, in) layout; their shapes are given as that layout's. */
 typedef struct {
     float *wqkv;   /* (3H, H): query rows, then key rows, then value rows */
     float *bqkv;   /* (3H) */
