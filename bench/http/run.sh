@@ -41,7 +41,10 @@ while [ $# -gt 0 ]; do
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
+mkdir -p "$build"
+build=$(cd "$build" && pwd) # absolute: the registry is made of symlinks into the cache
 cache=${cache:-$build/bench-http-cache}
+mkdir -p "$cache" && cache=$(cd "$cache" && pwd)
 note() { echo "bench: $*" >&2; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 command -v wrk >/dev/null || { note "wrk is missing (Debian package wrk, see scripts/setup.sh)"; exit 77; }
