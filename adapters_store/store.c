@@ -23,7 +23,6 @@
 #include <ftw.h>
 #include <jansson.h>
 #include <limits.h>
-#include <malloc.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -35,8 +34,6 @@
 #include <unistd.h>
 
 #define STATE_FILE ".adapterd-state.json"
-/* Freeing more than this returns memory to the system at once (malloc_trim). */
-#define TRIM_BYTES (1u << 20)
 
 struct store_model {
     atomic_int refs;
@@ -147,10 +144,7 @@ static void free_strs(char **v, int n) {
 }
 
 static void task_destroy(store_task *t) {
-    eng_task *et = atomic_load(&t->task);
-    size_t b = et ? eng_task_bytes(et) : 0;
-    eng_task_free(et);
-    if (b >= TRIM_BYTES) malloc_trim(0);
+    eng_task_free(atomic_load(&t->task));
     store_model_release(t->model);
     for (int i = 0; i < t->n_sub; i++) free(t->sub[i]);
     free(t->fusion), free(t->head);
@@ -176,10 +170,7 @@ static void unload_if_old(store_task *t) {
         r->st.unloads++;
     }
     pthread_mutex_unlock(&r->mu);
-    if (et) {
-        eng_task_free(et);
-        if (t->bytes >= TRIM_BYTES) malloc_trim(0);
-    }
+    eng_task_free(et);
 }
 
 void store_task_release(store_task *t) {
@@ -547,7 +538,6 @@ static int entry_pinned(const store_entry *e) { return e->admin_pinned || (e->cu
 typedef struct {
     eng_task *v[64];
     int n;
-    size_t bytes;
 } detached;
 
 static void detach_locked(store_registry *r, store_task *t, detached *d) {
@@ -556,14 +546,11 @@ static void detach_locked(store_registry *r, store_task *t, detached *d) {
     atomic_store(&t->task, NULL);
     r->resident_bytes -= t->bytes;
     d->v[d->n++] = et;
-    d->bytes += t->bytes;
 }
 
 static void free_detached(detached *d) {
     for (int i = 0; i < d->n; i++) eng_task_free(d->v[i]);
-    if (d->bytes >= TRIM_BYTES) malloc_trim(0);
     d->n = 0;
-    d->bytes = 0;
 }
 
 /* Evicts least recently used versions no request holds, except keep and pinned current ones, until

@@ -193,7 +193,7 @@ void srv__offload_free(srv_offloader *o);
 /* MHD thread: suspends r's connection and runs fn(r) on libuv's pool; when it returns the loop
  * resumes the connection and on_request sees r->off.state == 2. */
 void srv__offload(srv_server *s, srv_request *r, void (*fn)(srv_request *r));
-/* Lowers the calling pool thread's priority (nice 10) once: loads never compete with inference. */
+/* Lowers the calling pool thread's priority to nice 19 once: loads yield the CPU to inference. */
 void srv__pool_thread_nice(void);
 /* Releases what an offload held; with the request. */
 void srv__offload_clear(srv_request *r);

@@ -27,7 +27,7 @@ struct srv_offloader {
  * eyes, so a large load takes longer rather than slowing other tasks' requests. */
 void srv__pool_thread_nice(void) {
     static __thread int done;
-    if (!done) setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10), done = 1;
+    if (!done) setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19), done = 1;
 }
 
 static void work_cb(uv_work_t *w) {
