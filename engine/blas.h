@@ -46,6 +46,9 @@ void eng_gemm_acc(eng_pool *pool, int M, int N, int K, float alpha, const float 
  * epilogue, split over the pool by column panels, like eng_gemm. */
 size_t eng_packed_floats(int N, int K);
 void eng_pack_linear(const float *W, int N, int K, int ldw, float *P);
+/* The general form: element (n, k) of the operand is alpha * W[n*sn + k*sk]. With sn = 1 it packs
+ * the transpose of a row-major (K, N) matrix (attention's values). */
+void eng_pack_strided(const float *W, int N, int K, size_t sn, size_t sk, float alpha, float *P);
 void eng_pgemm(eng_pool *pool, int M, int N, int K, const float *A, int lda, const float *P, float *C, int ldc,
                const eng_epilogue *ep);
 

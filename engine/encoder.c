@@ -301,6 +301,14 @@ typedef struct {
     float **scores;
 } attn_job;
 
+/* Where, in a worker's score buffer, the packed keys or values of one head start (64-byte aligned
+ * after the L x W scores), and how much room they take. */
+static size_t attn_pack_offset(int L, int W) { return ((size_t)L * (size_t)W + 15) & ~(size_t)15; }
+static size_t attn_pack_floats(int L, int d) {
+    size_t a = eng_packed_floats(L, d), b = eng_packed_floats(d, L);
+    return a > b ? a : b;
+}
+
 static void attn_task(void *ctx, int task, int worker) {
     attn_job *j = ctx;
     int si = task / j->n_heads;
@@ -316,7 +324,16 @@ static void attn_task(void *ctx, int task, int worker) {
         gk = j->gates[2 * si];
         gv = j->gates[2 * si + 1];
     }
-    if (P) eng_sgemm_nt(L, P, j->d, j->scale * gk, q, ld, ad->prefix_k + (size_t)h * j->d, j->H, s, W);
+    if (!P) { /* keys, then values, packed for the engine's own product (blas.h, eng_pgemm) */
+        float *pk = s + attn_pack_offset(L, W);
+        eng_pack_strided(k, L, j->d, (size_t)ld, 1, j->scale, pk);
+        eng_pgemm(NULL, L, L, j->d, q, ld, pk, s, W, NULL);
+        for (int i = 0; i < L; i++) eng_softmax_row(s + (size_t)i * W, (size_t)W);
+        eng_pack_strided(v, j->d, L, 1, (size_t)ld, 1.0f, pk);
+        eng_pgemm(NULL, L, j->d, L, s, W, pk, out, j->H, NULL);
+        return;
+    }
+    eng_sgemm_nt(L, P, j->d, j->scale * gk, q, ld, ad->prefix_k + (size_t)h * j->d, j->H, s, W);
     eng_sgemm_nt(L, L, j->d, j->scale, q, ld, k, ld, s + P, W);
     for (int i = 0; i < L; i++) eng_softmax_row(s + (size_t)i * W, (size_t)W);
     if (P && gv != 1.0f)
@@ -425,7 +442,7 @@ int eng_layer_forward(const eng_model *m, eng_state *st, int l, float *x, int ro
     if (seg_ad == (const eng_task_layer **)-1) return ENG_NO_MEMORY;
     if (!seg_ad) n_groups = 0; /* no adapters in this layer: the fused plain path */
     if ((rc = ensure_rows(st, c, (size_t)rows, err)) ||
-        (rc = ensure_scores(st, (size_t)max_len * (size_t)(max_len + max_prefix), err)))
+        (rc = ensure_scores(st, attn_pack_offset(max_len, max_len + max_prefix) + attn_pack_floats(max_len, c->head_dim), err)))
         return rc;
     eng_pool *pool = st->pool;
     st->cur_layer = l;

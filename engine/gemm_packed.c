@@ -35,17 +35,19 @@
 
 size_t eng_packed_floats(int N, int K) { return (size_t)((N + NR - 1) / NR) * NR * (size_t)K; }
 
-void eng_pack_linear(const float *W, int N, int K, int ldw, float *P) {
+void eng_pack_strided(const float *W, int N, int K, size_t sn, size_t sk, float alpha, float *P) {
     int panels = (N + NR - 1) / NR;
     for (int p = 0; p < panels; p++)
         for (int k = 0; k < K; k++) {
             float *dst = P + ((size_t)p * K + k) * NR;
             for (int j = 0; j < NR; j++) {
                 int n = p * NR + j;
-                dst[j] = n < N ? W[(size_t)n * ldw + k] : 0.0f;
+                dst[j] = n < N ? alpha * W[(size_t)n * sn + (size_t)k * sk] : 0.0f;
             }
         }
 }
+
+void eng_pack_linear(const float *W, int N, int K, int ldw, float *P) { eng_pack_strided(W, N, K, (size_t)ldw, 1, 1.0f, P); }
 
 typedef struct {
     int M, N, K, lda, ldc, panels_per_task;

@@ -212,3 +212,25 @@ Test(kernels, pgemm_rounding_as_close_as_openblas) {
     eng_free_aligned(P);
     free(A), free(W), free(E), free(C1), free(C2);
 }
+
+Test(kernels, pgemm_strided_pack_transposes_and_scales) {
+    /* Attention packs its values as the transpose of a strided (L, d) slice and its keys scaled by
+     * 1/sqrt(d): C = A (M,L) * (alpha V)^T^T against the reference on an explicit copy. */
+    unsigned s = 31;
+    int M = 13, L = 70, d = 64, ldv = 200;
+    float alpha = 0.125f;
+    float *A = malloc(sizeof(float) * M * L), *V = malloc(sizeof(float) * L * ldv), *Wt = malloc(sizeof(float) * d * L);
+    float *C = malloc(sizeof(float) * M * d), *E = malloc(sizeof(float) * M * d);
+    float *P = eng_alloc_aligned(sizeof(float) * eng_packed_floats(d, L));
+    cr_assert(A && V && Wt && C && E && P);
+    for (int i = 0; i < M * L; i++) A[i] = frand(&s, -1, 1);
+    for (int i = 0; i < L * ldv; i++) V[i] = frand(&s, -1, 1);
+    for (int n = 0; n < d; n++)
+        for (int k = 0; k < L; k++) Wt[n * L + k] = alpha * V[k * ldv + 7 + n]; /* W[n][k] = alpha V[k][n] */
+    eng_pack_strided(V + 7, d, L, 1, (size_t)ldv, alpha, P);
+    eng_pgemm(NULL, M, d, L, A, L, P, C, d, NULL);
+    eng_ref_gemm(M, d, L, A, L, Wt, L, NULL, E, d);
+    for (int i = 0; i < M * d; i++) cr_assert_float_eq(C[i], E[i], 1e-5f, "C[%d]: %g vs %g", i, C[i], E[i]);
+    eng_free_aligned(P);
+    free(A), free(V), free(Wt), free(C), free(E);
+}
