@@ -37,14 +37,22 @@ size_t eng_packed_floats(int N, int K) { return (size_t)((N + NR - 1) / NR) * NR
 
 void eng_pack_strided(const float *W, int N, int K, size_t sn, size_t sk, float alpha, float *P) {
     int panels = (N + NR - 1) / NR;
-    for (int p = 0; p < panels; p++)
-        for (int k = 0; k < K; k++) {
-            float *dst = P + ((size_t)p * K + k) * NR;
+    for (int p = 0; p < panels; p++) {
+        float *panel = P + (size_t)p * K * NR;
+        if (sk == 1) { /* rows of W along k (Linear weights, attention keys): read each row once */
             for (int j = 0; j < NR; j++) {
                 int n = p * NR + j;
-                dst[j] = n < N ? alpha * W[(size_t)n * sn + (size_t)k * sk] : 0.0f;
+                const float *src = W + (size_t)n * sn;
+                for (int k = 0; k < K; k++) panel[(size_t)k * NR + j] = n < N ? alpha * src[k] : 0.0f;
             }
+            continue;
         }
+        for (int k = 0; k < K; k++)
+            for (int j = 0; j < NR; j++) {
+                int n = p * NR + j;
+                panel[(size_t)k * NR + j] = n < N ? alpha * W[(size_t)n * sn + (size_t)k * sk] : 0.0f;
+            }
+    }
 }
 
 void eng_pack_linear(const float *W, int N, int K, int ldw, float *P) { eng_pack_strided(W, N, K, (size_t)ldw, 1, 1.0f, P); }
