@@ -102,7 +102,9 @@ struct store_registry {
     int n_bad;
 };
 
-store_params store_default_params(void) { return (store_params){.allow_skip = 0, .verbose = 1, .memory_budget = 0}; }
+store_params store_default_params(void) {
+    return (store_params){.allow_skip = 0, .verbose = 1, .memory_budget = 0, .load_rate = 0, .load_burst = (size_t)16 << 20};
+}
 
 static double now_s(void) {
     struct timespec ts;
@@ -477,6 +479,26 @@ fail:
     return rc;
 }
 
+/* Pacing of one load (store_params.load_rate). A load streams its files through memory while
+ * inference streams the backbone's weights; a large one at full speed took enough bandwidth to
+ * raise other tasks' p99 by 10-15% (bench/store). The first load_burst bytes go at full speed, so a
+ * typical adapter (a few MB) loads as fast as it can; beyond them a load converts at most
+ * load_rate bytes per second, sleeping between tensors. */
+typedef struct {
+    double t0;
+    size_t bytes, rate, burst;
+} pacer;
+
+static void pace(void *ctx, size_t n) {
+    pacer *p = ctx;
+    p->bytes += n;
+    if (p->bytes <= p->burst) return;
+    double wait = p->t0 + (double)(p->bytes - p->burst) / (double)p->rate - now_s();
+    if (wait <= 0) return;
+    struct timespec ts = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
 /* Loads t's weights (no lock held). Returns 0 and *out, or a negative status naming the culprit. */
 static int weights_load(const store_task *t, eng_task **out, eng_err *err) {
     char dbuf[ENG_MAX_FUSE][PATH_MAX], fbuf[PATH_MAX], hbuf[PATH_MAX];
@@ -489,6 +511,8 @@ static int weights_load(const store_task *t, eng_task **out, eng_err *err) {
     tp.name = t->name;
     if (t->fusion) pathf(fbuf, sizeof fbuf, "%s/%s", t->dir, t->fusion), tp.fusion_dir = fbuf;
     if (t->head) pathf(hbuf, sizeof hbuf, "%s/%s", t->dir, t->head), tp.head_dir = hbuf;
+    pacer pc = {now_s(), 0, t->reg->p.load_rate, t->reg->p.load_burst};
+    if (pc.rate) tp.pace = pace, tp.pace_ctx = &pc;
     int rc = eng_task_load(t->model->model, dirs, t->n_sub, &tp, out, err);
     if (rc) return eng_err_prefix(err, "task %s version %s", t->name, t->version);
     int n = eng_task_head(*out)->num_labels;

@@ -55,6 +55,8 @@ typedef struct {
     int allow_skip;          /* operator widening: every task accepts skips 0..allow_skip (capped at L); 0 */
     int verbose;             /* log loads, evictions and version changes to stderr; 1 */
     size_t memory_budget;    /* bytes of adapter weights kept resident; 0: no budget, load all at start */
+    size_t load_rate;        /* bytes per second a load may convert beyond its first load_burst; 0: unpaced */
+    size_t load_burst;       /* bytes of each load converted at full speed; 16 MB */
 } store_params;
 
 store_params store_default_params(void);

@@ -144,6 +144,10 @@ typedef struct {
                                 with the (last) adapter / PEFT modules_to_save */
     float sparse_threshold;  /* store a bottleneck matrix sparse (CSR) when at least this share of it is
                                 zero (default 0.5, see bench/sparse); 0 always, above 1 never */
+    /* Called on the loading thread after each weight tensor is converted, with the bytes it now
+     * holds; NULL for none. A server uses it to pace large loads (adapters_store). */
+    void (*pace)(void *ctx, size_t bytes);
+    void *pace_ctx;
 } eng_task_params;
 
 eng_task_params eng_task_default_params(void);

@@ -42,6 +42,7 @@ struct eng_task {
     size_t n_sparse, cap_sparse;
     char **fuse_names;
     int n_fuse_names;
+    const eng_task_params *params; /* while loading only (the pace callback) */
 };
 
 eng_task_params eng_task_default_params(void) {
@@ -143,6 +144,7 @@ static float *tensor_f32(eng_task *t, const eng_st_tensor *x, int64_t d0, int64_
         return NULL;
     }
     t->bytes += (size_t)x->numel * sizeof *p;
+    if (t->params && t->params->pace) t->params->pace(t->params->pace_ctx, (size_t)x->numel * sizeof *p);
     return p;
 }
 
@@ -1267,6 +1269,7 @@ int eng_task_load(const eng_model *m, const char *const *dirs, int n_dirs, const
     const eng_config *c = eng_model_config(m);
     eng_task *t = calloc(1, sizeof *t);
     if (!t) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    t->params = p;
     t->n_layers = c->n_layers;
     t->layers = task_alloc(t, (size_t)c->n_layers * sizeof *t->layers);
     loaded_bn *lbs = calloc((size_t)n_dirs, sizeof *lbs);
@@ -1340,6 +1343,7 @@ int eng_task_load(const eng_model *m, const char *const *dirs, int n_dirs, const
         if (!t->kind[0]) kind_add(t, "head_only");
     }
     free(lbs);
+    t->params = NULL; /* the caller's, valid only during the call */
     if (rc) {
         eng_task_free(t);
         return rc;

@@ -35,6 +35,8 @@ srv_config srv_default_config(void) {
     c.watch_interval_ms = 5000;
     c.http_threads = 2;
     c.target_queue_ms = 50;
+    c.load_rate = (size_t)256 << 20;
+    c.load_burst = (size_t)16 << 20;
     return c;
 }
 
@@ -68,6 +70,8 @@ static const opt opts[] = {
     {"drain-timeout-ms", INT(drain_timeout_ms, 0, 3600000)},
     {"access-log", OPT_BOOL, offsetof(srv_config, access_log), sizeof(int), 0, 1},
     {"adapter-memory", OPT_SIZE, offsetof(srv_config, adapter_memory), sizeof(size_t), 0, 1LL << 50},
+    {"load-rate", OPT_SIZE, offsetof(srv_config, load_rate), sizeof(size_t), 0, 1LL << 40},
+    {"load-burst", OPT_SIZE, offsetof(srv_config, load_burst), sizeof(size_t), 0, 1LL << 40},
     {"max-upload-bytes", OPT_SIZE, offsetof(srv_config, max_upload_bytes), sizeof(size_t), 1, 1LL << 40},
     {"watch", OPT_BOOL, offsetof(srv_config, watch), sizeof(int), 0, 1},
     {"watch-debounce-ms", INT(watch_debounce_ms, 0, 600000)},

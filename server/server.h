@@ -44,6 +44,8 @@ typedef struct {
     int drain_timeout_ms;    /* longest wait for in-flight work after SIGTERM; 30000 */
     int access_log;          /* one line per request on stderr; 1 */
     size_t adapter_memory;   /* bytes of adapter weights kept resident (LRU beyond); 0: all, loaded at start */
+    size_t load_rate;        /* bytes/s a load converts beyond its first load_burst bytes (store_params); 0: unpaced */
+    size_t load_burst;       /* bytes of each load converted at full speed */
     size_t max_upload_bytes; /* admin upload body limit (.tar / .tar.gz); 256 MiB */
     int watch;               /* watch tasks/ for new versions; 1 */
     int watch_debounce_ms;   /* quiet time before a rescan; 200 */

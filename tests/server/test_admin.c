@@ -474,6 +474,38 @@ Test(admin, budget_loads_lazily_and_evicts_least_recently_used, .timeout = 60) {
     free(reg);
 }
 
+/* --load-rate paces a load beyond its first --load-burst bytes: with no burst, a task's first
+ * request (which loads it) takes at least its bytes / rate; unpaced, far less. */
+static double first_predict_seconds(const char *reg, const char *rate, long *bytes) {
+    test_server s;
+    const char *args[] = {"--registry", reg, "--admin-token", TOKEN, "--watch", "false", "--adapter-memory", "100000",
+                          "--load-burst", "0", "--load-rate", rate, NULL};
+    cr_assert_eq(ts_start(&s, args, NULL), 0, "server did not start on %s", reg);
+    char v[32];
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    cr_assert_eq(predict(&s, "a", v, sizeof v, NULL), 200);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    *bytes = metric(&s, "adapterd_adapter_bytes");
+    cr_assert_eq(ts_stop(&s), 0);
+    return (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+}
+
+Test(admin, load_rate_paces_large_loads, .timeout = 60) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    char *reg = make_registry();
+    sh("mkdir -p %s/tasks/a/1 && cp -rL %s/lora_ah/adapters/lora %s/tasks/a/1/ && rm -rf %s/tasks/cls", reg, AD, reg, reg);
+    long bytes = 0, bytes0 = 0;
+    double paced = first_predict_seconds(reg, "50000", &bytes);
+    double unpaced = first_predict_seconds(reg, "0", &bytes0);
+    cr_assert_gt(bytes, 10000, "the task holds %ld bytes", bytes);
+    double floor = (double)bytes / 50000.0;
+    cr_expect_geq(paced, 0.95 * floor, "paced load took %.3f s, %ld bytes at 50 KB/s need %.3f s", paced, bytes, floor);
+    cr_expect_lt(unpaced, 0.5 * floor, "unpaced load took %.3f s", unpaced);
+    sh("rm -rf %s", reg);
+    free(reg);
+}
+
 /* ---- soak: predictions never fail and never mix versions while versions change ---- */
 
 #define SOAK_VERSIONS 100

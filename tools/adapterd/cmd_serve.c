@@ -20,7 +20,7 @@ static void usage(FILE *f) {
             "                      [--max-inputs N] [--max-tasks N] [--max-seq-len N] [--allow-skip N]\n"
             "                      [--admin-token T] [--drain-timeout-ms N] [--access-log true|false]\n"
             "                      [--http-threads N] [--adaptive-skips true|false] [--target-queue-ms N]\n"
-            "                      [--adapter-memory BYTES] [--max-upload-bytes N] [--watch true|false]\n"
+            "                      [--adapter-memory BYTES] [--load-rate B/S] [--load-burst B] [--max-upload-bytes N] [--watch true|false]\n"
             "                      [--port-file FILE] [--config FILE]\n\n"
             "Serves the tasks of a registry (models/<name>/, tasks/<name>/<version>/) over HTTP/JSON:\n"
             "POST /v1/predict, GET /v1/tasks, /v1/models, /healthz, /readyz, /metrics, /openapi.json and the\n"
@@ -43,6 +43,10 @@ static void usage(FILE *f) {
             "                        delete versions (PUT/POST/DELETE /v1/tasks/{name}/...), /v2/repository/*\n"
             "  --adapter-memory N    bytes of adapter weights kept resident; tasks then load on first use and\n"
             "                        the least recently used are evicted (default 0: all, loaded at start)\n"
+            "  --load-rate N         bytes per second a task load converts beyond its first --load-burst bytes,\n"
+            "                        so large loads leave memory bandwidth to inference (default 268435456;\n"
+            "                        0: unpaced)\n"
+            "  --load-burst N        bytes of each load converted at full speed (default 16777216)\n"
             "  --max-upload-bytes N  admin upload limit (default 268435456)\n"
             "  --watch B             load new version directories of tasks/ while serving (default true)\n"
             "  --watch-debounce-ms N quiet time before a rescan (default 200)\n"
@@ -104,6 +108,8 @@ int cmd_serve(int argc, char **argv) {
     store_params sp = store_default_params();
     sp.allow_skip = c.allow_skip;
     sp.memory_budget = c.adapter_memory;
+    sp.load_rate = c.load_rate;
+    sp.load_burst = c.load_burst;
     store_registry *reg = NULL;
     if (store_open(c.registry, &sp, &reg, &err)) {
         fprintf(stderr, "adapterd serve: %s\n", err.msg);
