@@ -166,8 +166,8 @@ void srv__job_done(srv_server *s, srv_job *j) {
     MHD_resume_connection(j->req->conn);
 }
 
-/* Resolves tasks and skips, tokenizes; on success j is ready to submit. Returns 0 or an error
- * already sent. */
+/* Resolves tasks and skips, tokenizes; on success j is ready to submit. Returns 0, 1 when a task
+ * is no longer resident (load and retry), or -1 with *code and msg set. */
 static int job_prepare(srv_request *r, srv_job *j, const proto_predict_req *p, eng_status *code, char *msg, size_t msz) {
     srv_server *s = r->srv;
     int n_tasks = p->n_tasks ? p->n_tasks : store_n_tasks(s->reg);
@@ -260,6 +260,10 @@ static int job_prepare(srv_request *r, srv_job *j, const proto_predict_req *p, e
         }
         j->tokens += (int)j->enc[i].n;
     }
+    /* a task evicted between the residency check and its acquisition here (the acquisition now
+     * keeps it): the caller loads it and runs the request again; the cost model needs every task */
+    for (int k = 0; k < j->n_tasks; k++)
+        if (!j->treqs[k].task) return 1;
     if (p->latency_ms > 0) return plan_for_latency(s, j, p->latency_ms, code, msg, msz);
     return 0;
 }
@@ -301,13 +305,13 @@ static enum MHD_Result start_inference(srv_request *r, const char *task, size_t 
     j->v2 = r->route == SRV_ROUTE_V2_INFER;
     eng_status code = ENG_OK;
     char msg[600];
-    if (job_prepare(r, j, &r->preq, &code, msg, sizeof msg)) return send_error(r, code, "%s", msg);
-    for (int k = 0; k < j->n_tasks; k++)
-        if (!j->treqs[k].task) { /* evicted or replaced since the check: rare, go round again */
-            job_free(j);
-            r->job = NULL;
-            return srv__load_then_retry(r);
-        }
+    int prep = job_prepare(r, j, &r->preq, &code, msg, sizeof msg);
+    if (prep < 0) return send_error(r, code, "%s", msg);
+    if (prep > 0) { /* evicted or replaced since the check: rare, go round again */
+        job_free(j);
+        r->job = NULL;
+        return srv__load_then_retry(r);
+    }
     MHD_suspend_connection(r->conn);
     r->suspended = 1;
     if (srv__sched_submit(s->sched, j)) {
