@@ -3,10 +3,12 @@
  *
  * Why this shape. The engine is fastest on one large packed pass (one GEMM per projection over all
  * rows of all inputs and tasks), so jobs wait briefly to share a pass: a batch closes, once a worker
- * is free, when its tokens reach max_batch_tokens, or when no job has arrived for max_wait_us (the
- * burst of follow-up requests that a finished batch triggers is taken whole instead of being cut in
- * two by the age of its first job), or at the latest 20 x max_wait_us after its oldest job arrived
- * or the previous batch finished, whichever is later. A finished batch counts as an arrival: with
+ * is free, when its tokens reach max_batch_tokens, or when no job has arrived for a quiet window
+ * (the burst of follow-up requests that a finished batch triggers is taken whole instead of being
+ * cut in two by the age of its first job), or at the latest 20 windows after its oldest job arrived
+ * or the previous batch finished, whichever is later. The window is max_wait_us, or 1% of the last
+ * pass's engine time when that is longer (64 requests x 8 tasks on bert-base take ~4 s, and their
+ * follow-ups, parsed and tokenized on 2 cores, arrive over several ms with gaps above 1 ms). A finished batch counts as an arrival: with
  * closed-loop clients (each sends its next request when its answer comes), closing the next batch
  * at once would take only the jobs that queued during the last one, and the queue would settle
  * into two alternating half batches, each waiting for the other (seen under CPU contention: p50
@@ -38,6 +40,7 @@ typedef struct srv_batch {
     srv_job *jobs;           /* linked through job->next */
     int n_jobs;
     void *worker;            /* the srv_worker that runs it */
+    double seconds;          /* engine time of the pass, set by the worker */
 } srv_batch;
 
 typedef struct {
@@ -67,6 +70,7 @@ struct srv_sched {
     int pending_tokens;
     double last_arrival;          /* seconds, monotonic: when the inbox last brought a job */
     double last_done;             /* when a batch last finished (its answers went out) */
+    double last_pass_s;           /* that batch's engine time */
     int n_workers;
     srv_worker *workers;
     int flush;
@@ -355,7 +359,9 @@ static void *worker_main(void *arg) {
         w->batch = NULL;
         pthread_mutex_unlock(&w->mu);
         if (!b) break;
+        double t0 = srv__now();
         run_jobs(w->q->s, w->st, b->jobs, b->n_jobs);
+        b->seconds = srv__now() - t0;
         /* the batch itself is the done record: no allocation on this path */
         pthread_mutex_lock(&w->q->done_mu);
         b->next = w->q->done;
@@ -433,6 +439,10 @@ static void adapt(srv_sched *q, srv_batch *b, double oldest_wait_ms) {
     }
 }
 
+/* The quiet window grows with the pass it fills: waiting 1% of the last pass's time for more
+ * arrivals costs at most 1% of latency, while a batch cut in two costs up to a whole pass. */
+#define PASS_SHARE 0.01
+
 static void schedule(srv_sched *q) {
     srv_worker *w;
     while (q->head && (w = idle_worker(q))) {
@@ -441,12 +451,14 @@ static void schedule(srv_sched *q) {
         double now = srv__now(), waited_us = (now - q->head->t_submit) * 1e6;
         double last = q->last_arrival > q->last_done ? q->last_arrival : q->last_done;
         double since = q->head->t_submit > q->last_done ? q->head->t_submit : q->last_done;
-        double quiet_us = (now - last) * 1e6, held_us = (now - since) * 1e6, hold_us = 20.0 * q->s->cfg.max_wait_us;
+        double window_us = q->s->cfg.max_wait_us;
+        if (window_us > 0 && PASS_SHARE * q->last_pass_s * 1e6 > window_us) window_us = PASS_SHARE * q->last_pass_s * 1e6;
+        double quiet_us = (now - last) * 1e6, held_us = (now - since) * 1e6, hold_us = 20.0 * window_us;
         int full = q->pending_tokens >= q->s->cfg.max_batch_tokens;
-        if (!full && !q->flush && quiet_us < q->s->cfg.max_wait_us && held_us < hold_us) {
+        if (!full && !q->flush && quiet_us < window_us && held_us < hold_us) {
             /* the loop's clock is cached per iteration; refresh it or the timer fires late */
             uv_update_time(q->loop);
-            double left = q->s->cfg.max_wait_us - quiet_us;
+            double left = window_us - quiet_us;
             if (hold_us - held_us < left) left = hold_us - held_us;
             uint64_t ms = (uint64_t)ceil(left / 1000.0);
             uv_timer_start(&q->timer, timer_cb, ms ? ms : 1, 0);
@@ -500,6 +512,7 @@ static void done_cb(uv_async_t *a) {
             srv__job_done(q->s, j);
         }
         ((srv_worker *)b->worker)->busy = 0;
+        q->last_pass_s = b->seconds;
         free(b);
     }
     if (d) q->last_done = srv__now();
