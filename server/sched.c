@@ -6,9 +6,10 @@
  * is free, when its tokens reach max_batch_tokens, or when no job has arrived for a quiet window
  * (the burst of follow-up requests that a finished batch triggers is taken whole instead of being
  * cut in two by the age of its first job), or at the latest 20 windows after its oldest job arrived
- * or the previous batch finished, whichever is later. The window is max_wait_us, or 1% of the last
- * pass's engine time when that is longer (64 requests x 8 tasks on bert-base take ~4 s, and their
- * follow-ups, parsed and tokenized on 2 cores, arrive over several ms with gaps above 1 ms). A finished batch counts as an arrival: with
+ * or the previous batch finished, whichever is later. The window is max_wait_us; within 1% of the
+ * last pass's engine time after that pass ended, it is that 1% when longer (64 requests x 8 tasks
+ * on bert-base take ~4 s, and their follow-ups, parsed and tokenized on 2 cores, arrive over
+ * several ms with gaps above 1 ms). A finished batch counts as an arrival: with
  * closed-loop clients (each sends its next request when its answer comes), closing the next batch
  * at once would take only the jobs that queued during the last one, and the queue would settle
  * into two alternating half batches, each waiting for the other (seen under CPU contention: p50
@@ -439,8 +440,8 @@ static void adapt(srv_sched *q, srv_batch *b, double oldest_wait_ms) {
     }
 }
 
-/* The quiet window grows with the pass it fills: waiting 1% of the last pass's time for more
- * arrivals costs at most 1% of latency, while a batch cut in two costs up to a whole pass. */
+/* Right after a pass, the quiet window grows to a share of it: waiting 1% of the last pass's time
+ * for its follow-ups costs at most 1% of latency, while a batch cut in two costs up to a whole pass. */
 #define PASS_SHARE 0.01
 
 static void schedule(srv_sched *q) {
@@ -451,8 +452,10 @@ static void schedule(srv_sched *q) {
         double now = srv__now(), waited_us = (now - q->head->t_submit) * 1e6;
         double last = q->last_arrival > q->last_done ? q->last_arrival : q->last_done;
         double since = q->head->t_submit > q->last_done ? q->head->t_submit : q->last_done;
-        double window_us = q->s->cfg.max_wait_us;
-        if (window_us > 0 && PASS_SHARE * q->last_pass_s * 1e6 > window_us) window_us = PASS_SHARE * q->last_pass_s * 1e6;
+        double window_us = q->s->cfg.max_wait_us, share_us = PASS_SHARE * q->last_pass_s * 1e6;
+        /* right after a pass its answers' follow-ups are on their way; a job arriving on an idle
+         * server long after the last pass is not one of them and waits only max_wait_us */
+        if (window_us > 0 && share_us > window_us && (now - q->last_done) * 1e6 < share_us) window_us = share_us;
         double quiet_us = (now - last) * 1e6, held_us = (now - since) * 1e6, hold_us = 20.0 * window_us;
         int full = q->pending_tokens >= q->s->cfg.max_batch_tokens;
         if (!full && !q->flush && quiet_us < window_us && held_us < hold_us) {
