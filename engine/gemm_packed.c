@@ -162,7 +162,7 @@ static void pgemm_task(void *ctx, int task, int worker) {
         for (int p = p0; p < p1; p++) {
             int n0 = p * NR, w = j->N - n0 < NR ? j->N - n0 : NR;
             const float *bias = ep && ep->bias ? ep->bias + n0 : NULL;
-            for (int k0 = 0; k0 < j->K; k0 += KC) {
+            for (int k0 = 0; k0 < j->K || k0 == 0; k0 += KC) { /* K = 0 still writes the epilogue */
                 int kc = j->K - k0 < KC ? j->K - k0 : KC;
                 const float *B = j->P + ((size_t)p * j->K + k0) * NR;
                 /* the thread's panels are one contiguous stream: while the row tiles run over this
