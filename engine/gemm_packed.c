@@ -21,7 +21,7 @@
  *
  * Rounding: every KC step starts from zero and is added to C at its end, so a dot product of
  * length K is a sum of K/KC partial sums. One running sum over K = 3072 was 5x further from a
- * double-precision product than OpenBLAS; the blocked sum is as close (test_kernels checks it).
+ * double-precision product than OpenBLAS; the blocked sum is as close (test_gemm_packed checks it).
  *
  * Without AVX-512 the same loops run in portable C (correct, slower); the layout is the same. */
 #include "blas.h"
