@@ -49,17 +49,12 @@ static void prefill(const gemm_job *j, int n0, int w) {
     }
 }
 
-/* After the product: the activation, then the residual when it could not be prefilled. */
-static void epilogue(const gemm_job *j, int n0, int w) {
-    const eng_epilogue *ep = j->ep;
+void eng__epilogue_after(const eng_epilogue *ep, float *C, int ldc, int m0, int rows, int n0, int w) {
     if (ep->act == ENG_ACT_IDENTITY) return;
-    for (int m = 0; m < j->M; m++) {
-        float *y = j->C + (size_t)m * j->ldc + n0;
+    for (int m = m0; m < m0 + rows; m++) {
+        float *y = C + (size_t)m * ldc + n0;
         eng_act_apply(ep->act, y, (size_t)w);
-        if (ep->residual) {
-            const float *r = ep->residual + (size_t)m * ep->ldr + n0;
-            for (int i = 0; i < w; i++) y[i] += r[i];
-        }
+        if (ep->residual) eng_add(y, ep->residual + (size_t)m * ep->ldr + n0, (size_t)w);
     }
 }
 
@@ -76,7 +71,7 @@ static void gemm_block(void *ctx, int task, int worker) {
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, j->M, w, j->K, j->alpha, j->A, j->lda,
                 j->W + (size_t)n0 * j->ldw, j->ldw, beta, j->C + n0, j->ldc);
-    if (j->ep) epilogue(j, n0, w);
+    if (j->ep) eng__epilogue_after(j->ep, j->C, j->ldc, 0, j->M, n0, w);
 }
 
 static void gemm_split(eng_pool *pool, int M, int N, int K, float alpha, const float *A, int lda, const float *W,
@@ -84,7 +79,7 @@ static void gemm_split(eng_pool *pool, int M, int N, int K, float alpha, const f
     if (M <= 0 || N <= 0) return;
     int threads = eng_pool_size(pool);
     double flops = 2.0 * M * N * (double)K;
-    int blocks = flops < 2e5 ? 1 : threads;
+    int blocks = flops < ENG__SPLIT_MIN_FLOPS ? 1 : threads;
     int block = (N + blocks - 1) / blocks;
     block = (block + 15) / 16 * 16; /* keep blocks vector-aligned */
     gemm_job j = {M, N, K, lda, ldw, ldc, block, A, W, C, ep, alpha, beta};

@@ -52,6 +52,14 @@ void eng_pack_strided(const float *W, int N, int K, size_t sn, size_t sk, float 
 void eng_pgemm(eng_pool *pool, int M, int N, int K, const float *A, int lda, const float *P, float *C, int ldc,
                const eng_epilogue *ep);
 
+/* Internal to eng_gemm and eng_pgemm. A product under this many FLOPs runs as one task: splitting
+ * it costs more in pool wake-ups than it wins. */
+#define ENG__SPLIT_MIN_FLOPS 2e5
+/* The part of an epilogue that runs after the product, over rows [m0, m0 + rows) and columns
+ * [n0, n0 + w) of C: the activation, then the residual (which could not be prefilled under an
+ * activation). Nothing when the activation is the identity. */
+void eng__epilogue_after(const eng_epilogue *ep, float *C, int ldc, int m0, int rows, int n0, int w);
+
 /* Single-threaded versions used inside parallel regions (attention).
  * eng_sgemm_nt: C = alpha * A (M,K) * B^T with B (N,K).  eng_sgemm_nn: C = A (M,K) * B (K,N) + beta * C. */
 void eng_sgemm_nt(int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb, float *C,

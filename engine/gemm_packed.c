@@ -180,15 +180,7 @@ static void pgemm_task(void *ctx, int task, int worker) {
                              j->ldc, k0 == 0, bias, res, ep ? ep->ldr : 0, w);
                 }
             }
-            if (!act) continue;
-            for (int i = 0; i < mb; i++) { /* the block's columns are still in L2 */
-                float *y = j->C + (size_t)(m0 + i) * j->ldc + n0;
-                eng_act_apply(ep->act, y, (size_t)w);
-                if (ep->residual) {
-                    const float *r = ep->residual + (size_t)(m0 + i) * ep->ldr + n0;
-                    for (int c = 0; c < w; c++) y[c] += r[c];
-                }
-            }
+            if (act) eng__epilogue_after(ep, j->C, j->ldc, m0, mb, n0, w); /* the block is still in L2 */
         }
     }
 }
@@ -198,7 +190,7 @@ void eng_pgemm(eng_pool *pool, int M, int N, int K, const float *A, int lda, con
     if (M <= 0 || N <= 0) return;
     int panels = (N + NR - 1) / NR, threads = eng_pool_size(pool);
     int tasks = threads < panels ? threads : panels;
-    if (2.0 * M * N * (double)K < 2e5) tasks = 1;
+    if (2.0 * M * N * (double)K < ENG__SPLIT_MIN_FLOPS) tasks = 1;
     pgemm_job j = {M, N, K, lda, ldc, (panels + tasks - 1) / tasks, A, P, C, ep};
     eng_pool_run(pool, (panels + j.panels_per_task - 1) / j.panels_per_task, pgemm_task, &j);
 }

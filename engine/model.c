@@ -303,36 +303,22 @@ static int load_norm(loader *ld, const char *name, int dim, float **g, float **b
     return load_tensor(ld, n, dim, 0, *b, err);
 }
 
-/* A backbone Linear, packed for eng_pgemm (blas.h). */
-static int load_packed(loader *ld, const char *name, int out, int in, float **w, float **b, eng_err *err) {
-    char n[256];
-    *w = take(ld, eng_packed_floats(out, in));
-    *b = take(ld, (size_t)out);
+/* Backbone Linear layers of `out` rows each (q, k and v: three, stacked into one (3H, H) matrix),
+ * packed for eng_pgemm (blas.h); their biases stacked the same way. */
+static int load_packed(loader *ld, const char *const *names, int n, int out, int in, float **w, float **b,
+                       eng_err *err) {
+    *w = take(ld, eng_packed_floats(n * out, in));
+    *b = take(ld, (size_t)n * out);
     if (!*w || !*b) return eng_err_set(err, ENG_INTERNAL, "weight arena too small");
-    snprintf(n, sizeof n, "%s.weight", name);
-    int rc = load_tensor(ld, n, out, in, ld->tmp, err);
-    if (rc) return rc;
-    eng_pack_linear(ld->tmp, out, in, in, *w);
-    snprintf(n, sizeof n, "%s.bias", name);
-    return load_tensor(ld, n, out, 0, *b, err);
-}
-
-/* Loads q, k and v Linear layers as consecutive rows of one (3H, H) matrix, packed. */
-static int load_qkv(loader *ld, const char *q, const char *k, const char *v, int H, eng_layer_weights *lw,
-                    eng_err *err) {
-    const char *names[3] = {q, k, v};
-    lw->wqkv = take(ld, eng_packed_floats(3 * H, H));
-    lw->bqkv = take(ld, (size_t)3 * H);
-    if (!lw->wqkv || !lw->bqkv) return eng_err_set(err, ENG_INTERNAL, "weight arena too small");
-    for (int i = 0; i < 3; i++) {
-        char n[256];
-        snprintf(n, sizeof n, "%s.weight", names[i]);
-        int rc = load_tensor(ld, n, H, H, ld->tmp + (size_t)i * H * H, err);
+    for (int i = 0; i < n; i++) {
+        char t[256];
+        snprintf(t, sizeof t, "%s.weight", names[i]);
+        int rc = load_tensor(ld, t, out, in, ld->tmp + (size_t)i * out * in, err);
         if (rc) return rc;
-        snprintf(n, sizeof n, "%s.bias", names[i]);
-        if ((rc = load_tensor(ld, n, H, 0, lw->bqkv + (size_t)i * H, err))) return rc;
+        snprintf(t, sizeof t, "%s.bias", names[i]);
+        if ((rc = load_tensor(ld, t, out, 0, *b + (size_t)i * out, err))) return rc;
     }
-    eng_pack_linear(ld->tmp, 3 * H, H, H, lw->wqkv);
+    eng_pack_linear(ld->tmp, n * out, in, in, *w);
     return 0;
 }
 
@@ -402,10 +388,12 @@ static int load_tensors(loader *ld, eng_config *c, eng_weights *w, eng_err *err)
             snprintf(n4, sizeof n4, "encoder.layer.%d.output.dense", l);
             snprintf(n5, sizeof n5, "encoder.layer.%d.output.LayerNorm", l);
         }
-        if ((rc = load_qkv(ld, a, b, d, H, lw, err)) || (rc = load_packed(ld, n1, H, H, &lw->wo, &lw->bo, err)) ||
+        const char *qkv[3] = {a, b, d}, *o[1] = {n1}, *fc1[1] = {n3}, *fc2[1] = {n4};
+        if ((rc = load_packed(ld, qkv, 3, H, H, &lw->wqkv, &lw->bqkv, err)) ||
+            (rc = load_packed(ld, o, 1, H, H, &lw->wo, &lw->bo, err)) ||
             (rc = load_norm(ld, n2, H, &lw->ln1_g, &lw->ln1_b, err)) ||
-            (rc = load_packed(ld, n3, I, H, &lw->w1, &lw->b1, err)) ||
-            (rc = load_packed(ld, n4, H, I, &lw->w2, &lw->b2, err)) ||
+            (rc = load_packed(ld, fc1, 1, I, H, &lw->w1, &lw->b1, err)) ||
+            (rc = load_packed(ld, fc2, 1, H, I, &lw->w2, &lw->b2, err)) ||
             (rc = load_norm(ld, n5, H, &lw->ln2_g, &lw->ln2_b, err)))
             return rc;
     }

@@ -35,8 +35,8 @@ srv_config srv_default_config(void) {
     c.watch_interval_ms = 5000;
     c.http_threads = 2;
     c.target_queue_ms = 50;
-    c.load_rate = (size_t)256 << 20;
-    c.load_burst = (size_t)16 << 20;
+    c.load_rate = (size_t)256 << 20;            /* the store's own default is unpaced */
+    c.load_burst = store_default_params().load_burst;
     return c;
 }
 

@@ -4,6 +4,7 @@
 #                                 detection, dropping an OPENBLAS_CORETYPE from the environment, with a note;
 #                                 the environment's value is kept in $bench_env_core)
 #   bench_build BUILD TARGET      prints the path of build/bench/TARGET, building it (Release) when missing
+#   bench_metric URL NAME         prints an unlabelled sample of adapterd's /metrics at URL (NAME or NAME{})
 #   bench_backbone CACHE          makes CACHE/bert-base once with the reference (bert-base shapes, seed 0),
 #                                 regenerated when tools/reference changes; sets $bench_stamp; returns 1
 #                                 when it is missing and torch is not importable
@@ -20,6 +21,10 @@ bench_set_core() {
   # No peer may start more threads than asked (torch's OpenMP, OpenBLAS's own pool); the peers set these too.
   export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
   return 0
+}
+
+bench_metric() {
+  curl -s "$1/metrics" | awk -v k="$2" '$1 == k || $1 == k "{}" {print $2}'
 }
 
 bench_build() {

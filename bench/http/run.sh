@@ -46,6 +46,7 @@ build=$(cd "$build" && pwd) # absolute: the registry is made of symlinks into th
 cache=${cache:-$build/bench-http-cache}
 mkdir -p "$cache" && cache=$(cd "$cache" && pwd)
 note() { echo "bench: $*" >&2; }
+. "$root/bench/common/lib.sh"
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 command -v wrk >/dev/null || { note "wrk is missing (Debian package wrk, see scripts/setup.sh)"; exit 77; }
 
@@ -100,7 +101,7 @@ start() { # registry, extra args...
   port=$(cat "$pf"); rm -f "$pf"
 }
 stop() { kill -TERM "$pid"; wait "$pid" || true; }
-metric() { curl -s "http://127.0.0.1:$port/metrics" | awk -v k="$1" '$1 == k || $1 == k "{}" {print $2}'; }
+metric() { bench_metric "http://127.0.0.1:$port" "$1"; }
 
 text="the screen is great but the battery is poor"
 body='{"inputs":"'"$text"'","return":{"scores":true}}'

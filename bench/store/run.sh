@@ -9,9 +9,10 @@
 #      fusion of 8, ~110 MB) loads and unloads in a loop; target: no more than 10% above steady state
 # Inputs: the bert-base-shaped checkpoint and tasks cached by bench/multitask (tools/reference/gen_encoder.py
 # and gen_adapters.py, in $CACHE), the bert-base-uncased tokenizer of examples/registry.
-# Usage: bench/store/run.sh [--build DIR] [--threads N] [--seconds S]
+# Usage: bench/store/run.sh [--build DIR] [--threads N] [--seconds S] [--pairs N]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. bench/common/lib.sh
 BUILD=build THREADS=1 SECS=10 PAIRS=3
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -51,7 +52,7 @@ for _ in $(seq 1 600); do [ -s "$PORT_FILE" ] && break; sleep 0.1; done
 U=http://127.0.0.1:$(cat "$PORT_FILE")
 A="Authorization: Bearer bench"
 rss() { awk '/VmRSS/ {printf "%.1f", $2/1024}' /proc/$PID/status; }
-metric() { curl -s $U/metrics | awk -v m="$1" '$1 == m || $1 == m "{}" {print $2}'; }
+metric() { bench_metric "$U" "$1"; }
 engine_mark() { echo "$(metric adapterd_batch_seconds_sum) $(metric adapterd_batch_seconds_count)"; }
 engine_since() { # "sum count" of a mark -> engine ms per batch and batches since then
   set -- $1 $(engine_mark); awk -v s0="$1" -v c0="$2" -v s1="$3" -v c1="$4" 'BEGIN {printf "engine %.1f ms/batch over %d batches", (s1-s0)/(c1-c0)*1000, c1-c0}'; }

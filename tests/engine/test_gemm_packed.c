@@ -8,10 +8,7 @@
 #include "kernels.h"
 #include "tensor.h"
 
-static float frand(unsigned *s, float lo, float hi) {
-    *s = *s * 1664525u + 1013904223u;
-    return lo + (hi - lo) * (float)(*s >> 8) / (float)(1u << 24);
-}
+#include "../common/test_rand.h"
 
 /* eng_pgemm over packed weights against the double-precision reference: row tails of 1..7 below
  * the 8-row tile, N not a multiple of the 48-column panel, K over several 192-long steps with a

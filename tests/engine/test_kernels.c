@@ -6,10 +6,7 @@
 #include "blas.h"
 #include "kernels.h"
 
-static float frand(unsigned *s, float lo, float hi) {
-    *s = *s * 1664525u + 1013904223u;
-    return lo + (hi - lo) * (float)(*s >> 8) / (float)(1u << 24);
-}
+#include "../common/test_rand.h"
 
 Test(kernels, activations_match_reference) {
     /* Tolerances: the fast exp is ~2 ulp and erf's fit has fractional error 1.2e-7, so each
