@@ -14,7 +14,7 @@
  * lock, loads, and publishes; others wanting the same version wait on a condition variable.
  * Evicted weights are detached under the lock and freed after it. */
 #define _GNU_SOURCE
-#include "store.h"
+#include "adapters_store/store.h"
 
 #include <assert.h>
 #include <dirent.h>

@@ -12,8 +12,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "adapter_impl.h"
-#include "blas.h"
+#include "engine/adapter_impl.h"
+#include "engine/blas.h"
 
 int eng_task_layer_active(const eng_task_layer *a) {
     if (!a) return 0;

@@ -18,9 +18,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "adapter_impl.h"
-#include "blas.h"
-#include "torch_bin.h"
+#include "engine/adapter_impl.h"
+#include "engine/blas.h"
+#include "engine/torch_bin.h"
 
 typedef struct {
     char *name;

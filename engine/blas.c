@@ -1,5 +1,5 @@
 /* blas.c - OpenBLAS setup and the pool-split GEMM (see blas.h for why the engine splits). */
-#include "blas.h"
+#include "engine/blas.h"
 
 #include <cblas.h>
 #include <pthread.h>

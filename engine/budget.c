@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "adapter_impl.h"
-#include "planner.h"
+#include "engine/adapter_impl.h"
+#include "engine/planner.h"
 
 int eng_skip_for_budget(const eng_task *t, double budget) {
     eng_skip_range r = eng_task_skips(t);

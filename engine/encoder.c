@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "adapter.h"
-#include "adapter_impl.h"
-#include "blas.h"
-#include "model.h"
+#include "engine/adapter.h"
+#include "engine/adapter_impl.h"
+#include "engine/blas.h"
+#include "engine/model.h"
 
 struct eng_state {
     eng_pool *pool;

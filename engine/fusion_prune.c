@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "adapter_impl.h"
-#include "planner.h"
+#include "engine/adapter_impl.h"
+#include "engine/planner.h"
 
 int eng_fusion_calibrate(const eng_model *m, eng_state *st, eng_task *t, const eng_input *inputs, int n_inputs,
                          double *mean, eng_err *err) {

@@ -24,7 +24,7 @@
  * double-precision product than OpenBLAS; the blocked sum is as close (test_gemm_packed checks it).
  *
  * Without AVX-512 the same loops run in portable C (correct, slower); the layout is the same. */
-#include "blas.h"
+#include "engine/blas.h"
 
 
 #if defined(__AVX512F__)

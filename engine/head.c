@@ -4,9 +4,9 @@
  * Linear + activation layers (adapter_load.c builds it); dropout is a no-op at inference. */
 #include <string.h>
 
-#include "adapter_impl.h"
-#include "blas.h"
-#include "planner.h"
+#include "engine/adapter_impl.h"
+#include "engine/blas.h"
+#include "engine/planner.h"
 
 int eng_head_forward(const eng_model *m, eng_state *st, const eng_head *h, const float *x, int len, float *out,
                      eng_err *err) {

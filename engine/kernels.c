@@ -4,7 +4,7 @@
  * -march=native): exp by range reduction to [-ln2/2, ln2/2] plus a degree-6 Taylor polynomial and an
  * exponent-bit shift; GELU through erfc's Chebyshev-fitted form (fractional error < 1.2e-7,
  * Numerical Recipes' erfcc) on top of that exp; tanh as 1 - 2/(exp(2x)+1). */
-#include "kernels.h"
+#include "engine/kernels.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -7,7 +7,7 @@
  * projections are one GEMM. Tensors inside the base model's namespace that nothing consumed are an
  * error (a checkpoint of a different shape or family); tensors outside it (task heads such as
  * classifier.*, cls.*) are ignored. */
-#include "model.h"
+#include "engine/model.h"
 
 #include <jansson.h>
 #include <limits.h>
@@ -16,8 +16,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "blas.h"
-#include "safetensors.h"
+#include "engine/blas.h"
+#include "engine/safetensors.h"
 
 struct eng_model {
     eng_config cfg;

@@ -8,13 +8,13 @@
  * row block (trunks first, then each task's streams together), so that each layer is one
  * eng_layer_forward over contiguous rows with one group per task. Births and deaths happen only at
  * the distinct start layers, so re-packing is rare. */
-#include "planner.h"
+#include "engine/planner.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "adapter_impl.h"
+#include "engine/adapter_impl.h"
 
 typedef struct {
     int input;

@@ -4,7 +4,7 @@
  * (the common case inside a forward pass, where regions follow each other within microseconds) or
  * through the condition variable after they gave up spinning. Tasks are claimed with an atomic
  * counter; the last worker to finish signals the caller. */
-#include "pool.h"
+#include "engine/pool.h"
 
 #include <pthread.h>
 #include <sched.h>

@@ -1,5 +1,5 @@
 /* safetensors.c - mmap + validation of safetensors files (rules in safetensors.h). */
-#include "safetensors.h"
+#include "engine/safetensors.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -4,7 +4,7 @@
  * weight becomes one 16-wide multiply-add over contiguous floats (one AVX-512 FMA) instead of a
  * scalar gather; the (rows, 16) result panel is transposed back. Column indices are 16-bit, so a
  * kept weight costs 6 bytes (dense: 4), and CSR saves memory from about 35% zeros on. */
-#include "sparse.h"
+#include "engine/sparse.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* status.c - names and messages for the error table in status.h. */
-#include "status.h"
+#include "engine/status.h"
 
 #include <stdarg.h>
 #include <stdio.h>

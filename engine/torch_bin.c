@@ -13,7 +13,7 @@
  *  3. state dict: the pickle's result must be a dict of string -> tensor; each tensor is checked to be
  *     C-contiguous and inside its storage, and the tensors are handed to eng_st_from_tensors.
  * DEFLATE entries are rejected rather than inflated: torch never compresses, and zlib is not a dependency. */
-#include "torch_bin.h"
+#include "engine/torch_bin.h"
 
 #include <errno.h>
 #include <fcntl.h>

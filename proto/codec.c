@@ -3,7 +3,7 @@
  * Parsing keeps the jansson document alive inside the request struct and hands out borrowed
  * pointers into it, so a request's texts are never copied. Every check names the field it refused,
  * because a client fixing a request reads these messages. */
-#include "proto.h"
+#include "proto/proto.h"
 
 #include <jansson.h>
 #include <math.h>

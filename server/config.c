@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "server.h"
+#include "server/server.h"
 
 srv_config srv_default_config(void) {
     srv_config c;

@@ -9,11 +9,11 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "planner.h"
-#include "proto.h"
-#include "server.h"
-#include "store.h"
-#include "tokenizer.h"
+#include "engine/planner.h"
+#include "proto/proto.h"
+#include "server/server.h"
+#include "adapters_store/store.h"
+#include "engine/tokenizer.h"
 
 /* Routes, for dispatch and metrics labels. */
 #define SRV_ROUTE_LIST(X)                  \

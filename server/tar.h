@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 
-#include "status.h"
+#include "engine/status.h"
 
 typedef struct {
     size_t max_bytes;        /* unpacked archive (gzip output) and total file bytes */

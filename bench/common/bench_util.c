@@ -5,8 +5,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "blas.h"
-#include "tensor.h"
+#include "engine/blas.h"
+#include "engine/tensor.h"
 
 double bench_now_ms(void) {
     struct timespec ts;

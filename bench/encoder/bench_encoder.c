@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 #include "bench_util.h"
-#include "blas.h"
-#include "model.h"
+#include "engine/blas.h"
+#include "engine/model.h"
 
 /* FLOPs of one forward pass over n_seq sequences of len tokens. */
 static double encoder_flops(const eng_config *c, int n_seq, int len) {

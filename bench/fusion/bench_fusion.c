@@ -21,11 +21,11 @@
 #include <unistd.h>
 
 #include "bench_util.h"
-#include "adapter.h"
-#include "blas.h"
-#include "model.h"
-#include "planner.h"
-#include "tokenizer.h"
+#include "engine/adapter.h"
+#include "engine/blas.h"
+#include "engine/model.h"
+#include "engine/planner.h"
+#include "engine/tokenizer.h"
 
 /* Runs n inputs (their tasks set to t at skip) in chunks of `chunk`; logits (n, labels) into out if not NULL. */
 static int run_set(const eng_model *m, eng_state *st, const eng_task *t, int skip, eng_input *in, int n, int chunk,

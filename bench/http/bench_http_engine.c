@@ -15,9 +15,9 @@
 #include <unistd.h>
 
 #include "bench_util.h"
-#include "planner.h"
-#include "store.h"
-#include "tokenizer.h"
+#include "engine/planner.h"
+#include "adapters_store/store.h"
+#include "engine/tokenizer.h"
 
 int main(int argc, char **argv) {
     const char *reg_dir = NULL, *text = NULL, *tasks_arg = NULL, *batches = "1,8,64";

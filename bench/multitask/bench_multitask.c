@@ -23,10 +23,10 @@
 #include <unistd.h>
 
 #include "bench_util.h"
-#include "adapter.h"
-#include "blas.h"
-#include "model.h"
-#include "planner.h"
+#include "engine/adapter.h"
+#include "engine/blas.h"
+#include "engine/model.h"
+#include "engine/planner.h"
 
 #define MAX_TASKS 16
 

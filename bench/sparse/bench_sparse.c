@@ -13,8 +13,8 @@
 #include <time.h>
 
 #include "bench_util.h"
-#include "blas.h"
-#include "sparse.h"
+#include "engine/blas.h"
+#include "engine/sparse.h"
 
 static double now_us(void) {
     struct timespec ts;

@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tokenizer.h"
+#include "engine/tokenizer.h"
 
 #ifndef BENCH_DATA
 #define BENCH_DATA "/work/shared/data/datasets/agnews_test.tsv"

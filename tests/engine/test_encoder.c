@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "../common/encoder_check.h"
-#include "model.h"
+#include "engine/model.h"
 
 #define TOL 2e-5f
 

@@ -4,9 +4,9 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "blas.h"
-#include "kernels.h"
-#include "tensor.h"
+#include "engine/blas.h"
+#include "engine/kernels.h"
+#include "engine/tensor.h"
 
 #include "../common/test_rand.h"
 

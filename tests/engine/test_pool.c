@@ -2,7 +2,7 @@
 #include <criterion/criterion.h>
 #include <stdatomic.h>
 
-#include "pool.h"
+#include "engine/pool.h"
 
 typedef struct {
     atomic_int *hits;

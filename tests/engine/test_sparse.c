@@ -2,8 +2,8 @@
 #include <criterion/criterion.h>
 #include <stdlib.h>
 
-#include "blas.h"
-#include "sparse.h"
+#include "engine/blas.h"
+#include "engine/sparse.h"
 
 Test(sparse, product_matches_dense_at_each_sparsity) {
     unsigned s = 3;

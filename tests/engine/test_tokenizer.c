@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "tokenizer.h"
+#include "engine/tokenizer.h"
 #include "tokenizer/tok_internal.h"
 
 #define BERT_DIR ADAPTERD_FIXTURES "/tokenizers/bert-base-uncased"

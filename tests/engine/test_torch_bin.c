@@ -16,8 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "safetensors.h"
-#include "torch_bin.h"
+#include "engine/safetensors.h"
+#include "engine/torch_bin.h"
 
 #define FIX(name) ADAPTERD_FIXTURES "/torch_bin/" name
 #define MBERT_DIR ADAPTERD_SOURCE_DIR "/../shared/data/adapters/adapterhub-mbert-md"

@@ -4,7 +4,7 @@
 #include <jansson.h>
 #include <string.h>
 
-#include "proto.h"
+#include "proto/proto.h"
 
 static int parse(const char *body, proto_predict_req *r, proto_err *e) {
     proto_limits lim = proto_default_limits();

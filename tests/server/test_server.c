@@ -14,10 +14,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "adapter.h"
+#include "engine/adapter.h"
 #include "http_client.h"
-#include "planner.h"
-#include "tokenizer.h"
+#include "engine/planner.h"
+#include "engine/tokenizer.h"
 
 static test_server srv;
 

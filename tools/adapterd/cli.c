@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tokenizer.h"
+#include "engine/tokenizer.h"
 
 int cli_parse_ids(const char *s, int32_t **out) {
     *out = NULL;

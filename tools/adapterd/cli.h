@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "status.h"
+#include "engine/status.h"
 
 int cmd_version(int argc, char **argv);
 int cmd_encode(int argc, char **argv);

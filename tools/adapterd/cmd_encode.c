@@ -8,9 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "blas.h"
+#include "engine/blas.h"
 #include "cli.h"
-#include "model.h"
+#include "engine/model.h"
 
 static void usage(FILE *f) {
     fprintf(f,

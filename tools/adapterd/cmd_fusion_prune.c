@@ -12,11 +12,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "adapter.h"
+#include "engine/adapter.h"
 #include "cli.h"
-#include "model.h"
-#include "planner.h"
-#include "tokenizer.h"
+#include "engine/model.h"
+#include "engine/planner.h"
+#include "engine/tokenizer.h"
 
 #define MAX_ADAPTERS 16
 

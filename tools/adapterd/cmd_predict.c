@@ -12,11 +12,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "adapter.h"
-#include "blas.h"
+#include "engine/adapter.h"
+#include "engine/blas.h"
 #include "cli.h"
-#include "model.h"
-#include "planner.h"
+#include "engine/model.h"
+#include "engine/planner.h"
 
 #define MAX_TASKS 64
 

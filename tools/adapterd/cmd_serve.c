@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "blas.h"
+#include "engine/blas.h"
 #include "cli.h"
-#include "server.h"
-#include "store.h"
+#include "server/server.h"
+#include "adapters_store/store.h"
 
 static void usage(FILE *f) {
     fprintf(f,

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "tokenizer.h"
+#include "engine/tokenizer.h"
 
 static void usage(FILE *f) {
     fprintf(f,

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tokenizer.h"
+#include "engine/tokenizer.h"
 
 static int hexval(int c) {
     if (c >= '0' && c <= '9') return c - '0';

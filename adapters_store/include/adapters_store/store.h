@@ -42,10 +42,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "adapter.h"
-#include "model.h"
-#include "status.h"
-#include "tokenizer.h"
+#include "engine/adapter.h"
+#include "engine/model.h"
+#include "engine/status.h"
+#include "engine/tokenizer.h"
 
 typedef struct store_registry store_registry;
 typedef struct store_model store_model;

@@ -21,10 +21,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kernels.h"
-#include "model.h"
-#include "sparse.h"
-#include "status.h"
+#include "engine/kernels.h"
+#include "engine/model.h"
+#include "engine/sparse.h"
+#include "engine/status.h"
 
 /* The Linear layers of a layer that LoRA / (IA)^3 can target. */
 typedef enum { ENG_LIN_Q, ENG_LIN_K, ENG_LIN_V, ENG_LIN_O, ENG_LIN_I, ENG_LIN_D, ENG_LIN_COUNT } eng_lin;

@@ -27,8 +27,8 @@
 
 #include <stddef.h>
 
-#include "safetensors.h"
-#include "status.h"
+#include "engine/safetensors.h"
+#include "engine/status.h"
 
 /* Maps and reads the torch.save zip archive at path; on success *out owns the mapping and the tensors
  * (release with eng_st_close) and has no metadata. Returns 0 or a negative eng_status (ENG_NOT_FOUND for a

@@ -22,8 +22,8 @@
 
 #include <stddef.h>
 
-#include "status.h"
-#include "store.h"
+#include "engine/status.h"
+#include "adapters_store/store.h"
 
 typedef struct {
     char registry[1024];     /* registry directory */

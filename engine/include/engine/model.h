@@ -24,10 +24,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kernels.h"
-#include "pool.h"
-#include "status.h"
-#include "tensor.h"
+#include "engine/kernels.h"
+#include "engine/pool.h"
+#include "engine/status.h"
+#include "engine/tensor.h"
 
 typedef enum { ENG_ARCH_BERT, ENG_ARCH_ROBERTA, ENG_ARCH_DISTILBERT } eng_arch;
 

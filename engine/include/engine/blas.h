@@ -13,8 +13,8 @@
 
 #include <stddef.h>
 
-#include "kernels.h"
-#include "pool.h"
+#include "engine/kernels.h"
+#include "engine/pool.h"
 
 /* Sets OpenBLAS to single-threaded calls. Idempotent; call once before any product. */
 void eng_blas_init(void);

@@ -42,7 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "status.h"
+#include "engine/status.h"
 
 /* Opaque, read-only after load; see "Threads" above. */
 typedef struct eng_tokenizer eng_tokenizer;

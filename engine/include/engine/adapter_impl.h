@@ -3,8 +3,8 @@
 #ifndef ADAPTERD_ENGINE_ADAPTER_IMPL_H
 #define ADAPTERD_ENGINE_ADAPTER_IMPL_H
 
-#include "adapter.h"
-#include "model.h"
+#include "engine/adapter.h"
+#include "engine/model.h"
 
 /* Scratch slots of an eng_state; each grows independently and keeps its contents until the next
  * request for the same slot. */

@@ -20,8 +20,8 @@
 
 #include <stdint.h>
 
-#include "adapter.h"
-#include "model.h"
+#include "engine/adapter.h"
+#include "engine/model.h"
 
 typedef struct {
     const eng_task *task;

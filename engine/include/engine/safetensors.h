@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "status.h"
+#include "engine/status.h"
 
 #define ENG_MAX_DIMS 8
 
