@@ -207,7 +207,11 @@ static int job_prepare(srv_request *r, srv_job *j, const proto_predict_req *p, e
         for (int i = 0; i < p->n_skips; i++)
             if (!strcmp(p->skips[i].task, store_task_name(t)))
                 skip = p->skips[i].skip, src = "\"skip\"", ss = SRV_SKIP_REQUEST;
-        if (p->budget >= 0) skip = hi - (int)(p->budget * (hi - lo) + 0.5), src = "\"budget\"", ss = SRV_SKIP_BUDGET;
+        /* the engine's rule (eng_skip_for_budget), the one the planner's tests check; a task that is
+         * not resident has no engine object yet and is loaded and run again below, so its skip here
+         * stays a placeholder */
+        const eng_task *et = store_task_engine(t);
+        if (p->budget >= 0 && et) skip = eng_skip_for_budget(et, p->budget), src = "\"budget\"", ss = SRV_SKIP_BUDGET;
         if (p->latency_ms > 0) skip = lo, ss = SRV_SKIP_LATENCY; /* raised by plan_for_latency below */
         if (skip < lo || skip > hi) {
             *code = ENG_INVALID_ARGUMENT;

@@ -251,6 +251,36 @@ Test(server, budget_and_skip_map_into_the_allowed_range) {
     json_decref(d);
 }
 
+/* Budgets at half-way points on an odd range: the server must give the engine's skip
+ * (eng_skip_for_budget), whose documented definition (proto/openapi.yaml, "budget") is
+ * min + round((1 - budget) * (max - min)) with halves rounded up. cls_lora allows skips 0..1 (its
+ * task.json), so budget 0.5 gives 0 + round(0.5) = 1; the server once answered 0 there. */
+Test(server, budget_rounds_like_the_engine_rule) {
+    eng_model *m;
+    eng_task *t;
+    eng_err e;
+    cr_assert_eq(eng_model_load(ADAPTERD_FIXTURES "/registry/models/bert-tiny", &m, &e), 0, "%s", e.msg);
+    const char *dir[] = {ADAPTERD_FIXTURES "/registry/tasks/cls_lora/1/lora"};
+    eng_task_params tp = eng_task_default_params();
+    cr_assert_eq(eng_task_load(m, dir, 1, &tp, &t, &e), 0, "%s", e.msg);
+    cr_assert_eq(eng_task_set_skips(t, (eng_skip_range){0, 1, 0}, &e), 0, "%s", e.msg);
+    cr_assert_eq(eng_skip_for_budget(t, 0.5), 1, "the documented rule: 0 + round(0.5 * 1) = 1");
+    const double budgets[] = {0.0, 0.25, 0.5, 0.5000001, 0.75, 1.0};
+    for (size_t i = 0; i < sizeof budgets / sizeof budgets[0]; i++) {
+        char body[160];
+        snprintf(body, sizeof body, "{\"inputs\":\"x\",\"tasks\":[\"cls_lora\"],\"budget\":%.9g}", budgets[i]);
+        json_t *d = call("POST", "/v1/predict", "/v1/predict", body, 200);
+        json_t *tr = json_object_get(json_object_get(json_array_get(json_object_get(d, "results"), 0), "tasks"), "cls_lora");
+        int want = eng_skip_for_budget(t, budgets[i]);
+        cr_expect_eq(json_integer_value(json_object_get(tr, "skip")), want, "budget %g: server skip %lld, engine %d",
+                     budgets[i], (long long)json_integer_value(json_object_get(tr, "skip")), want);
+        cr_expect_str_eq(json_string_value(json_object_get(tr, "skip_source")), "budget");
+        json_decref(d);
+    }
+    eng_task_free(t);
+    eng_model_free(m);
+}
+
 Test(server, request_id_is_echoed) {
     ts_resp r;
     cr_assert_eq(ts_http(&srv, "GET", "/healthz", NULL, NULL, "X-Request-Id: abc-123", &r), 0);
