@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #define STATE_FILE ".adapterd-state.json"
+#define NFTW_FDS 16 /* directories a tree walk keeps open at once */
 
 struct store_model {
     atomic_int refs;
@@ -280,7 +281,7 @@ static int fp_visit(const char *path, const struct stat *sb, int type, struct FT
 static uint64_t fingerprint(const char *dir) {
     fp_acc = 0;
     fp_base = strlen(dir);
-    if (nftw(dir, fp_visit, 16, FTW_PHYS) != 0) return 0;
+    if (nftw(dir, fp_visit, NFTW_FDS, FTW_PHYS) != 0) return 0;
     return fp_acc;
 }
 
@@ -289,8 +290,7 @@ static int rm_visit(const char *path, const struct stat *sb, int type, struct FT
     return type == FTW_DP ? rmdir(path) : unlink(path);
 }
 
-/* Removes a directory tree (no symlinks followed). Returns 0 or -1. */
-static int rm_rf(const char *dir) { return nftw(dir, rm_visit, 16, FTW_DEPTH | FTW_PHYS); }
+int store_remove_dir(const char *dir) { return nftw(dir, rm_visit, NFTW_FDS, FTW_DEPTH | FTW_PHYS) ? -1 : 0; }
 
 /* ---- models ---- */
 
@@ -1205,7 +1205,7 @@ static int remove_dir(store_registry *r, const char *dir, const char *hide_in) {
     char aside[PATH_MAX];
     pathf(aside, sizeof aside, "%s/.deleted-%d-%d", hide_in, (int)getpid(), atomic_fetch_add(&seq, 1));
     if (rename(dir, aside)) return errno == ENOENT ? 0 : -1;
-    if (rm_rf(aside)) logf_(r, "%s: could not remove everything (%s)", aside, strerror(errno));
+    if (store_remove_dir(aside)) logf_(r, "%s: could not remove everything (%s)", aside, strerror(errno));
     return 0;
 }
 

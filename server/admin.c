@@ -14,7 +14,6 @@
  * its current version: the store lists a version only after it loaded. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <ftw.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
@@ -24,9 +23,20 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "admin.h"
+#include "http.h"
 #include "http_status.h"
-#include "internal.h"
+#include "offload.h"
 #include "tar.h"
+
+/* Bytes of the verb in /v1/tasks/{name}:verb. */
+#define VERB_MAX 32
+/* Versions listed in one answer. */
+#define VERSIONS_MAX 256
+/* Limits of an uploaded archive: unpacked bytes per upload byte allowed, entries, gzip ratio. */
+#define UPLOAD_UNPACK_FACTOR 4
+#define UPLOAD_MAX_ENTRIES 4096
+#define UPLOAD_MAX_RATIO 100
 
 /* ---- routing ---- */
 
@@ -65,17 +75,17 @@ static srv_route parse(const char *url, const char *method, char *name, size_t n
     return SRV_ROUTE_UNKNOWN;
 }
 
-int srv__admin_claims(srv_request *r, const char *url, const char *method) {
-    char verb[32];
+bool srv__admin_claims(srv_request *r, const char *url, const char *method) {
+    char verb[VERB_MAX];
     srv_route rt = parse(url, method, r->off.name, sizeof r->off.name, r->off.version, sizeof r->off.version, verb, sizeof verb);
-    if (rt == SRV_ROUTE_UNKNOWN) return 0;
+    if (rt == SRV_ROUTE_UNKNOWN) return false;
     r->route = rt;
-    r->admin = 1;
-    return 1;
+    r->admin = true;
+    return true;
 }
 
 /* Constant-time comparison of the bearer token. */
-static int token_ok(srv_request *r) {
+static bool token_ok(srv_request *r) {
     const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization");
     const char *want = r->srv->cfg.admin_token;
     if (!h || strncasecmp(h, "Bearer ", 7)) return 0;
@@ -92,27 +102,22 @@ static enum MHD_Result send_401(srv_request *r) {
 
 /* ---- answers (built on pool threads into r->off) ---- */
 
+static void answer_err(srv_request *r, eng_status code, const char *msg) { srv__offload_fail(r, code, msg); }
+
 static void answer_json(srv_request *r, unsigned status, json_t *doc) {
     r->off.body = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
     json_decref(doc);
     if (!r->off.body) {
-        r->off.status = 500;
-        r->off.body = proto_error_encode("out_of_memory", "out of memory", &r->off.len);
+        answer_err(r, ENG_NO_MEMORY, "out of memory");
         return;
     }
     r->off.len = strlen(r->off.body);
     r->off.status = status;
 }
 
-static void answer_err(srv_request *r, eng_status code, const char *msg) {
-    r->off.status = srv_http_status(code);
-    r->off.body = proto_error_encode(eng_status_name(code), msg && *msg ? msg : eng_status_desc(code), &r->off.len);
-    if (!r->off.body) r->off.status = 500;
-}
-
 static json_t *versions_doc(store_registry *reg, const char *name) {
-    store_version_info v[256];
-    int n = store_versions(reg, name, v, 256);
+    store_version_info v[VERSIONS_MAX];
+    int n = store_versions(reg, name, v, VERSIONS_MAX);
     if (n < 0) return NULL;
     json_t *a = json_array();
     const char *cur = NULL;
@@ -136,11 +141,6 @@ static void answer_versions(srv_request *r, unsigned status) {
     answer_json(r, status, d);
 }
 
-static int rm_visit(const char *path, const struct stat *sb, int type, struct FTW *ftw) {
-    (void)sb, (void)ftw;
-    return type == FTW_DP ? rmdir(path) : unlink(path);
-}
-
 static void do_upload(srv_request *r) {
     static atomic_int seq;
     srv_server *s = r->srv;
@@ -152,18 +152,19 @@ static void do_upload(srv_request *r) {
         answer_err(r, ENG_IO, e.msg);
         return;
     }
-    srv_tar_limits lim = {.max_bytes = s->cfg.max_upload_bytes * 4, .max_entries = 4096, .max_ratio = 100};
+    srv_tar_limits lim = {.max_bytes = s->cfg.max_upload_bytes * UPLOAD_UNPACK_FACTOR, .max_entries = UPLOAD_MAX_ENTRIES,
+                          .max_ratio = UPLOAD_MAX_RATIO};
     int files = 0, rc = srv__untar(r->body ? r->body : "", r->body_len, staged, &lim, &files, &e);
     if (!rc) {
         rc = store_version_add(s->reg, r->off.name, r->off.version, staged, r->off.activate, &e);
         /* a version that does not load is the upload's fault: 422 with the loader's reason */
-        if (rc && rc != ENG_NO_MEMORY && rc != ENG_IO && rc != ENG_INVALID_ARGUMENT && rc != ENG_CONFLICT) {
-            eng_err_prefix(&e, "rejected (%s)", eng_status_name(rc));
-            rc = ENG_INVALID_ARGUMENT;
-        }
+        int prefix;
+        eng_status st = srv_status_of_upload((eng_status)rc, &prefix);
+        if (prefix) eng_err_prefix(&e, "rejected (%s)", eng_status_name(rc));
+        rc = st;
     }
     if (rc) {
-        nftw(staged, rm_visit, 16, FTW_DEPTH | FTW_PHYS);
+        store_remove_dir(staged);
         answer_err(r, (eng_status)rc, e.msg);
         return;
     }
@@ -255,9 +256,9 @@ enum MHD_Result srv__admin_dispatch(srv_request *r, const char *url, const char 
     if (!token_ok(r)) return send_401(r);
     if (r->too_large) return srv__send_error(r, ENG_TOO_LARGE, "upload over the limit of %zu bytes", s->cfg.max_upload_bytes);
     if (atomic_load(&s->draining)) return srv__send_error(r, ENG_UNAVAILABLE, "the server is draining");
-    int is_get = !strcmp(method, "GET"), is_post = !strcmp(method, "POST"), is_put = !strcmp(method, "PUT"),
-        is_del = !strcmp(method, "DELETE");
-    char verb[32], name[160], ver[40];
+    bool is_get = !strcmp(method, "GET"), is_post = !strcmp(method, "POST"), is_put = !strcmp(method, "PUT"),
+         is_del = !strcmp(method, "DELETE");
+    char verb[VERB_MAX], name[SRV_NAME_MAX], ver[SRV_VERSION_MAX];
     parse(url, method, name, sizeof name, ver, sizeof ver, verb, sizeof verb);
     switch (r->route) {
     case SRV_ROUTE_ADMIN_VERSIONS:
@@ -277,29 +278,29 @@ enum MHD_Result srv__admin_dispatch(srv_request *r, const char *url, const char 
             if (!r->body_len) return srv__send_error(r, ENG_INVALID_ARGUMENT, "the body must be a .tar or .tar.gz of the version's folders");
             const char *act = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "activate");
             r->off.activate = act && (!strcmp(act, "true") || !strcmp(act, "1"));
-            srv__offload(s, r, do_upload);
+            srv__offload(s->offl, r, do_upload);
             return MHD_YES;
         }
         if (is_del) {
-            srv__offload(s, r, do_delete_version);
+            srv__offload(s->offl, r, do_delete_version);
             return MHD_YES;
         }
         break;
     case SRV_ROUTE_ADMIN_TASK:
         if (!is_del) break;
-        srv__offload(s, r, do_delete_task);
+        srv__offload(s->offl, r, do_delete_task);
         return MHD_YES;
     case SRV_ROUTE_ADMIN_ACTIVATE:
         if (!is_post) break;
         if (!strcmp(verb, "activate")) {
             if (!body_version(r, r->off.version, sizeof r->off.version))
                 return srv__send_error(r, ENG_INVALID_ARGUMENT, "the body must be {\"version\": \"<version>\"}");
-            srv__offload(s, r, do_activate);
+            srv__offload(s->offl, r, do_activate);
             return MHD_YES;
         }
         if (!strcmp(verb, "pin") || !strcmp(verb, "unpin")) {
             r->off.activate = !strcmp(verb, "pin");
-            srv__offload(s, r, do_pin);
+            srv__offload(s->offl, r, do_pin);
             return MHD_YES;
         }
         return srv__send_error(r, ENG_NOT_FOUND, "no route %s %.200s (verbs: activate, pin, unpin)", method, url);
@@ -308,11 +309,11 @@ enum MHD_Result srv__admin_dispatch(srv_request *r, const char *url, const char 
         return repo_index(r);
     case SRV_ROUTE_V2_REPO_LOAD:
         if (!is_post) break;
-        srv__offload(s, r, do_repo_load);
+        srv__offload(s->offl, r, do_repo_load);
         return MHD_YES;
     case SRV_ROUTE_V2_REPO_UNLOAD:
         if (!is_post) break;
-        srv__offload(s, r, do_repo_unload);
+        srv__offload(s->offl, r, do_repo_unload);
         return MHD_YES;
     default: break;
     }

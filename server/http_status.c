@@ -1,6 +1,8 @@
 /* http_status.c - the one place where error codes become HTTP statuses (see http_status.h). */
 #include "http_status.h"
 
+#include "proto/proto.h"
+
 unsigned srv_http_status(eng_status code) {
     switch (code) {
     case ENG_OK: return 200;
@@ -23,4 +25,34 @@ unsigned srv_http_status(eng_status code) {
     case ENG_INTERNAL: return 500;
     }
     return 500;
+}
+
+eng_status srv_status_of_proto(int proto_rc) {
+    switch ((proto_status)proto_rc) {
+    case PROTO_OK: return ENG_OK;
+    case PROTO_MALFORMED: return ENG_MALFORMED;
+    case PROTO_LIMIT: return ENG_LIMIT;
+    case PROTO_NO_MEMORY: return ENG_NO_MEMORY;
+    case PROTO_INVALID: return ENG_INVALID_ARGUMENT;
+    }
+    return ENG_INVALID_ARGUMENT;
+}
+
+eng_status srv_status_of_tokenize(int eng_rc) { return eng_rc == ENG_NO_MEMORY ? ENG_NO_MEMORY : ENG_INVALID_ARGUMENT; }
+
+eng_status srv_status_of_upload(eng_status rc, int *prefix) {
+    *prefix = 0;
+    switch (rc) {
+    case ENG_OK:
+    case ENG_NO_MEMORY:
+    case ENG_IO:
+    case ENG_INVALID_ARGUMENT:
+    case ENG_CONFLICT: return rc;
+    default: *prefix = 1; return ENG_INVALID_ARGUMENT;
+    }
+}
+
+unsigned srv_error_body(eng_status code, const char *msg, char **body, size_t *len) {
+    *body = proto_error_encode(eng_status_name(code), msg && *msg ? msg : eng_status_desc(code), len);
+    return *body ? srv_http_status(code) : 500;
 }

@@ -1,12 +1,33 @@
-/* http_status.h - the one mapping from adapterd's error table (engine/status.h) to HTTP. The error
- * body's "code" is the table's API code (eng_status_name). */
+/* http_status.h - the one mapping from adapterd's errors to HTTP: the error table (engine/status.h)
+ * to statuses, and the few places where another module's code, or the step that failed, decides
+ * which table entry a client sees. The error body's "code" is the table's API code
+ * (eng_status_name). */
 #ifndef ADAPTERD_SERVER_HTTP_STATUS_H
 #define ADAPTERD_SERVER_HTTP_STATUS_H
 
+#include <stddef.h>
+
 #include "engine/status.h"
 
-/* HTTP status for code: MALFORMED/FORMAT 400, UNAUTHENTICATED 401, NOT_FOUND 404, CONFLICT 409, METHOD_NOT_ALLOWED 405, TOO_LARGE 413,
- * MEDIA_TYPE 415, INVALID_ARGUMENT/LIMIT/SHAPE/UNSUPPORTED 422, BUSY 429, UNAVAILABLE 503, else 500. */
+/* HTTP status for code: MALFORMED/FORMAT 400, UNAUTHENTICATED 401, NOT_FOUND 404, METHOD_NOT_ALLOWED 405,
+ * CONFLICT 409, TOO_LARGE 413, MEDIA_TYPE 415, INVALID_ARGUMENT/LIMIT/SHAPE/UNSUPPORTED 422, BUSY 429,
+ * UNAVAILABLE 503, else 500. */
 unsigned srv_http_status(eng_status code);
+
+/* A proto_status from the request codec (proto/proto.h) as a table entry: MALFORMED -> ENG_MALFORMED,
+ * LIMIT -> ENG_LIMIT, NO_MEMORY -> ENG_NO_MEMORY, anything else (INVALID) -> ENG_INVALID_ARGUMENT. */
+eng_status srv_status_of_proto(int proto_rc);
+
+/* A failure to tokenize a request's text is the client's (422), unless memory ran out. */
+eng_status srv_status_of_tokenize(int eng_rc);
+
+/* A task version that does not load from an upload is the upload's fault: the loader's shape,
+ * format and unsupported-method errors become ENG_INVALID_ARGUMENT (422, *prefix set so the message
+ * keeps the loader's code), while out of memory, I/O, conflicts and invalid arguments keep theirs. */
+eng_status srv_status_of_upload(eng_status rc, int *prefix);
+
+/* Builds {"error":{"code","message"}} for code into *body / *len and returns its HTTP status; an
+ * empty msg uses the table's description. When out of memory *body is NULL and the status is 500. */
+unsigned srv_error_body(eng_status code, const char *msg, char **body, size_t *len);
 
 #endif

@@ -8,7 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "metrics.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 
 static const char *const route_names[] = {
 #define SRV__ROUTE_NAME(name, path) path,
@@ -24,10 +28,11 @@ static const double lat_b[N_LAT] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0
 static const double cnt_b[N_CNT] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
 #define N_TOK 10
 static const double tok_b[N_TOK] = {16, 64, 256, 512, 1024, 2048, 4096, 8192, 16384, 65536};
-#define MAX_SKIP 64
+#define MAX_SKIP 64        /* skips above share the last series */
+#define HIST_MAX_BOUNDS 15 /* bucket bounds of the largest histogram */
 
 typedef struct {
-    atomic_uint_fast64_t b[16]; /* cumulative at render; here per bucket + overflow */
+    atomic_uint_fast64_t b[HIST_MAX_BOUNDS + 1]; /* per bucket + overflow; cumulative only at render */
     atomic_uint_fast64_t count;
     _Atomic double sum;
 } hist;
@@ -121,6 +126,7 @@ void srv__metrics_free(srv_metrics *m) {
     pthread_mutex_destroy(&m->tmu);
     free(m);
 }
+
 void srv__metrics_request(srv_metrics *m, srv_route r, unsigned status, double seconds) {
     size_t c = 0;
     while (c < N_CODES && codes[c] != status) c++;
@@ -128,15 +134,16 @@ void srv__metrics_request(srv_metrics *m, srv_route r, unsigned status, double s
     observe(&m->latency[r], lat_b, N_LAT, seconds);
 }
 
-void srv__metrics_job(srv_metrics *m, const srv_job *j) {
-    if (j->t_start > 0) observe(&m->queue_wait, lat_b, N_LAT, j->t_start - j->t_submit);
-    for (int k = 0; k < j->n_tasks; k++) {
-        task_series *t = series(m, store_task_name(j->tasks[k]));
-        if (!t) continue;
-        atomic_fetch_add_explicit(&t->requests, 1, memory_order_relaxed);
-        int sk = j->treqs[k].skip > MAX_SKIP ? MAX_SKIP : j->treqs[k].skip;
-        atomic_fetch_add_explicit(&t->skips[sk], (uint_fast64_t)j->n_inputs, memory_order_relaxed);
-    }
+void srv__metrics_queue_wait(srv_metrics *m, double seconds) {
+    if (seconds >= 0) observe(&m->queue_wait, lat_b, N_LAT, seconds);
+}
+
+void srv__metrics_task(srv_metrics *m, const char *name, int skip, int n_inputs) {
+    task_series *t = series(m, name);
+    if (!t) return;
+    atomic_fetch_add_explicit(&t->requests, 1, memory_order_relaxed);
+    int sk = skip > MAX_SKIP ? MAX_SKIP : skip < 0 ? 0 : skip;
+    atomic_fetch_add_explicit(&t->skips[sk], (uint_fast64_t)n_inputs, memory_order_relaxed);
 }
 
 void srv__metrics_batch(srv_metrics *m, int requests, int inputs, int tokens, double seconds) {
@@ -148,8 +155,7 @@ void srv__metrics_batch(srv_metrics *m, int requests, int inputs, int tokens, do
     observe(&m->batch_seconds, lat_b, N_LAT, seconds);
 }
 
-void srv__metrics_adaptive(srv_metrics *m, int layers, int level) {
-    (void)level; /* the level is read live from the scheduler at render */
+void srv__metrics_adaptive(srv_metrics *m, int layers) {
     atomic_fetch_add_explicit(&m->adaptive_jobs, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&m->adaptive_layers, (uint_fast64_t)layers, memory_order_relaxed);
 }
@@ -202,7 +208,7 @@ static void put_hist(buf *b, const char *name, const char *labels, const hist *h
         name, labels, (unsigned long long)atomic_load_explicit(&h->count, memory_order_relaxed));
 }
 
-char *srv__metrics_render(srv_metrics *m, srv_server *s, size_t *len) {
+char *srv__metrics_render(srv_metrics *m, const srv_metrics_live *live, size_t *len) {
     buf b = {.cap = 16384};
     if (!(b.s = malloc(b.cap))) return NULL;
     put(&b, "# HELP adapterd_requests_total HTTP requests by route and status.\n# TYPE adapterd_requests_total counter\n");
@@ -294,7 +300,7 @@ char *srv__metrics_render(srv_metrics *m, srv_server *s, size_t *len) {
             "# TYPE adapterd_registry_changed_versions_total counter\nadapterd_registry_changed_versions_total %llu\n",
         (unsigned long long)st.changed);
     put(&b, "# HELP adapterd_queue_depth Jobs waiting or running.\n# TYPE adapterd_queue_depth gauge\nadapterd_queue_depth %d\n",
-        srv__sched_depth(s->sched));
+        live->queue_depth);
     put(&b, "# HELP adapterd_adaptive_raises_total Requests whose default skips adaptive mode raised.\n"
             "# TYPE adapterd_adaptive_raises_total counter\nadapterd_adaptive_raises_total %llu\n",
         (unsigned long long)atomic_load_explicit(&m->adaptive_jobs, memory_order_relaxed));
@@ -303,12 +309,12 @@ char *srv__metrics_render(srv_metrics *m, srv_server *s, size_t *len) {
         (unsigned long long)atomic_load_explicit(&m->adaptive_layers, memory_order_relaxed));
     put(&b, "# HELP adapterd_adaptive_level Layers adaptive mode currently adds to default skips.\n"
             "# TYPE adapterd_adaptive_level gauge\nadapterd_adaptive_level %d\n",
-        srv__sched_adaptive_level(s->sched));
+        live->adaptive_level);
     put(&b, "# HELP adapterd_latency_refused_total Requests refused because latency_ms could not be met.\n"
             "# TYPE adapterd_latency_refused_total counter\nadapterd_latency_refused_total %llu\n",
         (unsigned long long)atomic_load_explicit(&m->latency_refused, memory_order_relaxed));
     put(&b, "# HELP adapterd_ready 1 when serving, 0 when starting or draining.\n# TYPE adapterd_ready gauge\n"
-            "adapterd_ready %d\n", atomic_load(&s->ready) && !atomic_load(&s->draining));
+            "adapterd_ready %d\n", live->ready ? 1 : 0);
     if (b.oom) {
         free(b.s);
         return NULL;

@@ -16,7 +16,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "internal.h"
+#include "watch.h"
+
+#include "offload.h"
 
 typedef struct {
     uv_fs_event_t h;

@@ -72,6 +72,11 @@ void store_free(store_registry *r);
 
 const char *store_dir(const store_registry *r);
 
+/* Removes dir and everything under it, following no symbolic link (a link is removed, never its
+ * target). For the registry's own folders and staging folders a caller made (an upload's). Returns
+ * 0, or -1 with errno set when something could not be removed. */
+int store_remove_dir(const char *dir);
+
 /* Number of tasks and models (tasks change with hot loading; an index may go stale at once). */
 int store_n_tasks(const store_registry *r);
 int store_n_models(const store_registry *r);

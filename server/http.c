@@ -1,0 +1,114 @@
+/* http.c - see http.h. Statuses come from the error table only (http_status.c); the Retry-After and
+ * Allow headers follow from the status and the route, so no route sets them by hand. */
+#define _GNU_SOURCE
+#include "http.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "clock.h"
+#include "http_status.h"
+
+/* Bytes of a formatted error message. */
+#define ERROR_MSG_MAX 600
+
+enum MHD_Result srv__send_body(srv_request *r, unsigned status, const char *ctype, char *body, size_t len,
+                               enum MHD_ResponseMemoryMode mode) {
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, body, mode);
+    if (!resp) {
+        if (mode == MHD_RESPMEM_MUST_FREE) free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, "Content-Type", ctype);
+    MHD_add_response_header(resp, "X-Request-Id", r->id);
+    if (status == 429) MHD_add_response_header(resp, "Retry-After", "1");
+    if (status == 503) MHD_add_response_header(resp, "Retry-After", "5");
+    if (status == 405) MHD_add_response_header(resp, "Allow", r->route == SRV_ROUTE_PREDICT || r->route == SRV_ROUTE_V2_INFER ? "POST" : "GET");
+    r->status = status;
+    r->bytes_out = len;
+    /* counted when the answer is queued, not when it is sent: a client that reads /metrics right
+     * after its answer must see that answer counted (the completion callback may run later, on
+     * another HTTP thread) */
+    if (!r->counted) {
+        srv__metrics_request(r->srv->metrics, r->route, status, srv__now() - r->t0);
+        r->counted = true;
+    }
+    enum MHD_Result ret = MHD_queue_response(r->conn, status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+enum MHD_Result srv__send_json(srv_request *r, unsigned status, char *json, size_t len) {
+    if (!json) {
+        static const char oom[] = "{\"error\":{\"code\":\"out_of_memory\",\"message\":\"out of memory\"}}";
+        return srv__send_body(r, srv_http_status(ENG_NO_MEMORY), "application/json", (char *)oom, sizeof oom - 1,
+                              MHD_RESPMEM_PERSISTENT);
+    }
+    return srv__send_body(r, status, "application/json", json, len, MHD_RESPMEM_MUST_FREE);
+}
+
+enum MHD_Result srv__send_error(srv_request *r, eng_status code, const char *fmt, ...) {
+    char msg[ERROR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    char *body;
+    size_t len = 0;
+    unsigned status = srv_error_body(code, msg, &body, &len);
+    return srv__send_json(r, status, body, len);
+}
+
+void srv__set_request_id(srv_request *r) {
+    const char *given = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Request-Id");
+    size_t n = 0;
+    if (given) {
+        /* echo printable ASCII only, and not too long: the id goes into logs and headers */
+        for (; given[n] && n < SRV_REQUEST_ID_ECHO_MAX; n++)
+            if (given[n] < 0x21 || given[n] > 0x7e) break;
+        if (given[n] == '\0' && n > 0) {
+            memcpy(r->id, given, n + 1);
+            return;
+        }
+    }
+    unsigned long long k = (unsigned long long)atomic_fetch_add(&r->srv->next_id, 1);
+    snprintf(r->id, sizeof r->id, "%s-%llu", r->srv->id_prefix, k);
+}
+
+/* First allocation of a request body. */
+#define BODY_INITIAL_CAP 4096
+
+int srv__append_body(srv_request *r, const char *data, size_t n, size_t limit) {
+    if (r->body_len + n > limit) {
+        r->too_large = true;
+        free(r->body);
+        r->body = NULL;
+        r->body_len = r->body_cap = 0;
+        return 0;
+    }
+    if (r->body_len + n + 1 > r->body_cap) {
+        size_t nc = r->body_cap ? r->body_cap : BODY_INITIAL_CAP;
+        while (nc < r->body_len + n + 1) nc *= 2;
+        char *nb = realloc(r->body, nc);
+        if (!nb) return -1;
+        r->body = nb, r->body_cap = nc;
+    }
+    memcpy(r->body + r->body_len, data, n);
+    r->body_len += n;
+    r->body[r->body_len] = '\0';
+    return 0;
+}
+
+void srv__access_log(const srv_request *r, unsigned status, double seconds, bool completed) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    char when[32];
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+    fprintf(stderr, "%s.%03ldZ %s %s %s %u %zu %.3fms%s\n", when, ts.tv_nsec / 1000000, r->id, r->method, r->path, status,
+            r->bytes_out, seconds * 1e3, completed ? "" : " (aborted)");
+}

@@ -1,0 +1,32 @@
+/* http.h - the HTTP plumbing every route uses: answers (JSON, text, errors through the one status
+ * table), the request id, body accumulation and the access log. Calls nothing but libmicrohttpd,
+ * proto's error encoder and the metrics. MHD thread. */
+#ifndef ADAPTERD_SERVER_HTTP_H
+#define ADAPTERD_SERVER_HTTP_H
+
+#include <stddef.h>
+
+#include "internal.h"
+
+/* Queues body (len bytes, ctype) with status on r's connection; mode says who frees body. Counts
+ * the request in the metrics once. Returns MHD's result. */
+enum MHD_Result srv__send_body(srv_request *r, unsigned status, const char *ctype, char *body, size_t len,
+                               enum MHD_ResponseMemoryMode mode);
+/* Queues a malloc'd JSON body (freed by MHD); json NULL (out of memory) sends a fixed 500. */
+enum MHD_Result srv__send_json(srv_request *r, unsigned status, char *json, size_t len);
+/* Queues {"error":{"code","message"}} with code's HTTP status (http_status.h). */
+enum MHD_Result srv__send_error(srv_request *r, eng_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Sets r->id: the client's X-Request-Id when it is 1..SRV_REQUEST_ID_ECHO_MAX printable ASCII
+ * bytes, else "<server prefix>-<counter>". */
+void srv__set_request_id(srv_request *r);
+#define SRV_REQUEST_ID_ECHO_MAX 64
+
+/* Appends a body chunk; beyond limit the body is dropped and r->too_large set (answered 413 once
+ * complete). Returns 0, or -1 when out of memory. */
+int srv__append_body(srv_request *r, const char *data, size_t n, size_t limit);
+
+/* One access-log line on stderr for a finished request. */
+void srv__access_log(const srv_request *r, unsigned status, double seconds, bool completed);
+
+#endif

@@ -1,0 +1,23 @@
+/* job.c - see job.h. */
+#include "job.h"
+
+#include <stdlib.h>
+
+const char *srv__skip_source_name(srv_skip_source s) {
+    switch (s) {
+    case SRV_SKIP_DEFAULT: return "default";
+    case SRV_SKIP_REQUEST: return "request";
+    case SRV_SKIP_BUDGET: return "budget";
+    case SRV_SKIP_LATENCY: return "latency";
+    case SRV_SKIP_ADAPTIVE: return "adaptive";
+    }
+    return "default";
+}
+
+void srv__job_free(srv_job *j) {
+    if (!j) return;
+    for (int i = 0; j->enc && i < j->n_inputs; i++) eng_tok_encoding_free(&j->enc[i]);
+    for (int k = 0; j->tasks && k < j->n_tasks; k++) store_task_release(j->tasks[k]);
+    free(j->enc), free(j->truncated), free(j->tasks), free(j->treqs), free(j->skip_src), free(j->body);
+    free(j);
+}

@@ -1,0 +1,42 @@
+/* metrics.h - Prometheus counters and histograms. Callers hand values in (a status, a duration, a
+ * task's skip); the metrics never call back into the scheduler or the server: what only they know
+ * at render time (queue depth, readiness) comes in a srv_metrics_live struct. */
+#ifndef ADAPTERD_SERVER_METRICS_H
+#define ADAPTERD_SERVER_METRICS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "adapters_store/store.h"
+#include "route.h"
+
+typedef struct srv_metrics srv_metrics;
+
+/* reg is read at render (residency, loads, evictions) and must outlive the metrics. NULL when out
+ * of memory. */
+srv_metrics *srv__metrics_new(store_registry *reg);
+void srv__metrics_free(srv_metrics *m);
+
+/* Any thread: one answered request. */
+void srv__metrics_request(srv_metrics *m, srv_route r, unsigned status, double seconds);
+/* Any thread: one job finished after waiting `seconds` for its batch (negative: it never ran). */
+void srv__metrics_queue_wait(srv_metrics *m, double seconds);
+/* Any thread: one job ran task `name` at `skip` on n_inputs inputs. */
+void srv__metrics_task(srv_metrics *m, const char *name, int skip, int n_inputs);
+void srv__metrics_batch(srv_metrics *m, int requests, int inputs, int tokens, double seconds);
+/* Adaptive mode raised one job's skips by `layers` in all. */
+void srv__metrics_adaptive(srv_metrics *m, int layers);
+/* A "latency_ms" the cost model said cannot be met (answered 422). */
+void srv__metrics_latency_refused(srv_metrics *m);
+
+/* Gauges the caller owns, read once per render. */
+typedef struct {
+    int queue_depth;         /* jobs waiting or running */
+    int adaptive_level;      /* layers adaptive mode currently adds */
+    bool ready;              /* serving: not starting, not draining */
+} srv_metrics_live;
+
+/* Renders the Prometheus text; malloc'd (the caller frees), NULL when out of memory. */
+char *srv__metrics_render(srv_metrics *m, const srv_metrics_live *live, size_t *len);
+
+#endif

@@ -1,0 +1,293 @@
+/* predict.c - POST /v1/predict and KServe v2 infer, up to the scheduler: parse the body (proto),
+ * make sure the named tasks are resident (else load them on the pool and come back), resolve each
+ * task's skip (request, budget, latency target or default), tokenize, suspend the connection and
+ * submit the job. Everything here runs on an MHD thread and never waits on inference.
+ *
+ * Skips have one rule each, all the engine's: a "budget" goes through eng_skip_for_budget and a
+ * "latency_ms" through eng_plan_for_latency on the cost model measured at start-up, so the server
+ * and the engine's tests agree on every value. */
+#define _GNU_SOURCE
+#include "predict.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "http.h"
+#include "http_status.h"
+#include "offload.h"
+#include "respond.h"
+
+/* Rounds of "load the missing tasks, run again" before a request gives up (503): each round means
+ * a task was evicted or replaced between its load and the request's acquisition. */
+#define LOAD_ROUNDS_MAX 3
+/* Bytes of the task list in a refused latency target's message. */
+#define LATENCY_SKIPS_MSG_MAX 256
+/* Bytes of a task name from a v2 route. */
+#define SRV_TASK_NAME_MAX 256
+/* Bytes of an error message built while preparing a job. */
+#define PREPARE_MSG_MAX 600
+
+static enum MHD_Result load_then_retry(srv_request *r);
+
+/* "latency_ms": every task starts at its smallest allowed skip (best quality) and eng_plan_for_latency
+ * raises skips, one layer at a time on the task with the most room, until the cost model's prediction
+ * for this request's plan meets the target. A target that even the largest skips miss is refused with
+ * the prediction: the request is never served slower than it asked without saying so. */
+static int plan_for_latency(srv_server *s, srv_job *j, double target_ms, eng_status *code, char *msg, size_t msz) {
+    const eng_cost_model *cm = srv__cost_model(s, j->model);
+    if (!cm) {
+        *code = ENG_UNAVAILABLE;
+        snprintf(msg, msz, "\"latency_ms\" needs the cost model of model %s, which is measured at start-up; it was loaded later",
+                 store_model_name(j->model));
+        return -1;
+    }
+    eng_input *in = calloc((size_t)j->n_inputs, sizeof *in);
+    eng_task_req **rq = calloc((size_t)j->n_inputs, sizeof *rq);
+    if (!in || !rq) {
+        free(in), free(rq);
+        *code = ENG_NO_MEMORY;
+        snprintf(msg, msz, "out of memory");
+        return -1;
+    }
+    /* one skip per task for all inputs: every input points at the job's one task array */
+    for (int i = 0; i < j->n_inputs; i++) {
+        in[i] = (eng_input){.ids = j->enc[i].ids, .type_ids = j->enc[i].type_ids, .len = (int)j->enc[i].n,
+                            .tasks = j->treqs, .n_tasks = j->n_tasks};
+        rq[i] = j->treqs;
+    }
+    eng_err e = {0};
+    double pred = 0;
+    int rc = eng_plan_for_latency(cm, store_model_engine(j->model), in, j->n_inputs, rq, target_ms, &pred, &e);
+    free(in), free(rq);
+    j->latency_ms = target_ms;
+    j->predicted_ms = pred;
+    if (rc == 0) return 0;
+    srv__metrics_latency_refused(s->metrics);
+    char skips[LATENCY_SKIPS_MSG_MAX] = "";
+    size_t o = 0;
+    for (int k = 0; k < j->n_tasks && o < sizeof skips; k++)
+        o += (size_t)snprintf(skips + o, sizeof skips - o, "%s%s %d", k ? ", " : "", store_task_name(j->tasks[k]), j->treqs[k].skip);
+    *code = rc == ENG_LIMIT ? ENG_LIMIT : (eng_status)rc;
+    snprintf(msg, msz,
+             "\"latency_ms\" %.4g cannot be met: this request's plan is predicted at %.2f ms with every task at its "
+             "largest allowed skip (%s); raise the target, send fewer inputs or tasks, or see GET /v1/tasks for the skips",
+             target_ms, pred, skips);
+    return -1;
+}
+
+/* ---- lazy loading ---- */
+
+/* Acquires the current version of every task the request names (all when none) into held;
+ * returns how many are not resident, or -1 when out of memory. Unknown names are left to
+ * job_prepare, which answers 404. */
+static int acquire_named(srv_request *r, store_task ***held, int *n_held) {
+    store_registry *reg = r->srv->reg;
+    int n = r->preq.n_tasks ? r->preq.n_tasks : store_n_tasks(reg), missing = 0, k = 0;
+    store_task **v = calloc((size_t)n + 1, sizeof *v);
+    if (!v) return -1;
+    for (int i = 0; i < n; i++) {
+        store_task *t = r->preq.n_tasks ? store_task_acquire(reg, r->preq.tasks[i], strlen(r->preq.tasks[i]))
+                                        : store_task_acquire_at(reg, i);
+        if (!t) continue;
+        v[k++] = t;
+        missing += !store_task_resident(t);
+    }
+    *held = v;
+    *n_held = k;
+    return missing;
+}
+
+static bool tasks_missing(srv_request *r) {
+    store_task **v = NULL;
+    int n = 0, missing = acquire_named(r, &v, &n);
+    for (int i = 0; i < n; i++) store_task_release(v[i]);
+    free(v);
+    return missing > 0;
+}
+
+static void load_tasks(srv_request *r) {
+    for (int i = 0; i < r->off.n_held; i++) {
+        eng_err e = {0};
+        int rc = store_task_ensure(r->srv->reg, r->off.held[i], &e);
+        if (rc) {
+            srv__offload_fail(r, (eng_status)rc, e.msg);
+            return;
+        }
+    }
+}
+
+static enum MHD_Result load_then_retry(srv_request *r) {
+    if (++r->off.rounds > LOAD_ROUNDS_MAX)
+        return srv__send_error(r, ENG_UNAVAILABLE, "tasks were evicted or replaced while loading; retry");
+    /* drop what an earlier round held: the current versions may have changed */
+    for (int i = 0; i < r->off.n_held; i++) store_task_release(r->off.held[i]);
+    free(r->off.held);
+    r->off.held = NULL;
+    r->off.n_held = 0;
+    if (acquire_named(r, &r->off.held, &r->off.n_held) < 0) return srv__send_error(r, ENG_NO_MEMORY, "out of memory");
+    srv__offload(r->srv->offl, r, load_tasks);
+    return MHD_YES;
+}
+
+typedef enum {
+    PREPARE_READY,       /* j is ready to submit */
+    PREPARE_RELOAD,      /* a task is no longer resident: load it and run the request again */
+    PREPARE_FAILED,      /* *code and msg say why */
+} prepare_result;
+
+/* Resolves tasks and skips, tokenizes. */
+static prepare_result job_prepare(srv_request *r, srv_job *j, const proto_predict_req *p, eng_status *code, char *msg, size_t msz) {
+    srv_server *s = r->srv;
+    int n_tasks = p->n_tasks ? p->n_tasks : store_n_tasks(s->reg);
+    j->req = r;
+    j->request_id = r->id;
+    j->t_request = r->t0;
+    j->texts = p->inputs;
+    j->n_inputs = p->n_inputs;
+    j->ret_scores = p->ret_scores, j->ret_logits = p->ret_logits, j->ret_explain = p->ret_explain;
+    j->latency_ms = j->predicted_ms = -1;
+    if (!(j->tasks = calloc((size_t)n_tasks, sizeof *j->tasks)) || !(j->treqs = calloc((size_t)n_tasks, sizeof *j->treqs)) ||
+        !(j->skip_src = calloc((size_t)n_tasks, sizeof *j->skip_src)) ||
+        !(j->enc = calloc((size_t)p->n_inputs, sizeof *j->enc)) || !(j->truncated = calloc((size_t)p->n_inputs, sizeof(int)))) {
+        *code = ENG_NO_MEMORY;
+        snprintf(msg, msz, "out of memory");
+        return PREPARE_FAILED;
+    }
+    for (int k = 0; k < n_tasks; k++) {
+        store_task *t = p->n_tasks ? store_task_acquire(s->reg, p->tasks[k], strlen(p->tasks[k]))
+                                   : store_task_acquire_at(s->reg, k);
+        if (!t) {
+            *code = ENG_NOT_FOUND;
+            snprintf(msg, msz, "unknown task \"%.100s\" (GET /v1/tasks lists them)", p->n_tasks ? p->tasks[k] : "?");
+            return PREPARE_FAILED;
+        }
+        j->tasks[j->n_tasks++] = t;
+        if (!j->model) j->model = store_task_model(t);
+        if (store_task_model(t) != j->model) {
+            *code = ENG_INVALID_ARGUMENT;
+            snprintf(msg, msz, "tasks \"%s\" and \"%s\" run on different models (%s, %s); send them in separate requests",
+                     store_task_name(j->tasks[0]), store_task_name(t), store_model_name(j->model),
+                     store_model_name(store_task_model(t)));
+            return PREPARE_FAILED;
+        }
+        int lo = store_task_skip_min(t), hi = store_task_skip_max(t), skip = store_task_skip_default(t);
+        const char *src = "default";
+        srv_skip_source ss = SRV_SKIP_DEFAULT;
+        if (p->skip >= 0) skip = p->skip, src = "\"skip\"", ss = SRV_SKIP_REQUEST;
+        for (int i = 0; i < p->n_skips; i++)
+            if (!strcmp(p->skips[i].task, store_task_name(t)))
+                skip = p->skips[i].skip, src = "\"skip\"", ss = SRV_SKIP_REQUEST;
+        /* the engine's rule (eng_skip_for_budget), the one the planner's tests check; a task that is
+         * not resident has no engine object yet and is loaded and run again below, so its skip here
+         * stays a placeholder */
+        const eng_task *et = store_task_engine(t);
+        if (p->budget >= 0 && et) skip = eng_skip_for_budget(et, p->budget), src = "\"budget\"", ss = SRV_SKIP_BUDGET;
+        if (p->latency_ms > 0) skip = lo, ss = SRV_SKIP_LATENCY; /* raised by plan_for_latency below */
+        if (skip < lo || skip > hi) {
+            *code = ENG_INVALID_ARGUMENT;
+            snprintf(msg, msz, "%s asks task \"%s\" to skip %d layers; it allows %d..%d (see GET /v1/tasks/%s)", src,
+                     store_task_name(t), skip, lo, hi, store_task_name(t));
+            return PREPARE_FAILED;
+        }
+        j->treqs[k] = (eng_task_req){store_task_engine(t), skip};
+        j->skip_src[k] = ss;
+    }
+    for (int i = 0; i < p->n_skips; i++) {
+        int found = 0;
+        for (int k = 0; k < j->n_tasks; k++) found |= !strcmp(p->skips[i].task, store_task_name(j->tasks[k]));
+        if (!found) {
+            *code = ENG_INVALID_ARGUMENT;
+            snprintf(msg, msz, "\"skip\" names task \"%.100s\", which the request does not run", p->skips[i].task);
+            return PREPARE_FAILED;
+        }
+    }
+    /* tokenize */
+    const eng_tokenizer *tok = store_model_tokenizer(j->model);
+    int max_len = store_model_max_tokens(j->model);
+    if (s->cfg.max_seq_len > 0 && s->cfg.max_seq_len < max_len) max_len = s->cfg.max_seq_len;
+    eng_tok_params tp = eng_tok_default_params();
+    tp.max_length = max_len;
+    if (!p->truncate) tp.truncation = ENG_TOK_TRUNCATE_NONE;
+    for (int i = 0; i < p->n_inputs; i++) {
+        const proto_text *x = &p->inputs[i];
+        eng_err e = {0};
+        int rc = eng_tok_encode(tok, x->text, x->len, x->pair, x->pair_len, &tp, &j->enc[i], &e);
+        if (rc) {
+            *code = srv_status_of_tokenize(rc);
+            snprintf(msg, msz, "inputs[%d]: %s", i, e.msg);
+            return PREPARE_FAILED;
+        }
+        if ((int)j->enc[i].n > max_len) {
+            *code = ENG_INVALID_ARGUMENT;
+            snprintf(msg, msz, "inputs[%d] has %zu tokens, over the limit of %d (send \"truncate\": true to cut it)", i,
+                     j->enc[i].n, max_len);
+            return PREPARE_FAILED;
+        }
+        if (p->truncate && (int)j->enc[i].n == max_len) {
+            /* rare: at the limit, find out whether it was cut */
+            eng_tok_params np = tp;
+            np.truncation = ENG_TOK_TRUNCATE_NONE;
+            eng_tok_encoding full = {0};
+            if (eng_tok_encode(tok, x->text, x->len, x->pair, x->pair_len, &np, &full, &e) == 0)
+                j->truncated[i] = full.n > j->enc[i].n;
+            eng_tok_encoding_free(&full);
+        }
+        j->tokens += (int)j->enc[i].n;
+    }
+    /* a task evicted between the residency check and its acquisition here (the acquisition now
+     * keeps it): the caller loads it and runs the request again; the cost model needs every task */
+    for (int k = 0; k < j->n_tasks; k++)
+        if (!j->treqs[k].task) return PREPARE_RELOAD;
+    if (p->latency_ms > 0 && plan_for_latency(s, j, p->latency_ms, code, msg, msz)) return PREPARE_FAILED;
+    return PREPARE_READY;
+}
+
+enum MHD_Result srv__predict(srv_request *r, const char *task, size_t task_len) {
+    srv_server *s = r->srv;
+    if (atomic_load(&s->draining) || !atomic_load(&s->ready))
+        return srv__send_error(r, ENG_UNAVAILABLE, "the server is %s; retry on another replica",
+                          atomic_load(&s->draining) ? "draining" : "starting");
+    const char *ct = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Type");
+    if (!ct || strncasecmp(ct, "application/json", 16) != 0)
+        return srv__send_error(r, ENG_MEDIA_TYPE, "Content-Type must be application/json (got %s)", ct ? ct : "none");
+    if (r->too_large)
+        return srv__send_error(r, ENG_TOO_LARGE, "request body over the limit of %zu bytes", s->cfg.max_body_bytes);
+    proto_limits lim = {.max_inputs = s->cfg.max_inputs, .max_tasks = s->cfg.max_tasks, .max_text_bytes = s->cfg.max_body_bytes};
+    proto_err pe = {0};
+    int rc;
+    char tname[SRV_TASK_NAME_MAX];
+    if (r->route == SRV_ROUTE_V2_INFER) {
+        if (task_len >= sizeof tname) return srv__send_error(r, ENG_NOT_FOUND, "unknown task");
+        memcpy(tname, task, task_len);
+        tname[task_len] = '\0';
+        rc = proto_v2_infer_parse(r->body ? r->body : "", r->body_len, tname, &lim, &r->preq, &pe);
+    } else {
+        rc = proto_predict_parse(r->body ? r->body : "", r->body_len, &lim, &r->preq, &pe);
+    }
+    if (rc) return srv__send_error(r, srv_status_of_proto(rc), "%s", pe.msg);
+    /* tasks not resident (a memory budget): load them on the pool, then run this again */
+    if (tasks_missing(r)) return load_then_retry(r);
+    srv_job *j = calloc(1, sizeof *j);
+    if (!j) return srv__send_error(r, ENG_NO_MEMORY, "out of memory");
+    r->job = j;
+    j->form = r->route == SRV_ROUTE_V2_INFER ? SRV_ANSWER_V2 : SRV_ANSWER_V1;
+    eng_status code = ENG_OK;
+    char msg[PREPARE_MSG_MAX];
+    prepare_result prep = job_prepare(r, j, &r->preq, &code, msg, sizeof msg);
+    if (prep == PREPARE_FAILED) return srv__send_error(r, code, "%s", msg);
+    if (prep == PREPARE_RELOAD) { /* evicted or replaced since the check: rare, go round again */
+        srv__job_free(j);
+        r->job = NULL;
+        return load_then_retry(r);
+    }
+    MHD_suspend_connection(r->conn);
+    r->suspended = true;
+    if (srv__sched_submit(s->sched, j)) {
+        srv__job_fail(j, ENG_BUSY, "the queue is full; retry after a second");
+        MHD_resume_connection(r->conn);
+    }
+    return MHD_YES;
+}
+

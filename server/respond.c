@@ -1,0 +1,216 @@
+/* respond.c - a job's engine outputs become its response body: scores from the head, the label,
+ * tagging entries, the best QA span, the request's share of the batch plan (explain), then proto's
+ * encoders. Runs on the worker that ran the batch, so the loop only resumes connections.
+ *
+ * Also the one mapping of engine head types to wire kinds, used for results and task listings. */
+#define _GNU_SOURCE
+#include "respond.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "adapters_store/store.h"
+#include "clock.h"
+#include "engine/adapter.h"
+#include "http_status.h"
+
+/* A QA answer spans at most this many tokens (the usual SQuAD post-processing limit). */
+#define QA_MAX_ANSWER_TOKENS 30
+
+proto_head_kind srv__wire_head_kind(int head_type) {
+    switch (head_type) {
+    case ENG_HEAD_MULTILABEL: return PROTO_HEAD_MULTILABEL;
+    case ENG_HEAD_REGRESSION: return PROTO_HEAD_REGRESSION;
+    case ENG_HEAD_TAGGING: return PROTO_HEAD_TAGGING;
+    case ENG_HEAD_QA: return PROTO_HEAD_QA;
+    default: return PROTO_HEAD_CLASSIFICATION;
+    }
+}
+
+void srv__job_fail(srv_job *j, eng_status code, const char *msg) {
+    free(j->body);
+    j->body = NULL;
+    j->status = srv_error_body(code, msg, &j->body, &j->body_len);
+}
+
+/* Best QA span: tokens of the context (the pair when there is one), end within QA_MAX_ANSWER_TOKENS of start;
+ * score = p_start * p_end with softmax over the context tokens. */
+static void qa_span(const eng_tok_encoding *e, const proto_text *t, const float *lg, proto_task_result *r) {
+    int ctx = t->pair ? 1 : 0, n = (int)e->n;
+    float ms = -INFINITY, me = -INFINITY;
+    for (int i = 0; i < n; i++)
+        if (e->seq_ids[i] == ctx) {
+            if (lg[2 * i] > ms) ms = lg[2 * i];
+            if (lg[2 * i + 1] > me) me = lg[2 * i + 1];
+        }
+    if (ms == -INFINITY) return;
+    double zs = 0, ze = 0;
+    for (int i = 0; i < n; i++)
+        if (e->seq_ids[i] == ctx) zs += exp(lg[2 * i] - ms), ze += exp(lg[2 * i + 1] - me);
+    float best = -INFINITY;
+    int bs = -1, be = -1;
+    for (int i = 0; i < n; i++) {
+        if (e->seq_ids[i] != ctx) continue;
+        for (int k = i; k < n && k < i + QA_MAX_ANSWER_TOKENS && e->seq_ids[k] == ctx; k++) {
+            float sc = lg[2 * i] + lg[2 * k + 1];
+            if (sc > best) best = sc, bs = i, be = k;
+        }
+    }
+    if (bs < 0) return;
+    const char *src = ctx ? t->pair : t->text;
+    r->has_answer = 1;
+    r->ans_start = e->offsets[2 * bs];
+    r->ans_end = e->offsets[2 * be + 1];
+    r->ans_score = (float)(exp(lg[2 * bs] - ms) / zs * exp(lg[2 * be + 1] - me) / ze);
+    int32_t b0 = e->byte_offsets[2 * bs], b1 = e->byte_offsets[2 * be + 1];
+    r->ans_text = src + b0;
+    r->ans_text_len = b1 > b0 ? (size_t)(b1 - b0) : 0;
+}
+
+/* This request's share of the batch plan (see proto_explain). Its rows, streams and trunks per layer
+ * follow the planner's rules exactly: an input's trunk lives below the latest start layer of its
+ * tasks, a task's stream from its start layer (max of its first adapter layer and its skip) on.
+ * Times are the batch's, attributed by rows (layers), tokens (embedding) and outputs (heads).
+ * rows, streams, trunks: (L) ints; ms: (L). Returns 0 or -1 when out of memory. */
+static int explain_share(const srv_job *j, const eng_plan_stats *st, int *rows, int *streams, int *trunks, double *ms,
+                         proto_explain *ex) {
+    int L = st->n_layers;
+    for (int i = 0; i < j->n_inputs; i++) {
+        int len = (int)j->enc[i].n, trunk_until = 0;
+        for (int k = 0; k < j->n_tasks; k++) {
+            int start = eng_task_first_layer(j->treqs[k].task);
+            if (j->treqs[k].skip > start) start = j->treqs[k].skip;
+            if (start > trunk_until) trunk_until = start;
+            for (int l = start; l < L; l++) rows[l] += len, streams[l]++;
+        }
+        for (int l = 0; l < trunk_until && l < L; l++) rows[l] += len, streams[l]++, trunks[l]++;
+    }
+    double layers_ms = 0, batch_gflop = 0;
+    for (int l = 0; l < L; l++) {
+        ms[l] = st->rows[l] > 0 ? st->ms[l] * rows[l] / st->rows[l] : 0;
+        layers_ms += ms[l];
+        batch_gflop += st->gflop[l];
+    }
+    eng_input *in = calloc((size_t)j->n_inputs, sizeof *in);
+    if (!in) return -1;
+    for (int i = 0; i < j->n_inputs; i++)
+        in[i] = (eng_input){.ids = j->enc[i].ids, .len = (int)j->enc[i].n, .tasks = j->treqs, .n_tasks = j->n_tasks};
+    double gflop = eng_plan_gflop(store_model_engine(j->model), in, j->n_inputs);
+    free(in);
+    int outs = j->n_inputs * j->n_tasks;
+    *ex = (proto_explain){
+        .n_layers = L, .rows = rows, .streams = streams, .trunks = trunks, .ms = ms,
+        .batch_rows = st->rows, .batch_streams = st->streams, .batch_ms = st->ms,
+        .embed_ms = st->tokens > 0 ? st->embed_ms * j->tokens / st->tokens : 0,
+        .heads_ms = j->batch_outputs > 0 ? st->heads_ms * outs / j->batch_outputs : 0,
+        .gflop = gflop, .share = batch_gflop > 0 ? gflop / batch_gflop : 0, .batch_gflop = batch_gflop,
+        .batch_total_ms = st->total_ms, .batch_requests = j->batch_requests, .batch_inputs = j->batch_inputs,
+        .batch_tokens = j->batch_tokens};
+    ex->total_ms = ex->embed_ms + layers_ms + ex->heads_ms;
+    return 0;
+}
+
+void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats *stats) {
+    size_t nr = (size_t)j->n_inputs * j->n_tasks;
+    proto_task_result *res = calloc(nr, sizeof *res);
+    float **bufs = calloc(nr, sizeof *bufs);
+    proto_tag **tags = calloc(nr, sizeof *tags);
+    int *tokens = calloc((size_t)j->n_inputs, sizeof *tokens);
+    int bad = !res || !bufs || !tags || !tokens;
+    for (int i = 0; !bad && i < j->n_inputs; i++) {
+        const eng_tok_encoding *e = &j->enc[i];
+        tokens[i] = (int)e->n;
+        for (int k = 0; !bad && k < j->n_tasks; k++) {
+            size_t idx = (size_t)i * j->n_tasks + k;
+            const eng_task_out *o = &outs[idx];
+            const store_task *t = j->tasks[k];
+            const eng_head *h = store_task_head(t);
+            proto_task_result *r = &res[idx];
+            r->task = store_task_name(t);
+            r->version = store_task_version(t);
+            r->kind = srv__wire_head_kind(h->type);
+            r->skip = j->treqs[k].skip;
+            r->skip_source = srv__skip_source_name(j->skip_src[k]);
+            r->n_labels = store_task_num_labels(t);
+            r->labels = store_task_labels(t);
+            r->n_rows = o->n_rows;
+            r->logits = j->ret_logits ? o->logits : NULL;
+            size_t nv = (size_t)o->n_rows * o->num_labels;
+            if (!(bufs[idx] = malloc(nv * sizeof(float)))) {
+                bad = 1;
+                break;
+            }
+            eng_head_probs(h, o->logits, o->n_rows, bufs[idx]);
+            const float *p = bufs[idx];
+            switch (r->kind) {
+            case PROTO_HEAD_CLASSIFICATION:
+                r->scores = p;
+                r->label = eng_argmax(p, o->num_labels);
+                r->score = p[r->label];
+                break;
+            case PROTO_HEAD_MULTILABEL:
+                r->scores = p;
+                break;
+            case PROTO_HEAD_REGRESSION:
+                r->value = o->logits[0];
+                break;
+            case PROTO_HEAD_TAGGING: {
+                int n = (int)e->n < o->n_rows ? (int)e->n : o->n_rows;
+                if (!(tags[idx] = calloc((size_t)n + 1, sizeof *tags[idx]))) {
+                    bad = 1;
+                    break;
+                }
+                for (int row = 0; row < n; row++) {
+                    if (e->special_mask[row]) continue;
+                    const float *pr = p + (size_t)row * o->num_labels;
+                    int lb = eng_argmax(pr, o->num_labels);
+                    tags[idx][r->n_tags++] = (proto_tag){e->offsets[2 * row], e->offsets[2 * row + 1],
+                                                         e->seq_ids[row] > 0 ? e->seq_ids[row] : 0, lb, pr[lb]};
+                }
+                r->tags = tags[idx];
+                break;
+            }
+            case PROTO_HEAD_QA:
+                if (o->num_labels == 2 && o->n_rows == (int)e->n) qa_span(e, &j->texts[i], o->logits, r);
+                break;
+            }
+        }
+    }
+    proto_explain ex = {0};
+    int *xrows = NULL;
+    double *xms = NULL;
+    if (stats && j->ret_explain && !bad) {
+        int L = stats->n_layers;
+        xrows = calloc((size_t)3 * L + 1, sizeof *xrows);
+        xms = calloc((size_t)L + 1, sizeof *xms);
+        if (!xrows || !xms || explain_share(j, stats, xrows, xrows + L, xrows + 2 * L, xms, &ex)) bad = 1;
+    }
+    if (!bad) {
+        j->t_end = srv__now();
+        proto_predict_resp pr = {.request_id = j->request_id,
+                                 .model = store_model_name(j->model),
+                                 .n_inputs = j->n_inputs,
+                                 .n_tasks = j->n_tasks,
+                                 .results = res,
+                                 .tokens = tokens,
+                                 .truncated = j->truncated,
+                                 .ret_scores = j->ret_scores,
+                                 .queue_ms = (j->t_start - j->t_submit) * 1e3,
+                                 .inference_ms = (j->t_end - j->t_start) * 1e3,
+                                 .total_ms = (j->t_end - j->t_request) * 1e3,
+                                 .batch_requests = j->batch_requests,
+                                 .batch_inputs = j->batch_inputs,
+                                 .batch_tokens = j->batch_tokens,
+                                 .latency_target_ms = j->latency_ms,
+                                 .predicted_ms = j->predicted_ms,
+                                 .explain = stats && j->ret_explain ? &ex : NULL};
+        j->body = j->form == SRV_ANSWER_V2 ? proto_v2_infer_encode(&pr, &j->body_len) : proto_predict_encode(&pr, &j->body_len);
+        j->status = 200;
+        bad = !j->body;
+    }
+    if (bad) srv__job_fail(j, ENG_NO_MEMORY, "out of memory building the response");
+    for (size_t i = 0; i < nr && bufs; i++) free(bufs[i]);
+    for (size_t i = 0; i < nr && tags; i++) free(tags[i]);
+    free(bufs), free(tags), free(res), free(tokens), free(xrows), free(xms);
+}
+

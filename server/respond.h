@@ -1,0 +1,20 @@
+/* respond.h - from a job's engine outputs to its response body (worker thread). */
+#ifndef ADAPTERD_SERVER_RESPOND_H
+#define ADAPTERD_SERVER_RESPOND_H
+
+#include "engine/planner.h"
+#include "job.h"
+#include "proto/proto.h"
+
+/* The wire kind of an engine head type (eng_head.type, or store_task_head_type); a head not known
+ * yet (negative: never loaded) reads as classification, which the caller flags separately. */
+proto_head_kind srv__wire_head_kind(int head_type);
+
+/* Encodes job j's answer from outs ((n_inputs, n_tasks), input-major) and stats (NULL: no explain)
+ * into j->body / j->status; when out of memory the body is a 500 error. */
+void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats *stats);
+
+/* Replaces j's body with the error for code (msg, or the table's description when empty). */
+void srv__job_fail(srv_job *j, eng_status code, const char *msg);
+
+#endif

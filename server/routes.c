@@ -1,0 +1,257 @@
+/* routes.c - libmicrohttpd's two callbacks and the quick routes.
+ *
+ * A request's life: MHD's thread calls srv__on_request for the headers (route, method, request id),
+ * for each body chunk (bounded by max_body_bytes, or max_upload_bytes on admin routes), and once
+ * more at the end. Quick routes (tasks, models, health, metrics, OpenAPI) answer there; the
+ * inference routes go to predict.c, the admin routes to admin.c. A suspended request comes back
+ * here when the loop resumes it: with its job's body, or with offloaded work's answer, or to run
+ * again once its tasks are loaded. srv__on_completed logs, counts and frees. */
+#define _GNU_SOURCE
+#include "routes.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "admin.h"
+#include "clock.h"
+#include "http.h"
+#include "offload.h"
+#include "predict.h"
+#include "respond.h"
+
+/* ---- quick routes ---- */
+
+/* A task that never loaded (memory budget) has no head or adapter kind yet. */
+static void fill_task_info(store_task *t, proto_task_info *ti) {
+    int h = store_task_head_type(t);
+    proto_head_kind k = srv__wire_head_kind(h);
+    *ti = (proto_task_info){.name = store_task_name(t), .version = store_task_version(t),
+                            .model = store_model_name(store_task_model(t)), .kind = store_task_kind(t),
+                            .head = k, .head_known = h >= 0, .n_labels = store_task_num_labels(t),
+                            .labels = store_task_labels(t), .skip_min = store_task_skip_min(t),
+                            .skip_max = store_task_skip_max(t), .skip_default = store_task_skip_default(t),
+                            .bytes = store_task_bytes(t), .resident = store_task_resident(t)};
+}
+
+static enum MHD_Result route_tasks(srv_request *r) {
+    int n = store_n_tasks(r->srv->reg);
+    proto_task_info *ti = calloc((size_t)n + 1, sizeof *ti);
+    store_task **ts = calloc((size_t)n + 1, sizeof *ts);
+    if (!ti || !ts) {
+        free(ti), free(ts);
+        return srv__send_error(r, ENG_NO_MEMORY, "out of memory");
+    }
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if ((ts[k] = store_task_acquire_at(r->srv->reg, i))) fill_task_info(ts[k], &ti[k]), k++;
+    size_t len = 0;
+    char *j = proto_tasks_encode(ti, k, &len);
+    for (int i = 0; i < k; i++) store_task_release(ts[i]);
+    free(ti), free(ts);
+    return srv__send_json(r, 200, j, len);
+}
+
+/* What GET on one task answers. */
+typedef enum {
+    TASK_VIEW_V1,            /* /v1/tasks/{name} */
+    TASK_VIEW_V2,            /* /v2/models/{task} */
+    TASK_VIEW_V2_READY,      /* /v2/models/{task}/ready */
+} task_view;
+
+/* Longest task name quoted back in an error. */
+#define QUOTED_NAME_MAX 100
+
+static enum MHD_Result route_task(srv_request *r, const char *name, size_t nlen, task_view view) {
+    store_task *t = store_task_acquire(r->srv->reg, name, nlen);
+    if (!t) return srv__send_error(r, ENG_NOT_FOUND, "unknown task \"%.*s\" (GET /v1/tasks lists them)", (int)(nlen > QUOTED_NAME_MAX ? QUOTED_NAME_MAX : nlen), name);
+    proto_task_info ti;
+    fill_task_info(t, &ti);
+    size_t len = 0;
+    char *j = view == TASK_VIEW_V2_READY ? proto_v2_bool_encode("ready", 1, &len)
+              : view == TASK_VIEW_V2     ? proto_v2_model_encode(&ti, &len)
+                                         : proto_task_encode(&ti, &len);
+    store_task_release(t);
+    return srv__send_json(r, 200, j, len);
+}
+
+static enum MHD_Result route_models(srv_request *r) {
+    int n = store_n_models(r->srv->reg);
+    proto_model_info *mi = calloc((size_t)n + 1, sizeof *mi);
+    store_model **ms = calloc((size_t)n + 1, sizeof *ms);
+    if (!mi || !ms) {
+        free(mi), free(ms);
+        return srv__send_error(r, ENG_NO_MEMORY, "out of memory");
+    }
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        if (!(ms[k] = store_model_acquire_at(r->srv->reg, i))) continue;
+        const eng_config *c = eng_model_config(store_model_engine(ms[k]));
+        mi[k] = (proto_model_info){.name = store_model_name(ms[k]), .model_type = c->model_type, .hidden = c->hidden,
+                                   .layers = c->n_layers, .max_tokens = store_model_max_tokens(ms[k]), .vocab = c->vocab,
+                                   .bytes = eng_model_bytes(store_model_engine(ms[k]))};
+        k++;
+    }
+    size_t len = 0;
+    char *j = proto_models_encode(mi, k, &len);
+    for (int i = 0; i < k; i++) store_model_release(ms[i]);
+    free(mi), free(ms);
+    return srv__send_json(r, 200, j, len);
+}
+
+/* Matches url to a route; for /v1/tasks/{name} and /v2/models/{task}/... the name goes to arg, arg_len. */
+static srv_route match(const char *url, const char **arg, size_t *arg_len) {
+    static const struct {
+        const char *path;
+        srv_route r;
+    } fixed[] = {{"/v1/predict", SRV_ROUTE_PREDICT}, {"/v1/tasks", SRV_ROUTE_TASKS}, {"/v1/models", SRV_ROUTE_MODELS},
+                 {"/healthz", SRV_ROUTE_HEALTHZ}, {"/readyz", SRV_ROUTE_READYZ}, {"/metrics", SRV_ROUTE_METRICS},
+                 {"/openapi.json", SRV_ROUTE_OPENAPI}, {"/v2/health/live", SRV_ROUTE_V2_LIVE},
+                 {"/v2/health/ready", SRV_ROUTE_V2_READY}};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+        if (!strcmp(url, fixed[i].path)) return fixed[i].r;
+    if (!strncmp(url, "/v1/tasks/", 10) && url[10] && !strchr(url + 10, '/')) {
+        *arg = url + 10, *arg_len = strlen(url + 10);
+        return SRV_ROUTE_TASK;
+    }
+    if (!strncmp(url, "/v2/models/", 11) && url[11] && url[11] != '/') {
+        const char *name = url + 11, *slash = strchr(name, '/');
+        *arg = name;
+        if (!slash) {
+            *arg_len = strlen(name);
+            return SRV_ROUTE_V2_MODEL;
+        }
+        *arg_len = (size_t)(slash - name);
+        if (!strcmp(slash, "/ready")) return SRV_ROUTE_V2_MODEL_READY;
+        if (!strcmp(slash, "/infer")) return SRV_ROUTE_V2_INFER;
+    }
+    return SRV_ROUTE_UNKNOWN;
+}
+
+enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                                  const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls) {
+    srv_server *s = cls;
+    srv_request *r = *con_cls;
+    const char *arg = NULL;
+    size_t arg_len = 0;
+    if (!r) {
+        if (!(r = calloc(1, sizeof *r))) return MHD_NO;
+        r->srv = s;
+        r->conn = conn;
+        r->t0 = srv__now();
+        r->route = match(url, &arg, &arg_len);
+        snprintf(r->method, sizeof r->method, "%s", method);
+        snprintf(r->path, sizeof r->path, "%s", url);
+        srv__set_request_id(r);
+        atomic_fetch_add(&s->active, 1);
+        *con_cls = r;
+        if (srv__admin_claims(r, url, method)) {
+            r->method_ok = true;
+            const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+            if (cl && strtoull(cl, NULL, 10) > s->cfg.max_upload_bytes)
+                return srv__send_error(r, ENG_TOO_LARGE, "upload of %s bytes is over the limit of %zu", cl, s->cfg.max_upload_bytes);
+            return MHD_YES;
+        }
+        int is_post = r->route == SRV_ROUTE_PREDICT || r->route == SRV_ROUTE_V2_INFER;
+        r->method_ok = is_post ? !strcmp(method, "POST") : (!strcmp(method, "GET") || !strcmp(method, "HEAD"));
+        if (is_post && r->method_ok) {
+            const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+            if (cl && strtoull(cl, NULL, 10) > s->cfg.max_body_bytes)
+                return srv__send_error(r, ENG_TOO_LARGE, "request body of %s bytes is over the limit of %zu", cl, s->cfg.max_body_bytes);
+        }
+        return MHD_YES;
+    }
+    if (r->suspended && r->off.state == SRV_OFFLOAD_DONE) {
+        /* resumed after offloaded work: its answer, or run the request again (tasks now loaded) */
+        r->suspended = false;
+        r->off.state = SRV_OFFLOAD_IDLE;
+        if (r->off.status) {
+            char *b = r->off.body;
+            r->off.body = NULL;
+            return srv__send_json(r, r->off.status, b, r->off.len);
+        }
+        r->route = match(url, &arg, &arg_len);
+        proto_predict_free(&r->preq);
+        memset(&r->preq, 0, sizeof r->preq);
+        return srv__predict(r, arg, arg_len);
+    }
+    if (r->suspended) {
+        /* resumed: the job is done */
+        r->suspended = false;
+        srv_job *j = r->job;
+        char *b = j->body;
+        j->body = NULL;
+        if (!b) return srv__send_error(r, ENG_INTERNAL, "no response was produced");
+        return srv__send_json(r, j->status, b, j->body_len);
+    }
+    if (*upload_data_size) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (r->too_large || r->status) return MHD_YES;
+        size_t limit = r->admin ? s->cfg.max_upload_bytes : s->cfg.max_body_bytes;
+        return srv__append_body(r, upload_data, n, limit) ? MHD_NO : MHD_YES;
+    }
+    if (r->status) return MHD_YES; /* already answered (413 by Content-Length) */
+    if (r->admin) return srv__admin_dispatch(r, url, method);
+    r->route = match(url, &arg, &arg_len);
+    if (r->route == SRV_ROUTE_UNKNOWN) return srv__send_error(r, ENG_NOT_FOUND, "no route %s %.200s", method, url);
+    if (!r->method_ok) return srv__send_error(r, ENG_METHOD_NOT_ALLOWED, "%s is not allowed on %.200s", method, url);
+    size_t len = 0;
+    char *j = NULL;
+    bool ready = atomic_load(&s->ready) && !atomic_load(&s->draining);
+    switch (r->route) {
+    case SRV_ROUTE_PREDICT: return srv__predict(r, NULL, 0);
+    case SRV_ROUTE_V2_INFER: {
+        store_task *t = store_task_acquire(s->reg, arg, arg_len);
+        if (!t) return srv__send_error(r, ENG_NOT_FOUND, "unknown task \"%.*s\"", (int)(arg_len > QUOTED_NAME_MAX ? QUOTED_NAME_MAX : arg_len), arg);
+        store_task_release(t);
+        return srv__predict(r, arg, arg_len);
+    }
+    case SRV_ROUTE_TASKS: return route_tasks(r);
+    case SRV_ROUTE_TASK: return route_task(r, arg, arg_len, TASK_VIEW_V1);
+    case SRV_ROUTE_V2_MODEL: return route_task(r, arg, arg_len, TASK_VIEW_V2);
+    case SRV_ROUTE_V2_MODEL_READY: return route_task(r, arg, arg_len, TASK_VIEW_V2_READY);
+    case SRV_ROUTE_MODELS: return route_models(r);
+    case SRV_ROUTE_HEALTHZ: j = proto_status_encode("ok", ready, &len); return srv__send_json(r, 200, j, len);
+    case SRV_ROUTE_READYZ: {
+        const char *st = atomic_load(&s->draining) ? "draining" : ready ? "ok" : "starting";
+        j = proto_status_encode(st, ready, &len);
+        return srv__send_json(r, ready ? 200 : 503, j, len);
+    }
+    case SRV_ROUTE_V2_LIVE: j = proto_v2_bool_encode("live", 1, &len); return srv__send_json(r, 200, j, len);
+    case SRV_ROUTE_V2_READY:
+        if (!ready) return srv__send_error(r, ENG_UNAVAILABLE, "not ready");
+        j = proto_v2_bool_encode("ready", 1, &len);
+        return srv__send_json(r, 200, j, len);
+    case SRV_ROUTE_METRICS: {
+        srv_metrics_live live = {.queue_depth = srv__sched_depth(s->sched),
+                                 .adaptive_level = srv__sched_adaptive_level(s->sched), .ready = ready};
+        char *m = srv__metrics_render(s->metrics, &live, &len);
+        if (!m) return srv__send_error(r, ENG_NO_MEMORY, "out of memory");
+        return srv__send_body(r, 200, "text/plain; version=0.0.4", m, len, MHD_RESPMEM_MUST_FREE);
+    }
+    case SRV_ROUTE_OPENAPI: {
+        const char *doc = proto_openapi_json(&len);
+        return srv__send_body(r, 200, "application/json", (char *)doc, len, MHD_RESPMEM_PERSISTENT);
+    }
+    default: return srv__send_error(r, ENG_NOT_FOUND, "no route %.200s", url);
+    }
+}
+
+void srv__on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    srv_server *s = cls;
+    srv_request *r = *con_cls;
+    if (!r) return;
+    double dt = srv__now() - r->t0;
+    unsigned status = r->status ? r->status : 499; /* 499: the client went away before an answer */
+    if (!r->counted) srv__metrics_request(s->metrics, r->route, status, dt);
+    if (s->cfg.access_log) srv__access_log(r, status, dt, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
+    srv__job_free(r->job);
+    srv__offload_clear(r);
+    proto_predict_free(&r->preq);
+    free(r->body);
+    free(r);
+    *con_cls = NULL;
+    atomic_fetch_sub(&s->active, 1);
+}
+

@@ -1,0 +1,54 @@
+/* scheduler.h - the dynamic batcher on the libuv loop and the engine workers (see scheduler.c for why it
+ * is built this way). It knows jobs, the engine and the metrics; what happens to a job's outputs
+ * and to a finished job is the caller's, through srv_sched_hooks, so the scheduler never calls
+ * back into the HTTP side. */
+#ifndef ADAPTERD_SERVER_SCHEDULER_H
+#define ADAPTERD_SERVER_SCHEDULER_H
+
+#include <stdbool.h>
+#include <uv.h>
+
+#include "engine/status.h"
+#include "job.h"
+#include "metrics.h"
+
+typedef struct {
+    /* Worker thread: job j ran; build its response from outs ((n_inputs, n_tasks), input-major) and
+     * stats (NULL unless some job of the batch asked to explain). */
+    void (*respond)(void *ctx, srv_job *j, const eng_task_out *outs, const eng_plan_stats *stats);
+    /* Worker thread: job j failed with code; build its error response. */
+    void (*fail)(void *ctx, srv_job *j, eng_status code, const char *msg);
+    /* Loop thread: j is done (answered or failed) and no longer the scheduler's. */
+    void (*done)(void *ctx, srv_job *j);
+    void *ctx;
+} srv_sched_hooks;
+
+typedef struct {
+    int workers;             /* engine workers, each with its own eng_state */
+    int threads;             /* engine threads per worker */
+    int max_queue;           /* jobs waiting or running beyond which submit refuses */
+    int max_batch_tokens;
+    int max_wait_us;
+    bool adaptive_skips;
+    int target_queue_ms;
+    srv_metrics *metrics;    /* batches and adaptive raises are counted here */
+} srv_sched_params;
+
+typedef struct srv_sched srv_sched;
+
+/* Loop thread: creates the scheduler's handles on loop and starts the workers. Returns 0, or a
+ * negative status with err set. Either way a non-NULL *out is released in two steps: srv__sched_stop
+ * once the loop has stopped running (joins the workers), then srv__sched_free once the loop has
+ * closed its handles (they live inside the scheduler). */
+int srv__sched_start(uv_loop_t *loop, const srv_sched_params *p, srv_sched_hooks hooks, srv_sched **out, eng_err *err);
+void srv__sched_stop(srv_sched *q);
+void srv__sched_free(srv_sched *q);
+/* Any thread: hands a job to the loop. Returns 0, or ENG_BUSY when max_queue jobs are already
+ * waiting or running (the job is then not taken and no hook will see it). */
+int srv__sched_submit(srv_sched *q, srv_job *j);
+/* Loop thread: close batches of everything queued now (drain). */
+void srv__sched_flush(srv_sched *q);
+int srv__sched_depth(srv_sched *q);          /* any thread: jobs submitted and not done */
+int srv__sched_adaptive_level(srv_sched *q); /* any thread: layers adaptive mode currently adds */
+
+#endif
