@@ -1,10 +1,11 @@
 /* config.c - server options from flags, a JSON file and ADAPTERD_* variables, through one table, so
  * the three sources accept the same names and the same ranges. Precedence (flags > file > env) is
- * the caller's order of application: env first, then the file, then flags. */
+ * the order srv_config_load applies them in: env first, then the file, then flags. */
 #include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,4 +155,25 @@ int srv_config_from_file(srv_config *c, const char *path, eng_err *err) {
     }
     json_decref(root);
     return rc;
+}
+
+int srv_config_load(srv_config *c, int argc, const char *const *args, eng_err *err) {
+    const char *config = getenv("ADAPTERD_CONFIG");
+    for (int i = 0; i + 1 < argc; i++)
+        if (!strcmp(args[i], "--config")) config = args[i + 1];
+    int rc = srv_config_from_env(c, err);
+    if (!rc && config) rc = srv_config_from_file(c, config, err);
+    if (rc) return rc;
+    bool threads_given = getenv("ADAPTERD_THREADS") != NULL;
+    for (int i = 0; i < argc; i += 2) {
+        const char *a = args[i];
+        if (strncmp(a, "--", 2) || i + 1 >= argc)
+            return eng_err_set(err, ENG_INVALID_ARGUMENT, "unknown or incomplete option '%s'", a);
+        if (!strcmp(a, "--config")) continue;
+        if (!strcmp(a, "--threads")) threads_given = true;
+        if ((rc = srv_config_set(c, a + 2, args[i + 1], err))) return rc;
+    }
+    /* the cores are shared by the workers unless told otherwise */
+    if (!threads_given && c->workers > 1) c->threads = c->threads / c->workers > 0 ? c->threads / c->workers : 1;
+    return 0;
 }

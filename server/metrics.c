@@ -262,14 +262,14 @@ char *srv__metrics_render(srv_metrics *m, const srv_metrics_live *live, size_t *
     /* the registry: residency, loads, evictions */
     put(&b, "# HELP adapterd_task_resident 1 when the task's current version is loaded in memory.\n"
             "# TYPE adapterd_task_resident gauge\n");
-    for (int i = 0, n = store_n_tasks(m->reg); i < n; i++) {
+    for (int i = 0, n = m->reg ? store_n_tasks(m->reg) : 0; i < n; i++) {
         store_task *t = store_task_acquire_at(m->reg, i);
         if (!t) continue;
         put(&b, "adapterd_task_resident{task=\"%s\"} %d\n", store_task_name(t), store_task_resident(t));
         store_task_release(t);
     }
-    store_stats st;
-    store_get_stats(m->reg, &st);
+    store_stats st = {0};
+    if (m->reg) store_get_stats(m->reg, &st);
     put(&b, "# HELP adapterd_tasks_registered Tasks in the registry.\n# TYPE adapterd_tasks_registered gauge\n"
             "adapterd_tasks_registered %d\n", st.n_tasks);
     put(&b, "# HELP adapterd_task_versions Versions listed in the registry.\n# TYPE adapterd_task_versions gauge\n"

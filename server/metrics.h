@@ -12,8 +12,8 @@
 
 typedef struct srv_metrics srv_metrics;
 
-/* reg is read at render (residency, loads, evictions) and must outlive the metrics. NULL when out
- * of memory. */
+/* reg is read at render (residency, loads, evictions) and must outlive the metrics; with NULL those
+ * figures read 0. Returns NULL when out of memory. */
 srv_metrics *srv__metrics_new(store_registry *reg);
 void srv__metrics_free(srv_metrics *m);
 

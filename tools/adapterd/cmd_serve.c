@@ -1,7 +1,8 @@
 /* cmd_serve.c - `adapterd serve`: load a registry and serve it over HTTP until SIGTERM/SIGINT.
  *
- * Options come from three places, applied so that flags beat the JSON config file, which beats
- * ADAPTERD_* environment variables; all three use the names of server/config.c's one table. */
+ * Options come from three places, applied by srv_config_load so that flags beat the JSON config
+ * file, which beats ADAPTERD_* environment variables; all three use the names of server/config.c's
+ * one table. */
 #include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
@@ -12,6 +13,9 @@
 #include "cli.h"
 #include "server/server.h"
 #include "adapters_store/store.h"
+
+/* Blocks from this size on get their own mapping (see cmd_serve). */
+#define MMAP_THRESHOLD_BYTES (1 << 20)
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -67,43 +71,23 @@ int cmd_serve(int argc, char **argv) {
      * weights come and go under the memory budget, and glibc's default (a threshold that grows with
      * each freed block) would serve them from the heap, which then needs malloc_trim; trimming a
      * ~700 MB heap stalled other requests (bench/store: p99 1.2-1.6x while a large task reloads). */
-    mallopt(M_MMAP_THRESHOLD, 1 << 20);
-    const char *config = getenv("ADAPTERD_CONFIG");
+    mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
             return 0;
         }
-        if (!strcmp(argv[i], "--config") && i + 1 < argc) config = argv[i + 1];
     }
-    if (srv_config_from_env(&c, &err) || (config && srv_config_from_file(&c, config, &err))) {
+    if (srv_config_load(&c, argc - 1, (const char *const *)argv + 1, &err)) {
         fprintf(stderr, "adapterd serve: %s\n", err.msg);
+        usage(stderr);
         return 2;
-    }
-    int threads_given = getenv("ADAPTERD_THREADS") != NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strncmp(a, "--", 2) || i + 1 >= argc) {
-            fprintf(stderr, "adapterd serve: unknown or incomplete option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-        const char *v = argv[++i];
-        if (!strcmp(a, "--config")) continue;
-        if (!strcmp(a, "--threads")) threads_given = 1;
-        if (srv_config_set(&c, a + 2, v, &err)) {
-            fprintf(stderr, "adapterd serve: %s\n", err.msg);
-            usage(stderr);
-            return 2;
-        }
     }
     if (!c.registry[0]) {
         fprintf(stderr, "adapterd serve: --registry DIR is required\n");
         usage(stderr);
         return 2;
     }
-    /* the cores are shared by the workers unless told otherwise */
-    if (!threads_given && c.workers > 1) c.threads = c.threads / c.workers > 0 ? c.threads / c.workers : 1;
     signal(SIGPIPE, SIG_IGN);
     store_params sp = store_default_params();
     sp.allow_skip = c.allow_skip;

@@ -70,6 +70,14 @@ int srv_config_from_env(srv_config *c, eng_err *err);
  * numbers, strings or booleans. Returns 0 or a negative status naming the key or the file. */
 int srv_config_from_file(srv_config *c, const char *path, eng_err *err);
 
+/* Applies the options of `adapterd serve` in their order of precedence: the ADAPTERD_* variables,
+ * then the JSON file named by --config (or ADAPTERD_CONFIG), then the flags, so flags beat the
+ * file, which beats the environment. args are argc flag/value pairs' worth of strings
+ * ("--port", "8080", ...), without the command name. Unless --threads or ADAPTERD_THREADS is given,
+ * the cores are shared by the workers (threads = threads / workers). Returns 0, or a negative
+ * status with err naming the option, the variable or the file. */
+int srv_config_load(srv_config *c, int argc, const char *const *args, eng_err *err);
+
 /* Runs the server on reg until SIGTERM/SIGINT and a drain: readiness turns false, new requests get
  * 503, queued and running requests complete, then it returns 0. Returns a negative status when it
  * cannot start (port in use, out of memory). reg must outlive the call. */

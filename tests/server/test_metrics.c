@@ -1,0 +1,73 @@
+/* test_metrics.c - server/metrics.c: the Prometheus text for known counts. Every expected line
+ * follows from the values fed in and the exposition format (cumulative buckets, _sum, _count). */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "metrics.h"
+
+static char *render(srv_metrics *m, srv_metrics_live live) {
+    size_t len = 0;
+    char *t = srv__metrics_render(m, &live, &len);
+    cr_assert(t);
+    cr_assert_eq(strlen(t), len);
+    return t;
+}
+
+static void has(const char *text, const char *line) {
+    /* a whole line: preceded by a newline (or the start) and followed by one */
+    size_t n = strlen(line);
+    for (const char *p = strstr(text, line); p; p = strstr(p + 1, line))
+        if ((p == text || p[-1] == '\n') && p[n] == '\n') return;
+    cr_expect_fail("missing line \"%s\" in\n%s", line, text);
+}
+
+Test(metrics, counters_histograms_and_live_gauges) {
+    srv_metrics *m = srv__metrics_new(NULL);
+    cr_assert(m);
+    srv__metrics_request(m, SRV_ROUTE_PREDICT, 200, 0.003);   /* le 0.005 */
+    srv__metrics_request(m, SRV_ROUTE_PREDICT, 200, 0.0004);  /* le 0.0005 */
+    srv__metrics_request(m, SRV_ROUTE_PREDICT, 429, 0.02);
+    srv__metrics_request(m, SRV_ROUTE_HEALTHZ, 299, 0.001);   /* a code outside the table */
+    srv__metrics_task(m, "sentiment", 2, 3);
+    srv__metrics_task(m, "sentiment", 2, 1);
+    srv__metrics_task(m, "topic", 0, 5);
+    srv__metrics_queue_wait(m, -1); /* never ran: not observed */
+    srv__metrics_queue_wait(m, 0.5);
+    srv__metrics_batch(m, 2, 4, 100, 0.25);
+    srv__metrics_adaptive(m, 3);
+    srv__metrics_latency_refused(m);
+    char *t = render(m, (srv_metrics_live){.queue_depth = 7, .adaptive_level = 2, .ready = true});
+    has(t, "adapterd_requests_total{route=\"/v1/predict\",code=\"200\"} 2");
+    has(t, "adapterd_requests_total{route=\"/v1/predict\",code=\"429\"} 1");
+    has(t, "adapterd_requests_total{route=\"/healthz\",code=\"other\"} 1");
+    has(t, "adapterd_request_duration_seconds_bucket{route=\"/v1/predict\",le=\"0.0005\"} 1");
+    has(t, "adapterd_request_duration_seconds_bucket{route=\"/v1/predict\",le=\"0.005\"} 2");
+    has(t, "adapterd_request_duration_seconds_bucket{route=\"/v1/predict\",le=\"0.025\"} 3");
+    has(t, "adapterd_request_duration_seconds_bucket{route=\"/v1/predict\",le=\"+Inf\"} 3");
+    has(t, "adapterd_request_duration_seconds_count{route=\"/v1/predict\"} 3");
+    has(t, "adapterd_request_duration_seconds_sum{route=\"/v1/predict\"} 0.0234");
+    has(t, "adapterd_queue_wait_seconds_count{} 1");
+    has(t, "adapterd_batch_tokens_bucket{le=\"64\"} 0");
+    has(t, "adapterd_batch_tokens_bucket{le=\"256\"} 1");
+    has(t, "adapterd_tokens_total 100");
+    has(t, "adapterd_task_requests_total{task=\"sentiment\"} 2");
+    has(t, "adapterd_task_requests_total{task=\"topic\"} 1");
+    has(t, "adapterd_task_skip_total{task=\"sentiment\",skip=\"2\"} 4");
+    has(t, "adapterd_task_skip_total{task=\"topic\",skip=\"0\"} 5");
+    has(t, "adapterd_queue_depth 7");
+    has(t, "adapterd_adaptive_level 2");
+    has(t, "adapterd_adaptive_raises_total 1");
+    has(t, "adapterd_adaptive_layers_total 3");
+    has(t, "adapterd_latency_refused_total 1");
+    has(t, "adapterd_ready 1");
+    /* task series come in name order */
+    cr_expect_lt(strstr(t, "task=\"sentiment\"} 2"), strstr(t, "task=\"topic\"} 1"));
+    free(t);
+    t = render(m, (srv_metrics_live){.ready = false});
+    has(t, "adapterd_ready 0");
+    has(t, "adapterd_queue_depth 0");
+    free(t);
+    srv__metrics_free(m);
+}
