@@ -61,10 +61,13 @@ struct store_task {
     uint64_t fingerprint;       /* of the files when listed */
     int changed_reported;
     atomic_int listed;
+    /* written under reg->mu; atomic because store_task_release reads it without the lock: with
+     * both sequentially consistent, a release that drops the last request's reference and a
+     * set_current that retires the version cannot both miss the other (one of them unloads) */
+    atomic_int current;
     /* guarded by reg->mu */
     eng_task *_Atomic task;
     int loading;
-    int current;
     uint64_t last_used;
     size_t bytes;               /* of the last load */
     /* written once before loaded_once is set, read after */

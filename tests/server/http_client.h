@@ -11,7 +11,7 @@ typedef struct {
     int port;
 } test_server;
 
-/* Starts adapterd serve on the fixture registry with extra arguments (NULL-terminated list, may be
+/* Starts adapterd serve (this build's, or the binary named by ADAPTERD_TEST_SERVER) on the fixture registry with extra arguments (NULL-terminated list, may be
  * NULL); env: "KEY=VALUE" strings to set in the child (NULL-terminated, may be NULL). Returns 0 when
  * it listens within 20 s. */
 int ts_start(test_server *s, const char *const *args, const char *const *env);

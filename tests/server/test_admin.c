@@ -40,7 +40,7 @@ static void sh(const char *fmt, ...) {
 /* A registry in a fresh temporary directory: the bert-tiny model and task cls (versions 0, 1 of
  * the fixture cls_lora), files copied (no links). */
 static char *make_registry(void) {
-    char *dir = strdup("/tmp/adapterd-admin-XXXXXX");
+    char *dir = strdup("adapterd-admin-XXXXXX");
     cr_assert(mkdtemp(dir));
     sh("mkdir -p %s/models %s/tasks && cp -rL %s/registry/models/bert-tiny %s/models/ && cp -rL %s/registry/tasks/cls_lora %s/tasks/cls",
        dir, dir, ADAPTERD_FIXTURES, dir, ADAPTERD_FIXTURES, dir);
@@ -112,7 +112,7 @@ static char *slurp(const char *path, size_t *len) {
 /* Uploads the folder src (its contents become the version) as a .tar.gz; returns the status. */
 static long upload_dir(const test_server *s, const char *task, int version, const char *src, int activate, json_t **out) {
     char tgz[256], path[256];
-    snprintf(tgz, sizeof tgz, "/tmp/adapterd-up-%d-%d.tgz", (int)getpid(), version);
+    snprintf(tgz, sizeof tgz, "adapterd-up-%d-%d.tgz", (int)getpid(), version);
     sh("tar -C %s -chzf %s .", src, tgz);
     size_t len;
     char *b = slurp(tgz, &len);

@@ -450,7 +450,7 @@ Test(lifecycle, flood_gets_429_with_retry_after, .timeout = 60) {
 
 Test(lifecycle, config_precedence_flags_file_env, .timeout = 60) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    char cfg[] = "/tmp/adapterd-cfg-XXXXXX";
+    char cfg[] = "adapterd-cfg-XXXXXX";
     int fd = mkstemp(cfg);
     cr_assert(fd >= 0);
     dprintf(fd, "{\"max-inputs\": 2, \"max_tasks\": 1}\n");
