@@ -12,12 +12,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Defaults of the limits (the server's options override them). */
+#define DEFAULT_MAX_INPUTS 64
+#define DEFAULT_MAX_TASKS 32
+#define DEFAULT_MAX_TEXT_BYTES (1 << 20)
+
 proto_limits proto_default_limits(void) {
-    return (proto_limits){.max_inputs = 64, .max_tasks = 32, .max_text_bytes = 1 << 20};
+    return (proto_limits){.max_inputs = DEFAULT_MAX_INPUTS, .max_tasks = DEFAULT_MAX_TASKS,
+                          .max_text_bytes = DEFAULT_MAX_TEXT_BYTES};
 }
 
-static int fail(proto_err *err, proto_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(proto_err *err, proto_status code, const char *fmt, ...) {
+int proto_err_set(proto_err *err, proto_status code, const char *fmt, ...) {
     if (err) {
         err->code = code;
         va_list ap;
@@ -50,12 +55,12 @@ static json_t *load_object(const char *body, size_t len, proto_err *err) {
     json_error_t je;
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     if (!root) {
-        fail(err, PROTO_MALFORMED, "body is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
+        proto_err_set(err, PROTO_MALFORMED, "body is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
         return NULL;
     }
     if (!json_is_object(root)) {
         json_decref(root);
-        fail(err, PROTO_MALFORMED, "body must be a JSON object");
+        proto_err_set(err, PROTO_MALFORMED, "body must be a JSON object");
         return NULL;
     }
     return root;
@@ -65,25 +70,25 @@ static int set_text(proto_text *t, json_t *s, json_t *pair, const proto_limits *
     t->text = json_string_value(s);
     t->len = json_string_length(s);
     if (pair && !json_is_null(pair)) {
-        if (!json_is_string(pair)) return fail(err, PROTO_INVALID, "%s.text_pair must be a string", where);
+        if (!json_is_string(pair)) return proto_err_set(err, PROTO_INVALID, "%s.text_pair must be a string", where);
         t->pair = json_string_value(pair);
         t->pair_len = json_string_length(pair);
     }
     if (t->len + t->pair_len > lim->max_text_bytes)
-        return fail(err, PROTO_LIMIT, "%s is %zu bytes, over the limit of %zu", where, t->len + t->pair_len,
+        return proto_err_set(err, PROTO_LIMIT, "%s is %zu bytes, over the limit of %zu", where, t->len + t->pair_len,
                     lim->max_text_bytes);
     return 0;
 }
 
 static int parse_inputs(json_t *in, const proto_limits *lim, proto_predict_req *r, proto_err *err) {
-    if (!in) return fail(err, PROTO_INVALID, "\"inputs\" is required");
+    if (!in) return proto_err_set(err, PROTO_INVALID, "\"inputs\" is required");
     size_t n = json_is_array(in) ? json_array_size(in) : 1;
     if (!json_is_string(in) && !json_is_array(in))
-        return fail(err, PROTO_INVALID, "\"inputs\" must be a string, an array of strings or of {\"text\", \"text_pair\"}");
-    if (n == 0) return fail(err, PROTO_INVALID, "\"inputs\" is empty");
+        return proto_err_set(err, PROTO_INVALID, "\"inputs\" must be a string, an array of strings or of {\"text\", \"text_pair\"}");
+    if (n == 0) return proto_err_set(err, PROTO_INVALID, "\"inputs\" is empty");
     if (n > (size_t)lim->max_inputs)
-        return fail(err, PROTO_LIMIT, "\"inputs\" has %zu entries, over the limit of %d", n, lim->max_inputs);
-    if (!(r->inputs = calloc(n, sizeof *r->inputs))) return fail(err, PROTO_NO_MEMORY, "out of memory");
+        return proto_err_set(err, PROTO_LIMIT, "\"inputs\" has %zu entries, over the limit of %d", n, lim->max_inputs);
+    if (!(r->inputs = calloc(n, sizeof *r->inputs))) return proto_err_set(err, PROTO_NO_MEMORY, "out of memory");
     r->n_inputs = (int)n;
     if (json_is_string(in)) return set_text(&r->inputs[0], in, NULL, lim, "inputs", err);
     for (size_t i = 0; i < n; i++) {
@@ -95,16 +100,16 @@ static int parse_inputs(json_t *in, const proto_limits *lim, proto_predict_req *
             rc = set_text(&r->inputs[i], e, NULL, lim, where, err);
         } else if (json_is_object(e)) {
             json_t *t = json_object_get(e, "text");
-            if (!json_is_string(t)) return fail(err, PROTO_INVALID, "%s.text must be a string", where);
+            if (!json_is_string(t)) return proto_err_set(err, PROTO_INVALID, "%s.text must be a string", where);
             const char *k;
             json_t *v;
             json_object_foreach(e, k, v) {
                 if (strcmp(k, "text") && strcmp(k, "text_pair"))
-                    return fail(err, PROTO_INVALID, "%s: unknown field \"%s\"", where, k);
+                    return proto_err_set(err, PROTO_INVALID, "%s: unknown field \"%s\"", where, k);
             }
             rc = set_text(&r->inputs[i], t, json_object_get(e, "text_pair"), lim, where, err);
         } else {
-            return fail(err, PROTO_INVALID, "%s must be a string or {\"text\": ..., \"text_pair\": ...}", where);
+            return proto_err_set(err, PROTO_INVALID, "%s must be a string or {\"text\": ..., \"text_pair\": ...}", where);
         }
         if (rc) return rc;
     }
@@ -113,7 +118,7 @@ static int parse_inputs(json_t *in, const proto_limits *lim, proto_predict_req *
 
 static int skip_value(json_t *v, const char *where, proto_err *err) {
     if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 1000)
-        return fail(err, PROTO_INVALID, "%s must be a non-negative integer", where);
+        return proto_err_set(err, PROTO_INVALID, "%s must be a non-negative integer", where);
     return (int)json_integer_value(v);
 }
 
@@ -123,8 +128,8 @@ static int parse_common(json_t *root, const proto_limits *lim, proto_predict_req
         if (json_is_object(v)) {
             size_t n = json_object_size(v);
             if (n > (size_t)lim->max_tasks)
-                return fail(err, PROTO_LIMIT, "\"skip\" names %zu tasks, over the limit of %d", n, lim->max_tasks);
-            if (n && !(r->skips = calloc(n, sizeof *r->skips))) return fail(err, PROTO_NO_MEMORY, "out of memory");
+                return proto_err_set(err, PROTO_LIMIT, "\"skip\" names %zu tasks, over the limit of %d", n, lim->max_tasks);
+            if (n && !(r->skips = calloc(n, sizeof *r->skips))) return proto_err_set(err, PROTO_NO_MEMORY, "out of memory");
             const char *k;
             json_t *s;
             json_object_foreach(v, k, s) {
@@ -140,20 +145,20 @@ static int parse_common(json_t *root, const proto_limits *lim, proto_predict_req
     }
     if ((v = json_object_get(root, "budget")) && !json_is_null(v)) {
         if (!json_is_number(v) || json_number_value(v) < 0 || json_number_value(v) > 1)
-            return fail(err, PROTO_INVALID, "\"budget\" must be a number from 0 to 1");
+            return proto_err_set(err, PROTO_INVALID, "\"budget\" must be a number from 0 to 1");
         r->budget = json_number_value(v);
     }
     if (r->budget >= 0 && (r->skip >= 0 || r->n_skips))
-        return fail(err, PROTO_INVALID, "give either \"skip\" or \"budget\", not both");
+        return proto_err_set(err, PROTO_INVALID, "give either \"skip\" or \"budget\", not both");
     if ((v = json_object_get(root, "latency_ms")) && !json_is_null(v)) {
         if (!json_is_number(v) || !(json_number_value(v) > 0))
-            return fail(err, PROTO_INVALID, "\"latency_ms\" must be a positive number");
+            return proto_err_set(err, PROTO_INVALID, "\"latency_ms\" must be a positive number");
         r->latency_ms = json_number_value(v);
         if (r->budget >= 0 || r->skip >= 0 || r->n_skips)
-            return fail(err, PROTO_INVALID, "give either \"latency_ms\" or \"skip\"/\"budget\", not both");
+            return proto_err_set(err, PROTO_INVALID, "give either \"latency_ms\" or \"skip\"/\"budget\", not both");
     }
     if ((v = json_object_get(root, "truncate")) && !json_is_null(v)) {
-        if (!json_is_boolean(v)) return fail(err, PROTO_INVALID, "\"truncate\" must be true or false");
+        if (!json_is_boolean(v)) return proto_err_set(err, PROTO_INVALID, "\"truncate\" must be true or false");
         r->truncate = json_is_true(v);
     }
     return 0;
@@ -172,7 +177,7 @@ int proto_predict_parse(const char *body, size_t len, const proto_limits *lim, p
     json_object_foreach(root, k, v) {
         if (strcmp(k, "inputs") && strcmp(k, "tasks") && strcmp(k, "skip") && strcmp(k, "budget") &&
             strcmp(k, "latency_ms") && strcmp(k, "return") && strcmp(k, "truncate")) {
-            rc = fail(err, PROTO_INVALID, "unknown field \"%.80s\"", k);
+            rc = proto_err_set(err, PROTO_INVALID, "unknown field \"%.80s\"", k);
             goto bad;
         }
     }
@@ -184,36 +189,36 @@ int proto_predict_parse(const char *body, size_t len, const proto_limits *lim, p
         } else if (json_is_array(v)) {
             size_t n = json_array_size(v);
             if (n == 0) {
-                rc = fail(err, PROTO_INVALID, "\"tasks\" is empty (leave it out for every task)");
+                rc = proto_err_set(err, PROTO_INVALID, "\"tasks\" is empty (leave it out for every task)");
                 goto bad;
             }
             if (n > (size_t)lim->max_tasks) {
-                rc = fail(err, PROTO_LIMIT, "\"tasks\" has %zu entries, over the limit of %d", n, lim->max_tasks);
+                rc = proto_err_set(err, PROTO_LIMIT, "\"tasks\" has %zu entries, over the limit of %d", n, lim->max_tasks);
                 goto bad;
             }
             if (!(r->tasks = calloc(n, sizeof *r->tasks))) goto oom;
             for (size_t i = 0; i < n; i++) {
                 const char *s = json_string_value(json_array_get(v, i));
                 if (!s) {
-                    rc = fail(err, PROTO_INVALID, "tasks[%zu] must be a string", i);
+                    rc = proto_err_set(err, PROTO_INVALID, "tasks[%zu] must be a string", i);
                     goto bad;
                 }
                 for (int j = 0; j < r->n_tasks; j++)
                     if (!strcmp(r->tasks[j], s)) {
-                        rc = fail(err, PROTO_INVALID, "task \"%.80s\" is named twice", s);
+                        rc = proto_err_set(err, PROTO_INVALID, "task \"%.80s\" is named twice", s);
                         goto bad;
                     }
                 r->tasks[r->n_tasks++] = s;
             }
         } else {
-            rc = fail(err, PROTO_INVALID, "\"tasks\" must be an array of task names");
+            rc = proto_err_set(err, PROTO_INVALID, "\"tasks\" must be an array of task names");
             goto bad;
         }
     }
     if ((rc = parse_common(root, lim, r, err))) goto bad;
     if ((v = json_object_get(root, "return")) && !json_is_null(v)) {
         if (!json_is_object(v)) {
-            rc = fail(err, PROTO_INVALID, "\"return\" must be an object {\"scores\", \"logits\", \"explain\"}");
+            rc = proto_err_set(err, PROTO_INVALID, "\"return\" must be an object {\"scores\", \"logits\", \"explain\"}");
             goto bad;
         }
         json_t *b;
@@ -223,11 +228,11 @@ int proto_predict_parse(const char *body, size_t len, const proto_limits *lim, p
                        : !strcmp(k, "explain") ? &r->ret_explain
                                                : NULL;
             if (!dst) {
-                rc = fail(err, PROTO_INVALID, "return: unknown field \"%.80s\"", k);
+                rc = proto_err_set(err, PROTO_INVALID, "return: unknown field \"%.80s\"", k);
                 goto bad;
             }
             if (!json_is_boolean(b)) {
-                rc = fail(err, PROTO_INVALID, "return.%s must be true or false", k);
+                rc = proto_err_set(err, PROTO_INVALID, "return.%s must be true or false", k);
                 goto bad;
             }
             *dst = json_is_true(b);
@@ -235,7 +240,7 @@ int proto_predict_parse(const char *body, size_t len, const proto_limits *lim, p
     }
     return 0;
 oom:
-    rc = fail(err, PROTO_NO_MEMORY, "out of memory");
+    rc = proto_err_set(err, PROTO_NO_MEMORY, "out of memory");
 bad:
     proto_predict_free(r);
     return rc;
@@ -246,17 +251,17 @@ static json_t *v2_bytes(json_t *t, size_t i, proto_err *err) {
     json_t *shape = json_object_get(t, "shape"), *data = json_object_get(t, "data");
     const char *dt = json_string_value(json_object_get(t, "datatype"));
     if (!dt || strcmp(dt, "BYTES")) {
-        fail(err, PROTO_INVALID, "inputs[%zu].datatype must be \"BYTES\"", i);
+        proto_err_set(err, PROTO_INVALID, "inputs[%zu].datatype must be \"BYTES\"", i);
         return NULL;
     }
     if (!json_is_array(data)) {
-        fail(err, PROTO_INVALID, "inputs[%zu].data must be an array of strings", i);
+        proto_err_set(err, PROTO_INVALID, "inputs[%zu].data must be an array of strings", i);
         return NULL;
     }
     if (!json_is_array(shape) || json_array_size(shape) < 1 || json_array_size(shape) > 2 ||
         json_integer_value(json_array_get(shape, 0)) != (json_int_t)json_array_size(data) ||
         (json_array_size(shape) == 2 && json_integer_value(json_array_get(shape, 1)) != 1)) {
-        fail(err, PROTO_INVALID, "inputs[%zu].shape must be [N] (or [N, 1]) with N the number of data entries", i);
+        proto_err_set(err, PROTO_INVALID, "inputs[%zu].shape must be [N] (or [N, 1]) with N the number of data entries", i);
         return NULL;
     }
     return data;
@@ -273,14 +278,14 @@ int proto_v2_infer_parse(const char *body, size_t len, const char *task, const p
     int rc;
     json_t *ins = json_object_get(root, "inputs"), *text = NULL, *pair = NULL;
     if (!json_is_array(ins) || json_array_size(ins) < 1 || json_array_size(ins) > 2) {
-        rc = fail(err, PROTO_INVALID, "\"inputs\" must hold a BYTES tensor \"text\" and optionally \"text_pair\"");
+        rc = proto_err_set(err, PROTO_INVALID, "\"inputs\" must hold a BYTES tensor \"text\" and optionally \"text_pair\"");
         goto bad;
     }
     for (size_t i = 0; i < json_array_size(ins); i++) {
         json_t *t = json_array_get(ins, i), *d;
         const char *name = json_string_value(json_object_get(t, "name"));
         if (!json_is_object(t) || !name) {
-            rc = fail(err, PROTO_INVALID, "inputs[%zu] must be a tensor with a name", i);
+            rc = proto_err_set(err, PROTO_INVALID, "inputs[%zu] must be a tensor with a name", i);
             goto bad;
         }
         if (!(d = v2_bytes(t, i, err))) {
@@ -290,29 +295,29 @@ int proto_v2_infer_parse(const char *body, size_t len, const char *task, const p
         if (!strcmp(name, "text_pair")) pair = d;
         else if (!strcmp(name, "text") || json_array_size(ins) == 1) text = d;
         else {
-            rc = fail(err, PROTO_INVALID, "inputs[%zu]: unknown tensor \"%.60s\" (text, text_pair)", i, name);
+            rc = proto_err_set(err, PROTO_INVALID, "inputs[%zu]: unknown tensor \"%.60s\" (text, text_pair)", i, name);
             goto bad;
         }
     }
     if (!text) {
-        rc = fail(err, PROTO_INVALID, "no \"text\" input tensor");
+        rc = proto_err_set(err, PROTO_INVALID, "no \"text\" input tensor");
         goto bad;
     }
     size_t n = json_array_size(text);
     if (pair && json_array_size(pair) != n) {
-        rc = fail(err, PROTO_INVALID, "\"text_pair\" must have as many entries as \"text\"");
+        rc = proto_err_set(err, PROTO_INVALID, "\"text_pair\" must have as many entries as \"text\"");
         goto bad;
     }
     if (n == 0) {
-        rc = fail(err, PROTO_INVALID, "the \"text\" tensor is empty");
+        rc = proto_err_set(err, PROTO_INVALID, "the \"text\" tensor is empty");
         goto bad;
     }
     if (n > (size_t)lim->max_inputs) {
-        rc = fail(err, PROTO_LIMIT, "the \"text\" tensor has %zu entries, over the limit of %d", n, lim->max_inputs);
+        rc = proto_err_set(err, PROTO_LIMIT, "the \"text\" tensor has %zu entries, over the limit of %d", n, lim->max_inputs);
         goto bad;
     }
     if (!(r->inputs = calloc(n, sizeof *r->inputs)) || !(r->tasks = malloc(sizeof *r->tasks))) {
-        rc = fail(err, PROTO_NO_MEMORY, "out of memory");
+        rc = proto_err_set(err, PROTO_NO_MEMORY, "out of memory");
         goto bad;
     }
     r->n_inputs = (int)n;
@@ -322,7 +327,7 @@ int proto_v2_infer_parse(const char *body, size_t len, const char *task, const p
         char where[48];
         snprintf(where, sizeof where, "text[%zu]", i);
         if (!json_is_string(s)) {
-            rc = fail(err, PROTO_INVALID, "%s must be a string", where);
+            rc = proto_err_set(err, PROTO_INVALID, "%s must be a string", where);
             goto bad;
         }
         if ((rc = set_text(&r->inputs[i], s, pair ? json_array_get(pair, i) : NULL, lim, where, err))) goto bad;
@@ -330,7 +335,7 @@ int proto_v2_infer_parse(const char *body, size_t len, const char *task, const p
     json_t *params = json_object_get(root, "parameters");
     if (params && !json_is_null(params)) {
         if (!json_is_object(params)) {
-            rc = fail(err, PROTO_INVALID, "\"parameters\" must be an object");
+            rc = proto_err_set(err, PROTO_INVALID, "\"parameters\" must be an object");
             goto bad;
         }
         if ((rc = parse_common(params, lim, r, err))) goto bad;

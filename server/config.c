@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "proto/proto.h"
 #include "server/server.h"
 
 srv_config srv_default_config(void) {
@@ -26,8 +27,9 @@ srv_config srv_default_config(void) {
     c.max_wait_us = 500;
     c.max_queue = 256;
     c.max_body_bytes = 1 << 20;
-    c.max_inputs = 64;
-    c.max_tasks = 32;
+    proto_limits pl = proto_default_limits(); /* one default for the codec and the server */
+    c.max_inputs = pl.max_inputs;
+    c.max_tasks = pl.max_tasks;
     c.drain_timeout_ms = 30000;
     c.access_log = 1;
     c.max_upload_bytes = (size_t)256 << 20;

@@ -8,7 +8,9 @@
  *
  * Errors: PROTO_MALFORMED means the body is not JSON or not the document type asked for (HTTP 400);
  * PROTO_INVALID means valid JSON with invalid values (422); PROTO_LIMIT a configured limit (422);
- * the mapping to HTTP is the server's (server/http_status.c). */
+ * the mapping to HTTP is the server's (server/http_status.c). proto has its own small error type
+ * rather than the engine's eng_err: the codec must build and be tested without the engine, and its
+ * four codes are all a client needs to know about a body. */
 #ifndef ADAPTERD_PROTO_H
 #define ADAPTERD_PROTO_H
 
@@ -27,6 +29,10 @@ typedef struct {
     proto_status code;
     char msg[256];
 } proto_err;
+
+/* Sets err (when not NULL) to code and the printf-style message, cut to fit; returns code, so a
+ * check reads `return proto_err_set(err, PROTO_INVALID, "\"skip\" must be ...")`. */
+int proto_err_set(proto_err *err, proto_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 typedef struct {
     int max_inputs;          /* inputs per request */
