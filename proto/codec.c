@@ -38,6 +38,7 @@ void proto_predict_free(proto_predict_req *r) {
     free(r->inputs);
     free((void *)r->tasks);
     free(r->skips);
+    free(r->ids_);
     json_decref((json_t *)r->doc_);
     memset(r, 0, sizeof *r);
 }
@@ -49,6 +50,8 @@ static void req_init(proto_predict_req *r) {
     r->latency_ms = -1;
     r->ret_scores = 1;
     r->truncate = 1;
+    r->normalize = 1;
+    r->add_special_tokens = 1;
 }
 
 static json_t *load_object(const char *body, size_t len, proto_err *err) {
@@ -80,22 +83,89 @@ static int set_text(proto_text *t, json_t *s, json_t *pair, const proto_limits *
     return 0;
 }
 
-static int parse_inputs(json_t *in, const proto_limits *lim, proto_predict_req *r, proto_err *err) {
+/* Largest token id accepted on the wire (the server checks it against the model's vocabulary). */
+#define MAX_TOKEN_ID 0x7fffffff
+
+/* An ids array: non-empty, integers 0..MAX_TOKEN_ID; returns its length or a negative status. */
+static int check_ids(json_t *a, const char *where, const char *field, proto_err *err) {
+    size_t n = json_array_size(a);
+    if (n == 0) return proto_err_set(err, PROTO_INVALID, "%s%s is empty", where, field);
+    if (n > (size_t)MAX_TOKEN_ID) return proto_err_set(err, PROTO_LIMIT, "%s%s is too long", where, field);
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = json_array_get(a, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > MAX_TOKEN_ID)
+            return proto_err_set(err, PROTO_INVALID, "%s%s[%zu] must be a non-negative integer token id", where, field, i);
+    }
+    return (int)n;
+}
+
+static void copy_ids(json_t *a, int32_t *dst) {
+    for (size_t i = 0; i < json_array_size(a); i++) dst[i] = (int32_t)json_integer_value(json_array_get(a, i));
+}
+
+/* An input that is ids: [1, 2, 3] or {"ids": [...], "type_ids": [...]}. Sets *ids / *types (types
+ * may stay NULL); returns 1 when e is such an input, 0 when it is not, or a negative status. */
+static int ids_input(json_t *e, const char *where, json_t **ids, json_t **types, proto_err *err) {
+    *ids = *types = NULL;
+    if (json_is_array(e)) {
+        int n = check_ids(e, where, "", err);
+        if (n < 0) return n;
+        *ids = e;
+        return 1;
+    }
+    if (!json_is_object(e) || !json_object_get(e, "ids")) return 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach(e, k, v) {
+        if (strcmp(k, "ids") && strcmp(k, "type_ids"))
+            return proto_err_set(err, PROTO_INVALID, "%s: unknown field \"%.60s\" (ids, type_ids)", where, k);
+    }
+    json_t *a = json_object_get(e, "ids"), *t = json_object_get(e, "type_ids");
+    if (!json_is_array(a)) return proto_err_set(err, PROTO_INVALID, "%s.ids must be an array of token ids", where);
+    int n = check_ids(a, where, ".ids", err);
+    if (n < 0) return n;
+    if (t && !json_is_null(t)) {
+        if (!json_is_array(t) || json_array_size(t) != (size_t)n)
+            return proto_err_set(err, PROTO_INVALID, "%s.type_ids must be an array as long as ids", where);
+        int m = check_ids(t, where, ".type_ids", err);
+        if (m < 0) return m;
+        *types = t;
+    }
+    *ids = a;
+    return 1;
+}
+
+/* inputs: a string, one ids array, or an array of strings, ids arrays, {"text", "text_pair"} or
+ * {"ids", "type_ids"}. allow_ids 0 refuses ids (tokenize). Ids are copied into one buffer (r->ids_). */
+static int parse_inputs(json_t *in, const proto_limits *lim, int allow_ids, proto_predict_req *r, proto_err *err) {
     if (!in) return proto_err_set(err, PROTO_INVALID, "\"inputs\" is required");
-    size_t n = json_is_array(in) ? json_array_size(in) : 1;
-    if (!json_is_string(in) && !json_is_array(in))
-        return proto_err_set(err, PROTO_INVALID, "\"inputs\" must be a string, an array of strings or of {\"text\", \"text_pair\"}");
-    if (n == 0) return proto_err_set(err, PROTO_INVALID, "\"inputs\" is empty");
+    const char *shape = allow_ids ? "\"inputs\" must be a string, token ids, or an array of strings, of token ids, of "
+                                    "{\"text\", \"text_pair\"} or of {\"ids\", \"type_ids\"}"
+                                  : "\"inputs\" must be a string or an array of strings or of {\"text\", \"text_pair\"}";
+    if (!json_is_string(in) && !json_is_array(in)) return proto_err_set(err, PROTO_INVALID, "%s", shape);
+    /* a flat array of integers is one ids input */
+    int flat = json_is_array(in) && json_is_integer(json_array_get(in, 0));
+    size_t n = json_is_array(in) && !flat ? json_array_size(in) : 1;
+    if (json_is_array(in) && json_array_size(in) == 0) return proto_err_set(err, PROTO_INVALID, "\"inputs\" is empty");
     if (n > (size_t)lim->max_inputs)
         return proto_err_set(err, PROTO_LIMIT, "\"inputs\" has %zu entries, over the limit of %d", n, lim->max_inputs);
     if (!(r->inputs = calloc(n, sizeof *r->inputs))) return proto_err_set(err, PROTO_NO_MEMORY, "out of memory");
     r->n_inputs = (int)n;
     if (json_is_string(in)) return set_text(&r->inputs[0], in, NULL, lim, "inputs", err);
+    /* first pass: check every entry, count the ids */
+    size_t total = 0;
     for (size_t i = 0; i < n; i++) {
-        json_t *e = json_array_get(in, i);
+        json_t *e = flat ? in : json_array_get(in, i), *ids, *types;
         char where[48];
-        snprintf(where, sizeof where, "inputs[%zu]", i);
-        int rc;
+        snprintf(where, sizeof where, flat ? "inputs" : "inputs[%zu]", i);
+        int rc = ids_input(e, where, &ids, &types, err);
+        if (rc < 0) return rc;
+        if (rc == 1) {
+            if (!allow_ids) return proto_err_set(err, PROTO_INVALID, "%s: token ids are not accepted here; send text", where);
+            total += json_array_size(ids) * (types ? 2 : 1);
+            r->inputs[i].n_ids = (int)json_array_size(ids);
+            continue;
+        }
         if (json_is_string(e)) {
             rc = set_text(&r->inputs[i], e, NULL, lim, where, err);
         } else if (json_is_object(e)) {
@@ -105,13 +175,29 @@ static int parse_inputs(json_t *in, const proto_limits *lim, proto_predict_req *
             json_t *v;
             json_object_foreach(e, k, v) {
                 if (strcmp(k, "text") && strcmp(k, "text_pair"))
-                    return proto_err_set(err, PROTO_INVALID, "%s: unknown field \"%s\"", where, k);
+                    return proto_err_set(err, PROTO_INVALID, "%s: unknown field \"%.60s\"", where, k);
             }
             rc = set_text(&r->inputs[i], t, json_object_get(e, "text_pair"), lim, where, err);
         } else {
-            return proto_err_set(err, PROTO_INVALID, "%s must be a string or {\"text\": ..., \"text_pair\": ...}", where);
+            return proto_err_set(err, PROTO_INVALID, "%s: %s", where, shape);
         }
         if (rc) return rc;
+    }
+    if (!total) return 0;
+    if (!(r->ids_ = malloc(total * sizeof *r->ids_))) return proto_err_set(err, PROTO_NO_MEMORY, "out of memory");
+    /* second pass: copy */
+    int32_t *o = r->ids_;
+    for (size_t i = 0; i < n; i++) {
+        json_t *e = flat ? in : json_array_get(in, i), *ids, *types;
+        if (ids_input(e, "", &ids, &types, NULL) != 1) continue;
+        copy_ids(ids, o);
+        r->inputs[i].ids = o;
+        o += json_array_size(ids);
+        if (types) {
+            copy_ids(types, o);
+            r->inputs[i].type_ids = o;
+            o += json_array_size(types);
+        }
     }
     return 0;
 }
@@ -181,7 +267,7 @@ int proto_predict_parse(const char *body, size_t len, const proto_limits *lim, p
             goto bad;
         }
     }
-    if ((rc = parse_inputs(json_object_get(root, "inputs"), lim, r, err))) goto bad;
+    if ((rc = parse_inputs(json_object_get(root, "inputs"), lim, 1, r, err))) goto bad;
     if ((v = json_object_get(root, "tasks")) && !json_is_null(v)) {
         if (json_is_string(v)) {
             if (!(r->tasks = malloc(sizeof *r->tasks))) goto oom;
@@ -241,6 +327,100 @@ int proto_predict_parse(const char *body, size_t len, const proto_limits *lim, p
     return 0;
 oom:
     rc = proto_err_set(err, PROTO_NO_MEMORY, "out of memory");
+bad:
+    proto_predict_free(r);
+    return rc;
+}
+
+const char *proto_pooling_name(proto_pooling p) {
+    switch (p) {
+    case PROTO_POOL_DEFAULT: return "default";
+    case PROTO_POOL_CLS: return "cls";
+    case PROTO_POOL_MEAN: return "mean";
+    case PROTO_POOL_POOLER: return "pooler";
+    case PROTO_POOL_NONE: return "none";
+    }
+    return "default";
+}
+
+static int bool_field(json_t *root, const char *key, int *dst, proto_err *err) {
+    json_t *v = json_object_get(root, key);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_boolean(v)) return proto_err_set(err, PROTO_INVALID, "\"%s\" must be true or false", key);
+    *dst = json_is_true(v);
+    return 0;
+}
+
+static int model_field(json_t *root, proto_predict_req *r, proto_err *err) {
+    json_t *v = json_object_get(root, "model");
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_string(v)) return proto_err_set(err, PROTO_INVALID, "\"model\" must be a model name (GET /v1/models)");
+    r->model = json_string_value(v);
+    return 0;
+}
+
+/* Refuses keys of root not in the NULL-terminated list. */
+static int known_keys(json_t *root, const char *const *keys, proto_err *err) {
+    const char *k;
+    json_t *v;
+    json_object_foreach(root, k, v) {
+        int ok = 0;
+        for (const char *const *q = keys; *q && !ok; q++) ok = !strcmp(k, *q);
+        if (!ok) return proto_err_set(err, PROTO_INVALID, "unknown field \"%.80s\"", k);
+    }
+    return 0;
+}
+
+int proto_embed_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *r, proto_err *err) {
+    static const char *const keys[] = {"inputs", "normalize", "truncate", "truncation_direction", "pooling", "model", NULL};
+    proto_limits dl = proto_default_limits();
+    if (!lim) lim = &dl;
+    req_init(r);
+    r->truncate = 0; /* as text-embeddings-inference: an input over the limit is refused unless asked */
+    json_t *root = load_object(body, len, err), *v;
+    if (!root) return err ? err->code : PROTO_MALFORMED;
+    r->doc_ = root;
+    int rc;
+    if ((rc = known_keys(root, keys, err)) || (rc = parse_inputs(json_object_get(root, "inputs"), lim, 1, r, err)) ||
+        (rc = bool_field(root, "normalize", &r->normalize, err)) || (rc = bool_field(root, "truncate", &r->truncate, err)) ||
+        (rc = model_field(root, r, err)))
+        goto bad;
+    if ((v = json_object_get(root, "truncation_direction")) && !json_is_null(v)) {
+        const char *d = json_string_value(v);
+        if (!d || (strcmp(d, "right") && strcmp(d, "Right"))) {
+            rc = proto_err_set(err, PROTO_INVALID, "\"truncation_direction\" must be \"right\" (the end of the text is cut)");
+            goto bad;
+        }
+    }
+    if ((v = json_object_get(root, "pooling")) && !json_is_null(v)) {
+        const char *p = json_string_value(v);
+        static const proto_pooling all[] = {PROTO_POOL_CLS, PROTO_POOL_MEAN, PROTO_POOL_POOLER, PROTO_POOL_NONE};
+        for (size_t i = 0; p && i < sizeof all / sizeof all[0]; i++)
+            if (!strcmp(p, proto_pooling_name(all[i]))) r->pooling = all[i];
+        if (r->pooling == PROTO_POOL_DEFAULT) {
+            rc = proto_err_set(err, PROTO_INVALID, "\"pooling\" must be \"cls\", \"mean\", \"pooler\" or \"none\"");
+            goto bad;
+        }
+    }
+    return 0;
+bad:
+    proto_predict_free(r);
+    return rc;
+}
+
+int proto_tokenize_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *r, proto_err *err) {
+    static const char *const keys[] = {"inputs", "add_special_tokens", "model", NULL};
+    proto_limits dl = proto_default_limits();
+    if (!lim) lim = &dl;
+    req_init(r);
+    json_t *root = load_object(body, len, err);
+    if (!root) return err ? err->code : PROTO_MALFORMED;
+    r->doc_ = root;
+    int rc;
+    if ((rc = known_keys(root, keys, err)) || (rc = parse_inputs(json_object_get(root, "inputs"), lim, 0, r, err)) ||
+        (rc = bool_field(root, "add_special_tokens", &r->add_special_tokens, err)) || (rc = model_field(root, r, err)))
+        goto bad;
+    return 0;
 bad:
     proto_predict_free(r);
     return rc;
@@ -565,6 +745,101 @@ char *proto_v2_infer_encode(const proto_predict_resp *r, size_t *len) {
                 len);
 }
 
+/* Embeddings can be large (every token's vector with pooling "none"): written straight as text,
+ * each float with 9 significant digits (round-trips a float), without building a jansson tree. */
+typedef struct {
+    char *s;
+    size_t len, cap;
+    int oom;
+} text_buf;
+
+static void tb_reserve(text_buf *b, size_t more) {
+    if (b->oom || b->len + more < b->cap) return;
+    size_t nc = (b->cap + more) * 2;
+    char *ns = realloc(b->s, nc);
+    if (!ns) {
+        b->oom = 1;
+        return;
+    }
+    b->s = ns, b->cap = nc;
+}
+
+static void tb_putc(text_buf *b, char c) {
+    tb_reserve(b, 2);
+    if (!b->oom) b->s[b->len++] = c;
+}
+
+/* Bytes of the longest "%.9g" float ("-1.23456789e-38") plus slack. */
+#define FLOAT_TEXT_MAX 24
+
+static void tb_vector(text_buf *b, const float *v, int dim) {
+    tb_putc(b, '[');
+    for (int k = 0; k < dim; k++) {
+        tb_reserve(b, FLOAT_TEXT_MAX + 2);
+        if (b->oom) return;
+        if (k) b->s[b->len++] = ',';
+        if (isfinite(v[k])) b->len += (size_t)snprintf(b->s + b->len, b->cap - b->len, "%.9g", (double)v[k]);
+        else memcpy(b->s + b->len, "null", 4), b->len += 4;
+    }
+    tb_putc(b, ']');
+}
+
+char *proto_embed_encode(const float *vectors, int n_inputs, const int *rows, int dim, size_t *len) {
+    text_buf b = {0};
+    tb_putc(&b, '[');
+    size_t row = 0;
+    for (int i = 0; i < n_inputs && !b.oom; i++) {
+        if (i) tb_putc(&b, ',');
+        if (!rows) {
+            tb_vector(&b, vectors + row++ * (size_t)dim, dim);
+            continue;
+        }
+        tb_putc(&b, '[');
+        for (int t = 0; t < rows[i]; t++) {
+            if (t) tb_putc(&b, ',');
+            tb_vector(&b, vectors + row++ * (size_t)dim, dim);
+        }
+        tb_putc(&b, ']');
+    }
+    tb_putc(&b, ']');
+    tb_putc(&b, '\0');
+    if (b.oom) {
+        free(b.s);
+        return NULL;
+    }
+    if (len) *len = b.len - 1;
+    return b.s;
+}
+
+char *proto_tokenize_encode(const proto_tokens *in, int n_inputs, size_t *len) {
+    json_t *all = json_array();
+    int bad = !all;
+    for (int i = 0; !bad && i < n_inputs; i++) {
+        const proto_tokens *t = &in[i];
+        json_t *a = json_array();
+        bad |= json_array_append_new(all, a);
+        for (int k = 0; !bad && k < t->n; k++) {
+            json_t *o;
+            if (t->special[k]) {
+                o = json_pack("{s:i,s:s,s:b,s:n,s:n,s:s,s:n}", "id", (int)t->ids[k], "text", t->tokens[k], "special", 1,
+                              "start", "stop", "token", t->tokens[k], "seq");
+            } else {
+                const char *src = t->seq_ids[k] == 1 && t->pair ? t->pair : t->text;
+                int32_t b0 = t->byte_offsets[2 * k], b1 = t->byte_offsets[2 * k + 1];
+                o = json_pack("{s:i,s:s%,s:b,s:i,s:i,s:s,s:i}", "id", (int)t->ids[k], "text", src + b0,
+                              (size_t)(b1 > b0 ? b1 - b0 : 0), "special", 0, "start", (int)t->offsets[2 * k], "stop",
+                              (int)t->offsets[2 * k + 1], "token", t->tokens[k], "seq", t->seq_ids[k] > 0 ? 1 : 0);
+            }
+            bad |= !o || json_array_append_new(a, o);
+        }
+    }
+    if (bad) {
+        json_decref(all);
+        return NULL;
+    }
+    return dump(all, len);
+}
+
 char *proto_error_encode(const char *code, const char *msg, size_t *len) {
     return dump(json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg), len);
 }
@@ -629,3 +904,17 @@ char *proto_status_encode(const char *status, int ready, size_t *len) {
 }
 
 char *proto_v2_bool_encode(const char *key, int value, size_t *len) { return dump(json_pack("{s:b}", key, value), len); }
+
+/* ---- the API reference page ---- */
+
+static const char docs_html[] =
+    "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+    "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>adapterd API reference</title>\n"
+    "<style>body { margin: 0; padding: 0; }</style>\n</head>\n<body>\n"
+    "<redoc spec-url=\"openapi.json\" hide-download-button=\"false\" expand-responses=\"200\"></redoc>\n"
+    "<script src=\"docs/redoc.standalone.js\"></script>\n</body>\n</html>\n";
+
+const char *proto_docs_html(size_t *len) {
+    *len = sizeof docs_html - 1;
+    return docs_html;
+}

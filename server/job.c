@@ -18,6 +18,7 @@ void srv__job_free(srv_job *j) {
     if (!j) return;
     for (int i = 0; j->enc && i < j->n_inputs; i++) eng_tok_encoding_free(&j->enc[i]);
     for (int k = 0; j->tasks && k < j->n_tasks; k++) store_task_release(j->tasks[k]);
+    store_model_release(j->model_ref);
     free(j->enc), free(j->truncated), free(j->tasks), free(j->treqs), free(j->skip_src), free(j->body);
     free(j);
 }

@@ -29,6 +29,7 @@ const char *srv__skip_source_name(srv_skip_source s);
 typedef enum {
     SRV_ANSWER_V1,       /* POST /v1/predict */
     SRV_ANSWER_V2,       /* KServe v2 infer */
+    SRV_ANSWER_EMBED,    /* POST /v1/embed: the encoder alone, no task (eng_encode); batched only with embeds */
 } srv_answer_form;
 
 /* Owned by its request; the scheduler borrows it from submission until the loop hands it back. */
@@ -51,6 +52,10 @@ typedef struct srv_job {
     int tokens;                  /* total tokens of the inputs */
     bool ret_scores, ret_logits, ret_explain;
     srv_answer_form form;
+    /* embed jobs: n_tasks 0; the model reference is the job's own */
+    store_model *model_ref;
+    proto_pooling pooling;       /* resolved: never PROTO_POOL_DEFAULT */
+    bool normalize;
     double t_submit, t_start, t_end;       /* seconds, monotonic; t_start 0: never ran */
     int batch_requests, batch_inputs, batch_tokens, batch_outputs;
     /* result, written by the worker, read after the loop resumes the connection */

@@ -131,6 +131,93 @@ static enum MHD_Result load_then_retry(srv_request *r) {
     return MHD_YES;
 }
 
+/* An ids input as an encoding: the ids as given, no offsets (0, 0), the tokenizer's [CLS], [SEP]
+ * and [PAD] ids marked special (tagging leaves them out), in one allocation as eng_tok_encode
+ * makes it so eng_tok_encoding_free releases it. */
+static int encode_ids(const eng_tokenizer *tok, const proto_text *x, eng_tok_encoding *e) {
+    size_t n = (size_t)x->n_ids;
+    char *blk = calloc(1, n * 6 * sizeof(int32_t) + 2 * n);
+    if (!blk) return ENG_NO_MEMORY;
+    e->ids = (int32_t *)blk;
+    e->type_ids = e->ids + n;
+    e->offsets = e->type_ids + n;
+    e->byte_offsets = e->offsets + 2 * n;
+    e->seq_ids = (int8_t *)(e->byte_offsets + 2 * n);
+    e->special_mask = (uint8_t *)(e->seq_ids + n);
+    e->n = n;
+    int32_t cls = eng_tokenizer_cls_id(tok), sep = eng_tokenizer_sep_id(tok), pad = eng_tokenizer_pad_id(tok);
+    for (size_t i = 0; i < n; i++) {
+        int32_t id = x->ids[i];
+        e->ids[i] = id;
+        e->type_ids[i] = x->type_ids ? x->type_ids[i] : 0;
+        e->special_mask[i] = id == cls || id == sep || id == pad;
+        e->seq_ids[i] = e->special_mask[i] ? -1 : 0;
+    }
+    return 0;
+}
+
+int srv__job_tokenize(srv_server *s, srv_job *j, const proto_predict_req *p, eng_status *code, char *msg, size_t msz) {
+    const eng_tokenizer *tok = store_model_tokenizer(j->model);
+    const eng_config *cfg = eng_model_config(store_model_engine(j->model));
+    int max_len = store_model_max_tokens(j->model);
+    if (s->cfg.max_seq_len > 0 && s->cfg.max_seq_len < max_len) max_len = s->cfg.max_seq_len;
+    eng_tok_params tp = eng_tok_default_params();
+    tp.max_length = max_len;
+    if (!p->truncate) tp.truncation = ENG_TOK_TRUNCATE_NONE;
+    for (int i = 0; i < p->n_inputs; i++) {
+        const proto_text *x = &p->inputs[i];
+        eng_err e = {0};
+        if (x->ids) {
+            if (x->n_ids > max_len) {
+                *code = ENG_INVALID_ARGUMENT;
+                snprintf(msg, msz, "inputs[%d] has %d token ids, over the limit of %d (ids are never truncated)", i, x->n_ids,
+                         max_len);
+                return -1;
+            }
+            for (int k = 0; k < x->n_ids; k++) {
+                int types = cfg->type_vocab > 0 ? cfg->type_vocab : 1;
+                if (x->ids[k] >= cfg->vocab || (x->type_ids && x->type_ids[k] >= types)) {
+                    *code = ENG_INVALID_ARGUMENT;
+                    snprintf(msg, msz, "inputs[%d]: %s[%d] = %d is out of the model's range (below %d)", i,
+                             x->ids[k] >= cfg->vocab ? "ids" : "type_ids", k,
+                             x->ids[k] >= cfg->vocab ? x->ids[k] : x->type_ids[k], x->ids[k] >= cfg->vocab ? cfg->vocab : types);
+                    return -1;
+                }
+            }
+            if (encode_ids(tok, x, &j->enc[i])) {
+                *code = ENG_NO_MEMORY;
+                snprintf(msg, msz, "out of memory");
+                return -1;
+            }
+            j->tokens += x->n_ids;
+            continue;
+        }
+        int rc = eng_tok_encode(tok, x->text, x->len, x->pair, x->pair_len, &tp, &j->enc[i], &e);
+        if (rc) {
+            *code = srv_status_of_tokenize(rc);
+            snprintf(msg, msz, "inputs[%d]: %s", i, e.msg);
+            return -1;
+        }
+        if ((int)j->enc[i].n > max_len) {
+            *code = ENG_INVALID_ARGUMENT;
+            snprintf(msg, msz, "inputs[%d] has %zu tokens, over the limit of %d (send \"truncate\": true to cut it)", i,
+                     j->enc[i].n, max_len);
+            return -1;
+        }
+        if (p->truncate && (int)j->enc[i].n == max_len) {
+            /* rare: at the limit, find out whether it was cut */
+            eng_tok_params np = tp;
+            np.truncation = ENG_TOK_TRUNCATE_NONE;
+            eng_tok_encoding full = {0};
+            if (eng_tok_encode(tok, x->text, x->len, x->pair, x->pair_len, &np, &full, &e) == 0)
+                j->truncated[i] = full.n > j->enc[i].n;
+            eng_tok_encoding_free(&full);
+        }
+        j->tokens += (int)j->enc[i].n;
+    }
+    return 0;
+}
+
 typedef enum {
     PREPARE_READY,       /* j is ready to submit */
     PREPARE_RELOAD,      /* a task is no longer resident: load it and run the request again */
@@ -203,39 +290,7 @@ static prepare_result job_prepare(srv_request *r, srv_job *j, const proto_predic
             return PREPARE_FAILED;
         }
     }
-    /* tokenize */
-    const eng_tokenizer *tok = store_model_tokenizer(j->model);
-    int max_len = store_model_max_tokens(j->model);
-    if (s->cfg.max_seq_len > 0 && s->cfg.max_seq_len < max_len) max_len = s->cfg.max_seq_len;
-    eng_tok_params tp = eng_tok_default_params();
-    tp.max_length = max_len;
-    if (!p->truncate) tp.truncation = ENG_TOK_TRUNCATE_NONE;
-    for (int i = 0; i < p->n_inputs; i++) {
-        const proto_text *x = &p->inputs[i];
-        eng_err e = {0};
-        int rc = eng_tok_encode(tok, x->text, x->len, x->pair, x->pair_len, &tp, &j->enc[i], &e);
-        if (rc) {
-            *code = srv_status_of_tokenize(rc);
-            snprintf(msg, msz, "inputs[%d]: %s", i, e.msg);
-            return PREPARE_FAILED;
-        }
-        if ((int)j->enc[i].n > max_len) {
-            *code = ENG_INVALID_ARGUMENT;
-            snprintf(msg, msz, "inputs[%d] has %zu tokens, over the limit of %d (send \"truncate\": true to cut it)", i,
-                     j->enc[i].n, max_len);
-            return PREPARE_FAILED;
-        }
-        if (p->truncate && (int)j->enc[i].n == max_len) {
-            /* rare: at the limit, find out whether it was cut */
-            eng_tok_params np = tp;
-            np.truncation = ENG_TOK_TRUNCATE_NONE;
-            eng_tok_encoding full = {0};
-            if (eng_tok_encode(tok, x->text, x->len, x->pair, x->pair_len, &np, &full, &e) == 0)
-                j->truncated[i] = full.n > j->enc[i].n;
-            eng_tok_encoding_free(&full);
-        }
-        j->tokens += (int)j->enc[i].n;
-    }
+    if (srv__job_tokenize(s, j, p, code, msg, msz)) return PREPARE_FAILED;
     /* a task evicted between the residency check and its acquisition here (the acquisition now
      * keeps it): the caller loads it and runs the request again; the cost model needs every task */
     for (int k = 0; k < j->n_tasks; k++)

@@ -10,4 +10,10 @@
  * for a request resumed after such loads. */
 enum MHD_Result srv__predict(srv_request *r, const char *task, size_t task_len);
 
+/* Tokenizes p's inputs for job j (j->model set; j->enc and j->truncated allocated for
+ * p->n_inputs): texts with the model's tokenizer (truncated to the model's limit, or
+ * --max-seq-len, when p->truncate), ids inputs as given after checking them against the model.
+ * Adds up j->tokens. Returns 0, or -1 with *code and msg set. MHD thread. */
+int srv__job_tokenize(srv_server *s, srv_job *j, const proto_predict_req *p, eng_status *code, char *msg, size_t msz);
+
 #endif

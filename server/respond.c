@@ -8,6 +8,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "adapters_store/store.h"
 #include "clock.h"
@@ -171,7 +172,7 @@ void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats
                 break;
             }
             case PROTO_HEAD_QA:
-                if (o->num_labels == 2 && o->n_rows == (int)e->n) qa_span(e, &j->texts[i], o->logits, r);
+                if (o->num_labels == 2 && o->n_rows == (int)e->n && !j->texts[i].ids) qa_span(e, &j->texts[i], o->logits, r);
                 break;
             }
         }
@@ -214,3 +215,55 @@ void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats
     free(bufs), free(tags), free(res), free(tokens), free(xrows), free(xms);
 }
 
+
+/* ---- embeddings ---- */
+
+static void l2_normalize(float *v, int dim) {
+    double ss = 0;
+    for (int k = 0; k < dim; k++) ss += (double)v[k] * v[k];
+    if (ss <= 0) return;
+    float inv = (float)(1.0 / sqrt(ss));
+    for (int k = 0; k < dim; k++) v[k] *= inv;
+}
+
+void srv__job_respond_embed(srv_job *j, const float *hidden, const float *pooled) {
+    int H = eng_model_config(store_model_engine(j->model))->hidden, n = j->n_inputs;
+    bool per_token = j->pooling == PROTO_POOL_NONE;
+    size_t n_vec = per_token ? (size_t)j->tokens : (size_t)n;
+    float *v = malloc(n_vec * H * sizeof *v);
+    int *rows = per_token ? calloc((size_t)n, sizeof *rows) : NULL;
+    if (!v || (per_token && !rows)) {
+        free(v), free(rows);
+        srv__job_fail(j, ENG_NO_MEMORY, "out of memory building the response");
+        return;
+    }
+    size_t row0 = 0; /* the input's first row in hidden */
+    for (int i = 0; i < n; i++) {
+        int len = (int)j->enc[i].n;
+        const float *h = hidden + row0 * H;
+        switch (j->pooling) {
+        case PROTO_POOL_NONE:
+            memcpy(v + row0 * H, h, (size_t)len * H * sizeof *v);
+            rows[i] = len;
+            break;
+        case PROTO_POOL_POOLER: memcpy(v + (size_t)i * H, pooled + (size_t)i * H, (size_t)H * sizeof *v); break;
+        case PROTO_POOL_MEAN:
+            for (int k = 0; k < H; k++) {
+                double acc = 0;
+                for (int t = 0; t < len; t++) acc += h[(size_t)t * H + k];
+                v[(size_t)i * H + k] = (float)(acc / len);
+            }
+            break;
+        default: memcpy(v + (size_t)i * H, h, (size_t)H * sizeof *v); break; /* cls: the first row */
+        }
+        row0 += (size_t)len;
+    }
+    if (j->normalize)
+        for (size_t r = 0; r < n_vec; r++) l2_normalize(v + r * H, H);
+    j->t_end = srv__now();
+    free(j->body);
+    j->body = proto_embed_encode(v, n, rows, H, &j->body_len);
+    j->status = 200;
+    free(v), free(rows);
+    if (!j->body) srv__job_fail(j, ENG_NO_MEMORY, "out of memory building the response");
+}

@@ -5,6 +5,8 @@
 
 #define SRV_ROUTE_LIST(X)                  \
     X(PREDICT, "/v1/predict")              \
+    X(EMBED, "/v1/embed")                  \
+    X(TOKENIZE, "/v1/tokenize")            \
     X(TASKS, "/v1/tasks")                  \
     X(TASK, "/v1/tasks/{name}")            \
     X(MODELS, "/v1/models")                \
@@ -12,6 +14,7 @@
     X(READYZ, "/readyz")                   \
     X(METRICS, "/metrics")                 \
     X(OPENAPI, "/openapi.json")            \
+    X(DOCS, "/docs")                       \
     X(V2_LIVE, "/v2/health/live")          \
     X(V2_READY, "/v2/health/ready")        \
     X(V2_MODEL, "/v2/models/{task}")       \

@@ -3,7 +3,8 @@
  * A request's life: MHD's thread calls srv__on_request for the headers (route, method, request id),
  * for each body chunk (bounded by max_body_bytes, or max_upload_bytes on admin routes), and once
  * more at the end. Quick routes (tasks, models, health, metrics, OpenAPI) answer there; the
- * inference routes go to predict.c, the admin routes to admin.c. A suspended request comes back
+ * inference routes go to predict.c (embed.c for /v1/embed and /v1/tokenize), the admin routes to
+ * admin.c, the API reference page to docs.c. A suspended request comes back
  * here when the loop resumes it: with its job's body, or with offloaded work's answer, or to run
  * again once its tasks are loaded. srv__on_completed logs, counts and frees. */
 #define _GNU_SOURCE
@@ -14,6 +15,8 @@
 #include <string.h>
 
 #include "admin.h"
+#include "docs.h"
+#include "embed.h"
 #include "clock.h"
 #include "http.h"
 #include "offload.h"
@@ -104,12 +107,14 @@ static srv_route match(const char *url, const char **arg, size_t *arg_len) {
     static const struct {
         const char *path;
         srv_route r;
-    } fixed[] = {{"/v1/predict", SRV_ROUTE_PREDICT}, {"/v1/tasks", SRV_ROUTE_TASKS}, {"/v1/models", SRV_ROUTE_MODELS},
+    } fixed[] = {{"/v1/predict", SRV_ROUTE_PREDICT}, {"/v1/embed", SRV_ROUTE_EMBED}, {"/v1/tokenize", SRV_ROUTE_TOKENIZE},
+                 {"/docs", SRV_ROUTE_DOCS}, {"/v1/tasks", SRV_ROUTE_TASKS}, {"/v1/models", SRV_ROUTE_MODELS},
                  {"/healthz", SRV_ROUTE_HEALTHZ}, {"/readyz", SRV_ROUTE_READYZ}, {"/metrics", SRV_ROUTE_METRICS},
                  {"/openapi.json", SRV_ROUTE_OPENAPI}, {"/v2/health/live", SRV_ROUTE_V2_LIVE},
                  {"/v2/health/ready", SRV_ROUTE_V2_READY}};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         if (!strcmp(url, fixed[i].path)) return fixed[i].r;
+    if (!strcmp(url, "/docs/redoc.standalone.js")) return SRV_ROUTE_DOCS;
     if (!strncmp(url, "/v1/tasks/", 10) && url[10] && !strchr(url + 10, '/')) {
         *arg = url + 10, *arg_len = strlen(url + 10);
         return SRV_ROUTE_TASK;
@@ -152,7 +157,8 @@ enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const ch
                 return srv__send_error(r, ENG_TOO_LARGE, "upload of %s bytes is over the limit of %zu", cl, s->cfg.max_upload_bytes);
             return MHD_YES;
         }
-        int is_post = r->route == SRV_ROUTE_PREDICT || r->route == SRV_ROUTE_V2_INFER;
+        int is_post = r->route == SRV_ROUTE_PREDICT || r->route == SRV_ROUTE_V2_INFER || r->route == SRV_ROUTE_EMBED ||
+                      r->route == SRV_ROUTE_TOKENIZE;
         r->method_ok = is_post ? !strcmp(method, "POST") : (!strcmp(method, "GET") || !strcmp(method, "HEAD"));
         if (is_post && r->method_ok) {
             const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
@@ -201,6 +207,9 @@ enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const ch
     bool ready = atomic_load(&s->ready) && !atomic_load(&s->draining);
     switch (r->route) {
     case SRV_ROUTE_PREDICT: return srv__predict(r, NULL, 0);
+    case SRV_ROUTE_EMBED: return srv__embed(r);
+    case SRV_ROUTE_TOKENIZE: return srv__tokenize(r);
+    case SRV_ROUTE_DOCS: return srv__docs(r);
     case SRV_ROUTE_V2_INFER: {
         store_task *t = store_task_acquire(s->reg, arg, arg_len);
         if (!t) return srv__send_error(r, ENG_NOT_FOUND, "unknown task \"%.*s\"", (int)(arg_len > QUOTED_NAME_MAX ? QUOTED_NAME_MAX : arg_len), arg);

@@ -11,7 +11,9 @@
  * for the other (seen under CPU contention: p50 1.4x, throughput 0.7x).
  * Only the loop touches the queue; the HTTP threads reach it through an inbox (inbox.h) and workers
  * answer through another, so no lock is held while anything computes. A batch holds jobs of one
- * model (tasks of different models cannot share a pass).
+ * model (tasks of different models cannot share a pass), and either task jobs (eng_run) or embed
+ * jobs (POST /v1/embed: the encoder alone, eng_encode), never both: an embed has no task, and
+ * eng_encode gives every row's last hidden state, which eng_run does not.
  *
  * Admission: `depth` counts jobs from submission to completion; beyond max_queue srv__sched_submit
  * refuses (429), so memory held by waiting requests is bounded.
@@ -143,6 +145,60 @@ static void run_jobs(srv_sched *q, eng_state *st, srv_job *jobs, int n_jobs) {
     free(in), free(outs);
 }
 
+/* Embed jobs: one eng_encode over every input of every job, packed; same fallback as run_jobs. */
+static void run_embeds(srv_sched *q, eng_state *st, srv_job *jobs, int n_jobs) {
+    const eng_model *m = store_model_engine(jobs->model);
+    int H = eng_model_config(m)->hidden, n_in = 0, toks = 0, want_pooled = 0;
+    for (srv_job *j = jobs; j; j = j->next) {
+        n_in += j->n_inputs;
+        toks += j->tokens;
+        want_pooled |= j->pooling == PROTO_POOL_POOLER;
+    }
+    int32_t *ids = malloc((size_t)toks * sizeof *ids), *types = malloc((size_t)toks * sizeof *types);
+    int32_t *lens = malloc((size_t)n_in * sizeof *lens);
+    float *hidden = malloc((size_t)toks * H * sizeof *hidden);
+    float *pooled = want_pooled ? malloc((size_t)n_in * H * sizeof *pooled) : NULL;
+    double t_start = srv__now();
+    eng_err err = {0};
+    int rc = ENG_NO_MEMORY;
+    if (ids && types && lens && hidden && (!want_pooled || pooled)) {
+        int t = 0, s = 0;
+        for (srv_job *j = jobs; j; j = j->next) {
+            j->t_start = t_start;
+            j->batch_requests = n_jobs, j->batch_inputs = n_in, j->batch_tokens = toks, j->batch_outputs = n_in;
+            for (int i = 0; i < j->n_inputs; i++) {
+                const eng_tok_encoding *e = &j->enc[i];
+                memcpy(ids + t, e->ids, e->n * sizeof *ids);
+                memcpy(types + t, e->type_ids, e->n * sizeof *types);
+                t += (int)e->n;
+                lens[s++] = (int32_t)e->n;
+            }
+        }
+        eng_batch b = {.n_seq = n_in, .ids = ids, .type_ids = types, .seq_len = lens};
+        rc = eng_encode(m, st, &b, hidden, pooled, &err);
+    }
+    if (rc == 0) {
+        srv__metrics_batch(q->p.metrics, n_jobs, n_in, toks, srv__now() - t_start);
+        size_t row = 0, seq = 0;
+        for (srv_job *j = jobs; j; j = j->next) {
+            q->hooks.respond_embed(q->hooks.ctx, j, hidden + row * H, pooled ? pooled + seq * H : NULL);
+            row += (size_t)j->tokens;
+            seq += (size_t)j->n_inputs;
+        }
+    } else if (n_jobs > 1 && rc != ENG_NO_MEMORY) {
+        for (srv_job *j = jobs, *nx; j; j = nx) {
+            nx = j->next;
+            j->next = NULL;
+            run_embeds(q, st, j, 1);
+            j->next = nx;
+        }
+    } else {
+        for (srv_job *j = jobs; j; j = j->next)
+            q->hooks.fail(q->hooks.ctx, j, (eng_status)rc, rc == ENG_NO_MEMORY && !err.msg[0] ? "out of memory" : err.msg);
+    }
+    free(ids), free(types), free(lens), free(hidden), free(pooled);
+}
+
 static void *worker_main(void *arg) {
     srv_worker *w = arg;
     for (;;) {
@@ -153,7 +209,8 @@ static void *worker_main(void *arg) {
         pthread_mutex_unlock(&w->mu);
         if (!b) break;
         double t0 = srv__now();
-        run_jobs(w->q, w->st, b->jobs, b->n_jobs);
+        if (b->jobs->form == SRV_ANSWER_EMBED) run_embeds(w->q, w->st, b->jobs, b->n_jobs);
+        else run_jobs(w->q, w->st, b->jobs, b->n_jobs);
         b->seconds = srv__now() - t0;
         /* the batch itself is the done record: no allocation on this path */
         srv__inbox_push(&w->q->done, &b->done);
@@ -179,7 +236,8 @@ static srv_batch *take_batch(srv_sched *q) {
     int toks = 0;
     for (srv_job *j = q->head, *nx; j; j = nx) {
         nx = j->next;
-        if (j->model != first->model || (b->n_jobs > 0 && toks + j->tokens > q->p.max_batch_tokens)) {
+        bool embed = j->form == SRV_ANSWER_EMBED, first_embed = first->form == SRV_ANSWER_EMBED;
+        if (j->model != first->model || embed != first_embed || (b->n_jobs > 0 && toks + j->tokens > q->p.max_batch_tokens)) {
             link = &j->next;
             continue;
         }

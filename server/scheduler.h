@@ -16,6 +16,9 @@ typedef struct {
     /* Worker thread: job j ran; build its response from outs ((n_inputs, n_tasks), input-major) and
      * stats (NULL unless some job of the batch asked to explain). */
     void (*respond)(void *ctx, srv_job *j, const eng_task_out *outs, const eng_plan_stats *stats);
+    /* Worker thread: embed job j ran; hidden (j->tokens, H) is its rows of the last hidden state,
+     * pooled (j->n_inputs, H) its pooler outputs (NULL unless a job of the batch pools with it). */
+    void (*respond_embed)(void *ctx, srv_job *j, const float *hidden, const float *pooled);
     /* Worker thread: job j failed with code; build its error response. */
     void (*fail)(void *ctx, srv_job *j, eng_status code, const char *msg);
     /* Loop thread: j is done (answered or failed) and no longer the scheduler's. */

@@ -35,6 +35,11 @@ static void hook_respond(void *ctx, srv_job *j, const eng_task_out *outs, const 
     srv__job_respond(j, outs, stats);
 }
 
+static void hook_respond_embed(void *ctx, srv_job *j, const float *hidden, const float *pooled) {
+    (void)ctx;
+    srv__job_respond_embed(j, hidden, pooled);
+}
+
 static void hook_fail(void *ctx, srv_job *j, eng_status code, const char *msg) {
     (void)ctx;
     srv__job_fail(j, code, msg);
@@ -141,7 +146,7 @@ int srv_run(const srv_config *cfg, store_registry *reg, eng_err *err) {
                            .max_batch_tokens = cfg->max_batch_tokens, .max_wait_us = cfg->max_wait_us,
                            .adaptive_skips = cfg->adaptive_skips, .target_queue_ms = cfg->target_queue_ms,
                            .metrics = s->metrics};
-    srv_sched_hooks hooks = {.respond = hook_respond, .fail = hook_fail, .done = hook_done, .ctx = s};
+    srv_sched_hooks hooks = {.respond = hook_respond, .respond_embed = hook_respond_embed, .fail = hook_fail, .done = hook_done, .ctx = s};
     if ((rc = srv__sched_start(&s->loop, &sp, hooks, &s->sched, err))) goto done;
     uv_signal_init(&s->loop, &ctx.sigterm);
     uv_signal_init(&s->loop, &ctx.sigint);

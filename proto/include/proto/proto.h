@@ -42,13 +42,30 @@ typedef struct {
 
 proto_limits proto_default_limits(void);
 
-/* One input: text and optional pair, borrowed from the request (valid until proto_predict_free). */
+/* One input: text and optional pair, or pre-tokenized ids, borrowed from the request (valid until
+ * proto_predict_free). Ids are used as given: special tokens are the client's to include, and they
+ * are never truncated. */
 typedef struct {
-    const char *text;
+    const char *text;        /* NULL for an ids input */
     size_t len;
     const char *pair;        /* NULL: no pair */
     size_t pair_len;
+    const int32_t *ids;      /* (n_ids) token ids, or NULL for a text input */
+    const int32_t *type_ids; /* (n_ids) or NULL (all 0) */
+    int n_ids;
 } proto_text;
+
+/* How /v1/embed turns a sequence's last hidden state into vectors. */
+typedef enum {
+    PROTO_POOL_DEFAULT = 0,  /* not given: the model's (see the server) */
+    PROTO_POOL_CLS,          /* the first token's row */
+    PROTO_POOL_MEAN,         /* the mean of every token's row, special tokens included */
+    PROTO_POOL_POOLER,       /* BERT's pooler output, tanh(W cls + b); models with a pooler only */
+    PROTO_POOL_NONE,         /* every token's row */
+} proto_pooling;
+
+/* Wire name: "cls", "mean", "pooler", "none" ("default" for PROTO_POOL_DEFAULT). */
+const char *proto_pooling_name(proto_pooling p);
 
 typedef struct {
     const char *task;
@@ -68,6 +85,12 @@ typedef struct {
     double latency_ms;       /* > 0, or -1 when not given: target for this request's predicted engine time */
     int ret_scores, ret_logits, ret_explain;
     int truncate;
+    int32_t *ids_;           /* internal: storage of the inputs' ids and type ids */
+    /* POST /v1/embed and /v1/tokenize (proto_embed_parse, proto_tokenize_parse) */
+    const char *model;       /* "model", or NULL: the registry's only model */
+    proto_pooling pooling;   /* embed: "pooling" */
+    int normalize;           /* embed: scale each vector to unit L2 norm (default 1) */
+    int add_special_tokens;  /* tokenize: default 1 */
 } proto_predict_req;
 
 /* Parses a POST /v1/predict body (len bytes). Returns 0 and fills *out (release with
@@ -80,6 +103,16 @@ int proto_predict_parse(const char *body, size_t len, const proto_limits *lim, p
  * "parameters" may carry skip, budget and truncate. tasks is set to {task}; ret_scores on. */
 int proto_v2_infer_parse(const char *body, size_t len, const char *task, const proto_limits *lim, proto_predict_req *out,
                          proto_err *err);
+
+/* Parses a POST /v1/embed body, in the shape of text-embeddings-inference's /embed: "inputs" (a
+ * string, ids, or an array of strings / ids / {"text", "text_pair"} / {"ids", "type_ids"}),
+ * "normalize" (default true), "truncate" (default false), "truncation_direction" ("right" only),
+ * "pooling" and "model". Same contract as proto_predict_parse. */
+int proto_embed_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *out, proto_err *err);
+
+/* Parses a POST /v1/tokenize body: "inputs" (texts or {"text", "text_pair"}, no ids),
+ * "add_special_tokens" (default true), "model". Same contract as proto_predict_parse. */
+int proto_tokenize_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *out, proto_err *err);
 
 /* Releases what a parse filled; safe on a zeroed struct. */
 void proto_predict_free(proto_predict_req *r);
@@ -163,6 +196,29 @@ char *proto_predict_encode(const proto_predict_resp *r, size_t *len);
 /* KServe v2 response for one task: outputs "label" (BYTES), "score" (FP32), "scores" (FP32, [N, K])
  * for classification/multilabel, "value" for regression, "result" (BYTES, the v1 JSON) otherwise. */
 char *proto_v2_infer_encode(const proto_predict_resp *r, size_t *len);
+/* POST /v1/embed's answer, a bare JSON array as text-embeddings-inference gives it: vectors
+ * (n_vec, dim) row-major. rows NULL: one vector per input, [[f, ...], ...]; else input i owns the
+ * next rows[i] vectors and the answer nests them, [[[f, ...], ...], ...]. */
+char *proto_embed_encode(const float *vectors, int n_inputs, const int *rows, int dim, size_t *len);
+
+/* One tokenized input for POST /v1/tokenize. Offsets are in code points (offsets) and bytes
+ * (byte_offsets) of the text the token came from: text for seq 0, pair for seq 1. */
+typedef struct {
+    int n;
+    const int32_t *ids;            /* (n) */
+    const char *const *tokens;     /* (n) vocabulary strings */
+    const int32_t *offsets;        /* (n, 2) */
+    const int32_t *byte_offsets;   /* (n, 2) */
+    const int8_t *seq_ids;         /* (n) 0, 1, or -1 for added special tokens */
+    const uint8_t *special;        /* (n) 1 for added special tokens */
+    const char *text, *pair;
+} proto_tokens;
+
+/* [[{"id","text","special","start","stop","token","seq"}, ...], ...]: per token as in
+ * text-embeddings-inference's /tokenize ("text" is the span of the input, or the vocabulary
+ * string for special tokens; start/stop in code points, null for special tokens). */
+char *proto_tokenize_encode(const proto_tokens *in, int n_inputs, size_t *len);
+
 /* {"error":{"code":code,"message":msg}} */
 char *proto_error_encode(const char *code, const char *msg, size_t *len);
 
@@ -193,5 +249,13 @@ char *proto_v2_bool_encode(const char *key, int value, size_t *len);
 
 /* The OpenAPI 3.1 document (proto/openapi.yaml) as JSON; static, len bytes. */
 const char *proto_openapi_json(size_t *len);
+
+/* The Redoc standalone bundle compiled in at build time (static, len bytes), or NULL when the build
+ * did not find it (npm's `redoc` not installed). */
+const char *proto_redoc_js(size_t *len);
+
+/* The HTML page of GET /docs: Redoc rendering ./openapi.json, its script at docs/redoc.standalone.js
+ * (relative URLs, so a path prefix added by a proxy keeps working); static, len bytes. */
+const char *proto_docs_html(size_t *len);
 
 #endif
