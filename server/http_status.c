@@ -7,7 +7,6 @@ unsigned srv_http_status(eng_status code) {
     switch (code) {
     case ENG_OK: return 200;
     case ENG_MALFORMED: return 400;
-    case ENG_FORMAT: return 400;
     case ENG_UNAUTHENTICATED: return 401;
     case ENG_NOT_FOUND: return 404;
     case ENG_METHOD_NOT_ALLOWED: return 405;
@@ -20,6 +19,7 @@ unsigned srv_http_status(eng_status code) {
     case ENG_UNSUPPORTED: return 422;
     case ENG_BUSY: return 429;
     case ENG_UNAVAILABLE: return 503;
+    case ENG_FORMAT: /* a file on the server (a task's, a model's) is broken: not the request's fault */
     case ENG_IO:
     case ENG_NO_MEMORY:
     case ENG_INTERNAL: return 500;

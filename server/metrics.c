@@ -20,7 +20,9 @@ static const char *const route_names[] = {
 #undef SRV__ROUTE_NAME
 };
 
-static const unsigned codes[] = {200, 400, 404, 405, 413, 415, 422, 429, 500, 503};
+/* Every status the server sends (http_status.c's table, 201 for uploads, 499 for a client that left);
+ * tests/server/test_metrics.c checks the table's statuses are all here. */
+static const unsigned codes[] = {200, 201, 400, 401, 404, 405, 409, 413, 415, 422, 429, 499, 500, 503};
 #define N_CODES (sizeof codes / sizeof codes[0])
 #define N_LAT 14
 static const double lat_b[N_LAT] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
@@ -30,6 +32,7 @@ static const double cnt_b[N_CNT] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
 static const double tok_b[N_TOK] = {16, 64, 256, 512, 1024, 2048, 4096, 8192, 16384, 65536};
 #define MAX_SKIP 64        /* skips above share the last series */
 #define HIST_MAX_BOUNDS 15 /* bucket bounds of the largest histogram */
+#define SERIES_LABEL_MAX 320 /* bytes of a task label (names are at most SRV_NAME_MAX) */
 
 typedef struct {
     atomic_uint_fast64_t b[HIST_MAX_BOUNDS + 1]; /* per bucket + overflow; cumulative only at render */
@@ -40,7 +43,7 @@ typedef struct {
 struct srv_metrics {
     atomic_uint_fast64_t requests[SRV_ROUTE_COUNT][N_CODES + 1];
     hist latency[SRV_ROUTE_COUNT];
-    hist queue_wait, batch_requests, batch_inputs, batch_tokens, batch_seconds;
+    hist queue_wait, lazy_load, batch_requests, batch_inputs, batch_tokens, batch_seconds;
     atomic_uint_fast64_t tokens, batches;
     atomic_uint_fast64_t adaptive_jobs, adaptive_layers, latency_refused;
     pthread_mutex_t tmu;                   /* the task table */
@@ -51,6 +54,7 @@ struct srv_metrics {
 
 typedef struct task_series {
     char *name;
+    hist latency;                          /* requests naming the task: first byte to answer */
     atomic_uint_fast64_t requests;
     atomic_uint_fast64_t skips[MAX_SKIP + 1];
 } task_series;
@@ -138,10 +142,19 @@ void srv__metrics_queue_wait(srv_metrics *m, double seconds) {
     if (seconds >= 0) observe(&m->queue_wait, lat_b, N_LAT, seconds);
 }
 
-void srv__metrics_task(srv_metrics *m, const char *name, int skip, int n_inputs) {
+bool srv__metrics_code_known(unsigned status) {
+    for (size_t c = 0; c < N_CODES; c++)
+        if (codes[c] == status) return true;
+    return false;
+}
+
+void srv__metrics_lazy_load(srv_metrics *m, double seconds) { observe(&m->lazy_load, lat_b, N_LAT, seconds); }
+
+void srv__metrics_task(srv_metrics *m, const char *name, int skip, int n_inputs, double seconds) {
     task_series *t = series(m, name);
     if (!t) return;
     atomic_fetch_add_explicit(&t->requests, 1, memory_order_relaxed);
+    if (seconds >= 0) observe(&t->latency, lat_b, N_LAT, seconds);
     int sk = skip > MAX_SKIP ? MAX_SKIP : skip < 0 ? 0 : skip;
     atomic_fetch_add_explicit(&t->skips[sk], (uint_fast64_t)n_inputs, memory_order_relaxed);
 }
@@ -229,6 +242,9 @@ char *srv__metrics_render(srv_metrics *m, const srv_metrics_live *live, size_t *
     }
     put(&b, "# HELP adapterd_queue_wait_seconds Time a job waited for its batch.\n# TYPE adapterd_queue_wait_seconds histogram\n");
     put_hist(&b, "adapterd_queue_wait_seconds", "", &m->queue_wait, lat_b, N_LAT);
+    put(&b, "# HELP adapterd_lazy_load_seconds Time a request waited for its tasks to load (--adapter-memory).\n"
+            "# TYPE adapterd_lazy_load_seconds histogram\n");
+    put_hist(&b, "adapterd_lazy_load_seconds", "", &m->lazy_load, lat_b, N_LAT);
     put(&b, "# HELP adapterd_batch_requests Requests per engine batch.\n# TYPE adapterd_batch_requests histogram\n");
     put_hist(&b, "adapterd_batch_requests", "", &m->batch_requests, cnt_b, N_CNT);
     put(&b, "# HELP adapterd_batch_inputs Inputs per engine batch.\n# TYPE adapterd_batch_inputs histogram\n");
@@ -252,6 +268,13 @@ char *srv__metrics_render(srv_metrics *m, const srv_metrics_live *live, size_t *
     for (int i = 0; i < nt; i++)
         put(&b, "adapterd_task_requests_total{task=\"%s\"} %llu\n", ts[i]->name,
             (unsigned long long)atomic_load_explicit(&ts[i]->requests, memory_order_relaxed));
+    put(&b, "# HELP adapterd_task_request_duration_seconds Time from first byte to answer of requests naming each task.\n"
+            "# TYPE adapterd_task_request_duration_seconds histogram\n");
+    for (int i = 0; i < nt; i++) {
+        char l[SERIES_LABEL_MAX];
+        snprintf(l, sizeof l, "task=\"%s\"", ts[i]->name);
+        put_hist(&b, "adapterd_task_request_duration_seconds", l, &ts[i]->latency, lat_b, N_LAT);
+    }
     put(&b, "# HELP adapterd_task_skip_total Inputs run per task and AdapterDrop skip.\n# TYPE adapterd_task_skip_total counter\n");
     for (int i = 0; i < nt; i++)
         for (int k = 0; k <= MAX_SKIP; k++) {

@@ -21,8 +21,13 @@ void srv__metrics_free(srv_metrics *m);
 void srv__metrics_request(srv_metrics *m, srv_route r, unsigned status, double seconds);
 /* Any thread: one job finished after waiting `seconds` for its batch (negative: it never ran). */
 void srv__metrics_queue_wait(srv_metrics *m, double seconds);
-/* Any thread: one job ran task `name` at `skip` on n_inputs inputs. */
-void srv__metrics_task(srv_metrics *m, const char *name, int skip, int n_inputs);
+/* Any thread: one job ran task `name` at `skip` on n_inputs inputs; its request took `seconds` from
+ * first byte to answer (negative: not known). */
+void srv__metrics_task(srv_metrics *m, const char *name, int skip, int n_inputs, double seconds);
+/* Any thread: a request waited `seconds` for its tasks to load (memory budget). */
+void srv__metrics_lazy_load(srv_metrics *m, double seconds);
+/* Whether status has its own label value (else it is counted as "other"). */
+bool srv__metrics_code_known(unsigned status);
 void srv__metrics_batch(srv_metrics *m, int requests, int inputs, int tokens, double seconds);
 /* Adaptive mode raised one job's skips by `layers` in all. */
 void srv__metrics_adaptive(srv_metrics *m, int layers);

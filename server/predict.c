@@ -14,6 +14,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "clock.h"
 #include "http.h"
 #include "http_status.h"
 #include "offload.h"
@@ -108,14 +109,18 @@ static bool tasks_missing(srv_request *r) {
 }
 
 static void load_tasks(srv_request *r) {
+    double t0 = srv__now();
+    int loaded = 0;
     for (int i = 0; i < r->off.n_held; i++) {
         eng_err e = {0};
+        loaded += !store_task_resident(r->off.held[i]);
         int rc = store_task_ensure(r->srv->reg, r->off.held[i], &e);
         if (rc) {
             srv__offload_fail(r, (eng_status)rc, e.msg);
             return;
         }
     }
+    if (loaded) srv__metrics_lazy_load(r->srv->metrics, srv__now() - t0);
 }
 
 static enum MHD_Result load_then_retry(srv_request *r) {

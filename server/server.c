@@ -50,7 +50,8 @@ static void hook_done(void *ctx, srv_job *j) {
     srv_server *s = ctx;
     srv__metrics_queue_wait(s->metrics, j->t_start > 0 ? j->t_start - j->t_submit : -1);
     for (int k = 0; k < j->n_tasks; k++)
-        srv__metrics_task(s->metrics, store_task_name(j->tasks[k]), j->treqs[k].skip, j->n_inputs);
+        srv__metrics_task(s->metrics, store_task_name(j->tasks[k]), j->treqs[k].skip, j->n_inputs,
+                          j->t_end > 0 ? j->t_end - j->t_request : -1);
     MHD_resume_connection(j->req->conn);
 }
 

@@ -2,6 +2,7 @@
  * encoding, with no server. */
 #include <criterion/criterion.h>
 #include <jansson.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "proto/proto.h"
@@ -51,7 +52,12 @@ Test(codec, refusals_name_the_field) {
         {"{\"inputs\":\"a\",\"inputs\":\"b\"}", PROTO_MALFORMED, "duplicate"},
         {"{}", PROTO_INVALID, "\"inputs\" is required"},
         {"{\"inputs\":[]}", PROTO_INVALID, "empty"},
-        {"{\"inputs\":[1]}", PROTO_INVALID, "inputs[0]"},
+        {"{\"inputs\":[true]}", PROTO_INVALID, "inputs[0]"},
+        {"{\"inputs\":[1,-2]}", PROTO_INVALID, "inputs[1]"},
+        {"{\"inputs\":[[1,2],[\"a\"]]}", PROTO_INVALID, "inputs[1][0]"},
+        {"{\"inputs\":[{\"ids\":[]}]}", PROTO_INVALID, "inputs[0].ids is empty"},
+        {"{\"inputs\":[{\"ids\":[1],\"type_ids\":[0,1]}]}", PROTO_INVALID, "type_ids"},
+        {"{\"inputs\":[{\"ids\":[1],\"text\":\"a\"}]}", PROTO_INVALID, "unknown field \"text\""},
         {"{\"inputs\":[{\"txt\":\"a\"}]}", PROTO_INVALID, "inputs[0].text"},
         {"{\"inputs\":[\"a\",\"b\",\"c\",\"d\"]}", PROTO_LIMIT, "limit of 3"},
         {"{\"inputs\":\"a\",\"tasks\":[\"x\",\"y\",\"z\"]}", PROTO_LIMIT, "limit of 2"},
@@ -138,4 +144,89 @@ Test(codec, error_and_openapi) {
     cr_assert_str_eq(json_string_value(json_object_get(d, "openapi")), "3.1.0");
     cr_assert(json_object_get(json_object_get(d, "paths"), "/v1/predict"));
     json_decref(d);
+}
+
+Test(codec, token_ids_as_inputs) {
+    proto_predict_req r;
+    proto_err e = {0};
+    const char *b = "{\"inputs\":[\"text\",[101,7,102],{\"ids\":[5,6],\"type_ids\":[0,1]}]}";
+    cr_assert_eq(proto_predict_parse(b, strlen(b), NULL, &r, &e), 0, "%s", e.msg);
+    cr_assert_eq(r.n_inputs, 3);
+    cr_expect_null(r.inputs[0].ids);
+    cr_assert_eq(r.inputs[1].n_ids, 3);
+    cr_expect_eq(r.inputs[1].ids[0], 101);
+    cr_expect_eq(r.inputs[1].ids[2], 102);
+    cr_expect_null(r.inputs[1].type_ids);
+    cr_expect_null(r.inputs[1].text);
+    cr_assert_eq(r.inputs[2].n_ids, 2);
+    cr_expect_eq(r.inputs[2].type_ids[1], 1);
+    proto_predict_free(&r);
+    /* a flat array of integers is one input */
+    b = "{\"inputs\":[101,102]}";
+    cr_assert_eq(proto_predict_parse(b, strlen(b), NULL, &r, &e), 0, "%s", e.msg);
+    cr_expect_eq(r.n_inputs, 1);
+    cr_expect_eq(r.inputs[0].n_ids, 2);
+    proto_predict_free(&r);
+}
+
+Test(codec, embed_and_tokenize_requests) {
+    proto_predict_req r;
+    proto_err e = {0};
+    const char *b = "{\"inputs\":\"a\"}";
+    cr_assert_eq(proto_embed_parse(b, strlen(b), NULL, &r, &e), 0, "%s", e.msg);
+    cr_expect_eq(r.normalize, 1, "TEI's default");
+    cr_expect_eq(r.truncate, 0, "TEI's default");
+    cr_expect_eq(r.pooling, PROTO_POOL_DEFAULT);
+    cr_expect_null(r.model);
+    proto_predict_free(&r);
+    b = "{\"inputs\":[[1,2]],\"normalize\":false,\"truncate\":true,\"pooling\":\"mean\",\"model\":\"m\","
+        "\"truncation_direction\":\"Right\"}";
+    cr_assert_eq(proto_embed_parse(b, strlen(b), NULL, &r, &e), 0, "%s", e.msg);
+    cr_expect_eq(r.normalize, 0);
+    cr_expect_eq(r.truncate, 1);
+    cr_expect_eq(r.pooling, PROTO_POOL_MEAN);
+    cr_expect_str_eq(r.model, "m");
+    proto_predict_free(&r);
+    struct {
+        int tokenize;
+        const char *body, *needle;
+    } bad[] = {{0, "{\"inputs\":\"a\",\"pooling\":\"max\"}", "pooling"},
+               {0, "{\"inputs\":\"a\",\"truncation_direction\":\"left\"}", "truncation_direction"},
+               {0, "{\"inputs\":\"a\",\"tasks\":[\"x\"]}", "unknown field \"tasks\""},
+               {0, "{\"inputs\":\"a\",\"normalize\":1}", "normalize"},
+               {1, "{\"inputs\":[[1,2]]}", "token ids are not accepted"},
+               {1, "{\"inputs\":\"a\",\"add_special_tokens\":\"no\"}", "add_special_tokens"},
+               {1, "{\"inputs\":\"a\",\"model\":3}", "model"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = bad[i].tokenize ? proto_tokenize_parse(bad[i].body, strlen(bad[i].body), NULL, &r, &e)
+                                 : proto_embed_parse(bad[i].body, strlen(bad[i].body), NULL, &r, &e);
+        cr_expect_eq(rc, PROTO_INVALID, "%s", bad[i].body);
+        cr_expect(strstr(e.msg, bad[i].needle), "%s: '%s' lacks '%s'", bad[i].body, e.msg, bad[i].needle);
+        cr_expect_null(r.inputs);
+    }
+}
+
+/* The embed answer is TEI's bare array; every float survives the text round trip exactly. */
+Test(codec, embed_answer_round_trips_floats) {
+    const float v[] = {0.1f, -2.5e-8f, 3.14159274f, 1e30f, -0.0f, 7.0f};
+    size_t len = 0;
+    char *t = proto_embed_encode(v, 3, NULL, 2, &len);
+    cr_assert(t);
+    cr_assert_eq(strlen(t), len);
+    json_t *d = json_loads(t, 0, NULL);
+    cr_assert(json_is_array(d) && json_array_size(d) == 3, "%s", t);
+    for (int i = 0; i < 3; i++)
+        for (int k = 0; k < 2; k++)
+            cr_expect_eq((float)json_number_value(json_array_get(json_array_get(d, i), k)), v[2 * i + k], "%s", t);
+    json_decref(d);
+    free(t);
+    const int rows[] = {1, 2};
+    t = proto_embed_encode(v, 2, rows, 2, &len);
+    d = json_loads(t, 0, NULL);
+    cr_assert(d, "%s", t);
+    cr_expect_eq(json_array_size(json_array_get(d, 0)), 1);
+    cr_expect_eq(json_array_size(json_array_get(d, 1)), 2);
+    cr_expect_eq((float)json_number_value(json_array_get(json_array_get(json_array_get(d, 1), 1), 1)), v[5]);
+    json_decref(d);
+    free(t);
 }

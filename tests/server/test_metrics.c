@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "http_status.h"
 #include "metrics.h"
 
 static char *render(srv_metrics *m, srv_metrics_live live) {
@@ -30,9 +31,13 @@ Test(metrics, counters_histograms_and_live_gauges) {
     srv__metrics_request(m, SRV_ROUTE_PREDICT, 200, 0.0004);  /* le 0.0005 */
     srv__metrics_request(m, SRV_ROUTE_PREDICT, 429, 0.02);
     srv__metrics_request(m, SRV_ROUTE_HEALTHZ, 299, 0.001);   /* a code outside the table */
-    srv__metrics_task(m, "sentiment", 2, 3);
-    srv__metrics_task(m, "sentiment", 2, 1);
-    srv__metrics_task(m, "topic", 0, 5);
+    srv__metrics_request(m, SRV_ROUTE_ADMIN_VERSION, 201, 0.2);
+    srv__metrics_request(m, SRV_ROUTE_ADMIN_VERSION, 409, 0.01);
+    srv__metrics_request(m, SRV_ROUTE_ADMIN_VERSIONS, 401, 0.001);
+    srv__metrics_task(m, "sentiment", 2, 3, 0.004);   /* le 0.005 */
+    srv__metrics_task(m, "sentiment", 2, 1, 0.03);    /* le 0.05 */
+    srv__metrics_task(m, "topic", 0, 5, -1);          /* not known: not observed */
+    srv__metrics_lazy_load(m, 0.3);                   /* le 0.5 */
     srv__metrics_queue_wait(m, -1); /* never ran: not observed */
     srv__metrics_queue_wait(m, 0.5);
     srv__metrics_batch(m, 2, 4, 100, 0.25);
@@ -48,6 +53,17 @@ Test(metrics, counters_histograms_and_live_gauges) {
     has(t, "adapterd_request_duration_seconds_bucket{route=\"/v1/predict\",le=\"+Inf\"} 3");
     has(t, "adapterd_request_duration_seconds_count{route=\"/v1/predict\"} 3");
     has(t, "adapterd_request_duration_seconds_sum{route=\"/v1/predict\"} 0.0234");
+    has(t, "adapterd_requests_total{route=\"/v1/tasks/{name}/versions/{version}\",code=\"201\"} 1");
+    has(t, "adapterd_requests_total{route=\"/v1/tasks/{name}/versions/{version}\",code=\"409\"} 1");
+    has(t, "adapterd_requests_total{route=\"/v1/tasks/{name}/versions\",code=\"401\"} 1");
+    has(t, "adapterd_task_request_duration_seconds_bucket{task=\"sentiment\",le=\"0.0025\"} 0");
+    has(t, "adapterd_task_request_duration_seconds_bucket{task=\"sentiment\",le=\"0.005\"} 1");
+    has(t, "adapterd_task_request_duration_seconds_bucket{task=\"sentiment\",le=\"0.05\"} 2");
+    has(t, "adapterd_task_request_duration_seconds_count{task=\"sentiment\"} 2");
+    has(t, "adapterd_task_request_duration_seconds_count{task=\"topic\"} 0");
+    has(t, "adapterd_lazy_load_seconds_bucket{le=\"0.25\"} 0");
+    has(t, "adapterd_lazy_load_seconds_bucket{le=\"0.5\"} 1");
+    has(t, "adapterd_lazy_load_seconds_count{} 1");
     has(t, "adapterd_queue_wait_seconds_count{} 1");
     has(t, "adapterd_batch_tokens_bucket{le=\"64\"} 0");
     has(t, "adapterd_batch_tokens_bucket{le=\"256\"} 1");
@@ -70,4 +86,19 @@ Test(metrics, counters_histograms_and_live_gauges) {
     has(t, "adapterd_queue_depth 0");
     free(t);
     srv__metrics_free(m);
+}
+
+/* Every HTTP status the error table maps to, and the success statuses, is a label of its own. */
+Test(metrics, every_status_the_server_sends_has_its_own_label) {
+    static const eng_status all[] = {
+#define ALL_STATUS(name, value, code, desc) ENG_##name,
+        ENG_STATUS_LIST(ALL_STATUS)
+#undef ALL_STATUS
+    };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        cr_expect(srv__metrics_code_known(srv_http_status(all[i])), "%s -> %u is counted as \"other\"",
+                  eng_status_name(all[i]), srv_http_status(all[i]));
+    const unsigned more[] = {200, 201, 499};
+    for (size_t i = 0; i < sizeof more / sizeof more[0]; i++) cr_expect(srv__metrics_code_known(more[i]), "%u", more[i]);
+    cr_expect(!srv__metrics_code_known(299));
 }
