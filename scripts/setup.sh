@@ -9,8 +9,10 @@ cd "$(dirname "$0")/.."
 PKGS_BUILD="build-essential cmake pkg-config libopenblas-dev libopenblas0-pthread libjansson-dev libutf8proc-dev
   libpcre2-dev libmicrohttpd-dev libuv1-dev libyaml-dev zlib1g-dev"
 # Tests and benchmarks: Criterion, libcurl (HTTP tests), the PyTorch reference (Debian's python3-torch),
-# node/npm for the transformers.js and ONNX Runtime peers, wrk and hyperfine for load benchmarks.
-PKGS_TEST="libcriterion-dev libcurl4-openssl-dev python3 python3-torch python3-numpy nodejs npm wrk hyperfine"
+# node/npm for the transformers.js and ONNX Runtime peers and the API checks (Redocly's lint, dredd),
+# chromium for the GET /docs page test (driven headless by playwright-core), wrk and hyperfine for
+# load benchmarks.
+PKGS_TEST="libcriterion-dev libcurl4-openssl-dev python3 python3-torch python3-numpy nodejs npm chromium wrk hyperfine"
 
 if [ "${ADAPTERD_SKIP_APT:-0}" != 1 ]; then
   SUDO=""
@@ -30,10 +32,12 @@ if [ "${ADAPTERD_SKIP_APT:-0}" != 1 ]; then
   fi
 fi
 
-# npm packages for the parity tests and benchmarks (local files only at run time). Install scripts
-# are skipped: they would download binaries from outside the npm registry, and tokenizers need none.
+# npm packages for the parity tests, the API checks and benchmarks (local files only at run time).
+# Install scripts are skipped: they would download binaries from outside the npm registry (the
+# browser test uses Debian's chromium). tests/api also holds Redoc's bundle, which the build
+# compiles into the server for GET /docs, so it comes before the build.
 if command -v npm >/dev/null; then
-  for d in tests/parity/tokenizer bench/peers; do
+  for d in tests/parity/tokenizer tests/api bench/peers; do
     if [ -f "$d/package.json" ] && [ ! -d "$d/node_modules" ]; then
       echo "setup: npm ci in $d"
       (cd "$d" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) ||
