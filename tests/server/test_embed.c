@@ -364,6 +364,8 @@ Test(embed, embeds_and_predictions_share_the_queue) {
     ts_resp r;
     cr_assert_eq(ts_http(&srv, "GET", "/metrics", NULL, NULL, NULL, &r), 0);
     cr_expect(strstr(r.body, "adapterd_requests_total{route=\"/v1/embed\",code=\"200\"}"), "embeds are counted by route");
+    cr_expect(strstr(r.body, "adapterd_task_request_duration_seconds_bucket{task=\"cls_lora\",le=\"+Inf\"}"),
+              "predictions are timed per task");
     ts_resp_free(&r);
 }
 
