@@ -14,9 +14,12 @@ function freePort() {
   });
 }
 
-// binary: the adapterd executable; args: after `serve` (--registry etc.). Resolves to
-// { url, stop() } once ready, rejects when the server exits or is not ready within 30 s.
+// binary: the adapterd executable (ADAPTERD_TEST_SERVER, when set, names another build of it, as for
+// the C integration tests: CI runs them against a ThreadSanitizer server); args: after `serve`
+// (--registry etc.). Resolves to { url, stop() } once ready, rejects when the server exits or is
+// not ready within 30 s.
 export async function startServer(binary, args) {
+  binary = process.env.ADAPTERD_TEST_SERVER || binary;
   const port = await freePort();
   const child = spawn(binary, ['serve', '--host', '127.0.0.1', '--port', String(port), '--threads', '1', ...args], {
     stdio: ['ignore', 'inherit', 'pipe'],
