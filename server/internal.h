@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "engine/planner.h"
+#include "engine/run.h"
 #include "proto/proto.h"
 #include "server/server.h"
 #include "adapters_store/store.h"

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "tok_internal.h"
+#include "tokenizer/tok_internal.h"
 
 #define DEFAULT_MAX_LENGTH 512
 

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tok_internal.h"
+#include "tokenizer/tok_internal.h"
 
 uint64_t eng__hash_bytes(const void *p, size_t n) {
     const uint8_t *s = p;

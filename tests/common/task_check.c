@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/adapter.h"
-#include "engine/planner.h"
-#include "engine/safetensors.h"
+#include "engine/task.h"
+#include "engine/run.h"
+#include "io/safetensors.h"
 
 static int check_file(const eng_model *m, eng_state *st, const eng_task *t, const char *path, int skip, float tol,
                       task_check_result *res, char *msg, size_t msg_len) {

@@ -3,8 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/adapter.h"
-#include "engine/planner.h"
+#include "engine/task.h"
+#include "engine/run.h"
 
 static eng_model *m;
 static eng_task *t1, *t2;

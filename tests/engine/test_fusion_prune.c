@@ -9,9 +9,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/adapter.h"
-#include "engine/planner.h"
-#include "engine/safetensors.h"
+#include "engine/task.h"
+#include "engine/fusion.h"
+#include "engine/run.h"
+#include "io/safetensors.h"
 
 static void load_case(const char *name, eng_model **m, eng_task **t, const char *fusion_dir_override) {
     char base[1024], model[1200], ad[8][1600], fu[1200], hd[1200];

@@ -4,9 +4,9 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "engine/blas.h"
-#include "engine/kernels.h"
-#include "engine/tensor.h"
+#include "math/blas.h"
+#include "math/kernels.h"
+#include "core/tensor.h"
 
 #include "../common/test_rand.h"
 

@@ -3,8 +3,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "engine/blas.h"
-#include "engine/kernels.h"
+#include "math/blas.h"
+#include "math/kernels.h"
 
 #include "../common/test_rand.h"
 

@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/adapter.h"
-#include "engine/planner.h"
+#include "engine/task.h"
+#include "engine/run.h"
 
 static const char *cases[] = {"seq_bn_st",  "double_seq_bn_bin", "par_bn",     "lora_ah",          "ia3",
                               "prefix",     "mam",               "unipelt",    "fusion_dynamic_n3", "adamix_seq_bn",

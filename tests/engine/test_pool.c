@@ -2,7 +2,7 @@
 #include <criterion/criterion.h>
 #include <stdatomic.h>
 
-#include "engine/pool.h"
+#include "math/pool.h"
 
 typedef struct {
     atomic_int *hits;

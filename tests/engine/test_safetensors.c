@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/safetensors.h"
+#include "io/safetensors.h"
 
 /* Builds [u64 len][header padded to 8][data_len bytes of data] into a malloc'd buffer. */
 static unsigned char *build(const char *header, size_t data_len, size_t *out_len) {

@@ -2,8 +2,8 @@
 #include <criterion/criterion.h>
 #include <stdlib.h>
 
-#include "engine/blas.h"
-#include "engine/sparse.h"
+#include "math/blas.h"
+#include "math/sparse.h"
 
 Test(sparse, product_matches_dense_at_each_sparsity) {
     unsigned s = 3;

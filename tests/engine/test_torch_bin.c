@@ -16,8 +16,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/safetensors.h"
-#include "engine/torch_bin.h"
+#include "io/safetensors.h"
+#include "io/tensor_file.h"
+#include "io/torch_bin.h"
 
 #define FIX(name) ADAPTERD_FIXTURES "/torch_bin/" name
 #define MBERT_DIR ADAPTERD_SOURCE_DIR "/../shared/data/adapters/adapterhub-mbert-md"
