@@ -1,18 +1,12 @@
-/* torch_bin.c - torch.save zip archives read as state dicts, with a restricted unpickler (contract in torch_bin.h).
+/* torch_bin.c - torch.save zip archives read as state dicts (contract in torch_bin.h).
  *
  * Three stages, each distrusting the file completely:
- *  1. zip: find the end-of-central-directory record (and its ZIP64 twin), walk the central directory, check
- *     every entry's local header, and keep (name, method, data offset, size) for entries that lie inside the
- *     file before the central directory. Entries are sorted by name so storage keys are found by bsearch.
- *  2. pickle: an iterative stack machine over <folder>/data.pkl that implements only the opcodes a state dict
- *     uses. Objects live in one chain freed at the end, so cycles (a list appended to itself) cost nothing and
- *     nothing ever recurses. Calls (REDUCE) are allowed only on whitelisted globals, and each is interpreted
- *     here rather than executed: OrderedDict() makes a dict, _rebuild_tensor_v2 makes a tensor view, and a
- *     persistent id ('storage', type, key, location, numel) becomes a storage pointing into the zip entry.
- *     Stack, MARK nesting, memo indices and the object count are bounded.
- *  3. state dict: the pickle's result must be a dict of string -> tensor; each tensor is checked to be
- *     C-contiguous and inside its storage, and the tensors are handed to eng_st_from_tensors.
- * DEFLATE entries are rejected rather than inflated: torch never compresses, and zlib is not a dependency. */
+ *  1. zip (io/zip.c): the archive's directory, entries checked to lie inside the file.
+ *  2. pickle (io/pickle.c): a restricted, iterative unpickler over <folder>/data.pkl that interprets
+ *     the few globals a state dict uses instead of executing anything.
+ *  3. state dict (here): the pickle's result must be a dict of string -> tensor; each tensor is
+ *     checked to be C-contiguous and inside its storage, and the tensors are handed to
+ *     eng_st_from_tensors. */
 #include "io/torch_bin.h"
 
 #include <errno.h>
@@ -25,735 +19,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define TB_MAX_MARKS 64            /* MARK nesting; a state dict needs 3 */
-#define TB_MAX_STACK (1u << 20)    /* stack entries */
-#define TB_MAX_OBJECTS (1u << 22)  /* objects per pickle (~12 per tensor); ~200 MB at worst */
-#define TB_MAX_MEMO (1u << 24)     /* memo index bound (also bounded by the pickle's length) */
-#define TB_MAX_GLOBAL 128          /* bytes of a GLOBAL module or name */
-#define TB_MAX_KEY 256             /* bytes of a storage key */
+#include "io/pickle.h"
+#include "io/zip.h"
 
-/* ---------------------------------------------------------------- little-endian reads */
 
-static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static uint32_t rd32(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint64_t rd64(const uint8_t *p) { return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32; }
-
-/* Copies at most cap-1 bytes of s into buf, replacing non-printable bytes with '?', for error messages. */
-static const char *printable(const char *s, size_t n, char *buf, size_t cap) {
-    size_t k = 0;
-    for (; k < n && k + 1 < cap; k++) buf[k] = (s[k] >= 0x20 && s[k] < 0x7f) ? s[k] : '?';
-    buf[k] = 0;
-    return buf;
-}
-
-/* ---------------------------------------------------------------- zip */
-
-typedef struct {
-    const char *name; /* inside the file, not NUL-terminated */
-    size_t name_len;
-    uint16_t flags, method;
-    uint64_t data_off, csize, usize;
-} tb_entry;
-
-typedef struct {
-    const uint8_t *base;
-    size_t len;
-    tb_entry *e; /* sorted by name */
-    size_t n;
-    const char *prefix; /* "<folder>/", inside the file */
-    size_t prefix_len;
-} tb_zip;
-
-static int cmp_entry(const void *a, const void *b) {
-    const tb_entry *x = a, *y = b;
-    size_t n = x->name_len < y->name_len ? x->name_len : y->name_len;
-    int c = memcmp(x->name, y->name, n);
-    return c ? c : (x->name_len > y->name_len) - (x->name_len < y->name_len);
-}
-
-static const tb_entry *zip_find(const tb_zip *z, const char *name, size_t len) {
-    tb_entry key = {.name = name, .name_len = len};
-    return bsearch(&key, z->e, z->n, sizeof *z->e, cmp_entry);
-}
-
-/* Returns the data of a STORED, unencrypted entry, or fails naming it. */
-static int zip_data(const tb_zip *z, const tb_entry *e, const char *label, const uint8_t **data, eng_err *err) {
-    char nb[160];
-    const char *nm = printable(e->name, e->name_len, nb, sizeof nb);
-    if (e->flags & 1) return eng_err_set(err, ENG_UNSUPPORTED, "%s: zip entry '%s' is encrypted", label, nm);
-    if (e->method != 0)
-        return eng_err_set(err, ENG_UNSUPPORTED,
-                           "%s: zip entry '%s' is compressed (method %u%s); only STORED entries are supported, as "
-                           "torch.save writes them",
-                           label, nm, e->method, e->method == 8 ? ", DEFLATE" : "");
-    if (e->csize != e->usize)
-        return eng_err_set(err, ENG_FORMAT, "%s: zip entry '%s' is STORED but its sizes differ", label, nm);
-    *data = z->base + e->data_off;
-    return 0;
-}
-
-/* Locates the central directory: the classic end record, or the ZIP64 one when its locator precedes it. */
-static int zip_find_cd(const uint8_t *b, size_t len, const char *label, uint64_t *cd_off, uint64_t *cd_size,
-                       uint64_t *count, uint64_t *cd_limit, eng_err *err) {
-    if (len < 22) return eng_err_set(err, ENG_FORMAT, "%s: %zu bytes is too short for a zip archive", label, len);
-    size_t lowest = len - 22 > 65535 ? len - 22 - 65535 : 0, p = len - 22;
-    for (;; p--) {
-        if (rd32(b + p) == 0x06054b50 && p + 22 + rd16(b + p + 20) <= len) break;
-        if (p == lowest)
-            return eng_err_set(err, ENG_FORMAT, "%s: no zip end-of-central-directory record (not a zip archive, or "
-                                                "truncated)", label);
-    }
-    uint64_t disk = rd16(b + p + 4), cd_disk = rd16(b + p + 6), n_disk = rd16(b + p + 8);
-    *count = rd16(b + p + 10);
-    *cd_size = rd32(b + p + 12);
-    *cd_off = rd32(b + p + 16);
-    *cd_limit = p;
-    if (p >= 20 && rd32(b + p - 20) == 0x07064b50) {
-        uint64_t z = rd64(b + p - 20 + 8);
-        if (z > p - 20 || p - 20 - z < 56 || rd32(b + z) != 0x06064b50)
-            return eng_err_set(err, ENG_FORMAT, "%s: ZIP64 end-of-central-directory locator points to no record",
-                               label);
-        disk = rd32(b + z + 16);
-        cd_disk = rd32(b + z + 20);
-        n_disk = rd64(b + z + 24);
-        *count = rd64(b + z + 32);
-        *cd_size = rd64(b + z + 40);
-        *cd_off = rd64(b + z + 48);
-        *cd_limit = z;
-    } else if (*count == 0xffff || *cd_size == 0xffffffffu || *cd_off == 0xffffffffu) {
-        return eng_err_set(err, ENG_FORMAT, "%s: zip end record needs a ZIP64 record that is missing", label);
-    }
-    if (disk || cd_disk || n_disk != *count)
-        return eng_err_set(err, ENG_UNSUPPORTED, "%s: multi-disk zip archives are not supported", label);
-    if (*cd_off > *cd_limit || *cd_size > *cd_limit - *cd_off)
-        return eng_err_set(err, ENG_FORMAT, "%s: zip central directory lies outside the file", label);
-    if (*count > *cd_size / 46)
-        return eng_err_set(err, ENG_FORMAT, "%s: zip central directory is too small for %llu entries", label,
-                           (unsigned long long)*count);
-    return 0;
-}
-
-/* Reads the central directory into z (z->base/len set by the caller). */
-static int zip_open(tb_zip *z, const char *label, eng_err *err) {
-    const uint8_t *b = z->base;
-    uint64_t cd_off = 0, cd_size = 0, count = 0, cd_limit = 0;
-    int rc = zip_find_cd(b, z->len, label, &cd_off, &cd_size, &count, &cd_limit, err);
-    if (rc) return rc;
-    z->e = calloc(count ? count : 1, sizeof *z->e);
-    if (!z->e) return eng_err_set(err, ENG_NO_MEMORY, "%s: out of memory for %llu zip entries", label,
-                                  (unsigned long long)count);
-    uint64_t q = cd_off, end = cd_off + cd_size;
-    for (uint64_t i = 0; i < count; i++) {
-        if (end - q < 46 || rd32(b + q) != 0x02014b50)
-            return eng_err_set(err, ENG_FORMAT, "%s: zip central directory entry %llu is malformed", label,
-                               (unsigned long long)i);
-        tb_entry *e = &z->e[z->n];
-        e->flags = rd16(b + q + 8);
-        e->method = rd16(b + q + 10);
-        e->csize = rd32(b + q + 20);
-        e->usize = rd32(b + q + 24);
-        uint64_t nl = rd16(b + q + 28), xl = rd16(b + q + 30), cl = rd16(b + q + 32), lho = rd32(b + q + 42);
-        if (end - q - 46 < nl + xl + cl || nl == 0)
-            return eng_err_set(err, ENG_FORMAT, "%s: zip central directory entry %llu overruns the directory",
-                               label, (unsigned long long)i);
-        e->name = (const char *)b + q + 46;
-        e->name_len = nl;
-        char nb[160];
-        const char *nm = printable(e->name, nl, nb, sizeof nb);
-        if (memchr(e->name, 0, nl)) return eng_err_set(err, ENG_FORMAT, "%s: zip entry name '%s' has a NUL", label, nm);
-        /* ZIP64 extra field: 8-byte values, in this order, for each field saturated above. */
-        int need_u = e->usize == 0xffffffffu, need_c = e->csize == 0xffffffffu, need_o = lho == 0xffffffffu;
-        for (uint64_t x = q + 46 + nl, xe = x + xl; xe - x >= 4;) {
-            uint64_t id = rd16(b + x), sz = rd16(b + x + 2);
-            if (sz > xe - x - 4)
-                return eng_err_set(err, ENG_FORMAT, "%s: zip entry '%s': extra field overruns its header", label, nm);
-            if (id == 1) {
-                uint64_t r = x + 4, re = r + sz;
-                if (need_u && re - r >= 8) e->usize = rd64(b + r), r += 8, need_u = 0;
-                if (need_c && re - r >= 8) e->csize = rd64(b + r), r += 8, need_c = 0;
-                if (need_o && re - r >= 8) lho = rd64(b + r), r += 8, need_o = 0;
-            }
-            x += 4 + sz;
-        }
-        if (need_u || need_c || need_o)
-            return eng_err_set(err, ENG_FORMAT, "%s: zip entry '%s' lacks its ZIP64 sizes", label, nm);
-        /* The local header repeats the name; its extra field differs (torch pads it to align the data). */
-        if (lho > cd_off || cd_off - lho < 30 || rd32(b + lho) != 0x04034b50)
-            return eng_err_set(err, ENG_FORMAT, "%s: zip entry '%s': local header out of bounds or malformed",
-                               label, nm);
-        uint64_t lnl = rd16(b + lho + 26), lxl = rd16(b + lho + 28);
-        if (cd_off - lho - 30 < lnl + lxl || lnl != nl || memcmp(b + lho + 30, e->name, nl))
-            return eng_err_set(err, ENG_FORMAT, "%s: zip entry '%s': local header does not match the directory",
-                               label, nm);
-        e->data_off = lho + 30 + lnl + lxl;
-        if (e->csize > cd_off - e->data_off)
-            return eng_err_set(err, ENG_FORMAT, "%s: zip entry '%s': %llu bytes of data run past the end of the data",
-                               label, nm, (unsigned long long)e->csize);
-        z->n++;
-        q += 46 + nl + xl + cl;
-    }
-    qsort(z->e, z->n, sizeof *z->e, cmp_entry);
-    for (size_t i = 1; i < z->n; i++)
-        if (!cmp_entry(&z->e[i - 1], &z->e[i])) {
-            char nb[160];
-            return eng_err_set(err, ENG_FORMAT, "%s: zip entry '%s' appears twice", label,
-                               printable(z->e[i].name, z->e[i].name_len, nb, sizeof nb));
-        }
-    return 0;
-}
-
-/* ---------------------------------------------------------------- pickle objects */
-
-typedef enum {
-    PK_NONE, PK_BOOL, PK_INT, PK_FLOAT, PK_STR, PK_TUPLE, PK_LIST, PK_DICT, PK_GLOBAL, PK_STORAGE, PK_TENSOR
-} pk_kind;
-
-static const char *const pk_kind_names[] = {"None", "bool",   "int",     "float",  "str", "tuple",
-                                            "list", "dict", "global", "storage", "tensor"};
-
-/* The globals a state dict may reference; everything else is refused. */
-typedef enum {
-    G_ORDERED_DICT, G_REBUILD_TENSOR, G_REBUILD_PARAMETER, G_REBUILD_FROM_TYPE, G_TENSOR_TYPE, G_STORAGE
-} g_kind;
-
-static const struct {
-    const char *module, *name;
-    g_kind kind;
-    eng_dtype dtype; /* G_STORAGE only */
-} allowed_globals[] = {
-    {"collections", "OrderedDict", G_ORDERED_DICT, 0},
-    {"torch._utils", "_rebuild_tensor_v2", G_REBUILD_TENSOR, 0},
-    {"torch._utils", "_rebuild_parameter", G_REBUILD_PARAMETER, 0},
-    {"torch._tensor", "_rebuild_from_type_v2", G_REBUILD_FROM_TYPE, 0},
-    {"torch", "Tensor", G_TENSOR_TYPE, 0},
-    {"torch._tensor", "Tensor", G_TENSOR_TYPE, 0},
-    {"torch.nn.parameter", "Parameter", G_TENSOR_TYPE, 0},
-    {"torch", "FloatStorage", G_STORAGE, ENG_DT_F32},
-    {"torch", "DoubleStorage", G_STORAGE, ENG_DT_F64},
-    {"torch", "HalfStorage", G_STORAGE, ENG_DT_F16},
-    {"torch", "BFloat16Storage", G_STORAGE, ENG_DT_BF16},
-    {"torch", "LongStorage", G_STORAGE, ENG_DT_I64},
-    {"torch", "IntStorage", G_STORAGE, ENG_DT_I32},
-    {"torch", "ShortStorage", G_STORAGE, ENG_DT_I16},
-    {"torch", "CharStorage", G_STORAGE, ENG_DT_I8},
-    {"torch", "ByteStorage", G_STORAGE, ENG_DT_U8},
-    {"torch", "BoolStorage", G_STORAGE, ENG_DT_BOOL},
-};
-
-typedef struct {
-    eng_dtype dtype;
-    const uint8_t *data; /* first element, inside the storage */
-    int ndim;
-    int contiguous; /* 0: reported with the tensor's name when the dict is read */
-    int64_t shape[ENG_MAX_DIMS], stride[ENG_MAX_DIMS];
-    int64_t numel;
-} pk_tensor;
-
-typedef struct pk_obj pk_obj;
-struct pk_obj {
-    pk_obj *next; /* chain of every object of one run */
-    pk_kind kind;
-    union {
-        int64_t i;                                  /* PK_BOOL, PK_INT */
-        double f;                                   /* PK_FLOAT */
-        struct { const char *s; size_t len; } str;  /* PK_STR: inside data.pkl */
-        struct { pk_obj **v; size_t n, cap; } seq;  /* PK_TUPLE, PK_LIST; PK_DICT as v[2k] -> v[2k + 1] */
-        int glob;                                   /* PK_GLOBAL: index in allowed_globals */
-        struct { eng_dtype dtype; const uint8_t *data; uint64_t numel; } storage;
-        pk_tensor *tensor;                          /* PK_TENSOR: owned */
-    } u;
-};
-
-typedef struct {
-    const char *label;
-    const uint8_t *start, *p, *end; /* data.pkl and the cursor */
-    const tb_zip *zip;
-    eng_err *err;
-    pk_obj *objs;
-    size_t n_objs;
-    pk_obj **stack;
-    size_t sp, stack_cap;
-    size_t marks[TB_MAX_MARKS];
-    size_t n_marks;
-    pk_obj **memo;
-    size_t memo_cap, memo_count, memo_limit;
-    size_t op_at; /* offset of the current opcode, for messages */
-} pk_vm;
-
-static int vm_fail(pk_vm *vm, eng_status code, const char *what) {
-    return eng_err_set(vm->err, code, "%s: data.pkl at byte %zu: %s", vm->label, vm->op_at, what);
-}
-
-static void vm_free(pk_vm *vm) {
-    for (pk_obj *o = vm->objs, *nx; o; o = nx) {
-        nx = o->next;
-        if (o->kind == PK_TUPLE || o->kind == PK_LIST || o->kind == PK_DICT) free(o->u.seq.v);
-        if (o->kind == PK_TENSOR) free(o->u.tensor);
-        free(o);
-    }
-    free(vm->stack);
-    free(vm->memo);
-}
-
-static pk_obj *vm_new(pk_vm *vm, pk_kind kind) {
-    if (vm->n_objs >= TB_MAX_OBJECTS) {
-        vm_fail(vm, ENG_LIMIT, "more objects than a state dict needs");
-        return NULL;
-    }
-    pk_obj *o = calloc(1, sizeof *o);
-    if (!o) {
-        vm_fail(vm, ENG_NO_MEMORY, "out of memory");
-        return NULL;
-    }
-    o->kind = kind;
-    o->next = vm->objs;
-    vm->objs = o;
-    vm->n_objs++;
-    return o;
-}
-
-static int vm_push(pk_vm *vm, pk_obj *o) {
-    if (!o) return vm->err ? vm->err->code : ENG_INTERNAL;
-    if (vm->sp == vm->stack_cap) {
-        if (vm->stack_cap >= TB_MAX_STACK) return vm_fail(vm, ENG_LIMIT, "pickle stack too deep");
-        size_t cap = vm->stack_cap ? vm->stack_cap * 2 : 64;
-        pk_obj **s = realloc(vm->stack, cap * sizeof *s);
-        if (!s) return vm_fail(vm, ENG_NO_MEMORY, "out of memory");
-        vm->stack = s;
-        vm->stack_cap = cap;
-    }
-    vm->stack[vm->sp++] = o;
-    return 0;
-}
-
-/* Index of the first stack slot above the innermost MARK. */
-static size_t vm_base(const pk_vm *vm) { return vm->n_marks ? vm->marks[vm->n_marks - 1] : 0; }
-
-/* Pops n objects into out[0..n) (bottom first); fails if that would cross a MARK. */
-static int vm_popn(pk_vm *vm, size_t n, pk_obj **out) {
-    if (vm->sp - vm_base(vm) < n) return vm_fail(vm, ENG_FORMAT, "pickle stack underflow");
-    vm->sp -= n;
-    memcpy(out, vm->stack + vm->sp, n * sizeof *out);
-    return 0;
-}
-
-static pk_obj *vm_top(pk_vm *vm) {
-    if (vm->sp == vm_base(vm)) {
-        vm_fail(vm, ENG_FORMAT, "pickle stack underflow");
-        return NULL;
-    }
-    return vm->stack[vm->sp - 1];
-}
-
-/* Pops everything above the innermost MARK and the MARK; *items stays valid until the next push. */
-static int vm_pop_mark(pk_vm *vm, pk_obj ***items, size_t *n) {
-    if (!vm->n_marks) return vm_fail(vm, ENG_FORMAT, "opcode needs a MARK and there is none");
-    size_t b = vm->marks[--vm->n_marks];
-    *items = vm->stack + b;
-    *n = vm->sp - b;
-    vm->sp = b;
-    return 0;
-}
-
-static int seq_add(pk_vm *vm, pk_obj *o, pk_obj *item) {
-    if (o->u.seq.n == o->u.seq.cap) {
-        size_t cap = o->u.seq.cap ? o->u.seq.cap * 2 : 8;
-        pk_obj **v = realloc(o->u.seq.v, cap * sizeof *v);
-        if (!v) return vm_fail(vm, ENG_NO_MEMORY, "out of memory");
-        o->u.seq.v = v;
-        o->u.seq.cap = cap;
-    }
-    o->u.seq.v[o->u.seq.n++] = item;
-    return 0;
-}
-
-static pk_obj *new_tuple(pk_vm *vm, pk_obj **items, size_t n) {
-    pk_obj *t = vm_new(vm, PK_TUPLE);
-    if (!t || !n) return t;
-    t->u.seq.v = malloc(n * sizeof *items);
-    if (!t->u.seq.v) {
-        vm_fail(vm, ENG_NO_MEMORY, "out of memory");
-        return NULL;
-    }
-    memcpy(t->u.seq.v, items, n * sizeof *items);
-    t->u.seq.n = t->u.seq.cap = n;
-    return t;
-}
-
-static int is_str(const pk_obj *o, const char *s) {
-    return o->kind == PK_STR && o->u.str.len == strlen(s) && !memcmp(o->u.str.s, s, o->u.str.len);
-}
-
-static int is_global(const pk_obj *o, g_kind k) { return o->kind == PK_GLOBAL && allowed_globals[o->u.glob].kind == k; }
-
-/* ---------------------------------------------------------------- what the allowed globals do */
-
-static int lookup_global(pk_vm *vm, const char *mod, size_t ml, const char *name, size_t nl) {
-    for (size_t i = 0; i < sizeof allowed_globals / sizeof *allowed_globals; i++)
-        if (strlen(allowed_globals[i].module) == ml && !memcmp(allowed_globals[i].module, mod, ml) &&
-            strlen(allowed_globals[i].name) == nl && !memcmp(allowed_globals[i].name, name, nl)) {
-            pk_obj *o = vm_new(vm, PK_GLOBAL);
-            if (!o) return vm->err ? vm->err->code : ENG_INTERNAL;
-            o->u.glob = (int)i;
-            return vm_push(vm, o);
-        }
-    char mb[TB_MAX_GLOBAL + 1], nb[TB_MAX_GLOBAL + 1];
-    return eng_err_set(vm->err, ENG_UNSUPPORTED,
-                       "%s: data.pkl at byte %zu: refusing the global '%s.%s': a state dict uses only "
-                       "collections.OrderedDict, torch._utils._rebuild_tensor_v2 / _rebuild_parameter and torch "
-                       "storage types",
-                       vm->label, vm->op_at, printable(mod, ml, mb, sizeof mb), printable(name, nl, nb, sizeof nb));
-}
-
-/* BINPERSID: ('storage', <storage type>, key, location, numel) -> the entry <folder>/data/<key>. */
-static int persistent_load(pk_vm *vm, pk_obj *pid) {
-    pk_obj **v = pid->kind == PK_TUPLE && pid->u.seq.n == 5 ? pid->u.seq.v : NULL;
-    if (!v || !is_str(v[0], "storage") || !is_global(v[1], G_STORAGE) || v[2]->kind != PK_STR ||
-        v[3]->kind != PK_STR || v[4]->kind != PK_INT || v[4]->u.i < 0)
-        return vm_fail(vm, ENG_FORMAT,
-                       "persistent id is not ('storage', <torch storage type>, key, location, numel)");
-    const char *key = v[2]->u.str.s;
-    size_t kl = v[2]->u.str.len;
-    const tb_zip *z = vm->zip;
-    if (kl > TB_MAX_KEY) return vm_fail(vm, ENG_FORMAT, "storage key too long");
-    char name[2 * TB_MAX_KEY + 8], kb[TB_MAX_KEY + 1];
-    size_t nl = 0;
-    memcpy(name, z->prefix, z->prefix_len);
-    nl += z->prefix_len;
-    memcpy(name + nl, "data/", 5);
-    nl += 5;
-    memcpy(name + nl, key, kl);
-    nl += kl;
-    const tb_entry *e = zip_find(z, name, nl);
-    if (!e) {
-        char pb[TB_MAX_KEY + 1];
-        printable(key, kl, kb, sizeof kb);
-        return eng_err_set(vm->err, ENG_FORMAT, "%s: storage '%s' has no zip entry '%sdata/%s'", vm->label, kb,
-                           printable(z->prefix, z->prefix_len, pb, sizeof pb), kb);
-    }
-    const uint8_t *data;
-    int rc = zip_data(z, e, vm->label, &data, vm->err);
-    if (rc) return rc;
-    eng_dtype dt = allowed_globals[v[1]->u.glob].dtype;
-    uint64_t numel = (uint64_t)v[4]->u.i, es = eng_dtype_size(dt);
-    if (numel > e->usize / es)
-        return eng_err_set(vm->err, ENG_FORMAT, "%s: storage '%s' claims %llu %s elements but its entry has %llu bytes",
-                           vm->label, printable(key, kl, kb, sizeof kb), (unsigned long long)numel,
-                           eng_dtype_name(dt), (unsigned long long)e->usize);
-    pk_obj *s = vm_new(vm, PK_STORAGE);
-    if (!s) return vm->err ? vm->err->code : ENG_INTERNAL;
-    s->u.storage.dtype = dt;
-    s->u.storage.data = data;
-    s->u.storage.numel = numel;
-    return vm_push(vm, s);
-}
-
-/* Reads a tuple of ints into out; returns its length or -1. */
-static int int_tuple(const pk_obj *o, int64_t *out) {
-    if (o->kind != PK_TUPLE || o->u.seq.n > ENG_MAX_DIMS) return -1;
-    for (size_t i = 0; i < o->u.seq.n; i++) {
-        if (o->u.seq.v[i]->kind != PK_INT) return -1;
-        out[i] = o->u.seq.v[i]->u.i;
-    }
-    return (int)o->u.seq.n;
-}
-
-static int is_empty_dict_or_none(const pk_obj *o) { return o->kind == PK_NONE || (o->kind == PK_DICT && !o->u.seq.n); }
-
-/* _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad, backward_hooks[, metadata]) */
-static int rebuild_tensor(pk_vm *vm, const pk_obj *args) {
-    pk_obj **a = args->u.seq.v;
-    size_t n = args->u.seq.n;
-    if (n < 6 || n > 7 || a[0]->kind != PK_STORAGE || a[1]->kind != PK_INT || a[4]->kind != PK_BOOL)
-        return vm_fail(vm, ENG_FORMAT, "_rebuild_tensor_v2 arguments are not (storage, offset, size, stride, "
-                                       "requires_grad, backward_hooks[, metadata])");
-    if (!is_empty_dict_or_none(a[5])) return vm_fail(vm, ENG_UNSUPPORTED, "tensor has backward hooks");
-    pk_tensor *t = calloc(1, sizeof *t);
-    if (!t) return vm_fail(vm, ENG_NO_MEMORY, "out of memory");
-    pk_obj *o = vm_new(vm, PK_TENSOR);
-    if (!o) {
-        free(t);
-        return vm->err ? vm->err->code : ENG_INTERNAL;
-    }
-    o->u.tensor = t;
-    int nd = int_tuple(a[2], t->shape), ns = int_tuple(a[3], t->stride);
-    if (nd < 0 || ns != nd)
-        return vm_fail(vm, ENG_FORMAT, "tensor size and stride must be tuples of ints of equal length (at most 8)");
-    t->ndim = nd;
-    uint64_t numel = 1;
-    for (int d = 0; d < nd; d++) {
-        if (t->shape[d] < 0) return vm_fail(vm, ENG_FORMAT, "tensor has a negative size");
-        if (t->shape[d] && numel > (uint64_t)INT64_MAX / (uint64_t)t->shape[d])
-            return vm_fail(vm, ENG_FORMAT, "tensor size overflows");
-        numel *= (uint64_t)t->shape[d];
-    }
-    t->numel = (int64_t)numel;
-    t->contiguous = 1;
-    int64_t want = 1;
-    if (numel)
-        for (int d = nd - 1; d >= 0; d--) {
-            if (t->shape[d] != 1 && t->stride[d] != want) t->contiguous = 0;
-            want *= t->shape[d];
-        }
-    const pk_obj *st = a[0];
-    int64_t off = a[1]->u.i;
-    if (off < 0 || (uint64_t)off > st->u.storage.numel || numel > st->u.storage.numel - (uint64_t)off)
-        return vm_fail(vm, ENG_FORMAT, "tensor (offset + elements) runs past the end of its storage");
-    t->dtype = st->u.storage.dtype;
-    t->data = st->u.storage.data + (uint64_t)off * eng_dtype_size(t->dtype);
-    return vm_push(vm, o);
-}
-
-static int op_reduce(pk_vm *vm) {
-    pk_obj *fa[2];
-    int rc = vm_popn(vm, 2, fa);
-    if (rc) return rc;
-    pk_obj *f = fa[0], *args = fa[1];
-    if (f->kind != PK_GLOBAL || args->kind != PK_TUPLE)
-        return vm_fail(vm, ENG_FORMAT, "REDUCE needs a global and a tuple of arguments");
-    pk_obj **a = args->u.seq.v;
-    size_t n = args->u.seq.n;
-    switch (allowed_globals[f->u.glob].kind) {
-    case G_ORDERED_DICT:
-        if (n) return vm_fail(vm, ENG_UNSUPPORTED, "OrderedDict called with arguments");
-        return vm_push(vm, vm_new(vm, PK_DICT));
-    case G_REBUILD_TENSOR:
-        return rebuild_tensor(vm, args);
-    case G_REBUILD_PARAMETER: /* (data, requires_grad, backward_hooks) */
-        if (n != 3 || a[0]->kind != PK_TENSOR || a[1]->kind != PK_BOOL || !is_empty_dict_or_none(a[2]))
-            return vm_fail(vm, ENG_FORMAT, "_rebuild_parameter arguments are not (tensor, requires_grad, {})");
-        return vm_push(vm, a[0]);
-    case G_REBUILD_FROM_TYPE: /* (func, new_type, args, state): only a plain tensor or Parameter, no state */
-        if (n != 4 || !is_global(a[0], G_REBUILD_TENSOR) || !is_global(a[1], G_TENSOR_TYPE) ||
-            a[2]->kind != PK_TUPLE || !is_empty_dict_or_none(a[3]))
-            return vm_fail(vm, ENG_UNSUPPORTED,
-                           "_rebuild_from_type_v2 is supported only for plain tensors without extra state");
-        return rebuild_tensor(vm, a[2]);
-    case G_TENSOR_TYPE:
-    case G_STORAGE:
-        break;
-    }
-    char b[2 * TB_MAX_GLOBAL];
-    snprintf(b, sizeof b, "%s.%s cannot be called", allowed_globals[f->u.glob].module, allowed_globals[f->u.glob].name);
-    return vm_fail(vm, ENG_UNSUPPORTED, b);
-}
-
-/* ---------------------------------------------------------------- the machine */
-
-static int need(pk_vm *vm, size_t n) {
-    if ((size_t)(vm->end - vm->p) < n) return vm_fail(vm, ENG_FORMAT, "data.pkl ends inside an opcode");
-    return 0;
-}
-
-static int memo_put(pk_vm *vm, uint64_t idx) {
-    pk_obj *top = vm_top(vm);
-    if (!top) return vm->err->code;
-    if (idx >= vm->memo_limit) return vm_fail(vm, ENG_LIMIT, "memo index out of range");
-    if (idx >= vm->memo_cap) {
-        size_t cap = vm->memo_cap ? vm->memo_cap : 64;
-        while (cap <= idx) cap *= 2;
-        if (cap > vm->memo_limit) cap = vm->memo_limit;
-        pk_obj **m = realloc(vm->memo, cap * sizeof *m);
-        if (!m) return vm_fail(vm, ENG_NO_MEMORY, "out of memory");
-        memset(m + vm->memo_cap, 0, (cap - vm->memo_cap) * sizeof *m);
-        vm->memo = m;
-        vm->memo_cap = cap;
-    }
-    if (!vm->memo[idx]) vm->memo_count++;
-    vm->memo[idx] = top;
-    return 0;
-}
-
-static int memo_get(pk_vm *vm, uint64_t idx) {
-    if (idx >= vm->memo_cap || !vm->memo[idx]) return vm_fail(vm, ENG_FORMAT, "memo lookup of an unset index");
-    return vm_push(vm, vm->memo[idx]);
-}
-
-static int push_str(pk_vm *vm, uint64_t len) {
-    if ((uint64_t)(vm->end - vm->p) < len) return vm_fail(vm, ENG_FORMAT, "string runs past the end of data.pkl");
-    pk_obj *o = vm_new(vm, PK_STR);
-    if (!o) return vm->err->code;
-    o->u.str.s = (const char *)vm->p;
-    o->u.str.len = (size_t)len;
-    vm->p += len;
-    return vm_push(vm, o);
-}
-
-static int push_int(pk_vm *vm, int64_t v, pk_kind kind) {
-    pk_obj *o = vm_new(vm, kind);
-    if (!o) return vm->err->code;
-    o->u.i = v;
-    return vm_push(vm, o);
-}
-
-/* Reads a '\n'-terminated GLOBAL operand. */
-static int read_line(pk_vm *vm, const char **s, size_t *n) {
-    const uint8_t *nl = memchr(vm->p, '\n', (size_t)(vm->end - vm->p));
-    if (!nl || nl - vm->p > TB_MAX_GLOBAL) return vm_fail(vm, ENG_FORMAT, "GLOBAL operand is not a short line");
-    *s = (const char *)vm->p;
-    *n = (size_t)(nl - vm->p);
-    vm->p = nl + 1;
-    return 0;
-}
-
-/* Runs data.pkl to STOP; *result is the unpickled object (owned by vm). */
-static int vm_run(pk_vm *vm, pk_obj **result) {
-    pk_obj *o, *t[3], **items = NULL;
-    size_t n = 0;
-    int rc = 0;
-    while (!rc) {
-        if (vm->p >= vm->end) return vm_fail(vm, ENG_FORMAT, "data.pkl ends without STOP");
-        vm->op_at = (size_t)(vm->p - vm->start);
-        uint8_t op = *vm->p++;
-        switch (op) {
-        case 0x80: /* PROTO */
-            if (!(rc = need(vm, 1)) && *vm->p++ > 5) rc = vm_fail(vm, ENG_UNSUPPORTED, "pickle protocol above 5");
-            break;
-        case 0x95: /* FRAME: a length hint only */
-            if (!(rc = need(vm, 8))) vm->p += 8;
-            break;
-        case '.': /* STOP */
-            if (!(o = vm_top(vm))) return vm->err->code;
-            *result = o;
-            return 0;
-        case '(': /* MARK */
-            if (vm->n_marks == TB_MAX_MARKS) return vm_fail(vm, ENG_LIMIT, "MARKs nested too deeply");
-            vm->marks[vm->n_marks++] = vm->sp;
-            break;
-        case '}': rc = vm_push(vm, vm_new(vm, PK_DICT)); break;  /* EMPTY_DICT */
-        case ']': rc = vm_push(vm, vm_new(vm, PK_LIST)); break;  /* EMPTY_LIST */
-        case ')': rc = vm_push(vm, vm_new(vm, PK_TUPLE)); break; /* EMPTY_TUPLE */
-        case 'N': rc = vm_push(vm, vm_new(vm, PK_NONE)); break;  /* NONE */
-        case 0x88: rc = push_int(vm, 1, PK_BOOL); break;         /* NEWTRUE */
-        case 0x89: rc = push_int(vm, 0, PK_BOOL); break;         /* NEWFALSE */
-        case 't': /* TUPLE */
-            if (!(rc = vm_pop_mark(vm, &items, &n))) rc = vm_push(vm, new_tuple(vm, items, n));
-            break;
-        case 0x85: case 0x86: case 0x87: /* TUPLE1..3 */
-            n = (size_t)(op - 0x84);
-            if (!(rc = vm_popn(vm, n, t))) rc = vm_push(vm, new_tuple(vm, t, n));
-            break;
-        case 'X': /* BINUNICODE */
-            if (!(rc = need(vm, 4))) vm->p += 4, rc = push_str(vm, rd32(vm->p - 4));
-            break;
-        case 0x8c: /* SHORT_BINUNICODE */
-            if (!(rc = need(vm, 1))) vm->p += 1, rc = push_str(vm, vm->p[-1]);
-            break;
-        case 0x8d: /* BINUNICODE8 */
-            if (!(rc = need(vm, 8))) vm->p += 8, rc = push_str(vm, rd64(vm->p - 8));
-            break;
-        case 'q': /* BINPUT */
-            if (!(rc = need(vm, 1))) vm->p += 1, rc = memo_put(vm, vm->p[-1]);
-            break;
-        case 'r': /* LONG_BINPUT */
-            if (!(rc = need(vm, 4))) vm->p += 4, rc = memo_put(vm, rd32(vm->p - 4));
-            break;
-        case 0x94: rc = memo_put(vm, vm->memo_count); break; /* MEMOIZE */
-        case 'h': /* BINGET */
-            if (!(rc = need(vm, 1))) vm->p += 1, rc = memo_get(vm, vm->p[-1]);
-            break;
-        case 'j': /* LONG_BINGET */
-            if (!(rc = need(vm, 4))) vm->p += 4, rc = memo_get(vm, rd32(vm->p - 4));
-            break;
-        case 'J': /* BININT */
-            if (!(rc = need(vm, 4))) vm->p += 4, rc = push_int(vm, (int32_t)rd32(vm->p - 4), PK_INT);
-            break;
-        case 'K': /* BININT1 */
-            if (!(rc = need(vm, 1))) vm->p += 1, rc = push_int(vm, vm->p[-1], PK_INT);
-            break;
-        case 'M': /* BININT2 */
-            if (!(rc = need(vm, 2))) vm->p += 2, rc = push_int(vm, rd16(vm->p - 2), PK_INT);
-            break;
-        case 0x8a: { /* LONG1: n-byte little-endian two's complement */
-            if ((rc = need(vm, 1))) break;
-            size_t len = *vm->p++;
-            if (len > 8) return vm_fail(vm, ENG_UNSUPPORTED, "integer wider than 64 bits");
-            if ((rc = need(vm, len))) break;
-            uint64_t u = 0;
-            for (size_t i = 0; i < len; i++) u |= (uint64_t)vm->p[i] << (8 * i);
-            if (len && len < 8 && (vm->p[len - 1] & 0x80)) u |= ~(uint64_t)0 << (8 * len);
-            vm->p += len;
-            rc = push_int(vm, (int64_t)u, PK_INT);
-            break;
-        }
-        case 'G': { /* BINFLOAT: big-endian double */
-            if ((rc = need(vm, 8))) break;
-            uint64_t u = 0;
-            for (int i = 0; i < 8; i++) u = u << 8 | vm->p[i];
-            vm->p += 8;
-            if (!(o = vm_new(vm, PK_FLOAT))) return vm->err->code;
-            memcpy(&o->u.f, &u, sizeof u);
-            rc = vm_push(vm, o);
-            break;
-        }
-        case 'c': { /* GLOBAL module\nname\n */
-            const char *m = NULL, *nm = NULL;
-            size_t ml = 0, nl = 0;
-            if (!(rc = read_line(vm, &m, &ml)) && !(rc = read_line(vm, &nm, &nl)))
-                rc = lookup_global(vm, m, ml, nm, nl);
-            break;
-        }
-        case 0x93: /* STACK_GLOBAL */
-            if ((rc = vm_popn(vm, 2, t))) break;
-            if (t[0]->kind != PK_STR || t[1]->kind != PK_STR || t[0]->u.str.len > TB_MAX_GLOBAL ||
-                t[1]->u.str.len > TB_MAX_GLOBAL)
-                return vm_fail(vm, ENG_FORMAT, "STACK_GLOBAL needs two short strings");
-            rc = lookup_global(vm, t[0]->u.str.s, t[0]->u.str.len, t[1]->u.str.s, t[1]->u.str.len);
-            break;
-        case 'R': rc = op_reduce(vm); break; /* REDUCE */
-        case 'Q': /* BINPERSID */
-            if (!(rc = vm_popn(vm, 1, t))) rc = persistent_load(vm, t[0]);
-            break;
-        case 's': /* SETITEM */
-            if ((rc = vm_popn(vm, 2, t))) break;
-            if (!(o = vm_top(vm))) return vm->err->code;
-            if (o->kind != PK_DICT) return vm_fail(vm, ENG_FORMAT, "SETITEM on something that is not a dict");
-            if (!(rc = seq_add(vm, o, t[0]))) rc = seq_add(vm, o, t[1]);
-            break;
-        case 'u': /* SETITEMS */
-            if ((rc = vm_pop_mark(vm, &items, &n))) break;
-            if (!(o = vm_top(vm))) return vm->err->code;
-            if (o->kind != PK_DICT || n % 2)
-                return vm_fail(vm, ENG_FORMAT, "SETITEMS needs a dict and key/value pairs");
-            for (size_t i = 0; i < n && !rc; i++) rc = seq_add(vm, o, items[i]);
-            break;
-        case 'a': /* APPEND */
-            if ((rc = vm_popn(vm, 1, t))) break;
-            if (!(o = vm_top(vm))) return vm->err->code;
-            if (o->kind != PK_LIST) return vm_fail(vm, ENG_FORMAT, "APPEND on something that is not a list");
-            rc = seq_add(vm, o, t[0]);
-            break;
-        case 'e': /* APPENDS */
-            if ((rc = vm_pop_mark(vm, &items, &n))) break;
-            if (!(o = vm_top(vm))) return vm->err->code;
-            if (o->kind != PK_LIST) return vm_fail(vm, ENG_FORMAT, "APPENDS on something that is not a list");
-            for (size_t i = 0; i < n && !rc; i++) rc = seq_add(vm, o, items[i]);
-            break;
-        case 'b': /* BUILD: only an OrderedDict's attributes (state_dict()._metadata), which are ignored */
-            if ((rc = vm_popn(vm, 1, t))) break;
-            if (!(o = vm_top(vm))) return vm->err->code;
-            if (o->kind != PK_DICT) return vm_fail(vm, ENG_UNSUPPORTED, "BUILD on something that is not a dict");
-            break;
-        default: {
-            char b[96];
-            snprintf(b, sizeof b, "opcode 0x%02x ('%c') is not used by state dicts", op,
-                     op >= 0x20 && op < 0x7f ? op : '?');
-            return vm_fail(vm, ENG_UNSUPPORTED, b);
-        }
-        }
-    }
-    return rc;
-}
-
-/* ---------------------------------------------------------------- archive -> eng_st_file */
 
 /* Finds the single "<folder>/data.pkl" entry and sets z->prefix to "<folder>/". */
-static int find_archive_folder(tb_zip *z, const char *label, const tb_entry **pkl, eng_err *err) {
+static int find_archive_folder(eng__zip *z, const char *label, const eng__zip_entry **pkl, eng_err *err) {
     *pkl = NULL;
     for (size_t i = 0; i < z->n; i++) {
-        const tb_entry *e = &z->e[i];
+        const eng__zip_entry *e = &z->e[i];
         if (e->name_len < 10 || memcmp(e->name + e->name_len - 9, "/data.pkl", 9) ||
             memchr(e->name, '/', e->name_len - 9))
             continue;
@@ -768,14 +43,14 @@ static int find_archive_folder(tb_zip *z, const char *label, const tb_entry **pk
     return 0;
 }
 
-static int check_byteorder(const tb_zip *z, const char *label, eng_err *err) {
+static int check_byteorder(const eng__zip *z, const char *label, eng_err *err) {
     char name[TB_MAX_KEY + 16];
     memcpy(name, z->prefix, z->prefix_len);
     memcpy(name + z->prefix_len, "byteorder", 9);
-    const tb_entry *e = zip_find(z, name, z->prefix_len + 9);
+    const eng__zip_entry *e = eng__zip_find(z, name, z->prefix_len + 9);
     if (!e) return 0; /* torch < 2.1 writes none and is little-endian on every platform we run on */
     const uint8_t *d;
-    int rc = zip_data(z, e, label, &d, err);
+    int rc = eng__zip_data(z, e, label, &d, err);
     if (rc) return rc;
     if (e->usize != 6 || memcmp(d, "little", 6))
         return eng_err_set(err, ENG_UNSUPPORTED, "%s: byteorder entry is not 'little'; big-endian archives are not "
@@ -788,7 +63,7 @@ static int make_file(pk_vm *vm, const pk_obj *d, void **map, size_t map_len, eng
     const char *label = vm->label;
     if (d->kind != PK_DICT)
         return eng_err_set(vm->err, ENG_FORMAT, "%s: data.pkl holds a %s, not a state dict", label,
-                           pk_kind_names[d->kind]);
+                           eng__pk_kind_name(d->kind));
     size_t n = d->u.seq.n / 2;
     eng_st_tensor *ts = calloc(n ? n : 1, sizeof *ts);
     if (!ts) return eng_err_set(vm->err, ENG_NO_MEMORY, "%s: out of memory", label);
@@ -799,14 +74,14 @@ static int make_file(pk_vm *vm, const pk_obj *d, void **map, size_t map_len, eng
         char nb[160];
         if (k->kind != PK_STR || memchr(k->u.str.s, 0, k->u.str.len)) {
             rc = eng_err_set(vm->err, ENG_FORMAT, "%s: state dict key %zu is a %s, not a string name", label, i,
-                             pk_kind_names[k->kind]);
+                             eng__pk_kind_name(k->kind));
             break;
         }
-        const char *nm = printable(k->u.str.s, k->u.str.len, nb, sizeof nb);
+        const char *nm = eng__printable(k->u.str.s, k->u.str.len, nb, sizeof nb);
         if (v->kind != PK_TENSOR) {
             rc = eng_err_set(vm->err, ENG_FORMAT,
                              "%s: '%s' is a %s, not a tensor (only flat name -> tensor state dicts are supported)",
-                             label, nm, pk_kind_names[v->kind]);
+                             label, nm, eng__pk_kind_name(v->kind));
             break;
         }
         const pk_tensor *t = v->u.tensor;
@@ -853,24 +128,24 @@ static int parse(const uint8_t *b, size_t len, const char *label, void *map, siz
     *out = NULL;
     eng_err local;
     if (!err) err = &local;
-    tb_zip z = {.base = b, .len = len};
+    eng__zip z = {.base = b, .len = len};
     pk_vm vm = {.label = label, .zip = &z, .err = err};
-    const tb_entry *pkl;
+    const eng__zip_entry *pkl;
     const uint8_t *pd;
-    int rc = zip_open(&z, label, err);
+    int rc = eng__zip_open(&z, label, err);
     if (!rc) rc = find_archive_folder(&z, label, &pkl, err);
     if (!rc) rc = check_byteorder(&z, label, err);
-    if (!rc) rc = zip_data(&z, pkl, label, &pd, err);
+    if (!rc) rc = eng__zip_data(&z, pkl, label, &pd, err);
     if (!rc) {
         pk_obj *result = NULL;
         vm.start = vm.p = pd;
         vm.end = pd + pkl->usize;
         vm.memo_limit = pkl->usize < TB_MAX_MEMO ? (size_t)pkl->usize : TB_MAX_MEMO;
-        rc = vm_run(&vm, &result);
+        rc = eng__pickle_run(&vm, &result);
         if (!rc) rc = make_file(&vm, result, &map, map_len, out);
     }
-    vm_free(&vm);
-    free(z.e);
+    eng__pickle_free(&vm);
+    eng__zip_free(&z);
     if (map) munmap(map, map_len);
     return rc;
 }
@@ -891,3 +166,4 @@ int eng_torchbin_open(const char *path, eng_st_file **out, eng_err *err) {
     }
     return parse(map, len, path, map, len, out, err);
 }
+
