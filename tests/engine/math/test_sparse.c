@@ -4,6 +4,7 @@
 
 #include "math/blas.h"
 #include "math/sparse.h"
+#include "test_rand.h"
 
 Test(sparse, product_matches_dense_at_each_sparsity) {
     unsigned s = 3;
@@ -14,12 +15,10 @@ Test(sparse, product_matches_dense_at_each_sparsity) {
             float *Y = malloc(sizeof(float) * M * (rows + 3)), *E = malloc(sizeof(float) * M * rows);
             cr_assert(W && X && Y && E);
             for (int i = 0; i < rows * cols; i++) {
-                s = s * 1664525u + 1013904223u;
-                W[i] = (int)((s >> 8) % 100) < pct ? 0.0f : (float)((s >> 12) % 2001) / 1000.0f - 1.0f;
+                W[i] = (int)test_rand_below(&s, 100) < pct ? 0.0f : frand(&s, -1.0f, 1.0f);
             }
             for (int i = 0; i < M * cols; i++) {
-                s = s * 1664525u + 1013904223u;
-                X[i] = (float)((s >> 9) % 2001) / 1000.0f - 1.0f;
+                X[i] = frand(&s, -1.0f, 1.0f);
             }
             eng_sparse *sp = eng_sparse_from_dense(W, rows, cols);
             cr_assert(sp);

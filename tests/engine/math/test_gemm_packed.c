@@ -8,7 +8,7 @@
 #include "math/kernels.h"
 #include "core/tensor.h"
 
-#include "../common/test_rand.h"
+#include "test_rand.h"
 
 /* eng_pgemm over packed weights against the double-precision reference: row tails of 1..7 below
  * the 8-row tile, N not a multiple of the 48-column panel, K over several 192-long steps with a

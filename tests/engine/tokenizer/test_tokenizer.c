@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "engine/tokenizer.h"
+#include "test_rand.h"
 #include "tokenizer/tok_internal.h"
 
 #define BERT_DIR ADAPTERD_FIXTURES "/tokenizers/bert-base-uncased"
@@ -334,14 +335,15 @@ Test(tokenizer, roberta_offsets) {
 Test(tokenizer, bpe_merge_simple_equals_heap) {
     eng_tokenizer *t = load(ROBERTA_DIR);
     eng__tok_ctx ctx = {0};
-    srand(7);
+    unsigned seed = 7;
     const char alphabet[] = "aeioustrnlh'.,-0123 ";
     int32_t s1[300], s2[300];
     uint32_t p1[301], p2[301];
     for (int iter = 0; iter < 2000; iter++) {
-        int n = 1 + rand() % 200;
+        int n = 1 + (int)test_rand_below(&seed, 200);
         for (int i = 0; i < n; i++) {
-            uint8_t b = iter % 3 ? (uint8_t)alphabet[rand() % (sizeof alphabet - 1)] : (uint8_t)(rand() % 256);
+            uint8_t b = iter % 3 ? (uint8_t)alphabet[test_rand_below(&seed, sizeof alphabet - 1)]
+                                : (uint8_t)test_rand_below(&seed, 256);
             s1[i] = s2[i] = t->byte_sym[b];
             p1[i] = p2[i] = (uint32_t)i;
         }

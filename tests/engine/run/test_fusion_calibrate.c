@@ -1,9 +1,11 @@
-/* test_fusion_prune.c - AdapterFusion calibration and pruning (engine/fusion_prune.c).
+/* test_fusion_calibrate.c - AdapterFusion calibration (engine/run/fusion_calibrate.c) and the saved
+ * pruning it writes, applied on load (engine/task/load_fusion.c).
  *
  * The reference fixtures carry `fusion_mean_attn` (n_fusion_layers, N): the mean softmax weight each
  * fused adapter receives over all valid tokens, computed by the PyTorch oracle. Calibration on the
  * same inputs must reproduce it (1e-5), and the pruning file must survive a reload. */
 #include <criterion/criterion.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,39 +15,22 @@
 #include "engine/fusion.h"
 #include "engine/run.h"
 #include "io/safetensors.h"
+#include "ref_case.h"
 
 static void load_case(const char *name, eng_model **m, eng_task **t, const char *fusion_dir_override) {
-    char base[1024], model[1200], ad[8][1600], fu[1200], hd[1200];
-    snprintf(base, sizeof base, "%s/adapters/bert-tiny/%s", ADAPTERD_FIXTURES, name);
-    snprintf(model, sizeof model, "%s/models/bert-tiny", ADAPTERD_FIXTURES);
+    char dir[PATH_MAX], msg[512];
+    snprintf(dir, sizeof dir, "%s/adapters/bert-tiny/%s", ADAPTERD_FIXTURES, name);
+    ref_case c;
+    cr_assert_eq(ref_case_open(&c, ADAPTERD_FIXTURES, dir, msg, sizeof msg), 0, "%s", msg);
     eng_err e = {0};
-    cr_assert_eq(eng_model_load(model, m, &e), 0, "%s", e.msg);
-    char adir[1200];
-    snprintf(adir, sizeof adir, "%s/adapters", base);
-    FILE *ls = NULL;
-    char cmd[1400];
-    snprintf(cmd, sizeof cmd, "ls %s", adir);
-    ls = popen(cmd, "r");
-    cr_assert(ls);
-    const char *dirs[8];
-    int n = 0;
-    char line[256];
-    while (n < 8 && fgets(line, sizeof line, ls)) {
-        line[strcspn(line, "\n")] = 0;
-        snprintf(ad[n], sizeof ad[n], "%s/%s", adir, line);
-        dirs[n] = ad[n];
-        n++;
-    }
-    pclose(ls);
-    snprintf(fu, sizeof fu, "%s/fusion", base);
-    snprintf(hd, sizeof hd, "%s/head", base);
-    eng_task_params p = eng_task_default_params();
-    p.fusion_dir = fusion_dir_override ? fusion_dir_override : fu;
-    p.head_dir = hd;
-    cr_assert_eq(eng_task_load(*m, dirs, n, &p, t, &e), 0, "%s", e.msg);
+    cr_assert_eq(eng_model_load(c.backbone, m, &e), 0, "%s", e.msg);
+    eng_task_params p = ref_case_params(&c);
+    if (fusion_dir_override) p.fusion_dir = fusion_dir_override;
+    cr_assert_eq(ref_case_load_task(&c, *m, &p, t, &e), 0, "%s", e.msg);
+    ref_case_close(&c);
 }
 
-Test(fusion_prune, calibration_matches_reference_attention) {
+Test(fusion_calibrate, calibration_matches_reference_attention) {
     const char *cases[] = {"fusion_dynamic_n3", "fusion_static_n4", "fusion_dynamic_n8"};
     for (int c = 0; c < 3; c++) {
         eng_model *m;
@@ -99,7 +84,7 @@ Test(fusion_prune, calibration_matches_reference_attention) {
     }
 }
 
-Test(fusion_prune, saved_pruning_is_applied_on_load_and_changes_outputs) {
+Test(fusion_calibrate, saved_pruning_is_applied_on_load_and_changes_outputs) {
     /* copy the fusion folder to a temp dir, prune to 1 of 3, reload, compare outputs */
     char tmp[] = "/tmp/adapterd-prune-XXXXXX";
     cr_assert(mkdtemp(tmp));

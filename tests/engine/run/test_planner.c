@@ -7,7 +7,7 @@
  * same skip (1e-5), and the outputs are checked against the PyTorch reference elsewhere
  * (test_adapters.c), so together they prove the shared pass. */
 #include <criterion/criterion.h>
-#include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +15,8 @@
 
 #include "engine/task.h"
 #include "engine/run.h"
+#include "ref_case.h"
+#include "test_rand.h"
 
 static const char *cases[] = {"seq_bn_st",  "double_seq_bn_bin", "par_bn",     "lora_ah",          "ia3",
                               "prefix",     "mam",               "unipelt",    "fusion_dynamic_n3", "adamix_seq_bn",
@@ -23,35 +25,17 @@ static const char *cases[] = {"seq_bn_st",  "double_seq_bn_bin", "par_bn",     "
 #define N_CASES (int)(sizeof cases / sizeof cases[0])
 
 static eng_task *load_task(const eng_model *m, const char *name) {
-    char dir[1024], p[1200];
+    char dir[PATH_MAX], msg[512];
     snprintf(dir, sizeof dir, "%s/adapters/bert-tiny/%s", ADAPTERD_FIXTURES, name);
-    snprintf(p, sizeof p, "%s/setup.json", dir);
-    json_error_t je;
-    json_t *s = json_load_file(p, 0, &je);
-    cr_assert(s, "%s: %s", p, je.text);
-    json_t *ads = json_object_get(s, "adapters");
-    char paths[16][1400], fu[1400], hd[1400];
-    const char *dirs[16];
-    int n = (int)json_array_size(ads);
-    for (int i = 0; i < n; i++) {
-        snprintf(paths[i], sizeof paths[i], "%s/%s", dir, json_string_value(json_array_get(ads, i)));
-        dirs[i] = paths[i];
-    }
-    eng_task_params tp = eng_task_default_params();
-    const char *f = json_string_value(json_object_get(s, "fusion")), *h = json_string_value(json_object_get(s, "head"));
-    if (f) snprintf(fu, sizeof fu, "%s/%s", dir, f), tp.fusion_dir = fu;
-    if (h) snprintf(hd, sizeof hd, "%s/%s", dir, h), tp.head_dir = hd;
+    ref_case c;
+    cr_assert_eq(ref_case_open(&c, ADAPTERD_FIXTURES, dir, msg, sizeof msg), 0, "%s", msg);
+    eng_task_params tp = ref_case_params(&c);
     tp.name = name;
     eng_task *t;
     eng_err e = {0};
-    cr_assert_eq(eng_task_load(m, dirs, n, &tp, &t, &e), 0, "%s: %s", name, e.msg);
-    json_decref(s);
+    cr_assert_eq(ref_case_load_task(&c, m, &tp, &t, &e), 0, "%s: %s", name, e.msg);
+    ref_case_close(&c);
     return t;
-}
-
-static unsigned rnd(unsigned *s) {
-    *s = *s * 1664525u + 1013904223u;
-    return *s >> 8;
 }
 
 Test(planner, shared_pass_equals_each_task_alone) {
@@ -68,17 +52,17 @@ Test(planner, shared_pass_equals_each_task_alone) {
     unsigned seed = 12345;
     for (int round = 0; round < 12; round++) {
         enum { MAX_IN = 6 };
-        int n_in = 1 + (int)(rnd(&seed) % MAX_IN), total = 0;
+        int n_in = 1 + (int)(test_rand_bits(&seed) % MAX_IN), total = 0;
         eng_input in[MAX_IN];
         eng_task_req reqs[MAX_IN][N_CASES];
         int32_t ids[MAX_IN][40];
         for (int i = 0; i < n_in; i++) {
-            int len = 1 + (int)(rnd(&seed) % 30);
-            for (int t = 0; t < len; t++) ids[i][t] = (int32_t)(rnd(&seed) % (unsigned)c->vocab);
-            int nt = round == 0 ? N_CASES : 1 + (int)(rnd(&seed) % N_CASES); /* round 0: all 16 tasks */
-            int start = (int)(rnd(&seed) % N_CASES);
+            int len = 1 + (int)(test_rand_bits(&seed) % 30);
+            for (int t = 0; t < len; t++) ids[i][t] = (int32_t)(test_rand_bits(&seed) % (unsigned)c->vocab);
+            int nt = round == 0 ? N_CASES : 1 + (int)(test_rand_bits(&seed) % N_CASES); /* round 0: all 16 tasks */
+            int start = (int)(test_rand_bits(&seed) % N_CASES);
             for (int k = 0; k < nt; k++)
-                reqs[i][k] = (eng_task_req){tasks[(start + k) % N_CASES], (int)(rnd(&seed) % (unsigned)(c->n_layers + 1))};
+                reqs[i][k] = (eng_task_req){tasks[(start + k) % N_CASES], (int)(test_rand_bits(&seed) % (unsigned)(c->n_layers + 1))};
             in[i] = (eng_input){.ids = ids[i], .len = len, .tasks = reqs[i], .n_tasks = nt};
             total += nt;
         }

@@ -6,7 +6,7 @@
 #include "math/blas.h"
 #include "math/kernels.h"
 
-#include "../common/test_rand.h"
+#include "test_rand.h"
 
 Test(kernels, activations_match_reference) {
     /* Tolerances: the fast exp is ~2 ulp and erf's fit has fractional error 1.2e-7, so each
