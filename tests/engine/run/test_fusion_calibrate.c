@@ -108,6 +108,18 @@ Test(fusion_calibrate, saved_pruning_is_applied_on_load_and_changes_outputs) {
     double mean[64] = {0};
     cr_assert_eq(eng_task_prune_fusion(t, keep, 3, &e), 0, "%s", e.msg);
     cr_assert_eq(eng_run(m, st, &in, 1, &pruned, NULL, &e), 0, "%s", e.msg);
+    /* calibration runs every child but leaves the loaded (pruned) task as it was */
+    double probe_mean[64] = {0};
+    cr_assert_leq(eng_model_config(m)->n_layers * N, 64);
+    cr_assert_eq(eng_fusion_calibrate(m, st, t, &in, 1, probe_mean, &e), 0, "%s", e.msg);
+    int dropped_seen = 0;
+    for (int l = 0; l < eng_model_config(m)->n_layers; l++) dropped_seen |= probe_mean[(size_t)l * N] > 0;
+    cr_assert(dropped_seen, "calibration of a pruned task gave no attention to a dropped child");
+    eng_task_out again;
+    cr_assert_eq(eng_run(m, st, &in, 1, &again, NULL, &e), 0, "%s", e.msg);
+    for (int i = 0; i < pruned.num_labels; i++)
+        cr_assert_eq(again.logits[i], pruned.logits[i], "calibration changed the task it read");
+    eng_task_outs_free(&again, 1);
     cr_assert_eq(eng_fusion_save_pruning(t, tmp, mean, eng_model_config(m)->n_layers, keep, 0, &e), 0, "%s", e.msg);
     eng_task_free(t);
     eng_model_free(m);
