@@ -19,6 +19,7 @@
 #include "io/safetensors.h"
 #include "io/tensor_file.h"
 #include "io/torch_bin.h"
+#include "test_tmp.h"
 
 #define FIX(name) ADAPTERD_FIXTURES "/torch_bin/" name
 #define MBERT_DIR ADAPTERD_SOURCE_DIR "/../shared/data/adapters/adapterhub-mbert-md"
@@ -240,8 +241,8 @@ Test(torch_bin, tensors_open_dispatches_on_content) {
     cr_expect_eq(eng_tensors_open(FIX("no_such_file.bin"), &f, &e), ENG_NOT_FOUND);
     cr_expect_null(f);
 
-    char path[] = "/tmp/adapterd_legacy_XXXXXX";
-    int fd = mkstemp(path);
+    char path[1024];
+    int fd = mkstemp(test_tmp_template(path, sizeof path, "legacy"));
     cr_assert(fd >= 0);
     const unsigned char legacy[] = {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
     cr_assert_eq(write(fd, legacy, sizeof legacy), (ssize_t)sizeof legacy);

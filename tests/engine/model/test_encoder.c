@@ -12,7 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../common/encoder_check.h"
+#include "encoder_check.h"
+#include "test_tmp.h"
 #include "engine/model.h"
 
 #define TOL 2e-5f
@@ -80,8 +81,7 @@ static void copy_file(const char *from, const char *to, long cut) {
 /* Copies bert-tiny to a temp dir with config.json's `key` set to `value` (when key != NULL) and
  * model.safetensors cut short by `cut` bytes. */
 static void doctored(char *tmp, const char *key, int value, long cut) {
-    strcpy(tmp, "/tmp/adapterd-test-XXXXXX");
-    cr_assert(mkdtemp(tmp));
+    cr_assert(mkdtemp(test_tmp_template(tmp, 1024, "encoder")));
     char src[1024], dst[1100];
     fixture_path(src, sizeof src, "bert-tiny", "model.safetensors");
     snprintf(dst, sizeof dst, "%s/model.safetensors", tmp);
@@ -123,7 +123,7 @@ static void cleanup(const char *tmp) {
 }
 
 static void expect_load_error(const char *key, int value, long cut, int code, const char *needle) {
-    char tmp[64];
+    char tmp[1024];
     doctored(tmp, key, value, cut);
     eng_model *m = NULL;
     eng_err e = {0};

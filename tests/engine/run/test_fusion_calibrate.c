@@ -16,6 +16,7 @@
 #include "engine/run.h"
 #include "io/safetensors.h"
 #include "ref_case.h"
+#include "test_tmp.h"
 
 static void load_case(const char *name, eng_model **m, eng_task **t, const char *fusion_dir_override) {
     char dir[PATH_MAX], msg[512];
@@ -86,8 +87,8 @@ Test(fusion_calibrate, calibration_matches_reference_attention) {
 
 Test(fusion_calibrate, saved_pruning_is_applied_on_load_and_changes_outputs) {
     /* copy the fusion folder to a temp dir, prune to 1 of 3, reload, compare outputs */
-    char tmp[] = "/tmp/adapterd-prune-XXXXXX";
-    cr_assert(mkdtemp(tmp));
+    char tmp[1024];
+    cr_assert(mkdtemp(test_tmp_template(tmp, sizeof tmp, "prune")));
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "cp %s/adapters/bert-tiny/fusion_dynamic_n3/fusion/* %s/", ADAPTERD_FIXTURES, tmp);
     cr_assert_eq(system(cmd), 0);

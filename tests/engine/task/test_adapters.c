@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../common/task_check.h"
+#include "task_check.h"
 
 static int check_backbone(const char *backbone, int threads) {
     char root[1024], dir[1200];

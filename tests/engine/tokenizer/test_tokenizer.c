@@ -15,14 +15,29 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/files.h"
 #include "engine/tokenizer.h"
 #include "test_rand.h"
+#include "test_tmp.h"
 #include "tokenizer/tok_internal.h"
 
-#define BERT_DIR ADAPTERD_FIXTURES "/tokenizers/bert-base-uncased"
-#define ROBERTA_DIR ADAPTERD_FIXTURES "/tokenizers/roberta-base"
+/* The real bert-base-uncased and roberta-base files: third-party data read in place from the
+ * shared data folder (ADAPTERD_DATA_DIR), never copied into the repository. Tests that need them
+ * are skipped with a message when it is absent. */
+#define BERT_DIR ADAPTERD_DATA_DIR "/tokenizers/bert-base-uncased"
+#define ROBERTA_DIR ADAPTERD_DATA_DIR "/tokenizers/roberta-base"
+
+static void need_shared_tokenizers(void) {
+    const char *dirs[] = {BERT_DIR, ROBERTA_DIR};
+    for (int i = 0; i < 2; i++) {
+        char p[1024];
+        snprintf(p, sizeof p, "%s/tokenizer.json", dirs[i]);
+        if (!eng_file_exists(p)) cr_skip_test("%s is absent: set ADAPTERD_DATA_DIR to the shared data", p);
+    }
+}
 
 static eng_tokenizer *load(const char *dir) {
+    need_shared_tokenizers();
     eng_err err = {0};
     eng_tokenizer *tok = NULL;
     int rc = eng_tokenizer_load(dir, &tok, &err);
@@ -104,10 +119,9 @@ Test(tokenizer, load_roberta) {
     eng_tokenizer_free(t);
 }
 
-static char tmpdir_buf[256];
+static char tmpdir_buf[1024];
 static const char *make_dir(void) {
-    snprintf(tmpdir_buf, sizeof tmpdir_buf, "/tmp/adapterd-tok-test-XXXXXX");
-    cr_assert_not_null(mkdtemp(tmpdir_buf));
+    cr_assert_not_null(mkdtemp(test_tmp_template(tmpdir_buf, sizeof tmpdir_buf, "tok")));
     return tmpdir_buf;
 }
 static void write_file(const char *dir, const char *name, const char *content) {
@@ -159,6 +173,7 @@ Test(tokenizer, load_errors) {
 
 /* The vocab-file fallbacks build the same pipeline as tokenizer.json. */
 Test(tokenizer, fallback_files_match_tokenizer_json) {
+    need_shared_tokenizers();
     static const char *texts[] = {"Hello world!", "Crème brûlée [MASK] <mask> 你好 😀", "don't  stop\tme\n", ""};
     const char *d = make_dir();
     copy_file(BERT_DIR, d, "vocab.txt");
