@@ -3,7 +3,7 @@
  * `eng_ref_*` are the reference kernels: plain loops over libm (erff, tanhf, expf) in double where
  * it matters, written to be obviously right. The unprefixed kernels are the fast ones: branch-free
  * loops that the compiler vectorizes, with exp/erf/tanh approximations accurate to a few float ulps.
- * tests/engine/test_kernels.c checks each fast kernel against its reference.
+ * tests/engine/math/test_kernels.c checks each fast kernel against its reference.
  *
  * Matrix products go through eng_gemm (math/blas.h); these kernels are the element-wise and row-wise
  * operations around them. All arrays are row-major float32 (core/tensor.h). */

@@ -5,7 +5,7 @@
  *     ctx = softmax(Q K^T / sqrt(d)) V           per sequence (segment) and head
  *     h   = LN1(ctx Wo^T + bo + x)
  *     x   = LN2(act(h W1^T + b1) W2^T + b2 + h)
- * Bias, activation and residual are fused into each GEMM's epilogue (blas.h). Because rows are
+ * Bias, activation and residual are fused into each GEMM's epilogue (math/blas.h). Because rows are
  * packed without padding there is no attention mask: a segment's queries see only its own keys.
  * Attention runs as (segment, head) tasks on the pool, each with single-threaded BLAS calls on
  * strided views of qkv, into per-worker score buffers. */
@@ -185,13 +185,13 @@ static void attn_task(void *ctx, int task, int worker) {
     const float *q = j->qkv + (size_t)sg->start * ld + (size_t)h * j->d;
     const float *k = q + j->H, *v = q + 2 * j->H;
     float *s = j->scores[worker], *out = j->ctx + (size_t)sg->start * j->H + (size_t)h * j->d;
-    /* Prefix tuning: keys and values [prefix; sequence], the prefix unmasked (ADAPTER_FORMATS.md 1.8). */
+    /* Prefix tuning: keys and values [prefix; sequence], the prefix unmasked (docs/ADAPTER_FORMATS.md §5). */
     float gk = 1.0f, gv = 1.0f;
     if (P && ad->prefix_gates) { /* UniPELT: keys scaled by g[0], values by g[last] */
         gk = j->gates[2 * si];
         gv = j->gates[2 * si + 1];
     }
-    if (!P) { /* keys, then values, packed for the engine's own product (blas.h, eng_pgemm) */
+    if (!P) { /* keys, then values, packed for the engine's own product (math/blas.h, eng_pgemm) */
         float *pk = s + attn_pack_offset(L, W);
         eng_pack_strided(k, L, j->d, (size_t)ld, 1, j->scale, pk);
         eng_pgemm(NULL, L, L, j->d, q, ld, pk, s, W, NULL);

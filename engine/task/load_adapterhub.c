@@ -17,7 +17,7 @@
 #include "io/tensor_file.h"
 #include "task/task_impl.h"
 
-/* Applies the library's legacy key renames (docs/ADAPTER_FORMATS.md, "Legacy names") into buf. */
+/* Applies the library's legacy key renames (docs/ADAPTER_FORMATS.md §10.2) into buf. */
 static const char *legacy_rename(const char *k, char *buf, size_t n) {
     static const char *old[] = {"attention_text_task_adapters", "attention_text_lang_adapters", "layer_text_task_adapters",
                                 "layer_text_lang_adapters", NULL};
@@ -118,7 +118,7 @@ static int parse_one_config(json_t *c, int legacy, const char *version, ah_cfg *
             return eng_err_set(err, ENG_UNSUPPORTED, "%s: DoRA is not supported", where);
         if (json_object_get(c, "vera_d") && !json_is_null(json_object_get(c, "vera_d")))
             return eng_err_set(err, ENG_UNSUPPORTED, "%s: VeRA is not supported", where);
-        /* adapters < 1.1.0 ignored alpha: the library loads such configs with alpha = r (docs/ADAPTER_FORMATS.md, "LoRA") */
+        /* adapters < 1.1.0 ignored alpha: the library loads such configs with alpha = r (docs/ADAPTER_FORMATS.md §3) */
         if (version_before_1_1(version) && o->r != o->alpha) o->alpha = o->r;
     } else if (!strcmp(arch, "prefix_tuning")) {
         o->is_prefix = 1;
@@ -320,7 +320,7 @@ static int finish_bn(eng_load_ctx *x, eng_bottleneck *bn, const ah_cfg *cfg, con
 
 /* ---- prefix tuning ---- */
 
-/* Evaluates prefix-tuning keys/values for every layer that holds the prefix (docs/ADAPTER_FORMATS.md, "Prefix tuning"):
+/* Evaluates prefix-tuning keys/values for every layer that holds the prefix (docs/ADAPTER_FORMATS.md §5):
  * kv (P, n_pl * 2 * H), layer slot j takes key channel 2j and value channel 2j + 1. */
 static int build_prefix(eng_load_ctx *x, const ah_cfg *cfg, const eng_st_tensor *wte, const eng_st_tensor *w0,
                         const eng_st_tensor *b0, const eng_st_tensor *w2, const eng_st_tensor *b2,
@@ -421,7 +421,7 @@ int eng__load_adapterhub(eng_load_ctx *x, json_t *cfgj, eng_loaded_bn *lb, float
         const eng_st_tensor *ts = eng_st_at(f, i);
         char buf[ENG_HF_KEY_MAX];
         const char *k = eng__hf_strip_base(legacy_rename(ts->name, buf, sizeof buf));
-        if (strstr(k, ".pool.prefix_tunings.")) continue; /* per-layer aliases of the prefix pool (docs/ADAPTER_FORMATS.md, "Prefix tuning") */
+        if (strstr(k, ".pool.prefix_tunings.")) continue; /* per-layer aliases of the prefix pool (docs/ADAPTER_FORMATS.md §5) */
         if (!strncmp(k, pmid, strlen(pmid))) {
             const char *r = k + strlen(pmid);
             static const char *pn[6] = {"wte.weight", "control_trans.0.weight", "control_trans.0.bias",

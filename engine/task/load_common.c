@@ -21,7 +21,7 @@ int eng__parse_act(const char *name, int legacy, eng_act *out, const char *where
         *out = ENG_ACT_IDENTITY;
         return 0;
     }
-    /* configs saved without a "version" key used "gelu" for the tanh form (docs/ADAPTER_FORMATS.md, "Bottleneck adapters") */
+    /* configs saved without a "version" key used "gelu" for the tanh form (docs/ADAPTER_FORMATS.md §2.1) */
     if (legacy && !strcmp(name, "gelu")) name = "gelu_new";
     else if (legacy && !strcmp(name, "gelu_orig")) name = "gelu";
     int a = eng_act_from_name(name);

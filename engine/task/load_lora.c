@@ -1,7 +1,7 @@
 /* load_lora.c - LoRA, AdaLoRA and (IA)^3 modules from their A / B / E matrices (AdapterHub and PEFT).
  *
  * Both loaders gather the raw tensors of every (layer, Linear) first; eng__lora_finish checks them
- * against the backbone and folds the scaling each form defines (docs/ADAPTER_FORMATS.md, "LoRA"). */
+ * against the backbone and folds the scaling each form defines (docs/ADAPTER_FORMATS.md §3, §4). */
 #include <math.h>
 
 #include "task/task_impl.h"

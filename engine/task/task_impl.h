@@ -99,7 +99,7 @@ typedef struct {
     int rA, rB;              /* ranks as read from A and B */
 } eng_lora_raw;
 
-/* How a form scales its product (docs/ADAPTER_FORMATS.md, "LoRA"). */
+/* How a form scales its product (docs/ADAPTER_FORMATS.md §3, §4). */
 typedef enum {
     ENG_LORA_FORM_LORA,    /* alpha / r */
     ENG_LORA_FORM_RSLORA,  /* alpha / sqrt(r) (PEFT use_rslora) */

@@ -91,7 +91,7 @@ size_t eng_task_bytes(const eng_task *t);
 /* Short description of the adapter forms ("seq_bn", "lora+prefix", ...). Owned by the task. */
 const char *eng_task_kind(const eng_task *t);
 
-/* AdapterDrop skips a task supports (docs/ADAPTER_FORMATS.md, "AdapterDrop"): a robustly trained
+/* AdapterDrop skips a task supports (docs/ADAPTER_FORMATS.md §8): a robustly trained
  * task any skip in [min, max], a specialized one its fixed n (min == max), by default only 0. The
  * registry sets them from task.json; requests outside the range are refused, never silently
  * changed. */

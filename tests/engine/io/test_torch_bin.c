@@ -1,4 +1,4 @@
-/* test_torch_bin.c - the torch.save .bin reader (engine/torch_bin.c).
+/* test_torch_bin.c - the torch.save .bin reader (engine/io/torch_bin.c).
  *
  * Valid archives come from tools/reference/gen_torch_bin.py (torch.save itself), each with an expected
  * safetensors file of the same tensors written from torch's bytes: values are compared bit for bit. The real

@@ -1,4 +1,4 @@
-/* test_gemm_packed.c - the backbone's packed products (engine/gemm_packed.c, eng_pgemm) against the
+/* test_gemm_packed.c - the backbone's packed products (engine/math/gemm_packed.c, eng_pgemm) against the
  * double-precision reference product, and their rounding against OpenBLAS's. */
 #include <criterion/criterion.h>
 #include <math.h>
