@@ -283,12 +283,12 @@ static int apply_linear_adapters(eng_state *st, const eng_group *g, int n, eng_l
 }
 
 /* Bottleneck sites, or the plain LN(h + x), group by group; h is replaced by the site's output. */
-static int apply_sites(eng_state *st, const eng_config *c, const eng_group *g, int n, int which, float *h,
+static int apply_sites(eng_state *st, const eng_config *c, const eng_group *g, int n, eng_site_pos which, float *h,
                        const float *x, const eng_seg *segs, int n_segs, const float *ln_g, const float *ln_b,
                        eng_err *err) {
     int H = c->hidden;
     for (int i = 0; i < n; i++) {
-        const eng_site *site = g[i].ad ? (which ? &g[i].ad->out : &g[i].ad->mh) : NULL;
+        const eng_site *site = g[i].ad ? eng_layer_site(g[i].ad, which) : NULL;
         float *hi = h + (size_t)g[i].row0 * H;
         const float *xi = x + (size_t)g[i].row0 * H;
         if (site && (site->n_stack || site->n_fuse)) {
@@ -346,7 +346,7 @@ int eng_layer_forward(const eng_model *m, eng_state *st, int l, float *x, int ro
         eng_epilogue ep_o = {.bias = w->bo, .act = ENG_ACT_IDENTITY};
         eng_pgemm(pool, rows, H, H, st->ctx, H, w->wo, st->h, H, &ep_o);
         if ((rc = apply_linear_adapters(st, groups, n_groups, ENG_LIN_O, st->ctx, H, st->h, H, segs, n_segs, err)) ||
-            (rc = apply_sites(st, c, groups, n_groups, 0, st->h, x, segs, n_segs, w->ln1_g, w->ln1_b, err)))
+            (rc = apply_sites(st, c, groups, n_groups, ENG_SITE_ATTN, st->h, x, segs, n_segs, w->ln1_g, w->ln1_b, err)))
             return rc;
     } else {
         eng_epilogue ep_o = {.bias = w->bo, .act = ENG_ACT_IDENTITY, .residual = x, .ldr = H};
@@ -380,7 +380,7 @@ int eng_layer_forward(const eng_model *m, eng_state *st, int l, float *x, int ro
                 return rc;
         }
         if (n_groups) {
-            if ((rc = apply_sites(st, c, groups, n_groups, 1, x, st->h, segs, n_segs, w->ln2_g, w->ln2_b, err))) return rc;
+            if ((rc = apply_sites(st, c, groups, n_groups, ENG_SITE_FFN, x, st->h, segs, n_segs, w->ln2_g, w->ln2_b, err))) return rc;
         } else {
             eng_add(x, st->h, (size_t)rows * H);
             eng__layernorm_rows(pool, x, rows, H, w->ln2_g, w->ln2_b, c->ln_eps);

@@ -44,9 +44,7 @@ static int parse_config(const char *path, eng_config *c, eng_err *err) {
     json_error_t je;
     json_t *root = json_load_file(path, 0, &je);
     if (!root) {
-        FILE *f = fopen(path, "rb");
-        if (!f) return eng_err_set(err, ENG_NOT_FOUND, "%s: not found", path);
-        fclose(f);
+        if (!eng_file_exists(path)) return eng_err_set(err, ENG_NOT_FOUND, "%s: not found", path);
         return eng_err_set(err, ENG_FORMAT, "%s: invalid JSON at line %d: %s", path, je.line, je.text);
     }
     int rc = 0;

@@ -1,4 +1,5 @@
-/* maps.c - the tokenizer's lookup tables: vocabulary hash map, BPE merge map and the word cache.
+/* maps.c - the tokenizer's containers: vocabulary hash map, BPE merge map, the word cache, and the
+ * token list the models append to.
  *
  * Vocabulary lookups are the inner loop of WordPiece (one per candidate sub-word) so the map is a
  * flat open-addressing table of entry indexes with the keys in one pool, compared by length first.
@@ -226,4 +227,27 @@ void eng__bpe_cache_put(eng__bpe_cache *c, const uint8_t *w, size_t n, const int
     memcpy(e->ids, ids, (size_t)ntok * sizeof *ids);
     memcpy(e->ends, ends, (size_t)ntok);
     pthread_mutex_unlock(&s->mu);
+}
+
+/* ---- token lists (the models' output, eng__toklist) ---- */
+
+int eng__toklist_push(eng__toklist *l, int32_t id, uint32_t bs, uint32_t be) {
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        int32_t *ids = realloc(l->ids, cap * sizeof *ids);
+        if (!ids) return ENG_NO_MEMORY;
+        l->ids = ids;
+        uint32_t *a = realloc(l->bs, cap * sizeof *a);
+        if (!a) return ENG_NO_MEMORY;
+        l->bs = a;
+        a = realloc(l->be, cap * sizeof *a);
+        if (!a) return ENG_NO_MEMORY;
+        l->be = a;
+        l->cap = cap;
+    }
+    l->ids[l->n] = id;
+    l->bs[l->n] = bs;
+    l->be[l->n] = be;
+    l->n++;
+    return 0;
 }
