@@ -32,7 +32,7 @@ typedef enum {
     ENG_SCRATCH_X0,     /* planner row blocks: the live streams of a layer, and the next re-pack */
     ENG_SCRATCH_X1,
     ENG_SCRATCH_X2,     /* late-split rows of the current layer */
-    ENG_SCRATCH_POOLED, /* (1, H) pooler output of one stream, for a head on the pooler */
+    ENG_SCRATCH_POOLER_OUT, /* (1, H) pooler output of one stream, for a head on the pooler */
     ENG_SCRATCH_SLOTS
 } eng_scratch_slot;
 

@@ -6,7 +6,7 @@
  *
  * "Packed rows": the sequences of a batch are concatenated without padding; sequence s owns rows
  * [seg.start, seg.start + seg.len). Every GEMM runs over all packed rows at once; only attention
- * looks at sequence boundaries. A task stream (issue: multi-task engine) is one more segment over
+ * looks at sequence boundaries. A task stream (engine/run.h) is one more segment over
  * its own copy of a sequence's rows. */
 #ifndef ADAPTERD_ENGINE_CORE_TENSOR_H
 #define ADAPTERD_ENGINE_CORE_TENSOR_H

@@ -404,7 +404,7 @@ int eng_pooler_forward(const eng_model *m, eng_state *st, const float *x, const 
     }
     int rc = ensure_pooler_in(st, (size_t)n_segs, H, err);
     if (rc) return rc;
-    /* Gather the first rows into out, then out = tanh(out Wp^T + bp) through the pool's scratch. */
+    /* Gather the first rows into out, then out = tanh(out Wp^T + bp) through the pooler's scratch. */
     float *tmp = st->pooler_in;
     for (int s = 0; s < n_segs; s++) memcpy(tmp + (size_t)s * H, x + (size_t)segs[s].start * H, (size_t)H * sizeof *tmp);
     eng_epilogue ep = {.bias = w->pooler_b, .act = ENG_ACT_TANH};
@@ -412,7 +412,7 @@ int eng_pooler_forward(const eng_model *m, eng_state *st, const float *x, const 
     return 0;
 }
 
-int eng_encode(const eng_model *m, eng_state *st, const eng_batch *b, float *hidden_out, float *pooled_out,
+int eng_encode(const eng_model *m, eng_state *st, const eng_batch *b, float *hidden_out, float *pooler_out,
                eng_err *err) {
     const eng_config *c = eng_model_config(m);
     size_t n = 0;
@@ -429,6 +429,6 @@ int eng_encode(const eng_model *m, eng_state *st, const eng_batch *b, float *hid
     for (int l = 0; l < c->n_layers; l++)
         if ((rc = eng_layer_forward(m, st, l, hidden_out, (int)n, st->segs, b->n_seq, NULL, 0, NULL, 0, NULL, err)))
             return rc;
-    if (pooled_out) return eng_pooler_forward(m, st, hidden_out, st->segs, b->n_seq, pooled_out, err);
+    if (pooler_out) return eng_pooler_forward(m, st, hidden_out, st->segs, b->n_seq, pooler_out, err);
     return 0;
 }

@@ -242,11 +242,11 @@ int eng_run(const eng_model *m, eng_state *st, const eng_input *inputs, int n_in
             break;
         }
         if (h->input == ENG_HEAD_IN_POOLER) {
-            float *pooled = eng__state_scratch(st, ENG_SCRATCH_POOLED, (size_t)H);
+            float *pooler_out = eng__state_scratch(st, ENG_SCRATCH_POOLER_OUT, (size_t)H);
             eng_seg seg = {0, src->len};
-            if (!pooled) rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory (pooler)");
-            else rc = eng_pooler_forward(m, st, rows_of, &seg, 1, pooled, err);
-            rows_of = pooled;
+            if (!pooler_out) rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory (pooler)");
+            else rc = eng_pooler_forward(m, st, rows_of, &seg, 1, pooler_out, err);
+            rows_of = pooler_out;
         }
         if (!rc) rc = eng_head_forward(m, st, h, rows_of, src->len, out->logits, err);
     }

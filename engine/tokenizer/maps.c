@@ -2,7 +2,7 @@
  * token list the models append to.
  *
  * Vocabulary lookups are the inner loop of WordPiece (one per candidate sub-word) so the map is a
- * flat open-addressing table of entry indexes with the keys in one pool, compared by length first.
+ * flat open-addressing table of entry indexes with the keys in one buffer, compared by length first.
  * The BPE word cache is the only mutable state a loaded tokenizer has: 64 shards, each a
  * direct-mapped table of fixed-size entries behind its own mutex, so concurrent encodes rarely
  * meet on a lock and a miss costs one memcmp. Entries are overwritten on collision (no LRU list):
@@ -38,7 +38,7 @@ void eng__strmap_free(eng__strmap *m) {
     free(m->key_off);
     free(m->key_len);
     free(m->val);
-    free(m->pool);
+    free(m->keys);
     memset(m, 0, sizeof *m);
 }
 
@@ -49,7 +49,7 @@ int64_t eng__strmap_find(const eng__strmap *m, const char *key, size_t len) {
         uint32_t e = m->slots[i];
         if (!e) return -1;
         e--;
-        if (m->key_len[e] == len && !memcmp(m->pool + m->key_off[e], key, len)) return e;
+        if (m->key_len[e] == len && !memcmp(m->keys + m->key_off[e], key, len)) return e;
     }
 }
 
@@ -58,7 +58,7 @@ static int strmap_grow(eng__strmap *m) {
     uint32_t *slots = calloc(cap, sizeof *slots);
     if (!slots) return -1;
     for (uint32_t e = 0; e < m->n; e++) {
-        uint32_t i = (uint32_t)eng__hash_bytes(m->pool + m->key_off[e], m->key_len[e]) & (cap - 1);
+        uint32_t i = (uint32_t)eng__hash_bytes(m->keys + m->key_off[e], m->key_len[e]) & (cap - 1);
         while (slots[i]) i = (i + 1) & (cap - 1);
         slots[i] = e + 1;
     }
@@ -87,22 +87,22 @@ int64_t eng__strmap_intern(eng__strmap *m, const char *key, size_t len, int32_t 
         m->val = v;
         m->n_alloc = na;
     }
-    if (m->pool_len + len + 1 > m->pool_cap) {
-        size_t pc = m->pool_cap ? m->pool_cap : 4096;
-        while (pc < m->pool_len + len + 1) pc *= 2;
+    if (m->keys_len + len + 1 > m->keys_cap) {
+        size_t pc = m->keys_cap ? m->keys_cap : 4096;
+        while (pc < m->keys_len + len + 1) pc *= 2;
         if (pc > UINT32_MAX) return -1;
-        char *pool = realloc(m->pool, pc);
-        if (!pool) return -1;
-        m->pool = pool;
-        m->pool_cap = pc;
+        char *keys = realloc(m->keys, pc);
+        if (!keys) return -1;
+        m->keys = keys;
+        m->keys_cap = pc;
     }
     uint32_t e = m->n++;
-    m->key_off[e] = (uint32_t)m->pool_len;
+    m->key_off[e] = (uint32_t)m->keys_len;
     m->key_len[e] = (uint32_t)len;
     m->val[e] = val;
-    memcpy(m->pool + m->pool_len, key, len);
-    m->pool[m->pool_len + len] = '\0';
-    m->pool_len += len + 1;
+    memcpy(m->keys + m->keys_len, key, len);
+    m->keys[m->keys_len + len] = '\0';
+    m->keys_len += len + 1;
     uint32_t mask = m->cap - 1;
     uint32_t i = (uint32_t)eng__hash_bytes(key, len) & mask;
     while (m->slots[i]) i = (i + 1) & mask;

@@ -79,11 +79,11 @@ eng_state *eng_state_new(int n_threads);
 void eng_state_free(eng_state *st);
 
 /* Runs the encoder on a packed batch. hidden_out (n_tokens, H), row-major float32, receives the
- * last hidden state; pooled_out (n_seq, H), when not NULL, the pooler output (tanh(W cls + b)) for
+ * last hidden state; pooler_out (n_seq, H), when not NULL, the pooler output (tanh(W cls + b)) for
  * models with a pooler, or the CLS rows for models without one. Returns 0, or ENG_INVALID_ARGUMENT for ids out of
  * the vocabulary, type ids out of range or sequences longer than the position table, or
  * ENG_NO_MEMORY. */
-int eng_encode(const eng_model *m, eng_state *st, const eng_batch *b, float *hidden_out, float *pooled_out,
+int eng_encode(const eng_model *m, eng_state *st, const eng_batch *b, float *hidden_out, float *pooler_out,
                eng_err *err);
 
 #endif
