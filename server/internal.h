@@ -12,7 +12,7 @@
 #include <uv.h>
 
 #include "adapters_store/store.h"
-#include "engine/planner.h"
+#include "engine/run.h"
 #include "inbox.h"
 #include "job.h"
 #include "metrics.h"

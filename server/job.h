@@ -8,7 +8,7 @@
 #include <stddef.h>
 
 #include "adapters_store/store.h"
-#include "engine/planner.h"
+#include "engine/run.h"
 #include "engine/tokenizer.h"
 #include "inbox.h"
 #include "proto/proto.h"

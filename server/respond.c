@@ -12,7 +12,7 @@
 
 #include "adapters_store/store.h"
 #include "clock.h"
-#include "engine/adapter.h"
+#include "engine/task.h"
 #include "http_status.h"
 
 /* A QA answer spans at most this many tokens (the usual SQuAD post-processing limit). */

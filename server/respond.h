@@ -2,7 +2,7 @@
 #ifndef ADAPTERD_SERVER_RESPOND_H
 #define ADAPTERD_SERVER_RESPOND_H
 
-#include "engine/planner.h"
+#include "engine/run.h"
 #include "job.h"
 #include "proto/proto.h"
 

@@ -5,8 +5,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/blas.h"
-#include "engine/tensor.h"
+#include "math/blas.h"
+#include "core/tensor.h"
 
 double bench_now_ms(void) {
     struct timespec ts;

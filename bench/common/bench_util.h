@@ -4,7 +4,7 @@
 #ifndef ADAPTERD_BENCH_UTIL_H
 #define ADAPTERD_BENCH_UTIL_H
 
-#include "engine/pool.h"
+#include "math/pool.h"
 
 /* Monotonic time in milliseconds. */
 double bench_now_ms(void);

@@ -14,7 +14,8 @@
 #include <unistd.h>
 
 #include "bench_util.h"
-#include "engine/blas.h"
+#include "core/state.h"
+#include "math/blas.h"
 #include "engine/model.h"
 
 /* FLOPs of one forward pass over n_seq sequences of len tokens. */

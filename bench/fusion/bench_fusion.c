@@ -21,10 +21,11 @@
 #include <unistd.h>
 
 #include "bench_util.h"
-#include "engine/adapter.h"
-#include "engine/blas.h"
+#include "engine/task.h"
+#include "math/blas.h"
 #include "engine/model.h"
-#include "engine/planner.h"
+#include "engine/fusion.h"
+#include "engine/run.h"
 #include "engine/tokenizer.h"
 
 /* Runs n inputs (their tasks set to t at skip) in chunks of `chunk`; logits (n, labels) into out if not NULL. */

@@ -6,7 +6,7 @@
 #
 # Uses the bert-base backbone and the fusion8 case that bench/multitask/run.sh generates into the cache
 # (it runs `bench/multitask/run.sh --prepare-only` when they are missing), then bench_fusion: calibration on the
-# first --calib (200) SST-2 dev sentences (/work/shared/data/datasets/sst2_dev.tsv, tokenized with the real
+# first --calib (200) SST-2 dev sentences (<data>/datasets/sst2_dev.tsv under ADAPTERD_DATA_DIR, tokenized with the real
 # bert-base-uncased tokenizer; the backbone keeps the full 30522 vocab), k = 8, 4, 2, speed-up vs k = 8 and the max
 # |logit change| on the next --heldout (200) sentences. Prints the load average before and after.
 set -euo pipefail

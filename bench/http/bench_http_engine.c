@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "bench_util.h"
-#include "engine/planner.h"
+#include "engine/run.h"
 #include "adapters_store/store.h"
 #include "engine/tokenizer.h"
 

@@ -23,10 +23,11 @@
 #include <unistd.h>
 
 #include "bench_util.h"
-#include "engine/adapter.h"
-#include "engine/blas.h"
+#include "engine/task.h"
+#include "core/state.h"
+#include "math/blas.h"
 #include "engine/model.h"
-#include "engine/planner.h"
+#include "engine/run.h"
 
 #define MAX_TASKS 16
 

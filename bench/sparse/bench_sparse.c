@@ -13,8 +13,8 @@
 #include <time.h>
 
 #include "bench_util.h"
-#include "engine/blas.h"
-#include "engine/sparse.h"
+#include "math/blas.h"
+#include "math/sparse.h"
 
 static double now_us(void) {
     struct timespec ts;

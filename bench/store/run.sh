@@ -28,7 +28,7 @@ BIN=$BUILD/tools/adapterd
 for p in "$CACHE/bert-base/model.safetensors" "$CACHE/multitask-tasks/task00/adapter.safetensors" "$CACHE/multitask-tasks/fusion8/fusion"; do
   [ -e "$p" ] || { echo "missing $p: run bench/multitask first (it generates the checkpoint and tasks)"; exit 77; }
 done
-REG=$(mktemp -d /tmp/adapterd-bench-store-XXXXXX)
+REG=$(mktemp -d -t adapterd-bench-store-XXXXXX)
 PID=
 cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$REG"; }
 trap cleanup EXIT

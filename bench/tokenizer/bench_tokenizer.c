@@ -21,10 +21,10 @@
 #include "engine/tokenizer.h"
 
 #ifndef BENCH_DATA
-#define BENCH_DATA "/work/shared/data/datasets/agnews_test.tsv"
+#define BENCH_DATA "../shared/data/datasets/agnews_test.tsv"
 #endif
 #ifndef BENCH_FIXTURES
-#define BENCH_FIXTURES "tests/fixtures/tokenizers"
+#define BENCH_FIXTURES "../shared/data/tokenizers"
 #endif
 #ifndef BENCH_PEER
 #define BENCH_PEER "bench/tokenizer/bench_transformers.mjs"

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tok_internal.h"
+#include "tokenizer/tok_internal.h"
 
 uint32_t eng__byte_to_unicode(uint8_t b) {
     /* printable Latin-1 bytes map to themselves, the other 68 to U+0100.. in byte order */

@@ -10,30 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tok_internal.h"
+#include "tokenizer/tok_internal.h"
 
 void eng__ntext_free(eng__ntext *t);
-
-int eng__toklist_push(eng__toklist *l, int32_t id, uint32_t bs, uint32_t be) {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 64;
-        int32_t *ids = realloc(l->ids, cap * sizeof *ids);
-        if (!ids) return ENG_NO_MEMORY;
-        l->ids = ids;
-        uint32_t *a = realloc(l->bs, cap * sizeof *a);
-        if (!a) return ENG_NO_MEMORY;
-        l->bs = a;
-        a = realloc(l->be, cap * sizeof *a);
-        if (!a) return ENG_NO_MEMORY;
-        l->be = a;
-        l->cap = cap;
-    }
-    l->ids[l->n] = id;
-    l->bs[l->n] = bs;
-    l->be[l->n] = be;
-    l->n++;
-    return 0;
-}
 
 static void toklist_free(eng__toklist *l) {
     free(l->ids);

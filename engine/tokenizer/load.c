@@ -12,23 +12,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <limits.h>
 
-#include "tok_internal.h"
+#include "engine/files.h"
+#include "tokenizer/tok_internal.h"
 
-#define DEFAULT_MAX_LENGTH 512
-
-static bool file_exists(const char *dir, const char *name) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
+#define DEFAULT_MAX_LENGTH 512 /* model_max_length when tokenizer_config.json has none (BERT's) */
 
 /* ints_as_real: tokenizer_config.json holds model_max_length = 1e30 written as an integer, which
  * jansson refuses as an integer. */
 static int load_json(const char *dir, const char *name, bool ints_as_real, json_t **out, eng_err *err) {
-    char path[4096];
+    char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     json_error_t je;
     *out = json_load_file(path, JSON_DECODE_ANY | (ints_as_real ? JSON_DECODE_INT_AS_REAL : 0), &je);
@@ -408,7 +402,7 @@ static int load_tokenizer_json(eng_tokenizer *tok, const char *dir, eng_err *err
 /* ---- vocab.txt / vocab.json + merges.txt ---- */
 
 static int read_file(const char *dir, const char *name, char **out, size_t *n, eng_err *err) {
-    char path[4096];
+    char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     FILE *f = fopen(path, "rb");
     if (!f) return eng_err_set(err, ENG_IO, "%s: %s", path, strerror(errno));
@@ -653,11 +647,11 @@ int eng_tokenizer_load(const char *model_dir, eng_tokenizer **out, eng_err *err)
 
     json_t *cfg = NULL;
     int rc = 0;
-    if (file_exists(model_dir, "tokenizer_config.json")) rc = load_json(model_dir, "tokenizer_config.json", true, &cfg, err);
+    if (eng_file_exists_in(model_dir, "tokenizer_config.json")) rc = load_json(model_dir, "tokenizer_config.json", true, &cfg, err);
     if (!rc) {
-        if (file_exists(model_dir, "tokenizer.json")) rc = load_tokenizer_json(tok, model_dir, err);
-        else if (file_exists(model_dir, "vocab.txt")) rc = load_vocab_txt(tok, model_dir, cfg, err);
-        else if (file_exists(model_dir, "vocab.json") && file_exists(model_dir, "merges.txt"))
+        if (eng_file_exists_in(model_dir, "tokenizer.json")) rc = load_tokenizer_json(tok, model_dir, err);
+        else if (eng_file_exists_in(model_dir, "vocab.txt")) rc = load_vocab_txt(tok, model_dir, cfg, err);
+        else if (eng_file_exists_in(model_dir, "vocab.json") && eng_file_exists_in(model_dir, "merges.txt"))
             rc = load_vocab_json(tok, model_dir, cfg, err);
         else
             rc = eng_err_set(err, ENG_NOT_FOUND,

@@ -1,7 +1,8 @@
-/* maps.c - the tokenizer's lookup tables: vocabulary hash map, BPE merge map and the word cache.
+/* maps.c - the tokenizer's containers: vocabulary hash map, BPE merge map, the word cache, and the
+ * token list the models append to.
  *
  * Vocabulary lookups are the inner loop of WordPiece (one per candidate sub-word) so the map is a
- * flat open-addressing table of entry indexes with the keys in one pool, compared by length first.
+ * flat open-addressing table of entry indexes with the keys in one buffer, compared by length first.
  * The BPE word cache is the only mutable state a loaded tokenizer has: 64 shards, each a
  * direct-mapped table of fixed-size entries behind its own mutex, so concurrent encodes rarely
  * meet on a lock and a miss costs one memcmp. Entries are overwritten on collision (no LRU list):
@@ -10,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tok_internal.h"
+#include "tokenizer/tok_internal.h"
 
 uint64_t eng__hash_bytes(const void *p, size_t n) {
     const uint8_t *s = p;
@@ -37,7 +38,7 @@ void eng__strmap_free(eng__strmap *m) {
     free(m->key_off);
     free(m->key_len);
     free(m->val);
-    free(m->pool);
+    free(m->keys);
     memset(m, 0, sizeof *m);
 }
 
@@ -48,7 +49,7 @@ int64_t eng__strmap_find(const eng__strmap *m, const char *key, size_t len) {
         uint32_t e = m->slots[i];
         if (!e) return -1;
         e--;
-        if (m->key_len[e] == len && !memcmp(m->pool + m->key_off[e], key, len)) return e;
+        if (m->key_len[e] == len && !memcmp(m->keys + m->key_off[e], key, len)) return e;
     }
 }
 
@@ -57,7 +58,7 @@ static int strmap_grow(eng__strmap *m) {
     uint32_t *slots = calloc(cap, sizeof *slots);
     if (!slots) return -1;
     for (uint32_t e = 0; e < m->n; e++) {
-        uint32_t i = (uint32_t)eng__hash_bytes(m->pool + m->key_off[e], m->key_len[e]) & (cap - 1);
+        uint32_t i = (uint32_t)eng__hash_bytes(m->keys + m->key_off[e], m->key_len[e]) & (cap - 1);
         while (slots[i]) i = (i + 1) & (cap - 1);
         slots[i] = e + 1;
     }
@@ -86,22 +87,22 @@ int64_t eng__strmap_intern(eng__strmap *m, const char *key, size_t len, int32_t 
         m->val = v;
         m->n_alloc = na;
     }
-    if (m->pool_len + len + 1 > m->pool_cap) {
-        size_t pc = m->pool_cap ? m->pool_cap : 4096;
-        while (pc < m->pool_len + len + 1) pc *= 2;
+    if (m->keys_len + len + 1 > m->keys_cap) {
+        size_t pc = m->keys_cap ? m->keys_cap : 4096;
+        while (pc < m->keys_len + len + 1) pc *= 2;
         if (pc > UINT32_MAX) return -1;
-        char *pool = realloc(m->pool, pc);
-        if (!pool) return -1;
-        m->pool = pool;
-        m->pool_cap = pc;
+        char *keys = realloc(m->keys, pc);
+        if (!keys) return -1;
+        m->keys = keys;
+        m->keys_cap = pc;
     }
     uint32_t e = m->n++;
-    m->key_off[e] = (uint32_t)m->pool_len;
+    m->key_off[e] = (uint32_t)m->keys_len;
     m->key_len[e] = (uint32_t)len;
     m->val[e] = val;
-    memcpy(m->pool + m->pool_len, key, len);
-    m->pool[m->pool_len + len] = '\0';
-    m->pool_len += len + 1;
+    memcpy(m->keys + m->keys_len, key, len);
+    m->keys[m->keys_len + len] = '\0';
+    m->keys_len += len + 1;
     uint32_t mask = m->cap - 1;
     uint32_t i = (uint32_t)eng__hash_bytes(key, len) & mask;
     while (m->slots[i]) i = (i + 1) & mask;
@@ -226,4 +227,27 @@ void eng__bpe_cache_put(eng__bpe_cache *c, const uint8_t *w, size_t n, const int
     memcpy(e->ids, ids, (size_t)ntok * sizeof *ids);
     memcpy(e->ends, ends, (size_t)ntok);
     pthread_mutex_unlock(&s->mu);
+}
+
+/* ---- token lists (the models' output, eng__toklist) ---- */
+
+int eng__toklist_push(eng__toklist *l, int32_t id, uint32_t bs, uint32_t be) {
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        int32_t *ids = realloc(l->ids, cap * sizeof *ids);
+        if (!ids) return ENG_NO_MEMORY;
+        l->ids = ids;
+        uint32_t *a = realloc(l->bs, cap * sizeof *a);
+        if (!a) return ENG_NO_MEMORY;
+        l->bs = a;
+        a = realloc(l->be, cap * sizeof *a);
+        if (!a) return ENG_NO_MEMORY;
+        l->be = a;
+        l->cap = cap;
+    }
+    l->ids[l->n] = id;
+    l->bs[l->n] = bs;
+    l->be[l->n] = be;
+    l->n++;
+    return 0;
 }

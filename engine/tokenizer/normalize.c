@@ -15,7 +15,7 @@
 #include <string.h>
 #include <utf8proc.h>
 
-#include "tok_internal.h"
+#include "tokenizer/tok_internal.h"
 
 int eng__utf8_decode(const uint8_t *s, size_t n, uint32_t *cp) {
     uint8_t c = s[0];

@@ -18,18 +18,18 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
-/* ---- string -> int32 hash map (open addressing, keys copied into one pool) ---- */
+/* ---- string -> int32 hash map (open addressing, keys copied into one buffer) ---- */
 
 typedef struct {
     uint32_t *slots;   /* (cap) entry index + 1, 0 = empty */
     uint32_t cap;      /* power of two, >= 2 * n */
     uint32_t n;        /* entries */
     uint32_t n_alloc;
-    uint32_t *key_off; /* (n) offset of the key in pool */
+    uint32_t *key_off; /* (n) offset of the key in keys */
     uint32_t *key_len; /* (n) */
     int32_t *val;      /* (n) */
-    char *pool;        /* keys, each NUL-terminated so they can be returned as C strings */
-    size_t pool_len, pool_cap;
+    char *keys;        /* keys, each NUL-terminated so they can be returned as C strings */
+    size_t keys_len, keys_cap;
 } eng__strmap;
 
 uint64_t eng__hash_bytes(const void *p, size_t n);
@@ -39,7 +39,7 @@ void eng__strmap_free(eng__strmap *m);
 int64_t eng__strmap_intern(eng__strmap *m, const char *key, size_t len, int32_t val, bool *added);
 /* Returns the entry index of key, or -1. */
 int64_t eng__strmap_find(const eng__strmap *m, const char *key, size_t len);
-static inline const char *eng__strmap_key(const eng__strmap *m, uint32_t e) { return m->pool + m->key_off[e]; }
+static inline const char *eng__strmap_key(const eng__strmap *m, uint32_t e) { return m->keys + m->key_off[e]; }
 
 /* ---- (sym, sym) -> (rank, merged sym) map for BPE merges ---- */
 
@@ -97,7 +97,7 @@ typedef enum { ENG__PRETOK_NONE = 0, ENG__PRETOK_BERT, ENG__PRETOK_BYTELEVEL } e
 struct eng_tokenizer {
     eng_tok_kind kind;
     eng__strmap vocab;    /* token string -> id, added tokens included */
-    const char **id_tok;  /* (n_ids) id -> token string in vocab.pool, NULL for holes */
+    const char **id_tok;  /* (n_ids) id -> token string in vocab.keys, NULL for holes */
     int32_t n_ids;
     int32_t unk_id;       /* model's unk token id, -1 if none (BPE without unk drops unknowns) */
     int32_t max_length;

@@ -8,7 +8,7 @@
  * be matched, or longer than max_input_chars_per_word code points, becomes one [UNK] spanning it. */
 #include <utf8proc.h>
 
-#include "tok_internal.h"
+#include "tokenizer/tok_internal.h"
 
 static bool is_bert_punct(uint32_t cp) {
     if (cp < 0x80)

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "engine/model.h"
-#include "engine/safetensors.h"
+#include "io/safetensors.h"
 
 static float max_diff(const float *a, const eng_st_tensor *t) {
     float *e = malloc((size_t)t->numel * sizeof *e), m = 0;

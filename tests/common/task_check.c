@@ -3,14 +3,16 @@
 
 #include <dirent.h>
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/adapter.h"
-#include "engine/planner.h"
-#include "engine/safetensors.h"
+#include "engine/task.h"
+#include "engine/run.h"
+#include "io/safetensors.h"
+#include "ref_case.h"
 
 static int check_file(const eng_model *m, eng_state *st, const eng_task *t, const char *path, int skip, float tol,
                       task_check_result *res, char *msg, size_t msg_len) {
@@ -82,15 +84,6 @@ done:
     return rc;
 }
 
-/* setup.json paths are relative to the case folder, or absolute (folders read in place, e.g. real
- * checkpoints under ../shared/data that must not be copied). */
-static void join_path(char *out, size_t n, const char *case_dir, const char *p) {
-    if (p && p[0] == '/')
-        snprintf(out, n, "%s", p);
-    else
-        snprintf(out, n, "%s/%s", case_dir, p ? p : "");
-}
-
 /* Optional "labels" in setup.json: the label names the head must report, in logit order. */
 static int check_labels(const json_t *setup, const eng_task *t, const char *case_dir, char *msg, size_t msg_len) {
     json_t *want = json_object_get(setup, "labels");
@@ -121,50 +114,22 @@ int task_check(const char *root, const char *case_dir, int threads, float tol, t
 int task_check_sparse(const char *root, const char *case_dir, int threads, float tol, float sparse_threshold,
                       task_check_result *res, char *msg, size_t msg_len) {
     memset(res, 0, sizeof *res);
-    char p[4096];
-    snprintf(p, sizeof p, "%s/setup.json", case_dir);
-    json_error_t je;
-    json_t *setup = json_load_file(p, 0, &je);
-    if (!setup) {
-        snprintf(msg, msg_len, "%s: %s", p, je.text);
-        return -1;
-    }
+    ref_case rc_case;
+    if (ref_case_open(&rc_case, root, case_dir, msg, msg_len)) return -1;
+    json_t *setup = rc_case.setup;
+    char p[PATH_MAX];
     int rc = -1;
     eng_model *m = NULL;
     eng_task *t = NULL;
     eng_state *st = NULL;
     eng_err e = {0};
-    const char *bb = json_string_value(json_object_get(setup, "backbone"));
-    json_t *ads = json_object_get(setup, "adapters");
-    const char *fusion = json_string_value(json_object_get(setup, "fusion"));
-    const char *head = json_string_value(json_object_get(setup, "head"));
-    char bpath[4096], dirs[16][4096], fpath[4096], hpath[4096];
-    const char *dptr[16];
-    if (!bb || !json_is_array(ads) || json_array_size(ads) < 1 || json_array_size(ads) > 16) {
-        snprintf(msg, msg_len, "%s: needs backbone and 1..16 adapters", p);
-        goto done;
-    }
-    snprintf(bpath, sizeof bpath, "%s%s%s", bb[0] == '/' ? "" : root, bb[0] == '/' ? "" : "/", bb);
-    if (eng_model_load(bpath, &m, &e)) {
+    if (eng_model_load(rc_case.backbone, &m, &e)) {
         snprintf(msg, msg_len, "%s", e.msg);
         goto done;
     }
-    int n = (int)json_array_size(ads);
-    for (int i = 0; i < n; i++) {
-        join_path(dirs[i], sizeof dirs[i], case_dir, json_string_value(json_array_get(ads, i)));
-        dptr[i] = dirs[i];
-    }
-    eng_task_params tp = eng_task_default_params();
+    eng_task_params tp = ref_case_params(&rc_case);
     tp.sparse_threshold = sparse_threshold;
-    if (fusion) {
-        join_path(fpath, sizeof fpath, case_dir, fusion);
-        tp.fusion_dir = fpath;
-    }
-    if (head) {
-        join_path(hpath, sizeof hpath, case_dir, head);
-        tp.head_dir = hpath;
-    }
-    if (eng_task_load(m, dptr, n, &tp, &t, &e)) {
+    if (ref_case_load_task(&rc_case, m, &tp, &t, &e)) {
         snprintf(msg, msg_len, "%s: %s", case_dir, e.msg);
         goto done;
     }
@@ -185,7 +150,7 @@ int task_check_sparse(const char *root, const char *case_dir, int threads, float
     while (!rc && (de = readdir(d))) {
         int skip;
         if (sscanf(de->d_name, "skip%d.safetensors", &skip) != 1) continue;
-        char fp[4400];
+        char fp[PATH_MAX + 300];
         snprintf(fp, sizeof fp, "%s/%s", p, de->d_name);
         rc = check_file(m, st, t, fp, skip, tol, res, msg, msg_len);
     }
@@ -198,6 +163,6 @@ done:
     eng_state_free(st);
     eng_task_free(t);
     eng_model_free(m);
-    json_decref(setup);
+    ref_case_close(&rc_case);
     return rc;
 }

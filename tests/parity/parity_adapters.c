@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "../common/task_check.h"
+#include "task_check.h"
 
 static int cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/encoder_check.h"
+#include "encoder_check.h"
 
 int main(int argc, char **argv) {
     float tol = 1e-4f;

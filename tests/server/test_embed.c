@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/safetensors.h"
+#include "io/safetensors.h"
 #include "engine/tokenizer.h"
 #include "http_client.h"
 
@@ -374,9 +374,12 @@ Test(embed, docs_page_or_a_reason) {
     ts_resp r;
     cr_assert_eq(ts_http(&srv, "GET", "/docs", NULL, NULL, NULL, &r), 0);
     if (r.status == 503) {
+        /* No cr_skip_test here: a skipped test does not run the suite's .fini, and the server it
+         * leaves behind holds ctest's output pipe open until the timeout. */
         cr_expect(strstr(r.body, "redoc"), "%s", r.body);
+        cr_log_info("this build has no Redoc bundle: checked the 503's reason only");
         ts_resp_free(&r);
-        cr_skip_test("this build has no Redoc bundle");
+        return;
     }
     cr_assert_eq(r.status, 200, "%s", r.body);
     cr_expect(strstr(r.content_type, "text/html"));

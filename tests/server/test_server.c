@@ -14,9 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/adapter.h"
+#include "engine/task.h"
 #include "http_client.h"
-#include "engine/planner.h"
+#include "engine/run.h"
 #include "engine/tokenizer.h"
 
 static test_server srv;

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/blas.h"
+#include "engine/platform.h"
 #include "cli.h"
 #include "engine/model.h"
 

@@ -12,10 +12,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/adapter.h"
+#include "engine/task.h"
 #include "cli.h"
 #include "engine/model.h"
-#include "engine/planner.h"
+#include "engine/fusion.h"
+#include "engine/run.h"
 #include "engine/tokenizer.h"
 
 #define MAX_ADAPTERS 16

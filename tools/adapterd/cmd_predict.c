@@ -12,11 +12,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/adapter.h"
-#include "engine/blas.h"
+#include "engine/task.h"
+#include "engine/platform.h"
 #include "cli.h"
 #include "engine/model.h"
-#include "engine/planner.h"
+#include "engine/run.h"
 
 #define MAX_TASKS 64
 

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/blas.h"
+#include "engine/platform.h"
 #include "cli.h"
 #include "server/server.h"
 #include "adapters_store/store.h"

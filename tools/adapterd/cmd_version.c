@@ -3,7 +3,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/blas.h"
+#include "engine/platform.h"
 #include "cli.h"
 
 #ifndef ADAPTERD_VERSION

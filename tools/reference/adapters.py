@@ -1,6 +1,6 @@
 """Independent PyTorch reference of every AdapterHub / PEFT inference-time adapter form (test oracle, never the product).
 
-Written from the math in ../shared/reference/ADAPTER_FORMATS.md (section numbers below are that document's), using only
+Written from the math in docs/ADAPTER_FORMATS.md (section numbers below are that document's), using only
 the libraries' *file conventions* (key names, config JSON, file names) so that what `save_*` here writes looks exactly
 like what `adapters` 1.x (`save_adapter`, `save_adapter_fusion`, `save_head`) and PEFT (`save_pretrained`) write.
 It imports neither library.  See ADAPTERS.md for what each form computes and which points are [inferred].
@@ -12,7 +12,7 @@ reproduce exactly) with a hook at every place an adapter acts:
       q,k,v = lin("q"|"k"|"v", x)                        LoRA / (IA)^3 / PEFT LoRA / AdaLoRA deltas
       K,V   = cat(prefix_K, K), cat(prefix_V, V)          prefix tuning, additive mask 0 on prefix positions
       h     = lin("o", MHA)                               PEFT may target attention.output.dense
-      a     = bottleneck(i, "mh_adapter", h, x, LN1)      s1.4 / s1.5 / s2.1 / s2.2, or LN1(h + x) when none
+      a     = bottleneck(i, "mh_adapter", h, x, LN1)      §2.3 / §2.4 / §7.1 / §7.2, or LN1(h + x) when none
       f     = lin("f2", act(lin("f1", a)))                LoRA on intermediate.dense is pre-activation
       x     = bottleneck(i, "output_adapter", f, a, LN2)
 
@@ -39,7 +39,7 @@ F64 = torch.float64
 ADAPTERS_VERSION = "adapters.1.1.0"
 
 # ---------------------------------------------------------------------------------------------------------------
-# Activations (transformers ACT2FN names as `adapters` resolves them, s1.2)
+# Activations (transformers ACT2FN names as `adapters` resolves them, §7.1)
 
 
 def act(name, x):
@@ -72,7 +72,7 @@ def masked_token_mean(g, tokmask):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Names: where each hook sits in each architecture (s1.1, s0.1)
+# Names: where each hook sits in each architecture (§1, §1)
 
 def base_prefix(arch):
     return E.prefix_of(arch)          # "bert." | "roberta." | "distilbert."
@@ -99,7 +99,7 @@ LN_PATHS = {"bert": ("attention.output.LayerNorm", "output.LayerNorm"),
 # bottleneck location -> module path that holds `adapters.<name>` / `adapter_fusion_layer.<name>`
 BN_PATHS = {"bert": {"mh_adapter": "attention.output", "output_adapter": "output"},
             "distilbert": {"mh_adapter": "attention_adapters", "output_adapter": "output_adapters"}}
-# where the prefix-tuning layer (and so its `.pool.` alias, s1.8) sits
+# where the prefix-tuning layer (and so its `.pool.` alias, §5) sits
 PREFIX_LAYER_PATH = {"bert": "attention.self.prefix_tuning", "distilbert": "attention.prefix_tuning"}
 
 
@@ -112,7 +112,7 @@ def linear_path(arch, i, role):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Configs, written as the libraries' to_dict() writes them (s1.2, s1.7, s1.8, s1.9, s2.2, s4.5)
+# Configs, written as the libraries' to_dict() writes them (§7.1, §8, §5, §6, §7.2, §9)
 
 BN_DEFAULTS = dict(
     adapter_residual_before_ln=False, cross_adapter=False, dropout=0.0, factorized_phm_W=True,
@@ -175,7 +175,7 @@ FUSION_PRESETS = {
 
 
 def envelope(cfg, arch, name, config, model_name, version=ADAPTERS_VERSION):
-    """The adapter_config.json / head_config.json / adapter_fusion_config.json wrapper (s4.2)."""
+    """The adapter_config.json / head_config.json / adapter_fusion_config.json wrapper (§10.1)."""
     return {"config": config, "hidden_size": cfg.hidden, "model_class": model_class(arch), "model_name": model_name,
             "model_type": arch, "name": name, "version": version}
 
@@ -208,7 +208,7 @@ class Rng:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Bottleneck adapters (s1.3-s1.5)
+# Bottleneck adapters (§7.2-§2.4)
 
 class Bottleneck:
     """One BnConfig adapter: sequential (Adapter) or parallel (ParallelAdapter), at mh_adapter and/or output_adapter."""
@@ -251,7 +251,7 @@ class Bottleneck:
     def has(self, i, loc):
         return (i, loc) in self.p
 
-    # -- the three steps of s1.4 / s1.5, exactly as modeling.py codes them --
+    # -- the three steps of §2.3 / §2.4, exactly as modeling.py codes them --
     def pre_forward(self, h, x, LN, fusion_config=None):
         """-> (adapter input, fusion query, adapter residual)."""
         c = self.config
@@ -315,7 +315,7 @@ class Bottleneck:
     def state_dict(self, arch):
         """Library key names in module registration order (scaling, norm_before, down, up, norm_after, gate); with
         ln_before the LayerNorm is registered twice (adapter_norm_before and adapter_down.0): same tensor object, so
-        torch.save stores one storage, as the library's state_dict does (s1.3)."""
+        torch.save stores one storage, as the library's state_dict does (§7.2)."""
         sd = collections.OrderedDict()
         pre = base_prefix(arch)
         for i in range(self.cfg.layers):
@@ -347,14 +347,14 @@ class Bottleneck:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# AdapterHub LoRA and (IA)^3 (s1.7)
+# AdapterHub LoRA and (IA)^3 (§8)
 
 def _version_tuple(v):
     return tuple(int(p) for p in v.split("."))
 
 
 def effective_lora_alpha(config, version):
-    """s1.7 compat rule: adapters.X with X < 1.1.0, architecture lora and r != alpha -> alpha := r."""
+    """§8 compat rule: adapters.X with X < 1.1.0, architecture lora and r != alpha -> alpha := r."""
     alpha = config["alpha"]
     if version and version.startswith("adapters.") and config.get("architecture") == "lora":
         if _version_tuple(version[len("adapters."):]) < (1, 1, 0) and config["r"] != alpha:
@@ -363,7 +363,7 @@ def effective_lora_alpha(config, version):
 
 
 def lora_roles(arch, config):
-    """Which Linear roles AdapterHub wraps for this config (attention.output.dense never, s1.7)."""
+    """Which Linear roles AdapterHub wraps for this config (attention.output.dense never, §8)."""
     roles = []
     if config["selfattn_lora"]:
         roles += [m for m in ("q", "k", "v") if m in config["attn_matrices"]]
@@ -440,7 +440,7 @@ class AHLoRA:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Prefix tuning (s1.8)
+# Prefix tuning (§5)
 
 class Prefix:
     """Prefix tuning, reparametrised (wte + control_trans MLP) or flat; keys/values per layer precomputed once."""
@@ -501,7 +501,7 @@ class Prefix:
 
     def state_dict(self, arch, aliases=True):
         """Canonical `<base>.prefix_tuning.prefix_tunings.<n>.self_prefix.*` keys, plus (.bin only) the per-layer
-        `.pool.` alias keys sharing the same tensors, which the library's state_dict also yields (s1.8 [inferred])."""
+        `.pool.` alias keys sharing the same tensors, which the library's state_dict also yields (§5 [inferred])."""
         sd = collections.OrderedDict()
         pre = base_prefix(arch)
         tail = f"prefix_tunings.{self.name}.self_prefix."
@@ -520,7 +520,7 @@ class Prefix:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# PEFT LoRA / rsLoRA / AdaLoRA (s5.1)
+# PEFT LoRA / rsLoRA / AdaLoRA (§4)
 
 def peft_target_roles(arch, target_modules):
     """Roles whose module name matches PEFT's rule: key == t or key ends with '.' + t."""
@@ -613,7 +613,7 @@ def peft_config(arch, peft_type="LORA", target_modules=("query", "value"), r=8, 
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# AdapterFusion (s2.2)
+# AdapterFusion (§7.2)
 
 class Fusion:
     def __init__(self, adapters, preset, cfg, rng, strength=1.0):
@@ -681,7 +681,7 @@ class Fusion:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Prediction heads (s4.5) and PEFT/HF static heads
+# Prediction heads (§9) and PEFT/HF static heads
 
 class Head:
     """AdapterHub flex head: nn.Sequential of [Dropout, Linear(H,H), act]*(layers-1) + [Dropout, Linear(H, out)]."""
@@ -853,7 +853,7 @@ def forward(cfg, W, input_ids, attention_mask, token_type_ids, setup, fusion_sta
 
 
 def bottleneck_block(setup, i, loc, h, x, LN, tokmask, on, fusion_stats=None):
-    """BottleneckLayer.bottleneck_layer_forward: Stack (s2.1) or Fuse (s2.2); LN(h + x) when nothing is active."""
+    """BottleneckLayer.bottleneck_layer_forward: Stack (§7.1) or Fuse (§7.2); LN(h + x) when nothing is active."""
     if on and setup.fusion is not None and setup.fusion.has(i, loc):
         return setup.fusion.run(i, loc, h, x, LN, tokmask, fusion_stats)
     stack = [a for a in setup.bn_stack if a.has(i, loc)] if on else []
@@ -1004,7 +1004,7 @@ def _bn_config_full(config, version):
 
 
 def _read_bottleneck(name, config, cfg, sd, where):
-    """Bottleneck from the keys `<layer>.<site>.adapters.<name>.<param>` (s1.3)."""
+    """Bottleneck from the keys `<layer>.<site>.adapters.<name>.<param>` (§7.2)."""
     locs = {v: k for k, v in BN_PATHS[fam(cfg.arch)].items()}
     raw = {}
     for key, v in sd.items():
@@ -1050,7 +1050,7 @@ def _read_bottleneck(name, config, cfg, sd, where):
 
 
 def _read_ahlora(name, config, version, cfg, sd, where):
-    """AdapterHub LoRA / (IA)^3 from `<layer>.<linear>.loras.<name>.{lora_A,lora_B,gate.*}` (s1.7)."""
+    """AdapterHub LoRA / (IA)^3 from `<layer>.<linear>.loras.<name>.{lora_A,lora_B,gate.*}` (§8)."""
     roles = {v: k for k, v in LINEAR_PATHS[fam(cfg.arch)].items()}
     p = {}
     for key, v in sd.items():
@@ -1081,7 +1081,7 @@ def _read_ahlora(name, config, version, cfg, sd, where):
 
 def _read_prefix(name, config, cfg, sd, where):
     """Prefix tuning from `<base>prefix_tuning.prefix_tunings.<name>.self_prefix.*` (flat or reparametrised, detected
-    from the keys as eject_prefix_tuning leaves `flat: false` in the config) + per-layer prefix_gates (s1.8, s1.9)."""
+    from the keys as eject_prefix_tuning leaves `flat: false` in the config) + per-layer prefix_gates (§5, §6)."""
     tail = f"prefix_tuning.prefix_tunings.{name}.self_prefix."
     p, gates = collections.OrderedDict(), {}
     for key, v in sd.items():
@@ -1156,7 +1156,7 @@ def read_adapterhub(folder, cfg):
 
 
 def read_head(folder, cfg):
-    """save_head folder (head_config.json + model_head.safetensors | pytorch_model_head.bin) -> Head (s4.5)."""
+    """save_head folder (head_config.json + model_head.safetensors | pytorch_model_head.bin) -> Head (§9)."""
     env = read_json(os.path.join(folder, "head_config.json"))
     _check_envelope(env, cfg, folder)
     name, c = env["name"], dict(env["config"])
@@ -1195,7 +1195,7 @@ def head_labels(head):
 
 def read_fusion(folder, cfg, children):
     """save_adapter_fusion folder -> Fusion over `children` (Bottlenecks, any order; the config's adapter_names
-    give the fusion order) (s2.2).  T = 1 (issue 4)."""
+    give the fusion order) (§7.2).  T = 1 (issue 4)."""
     env = read_json(os.path.join(folder, "adapter_fusion_config.json"))
     _check_envelope(env, cfg, folder)
     names = env.get("adapter_names") or env["name"].split(",")
@@ -1248,7 +1248,7 @@ def _pattern_get(pattern, key, default):
 
 def read_peft(folder, cfg):
     """PEFT save_pretrained folder (LORA incl. rsLoRA, ADALORA) -> LoadedPeftLoRA with its modules_to_save head as
-    an HFHead in .hf_head (s5.1)."""
+    an HFHead in .hf_head (§4)."""
     c = read_json(os.path.join(folder, "adapter_config.json"))
     pt = c.get("peft_type")
     if pt not in ("LORA", "ADALORA"):

@@ -156,7 +156,7 @@ def mam_case(cfg, rng):
 def unipelt_case(cfg, rng):
     name = "unipelt"
     c = Case(notes="UniPELT: ConfigUnion(LoRAConfig(r=8, alpha=2), PrefixTuningConfig(prefix_length=10, bottleneck 32), "
-                   "SeqBnConfig(reduction_factor=16)), every component with use_gating (s1.9): LoRA delta * gate "
+                   "SeqBnConfig(reduction_factor=16)), every component with use_gating (§6): LoRA delta * gate "
                    "(alpha/r not applied), prefix K/V * mean_t sigmoid(prefix_gates(x)), bottleneck up * gate. "
                    "Gates average over the valid tokens. Keys ...attention.self.prefix_tuning.prefix_gates.unipelt.*.")
     lo = A.AHLoRA(name, A.lora_config(r=8, alpha=2, use_gating=True), cfg, rng)
@@ -172,7 +172,7 @@ def unipelt_case(cfg, rng):
 
 
 def stack_case(cfg, rng):
-    c = Case(notes="MAD-X style Stack(lang, task) of two seq_bn adapters (s2.1); the head is saved with the task "
+    c = Case(notes="MAD-X style Stack(lang, task) of two seq_bn adapters (§7.1); the head is saved with the task "
                    "adapter; 'adapters' lists them in Stack order.")
     lang = A.Bottleneck("lang", A.bn_config("seq_bn", reduction_factor=2), cfg, rng)
     task = A.Bottleneck("task", A.bn_config("seq_bn"), cfg, rng)
@@ -199,7 +199,7 @@ def fusion_strengths(cfg):
 def fusion_case(n, preset, houlsby=False):
     def build(cfg, rng):
         c = Case(notes=f"AdapterFusion ({preset} preset, T=1) over {n} {'double_seq_bn' if houlsby else 'seq_bn'} "
-                       f"adapters (s2.2); fusion in fusion/, head saved on its own in head/ (save_head); the fused "
+                       f"adapters (§7.2); fusion in fusion/, head saved on its own in head/ (save_head); the fused "
                        f"adapters carry no head.")
         names = [f"t{j}" for j in range(n)]
         preset_bn = "double_seq_bn" if houlsby else "seq_bn"
@@ -241,7 +241,7 @@ reg("double_seq_bn_st", single_bn("double_seq_bn", "st", "sst", "Houlsby + head 
                                   head_kw=dict(layers=2)))
 # 3: parallel, scaled parallel, every bottleneck flag
 reg("par_bn", single_bn("par_bn", "bin", "par", "par_bn preset: parallel adapter fed the sub-block input x, s=4.0, "
-                        "rf=2, relu (s1.5).", strength=0.5))
+                        "rf=2, relu (§2.4).", strength=0.5))
 reg("scaled_par_bn", single_bn("scaled_par_bn", "st", "spar", "scaled_par_bn: parallel with a learned scalar scaling "
                                "(key ...adapters.spar.scaling [1]), safetensors.", strength=0.5))
 reg("seq_bn_ln_before_after", single_bn(
@@ -271,13 +271,13 @@ reg("double_seq_bn_tanh_gate", single_bn(
     non_linearity="tanh", use_gating=True, ln_after=True))
 reg("par_bn_ln_after_false", single_bn(
     "par_bn", "bin", "parnoln", "par_bn with original_ln_after false: out = o + h (no x residual, no LN: exactly as "
-    "coded, s1.5) at the FFN output, with ln_after true.", original_ln_after=False, ln_after=True, strength=0.3))
+    "coded, §2.4) at the FFN output, with ln_after true.", original_ln_after=False, ln_after=True, strength=0.3))
 # 4: AdapterHub LoRA and (IA)^3
 reg("lora_ah", ah_lora(A.lora_config, "st", "lora", "AdapterHub LoRA r=8 alpha=16 (scaling 2) on q,v + "
                        "intermediate_lora + output_lora; keys ...loras.lora.lora_A / .lora_B (no .weight).",
                        r=8, alpha=16, intermediate_lora=True, output_lora=True))
 reg("lora_ah_v101", ah_lora(A.lora_config, "bin", "lora_old", "AdapterHub LoRA saved by adapters 1.0.1 "
-                            "(version adapters.1.0.1), r=8 alpha=16: the s1.7 compat rule forces alpha=r on load, so "
+                            "(version adapters.1.0.1), r=8 alpha=16: the §8 compat rule forces alpha=r on load, so "
                             "the effective scaling is 1.0, not 2.", version="adapters.1.0.1", r=8, alpha=16))
 reg("ia3", ah_lora(A.ia3_config, "bin", "ia3", "(IA)^3 (IA3Config): k, v and intermediate.dense (pre-activation) "
                    "outputs scaled by lora_B*alpha, bias included; alpha=2 to check scaling=alpha (not alpha/r).",
@@ -303,9 +303,9 @@ reg("prefix", prefix_case(False, "Prefix tuning reparametrised (P=8, bottleneck 
                           "control_trans.2}.*, plus the per-layer .pool. alias keys (same storages) the library's "
                           "save_adapter writes into .bin; a loader takes the keys without .pool."))
 reg("prefix_flat", prefix_case(True, "Prefix tuning flat (P=8): one control_trans vector [P*L*2*H] (+ .pool. "
-                               "aliases), layer i key = channel 2i, value = 2i+1 (s1.8)."))
+                               "aliases), layer i key = channel 2i, value = 2i+1 (§5)."))
 reg("prefix_ejected", prefix_case(True, "Prefix after eject_prefix_tuning + save_adapter: flat control_trans "
-                                  "weights while the saved config still says \"flat\": false (s1.8 [inferred]); a "
+                                  "weights while the saved config still says \"flat\": false (§5 [inferred]); a "
                                   "loader must detect flat vs reparametrised from the key names.",
                                   config_says_flat=False))
 reg("mam", mam_case)

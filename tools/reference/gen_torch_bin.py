@@ -1,10 +1,10 @@
 #!/usr/bin/python3
-"""Writes the fixtures of adapterd's PyTorch .bin reader (engine/torch_bin.c) into tests/fixtures/torch_bin/.
+"""Writes the fixtures of adapterd's PyTorch .bin reader (engine/io/torch_bin.c) into tests/fixtures/torch_bin/.
 
 Test tooling only. Uses Debian's torch (1.13) and the standard library; run with /usr/bin/python3:
 
     /usr/bin/python3 tools/reference/gen_torch_bin.py --out tests/fixtures/torch_bin \
-        [--mbert /work/shared/data/adapters/adapterhub-mbert-md]
+        [--mbert ../shared/data/adapters/adapterhub-mbert-md]
 
 Every valid archive comes with expected/<name>.safetensors holding the same tensors (contiguous copies, raw bytes
 taken from torch, written by the small independent writer below), so the C test compares the .bin reader against

@@ -5,7 +5,7 @@ Checks, each against something that does not share the code path under test:
   plain       adapters.forward with nothing active == encoder.forward (bert, roberta, distilbert)
   skip=L      every case with all layers skipped == encoder.forward + the same head
   zero        zero-initialised adapters (bottleneck up = 0, LoRA B = 0, (IA)^3 l = 1, AdaLoRA B = 0) == plain
-  closed      Pfeiffer / Houlsby / parallel / AdapterPlus / post_add / Stack closed forms (s1.4, s1.5, s2.1) on random
+  closed      Pfeiffer / Houlsby / parallel / AdapterPlus / post_add / Stack closed forms (§2.3, §2.4, §7.1) on random
               sub-block inputs, written out here independently of Bottleneck.pre/forward/post
   merged      LoRA (AdapterHub, PEFT, rsLoRA, AdaLoRA) and (IA)^3 == the plain encoder on merged weights
               (W + s B A; (IA)^3: l*alpha scales W and b)
@@ -180,7 +180,7 @@ def test_closed_forms(d):
     ta = A.Bottleneck("ta", A.bn_config("seq_bn"), cfg, rng)
     o1 = h + f(la, LN(h + x))
     o2 = o1 + f(ta, LN(o1 + x))
-    check("Stack(lang, task) Pfeiffer closed form (s2.1)", float((block(A.Setup([la, ta])) - LN(o2 + x)).abs().max()),
+    check("Stack(lang, task) Pfeiffer closed form (§7.1)", float((block(A.Setup([la, ta])) - LN(o2 + x)).abs().max()),
           1e-12)
     # fusion over copies of one adapter
     for preset in ("static", "dynamic"):
@@ -292,7 +292,7 @@ def test_files(tmp):
     env = json.load(open(os.path.join(out, "seq_bn_st/adapters/sst/adapter_config.json")))
     ok = sorted(env) == ["config", "hidden_size", "model_class", "model_name", "model_type", "name", "version"] and \
         env["version"] == "adapters.1.1.0" and "architecture" not in env["config"]
-    check("adapter_config.json envelope (s4.2)", 0 if ok else 1, 0)
+    check("adapter_config.json envelope (§10.1)", 0 if ok else 1, 0)
     fz = torch.load(os.path.join(out, "fusion_dynamic_n3/fusion/pytorch_model_adapter_fusion.bin"))
     ok = "bert.encoder.layer.1.output.adapter_fusion_layer.t0,t1,t2.value.weight" in fz and \
         not any(k.endswith("value.bias") for k in fz) and len(fz) == 5 * cfg.layers

@@ -42,7 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/adapter.h"
+#include "engine/task.h"
 #include "engine/model.h"
 #include "engine/status.h"
 #include "engine/tokenizer.h"

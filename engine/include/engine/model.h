@@ -24,12 +24,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/kernels.h"
-#include "engine/pool.h"
+#include "engine/act.h"
 #include "engine/status.h"
-#include "engine/tensor.h"
 
 typedef enum { ENG_ARCH_BERT, ENG_ARCH_ROBERTA, ENG_ARCH_DISTILBERT } eng_arch;
+
+/* Most layers a model may have (a config asking for more is refused); sizes per-layer tables. */
+#define ENG_MAX_LAYERS 512
 
 typedef struct {
     eng_arch arch;
@@ -49,34 +50,6 @@ typedef struct {
     int has_pooler;
 } eng_config;
 
-/* The four backbone Linear weights are stored packed for eng_pgemm (blas.h), not in the
- * checkpoint's (out, in) layout; their shapes are given as that layout's. */
-typedef struct {
-    float *wqkv;   /* (3H, H): query rows, then key rows, then value rows */
-    float *bqkv;   /* (3H) */
-    float *wo;     /* (H, H) attention output dense */
-    float *bo;     /* (H) */
-    float *ln1_g;  /* (H) attention output LayerNorm (DistilBERT: sa_layer_norm) */
-    float *ln1_b;  /* (H) */
-    float *w1;     /* (I, H) intermediate dense */
-    float *b1;     /* (I) */
-    float *w2;     /* (H, I) output dense */
-    float *b2;     /* (H) */
-    float *ln2_g;  /* (H) output LayerNorm (DistilBERT: output_layer_norm) */
-    float *ln2_b;  /* (H) */
-} eng_layer_weights;
-
-typedef struct {
-    float *word_emb;  /* (vocab, H) */
-    float *pos_emb;   /* (max_pos, H) */
-    float *type_emb;  /* (type_vocab, H), NULL when type_vocab == 0 */
-    float *emb_ln_g;  /* (H) */
-    float *emb_ln_b;  /* (H) */
-    eng_layer_weights *layers; /* (L) */
-    float *pool_w;    /* (H, H) or NULL */
-    float *pool_b;    /* (H) or NULL */
-} eng_weights;
-
 typedef struct eng_model eng_model;
 
 /* Loads a model directory. Returns 0 and sets *out (owned by the caller, release with
@@ -84,9 +57,8 @@ typedef struct eng_model eng_model;
 int eng_model_load(const char *dir, eng_model **out, eng_err *err);
 void eng_model_free(eng_model *m);
 
-/* Borrowed pointers, valid while the model lives. */
+/* Borrowed pointer, valid while the model lives. */
 const eng_config *eng_model_config(const eng_model *m);
-const eng_weights *eng_model_weights(const eng_model *m);
 /* Bytes of float32 weights the model holds. */
 size_t eng_model_bytes(const eng_model *m);
 
@@ -105,49 +77,13 @@ typedef struct {
 typedef struct eng_state eng_state;
 eng_state *eng_state_new(int n_threads);
 void eng_state_free(eng_state *st);
-eng_pool *eng_state_pool(eng_state *st);
 
-/* Runs the encoder on a packed batch. hidden_out (n_tokens, H) receives the last hidden state;
- * pooled_out (n_seq, H), when not NULL, the pooler output (tanh(W cls + b)) for models with a
- * pooler, or the CLS rows for models without one. Returns 0, or ENG_INVALID_ARGUMENT for ids out of
+/* Runs the encoder on a packed batch. hidden_out (n_tokens, H), row-major float32, receives the
+ * last hidden state; pooler_out (n_seq, H), when not NULL, the pooler output (tanh(W cls + b)) for
+ * models with a pooler, or the CLS rows for models without one. Returns 0, or ENG_INVALID_ARGUMENT for ids out of
  * the vocabulary, type ids out of range or sequences longer than the position table, or
  * ENG_NO_MEMORY. */
-int eng_encode(const eng_model *m, eng_state *st, const eng_batch *b, float *hidden_out, float *pooled_out,
+int eng_encode(const eng_model *m, eng_state *st, const eng_batch *b, float *hidden_out, float *pooler_out,
                eng_err *err);
-
-/* The building blocks of eng_encode, for the multi-task planner. x is (rows, H) packed rows;
- * segs say which rows form one attention sequence. */
-
-/* A run of rows [row0, row0 + rows) that one task's adapters (or none, ad == NULL) act on in a layer.
- * Groups are sorted by row0, do not overlap, and every segment lies inside one group. */
-struct eng_task_layer;
-typedef struct {
-    int32_t row0, rows;
-    const struct eng_task_layer *ad;
-} eng_group;
-
-/* Embeds a batch into x (n_tokens, H). Validates ids; returns 0 or ENG_INVALID_ARGUMENT. */
-int eng_embed(const eng_model *m, eng_state *st, const eng_batch *b, float *x, eng_err *err);
-
-/* A task stream that splits off a trunk inside layer l: the trunk's rows [trunk_row0, +len) run
- * the layer up to the output site, and the task's output-site adapters (its only modules in this
- * layer) turn a copy into the stream's rows out[out_row0, +len). Saves the layer's attention and
- * FFN once per such task (AdapterHub's Parallel replicates there too). */
-typedef struct {
-    int32_t trunk_row0, len, out_row0;
-    const struct eng_task_layer *ad;
-} eng_late_split;
-
-/* Runs layer l in place on x (rows, H), each group with its task's adapters for layer l (adapter.h).
- * n_groups == 0 runs the plain backbone on every row. Late splits write their rows into late_out.
- * Returns 0 or ENG_NO_MEMORY. */
-int eng_layer_forward(const eng_model *m, eng_state *st, int l, float *x, int rows, const eng_seg *segs,
-                      int n_segs, const eng_group *groups, int n_groups, const eng_late_split *late, int n_late,
-                      float *late_out, eng_err *err);
-
-/* Pooler over the first row of each segment: out (n_segs, H). Models without a pooler copy the
- * first rows. Returns 0 or ENG_NO_MEMORY. */
-int eng_pool_first(const eng_model *m, eng_state *st, const float *x, const eng_seg *segs, int n_segs, float *out,
-                   eng_err *err);
 
 #endif

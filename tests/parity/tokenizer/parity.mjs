@@ -1,6 +1,6 @@
 // parity.mjs - adapterd's tokenizer against transformers.js, local files only.
 //
-// For bert-base-uncased and roberta-base (tests/fixtures/tokenizers) this tokenizes with
+// For bert-base-uncased and roberta-base (the shared data's tokenizers/) this tokenizes with
 // transformers.js every sentence of the shared datasets (SST-2 train/dev, AG News test), the hard
 // cases of hard_cases.json, text pairs, and truncated pairs; runs the C driver (tok_driver) on the
 // same inputs - once from tokenizer.json and once from the vocab files alone - and requires:
@@ -29,8 +29,9 @@ const args = Object.fromEntries(
   process.argv.slice(2).reduce((acc, a, i, all) => (a.startsWith('--') ? [...acc, [a.slice(2), all[i + 1]]] : acc), []),
 );
 const driver = args.driver;
-const fixtures = args.fixtures ?? path.resolve(here, '../../fixtures/tokenizers');
-const dataDir = args.data ?? process.env.ADAPTERD_DATA_DIR ?? '/work/shared/data/datasets';
+const sharedData = process.env.ADAPTERD_DATA_DIR ?? path.resolve(here, '../../../../shared/data');
+const fixtures = args.fixtures ?? path.join(sharedData, 'tokenizers');
+const dataDir = args.data ?? path.join(sharedData, 'datasets');
 if (!driver) {
   console.error('usage: node parity.mjs --driver PATH/tok_driver [--fixtures DIR] [--data DIR]');
   process.exit(2);

@@ -1,6 +1,6 @@
 #!/bin/sh
 # run.sh - ctest entry of the tokenizer parity test: skips (exit 77) with a message when node or
-# transformers.js is missing, otherwise runs parity.mjs with the given arguments.
+# transformers.js or the shared tokenizer files are missing, otherwise runs parity.mjs with the given arguments.
 here=$(cd "$(dirname "$0")" && pwd)
 if ! command -v node >/dev/null 2>&1; then
     echo "SKIP: node is not installed (the tokenizer parity test needs Node.js >= 18)"
@@ -8,6 +8,16 @@ if ! command -v node >/dev/null 2>&1; then
 fi
 if [ ! -d "$here/node_modules/@huggingface/transformers" ]; then
     echo "SKIP: transformers.js is not installed; run: (cd $here && npm ci --ignore-scripts)"
+    exit 77
+fi
+fixtures=
+prev=
+for a in "$@"; do
+    [ "$prev" = "--fixtures" ] && fixtures=$a
+    prev=$a
+done
+if [ -n "$fixtures" ] && [ ! -f "$fixtures/bert-base-uncased/tokenizer.json" ]; then
+    echo "SKIP: $fixtures/bert-base-uncased/tokenizer.json is absent (the shared tokenizers; set ADAPTERD_DATA_DIR)"
     exit 77
 fi
 exec node "$here/parity.mjs" "$@"

@@ -1,0 +1,96 @@
+/* run.h - many tasks on many inputs in one pass: share the trunk, fan out, batch through one GEMM.
+ *
+ * For every input, the layers below a task's first adapter layer (its AdapterDrop skip, or the
+ * first layer holding its adapters) are computed once, on the input's shared "trunk" stream. At a
+ * task's start layer its own stream splits off as a copy of the trunk rows. Tasks that start at
+ * the same layer share the trunk until there. At every layer, all live streams of all inputs are
+ * packed into one row block, ordered [trunks | streams of task A | streams of task B | ...], and run
+ * through the layer's backbone weights in one GEMM per projection; each task's adapter products
+ * run once over all of that task's rows. Attention stays per stream.
+ *
+ * The results of a task are those of running it alone with the same skip (tests check 1e-5).
+ *
+ * Usage:
+ *     eng_task_req reqs[] = {{sentiment, 0}, {topic, 5}};
+ *     eng_input in = {.ids = ids, .len = n, .tasks = reqs, .n_tasks = 2};
+ *     eng_task_out outs[2];
+ *     if (eng_run(model, state, &in, 1, outs, NULL, &err) == 0) { ...; eng_task_outs_free(outs, 2); } */
+#ifndef ADAPTERD_ENGINE_RUN_H
+#define ADAPTERD_ENGINE_RUN_H
+
+#include <stdint.h>
+
+#include "engine/task.h"
+#include "engine/model.h"
+
+typedef struct {
+    const eng_task *task;
+    int skip; /* AdapterDrop: layers 0..skip-1 run without this task's adapters (0..L) */
+} eng_task_req;
+
+typedef struct eng_input {
+    const int32_t *ids;      /* (len) */
+    const int32_t *type_ids; /* (len) or NULL */
+    int len;
+    const eng_task_req *tasks;
+    int n_tasks;
+} eng_input;
+
+typedef struct {
+    float *logits;   /* (n_rows, num_labels); malloc'd, release with eng_task_outs_free */
+    int n_rows;      /* 1 for sequence-level heads, len for tagging / QA */
+    int num_labels;
+    int start_layer; /* first layer run with this task's adapters (L: none) */
+} eng_task_out;
+
+/* What the plan did, for --explain and metrics. Arrays have n_layers entries; malloc'd by eng_run
+ * when stats is not NULL, released with eng_plan_stats_free. */
+typedef struct {
+    int n_layers;
+    int *rows;          /* packed rows per layer */
+    int *streams;       /* live streams per layer (trunks + task streams) */
+    int *trunks;        /* of which trunks */
+    double *ms;         /* wall time per layer */
+    double *gflop;      /* backbone + attention + adapter work per layer, in GFLOP */
+    double heads_ms, embed_ms, total_ms;
+    int tokens;         /* input tokens */
+} eng_plan_stats;
+
+/* Runs every task of every input. outs has one entry per (input, task) in order. Returns 0, or a
+ * negative eng_status (ENG_INVALID_ARGUMENT for bad ids, lengths or skips, naming the input and
+ * task; ENG_NO_MEMORY), in which case outs hold nothing to free. */
+int eng_run(const eng_model *m, eng_state *st, const eng_input *inputs, int n_inputs, eng_task_out *outs,
+            eng_plan_stats *stats, eng_err *err);
+
+void eng_task_outs_free(eng_task_out *outs, int n);
+void eng_plan_stats_free(eng_plan_stats *s);
+
+/* ---- budgets ----
+ * A request may give each task a skip, a budget level, or a latency target; all end as skips within
+ * each task's allowed range (eng_task_skips). */
+
+/* Budget level in [0, 1] -> skip: 1 is full quality (the range's min), 0 the cheapest (its max),
+ * linear in between, rounded to the nearest layer. */
+int eng_skip_for_budget(const eng_task *t, double budget);
+
+/* Measured cost of the model on this machine: one forward pass timed at start-up. */
+typedef struct {
+    double ms_per_gflop;   /* wall time per GFLOP of plan work, measured on a 128-token pass */
+    int hidden, intermediate, n_layers;
+} eng_cost_model;
+
+/* Times a forward pass of `tokens` random tokens (default 128 when 0) and fills cm. */
+int eng_cost_calibrate(const eng_model *m, eng_state *st, int tokens, eng_cost_model *cm, eng_err *err);
+
+/* Work of a plan in GFLOP, and its predicted wall time in ms, for the inputs' current skips. */
+double eng_plan_gflop(const eng_model *m, const eng_input *inputs, int n_inputs);
+double eng_cost_predict(const eng_cost_model *cm, const eng_model *m, const eng_input *inputs, int n_inputs);
+
+/* Raises skips (within each task's range, one layer at a time, always on the task with the most
+ * room left) until the predicted time is at most target_ms. The inputs' task arrays are updated in
+ * place. Returns 0 when the target is met, or ENG_LIMIT when even the largest allowed skips predict
+ * more (skips are then at their maxima and *predicted_ms says by how much). */
+int eng_plan_for_latency(const eng_cost_model *cm, const eng_model *m, eng_input *inputs, int n_inputs,
+                         eng_task_req *const *reqs, double target_ms, double *predicted_ms, eng_err *err);
+
+#endif

@@ -1,0 +1,81 @@
+/* hf_keys.c - the one table of Hugging Face encoder key names (hf_keys.h). */
+#include "io/hf_keys.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Column 0: BERT / RoBERTa / XLM-R naming; column 1: DistilBERT. */
+static const char *const linear_paths[ENG_LIN_COUNT][2] = {
+    [ENG_LIN_Q] = {"attention.self.query", "attention.q_lin"},
+    [ENG_LIN_K] = {"attention.self.key", "attention.k_lin"},
+    [ENG_LIN_V] = {"attention.self.value", "attention.v_lin"},
+    [ENG_LIN_O] = {"attention.output.dense", "attention.out_lin"},
+    [ENG_LIN_I] = {"intermediate.dense", "ffn.lin1"},
+    [ENG_LIN_D] = {"output.dense", "ffn.lin2"},
+};
+static const char *const norm_paths[ENG_NORM_COUNT][2] = {
+    [ENG_NORM_ATTN] = {"attention.output.LayerNorm", "sa_layer_norm"},
+    [ENG_NORM_FFN] = {"output.LayerNorm", "output_layer_norm"},
+};
+static const char *const layer_prefixes[2] = {"encoder.layer.", "transformer.layer."};
+
+static int family(eng_arch arch) { return arch == ENG_ARCH_DISTILBERT; }
+
+const char *eng__hf_linear_path(eng_arch arch, eng_lin lin) { return linear_paths[lin][family(arch)]; }
+const char *eng__hf_norm_path(eng_arch arch, eng_norm norm) { return norm_paths[norm][family(arch)]; }
+const char *eng__hf_layer_prefix(eng_arch arch) { return layer_prefixes[family(arch)]; }
+
+const char *eng__hf_base_prefix(eng_arch arch) {
+    switch (arch) {
+    case ENG_ARCH_ROBERTA: return "roberta.";
+    case ENG_ARCH_DISTILBERT: return "distilbert.";
+    case ENG_ARCH_BERT: break;
+    }
+    return "bert.";
+}
+
+int eng__hf_in_base_namespace(eng_arch arch, const char *name) {
+    static const char *const bert_ns[] = {"embeddings.", "encoder.", "pooler.", NULL};
+    static const char *const distil_ns[] = {"embeddings.", "transformer.", NULL};
+    const char *const *ns = family(arch) ? distil_ns : bert_ns;
+    for (int i = 0; ns[i]; i++)
+        if (!strncmp(name, ns[i], strlen(ns[i]))) return 1;
+    return 0;
+}
+
+const char *eng__hf_strip_base(const char *k) {
+    static const char *const peft = "base_model.model.";
+    if (!strncmp(k, peft, strlen(peft))) k += strlen(peft);
+    static const char *const base[] = {"bert.", "roberta.", "distilbert.", "xlm_roberta.", "model.", NULL};
+    for (int i = 0; base[i]; i++)
+        if (!strncmp(k, base[i], strlen(base[i]))) return k + strlen(base[i]);
+    return k;
+}
+
+const char *eng__hf_parse_layer(const char *k, int *layer) {
+    for (int f = 0; f < 2; f++) {
+        size_t n = strlen(layer_prefixes[f]);
+        if (strncmp(k, layer_prefixes[f], n)) continue;
+        const char *p = k + n;
+        if (!isdigit((unsigned char)*p)) return NULL;
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (*end != '.' || v < 0 || v > 100000) return NULL;
+        *layer = (int)v;
+        return end + 1;
+    }
+    return NULL;
+}
+
+int eng__hf_parse_linear(const char *k, const char **rest) {
+    for (int f = 0; f < 2; f++)
+        for (int l = 0; l < ENG_LIN_COUNT; l++) {
+            size_t n = strlen(linear_paths[l][f]);
+            if (!strncmp(k, linear_paths[l][f], n) && k[n] == '.') {
+                *rest = k + n + 1;
+                return l;
+            }
+        }
+    return -1;
+}

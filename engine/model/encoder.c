@@ -1,0 +1,434 @@
+/* encoder.c - the transformer encoder forward pass over packed rows.
+ *
+ * One layer, post-LayerNorm as BERT, RoBERTa and DistilBERT all are:
+ *     qkv = x Wqkv^T + bqkv                      one GEMM for the three projections
+ *     ctx = softmax(Q K^T / sqrt(d)) V           per sequence (segment) and head
+ *     h   = LN1(ctx Wo^T + bo + x)
+ *     x   = LN2(act(h W1^T + b1) W2^T + b2 + h)
+ * Bias, activation and residual are fused into each GEMM's epilogue (math/blas.h). Because rows are
+ * packed without padding there is no attention mask: a segment's queries see only its own keys.
+ * Attention runs as (segment, head) tasks on the pool, each with single-threaded BLAS calls on
+ * strided views of qkv, into per-worker score buffers. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/state.h"
+#include "math/blas.h"
+#include "math/rows.h"
+#include "model/encoder.h"
+#include "model/weights.h"
+#include "task/adapter.h"
+
+static int ensure_rows(eng_state *st, const eng_config *c, size_t rows, eng_err *err) {
+    if (rows <= st->cap_rows && st->H == c->hidden && st->I == c->intermediate) return 0;
+    eng__state_free_rows(st);
+    size_t cap = rows < 64 ? 64 : rows + rows / 4;
+    size_t H = (size_t)c->hidden, I = (size_t)c->intermediate;
+    st->qkv = eng_alloc_aligned(cap * 3 * H * sizeof(float));
+    st->ctx = eng_alloc_aligned(cap * H * sizeof(float));
+    st->h = eng_alloc_aligned(cap * H * sizeof(float));
+    st->inter = eng_alloc_aligned(cap * I * sizeof(float));
+    st->pos = malloc(cap * sizeof *st->pos);
+    if (!st->qkv || !st->ctx || !st->h || !st->inter || !st->pos) {
+        eng__state_free_rows(st);
+        return eng_err_set(err, ENG_NO_MEMORY, "cannot allocate scratch for %zu rows", rows);
+    }
+    st->cap_rows = cap;
+    st->H = c->hidden;
+    st->I = c->intermediate;
+    return 0;
+}
+
+/* Per-worker attention score buffers of n floats (L x (P + L) for the longest segment). */
+static int ensure_scores(eng_state *st, size_t n, eng_err *err) {
+    if (n <= st->cap_len) return 0;
+    for (int i = 0; i < st->n_threads; i++) {
+        eng_free_aligned(st->scores[i]);
+        st->scores[i] = eng_alloc_aligned(n * sizeof(float));
+        if (!st->scores[i]) {
+            st->cap_len = 0;
+            return eng_err_set(err, ENG_NO_MEMORY, "cannot allocate %zu attention scores", n);
+        }
+    }
+    st->cap_len = n;
+    return 0;
+}
+
+static int ensure_segs(eng_state *st, size_t n, eng_err *err) {
+    if (n <= st->cap_segs) return 0;
+    size_t cap = n < 16 ? 16 : n * 2;
+    eng_seg *p = realloc(st->segs, cap * sizeof *p);
+    if (!p) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    st->segs = p;
+    st->cap_segs = cap;
+    return 0;
+}
+
+static int ensure_pooler_in(eng_state *st, size_t n, int H, eng_err *err) {
+    if (n <= st->cap_pooler_in && st->pooler_in_h == H) return 0;
+    eng_free_aligned(st->pooler_in);
+    size_t cap = n < 16 ? 16 : n * 2;
+    st->pooler_in = eng_alloc_aligned(cap * (size_t)H * sizeof(float));
+    st->cap_pooler_in = st->pooler_in ? cap : 0;
+    st->pooler_in_h = H;
+    return st->pooler_in ? 0 : eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+}
+
+/* ---- embeddings ---- */
+
+typedef struct {
+    const eng_model *m;
+    const eng_batch *b;
+    const int32_t *pos;
+    float *x;
+    int rows, chunk;
+} emb_job;
+
+static void emb_task(void *ctx, int task, int worker) {
+    (void)worker;
+    emb_job *j = ctx;
+    const eng_config *c = eng_model_config(j->m);
+    const eng_weights *w = eng_model_weights(j->m);
+    int H = c->hidden, r0 = task * j->chunk, r1 = r0 + j->chunk < j->rows ? r0 + j->chunk : j->rows;
+    for (int r = r0; r < r1; r++) {
+        float *y = j->x + (size_t)r * H;
+        const float *we = w->word_emb + (size_t)j->b->ids[r] * H, *pe = w->pos_emb + (size_t)j->pos[r] * H;
+        for (int i = 0; i < H; i++) y[i] = we[i] + pe[i];
+        if (w->type_emb) {
+            const float *te = w->type_emb + (size_t)(j->b->type_ids ? j->b->type_ids[r] : 0) * H;
+            for (int i = 0; i < H; i++) y[i] += te[i];
+        }
+    }
+    if (r1 > r0) eng_layernorm(j->x + (size_t)r0 * H, (size_t)(r1 - r0), (size_t)H, w->emb_ln_g, w->emb_ln_b, c->ln_eps);
+}
+
+static int batch_tokens(const eng_batch *b, size_t *n_tokens, int *max_len, eng_err *err) {
+    size_t n = 0;
+    int mx = 0;
+    if (b->n_seq <= 0) return eng_err_set(err, ENG_INVALID_ARGUMENT, "empty batch");
+    for (int s = 0; s < b->n_seq; s++) {
+        if (b->seq_len[s] <= 0) return eng_err_set(err, ENG_INVALID_ARGUMENT, "sequence %d is empty", s);
+        n += (size_t)b->seq_len[s];
+        if (b->seq_len[s] > mx) mx = b->seq_len[s];
+    }
+    *n_tokens = n;
+    *max_len = mx;
+    return 0;
+}
+
+int eng_embed(const eng_model *m, eng_state *st, const eng_batch *b, float *x, eng_err *err) {
+    const eng_config *c = eng_model_config(m);
+    size_t n = 0;
+    int max_len = 0, rc;
+    if ((rc = batch_tokens(b, &n, &max_len, err))) return rc;
+    if ((rc = ensure_rows(st, c, n, err))) return rc;
+    /* Position ids and input checks, sequentially: cheap and it keeps error messages exact. */
+    size_t r = 0;
+    for (int s = 0; s < b->n_seq; s++) {
+        int nonpad = 0;
+        for (int t = 0; t < b->seq_len[s]; t++, r++) {
+            int32_t id = b->ids[r];
+            if (id < 0 || id >= c->vocab)
+                return eng_err_set(err, ENG_INVALID_ARGUMENT, "sequence %d, token %d: id %d outside the vocabulary (0..%d)",
+                                   s, t, id, c->vocab - 1);
+            int32_t ty = b->type_ids ? b->type_ids[r] : 0;
+            if (ty < 0 || ty >= (c->type_vocab > 0 ? c->type_vocab : 1))
+                return eng_err_set(err, ENG_INVALID_ARGUMENT, "sequence %d, token %d: token type %d out of range", s, t, ty);
+            int32_t p;
+            if (c->arch == ENG_ARCH_ROBERTA) {
+                /* Hugging Face: cumsum(ids != pad) * (ids != pad) + pad */
+                if (id != c->pad_id) nonpad++;
+                p = id != c->pad_id ? nonpad + c->pad_id : c->pad_id;
+            } else {
+                p = t;
+            }
+            if (p >= c->max_pos)
+                return eng_err_set(err, ENG_INVALID_ARGUMENT, "sequence %d has %d tokens; the model takes at most %d", s,
+                                   b->seq_len[s], c->max_pos - c->pos_offset);
+            st->pos[r] = p;
+        }
+    }
+    int tasks = eng_pool_size(st->pool) * 4;
+    emb_job j = {m, b, st->pos, x, (int)n, (int)((n + (size_t)tasks - 1) / (size_t)tasks)};
+    eng_pool_run(st->pool, tasks, emb_task, &j);
+    return 0;
+}
+
+/* ---- attention ---- */
+
+typedef struct {
+    const float *qkv;
+    float *ctx;
+    const eng_seg *segs;
+    const eng_task_layer *const *seg_ad; /* (n_segs) adapters of each segment's group, or NULL */
+    const float *gates;                  /* (n_segs, 2) prefix key / value gates, or NULL */
+    int H, d, n_heads;
+    float scale;
+    float **scores;
+} attn_job;
+
+/* Where, in a worker's score buffer, the packed keys or values of one head start (64-byte aligned
+ * after the L x W scores), and how much room they take. */
+static size_t attn_pack_offset(int L, int W) { return ((size_t)L * (size_t)W + 15) & ~(size_t)15; }
+static size_t attn_pack_floats(int L, int d) {
+    size_t a = eng_packed_floats(L, d), b = eng_packed_floats(d, L);
+    return a > b ? a : b;
+}
+
+static void attn_task(void *ctx, int task, int worker) {
+    attn_job *j = ctx;
+    int si = task / j->n_heads;
+    const eng_seg *sg = &j->segs[si];
+    const eng_task_layer *ad = j->seg_ad ? j->seg_ad[si] : NULL;
+    int h = task % j->n_heads, L = sg->len, ld = 3 * j->H, P = ad ? ad->prefix_len : 0, W = P + L;
+    const float *q = j->qkv + (size_t)sg->start * ld + (size_t)h * j->d;
+    const float *k = q + j->H, *v = q + 2 * j->H;
+    float *s = j->scores[worker], *out = j->ctx + (size_t)sg->start * j->H + (size_t)h * j->d;
+    /* Prefix tuning: keys and values [prefix; sequence], the prefix unmasked (docs/ADAPTER_FORMATS.md §5). */
+    float gk = 1.0f, gv = 1.0f;
+    if (P && ad->prefix_gates) { /* UniPELT: keys scaled by g[0], values by g[last] */
+        gk = j->gates[2 * si];
+        gv = j->gates[2 * si + 1];
+    }
+    if (!P) { /* keys, then values, packed for the engine's own product (math/blas.h, eng_pgemm) */
+        float *pk = s + attn_pack_offset(L, W);
+        eng_pack_strided(k, L, j->d, (size_t)ld, 1, j->scale, pk);
+        eng_pgemm(NULL, L, L, j->d, q, ld, pk, s, W, NULL);
+        for (int i = 0; i < L; i++) eng_softmax_row(s + (size_t)i * W, (size_t)W);
+        eng_pack_strided(v, j->d, L, 1, (size_t)ld, 1.0f, pk);
+        eng_pgemm(NULL, L, j->d, L, s, W, pk, out, j->H, NULL);
+        return;
+    }
+    eng_sgemm_nt(L, P, j->d, j->scale * gk, q, ld, ad->prefix_k + (size_t)h * j->d, j->H, s, W);
+    eng_sgemm_nt(L, L, j->d, j->scale, q, ld, k, ld, s + P, W);
+    for (int i = 0; i < L; i++) eng_softmax_row(s + (size_t)i * W, (size_t)W);
+    if (P && gv != 1.0f)
+        for (int i = 0; i < L; i++)
+            for (int p = 0; p < P; p++) s[(size_t)i * W + p] *= gv;
+    if (P) eng_sgemm_nn(L, j->d, P, s, W, ad->prefix_v + (size_t)h * j->d, j->H, 0.0f, out, j->H);
+    eng_sgemm_nn(L, j->d, L, s + P, W, v, ld, P ? 1.0f : 0.0f, out, j->H);
+}
+
+/* Sets *out to which adapter layer acts on each segment (its group's), or to NULL when no group
+ * has adapters. Returns 0 or ENG_NO_MEMORY. */
+static int segment_adapters(eng_state *st, const eng_seg *segs, int n_segs, const eng_group *g, int n_groups,
+                            int *max_prefix, const eng_task_layer ***out, eng_err *err) {
+    *max_prefix = 0;
+    *out = NULL;
+    int any = 0;
+    for (int i = 0; i < n_groups; i++)
+        if (g[i].ad) any = 1;
+    if (!any) return 0;
+    const eng_task_layer **map = (const eng_task_layer **)eng__state_scratch(st, ENG_SCRATCH_SEGMAP,
+                                                                              (size_t)n_segs * sizeof(void *) / sizeof(float) + 1);
+    if (!map) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    for (int s = 0; s < n_segs; s++) {
+        int lo = 0, hi = n_groups - 1; /* last group with row0 <= start */
+        while (lo < hi) {
+            int mid = (lo + hi + 1) / 2;
+            if (g[mid].row0 <= segs[s].start) lo = mid;
+            else hi = mid - 1;
+        }
+        map[s] = g[lo].ad;
+        if (map[s] && map[s]->prefix_len > *max_prefix) *max_prefix = map[s]->prefix_len;
+    }
+    *out = map;
+    return 0;
+}
+
+/* The parts of a layer where adapter modules can act. */
+typedef enum { STAGE_QKV, STAGE_ATTN_OUT, STAGE_INTERMEDIATE, STAGE_OUTPUT } layer_stage;
+
+/* Does any group's task have a module acting at this stage? */
+static int groups_touch(const eng_group *g, int n, layer_stage what) {
+    for (int i = 0; i < n; i++) {
+        const eng_task_layer *a = g[i].ad;
+        if (!a) continue;
+        switch (what) {
+        case STAGE_QKV:
+            if (a->lora[ENG_LIN_Q] || a->lora[ENG_LIN_K] || a->lora[ENG_LIN_V] || a->ia3[ENG_LIN_Q] ||
+                a->ia3[ENG_LIN_K] || a->ia3[ENG_LIN_V])
+                return 1;
+            break;
+        case STAGE_ATTN_OUT:
+            if (a->lora[ENG_LIN_O] || a->ia3[ENG_LIN_O] || a->mh.n_stack || a->mh.n_fuse) return 1;
+            break;
+        case STAGE_INTERMEDIATE:
+            if (a->lora[ENG_LIN_I] || a->ia3[ENG_LIN_I]) return 1;
+            break;
+        case STAGE_OUTPUT:
+            if (a->lora[ENG_LIN_D] || a->ia3[ENG_LIN_D] || a->out.n_stack || a->out.n_fuse) return 1;
+            break;
+        }
+    }
+    return 0;
+}
+
+/* LoRA and (IA)^3 of Linear `lin` on every group: y (rows, ldy) holds x W^T + b. */
+static int apply_linear_adapters(eng_state *st, const eng_group *g, int n, eng_lin lin, const float *x, int ldx,
+                                 float *y, int ldy, const eng_seg *segs, int n_segs, eng_err *err) {
+    for (int i = 0; i < n; i++) {
+        const eng_task_layer *a = g[i].ad;
+        if (!a) continue;
+        const float *xi = x + (size_t)g[i].row0 * ldx;
+        float *yi = y + (size_t)g[i].row0 * ldy;
+        if (a->lora[lin]) {
+            int rc = eng__lora_add(st, a->lora[lin], xi, ldx, g[i].rows, yi, ldy, g[i].row0, segs, n_segs, err);
+            if (rc) return rc;
+        }
+        if (a->ia3[lin]) eng__ia3_scale(a->ia3[lin], yi, ldy, g[i].rows);
+    }
+    return 0;
+}
+
+/* Bottleneck sites, or the plain LN(h + x), group by group; h is replaced by the site's output. */
+static int apply_sites(eng_state *st, const eng_config *c, const eng_group *g, int n, eng_site_pos which, float *h,
+                       const float *x, const eng_seg *segs, int n_segs, const float *ln_g, const float *ln_b,
+                       eng_err *err) {
+    int H = c->hidden;
+    for (int i = 0; i < n; i++) {
+        const eng_site *site = g[i].ad ? eng_layer_site(g[i].ad, which) : NULL;
+        float *hi = h + (size_t)g[i].row0 * H;
+        const float *xi = x + (size_t)g[i].row0 * H;
+        if (site && (site->n_stack || site->n_fuse)) {
+            int rc = eng__site_apply(st, site, c, hi, xi, g[i].row0, g[i].rows, segs, n_segs, ln_g, ln_b, err);
+            if (rc) return rc;
+        } else {
+            eng_add(hi, xi, (size_t)g[i].rows * H);
+            eng__layernorm_rows(st->pool, hi, g[i].rows, H, ln_g, ln_b, c->ln_eps);
+        }
+    }
+    return 0;
+}
+
+int eng_layer_forward(const eng_model *m, eng_state *st, int l, float *x, int rows, const eng_seg *segs, int n_segs,
+                      const eng_group *groups, int n_groups, const eng_late_split *late, int n_late, float *late_out,
+                      eng_err *err) {
+    const eng_config *c = eng_model_config(m);
+    const eng_layer_weights *w = &eng_model_weights(m)->layers[l];
+    int H = c->hidden, I = c->intermediate, rc, max_len = 0, max_prefix = 0;
+    for (int s = 0; s < n_segs; s++) max_len = segs[s].len > max_len ? segs[s].len : max_len;
+    const eng_task_layer **seg_ad;
+    if ((rc = segment_adapters(st, segs, n_segs, groups, n_groups, &max_prefix, &seg_ad, err))) return rc;
+    if (!seg_ad) n_groups = 0; /* no adapters in this layer: the fused plain path */
+    if ((rc = ensure_rows(st, c, (size_t)rows, err)) ||
+        (rc = ensure_scores(st, attn_pack_offset(max_len, max_len + max_prefix) + attn_pack_floats(max_len, c->head_dim), err)))
+        return rc;
+    eng_pool *pool = st->pool;
+    st->cur_layer = l;
+
+    eng_epilogue ep_qkv = {.bias = w->bqkv, .act = ENG_ACT_IDENTITY};
+    eng_pgemm(pool, rows, 3 * H, H, x, H, w->wqkv, st->qkv, 3 * H, &ep_qkv);
+    if (n_groups && groups_touch(groups, n_groups, STAGE_QKV))
+        for (int t = ENG_LIN_Q; t <= ENG_LIN_V; t++)
+            if ((rc = apply_linear_adapters(st, groups, n_groups, (eng_lin)t, x, H, st->qkv + (size_t)t * H, 3 * H, segs, n_segs, err)))
+                return rc;
+
+    float *gates = NULL;
+    for (int s = 0; seg_ad && s < n_segs && !gates; s++)
+        if (seg_ad[s] && seg_ad[s]->prefix_gates) gates = eng__state_scratch(st, ENG_SCRATCH_GATES, 2 * (size_t)n_segs);
+    if (gates) /* prefix gates read the layer input of each sequence */
+        for (int s = 0; s < n_segs; s++) {
+            const eng_task_layer *a = seg_ad[s];
+            if (!a || !a->prefix_gates) continue;
+            const float *xs = x + (size_t)segs[s].start * H;
+            gates[2 * s] = eng__gate_mean(xs, H, segs[s].len, H, a->prefix_gate_w, a->prefix_gate_b[0]);
+            gates[2 * s + 1] = a->prefix_gates == 2 ? eng__gate_mean(xs, H, segs[s].len, H, a->prefix_gate_w + H,
+                                                                     a->prefix_gate_b[1])
+                                                    : gates[2 * s];
+        }
+    attn_job aj = {st->qkv, st->ctx, segs, seg_ad, gates, H, c->head_dim, c->n_heads,
+                   1.0f / sqrtf((float)c->head_dim), st->scores};
+    eng_pool_run(pool, n_segs * c->n_heads, attn_task, &aj);
+
+    if (n_groups && groups_touch(groups, n_groups, STAGE_ATTN_OUT)) {
+        eng_epilogue ep_o = {.bias = w->bo, .act = ENG_ACT_IDENTITY};
+        eng_pgemm(pool, rows, H, H, st->ctx, H, w->wo, st->h, H, &ep_o);
+        if ((rc = apply_linear_adapters(st, groups, n_groups, ENG_LIN_O, st->ctx, H, st->h, H, segs, n_segs, err)) ||
+            (rc = apply_sites(st, c, groups, n_groups, ENG_SITE_ATTN, st->h, x, segs, n_segs, w->ln1_g, w->ln1_b, err)))
+            return rc;
+    } else {
+        eng_epilogue ep_o = {.bias = w->bo, .act = ENG_ACT_IDENTITY, .residual = x, .ldr = H};
+        eng_pgemm(pool, rows, H, H, st->ctx, H, w->wo, st->h, H, &ep_o);
+        eng__layernorm_rows(pool, st->h, rows, H, w->ln1_g, w->ln1_b, c->ln_eps);
+    }
+
+    if (n_groups && groups_touch(groups, n_groups, STAGE_INTERMEDIATE)) {
+        eng_epilogue ep_1 = {.bias = w->b1, .act = ENG_ACT_IDENTITY};
+        eng_pgemm(pool, rows, I, H, st->h, H, w->w1, st->inter, I, &ep_1);
+        if ((rc = apply_linear_adapters(st, groups, n_groups, ENG_LIN_I, st->h, H, st->inter, I, segs, n_segs, err))) return rc;
+        eng__act_rows(pool, c->act, st->inter, rows, I);
+    } else {
+        eng_epilogue ep_1 = {.bias = w->b1, .act = c->act};
+        eng_pgemm(pool, rows, I, H, st->h, H, w->w1, st->inter, I, &ep_1);
+    }
+
+    if ((n_groups && groups_touch(groups, n_groups, STAGE_OUTPUT)) || n_late) {
+        /* x is free now (h is the residual): y = inter W2^T + b2 goes straight into x */
+        eng_epilogue ep_2 = {.bias = w->b2, .act = ENG_ACT_IDENTITY};
+        eng_pgemm(pool, rows, H, I, st->inter, I, w->w2, x, H, &ep_2);
+        if (n_groups && (rc = apply_linear_adapters(st, groups, n_groups, ENG_LIN_D, st->inter, I, x, H, segs, n_segs, err)))
+            return rc;
+        /* late splits read the trunk's y and h before the trunk's own LayerNorm */
+        for (int k = 0; k < n_late; k++) {
+            float *o = late_out + (size_t)late[k].out_row0 * H;
+            memcpy(o, x + (size_t)late[k].trunk_row0 * H, (size_t)late[k].len * H * sizeof *o);
+            eng_seg one = {0, late[k].len};
+            if ((rc = eng__site_apply(st, &late[k].ad->out, c, o, st->h + (size_t)late[k].trunk_row0 * H, 0,
+                                      late[k].len, &one, 1, w->ln2_g, w->ln2_b, err)))
+                return rc;
+        }
+        if (n_groups) {
+            if ((rc = apply_sites(st, c, groups, n_groups, ENG_SITE_FFN, x, st->h, segs, n_segs, w->ln2_g, w->ln2_b, err))) return rc;
+        } else {
+            eng_add(x, st->h, (size_t)rows * H);
+            eng__layernorm_rows(pool, x, rows, H, w->ln2_g, w->ln2_b, c->ln_eps);
+        }
+    } else {
+        eng_epilogue ep_2 = {.bias = w->b2, .act = ENG_ACT_IDENTITY, .residual = st->h, .ldr = H};
+        eng_pgemm(pool, rows, H, I, st->inter, I, w->w2, x, H, &ep_2);
+        eng__layernorm_rows(pool, x, rows, H, w->ln2_g, w->ln2_b, c->ln_eps);
+    }
+    return 0;
+}
+
+int eng_pooler_forward(const eng_model *m, eng_state *st, const float *x, const eng_seg *segs, int n_segs, float *out,
+                   eng_err *err) {
+    const eng_config *c = eng_model_config(m);
+    const eng_weights *w = eng_model_weights(m);
+    int H = c->hidden;
+    if (!w->pooler_w) {
+        for (int s = 0; s < n_segs; s++) memcpy(out + (size_t)s * H, x + (size_t)segs[s].start * H, (size_t)H * sizeof *out);
+        return 0;
+    }
+    int rc = ensure_pooler_in(st, (size_t)n_segs, H, err);
+    if (rc) return rc;
+    /* Gather the first rows into out, then out = tanh(out Wp^T + bp) through the pooler's scratch. */
+    float *tmp = st->pooler_in;
+    for (int s = 0; s < n_segs; s++) memcpy(tmp + (size_t)s * H, x + (size_t)segs[s].start * H, (size_t)H * sizeof *tmp);
+    eng_epilogue ep = {.bias = w->pooler_b, .act = ENG_ACT_TANH};
+    eng_gemm(st->pool, n_segs, H, H, tmp, H, w->pooler_w, H, out, H, &ep);
+    return 0;
+}
+
+int eng_encode(const eng_model *m, eng_state *st, const eng_batch *b, float *hidden_out, float *pooler_out,
+               eng_err *err) {
+    const eng_config *c = eng_model_config(m);
+    size_t n = 0;
+    int max_len = 0, rc;
+    if ((rc = batch_tokens(b, &n, &max_len, err))) return rc;
+    if ((rc = ensure_segs(st, (size_t)b->n_seq, err))) return rc;
+    if ((rc = eng_embed(m, st, b, hidden_out, err))) return rc;
+    int32_t start = 0;
+    for (int s = 0; s < b->n_seq; s++) {
+        st->segs[s].start = start;
+        st->segs[s].len = b->seq_len[s];
+        start += b->seq_len[s];
+    }
+    for (int l = 0; l < c->n_layers; l++)
+        if ((rc = eng_layer_forward(m, st, l, hidden_out, (int)n, st->segs, b->n_seq, NULL, 0, NULL, 0, NULL, err)))
+            return rc;
+    if (pooler_out) return eng_pooler_forward(m, st, hidden_out, st->segs, b->n_seq, pooler_out, err);
+    return 0;
+}

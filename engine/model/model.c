@@ -1,0 +1,447 @@
+/* model.c - config.json parsing and weight loading for BERT, RoBERTa/XLM-R and DistilBERT.
+ *
+ * Loading reads the config, opens every safetensors file of the checkpoint (one file or an index of
+ * shards), finds the base-model prefix ("bert.", "roberta.", "distilbert." or none), then copies
+ * each expected tensor, checked against the shape the config implies, into one 64-byte-aligned
+ * arena as float32. Query, key and value weights are laid side by side so a layer's three
+ * projections are one GEMM. Tensors inside the base model's namespace that nothing consumed are an
+ * error (a checkpoint of a different shape or family); tensors outside it (task heads such as
+ * classifier.*, cls.*) are ignored. */
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/tensor.h"
+#include "engine/files.h"
+#include "io/hf_keys.h"
+#include "io/safetensors.h"
+#include "io/tensor_file.h"
+#include "math/blas.h"
+#include "model/weights.h"
+
+/* max_position_embeddings when config.json leaves it out (BERT's table). */
+#define DEFAULT_MAX_POS 512
+
+
+/* ---- config.json ---- */
+
+static int json_int(json_t *o, const char *k, int def, int *out, const char *path, eng_err *err) {
+    json_t *v = json_object_get(o, k);
+    if (!v || json_is_null(v)) {
+        if (def == INT_MIN) return eng_err_set(err, ENG_FORMAT, "%s: missing integer field '%s'", path, k);
+        *out = def;
+        return 0;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT_MAX / 4)
+        return eng_err_set(err, ENG_FORMAT, "%s: field '%s' must be a non-negative integer", path, k);
+    *out = (int)json_integer_value(v);
+    return 0;
+}
+
+static int parse_config(const char *path, eng_config *c, eng_err *err) {
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    if (!root) {
+        if (!eng_file_exists(path)) return eng_err_set(err, ENG_NOT_FOUND, "%s: not found", path);
+        return eng_err_set(err, ENG_FORMAT, "%s: invalid JSON at line %d: %s", path, je.line, je.text);
+    }
+    int rc = 0;
+    memset(c, 0, sizeof *c);
+    const char *mt = json_string_value(json_object_get(root, "model_type"));
+    if (!mt) {
+        rc = eng_err_set(err, ENG_FORMAT, "%s: missing 'model_type'", path);
+        goto done;
+    }
+    snprintf(c->model_type, sizeof c->model_type, "%s", mt);
+    const char *act = NULL;
+    if (!strcmp(mt, "bert") || !strcmp(mt, "roberta") || !strcmp(mt, "xlm-roberta") || !strcmp(mt, "camembert")) {
+        c->arch = !strcmp(mt, "bert") ? ENG_ARCH_BERT : ENG_ARCH_ROBERTA;
+        int is_bert = c->arch == ENG_ARCH_BERT;
+        if ((rc = json_int(root, "hidden_size", INT_MIN, &c->hidden, path, err)) ||
+            (rc = json_int(root, "num_hidden_layers", INT_MIN, &c->n_layers, path, err)) ||
+            (rc = json_int(root, "num_attention_heads", INT_MIN, &c->n_heads, path, err)) ||
+            (rc = json_int(root, "intermediate_size", INT_MIN, &c->intermediate, path, err)) ||
+            (rc = json_int(root, "vocab_size", INT_MIN, &c->vocab, path, err)) ||
+            (rc = json_int(root, "max_position_embeddings", DEFAULT_MAX_POS, &c->max_pos, path, err)) ||
+            (rc = json_int(root, "type_vocab_size", 2, &c->type_vocab, path, err)) ||
+            (rc = json_int(root, "pad_token_id", is_bert ? 0 : 1, &c->pad_id, path, err)))
+            goto done;
+        json_t *eps = json_object_get(root, "layer_norm_eps");
+        c->ln_eps = json_is_number(eps) ? (float)json_number_value(eps) : 1e-12f;
+        act = json_string_value(json_object_get(root, "hidden_act"));
+        if (!act) act = "gelu";
+        const char *pet = json_string_value(json_object_get(root, "position_embedding_type"));
+        if (pet && strcmp(pet, "absolute")) {
+            rc = eng_err_set(err, ENG_UNSUPPORTED, "%s: position_embedding_type '%s' is not supported (only 'absolute')",
+                             path, pet);
+            goto done;
+        }
+        c->pos_offset = is_bert ? 0 : c->pad_id + 1;
+        c->has_pooler = 1; /* confirmed against the weights at load */
+    } else if (!strcmp(mt, "distilbert")) {
+        c->arch = ENG_ARCH_DISTILBERT;
+        if ((rc = json_int(root, "dim", INT_MIN, &c->hidden, path, err)) ||
+            (rc = json_int(root, "n_layers", INT_MIN, &c->n_layers, path, err)) ||
+            (rc = json_int(root, "n_heads", INT_MIN, &c->n_heads, path, err)) ||
+            (rc = json_int(root, "hidden_dim", INT_MIN, &c->intermediate, path, err)) ||
+            (rc = json_int(root, "vocab_size", 0, &c->vocab, path, err)) || /* 0: from the weights */
+            (rc = json_int(root, "max_position_embeddings", DEFAULT_MAX_POS, &c->max_pos, path, err)) ||
+            (rc = json_int(root, "pad_token_id", 0, &c->pad_id, path, err)))
+            goto done;
+        c->type_vocab = 0;
+        c->ln_eps = 1e-12f; /* DistilBERT's LayerNorms are built with eps=1e-12, not from the config */
+        act = json_string_value(json_object_get(root, "activation"));
+        if (!act) act = "gelu";
+        c->has_pooler = 0;
+    } else {
+        rc = eng_err_set(err, ENG_UNSUPPORTED, "%s: model_type '%s' is not supported (bert, roberta, xlm-roberta, distilbert)",
+                         path, mt);
+        goto done;
+    }
+    int a = eng_act_from_name(act);
+    if (a < 0) {
+        rc = eng_err_set(err, ENG_UNSUPPORTED, "%s: activation '%s' is not supported", path, act);
+        goto done;
+    }
+    c->act = (eng_act)a;
+    if (c->hidden <= 0 || c->n_heads <= 0 || c->hidden % c->n_heads || c->n_layers <= 0 || c->intermediate <= 0 ||
+        c->vocab < 0 || c->max_pos <= c->pos_offset) {
+        rc = eng_err_set(err, ENG_FORMAT,
+                         "%s: inconsistent sizes (hidden %d, heads %d, layers %d, intermediate %d, vocab %d, positions %d)",
+                         path, c->hidden, c->n_heads, c->n_layers, c->intermediate, c->vocab, c->max_pos);
+        goto done;
+    }
+    if (c->n_layers > ENG_MAX_LAYERS) {
+        rc = eng_err_set(err, ENG_UNSUPPORTED, "%s: %d layers; at most %d are supported", path, c->n_layers,
+                         ENG_MAX_LAYERS);
+        goto done;
+    }
+    c->head_dim = c->hidden / c->n_heads;
+done:
+    json_decref(root);
+    return rc;
+}
+
+/* ---- the set of checkpoint files ---- */
+
+typedef struct {
+    eng_st_file **files;
+    unsigned char **used; /* per file, per tensor index */
+    int n;
+} ckpt;
+
+static void ckpt_close(ckpt *k) {
+    for (int i = 0; i < k->n; i++) {
+        eng_st_close(k->files[i]);
+        free(k->used[i]);
+    }
+    free(k->files);
+    free(k->used);
+}
+
+static int ckpt_add(ckpt *k, const char *path, eng_err *err) {
+    eng_st_file **nf = realloc(k->files, (size_t)(k->n + 1) * sizeof *nf);
+    if (!nf) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    k->files = nf;
+    unsigned char **nu = realloc(k->used, (size_t)(k->n + 1) * sizeof *nu);
+    if (!nu) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    k->used = nu;
+    int rc = eng_st_open(path, &k->files[k->n], err);
+    if (rc) return rc;
+    k->used[k->n] = calloc(eng_st_count(k->files[k->n]) + 1, 1);
+    if (!k->used[k->n]) {
+        eng_st_close(k->files[k->n]);
+        return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    }
+    k->n++;
+    return 0;
+}
+
+static int ckpt_open(const char *dir, ckpt *k, eng_err *err) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (eng_file_exists(path)) return ckpt_add(k, path, err);
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    if (!eng_file_exists(path)) {
+        char bin[PATH_MAX];
+        snprintf(bin, sizeof bin, "%s/pytorch_model.bin", dir);
+        if (eng_file_exists(bin))
+            return eng_err_set(err, ENG_UNSUPPORTED,
+                               "%s: only pytorch_model.bin found; convert the model to model.safetensors", dir);
+        return eng_err_set(err, ENG_NOT_FOUND, "%s: no model.safetensors or model.safetensors.index.json", dir);
+    }
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    if (!root) return eng_err_set(err, ENG_FORMAT, "%s: invalid JSON: %s", path, je.text);
+    json_t *map = json_object_get(root, "weight_map");
+    if (!json_is_object(map)) {
+        json_decref(root);
+        return eng_err_set(err, ENG_FORMAT, "%s: missing 'weight_map'", path);
+    }
+    /* Open each distinct shard once, in order of first appearance. */
+    json_t *seen = json_object();
+    int rc = seen ? 0 : eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    const char *key;
+    json_t *v;
+    json_object_foreach(map, key, v) {
+        if (rc) break;
+        const char *shard = json_string_value(v);
+        if (!shard || strchr(shard, '/') || !strcmp(shard, "..")) {
+            rc = eng_err_set(err, ENG_FORMAT, "%s: invalid shard name for '%s'", path, key);
+            break;
+        }
+        if (json_object_get(seen, shard)) continue;
+        json_object_set_new(seen, shard, json_true());
+        char sp[PATH_MAX];
+        snprintf(sp, sizeof sp, "%s/%s", dir, shard);
+        rc = ckpt_add(k, sp, err);
+    }
+    json_decref(seen);
+    json_decref(root);
+    return rc;
+}
+
+static const eng_st_tensor *ckpt_find(ckpt *k, const char *name, int mark) {
+    for (int i = 0; i < k->n; i++) {
+        const eng_st_tensor *t = eng_st_find(k->files[i], name);
+        if (t) {
+            if (mark) k->used[i][t - eng_st_at(k->files[i], 0)] = 1;
+            return t;
+        }
+    }
+    return NULL;
+}
+
+/* ---- weight copying ---- */
+
+typedef struct {
+    ckpt *k;
+    const char *prefix;
+    float *arena;
+    size_t off, cap;
+    float *tmp; /* a backbone Linear in its checkpoint layout, before packing */
+} loader;
+
+static float *take(loader *ld, size_t n) {
+    size_t aligned = (n + 15) & ~(size_t)15; /* keep every tensor 64-byte aligned */
+    if (ld->off + aligned > ld->cap) return NULL;
+    float *p = ld->arena + ld->off;
+    ld->off += aligned;
+    return p;
+}
+
+/* Finds prefix+name (LayerNorm weight/bias also as the old gamma/beta), checks its shape is
+ * (d0[, d1]) and converts it into dst. */
+static int load_tensor(loader *ld, const char *name, int64_t d0, int64_t d1, float *dst, eng_err *err) {
+    char full[ENG_HF_KEY_MAX];
+    snprintf(full, sizeof full, "%s%s", ld->prefix, name);
+    const eng_st_tensor *t = ckpt_find(ld->k, full, 1);
+    if (!t && strstr(name, "LayerNorm.")) {
+        char alt[ENG_HF_KEY_MAX];
+        size_t n = strlen(full);
+        if (n > 7 && !strcmp(full + n - 7, ".weight")) {
+            snprintf(alt, sizeof alt, "%.*s.gamma", (int)(n - 7), full);
+            t = ckpt_find(ld->k, alt, 1);
+        } else if (n > 5 && !strcmp(full + n - 5, ".bias")) {
+            snprintf(alt, sizeof alt, "%.*s.beta", (int)(n - 5), full);
+            t = ckpt_find(ld->k, alt, 1);
+        }
+    }
+    if (!t) return eng_err_set(err, ENG_FORMAT, "missing tensor '%s'", full);
+    return eng__tensor_load_f32(t, d0, d1, NULL, dst, err);
+}
+
+static int load_linear(loader *ld, const char *name, int out, int in, float **w, float **b, eng_err *err) {
+    char n[ENG_HF_KEY_MAX];
+    *w = take(ld, (size_t)out * in);
+    *b = take(ld, (size_t)out);
+    if (!*w || !*b) return eng_err_set(err, ENG_INTERNAL, "weight arena too small");
+    snprintf(n, sizeof n, "%s.weight", name);
+    int rc = load_tensor(ld, n, out, in, *w, err);
+    if (rc) return rc;
+    snprintf(n, sizeof n, "%s.bias", name);
+    return load_tensor(ld, n, out, 0, *b, err);
+}
+
+static int load_norm(loader *ld, const char *name, int dim, float **g, float **b, eng_err *err) {
+    char n[ENG_HF_KEY_MAX];
+    *g = take(ld, (size_t)dim);
+    *b = take(ld, (size_t)dim);
+    if (!*g || !*b) return eng_err_set(err, ENG_INTERNAL, "weight arena too small");
+    snprintf(n, sizeof n, "%s.weight", name);
+    int rc = load_tensor(ld, n, dim, 0, *g, err);
+    if (rc) return rc;
+    snprintf(n, sizeof n, "%s.bias", name);
+    return load_tensor(ld, n, dim, 0, *b, err);
+}
+
+/* Backbone Linear layers of `out` rows each (q, k and v: three, stacked into one (3H, H) matrix),
+ * packed for eng_pgemm (math/blas.h); their biases stacked the same way. */
+static int load_packed(loader *ld, const char *const *names, int n, int out, int in, float **w, float **b,
+                       eng_err *err) {
+    *w = take(ld, eng_packed_floats(n * out, in));
+    *b = take(ld, (size_t)n * out);
+    if (!*w || !*b) return eng_err_set(err, ENG_INTERNAL, "weight arena too small");
+    for (int i = 0; i < n; i++) {
+        char t[ENG_HF_KEY_MAX];
+        snprintf(t, sizeof t, "%s.weight", names[i]);
+        int rc = load_tensor(ld, t, out, in, ld->tmp + (size_t)i * out * in, err);
+        if (rc) return rc;
+        snprintf(t, sizeof t, "%s.bias", names[i]);
+        if ((rc = load_tensor(ld, t, out, 0, *b + (size_t)i * out, err))) return rc;
+    }
+    eng_pack_linear(ld->tmp, n * out, in, in, *w);
+    return 0;
+}
+
+static size_t arena_size(const eng_config *c) {
+    size_t H = (size_t)c->hidden, I = (size_t)c->intermediate, pad = 16 * 40;
+    int h = c->hidden, i = c->intermediate;
+    size_t per_layer = eng_packed_floats(3 * h, h) + 3 * H + eng_packed_floats(h, h) + H + 2 * H +
+                       eng_packed_floats(i, h) + I + eng_packed_floats(h, i) + H + 2 * H;
+    size_t n = (size_t)c->vocab * H + (size_t)c->max_pos * H + (size_t)c->type_vocab * H + 2 * H + H * H + H;
+    return n + per_layer * (size_t)c->n_layers + pad * ((size_t)c->n_layers + 1);
+}
+
+/* Base-model namespaces: tensors starting with one of these (after the prefix) must be consumed. */
+static int in_base_namespace(const eng_config *c, const char *name, const char *prefix) {
+    size_t pl = strlen(prefix);
+    if (pl) return !strncmp(name, prefix, pl);
+    return eng__hf_in_base_namespace(c->arch, name);
+}
+
+static int ignorable_buffer(const char *name) {
+    size_t n = strlen(name);
+    return (n >= 12 && !strcmp(name + n - 12, "position_ids")) || (n >= 14 && !strcmp(name + n - 14, "token_type_ids"));
+}
+
+/* Takes every tensor of the checkpoint into the arena; checks none of the base model is left over. */
+static int load_tensors(loader *ld, eng_config *c, eng_weights *w, eng_err *err) {
+    ckpt *k = ld->k;
+    const char *prefix = ld->prefix;
+    int H = c->hidden, I = c->intermediate, rc;
+    w->word_emb = take(ld, (size_t)c->vocab * H);
+    w->pos_emb = take(ld, (size_t)c->max_pos * H);
+    if ((rc = load_tensor(ld, "embeddings.word_embeddings.weight", c->vocab, H, w->word_emb, err)) ||
+        (rc = load_tensor(ld, "embeddings.position_embeddings.weight", c->max_pos, H, w->pos_emb, err)))
+        return rc;
+    if (c->type_vocab > 0) {
+        w->type_emb = take(ld, (size_t)c->type_vocab * H);
+        if ((rc = load_tensor(ld, "embeddings.token_type_embeddings.weight", c->type_vocab, H, w->type_emb, err)))
+            return rc;
+    }
+    if ((rc = load_norm(ld, "embeddings.LayerNorm", H, &w->emb_ln_g, &w->emb_ln_b, err))) return rc;
+    w->layers = calloc((size_t)c->n_layers, sizeof *w->layers);
+    if (!w->layers) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    for (int l = 0; l < c->n_layers; l++) {
+        eng_layer_weights *lw = &w->layers[l];
+        char lin[ENG_LIN_COUNT][ENG_HF_KEY_MAX], norm[ENG_NORM_COUNT][ENG_HF_KEY_MAX];
+        for (int i = 0; i < ENG_LIN_COUNT; i++)
+            snprintf(lin[i], sizeof lin[i], "%s%d.%s", eng__hf_layer_prefix(c->arch), l,
+                     eng__hf_linear_path(c->arch, (eng_lin)i));
+        for (int i = 0; i < ENG_NORM_COUNT; i++)
+            snprintf(norm[i], sizeof norm[i], "%s%d.%s", eng__hf_layer_prefix(c->arch), l,
+                     eng__hf_norm_path(c->arch, (eng_norm)i));
+        const char *qkv[3] = {lin[ENG_LIN_Q], lin[ENG_LIN_K], lin[ENG_LIN_V]};
+        const char *o[1] = {lin[ENG_LIN_O]}, *fc1[1] = {lin[ENG_LIN_I]}, *fc2[1] = {lin[ENG_LIN_D]};
+        if ((rc = load_packed(ld, qkv, 3, H, H, &lw->wqkv, &lw->bqkv, err)) ||
+            (rc = load_packed(ld, o, 1, H, H, &lw->wo, &lw->bo, err)) ||
+            (rc = load_norm(ld, norm[ENG_NORM_ATTN], H, &lw->ln1_g, &lw->ln1_b, err)) ||
+            (rc = load_packed(ld, fc1, 1, I, H, &lw->w1, &lw->b1, err)) ||
+            (rc = load_packed(ld, fc2, 1, H, I, &lw->w2, &lw->b2, err)) ||
+            (rc = load_norm(ld, norm[ENG_NORM_FFN], H, &lw->ln2_g, &lw->ln2_b, err)))
+            return rc;
+    }
+    if (c->has_pooler) {
+        char n[ENG_HF_KEY_MAX];
+        snprintf(n, sizeof n, "%spooler.dense.weight", prefix);
+        if (ckpt_find(k, n, 0)) {
+            if ((rc = load_linear(ld, "pooler.dense", H, H, &w->pooler_w, &w->pooler_b, err))) return rc;
+        } else {
+            c->has_pooler = 0; /* e.g. RobertaModel(add_pooling_layer=False) */
+        }
+    }
+    for (int i = 0; i < k->n; i++)
+        for (size_t j = 0; j < eng_st_count(k->files[i]); j++) {
+            const char *name = eng_st_at(k->files[i], j)->name;
+            if (k->used[i][j] || ignorable_buffer(name) || !in_base_namespace(c, name, prefix)) continue;
+            return eng_err_set(err, ENG_FORMAT, "unexpected tensor '%s' (checkpoint does not match config: %d layers, hidden %d)",
+                               name, c->n_layers, H);
+        }
+    return 0;
+}
+
+static int load_weights(eng_model *m, ckpt *k, eng_err *err) {
+    eng_config *c = &m->cfg;
+    const char *prefix = "";
+    const char *cands[] = {"", eng__hf_base_prefix(c->arch)};
+    int found = 0;
+    for (int i = 0; i < 2 && !found; i++) {
+        char n[ENG_HF_KEY_MAX];
+        snprintf(n, sizeof n, "%sembeddings.word_embeddings.weight", cands[i]);
+        if (ckpt_find(k, n, 0)) {
+            prefix = cands[i];
+            found = 1;
+        }
+    }
+    if (!found)
+        return eng_err_set(err, ENG_FORMAT, "missing tensor 'embeddings.word_embeddings.weight' (also tried prefix '%s')",
+                           cands[1]);
+    if (c->vocab == 0) { /* config without vocab_size: take it from the embedding table */
+        char n[ENG_HF_KEY_MAX];
+        snprintf(n, sizeof n, "%sembeddings.word_embeddings.weight", prefix);
+        const eng_st_tensor *t = ckpt_find(k, n, 0);
+        if (t->ndim != 2 || t->shape[0] <= 0 || t->shape[0] > INT_MAX / 4)
+            return eng_err_set(err, ENG_SHAPE, "tensor '%s' is not a (vocab, hidden) matrix", n);
+        c->vocab = (int)t->shape[0];
+    }
+    m->arena_floats = arena_size(c);
+    m->arena = eng_alloc_aligned(m->arena_floats * sizeof(float));
+    if (!m->arena) return eng_err_set(err, ENG_NO_MEMORY, "cannot allocate %zu MB of weights", m->arena_floats / 262144);
+    size_t H3 = (size_t)3 * c->hidden, I1 = (size_t)c->intermediate;
+    loader ld = {k, prefix, m->arena, 0, m->arena_floats, malloc(sizeof(float) * (H3 > I1 ? H3 : I1) * (size_t)c->hidden)};
+    if (!ld.tmp) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    int rc = load_tensors(&ld, c, &m->w, err);
+    free(ld.tmp);
+    return rc;
+}
+
+
+int eng_model_load(const char *dir, eng_model **out, eng_err *err) {
+    *out = NULL;
+    eng_model *m = calloc(1, sizeof *m);
+    if (!m) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    int rc = parse_config(path, &m->cfg, err);
+    if (rc) {
+        eng_model_free(m);
+        return rc;
+    }
+    ckpt k = {0};
+    rc = ckpt_open(dir, &k, err);
+    if (!rc) {
+        rc = load_weights(m, &k, err);
+        if (rc) eng_err_prefix(err, "%s", dir);
+    }
+    ckpt_close(&k);
+    if (rc) {
+        eng_model_free(m);
+        return rc;
+    }
+    *out = m;
+    return 0;
+}
+
+void eng_model_free(eng_model *m) {
+    if (!m) return;
+    free(m->w.layers);
+    eng_free_aligned(m->arena);
+    free(m);
+}
+
+const eng_config *eng_model_config(const eng_model *m) { return &m->cfg; }
+const eng_weights *eng_model_weights(const eng_model *m) { return &m->w; }
+size_t eng_model_bytes(const eng_model *m) { return m->arena_floats * sizeof(float); }

@@ -1,0 +1,50 @@
+/* weights.h - an encoder's weights as the engine holds them (the model object behind engine/model.h).
+ *
+ * Loaded by model/model.c, read by the encoder (model/encoder.c) and nothing else: tasks see the
+ * model only through its config. All weights live in one 64-byte-aligned float32 arena. */
+#ifndef ADAPTERD_ENGINE_MODEL_WEIGHTS_H
+#define ADAPTERD_ENGINE_MODEL_WEIGHTS_H
+
+#include <stddef.h>
+
+#include "engine/model.h"
+
+/* The four backbone Linear weights are stored packed for eng_pgemm (math/blas.h), not in the
+ * checkpoint's (out, in) layout; their shapes are given as that layout's. */
+typedef struct {
+    float *wqkv;   /* (3H, H): query rows, then key rows, then value rows */
+    float *bqkv;   /* (3H) */
+    float *wo;     /* (H, H) attention output dense */
+    float *bo;     /* (H) */
+    float *ln1_g;  /* (H) attention output LayerNorm (DistilBERT: sa_layer_norm) */
+    float *ln1_b;  /* (H) */
+    float *w1;     /* (I, H) intermediate dense */
+    float *b1;     /* (I) */
+    float *w2;     /* (H, I) output dense */
+    float *b2;     /* (H) */
+    float *ln2_g;  /* (H) output LayerNorm (DistilBERT: output_layer_norm) */
+    float *ln2_b;  /* (H) */
+} eng_layer_weights;
+
+typedef struct {
+    float *word_emb;  /* (vocab, H) */
+    float *pos_emb;   /* (max_pos, H) */
+    float *type_emb;  /* (type_vocab, H), NULL when type_vocab == 0 */
+    float *emb_ln_g;  /* (H) */
+    float *emb_ln_b;  /* (H) */
+    eng_layer_weights *layers; /* (L) */
+    float *pooler_w;    /* (H, H) or NULL */
+    float *pooler_b;    /* (H) or NULL */
+} eng_weights;
+
+struct eng_model {
+    eng_config cfg;
+    eng_weights w;
+    float *arena;        /* (arena_floats) every tensor above points into it */
+    size_t arena_floats;
+};
+
+/* Borrowed pointer, valid while the model lives. */
+const eng_weights *eng_model_weights(const eng_model *m);
+
+#endif

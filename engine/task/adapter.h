@@ -1,0 +1,33 @@
+/* adapter.h - the adapters' inference math (task/adapter.c), called by the encoder's layer forward.
+ *
+ * The encoder (model/encoder.c) decides where in a layer each module acts; these functions do the
+ * arithmetic on packed rows, with the worker's scratch (core/state.h). They never call back into
+ * the encoder. */
+#ifndef ADAPTERD_ENGINE_TASK_ADAPTER_H
+#define ADAPTERD_ENGINE_TASK_ADAPTER_H
+
+#include "core/state.h"
+#include "core/tensor.h"
+#include "task/layer.h"
+
+/* y (n, ldy) += scaling * (x A^T) B^T for the n rows starting at absolute row row0 (segs, in
+ * absolute rows, give the sequences for gated LoRA). Returns 0 or ENG_NO_MEMORY. */
+int eng__lora_add(eng_state *st, const eng_lora *lo, const float *x, int ldx, int n, float *y, int ldy, int row0,
+                  const eng_seg *segs, int n_segs, eng_err *err);
+
+/* Mean over the rows of one sequence of sigmoid(x_t . w + b); x (len, ldx). */
+float eng__gate_mean(const float *x, int ldx, int len, int dim, const float *w, float b);
+
+/* y (n, out; ldy) *= l, column-wise. */
+void eng__ia3_scale(const eng_ia3 *ia, float *y, int ldy, int n);
+
+/* Applies a bottleneck site (stack and/or fusion, then the last adapter's post step) to the n rows
+ * starting at absolute row `row0`: h (n, H) holds the sub-layer output and receives the result; x
+ * (n, H) is the sub-block input; segs (absolute rows) give the sequences for gating means. */
+int eng__site_apply(eng_state *st, const eng_site *site, const eng_config *c, float *h, const float *x, int row0,
+                    int n, const eng_seg *segs, int n_segs, const float *ln_g, const float *ln_b, eng_err *err);
+
+/* Can a stream split off inside this layer (only output-site bottleneck modules act in it)? */
+int eng__late_split_ok(const eng_task_layer *a);
+
+#endif

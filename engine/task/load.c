@@ -1,0 +1,107 @@
+/* load.c - eng_task_load: a task from the folders AdapterHub `adapters` and PEFT save.
+ *
+ * A folder is recognised by its config: `adapter_config.json` with a "config" envelope is
+ * AdapterHub's (task/load_adapterhub.c), with "peft_type" PEFT's (task/load_peft.c). Weights come
+ * from safetensors or torch.save .bin files (io/tensor_file.h). The bottleneck modules of all
+ * folders are then assembled, per layer and site, into a Stack or the children of a fusion
+ * (task/load_fusion.c), and a head is loaded (task/load_head.c). All weights are converted to
+ * float32 into allocations owned by the task (task/task.c). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/files.h"
+#include "io/tensor_file.h"
+#include "task/task_impl.h"
+
+int eng_task_load(const eng_model *m, const char *const *dirs, int n_dirs, const eng_task_params *p, eng_task **out,
+                  eng_err *err) {
+    *out = NULL;
+    eng_task_params defp = eng_task_default_params();
+    if (!p) p = &defp;
+    if (n_dirs < 1 || n_dirs > ENG_MAX_FUSE)
+        return eng_err_set(err, ENG_INVALID_ARGUMENT, "a task needs 1 to %d adapter folders", ENG_MAX_FUSE);
+    const eng_config *c = eng_model_config(m);
+    eng_task *t = calloc(1, sizeof *t);
+    if (!t) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    t->params = p;
+    t->n_layers = c->n_layers;
+    t->layers = eng__task_alloc(t, (size_t)c->n_layers * sizeof *t->layers);
+    eng_loaded_bn *lbs = calloc((size_t)n_dirs, sizeof *lbs);
+    int rc = t->layers && lbs ? 0 : eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    eng_st_file *peft_head = NULL;
+    int peft = 0;
+    for (int i = 0; i < n_dirs && !rc; i++) {
+        eng_load_ctx x = {m, c, t, dirs[i], err};
+        json_t *cj = eng__json_object_load(dirs[i], "adapter_config.json", err);
+        if (!cj) {
+            rc = err->code;
+            break;
+        }
+        if (json_object_get(cj, "peft_type")) {
+            if (n_dirs > 1 || p->fusion_dir)
+                rc = eng_err_set(err, ENG_UNSUPPORTED, "%s: a PEFT adapter must be a task of its own", dirs[i]);
+            else {
+                rc = eng__load_peft(&x, cj, &peft_head);
+                peft = 1;
+                const char *slash = strrchr(dirs[i], '/');
+                lbs[i].name = eng__task_strdup(t, slash && slash[1] ? slash + 1 : dirs[i]);
+            }
+        } else {
+            rc = eng__load_adapterhub(&x, cj, &lbs[i], p->sparse_threshold);
+        }
+        json_decref(cj);
+    }
+    /* assemble bottleneck sites: a Stack of all, or the fusion's children */
+    if (!rc && p->fusion_dir) {
+        eng_load_ctx x = {m, c, t, p->fusion_dir, err};
+        rc = eng__load_fusion(&x, p->fusion_dir, lbs, n_dirs);
+    } else if (!rc) {
+        for (int l = 0; l < c->n_layers && !rc; l++)
+            for (eng_site_pos s = 0; s < ENG_SITE_COUNT; s++) {
+                eng_site *site = eng__layer_site_mut(&t->layers[l], s);
+                for (int i = 0; i < n_dirs; i++) {
+                    eng_bottleneck *arr = lbs[i].at[s];
+                    if (!arr || arr[l].d <= 0) continue;
+                    if (site->n_stack == ENG_MAX_STACK) {
+                        rc = eng_err_set(err, ENG_LIMIT, "more than %d stacked adapters", ENG_MAX_STACK);
+                        break;
+                    }
+                    site->stack[site->n_stack++] = &arr[l];
+                }
+            }
+    }
+    if (!rc && p->fusion_dir) rc = eng__fusion_apply_saved(t, p->fusion_dir, err);
+    /* head */
+    if (!rc) {
+        const char *last = dirs[n_dirs - 1];
+        eng_load_ctx x = {m, c, t, p->head_dir ? p->head_dir : last, err};
+        if (p->head_dir) rc = eng__load_adapterhub_head(&x, p->head_dir);
+        else if (peft && peft_head) rc = eng__load_peft_head(&x, peft_head);
+        else if (eng_file_exists_in(last, "head_config.json")) rc = eng__load_adapterhub_head(&x, last);
+        else rc = eng_err_set(err, ENG_NOT_FOUND, "%s: no prediction head (head_config.json or PEFT modules_to_save)", last);
+    }
+    eng_st_close(peft_head);
+    if (!rc) {
+        const char *nm = p->name ? p->name : (p->fusion_dir ? NULL : lbs[n_dirs - 1].name);
+        if (!nm) {
+            const char *slash = strrchr(p->fusion_dir, '/');
+            nm = slash && slash[1] ? slash + 1 : p->fusion_dir;
+        }
+        t->name = eng__task_strdup(t, nm);
+        if (!t->name) rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    }
+    if (!rc) {
+        t->first_layer = c->n_layers;
+        for (int l = c->n_layers - 1; l >= 0; l--)
+            if (eng_task_layer_active(&t->layers[l])) t->first_layer = l;
+        if (!t->kind[0]) eng__task_kind_add(t, "head_only");
+    }
+    free(lbs);
+    t->params = NULL; /* the caller's, valid only during the call */
+    if (rc) {
+        eng_task_free(t);
+        return rc;
+    }
+    *out = t;
+    return 0;
+}

@@ -1,0 +1,551 @@
+/* load_adapterhub.c - one adapter folder as AdapterHub `adapters` saves it.
+ *
+ * `adapter_config.json` holds a "config" envelope: a bottleneck, LoRA/(IA)^3, prefix tuning, or a
+ * union of them. Module placement is read from the tensor names, so leave_out and per-layer
+ * configurations need no special case; every name is checked, and a tensor this loader does not
+ * understand, a layer the model does not have or a shape that does not fit the backbone is an
+ * error naming the tensor. Prefix-tuning prefixes are evaluated once here (the library recomputes
+ * them on every forward). Bottleneck matrices that are mostly zeros get a CSR copy (math/sparse.h).
+ * The format facts used here are in docs/ADAPTER_FORMATS.md. */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/hf_keys.h"
+#include "math/blas.h"
+#include "io/tensor_file.h"
+#include "task/task_impl.h"
+
+/* Applies the library's legacy key renames (docs/ADAPTER_FORMATS.md §10.2) into buf. */
+static const char *legacy_rename(const char *k, char *buf, size_t n) {
+    static const char *old[] = {"attention_text_task_adapters", "attention_text_lang_adapters", "layer_text_task_adapters",
+                                "layer_text_lang_adapters", NULL};
+    for (int i = 0; old[i]; i++) {
+        const char *p = strstr(k, old[i]);
+        if (p) {
+            snprintf(buf, n, "%.*sadapters%s", (int)(p - k), k, p + strlen(old[i]));
+            return buf;
+        }
+    }
+    return k;
+}
+
+/* ---- the config ---- */
+
+/* The parts of adapter_config.json this loader uses; every form of a union fills its own. */
+typedef enum {
+    SCALING_FIXED,   /* a number */
+    SCALING_LEARNED, /* "learned": one scalar tensor */
+    SCALING_CHANNEL, /* "channel": one value per hidden unit */
+} scaling_mode;
+
+typedef struct {
+    int is_bottleneck, is_lora, is_prefix;
+    /* bottleneck */
+    eng_act act;
+    int original_ln_before, original_ln_after, adapter_residual_before_ln, is_parallel;
+    eng_residual_mode residual_before_ln;
+    int ln_before, ln_after, use_gating;
+    float scaling;
+    scaling_mode scaling_mode;
+    int phm;
+    /* lora */
+    float r, alpha;
+    int composition_scale; /* (IA)^3 */
+    int lora_gating;
+    /* prefix */
+    int prefix_flat, prefix_gating;
+    eng_act prefix_act;
+    int leave_out[ENG_MAX_LAYERS], n_leave_out;
+} ah_cfg;
+
+/* Version "adapters.X.Y.Z" below 1.1.0? */
+static int version_before_1_1(const char *v) {
+    if (!v || strncmp(v, "adapters.", 9)) return 0;
+    int a = 0, b = 0;
+    if (sscanf(v + 9, "%d.%d", &a, &b) < 1) return 0;
+    return a < 1 || (a == 1 && b < 1);
+}
+
+static int parse_one_config(json_t *c, int legacy, const char *version, ah_cfg *o, const char *where, eng_err *err) {
+    const char *arch = eng__jstr(c, "architecture");
+    int rc;
+    json_t *lo = json_object_get(c, "leave_out");
+    if (json_is_array(lo))
+        for (size_t i = 0; i < json_array_size(lo) && o->n_leave_out < ENG_MAX_LAYERS; i++)
+            o->leave_out[o->n_leave_out++] = (int)json_integer_value(json_array_get(lo, i));
+    if (!arch || !strcmp(arch, "bottleneck")) {
+        o->is_bottleneck = 1;
+        if ((rc = eng__parse_act(eng__jstr(c, "non_linearity"), legacy, &o->act, where, err))) return rc;
+        o->original_ln_before = eng__jbool(c, "original_ln_before", 0);
+        o->original_ln_after = eng__jbool(c, "original_ln_after", 1);
+        json_t *rb = json_object_get(c, "residual_before_ln");
+        if (json_is_string(rb))
+            o->residual_before_ln = !strcmp(json_string_value(rb), "post_add") ? ENG_RESIDUAL_POST_ADD
+                                                                             : ENG_RESIDUAL_BEFORE_LN;
+        else
+            o->residual_before_ln = json_is_boolean(rb) && !json_is_true(rb) ? ENG_RESIDUAL_AFTER_LN
+                                                                             : ENG_RESIDUAL_BEFORE_LN;
+        o->adapter_residual_before_ln = eng__jbool(c, "adapter_residual_before_ln", 0);
+        o->is_parallel = eng__jbool(c, "is_parallel", 0);
+        o->ln_before = eng__jbool(c, "ln_before", 0);
+        o->ln_after = eng__jbool(c, "ln_after", 0);
+        o->use_gating = eng__jbool(c, "use_gating", 0);
+        o->phm = eng__jbool(c, "phm_layer", 0);
+        json_t *sc = json_object_get(c, "scaling");
+        if (json_is_string(sc)) {
+            const char *s = json_string_value(sc);
+            if (!strcmp(s, "learned")) o->scaling_mode = SCALING_LEARNED;
+            else if (!strcmp(s, "channel")) o->scaling_mode = SCALING_CHANNEL;
+            else return eng_err_set(err, ENG_UNSUPPORTED, "%s: scaling '%s' is not supported", where, s);
+            o->scaling = 1.0f;
+        } else {
+            o->scaling = (float)eng__jnum(c, "scaling", 1.0);
+        }
+        if (o->phm)
+            return eng_err_set(err, ENG_UNSUPPORTED, "%s: Compacter (phm_layer) adapters are not supported", where);
+        if (json_is_string(json_object_get(c, "inv_adapter")))
+            return eng_err_set(err, ENG_UNSUPPORTED, "%s: invertible adapters (inv_adapter) are not supported", where);
+    } else if (!strcmp(arch, "lora")) {
+        o->is_lora = 1;
+        o->r = (float)eng__jnum(c, "r", 8);
+        o->alpha = (float)eng__jnum(c, "alpha", 8);
+        const char *mode = eng__jstr(c, "composition_mode");
+        o->composition_scale = mode && !strcmp(mode, "scale");
+        o->lora_gating = eng__jbool(c, "use_gating", 0);
+        if (eng__jbool(c, "use_dora", 0))
+            return eng_err_set(err, ENG_UNSUPPORTED, "%s: DoRA is not supported", where);
+        if (json_object_get(c, "vera_d") && !json_is_null(json_object_get(c, "vera_d")))
+            return eng_err_set(err, ENG_UNSUPPORTED, "%s: VeRA is not supported", where);
+        /* adapters < 1.1.0 ignored alpha: the library loads such configs with alpha = r (docs/ADAPTER_FORMATS.md §3) */
+        if (version_before_1_1(version) && o->r != o->alpha) o->alpha = o->r;
+    } else if (!strcmp(arch, "prefix_tuning")) {
+        o->is_prefix = 1;
+        o->prefix_flat = eng__jbool(c, "flat", 0);
+        o->prefix_gating = eng__jbool(c, "use_gating", 0);
+        if ((rc = eng__parse_act(eng__jstr(c, "non_linearity") ? eng__jstr(c, "non_linearity") : "tanh", 0, &o->prefix_act, where,
+                            err)))
+            return rc;
+    } else if (!strcmp(arch, "union")) {
+        json_t *cs = json_object_get(c, "configs");
+        if (!json_is_array(cs)) return eng_err_set(err, ENG_FORMAT, "%s: union without 'configs'", where);
+        for (size_t i = 0; i < json_array_size(cs); i++)
+            if ((rc = parse_one_config(json_array_get(cs, i), legacy, version, o, where, err))) return rc;
+    } else {
+        return eng_err_set(err, ENG_UNSUPPORTED, "%s: adapter architecture '%s' is not supported", where, arch);
+    }
+    return 0;
+}
+
+/* ---- bottleneck modules ---- */
+
+static eng_bottleneck *bn_at(eng_task *t, eng_loaded_bn *lb, int layer, eng_site_pos site) {
+    eng_bottleneck **arr = &lb->at[site];
+    if (!*arr) {
+        *arr = eng__task_alloc(t, (size_t)lb->n_layers * sizeof **arr);
+        if (!*arr) return NULL;
+    }
+    return &(*arr)[layer];
+}
+
+/* AdaMix: experts of one projection, `<proj>.deepspeed_experts.<m>.<param>` (the MixtureSoup layout),
+ * are summed here and divided by their count in finish_bn. Returns the parameter name after the
+ * expert index, or w itself for a plain tensor; *is_expert says which. */
+static const char *expert_param(const char *w, int *is_expert) {
+    *is_expert = 0;
+    if (strncmp(w, "deepspeed_experts.", 18)) return w;
+    const char *p = w + 18;
+    if (!isdigit((unsigned char)*p)) return w;
+    while (isdigit((unsigned char)*p)) p++;
+    if (*p != '.') return w;
+    *is_expert = 1;
+    return p + 1;
+}
+
+/* Loads ts into *dst (allocating it), or adds it to *dst for a further AdaMix expert. */
+static int load_or_add(eng_load_ctx *x, float **dst, int *count, const eng_st_tensor *ts, int64_t d0, int64_t d1) {
+    if (!*dst) {
+        *dst = eng__task_tensor_f32(x->t, ts, d0, d1, x->dir, x->err);
+        if (!*dst) return x->err->code;
+        *count = 1;
+        return 0;
+    }
+    if (ts->numel != (d1 ? d0 * d1 : d0))
+        return eng_err_set(x->err, ENG_SHAPE, "%s: AdaMix expert '%s' differs in shape from the others", x->dir, ts->name);
+    float *tmp = malloc((size_t)ts->numel * sizeof *tmp);
+    if (!tmp) return eng_err_set(x->err, ENG_NO_MEMORY, "out of memory");
+    if (eng_convert_to_f32(ts->dtype, ts->data, (size_t)ts->numel, tmp)) {
+        free(tmp);
+        return eng_err_set(x->err, ENG_UNSUPPORTED, "%s: tensor '%s' has dtype %s", x->dir, ts->name, eng_dtype_name(ts->dtype));
+    }
+    for (int64_t i = 0; i < ts->numel; i++) (*dst)[i] += tmp[i];
+    free(tmp);
+    (*count)++;
+    return 0;
+}
+
+/* One tensor of a bottleneck module: rest is what follows "adapters.<name>.". */
+static int bn_tensor(eng_load_ctx *x, eng_bottleneck *bn, const ah_cfg *cfg, const char *rest, const eng_st_tensor *ts,
+                     int *counts) {
+    int H = x->c->hidden;
+    float *p;
+    int ln_before = cfg->ln_before, expert;
+    const char *down_lin = ln_before ? "adapter_down.1." : "adapter_down.0.";
+    if (!strncmp(rest, down_lin, strlen(down_lin))) {
+        const char *w = expert_param(rest + strlen(down_lin), &expert);
+        if (!strcmp(w, "weight")) {
+            if (ts->ndim != 2 || ts->shape[1] != H)
+                return eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' must be (d, %d)", x->dir, ts->name, H);
+            if (bn->w_down && ts->shape[0] != bn->d)
+                return eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' has another width than its siblings", x->dir, ts->name);
+            bn->d = (int)ts->shape[0];
+            return load_or_add(x, &bn->w_down, &counts[0], ts, bn->d, H);
+        } else if (!strcmp(w, "bias")) {
+            return load_or_add(x, &bn->b_down, &counts[1], ts, ts->numel, 0);
+        }
+        goto unknown;
+    }
+    if (!strncmp(rest, "adapter_up.", 11)) {
+        const char *w = expert_param(rest + 11, &expert);
+        if (!strcmp(w, "weight")) {
+            if (ts->ndim != 2 || ts->shape[0] != H)
+                return eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' must be (%d, d)", x->dir, ts->name, H);
+            return load_or_add(x, &bn->w_up, &counts[2], ts, H, ts->shape[1]);
+        } else if (!strcmp(w, "bias")) {
+            return load_or_add(x, &bn->b_up, &counts[3], ts, H, 0);
+        }
+        goto unknown;
+    }
+    if (ln_before && (!strncmp(rest, "adapter_down.0.", 15) || !strncmp(rest, "adapter_norm_before.", 20))) {
+        const char *w = strchr(rest, '.') + 1;
+        w = strchr(w, '.') ? strchr(w, '.') + 1 : w;
+        if (!strncmp(rest, "adapter_norm_before.", 20)) w = rest + 20;
+        if (!strcmp(w, "weight")) p = bn->ln_before_g = eng__task_tensor_f32(x->t, ts, H, 0, x->dir, x->err);
+        else if (!strcmp(w, "bias")) p = bn->ln_before_b = eng__task_tensor_f32(x->t, ts, H, 0, x->dir, x->err);
+        else goto unknown;
+        return p ? 0 : x->err->code;
+    }
+    if (!strcmp(rest, "scaling")) {
+        p = eng__task_tensor_f32(x->t, ts, -1, 0, x->dir, x->err);
+        if (p && ts->numel == H && cfg->scaling_mode == SCALING_CHANNEL) bn->scaling_vec = p;
+        else if (p && ts->numel == 1) bn->scaling = p[0];
+        else if (p) return eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' has %lld values", x->dir, ts->name, (long long)ts->numel);
+    } else if (!strcmp(rest, "adapter_norm_after.weight")) {
+        p = bn->ln_after_g = eng__task_tensor_f32(x->t, ts, H, 0, x->dir, x->err);
+    } else if (!strcmp(rest, "adapter_norm_after.bias")) {
+        p = bn->ln_after_b = eng__task_tensor_f32(x->t, ts, H, 0, x->dir, x->err);
+    } else if (!strcmp(rest, "gate.weight")) {
+        if (ts->numel != H) return eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' must be (1, %d)", x->dir, ts->name, H);
+        p = bn->gate_w = eng__task_alloc(x->t, (size_t)H * sizeof(float));
+        if (p) eng_convert_to_f32(ts->dtype, ts->data, (size_t)H, p);
+    } else if (!strcmp(rest, "gate.bias")) {
+        float g = 0;
+        if (ts->numel != 1 || eng_convert_to_f32(ts->dtype, ts->data, 1, &g))
+            return eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' must hold one value", x->dir, ts->name);
+        bn->gate_b = g;
+        return 0;
+    } else {
+        goto unknown;
+    }
+    return p ? 0 : (x->err->code ? x->err->code : eng_err_set(x->err, ENG_NO_MEMORY, "out of memory"));
+unknown:
+    return eng_err_set(x->err, ENG_FORMAT, "%s: unexpected tensor '%s'", x->dir, ts->name);
+}
+
+static int finish_bn(eng_load_ctx *x, eng_bottleneck *bn, const ah_cfg *cfg, const char *what, float sparse_threshold,
+                     const int *counts) {
+    int H = x->c->hidden;
+    if (!bn->w_down || !bn->b_down || !bn->w_up || !bn->b_up)
+        return eng_err_set(x->err, ENG_FORMAT, "%s: %s lacks adapter_down/adapter_up weights or biases", x->dir, what);
+    if (bn->d <= 0 || bn->w_up == NULL) return eng_err_set(x->err, ENG_FORMAT, "%s: %s has no width", x->dir, what);
+    /* AdaMix: the merged adapter is the average of the experts (counts > 1) */
+    float *params[4] = {bn->w_down, bn->b_down, bn->w_up, bn->b_up};
+    size_t sizes[4] = {(size_t)bn->d * H, (size_t)bn->d, (size_t)H * bn->d, (size_t)H};
+    for (int i = 0; i < 4; i++) {
+        if (counts[i] > 1)
+            for (size_t j = 0; j < sizes[i]; j++) params[i][j] /= (float)counts[i];
+        if (counts[i] > bn->n_experts) bn->n_experts = counts[i];
+    }
+    if (bn->n_experts < 2) bn->n_experts = 0;
+    if (bn->n_experts) eng__task_kind_add(x->t, "adamix");
+    bn->act = cfg->act;
+    if (!bn->scaling_vec && cfg->scaling_mode == SCALING_FIXED) bn->scaling = cfg->scaling;
+    if (cfg->scaling_mode == SCALING_CHANNEL && !bn->scaling_vec)
+        return eng_err_set(x->err, ENG_FORMAT, "%s: %s has scaling 'channel' but no scaling tensor", x->dir, what);
+    bn->original_ln_before = (uint8_t)cfg->original_ln_before;
+    bn->original_ln_after = (uint8_t)cfg->original_ln_after;
+    bn->residual_before_ln = cfg->residual_before_ln;
+    bn->adapter_residual_before_ln = (uint8_t)cfg->adapter_residual_before_ln;
+    bn->is_parallel = (uint8_t)cfg->is_parallel;
+    if (cfg->ln_before && (!bn->ln_before_g || !bn->ln_before_b))
+        return eng_err_set(x->err, ENG_FORMAT, "%s: %s has ln_before but no LayerNorm weights", x->dir, what);
+    if (cfg->ln_after && (!bn->ln_after_g || !bn->ln_after_b))
+        return eng_err_set(x->err, ENG_FORMAT, "%s: %s has ln_after but no LayerNorm weights", x->dir, what);
+    if (cfg->use_gating && !bn->gate_w)
+        return eng_err_set(x->err, ENG_FORMAT, "%s: %s has use_gating but no gate weights", x->dir, what);
+    if (sparse_threshold <= 1.0f) {
+        if (eng_sparsity(bn->w_down, bn->d, H) >= sparse_threshold) {
+            bn->down_sp = eng_sparse_from_dense(bn->w_down, bn->d, H);
+            if (!bn->down_sp) return eng_err_set(x->err, ENG_NO_MEMORY, "out of memory");
+        }
+        if (eng_sparsity(bn->w_up, H, bn->d) >= sparse_threshold) {
+            bn->up_sp = eng_sparse_from_dense(bn->w_up, H, bn->d);
+            if (!bn->up_sp) {
+                eng_sparse_free(bn->down_sp);
+                bn->down_sp = NULL;
+                return eng_err_set(x->err, ENG_NO_MEMORY, "out of memory");
+            }
+        }
+        eng_sparse *sp[2] = {bn->down_sp, bn->up_sp};
+        for (int i = 0; i < 2; i++) {
+            int rc = sp[i] ? eng__task_add_sparse(x->t, sp[i], x->err) : 0;
+            if (rc) return rc;
+        }
+        /* the CSR copy replaces the dense one */
+        if (bn->down_sp) {
+            eng__task_release(x->t, bn->w_down);
+            bn->w_down = NULL;
+            x->t->bytes -= (size_t)bn->d * H * sizeof(float);
+        }
+        if (bn->up_sp) {
+            eng__task_release(x->t, bn->w_up);
+            bn->w_up = NULL;
+            x->t->bytes -= (size_t)bn->d * H * sizeof(float);
+        }
+        if (bn->down_sp || bn->up_sp) eng__task_kind_add(x->t, "sparse");
+    }
+    return 0;
+}
+
+/* ---- prefix tuning ---- */
+
+/* Evaluates prefix-tuning keys/values for every layer that holds the prefix (docs/ADAPTER_FORMATS.md §5):
+ * kv (P, n_pl * 2 * H), layer slot j takes key channel 2j and value channel 2j + 1. */
+static int build_prefix(eng_load_ctx *x, const ah_cfg *cfg, const eng_st_tensor *wte, const eng_st_tensor *w0,
+                        const eng_st_tensor *b0, const eng_st_tensor *w2, const eng_st_tensor *b2,
+                        const eng_st_tensor *flat) {
+    int H = x->c->hidden, L = x->c->n_layers;
+    int held[ENG_MAX_LAYERS], n_pl = 0;
+    for (int l = 0; l < L && l < ENG_MAX_LAYERS; l++) {
+        int out = 0;
+        for (int i = 0; i < cfg->n_leave_out; i++) out |= cfg->leave_out[i] == l;
+        if (!out) held[n_pl++] = l;
+    }
+    int64_t width = (int64_t)n_pl * 2 * H, P;
+    float *kv = NULL;
+    if (flat) {
+        if (flat->numel % width)
+            return eng_err_set(x->err, ENG_SHAPE, "%s: '%s' has %lld values, not a multiple of %lld (layers x 2 x hidden)",
+                               x->dir, flat->name, (long long)flat->numel, (long long)width);
+        P = flat->numel / width;
+        if (!(kv = eng__task_tensor_f32(x->t, flat, flat->numel, 0, x->dir, x->err))) return x->err->code;
+    } else {
+        if (!wte || !w0 || !b0 || !w2 || !b2)
+            return eng_err_set(x->err, ENG_FORMAT, "%s: prefix tuning lacks wte / control_trans weights", x->dir);
+        if (wte->ndim != 2 || wte->shape[1] != H || w0->ndim != 2 || w0->shape[1] != H || w2->ndim != 2 ||
+            w2->shape[0] != width || w2->shape[1] != w0->shape[0])
+            return eng_err_set(x->err, ENG_SHAPE, "%s: prefix tuning weights do not fit hidden %d and %d layers", x->dir, H,
+                               n_pl);
+        P = wte->shape[0];
+        int bn = (int)w0->shape[0];
+        float *e = eng__task_tensor_f32(x->t, wte, P, H, x->dir, x->err), *a = eng__task_tensor_f32(x->t, w0, bn, H, x->dir, x->err),
+              *ab = eng__task_tensor_f32(x->t, b0, bn, 0, x->dir, x->err), *c = eng__task_tensor_f32(x->t, w2, width, bn, x->dir, x->err),
+              *cb = eng__task_tensor_f32(x->t, b2, width, 0, x->dir, x->err);
+        float *mid = eng__task_alloc(x->t, (size_t)P * bn * sizeof(float));
+        kv = eng__task_alloc(x->t, (size_t)P * width * sizeof(float));
+        if (!e || !a || !ab || !c || !cb) return x->err->code;
+        if (!mid || !kv) return eng_err_set(x->err, ENG_NO_MEMORY, "out of memory");
+        eng_ref_gemm((int)P, bn, H, e, H, a, H, ab, mid, bn);
+        eng_ref_act_apply(cfg->prefix_act, mid, (size_t)P * bn);
+        eng_ref_gemm((int)P, (int)width, bn, mid, bn, c, bn, cb, kv, (int)width);
+    }
+    for (int j = 0; j < n_pl; j++) {
+        eng_task_layer *Ly = &x->t->layers[held[j]];
+        float *k = eng__task_alloc(x->t, (size_t)P * H * sizeof(float)), *v = eng__task_alloc(x->t, (size_t)P * H * sizeof(float));
+        if (!k || !v) return eng_err_set(x->err, ENG_NO_MEMORY, "out of memory");
+        for (int64_t p = 0; p < P; p++) {
+            memcpy(k + p * H, kv + p * width + (int64_t)(2 * j) * H, (size_t)H * sizeof(float));
+            memcpy(v + p * H, kv + p * width + (int64_t)(2 * j + 1) * H, (size_t)H * sizeof(float));
+        }
+        if (Ly->prefix_len)
+            return eng_err_set(x->err, ENG_UNSUPPORTED, "%s: two prefix-tuning adapters in one task are not supported",
+                               x->dir);
+        Ly->prefix_len = (int)P;
+        Ly->prefix_k = k;
+        Ly->prefix_v = v;
+        x->t->bytes += 2 * (size_t)P * H * sizeof(float);
+    }
+    return 0;
+}
+
+/* ---- the folder ---- */
+
+int eng__load_adapterhub(eng_load_ctx *x, json_t *cfgj, eng_loaded_bn *lb, float sparse_threshold) {
+    const eng_config *c = x->c;
+    json_t *config = json_object_get(cfgj, "config");
+    const char *version = eng__jstr(cfgj, "version");
+    const char *name = eng__jstr(cfgj, "name");
+    if (!json_is_object(config) || !name)
+        return eng_err_set(x->err, ENG_FORMAT, "%s/adapter_config.json: needs 'config' and 'name'", x->dir);
+    json_t *hs = json_object_get(cfgj, "hidden_size");
+    if (json_is_integer(hs) && json_integer_value(hs) != c->hidden)
+        return eng_err_set(x->err, ENG_SHAPE, "%s: adapter for hidden size %lld, the model has %d", x->dir,
+                           (long long)json_integer_value(hs), c->hidden);
+    const char *mt = eng__jstr(cfgj, "model_type");
+    if (mt && (!strcmp(mt, "distilbert") != (c->arch == ENG_ARCH_DISTILBERT)))
+        return eng_err_set(x->err, ENG_UNSUPPORTED, "%s: adapter for model type '%s', the model is '%s'", x->dir, mt,
+                           c->model_type);
+    ah_cfg cfg = {0};
+    int rc = parse_one_config(config, version == NULL, version, &cfg, x->dir, x->err);
+    if (rc) return rc;
+    lb->name = eng__task_strdup(x->t, name);
+    lb->n_layers = c->n_layers;
+    static const char *files[] = {"adapter.safetensors", "pytorch_adapter.bin", NULL};
+    eng_st_file *f;
+    if ((rc = eng__tensors_open_first(x->dir, files, &f, x->err))) return rc;
+    eng_lora_raw *raw = calloc((size_t)c->n_layers * ENG_LIN_COUNT, sizeof *raw);
+    int *counts = calloc((size_t)c->n_layers * ENG_SITE_COUNT * 4, sizeof *counts); /* per layer, site, parameter */
+    if (!raw || !counts) {
+        free(raw);
+        free(counts);
+        eng_st_close(f);
+        return eng_err_set(x->err, ENG_NO_MEMORY, "out of memory");
+    }
+    char mid[300], lmid[300], pmid[300];
+    snprintf(mid, sizeof mid, "adapters.%s.", name);
+    snprintf(lmid, sizeof lmid, "loras.%s.", name);
+    snprintf(pmid, sizeof pmid, "prefix_tuning.prefix_tunings.%s.self_prefix.", name);
+    const eng_st_tensor *pw[6] = {0}; /* wte, w0, b0, w2, b2, flat */
+    for (size_t i = 0; i < eng_st_count(f) && !rc; i++) {
+        const eng_st_tensor *ts = eng_st_at(f, i);
+        char buf[ENG_HF_KEY_MAX];
+        const char *k = eng__hf_strip_base(legacy_rename(ts->name, buf, sizeof buf));
+        if (strstr(k, ".pool.prefix_tunings.")) continue; /* per-layer aliases of the prefix pool (docs/ADAPTER_FORMATS.md §5) */
+        if (!strncmp(k, pmid, strlen(pmid))) {
+            const char *r = k + strlen(pmid);
+            static const char *pn[6] = {"wte.weight", "control_trans.0.weight", "control_trans.0.bias",
+                                        "control_trans.2.weight", "control_trans.2.bias", "control_trans"};
+            int hit = 0;
+            for (int j = 0; j < 6; j++)
+                if (!strcmp(r, pn[j])) pw[j] = ts, hit = 1;
+            if (!hit) rc = eng_err_set(x->err, ENG_FORMAT, "%s: unexpected tensor '%s'", x->dir, ts->name);
+            continue;
+        }
+        int layer;
+        const char *r = eng__hf_parse_layer(k, &layer);
+        if (!r) {
+            rc = eng_err_set(x->err, ENG_FORMAT, "%s: unexpected tensor '%s'", x->dir, ts->name);
+            break;
+        }
+        if (layer >= c->n_layers) {
+            rc = eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' is for layer %d; the model has %d layers", x->dir,
+                             ts->name, layer, c->n_layers);
+            break;
+        }
+        const char *rest = "";
+        const char *pg = strstr(r, "prefix_tuning.prefix_gates.");
+        if (pg && !strncmp(pg + 27, name, strlen(name)) && pg[27 + strlen(name)] == '.') {
+            const char *w = pg + 27 + strlen(name) + 1;
+            eng_task_layer *Ly = &x->t->layers[layer];
+            int H = c->hidden;
+            if (!strcmp(w, "weight")) {
+                if (ts->ndim != 2 || ts->shape[1] != H || ts->shape[0] < 1 || ts->shape[0] > 2) {
+                    rc = eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' must be (1 or 2, %d)", x->dir, ts->name, H);
+                    break;
+                }
+                Ly->prefix_gates = (int)ts->shape[0];
+                if (!(Ly->prefix_gate_w = eng__task_tensor_f32(x->t, ts, ts->shape[0], H, x->dir, x->err))) rc = x->err->code;
+            } else if (!strcmp(w, "bias")) {
+                if (ts->numel < 1 || ts->numel > 2 || eng_convert_to_f32(ts->dtype, ts->data, (size_t)ts->numel, Ly->prefix_gate_b))
+                    rc = eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' must hold 1 or 2 values", x->dir, ts->name);
+            } else {
+                rc = eng_err_set(x->err, ENG_FORMAT, "%s: unexpected tensor '%s'", x->dir, ts->name);
+            }
+            continue;
+        }
+        int lin = eng__hf_parse_linear(r, &rest);
+        if (lin >= 0 && !strncmp(rest, lmid, strlen(lmid))) {
+            const char *w = rest + strlen(lmid);
+            eng_lora_raw *lr = &raw[layer * ENG_LIN_COUNT + lin];
+            int is_a = !strcmp(w, "lora_A"), is_b = !strcmp(w, "lora_B");
+            if (!strcmp(w, "gate.weight") || !strcmp(w, "gate.bias")) {
+                int in = eng__lin_in(c, (eng_lin)lin);
+                if (w[5] == 'w') {
+                    if (ts->numel != in) {
+                        rc = eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' must be (1, %d)", x->dir, ts->name, in);
+                        break;
+                    }
+                    lr->gate_w = eng__task_alloc(x->t, (size_t)in * sizeof(float));
+                    if (!lr->gate_w) rc = eng_err_set(x->err, ENG_NO_MEMORY, "out of memory");
+                    else eng_convert_to_f32(ts->dtype, ts->data, (size_t)in, lr->gate_w);
+                } else if (ts->numel != 1 || eng_convert_to_f32(ts->dtype, ts->data, 1, &lr->gate_b)) {
+                    rc = eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' must hold one value", x->dir, ts->name);
+                }
+                continue;
+            }
+            if (!is_a && !is_b) {
+                rc = eng_err_set(x->err, ENG_UNSUPPORTED, "%s: tensor '%s' is not supported (only lora_A/lora_B)", x->dir,
+                                 ts->name);
+                break;
+            }
+            rc = eng__lora_tensor(x, is_a, 0, ts, &lr->A, &lr->B, &lr->E);
+            if (!rc && is_a) lr->rA = (int)ts->shape[0];
+            if (!rc && is_b) lr->rB = (int)ts->shape[1];
+            if (!rc) {
+                int in = eng__lin_in(c, (eng_lin)lin), out = eng__lin_out(c, (eng_lin)lin);
+                if ((is_a && ts->shape[1] != in) || (is_b && ts->shape[0] != out))
+                    rc = eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' does not fit a %dx%d layer", x->dir, ts->name,
+                                     out, in);
+            }
+            continue;
+        }
+        int site = eng__parse_site(r, mid, &rest);
+        if (site >= 0) {
+            eng_bottleneck *bn = bn_at(x->t, lb, layer, (eng_site_pos)site);
+            rc = bn ? bn_tensor(x, bn, &cfg, rest, ts, &counts[(layer * ENG_SITE_COUNT + site) * 4])
+                    : eng_err_set(x->err, ENG_NO_MEMORY, "out of memory");
+            continue;
+        }
+        rc = eng_err_set(x->err, ENG_FORMAT, "%s: unexpected tensor '%s' (adapter name '%s')", x->dir, ts->name, name);
+    }
+    if (!rc && (pw[0] || pw[5])) {
+        if (!cfg.is_prefix) rc = eng_err_set(x->err, ENG_FORMAT, "%s: prefix weights but no prefix_tuning config", x->dir);
+        else rc = build_prefix(x, &cfg, pw[0], pw[1], pw[2], pw[3], pw[4], pw[5]);
+        if (!rc) eng__task_kind_add(x->t, pw[5] ? "prefix_flat" : "prefix");
+    } else if (!rc && cfg.is_prefix) {
+        rc = eng_err_set(x->err, ENG_FORMAT, "%s: prefix_tuning config but no prefix weights", x->dir);
+    }
+    int any_lora = 0;
+    for (int i = 0; i < c->n_layers * ENG_LIN_COUNT; i++) any_lora |= raw[i].A || raw[i].B;
+    if (!rc && any_lora) {
+        if (!cfg.is_lora) rc = eng_err_set(x->err, ENG_FORMAT, "%s: LoRA weights but no LoRA config", x->dir);
+        else {
+            rc = eng__lora_finish(x, raw, cfg.composition_scale ? ENG_LORA_FORM_IA3 : ENG_LORA_FORM_LORA, cfg.alpha,
+                                   cfg.lora_gating);
+            if (!rc) eng__task_kind_add(x->t, cfg.composition_scale ? "ia3" : "lora");
+        }
+    }
+    free(raw);
+    /* finish bottlenecks */
+    for (int l = 0; l < c->n_layers && !rc; l++)
+        for (eng_site_pos s = 0; s < ENG_SITE_COUNT && !rc; s++) {
+            eng_bottleneck *arr = lb->at[s];
+            if (!arr || !arr[l].w_down) {
+                if (arr && (arr[l].w_up || arr[l].b_down))
+                    rc = eng_err_set(x->err, ENG_FORMAT, "%s: layer %d adapter lacks adapter_down weight", x->dir, l);
+                continue;
+            }
+            if (!cfg.is_bottleneck) {
+                rc = eng_err_set(x->err, ENG_FORMAT, "%s: bottleneck weights but no bottleneck config", x->dir);
+                break;
+            }
+            char what[64];
+            snprintf(what, sizeof what, "layer %d %s adapter", l, s == ENG_SITE_FFN ? "output" : "attention");
+            rc = finish_bn(x, &arr[l], &cfg, what, sparse_threshold, &counts[(l * ENG_SITE_COUNT + s) * 4]);
+            if (!rc) eng__task_kind_add(x->t, cfg.is_parallel ? "par_bn" : "bottleneck");
+        }
+    free(counts);
+    eng_st_close(f);
+    return rc;
+}

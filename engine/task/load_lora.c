@@ -1,0 +1,85 @@
+/* load_lora.c - LoRA, AdaLoRA and (IA)^3 modules from their A / B / E matrices (AdapterHub and PEFT).
+ *
+ * Both loaders gather the raw tensors of every (layer, Linear) first; eng__lora_finish checks them
+ * against the backbone and folds the scaling each form defines (docs/ADAPTER_FORMATS.md §3, §4). */
+#include <math.h>
+
+#include "task/task_impl.h"
+
+static eng_lora *lora_at(eng_task *t, int layer, eng_lin lin) {
+    eng_task_layer *L = &t->layers[layer];
+    if (!L->lora[lin]) L->lora[lin] = eng__task_alloc(t, sizeof *L->lora[lin]);
+    return L->lora[lin];
+}
+
+int eng__lora_tensor(eng_load_ctx *x, int is_a, int is_e, const eng_st_tensor *ts, float **A, float **B, float **E) {
+    if (ts->ndim != 2) return eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' is not a matrix", x->dir, ts->name);
+    float *p = eng__task_tensor_f32(x->t, ts, ts->shape[0], ts->shape[1], x->dir, x->err);
+    if (!p) return x->err->code;
+    if (is_e) *E = p;
+    else if (is_a) *A = p;
+    else *B = p;
+    return 0;
+}
+
+int eng__lin_in(const eng_config *c, eng_lin l) {
+    return l == ENG_LIN_D ? c->intermediate : c->hidden;
+}
+int eng__lin_out(const eng_config *c, eng_lin l) {
+    return l == ENG_LIN_I ? c->intermediate : c->hidden;
+}
+
+int eng__lora_finish(eng_load_ctx *x, eng_lora_raw *raw, eng_lora_form form, float alpha, int gated) {
+    const eng_config *c = x->c;
+    for (int l = 0; l < c->n_layers; l++)
+        for (int k = 0; k < ENG_LIN_COUNT; k++) {
+            eng_lora_raw *w = &raw[l * ENG_LIN_COUNT + k];
+            if (!w->A && !w->B) continue;
+            int in = eng__lin_in(c, (eng_lin)k), out = eng__lin_out(c, (eng_lin)k);
+            if (form == ENG_LORA_FORM_IA3) {
+                if (!w->B || w->A)
+                    return eng_err_set(x->err, ENG_FORMAT, "%s: (IA)^3 layer %d needs only lora_B", x->dir, l);
+                if (w->rB != 1 && w->rB != out)
+                    return eng_err_set(x->err, ENG_SHAPE, "%s: (IA)^3 vector of layer %d has the wrong size", x->dir, l);
+                eng_ia3 *ia = eng__task_alloc(x->t, sizeof *ia);
+                if (!ia) return eng_err_set(x->err, ENG_NO_MEMORY, "out of memory");
+                ia->out = out;
+                ia->l = w->B;
+                for (int i = 0; i < out; i++) ia->l[i] *= alpha;
+                x->t->layers[l].ia3[k] = ia;
+                continue;
+            }
+            if (!w->A || !w->B)
+                return eng_err_set(x->err, ENG_FORMAT, "%s: LoRA of layer %d lacks %s", x->dir, l, w->A ? "lora_B" : "lora_A");
+            /* shapes: A (r, in), B (out, r) */
+            eng_lora *lo = lora_at(x->t, l, (eng_lin)k);
+            if (!lo) return eng_err_set(x->err, ENG_NO_MEMORY, "out of memory");
+            int r = w->rA;
+            lo->r = r;
+            lo->in = in;
+            lo->out = out;
+            lo->A = w->A;
+            lo->B = w->B;
+            lo->gate_w = w->gate_w;
+            lo->gate_b = w->gate_b;
+            if (gated && !w->gate_w)
+                return eng_err_set(x->err, ENG_FORMAT, "%s: gated LoRA of layer %d lacks gate weights", x->dir, l);
+            switch (form) {
+            case ENG_LORA_FORM_ADALORA:
+                /* PEFT AdaLoRA: x (A * E)^T B^T * scaling / (ranknum + 1e-5), ranknum = r at init */
+                if (w->E)
+                    for (int i = 0; i < r; i++)
+                        for (int j = 0; j < in; j++) lo->A[(size_t)i * in + j] *= w->E[i];
+                lo->scaling = (alpha > 0 ? alpha : (float)r) / ((float)r + 1e-5f);
+                break;
+            case ENG_LORA_FORM_RSLORA:
+                lo->scaling = alpha / sqrtf((float)r);
+                break;
+            case ENG_LORA_FORM_LORA:
+            case ENG_LORA_FORM_IA3:
+                lo->scaling = alpha / (float)r;
+                break;
+            }
+        }
+    return 0;
+}

@@ -1,0 +1,134 @@
+/* task.c - the task object: ownership of everything a task loaded, accessors, skips and pruning.
+ *
+ * A task owns its weights through one list of allocations (plus its CSR matrices), freed together
+ * by eng_task_free, so the loaders (task/load*.c) can bail out anywhere without cleanup code of
+ * their own. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/tensor_file.h"
+#include "task/task_impl.h"
+
+eng_task_params eng_task_default_params(void) {
+    eng_task_params p = {0};
+    p.sparse_threshold = 0.5f;
+    return p;
+}
+
+/* ---- ownership ---- */
+
+void *eng__task_keep(eng_task *t, void *p) {
+    if (!p) return NULL;
+    if (t->n_allocs == t->cap_allocs) {
+        size_t cap = t->cap_allocs ? t->cap_allocs * 2 : 64;
+        void **n = realloc(t->allocs, cap * sizeof *n);
+        if (!n) {
+            free(p);
+            return NULL;
+        }
+        t->allocs = n;
+        t->cap_allocs = cap;
+    }
+    t->allocs[t->n_allocs++] = p;
+    return p;
+}
+
+void *eng__task_alloc(eng_task *t, size_t bytes) { return eng__task_keep(t, calloc(1, bytes ? bytes : 1)); }
+
+/* Frees p early (it was eng__task_alloc'd); its slot in the list is cleared. */
+void eng__task_release(eng_task *t, void *p) {
+    for (size_t i = t->n_allocs; i-- > 0;)
+        if (t->allocs[i] == p) {
+            free(p);
+            t->allocs[i] = NULL;
+            return;
+        }
+}
+
+char *eng__task_strdup(eng_task *t, const char *s) {
+    char *d = strdup(s);
+    return eng__task_keep(t, d);
+}
+
+int eng__task_add_sparse(eng_task *t, eng_sparse *sp, eng_err *err) {
+    if (t->n_sparse == t->cap_sparse) {
+        size_t cap = t->cap_sparse ? 2 * t->cap_sparse : 16;
+        eng_sparse **n = realloc(t->sparse, cap * sizeof *n);
+        if (!n) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+        t->sparse = n;
+        t->cap_sparse = cap;
+    }
+    t->sparse[t->n_sparse++] = sp;
+    t->bytes += eng_sparse_bytes(sp);
+    return 0;
+}
+
+float *eng__task_tensor_f32(eng_task *t, const eng_st_tensor *x, int64_t d0, int64_t d1, const char *label,
+                            eng_err *err) {
+    if (eng__tensor_check_shape(x, d0, d1, label, err)) return NULL;
+    float *p = eng__task_alloc(t, (size_t)x->numel * sizeof *p);
+    if (!p) {
+        eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+        return NULL;
+    }
+    if (eng__tensor_load_f32(x, d0, d1, label, p, err)) return NULL;
+    t->bytes += (size_t)x->numel * sizeof *p;
+    if (t->params && t->params->pace) t->params->pace(t->params->pace_ctx, (size_t)x->numel * sizeof *p);
+    return p;
+}
+
+void eng__task_kind_add(eng_task *t, const char *k) {
+    if (strstr(t->kind, k)) return;
+    size_t n = strlen(t->kind);
+    snprintf(t->kind + n, sizeof t->kind - n, "%s%s", n ? "+" : "", k);
+}
+
+void eng_task_free(eng_task *t) {
+    if (!t) return;
+    for (size_t i = 0; i < t->n_allocs; i++) free(t->allocs[i]);
+    free(t->allocs);
+    for (size_t i = 0; i < t->n_sparse; i++) eng_sparse_free(t->sparse[i]);
+    free(t->sparse);
+    free(t);
+}
+
+/* ---- accessors ---- */
+
+const char *eng_task_name(const eng_task *t) { return t->name; }
+const eng_head *eng_task_head(const eng_task *t) { return &t->head; }
+const eng_task_layer *eng_task_layers(const eng_task *t) { return t->layers; }
+int eng_task_first_layer(const eng_task *t) { return t->first_layer; }
+size_t eng_task_bytes(const eng_task *t) { return t->bytes; }
+const char *eng_task_kind(const eng_task *t) { return t->kind; }
+eng_skip_range eng_task_skips(const eng_task *t) { return t->skips; }
+
+int eng_task_set_skips(eng_task *t, eng_skip_range r, eng_err *err) {
+    if (r.min < 0 || r.min > r.def || r.def > r.max || r.max > t->n_layers)
+        return eng_err_set(err, ENG_INVALID_ARGUMENT, "task '%s': skips must satisfy 0 <= min %d <= default %d <= max %d <= %d",
+                           t->name, r.min, r.def, r.max, t->n_layers);
+    t->skips = r;
+    return 0;
+}
+
+int eng_task_fusion_children(const eng_task *t, const char *const **names) {
+    *names = (const char *const *)t->fuse_names;
+    return t->n_fuse_names;
+}
+
+int eng_task_prune_fusion(eng_task *t, const uint8_t *keep, int n, eng_err *err) {
+    if (n != t->n_fuse_names)
+        return eng_err_set(err, ENG_INVALID_ARGUMENT, "the fusion has %d adapters, got %d flags", t->n_fuse_names, n);
+    int kept = 0;
+    for (int i = 0; i < n; i++) kept += keep[i] != 0;
+    if (kept < 1) return eng_err_set(err, ENG_INVALID_ARGUMENT, "pruning must keep at least one adapter");
+    for (int l = 0; l < t->n_layers; l++)
+        for (eng_site_pos s = 0; s < ENG_SITE_COUNT; s++) {
+            eng_site *site = eng__layer_site_mut(&t->layers[l], s);
+            int any = 0;
+            for (int i = 0; i < site->n_fuse; i++) any += keep[site->fuse_child[i]] != 0;
+            for (int i = 0; i < site->n_fuse; i++) /* a site keeps at least one child */
+                site->fuse_keep[i] = any ? keep[site->fuse_child[i]] != 0 : 1;
+        }
+    return 0;
+}
