@@ -17,6 +17,7 @@
 #include "offload.h"
 #include "respond.h"
 #include "routes.h"
+#include "url.h"
 #include "watch.h"
 
 /* libmicrohttpd's limits: idle seconds before a connection closes, connections, listen backlog. */
@@ -159,7 +160,8 @@ int srv_run(const srv_config *cfg, store_registry *reg, eng_err *err) {
      * run in parallel; every handler path is thread-safe (atomics, the store's and scheduler's mutexes) */
     s->mhd = MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO, (uint16_t)cfg->port,
                               NULL, NULL, srv__on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-                              MHD_OPTION_NOTIFY_COMPLETED, srv__on_completed, s, MHD_OPTION_CONNECTION_TIMEOUT,
+                              MHD_OPTION_NOTIFY_COMPLETED, srv__on_completed, s,
+                              MHD_OPTION_UNESCAPE_CALLBACK, srv__url_unescape, NULL, MHD_OPTION_CONNECTION_TIMEOUT,
                               (unsigned)HTTP_IDLE_TIMEOUT_S, MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
                               MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)HTTP_LISTEN_BACKLOG,
                               MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(cfg->http_threads > 1 ? cfg->http_threads : 0),

@@ -1,0 +1,293 @@
+/* test_hardening.c - integration tests of the HTTP front against hostile clients (server/routes.c,
+ * admin.c, url.c, server.c): the real `adapterd serve` on 127.0.0.1, spoken to over raw sockets so
+ * every byte, pause and half-sent body is the test's choice. */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <curl/curl.h>
+#include <dirent.h>
+#include <errno.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "http_client.h"
+
+#define TOKEN "t0ken"
+#define AUTH "Authorization: Bearer " TOKEN
+
+static void sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void sh(const char *fmt, ...) {
+    char cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    cr_assert_eq(system(cmd), 0, "command failed: %s", cmd);
+}
+
+/* A registry in a fresh temporary directory: bert-tiny and task cls (the fixture cls_lora). */
+static char *make_registry(void) {
+    char *dir = strdup("adapterd-hard-XXXXXX");
+    cr_assert(mkdtemp(dir));
+    sh("mkdir -p %s/models %s/tasks && cp -rL %s/registry/models/bert-tiny %s/models/ && cp -rL %s/registry/tasks/cls_lora %s/tasks/cls",
+       dir, dir, ADAPTERD_FIXTURES, dir, ADAPTERD_FIXTURES, dir);
+    return dir;
+}
+
+/* Starts the server on reg with the admin token (unless admin is false) and extra args. */
+static void start(test_server *s, const char *reg, bool admin, const char *const *extra) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    const char *args[32] = {"--registry", reg, "--max-body-bytes", "65536", "--max-upload-bytes", "200000000"};
+    int n = 6;
+    if (admin) args[n++] = "--admin-token", args[n++] = TOKEN;
+    for (int i = 0; extra && extra[i] && n < 31; i++) args[n++] = extra[i];
+    args[n] = NULL;
+    cr_assert_eq(ts_start(s, args, NULL), 0, "server did not start on %s", reg);
+}
+
+/* ---- raw sockets ---- */
+
+static int dial(const test_server *s) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    cr_assert(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)s->port)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0, "connect: %s", strerror(errno));
+    return fd;
+}
+
+static int send_all(int fd, const void *p, size_t n) {
+    const char *c = p;
+    while (n) {
+        ssize_t w = send(fd, c, n, MSG_NOSIGNAL);
+        if (w <= 0) return -1;
+        c += w, n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Reads what arrives within ms (until the peer closes or the reply looks complete) into buf.
+ * Returns the bytes read; *closed says whether the peer closed. */
+static size_t read_reply(int fd, char *buf, size_t cap, int ms, bool *closed) {
+    size_t n = 0;
+    double end = now_s() + ms / 1e3;
+    if (closed) *closed = false;
+    while (n + 1 < cap) {
+        int left = (int)((end - now_s()) * 1e3);
+        if (left <= 0) break;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, left) <= 0) break;
+        ssize_t r = recv(fd, buf + n, cap - 1 - n, 0);
+        if (r <= 0) {
+            if (closed) *closed = true;
+            break;
+        }
+        n += (size_t)r;
+        buf[n] = '\0';
+        /* a whole answer: headers and a Content-Length worth of body */
+        const char *eoh = strstr(buf, "\r\n\r\n"), *cl = strcasestr(buf, "\r\nContent-Length:");
+        if (eoh && cl && cl < eoh && n >= (size_t)(eoh + 4 - buf) + strtoul(cl + 17, NULL, 10)) break;
+    }
+    buf[n] = '\0';
+    return n;
+}
+
+static int status_of(const char *reply) {
+    int st = 0;
+    return sscanf(reply, "HTTP/1.%*d %d", &st) == 1 ? st : 0;
+}
+
+static const char *body_of(const char *reply) {
+    const char *b = strstr(reply, "\r\n\r\n");
+    return b ? b + 4 : "";
+}
+
+/* Sends head (a request's headers, "\r\n\r\n" included) and nothing else; returns the status that
+ * arrives within ms, 0 when none. reply (optional) keeps the answer. */
+static int headers_only(const test_server *s, const char *head, int ms, char *reply, size_t rn) {
+    int fd = dial(s);
+    cr_assert_eq(send_all(fd, head, strlen(head)), 0);
+    char buf[8192];
+    read_reply(fd, buf, sizeof buf, ms, NULL);
+    close(fd);
+    if (reply) snprintf(reply, rn, "%s", buf);
+    return status_of(buf);
+}
+
+static void expect_json_error(const char *reply, const char *code) {
+    json_t *d = json_loads(body_of(reply), 0, NULL);
+    cr_assert(d, "error body is not JSON: %s", reply);
+    const char *c = json_string_value(json_object_get(json_object_get(d, "error"), "code"));
+    cr_expect_str_eq(c ? c : "", code, "%s", reply);
+    json_decref(d);
+}
+
+/* ---- item: URL decoding ---- */
+
+Test(hardening, encoded_nul_control_or_slash_in_a_segment_is_400, .timeout = 60) {
+    char *reg = make_registry();
+    test_server s;
+    start(&s, reg, true, NULL);
+    char reply[8192];
+    /* %00 once cut the path: this DELETE removed the whole task */
+    cr_expect_eq(headers_only(&s, "DELETE /v1/tasks/cls%00/versions/1 HTTP/1.1\r\nHost: t\r\n" AUTH "\r\n\r\n", 5000, reply,
+                              sizeof reply), 400, "%s", reply);
+    expect_json_error(reply, "malformed");
+    cr_expect_eq(headers_only(&s, "DELETE /v1/tasks/cl%2Fs HTTP/1.1\r\nHost: t\r\n" AUTH "\r\n\r\n", 5000, reply, sizeof reply), 400,
+                 "%s", reply);
+    cr_expect_eq(headers_only(&s, "GET /v1/tasks/cls%0a HTTP/1.1\r\nHost: t\r\n\r\n", 5000, reply, sizeof reply), 400, "%s", reply);
+    cr_expect_eq(headers_only(&s, "GET /v1/tasks/cls%7f HTTP/1.1\r\nHost: t\r\n\r\n", 5000, reply, sizeof reply), 400, "%s", reply);
+    /* the task is still there, and ordinary escapes still decode */
+    cr_expect_eq(headers_only(&s, "GET /v1/tasks/cl%73 HTTP/1.1\r\nHost: t\r\n\r\n", 5000, reply, sizeof reply), 200, "%s", reply);
+    cr_expect_eq(headers_only(&s, "GET /v1/tasks/cls/versions HTTP/1.1\r\nHost: t\r\n" AUTH "\r\n\r\n", 5000, reply, sizeof reply),
+                 200, "%s", reply);
+    cr_expect(strstr(body_of(reply), "\"version\":\"1\""), "version 1 is still listed: %s", reply);
+    cr_assert_eq(ts_stop(&s), 0);
+    sh("rm -rf %s", reg);
+    free(reg);
+}
+
+/* ---- item: authentication and limits before the body ---- */
+
+/* An upload's headers announce 100 MB and send none of it: the refusal must come at once. */
+#define BIG_PUT(auth) \
+    "PUT /v1/tasks/cls/versions/9 HTTP/1.1\r\nHost: t\r\nContent-Type: application/x-tar\r\nContent-Length: 100000000\r\n" auth "\r\n"
+
+Test(hardening, admin_is_refused_on_the_headers, .timeout = 60) {
+    char *reg = make_registry();
+    test_server s;
+    char reply[8192];
+    start(&s, reg, false, NULL);
+    cr_expect_eq(headers_only(&s, BIG_PUT(AUTH "\r\n"), 3000, reply, sizeof reply), 404, "admin off: 404 before the body: %s", reply);
+    expect_json_error(reply, "not_found");
+    cr_assert_eq(ts_stop(&s), 0);
+    start(&s, reg, true, NULL);
+    cr_expect_eq(headers_only(&s, BIG_PUT(""), 3000, reply, sizeof reply), 401, "no token: 401 before the body: %s", reply);
+    expect_json_error(reply, "unauthenticated");
+    cr_expect_eq(headers_only(&s, BIG_PUT("Authorization: Bearer nope\r\n"), 3000, reply, sizeof reply), 401, "%s", reply);
+    /* the token is right: the server waits for the body, so no answer arrives */
+    cr_expect_eq(headers_only(&s, BIG_PUT(AUTH "\r\n"), 1000, reply, sizeof reply), 0, "%s", reply);
+    /* per-route limits from Content-Length: an :activate body is a small JSON document */
+    cr_expect_eq(headers_only(&s,
+                              "POST /v1/tasks/cls:activate HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                              "Content-Length: 1000000\r\n" AUTH "\r\n\r\n",
+                              3000, reply, sizeof reply),
+                 413, "%s", reply);
+    cr_expect_eq(headers_only(&s, "GET /v1/tasks HTTP/1.1\r\nHost: t\r\nContent-Length: 1000000\r\n\r\n", 3000, reply, sizeof reply),
+                 413, "a route that takes no body: %s", reply);
+    /* the upload's media type is checked before the body too */
+    cr_expect_eq(headers_only(&s,
+                              "PUT /v1/tasks/cls/versions/9 HTTP/1.1\r\nHost: t\r\nContent-Type: text/plain\r\n"
+                              "Content-Length: 100000\r\n" AUTH "\r\n\r\n",
+                              3000, reply, sizeof reply),
+                 415, "%s", reply);
+    cr_assert_eq(ts_stop(&s), 0);
+    sh("rm -rf %s", reg);
+    free(reg);
+}
+
+/* A chunked body (no Content-Length) that passes the limit is not read to its end: the server
+ * answers 413 or, where libmicrohttpd cannot answer mid-body, closes the connection at once. */
+Test(hardening, streamed_body_over_the_limit_is_413_before_its_end, .timeout = 60) {
+    char *reg = make_registry();
+    test_server s;
+    start(&s, reg, true, NULL);
+    int fd = dial(&s);
+    const char *head = "POST /v1/predict HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+    cr_assert_eq(send_all(fd, head, strlen(head)), 0);
+    static char chunk[16384 + 16];
+    int hn = snprintf(chunk, sizeof chunk, "4000\r\n");
+    memset(chunk + hn, 'x', 16384);
+    memcpy(chunk + hn + 16384, "\r\n", 2);
+    for (int i = 0; i < 6; i++) /* 96 KiB against 64 KiB, and no final chunk */
+        if (send_all(fd, chunk, (size_t)hn + 16384 + 2)) break;
+    char reply[8192];
+    bool closed = false;
+    read_reply(fd, reply, sizeof reply, 3000, &closed);
+    close(fd);
+    if (status_of(reply)) {
+        cr_expect_eq(status_of(reply), 413, "%s", reply);
+        expect_json_error(reply, "too_large");
+    } else {
+        cr_expect(closed, "the server kept reading a body past its limit");
+    }
+    cr_assert_eq(ts_stop(&s), 0);
+    sh("rm -rf %s", reg);
+    free(reg);
+}
+
+static int count_body_files(const char *reg) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/tasks", reg);
+    DIR *d = opendir(p);
+    int n = 0;
+    for (struct dirent *de; d && (de = readdir(d));) n += !strncmp(de->d_name, ".upload-", 8) && strstr(de->d_name, ".body");
+    if (d) closedir(d);
+    return n;
+}
+
+static long peak_rss_kb(pid_t pid) {
+    char p[64], line[256];
+    snprintf(p, sizeof p, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(p, "r");
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmHWM:", 6)) kb = strtol(line + 6, NULL, 10);
+    if (f) fclose(f);
+    return kb;
+}
+
+/* An upload's body goes to a file in the registry's upload area while it arrives, not to memory:
+ * the file exists mid-upload, the server's peak RSS does not grow by the body, and nothing is left. */
+Test(hardening, uploads_stream_to_a_file_in_the_upload_area, .timeout = 90) {
+    char *reg = make_registry();
+    test_server s;
+    start(&s, reg, true, NULL);
+    long rss0 = peak_rss_kb(s.pid);
+    size_t total = (size_t)120 << 20;
+    char head[512];
+    snprintf(head, sizeof head,
+             "PUT /v1/tasks/cls/versions/9 HTTP/1.1\r\nHost: t\r\nContent-Type: application/x-tar\r\nContent-Length: %zu\r\n" AUTH
+             "\r\n\r\n",
+             total);
+    int fd = dial(&s);
+    cr_assert_eq(send_all(fd, head, strlen(head)), 0);
+    static char block[1 << 20];
+    memset(block, 'z', sizeof block); /* not a tar: refused once whole */
+    for (size_t sent = 0; sent < total / 2; sent += sizeof block) cr_assert_eq(send_all(fd, block, sizeof block), 0);
+    sleep_ms(200);
+    cr_expect_eq(count_body_files(reg), 1, "mid-upload, the body is a file in tasks/.upload-*");
+    for (size_t sent = total / 2; sent < total; sent += sizeof block) cr_assert_eq(send_all(fd, block, sizeof block), 0);
+    char reply[8192];
+    read_reply(fd, reply, sizeof reply, 20000, NULL);
+    close(fd);
+    cr_expect(status_of(reply) == 400 || status_of(reply) == 422, "%s", reply);
+    long rss1 = peak_rss_kb(s.pid);
+    cr_expect(rss0 > 0 && rss1 - rss0 < 48 * 1024, "peak RSS grew by %ld KiB for a %zu MiB upload", rss1 - rss0, total >> 20);
+    for (int i = 0; i < 100 && count_body_files(reg); i++) sleep_ms(10);
+    cr_expect_eq(count_body_files(reg), 0, "the body file is removed with the request");
+    cr_expect(!strstr(reply, reg), "the answer names no server path: %s", reply);
+    cr_assert_eq(ts_stop(&s), 0);
+    sh("rm -rf %s", reg);
+    free(reg);
+}
