@@ -70,6 +70,7 @@ struct srv_request {
     size_t body_len, body_cap;
     bool too_large;
     bool suspended;
+    bool abandoned;              /* its job was given up at the drain deadline: answer 503 */
     proto_predict_req preq;
     srv_job *job;
     unsigned status;             /* sent status, for the access log and metrics */
@@ -103,7 +104,8 @@ struct srv_server {
     srv_watch *watch;                /* watch.c; NULL when off */
     atomic_bool ready;
     atomic_bool draining;
-    atomic_int active;               /* requests between first byte and completion */
+    atomic_int active;               /* requests between first byte and completion: the in-flight count */
+    atomic_int n_suspended;          /* connections suspended and not yet resumed (MHD must see none at stop) */
     atomic_uint_fast64_t next_id;
     char id_prefix[16];
 };

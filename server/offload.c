@@ -59,6 +59,7 @@ static void after_cb(uv_work_t *w, int status) {
     srv_request *r = w->data;
     if (status == UV_ECANCELED && !r->off.status) srv__offload_fail(r, ENG_UNAVAILABLE, "the server is stopping");
     r->off.state = SRV_OFFLOAD_DONE;
+    atomic_fetch_sub(&r->srv->n_suspended, 1);
     MHD_resume_connection(r->conn);
 }
 
@@ -93,6 +94,7 @@ void srv__offload(srv_offloader *o, srv_request *r, void (*fn)(srv_request *r)) 
     r->off.status = 0;
     r->off.fn = fn;
     r->off.state = SRV_OFFLOAD_RUNNING;
+    atomic_fetch_add(&r->srv->n_suspended, 1);
     MHD_suspend_connection(r->conn);
     r->suspended = true;
     srv__inbox_push(&o->inbox, &r->off.inbox);

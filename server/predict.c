@@ -142,7 +142,8 @@ static prepare_result job_prepare(srv_request *r, srv_job *j, const proto_predic
     srv_server *s = r->srv;
     int n_tasks = p->n_tasks ? p->n_tasks : store_n_tasks(s->reg);
     j->req = r;
-    j->request_id = r->id;
+    snprintf(j->id, sizeof j->id, "%s", r->id);
+    j->request_id = j->id;
     j->t_request = r->t0;
     j->texts = p->inputs;
     j->n_inputs = p->n_inputs;
@@ -282,10 +283,12 @@ enum MHD_Result srv__predict(srv_request *r, const char *task, size_t task_len) 
         r->job = NULL;
         return load_then_retry(r);
     }
+    atomic_fetch_add(&s->n_suspended, 1);
     MHD_suspend_connection(r->conn);
     r->suspended = true;
     if (srv__sched_submit(s->sched, j)) {
         srv__job_fail(j, ENG_BUSY, "the queue is full; retry after a second");
+        atomic_fetch_sub(&s->n_suspended, 1);
         MHD_resume_connection(r->conn);
     }
     return MHD_YES;

@@ -208,6 +208,8 @@ enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const ch
         /* resumed: the job is done */
         r->suspended = false;
         srv_job *j = r->job;
+        if (r->abandoned || !j)
+            return srv__send_error(r, ENG_UNAVAILABLE, "the server stopped at its drain deadline before this request finished; retry on another replica");
         char *b = j->body;
         j->body = NULL;
         if (!b) return srv__send_error(r, ENG_INTERNAL, "no response was produced");

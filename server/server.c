@@ -28,6 +28,8 @@
 #define COST_CALIBRATION_TOKENS 128
 /* How often a drain checks whether work is left, ms. */
 #define DRAIN_POLL_MS 5
+/* After the drain deadline, how long the 503 answers get to reach their clients, seconds. */
+#define DRAIN_SEND_GRACE_S 2.0
 
 /* ---- the scheduler's hooks ---- */
 
@@ -41,13 +43,38 @@ static void hook_fail(void *ctx, srv_job *j, eng_status code, const char *msg) {
     srv__job_fail(j, code, msg);
 }
 
-/* Loop thread: the job is answered; count it and resume its connection (MHD sends the body). */
+/* Loop thread: the job is answered; count it and resume its connection (MHD sends the body). A
+ * job abandoned at the drain deadline has no request any more: it ends here. */
 static void hook_done(void *ctx, srv_job *j) {
     srv_server *s = ctx;
+    if (!j->req) {
+        srv__job_free(j);
+        return;
+    }
     srv__metrics_queue_wait(s->metrics, j->t_start > 0 ? j->t_start - j->t_submit : -1);
     for (int k = 0; k < j->n_tasks; k++)
         srv__metrics_task(s->metrics, store_task_name(j->tasks[k]), j->treqs[k].skip, j->n_inputs);
+    atomic_fetch_sub(&s->n_suspended, 1);
     MHD_resume_connection(j->req->conn);
+}
+
+/* Loop thread, drain deadline: j's pass goes on, but its request answers 503 now. The job takes
+ * over what the worker still reads from the request (the parsed texts); the request forgets the
+ * job, and hook_done frees it when the pass ends. The connection is suspended, so nothing else
+ * touches the request meanwhile. */
+static void hook_abandon(void *ctx, srv_job *j) {
+    srv_server *s = ctx;
+    srv_request *r = j->req;
+    proto_predict_req *owned = malloc(sizeof *owned);
+    if (!owned) return; /* out of memory: this one waits for its pass like before */
+    *owned = r->preq;
+    memset(&r->preq, 0, sizeof r->preq);
+    j->owned_req = owned;
+    j->req = NULL;
+    r->job = NULL;
+    r->abandoned = true;
+    atomic_fetch_sub(&s->n_suspended, 1);
+    MHD_resume_connection(r->conn);
 }
 
 /* ---- the loop ---- */
@@ -57,26 +84,38 @@ typedef struct {
     uv_signal_t sigterm, sigint;
     uv_timer_t drain_timer;
     double drain_start;
+    double deadline_hit;     /* when the drain deadline passed; 0 before */
 } srv_loop_ctx;
 
+/* The drain, every DRAIN_POLL_MS. Before the deadline queued jobs keep their batching schedule:
+ * draining does not change answers, it only stops new work. At the deadline every request still
+ * waiting on the scheduler answers 503 (queued jobs fail, jobs in a pass are abandoned), offloaded
+ * work is waited for, and the loop stops once no connection is suspended (libmicrohttpd refuses to
+ * stop with one) and the answers went out, or after DRAIN_SEND_GRACE_S. */
 static void drain_check(uv_timer_t *t) {
     srv_loop_ctx *c = t->data;
     srv_server *s = c->s;
-    /* queued jobs keep their batching schedule (at most max_wait_us): draining does not change
-     * answers, it only stops new work */
-    int busy = srv__sched_depth(s->sched) + atomic_load(&s->active);
-    if (busy == 0 || (srv__now() - c->drain_start) * 1e3 > s->cfg.drain_timeout_ms) {
-        if (busy) srv__sched_flush(s->sched);
-        if (busy) fprintf(stderr, "adapterd: drain timeout with %d requests in flight\n", busy);
-        uv_stop(t->loop);
+    int in_flight = atomic_load(&s->active); /* requests; a queued job is one of them */
+    double now = srv__now();
+    if (!c->deadline_hit) {
+        if (in_flight == 0) {
+            uv_stop(t->loop);
+        } else if ((now - c->drain_start) * 1e3 > s->cfg.drain_timeout_ms) {
+            c->deadline_hit = now;
+            fprintf(stderr, "adapterd: drain timeout with %d requests in flight; answering them 503\n", in_flight);
+            srv__sched_cancel(s->sched, ENG_UNAVAILABLE,
+                              "the server stopped at its drain deadline before this request ran; retry on another replica");
+        }
+        return;
     }
+    if (atomic_load(&s->n_suspended) == 0 && (in_flight == 0 || now - c->deadline_hit > DRAIN_SEND_GRACE_S)) uv_stop(t->loop);
 }
 
 static void on_signal(uv_signal_t *h, int signum) {
     srv_loop_ctx *c = h->data;
     if (atomic_exchange(&c->s->draining, true)) return;
     fprintf(stderr, "adapterd: %s: draining (%d requests in flight)\n", signum == SIGTERM ? "SIGTERM" : "SIGINT",
-            srv__sched_depth(c->s->sched));
+            atomic_load(&c->s->active));
     c->drain_start = srv__now();
     uv_timer_start(&c->drain_timer, drain_check, 0, DRAIN_POLL_MS);
 }
@@ -142,7 +181,7 @@ int srv_run(const srv_config *cfg, store_registry *reg, eng_err *err) {
                            .max_batch_tokens = cfg->max_batch_tokens, .max_wait_us = cfg->max_wait_us,
                            .adaptive_skips = cfg->adaptive_skips, .target_queue_ms = cfg->target_queue_ms,
                            .metrics = s->metrics};
-    srv_sched_hooks hooks = {.respond = hook_respond, .fail = hook_fail, .done = hook_done, .ctx = s};
+    srv_sched_hooks hooks = {.respond = hook_respond, .fail = hook_fail, .done = hook_done, .abandon = hook_abandon, .ctx = s};
     if ((rc = srv__sched_start(&s->loop, &sp, hooks, &s->sched, err))) goto done;
     uv_signal_init(&s->loop, &ctx.sigterm);
     uv_signal_init(&s->loop, &ctx.sigint);

@@ -15,7 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -290,4 +292,73 @@ Test(hardening, uploads_stream_to_a_file_in_the_upload_area, .timeout = 90) {
     cr_assert_eq(ts_stop(&s), 0);
     sh("rm -rf %s", reg);
     free(reg);
+}
+
+/* ---- item: the drain deadline ---- */
+
+typedef struct {
+    const test_server *s;
+    long status;
+    char body[1024];
+} drain_arg;
+
+static void *drain_client(void *arg) {
+    drain_arg *a = arg;
+    ts_resp r;
+    a->status = ts_http(a->s, "POST", "/v1/predict", "{\"inputs\":[\"the movie\",\"a song\"]}", NULL, NULL, &r) ? -1 : r.status;
+    snprintf(a->body, sizeof a->body, "%s", r.body ? r.body : "");
+    ts_resp_free(&r);
+    return NULL;
+}
+
+/* Requests still queued at the drain deadline get a JSON 503 and the process exits 0; it once
+ * aborted inside libmicrohttpd (exit 134, "called while we have suspended connections") and the
+ * clients got empty replies. The log's in-flight count is the number of requests (jobs were
+ * counted twice). */
+Test(hardening, drain_deadline_answers_503_and_exits_0, .timeout = 60) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    char log[] = "adapterd-drain-log-XXXXXX";
+    int lfd = mkstemp(log);
+    cr_assert(lfd >= 0);
+    int saved = dup(2);
+    dup2(lfd, 2);
+    setenv("ADAPTERD_TEST_LOG", "1", 1);
+    test_server s;
+    /* batches wait 3 s for company, far past a 300 ms drain deadline */
+    const char *args[] = {"--drain-timeout-ms", "300", "--max-wait-us", "3000000", "--max-batch-tokens", "100000", NULL};
+    int started = ts_start(&s, args, NULL);
+    unsetenv("ADAPTERD_TEST_LOG");
+    dup2(saved, 2);
+    close(saved);
+    cr_assert_eq(started, 0);
+    enum { N = 6 };
+    pthread_t th[N];
+    drain_arg a[N];
+    for (int i = 0; i < N; i++) {
+        a[i] = (drain_arg){.s = &s};
+        pthread_create(&th[i], NULL, drain_client, &a[i]);
+    }
+    sleep_ms(400);
+    kill(s.pid, SIGTERM);
+    for (int i = 0; i < N; i++) pthread_join(th[i], NULL);
+    int st = 0;
+    for (int i = 0; i < 500 && waitpid(s.pid, &st, WNOHANG) != s.pid; i++) sleep_ms(10);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status %d (signal %d)", WIFEXITED(st) ? WEXITSTATUS(st) : -1,
+              WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    for (int i = 0; i < N; i++) {
+        cr_expect_eq(a[i].status, 503, "client %d: status %ld: %s", i, a[i].status, a[i].body);
+        char reply[1100];
+        snprintf(reply, sizeof reply, "HTTP/1.1 503\r\n\r\n%s", a[i].body);
+        if (a[i].status == 503) expect_json_error(reply, "unavailable");
+    }
+    char text[65536] = "";
+    FILE *f = fopen(log, "r");
+    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    text[n] = '\0';
+    if (f) fclose(f);
+    unlink(log);
+    char want[128];
+    snprintf(want, sizeof want, "drain timeout with %d requests in flight", N);
+    cr_expect(strstr(text, want), "the log should say \"%s\":\n%s", want, text);
+    cr_expect(!strstr(text, "suspended connections"), "%s", text);
 }
