@@ -362,3 +362,90 @@ Test(hardening, drain_deadline_answers_503_and_exits_0, .timeout = 60) {
     cr_expect(strstr(text, want), "the log should say \"%s\":\n%s", want, text);
     cr_expect(!strstr(text, "suspended connections"), "%s", text);
 }
+
+/* ---- item: small ones ---- */
+
+static long post(const test_server *s, const char *path, const char *body, const char *ctype, char *out, size_t on) {
+    ts_resp r;
+    long st = ts_http(s, "POST", path, body, ctype, NULL, &r) ? -1 : r.status;
+    if (out) snprintf(out, on, "%s", r.body ? r.body : "");
+    ts_resp_free(&r);
+    return st;
+}
+
+Test(hardening, media_type_and_v2_names_are_matched_exactly, .timeout = 60) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    test_server s;
+    cr_assert_eq(ts_start(&s, NULL, NULL), 0);
+    const char *body = "{\"inputs\":\"the movie\",\"tasks\":[\"cls_lora\"]}";
+    char out[4096];
+    cr_expect_eq(post(&s, "/v1/predict", body, "application/jsonfoo", out, sizeof out), 415, "%s", out);
+    cr_expect_eq(post(&s, "/v1/predict", body, "application/json-patch+json", out, sizeof out), 415, "%s", out);
+    cr_expect_eq(post(&s, "/v1/predict", body, "application/json; charset=utf-8", out, sizeof out), 200, "%s", out);
+    cr_expect_eq(post(&s, "/v1/predict", body, "Application/JSON", out, sizeof out), 200, "%s", out);
+    const char *dup = "{\"inputs\":[{\"name\":\"text\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"a\"]},"
+                      "{\"name\":\"text\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"b\"]}]}";
+    cr_expect_eq(post(&s, "/v2/models/cls_lora/infer", dup, NULL, out, sizeof out), 422, "two inputs named text: %s", out);
+    const char *unknown = "{\"inputs\":[{\"name\":\"text\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"a\"]}],"
+                          "\"outputs\":[{\"name\":\"nope\"}]}";
+    cr_expect_eq(post(&s, "/v2/models/cls_lora/infer", unknown, NULL, out, sizeof out), 422, "%s", out);
+    const char *wrong_kind = "{\"inputs\":[{\"name\":\"text\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"a\"]}],"
+                             "\"outputs\":[{\"name\":\"value\"}]}";
+    cr_expect_eq(post(&s, "/v2/models/cls_lora/infer", wrong_kind, NULL, out, sizeof out), 422,
+                 "a classification task has no \"value\": %s", out);
+    const char *fine = "{\"inputs\":[{\"name\":\"text\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"a\"]}],"
+                       "\"outputs\":[{\"name\":\"label\"}]}";
+    cr_expect_eq(post(&s, "/v2/models/cls_lora/infer", fine, NULL, out, sizeof out), 200, "%s", out);
+    cr_assert_eq(ts_stop(&s), 0);
+}
+
+/* One ustar entry appended to b (cap bytes) at *off. */
+static void tar_put(unsigned char *b, size_t *off, const char *name, const char *data) {
+    unsigned n = (unsigned)strlen(data) & 0xffffff;
+    unsigned char *h = b + *off;
+    memset(h, 0, 512);
+    snprintf((char *)h, 100, "%s", name);
+    snprintf((char *)h + 100, 8, "%07o", 0644);
+    snprintf((char *)h + 124, 12, "%011o", n);
+    snprintf((char *)h + 136, 12, "%011o", 0);
+    h[156] = '0';
+    memcpy(h + 257, "ustar\0" "00", 8);
+    memset(h + 148, ' ', 8);
+    unsigned sum = 0;
+    for (int i = 0; i < 512; i++) sum += h[i];
+    snprintf((char *)h + 148, 8, "%06o", sum);
+    *off += 512;
+    memcpy(b + *off, data, n);
+    *off += (n + 511) & ~(size_t)511;
+}
+
+/* A version that does not load is refused with the loader's reason, naming its files as the
+ * archive does: never where the server keeps them. */
+Test(hardening, upload_errors_name_no_server_path, .timeout = 60) {
+    char *reg = make_registry();
+    test_server s;
+    start(&s, reg, true, NULL);
+    static unsigned char tarb[8192];
+    size_t off = 0;
+    tar_put(tarb, &off, "adapter_config.json", "{\"peft_type\": \"LORA\", \"r\": 4, \"target_modules\": [\"query\"]}");
+    tar_put(tarb, &off, "adapter_model.safetensors", "not a safetensors file");
+    off += 1024;
+    char head[512];
+    snprintf(head, sizeof head,
+             "PUT /v1/tasks/cls/versions/7 HTTP/1.1\r\nHost: t\r\nContent-Type: application/x-tar\r\nContent-Length: %zu\r\n" AUTH
+             "\r\n\r\n",
+             off);
+    int fd = dial(&s);
+    cr_assert_eq(send_all(fd, head, strlen(head)), 0);
+    cr_assert_eq(send_all(fd, tarb, off), 0);
+    char reply[8192];
+    read_reply(fd, reply, sizeof reply, 20000, NULL);
+    close(fd);
+    cr_expect(status_of(reply) == 422 || status_of(reply) == 400, "%s", reply);
+    char cwd[1024];
+    cr_assert(getcwd(cwd, sizeof cwd));
+    cr_expect(!strstr(reply, reg) && !strstr(reply, cwd) && !strstr(reply, ".upload-"), "the answer names a server path: %s", reply);
+    cr_assert_eq(ts_stop(&s), 0);
+    sh("rm -rf %s", reg);
+    free(reg);
+}

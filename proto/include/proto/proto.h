@@ -68,7 +68,16 @@ typedef struct {
     double latency_ms;       /* > 0, or -1 when not given: target for this request's predicted engine time */
     int ret_scores, ret_logits, ret_explain;
     int truncate;
+    unsigned v2_outputs;     /* v2: the "outputs" asked for, PROTO_V2_OUT_* bits; 0: all */
 } proto_predict_req;
+
+/* The output tensors a v2 answer can hold: label, score, scores (classification and multi-label),
+ * value (regression), result (tagging and QA). */
+#define PROTO_V2_OUT_LABEL 1u
+#define PROTO_V2_OUT_SCORE 2u
+#define PROTO_V2_OUT_SCORES 4u
+#define PROTO_V2_OUT_VALUE 8u
+#define PROTO_V2_OUT_RESULT 16u
 
 /* Parses a POST /v1/predict body (len bytes). Returns 0 and fills *out (release with
  * proto_predict_free), or a negative proto_status with err->msg naming the field; *out then owns
@@ -77,7 +86,9 @@ int proto_predict_parse(const char *body, size_t len, const proto_limits *lim, p
 
 /* Parses a KServe v2 POST /v2/models/{task}/infer body: a BYTES input tensor named "text" (any
  * name when it is the only one) with shape [N] and an optional "text_pair" of the same shape;
- * "parameters" may carry skip, budget and truncate. tasks is set to {task}; ret_scores on. */
+ * "parameters" may carry skip, budget and truncate. tasks is set to {task}; ret_scores on. Two
+ * input tensors of one name, or an "outputs" entry that names no output tensor (or one twice),
+ * are PROTO_INVALID; the outputs asked for go to v2_outputs. */
 int proto_v2_infer_parse(const char *body, size_t len, const char *task, const proto_limits *lim, proto_predict_req *out,
                          proto_err *err);
 
