@@ -87,6 +87,7 @@ struct srv_request {
 
 typedef struct srv_offloader srv_offloader;
 typedef struct srv_watch srv_watch;
+typedef struct srv_conns srv_conns;
 
 struct srv_server {
     srv_config cfg;
@@ -101,6 +102,7 @@ struct srv_server {
     store_model **cost_models;       /* (n_costs) references */
     eng_cost_model *costs;           /* (n_costs) */
     srv_offloader *offl;             /* offload.c */
+    srv_conns *conns;                /* conn.c: header deadline, body rate, health reserve */
     srv_watch *watch;                /* watch.c; NULL when off */
     atomic_bool ready;
     atomic_bool draining;

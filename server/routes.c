@@ -15,6 +15,7 @@
 
 #include "admin.h"
 #include "clock.h"
+#include "conn.h"
 #include "http.h"
 #include "offload.h"
 #include "predict.h"
@@ -100,6 +101,10 @@ static enum MHD_Result route_models(srv_request *r) {
     return srv__send_json(r, 200, j, len);
 }
 
+static bool is_health(srv_route rt) {
+    return rt == SRV_ROUTE_HEALTHZ || rt == SRV_ROUTE_READYZ || rt == SRV_ROUTE_V2_LIVE || rt == SRV_ROUTE_V2_READY;
+}
+
 /* Bytes of a body read and dropped on a route that takes none (a GET with a body). */
 #define UNUSED_BODY_MAX 65536
 
@@ -172,10 +177,14 @@ enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const ch
         srv__set_request_id(r);
         atomic_fetch_add(&s->active, 1);
         *con_cls = r;
+        srv__conns_phase(s->conns, conn, SRV_CONN_BODY);
         if (!srv__url_ok(url)) {
             r->route = SRV_ROUTE_UNKNOWN;
             return srv__send_error(r, ENG_MALFORMED, "the path holds an encoded NUL, control character or '/' inside a segment");
         }
+        if (srv__conns_reserve(s->conns, conn) && !is_health(r->route))
+            return srv__send_error(r, ENG_UNAVAILABLE, "the server is at its connection limit; connections beyond it serve "
+                                                       "/healthz, /readyz and /v2/health/* only");
         if (srv__admin_claims(r, url, method)) {
             /* the admin switch, the token and the limits are decided on the headers alone: no
              * byte of the body is read for a request that is refused */
@@ -218,6 +227,7 @@ enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const ch
     if (*upload_data_size) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
+        srv__conns_body(s->conns, conn, n);
         if (r->too_large || r->status) return MHD_YES;
         int rc;
         if (r->admin) rc = srv__admin_body(r, upload_data, n);
@@ -227,6 +237,7 @@ enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const ch
         if (r->too_large) return over_limit(r);
         return MHD_YES;
     }
+    srv__conns_phase(s->conns, conn, SRV_CONN_BUSY);
     if (r->status) return MHD_YES; /* already answered (413 by Content-Length) */
     if (r->admin) return srv__admin_dispatch(r, url, method);
     r->route = match(url, &arg, &arg_len);
@@ -289,6 +300,7 @@ void srv__on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, e
     free(r->body);
     free(r);
     *con_cls = NULL;
+    srv__conns_phase(s->conns, conn, SRV_CONN_WAITING); /* kept alive: the next request's headers are due */
     atomic_fetch_sub(&s->active, 1);
 }
 

@@ -10,9 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "clock.h"
+#include "conn.h"
 #include "internal.h"
 #include "offload.h"
 #include "respond.h"
@@ -20,10 +22,14 @@
 #include "url.h"
 #include "watch.h"
 
-/* libmicrohttpd's limits: idle seconds before a connection closes, connections, listen backlog. */
+/* libmicrohttpd's limits: idle seconds before a connection closes (while it is answered: the header
+ * deadline and the body rate are conn.c's), listen backlog. */
 #define HTTP_IDLE_TIMEOUT_S 60
-#define HTTP_MAX_CONNECTIONS 4096
 #define HTTP_LISTEN_BACKLOG 1024
+/* How often conn.c's sweep looks for slow connections, ms. */
+#define CONN_SWEEP_MS 250
+/* Descriptors kept beyond the connection limit (registry files, the loop, logs). */
+#define FD_SPARE 256
 /* Tokens of the pass that measures each model's cost at start-up. */
 #define COST_CALIBRATION_TOKENS 128
 /* How often a drain checks whether work is left, ms. */
@@ -82,7 +88,7 @@ static void hook_abandon(void *ctx, srv_job *j) {
 typedef struct {
     srv_server *s;
     uv_signal_t sigterm, sigint;
-    uv_timer_t drain_timer;
+    uv_timer_t drain_timer, sweep_timer;
     double drain_start;
     double deadline_hit;     /* when the drain deadline passed; 0 before */
 } srv_loop_ctx;
@@ -109,6 +115,23 @@ static void drain_check(uv_timer_t *t) {
         return;
     }
     if (atomic_load(&s->n_suspended) == 0 && (in_flight == 0 || now - c->deadline_hit > DRAIN_SEND_GRACE_S)) uv_stop(t->loop);
+}
+
+static void sweep(uv_timer_t *t) {
+    srv_loop_ctx *c = t->data;
+    srv__conns_sweep(c->s->conns);
+}
+
+/* Every connection needs a descriptor: raise the soft limit toward the hard one when the
+ * connection limit would not fit (a default of 1024 would refuse connections long before 4096). */
+static void raise_fd_limit(int want) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl)) return;
+    rlim_t need = (rlim_t)want + FD_SPARE;
+    if (rl.rlim_cur >= need) return;
+    rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > need ? need : rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < need)
+        fprintf(stderr, "adapterd: only %llu file descriptors for %d connections\n", (unsigned long long)rl.rlim_cur, want);
 }
 
 static void on_signal(uv_signal_t *h, int signum) {
@@ -186,7 +209,8 @@ int srv_run(const srv_config *cfg, store_registry *reg, eng_err *err) {
     uv_signal_init(&s->loop, &ctx.sigterm);
     uv_signal_init(&s->loop, &ctx.sigint);
     uv_timer_init(&s->loop, &ctx.drain_timer);
-    ctx.sigterm.data = ctx.sigint.data = ctx.drain_timer.data = &ctx;
+    uv_timer_init(&s->loop, &ctx.sweep_timer);
+    ctx.sigterm.data = ctx.sigint.data = ctx.drain_timer.data = ctx.sweep_timer.data = &ctx;
     uv_signal_start(&ctx.sigterm, on_signal, SIGTERM);
     uv_signal_start(&ctx.sigint, on_signal, SIGINT);
 
@@ -195,13 +219,23 @@ int srv_run(const srv_config *cfg, store_registry *reg, eng_err *err) {
         rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "host: '%s' is not an IPv4 address", cfg->host);
         goto done;
     }
+    srv_conn_params cp = {.max_connections = cfg->max_connections, .reserve = cfg->health_reserve,
+                          .header_timeout_s = cfg->header_timeout_ms / 1e3, .min_body_rate = cfg->min_body_rate};
+    if (!(s->conns = srv__conns_new(&cp))) {
+        rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+        goto done;
+    }
+    raise_fd_limit(cfg->max_connections + cfg->health_reserve);
+    uv_timer_start(&ctx.sweep_timer, sweep, CONN_SWEEP_MS, CONN_SWEEP_MS);
     /* http_threads > 1: MHD's own pool, each thread with its own epoll set, so parsing and tokenizing
      * run in parallel; every handler path is thread-safe (atomics, the store's and scheduler's mutexes) */
     s->mhd = MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO, (uint16_t)cfg->port,
                               NULL, NULL, srv__on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                               MHD_OPTION_NOTIFY_COMPLETED, srv__on_completed, s,
                               MHD_OPTION_UNESCAPE_CALLBACK, srv__url_unescape, NULL, MHD_OPTION_CONNECTION_TIMEOUT,
-                              (unsigned)HTTP_IDLE_TIMEOUT_S, MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
+                              (unsigned)HTTP_IDLE_TIMEOUT_S, MHD_OPTION_CONNECTION_LIMIT,
+                              (unsigned)(cfg->max_connections + cfg->health_reserve), MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                              (unsigned)cfg->max_connections_per_ip, MHD_OPTION_NOTIFY_CONNECTION, srv__conns_notify, s->conns,
                               MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)HTTP_LISTEN_BACKLOG,
                               MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(cfg->http_threads > 1 ? cfg->http_threads : 0),
                               MHD_OPTION_END);
@@ -238,6 +272,7 @@ done:
     uv_loop_close(&s->loop);
     srv__sched_free(s->sched);
     srv__offload_free(s->offl);
+    srv__conns_free(s->conns);
     srv__metrics_free(s->metrics);
     for (int i = 0; i < s->n_costs; i++) store_model_release(s->cost_models[i]);
     free(s->cost_models), free(s->costs);

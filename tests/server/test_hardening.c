@@ -449,3 +449,105 @@ Test(hardening, upload_errors_name_no_server_path, .timeout = 60) {
     sh("rm -rf %s", reg);
     free(reg);
 }
+
+/* ---- item: connections ---- */
+
+/* Sends one header byte every 250 ms; returns the seconds until the server closed the connection
+ * (or gave up after limit_s). */
+static double slow_headers(const test_server *s, double limit_s) {
+    int fd = dial(s);
+    const char *req = "GET /healthz HTTP/1.1\r\nHost: t\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    double t0 = now_s();
+    for (size_t i = 0; req[i] && now_s() - t0 < limit_s; i++) {
+        if (send(fd, req + i, 1, MSG_NOSIGNAL) != 1) break;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 250) > 0) {
+            char b[256];
+            if (recv(fd, b, sizeof b, 0) <= 0) break;
+        }
+    }
+    double dt = now_s() - t0;
+    close(fd);
+    return dt;
+}
+
+Test(hardening, headers_have_a_deadline_and_bodies_a_minimum_rate, .timeout = 60) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    test_server s;
+    const char *args[] = {"--header-timeout-ms", "1000", "--min-body-rate", "4096", NULL};
+    cr_assert_eq(ts_start(&s, args, NULL), 0);
+    double dt = slow_headers(&s, 15);
+    cr_expect(dt < 3.0, "a client sending a header byte every 250 ms was closed after %.2f s (deadline 1 s)", dt);
+    /* a body trickling at 40 bytes/s against 4096 */
+    int fd = dial(&s);
+    const char *head = "POST /v1/predict HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 60000\r\n\r\n";
+    cr_assert_eq(send_all(fd, head, strlen(head)), 0);
+    double t0 = now_s();
+    bool closed = false;
+    while (!closed && now_s() - t0 < 15) {
+        if (send(fd, "          ", 10, MSG_NOSIGNAL) != 10) break;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 250) > 0) {
+            char b[512];
+            if (recv(fd, b, sizeof b, 0) <= 0) closed = true;
+        }
+    }
+    dt = now_s() - t0;
+    close(fd);
+    cr_expect(dt < 4.0, "a body at 40 bytes/s was closed after %.2f s", dt);
+    /* an ordinary client is not affected */
+    ts_resp r;
+    cr_assert_eq(ts_http(&s, "POST", "/v1/predict", "{\"inputs\":\"the movie\",\"tasks\":[\"cls_lora\"]}", NULL, NULL, &r), 0);
+    cr_expect_eq(r.status, 200);
+    ts_resp_free(&r);
+    cr_assert_eq(ts_stop(&s), 0);
+}
+
+/* Opens n connections that send nothing. */
+static void idle_open(const test_server *s, int *fds, int n) {
+    for (int i = 0; i < n; i++) fds[i] = dial(s);
+}
+
+static int get_status(const test_server *s, const char *path, int ms) {
+    char head[256];
+    snprintf(head, sizeof head, "GET %s HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", path);
+    return headers_only(s, head, ms, NULL, 0);
+}
+
+Test(hardening, per_address_cap, .timeout = 60) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    test_server s;
+    const char *args[] = {"--max-connections-per-ip", "4", NULL};
+    cr_assert_eq(ts_start(&s, args, NULL), 0);
+    int fds[4];
+    idle_open(&s, fds, 4);
+    sleep_ms(100);
+    cr_expect_eq(get_status(&s, "/healthz", 2000), 0, "a fifth connection from the address is refused");
+    for (int i = 0; i < 4; i++) close(fds[i]);
+    sleep_ms(200);
+    cr_expect_eq(get_status(&s, "/healthz", 2000), 200, "below the cap again");
+    cr_assert_eq(ts_stop(&s), 0);
+}
+
+/* 40 idle connections against a limit of 16: health and readiness still answer at once (through the
+ * reserve, while the longest-idle connections are closed to make room). */
+Test(hardening, health_stays_answerable_at_the_connection_limit, .timeout = 60) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    test_server s;
+    const char *args[] = {"--max-connections", "16", "--health-reserve", "4", "--max-connections-per-ip", "0", NULL};
+    cr_assert_eq(ts_start(&s, args, NULL), 0);
+    enum { IDLE = 40 };
+    int fds[IDLE];
+    idle_open(&s, fds, IDLE);
+    sleep_ms(300);
+    for (int k = 0; k < 5; k++) {
+        double t0 = now_s();
+        cr_expect_eq(get_status(&s, "/healthz", 2000), 200, "healthz at the limit (round %d)", k);
+        cr_expect_eq(get_status(&s, "/readyz", 2000), 200, "readyz at the limit (round %d)", k);
+        cr_expect(now_s() - t0 < 2.0, "health took %.2f s", now_s() - t0);
+        /* more idle clients keep coming */
+        for (int i = 0; i < 8; i++) close(fds[i]), fds[i] = dial(&s);
+    }
+    for (int i = 0; i < IDLE; i++) close(fds[i]);
+    cr_assert_eq(ts_stop(&s), 0);
+}
