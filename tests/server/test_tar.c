@@ -342,6 +342,14 @@ Test(tar, file_and_directory_of_one_path_is_422_naming_the_archive_path) {
     free(b.p);
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+#define TAR_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TAR_TEST_ASAN 1
+#endif
+#endif
+
 /* A .tar.gz of one file of n zero bytes, deflated in pieces (the plain archive is never whole). */
 static buf gzip_zero_file(size_t n) {
     buf hdr = {0};
@@ -399,6 +407,11 @@ static size_t vm_size(void) {
  * ceiling of the limit plus 8 MiB, a 70 MiB archive against a 64 MiB limit is refused as too large,
  * never out of memory (the doubling buffer reached 90 MiB). */
 Test(tar, gzip_output_is_capped_before_the_buffer_grows, .timeout = 60) {
+#ifdef TAR_TEST_ASAN
+    /* AddressSanitizer's allocator reserves its own address space and never moves a block in
+     * place, so an address-space ceiling measures it, not the reader: the Release build runs this */
+    cr_skip_test("address-space ceiling not meaningful under AddressSanitizer");
+#endif
     buf g = gzip_zero_file((size_t)70 << 20);
     srv_tar_limits capped = {.max_bytes = (size_t)64 << 20, .max_entries = 10, .max_ratio = 1e9};
     struct rlimit rl = {.rlim_cur = vm_size() + ((size_t)72 << 20), .rlim_max = RLIM_INFINITY};
