@@ -315,8 +315,8 @@ void srv__sched_flush(srv_sched *q) {
     schedule(q);
 }
 
-void srv__sched_cancel(srv_sched *q, eng_status code, const char *msg) {
-    if (q->cancelled) return;
+int srv__sched_cancel(srv_sched *q, eng_status code, const char *msg) {
+    if (q->cancelled) return 0;
     q->cancelled = true;
     q->cancel_code = code;
     snprintf(q->cancel_msg, sizeof q->cancel_msg, "%s", msg);
@@ -328,9 +328,11 @@ void srv__sched_cancel(srv_sched *q, eng_status code, const char *msg) {
     q->head = q->tail = NULL;
     q->pending_tokens = 0;
     /* the batches in a pass: the loop only reads their job lists, which the worker does not change */
+    int abandoned = 0;
     for (int i = 0; i < q->n_workers; i++)
         if (q->workers[i].running)
-            for (srv_job *j = q->workers[i].running->jobs; j; j = j->next) q->hooks.abandon(q->hooks.ctx, j);
+            for (srv_job *j = q->workers[i].running->jobs; j; j = j->next) q->hooks.abandon(q->hooks.ctx, j), abandoned++;
+    return abandoned;
 }
 
 int srv__sched_start(uv_loop_t *loop, const srv_sched_params *p, srv_sched_hooks hooks, srv_sched **out, eng_err *err) {

@@ -54,7 +54,7 @@ void srv__sched_flush(srv_sched *q);
 /* Loop thread, the drain deadline: every job not yet in a pass fails with (code, msg) and goes to
  * the done hook now, every job in a pass goes to the abandon hook, and jobs that arrive later fail
  * at once. No new pass starts. */
-void srv__sched_cancel(srv_sched *q, eng_status code, const char *msg);
+int srv__sched_cancel(srv_sched *q, eng_status code, const char *msg); /* returns the jobs abandoned in a pass */
 int srv__sched_depth(srv_sched *q);          /* any thread: jobs submitted and not done */
 int srv__sched_adaptive_level(srv_sched *q); /* any thread: layers adaptive mode currently adds */
 

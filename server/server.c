@@ -108,9 +108,10 @@ static void drain_check(uv_timer_t *t) {
             uv_stop(t->loop);
         } else if ((now - c->drain_start) * 1e3 > s->cfg.drain_timeout_ms) {
             c->deadline_hit = now;
-            fprintf(stderr, "adapterd: drain timeout with %d requests in flight; answering them 503\n", in_flight);
-            srv__sched_cancel(s->sched, ENG_UNAVAILABLE,
-                              "the server stopped at its drain deadline before this request ran; retry on another replica");
+            int in_pass = srv__sched_cancel(s->sched, ENG_UNAVAILABLE,
+                                            "the server stopped at its drain deadline before this request ran; retry on another replica");
+            fprintf(stderr, "adapterd: drain timeout with %d requests in flight (%d in an engine pass); answering them 503\n",
+                    in_flight, in_pass);
         }
         return;
     }
