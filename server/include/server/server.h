@@ -84,7 +84,8 @@ int srv_config_from_file(srv_config *c, const char *path, eng_err *err);
 int srv_config_load(srv_config *c, int argc, const char *const *args, eng_err *err);
 
 /* Runs the server on reg until SIGTERM/SIGINT and a drain: readiness turns false, new requests get
- * 503, queued and running requests complete, then it returns 0. Returns a negative status when it
+ * 503, queued and running requests complete (those still waiting at drain_timeout_ms get 503),
+ * then it returns 0. Returns a negative status when it
  * cannot start (port in use, out of memory). reg must outlive the call. */
 int srv_run(const srv_config *c, store_registry *reg, eng_err *err);
 
