@@ -447,6 +447,31 @@ static json_t *v2_bytes(json_t *t, size_t i, proto_err *err) {
     return data;
 }
 
+/* "outputs": [{"name": "label"}, ...]: each name once, each an output tensor adapterd answers. */
+static int v2_requested_outputs(json_t *outs, unsigned *mask, proto_err *err) {
+    static const struct {
+        const char *name;
+        unsigned bit;
+    } known[] = {{"label", PROTO_V2_OUT_LABEL}, {"score", PROTO_V2_OUT_SCORE}, {"scores", PROTO_V2_OUT_SCORES},
+                 {"value", PROTO_V2_OUT_VALUE}, {"result", PROTO_V2_OUT_RESULT}};
+    *mask = 0;
+    if (!outs || json_is_null(outs)) return 0;
+    if (!json_is_array(outs)) return proto_err_set(err, PROTO_INVALID, "\"outputs\" must be an array of {\"name\": ...}");
+    for (size_t i = 0; i < json_array_size(outs); i++) {
+        const char *name = json_string_value(json_object_get(json_array_get(outs, i), "name"));
+        if (!name) return proto_err_set(err, PROTO_INVALID, "outputs[%zu] must be an object with a \"name\"", i);
+        unsigned bit = 0;
+        for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
+            if (!strcmp(name, known[k].name)) bit = known[k].bit;
+        if (!bit)
+            return proto_err_set(err, PROTO_INVALID, "outputs[%zu]: unknown output \"%.60s\" (label, score, scores, value, result)", i,
+                                 name);
+        if (*mask & bit) return proto_err_set(err, PROTO_INVALID, "outputs[%zu]: \"%s\" is asked for twice", i, name);
+        *mask |= bit;
+    }
+    return 0;
+}
+
 int proto_v2_infer_parse(const char *body, size_t len, const char *task, const proto_limits *lim, proto_predict_req *r,
                          proto_err *err) {
     proto_limits dl = proto_default_limits();
@@ -472,8 +497,12 @@ int proto_v2_infer_parse(const char *body, size_t len, const char *task, const p
             rc = err ? err->code : PROTO_INVALID;
             goto bad;
         }
-        if (!strcmp(name, "text_pair")) pair = d;
-        else if (!strcmp(name, "text") || json_array_size(ins) == 1) text = d;
+        json_t **slot = !strcmp(name, "text_pair") ? &pair : (!strcmp(name, "text") || json_array_size(ins) == 1) ? &text : NULL;
+        if (slot && *slot) {
+            rc = proto_err_set(err, PROTO_INVALID, "inputs[%zu]: a second tensor named \"%.60s\"", i, name);
+            goto bad;
+        }
+        if (slot) *slot = d;
         else {
             rc = proto_err_set(err, PROTO_INVALID, "inputs[%zu]: unknown tensor \"%.60s\" (text, text_pair)", i, name);
             goto bad;
@@ -520,6 +549,7 @@ int proto_v2_infer_parse(const char *body, size_t len, const char *task, const p
         }
         if ((rc = parse_common(params, lim, r, err))) goto bad;
     }
+    if ((rc = v2_requested_outputs(json_object_get(root, "outputs"), &r->v2_outputs, err))) goto bad;
     return 0;
 bad:
     proto_predict_free(r);

@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -37,6 +39,9 @@
 #define UPLOAD_UNPACK_FACTOR 4
 #define UPLOAD_MAX_ENTRIES 4096
 #define UPLOAD_MAX_RATIO 100
+
+/* Names of the upload area's entries (body files and staged folders), unique within the process. */
+static atomic_int upload_seq;
 
 /* ---- routing ---- */
 
@@ -100,6 +105,79 @@ static enum MHD_Result send_401(srv_request *r) {
     return srv__send_error(r, ENG_UNAUTHENTICATED, "admin routes need \"Authorization: Bearer <admin token>\"");
 }
 
+/* An upload: PUT on a version. */
+static bool is_upload(const srv_request *r, const char *method) {
+    return r->route == SRV_ROUTE_ADMIN_VERSION && !strcmp(method, "PUT");
+}
+
+/* Content types an upload may declare (parameters allowed); none at all is accepted too. */
+static bool tar_media_type(const char *ct) {
+    static const char *const ok[] = {"application/x-tar", "application/gzip", "application/x-gzip",
+                                     "application/octet-stream"};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+        if (srv__media_type_is(ct, ok[i])) return true;
+    return false;
+}
+
+enum MHD_Result srv__admin_begin(srv_request *r, const char *method) {
+    srv_server *s = r->srv;
+    r->upload_fd = -1;
+    if (!s->cfg.admin_token[0])
+        return srv__send_error(r, ENG_NOT_FOUND, "no route %s %.200s (the admin API is off: start with --admin-token)", method,
+                               r->path);
+    if (!token_ok(r)) return send_401(r);
+    bool upload = is_upload(r, method);
+    size_t limit = upload ? s->cfg.max_upload_bytes : SRV_ADMIN_BODY_MAX;
+    const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Length");
+    if (cl && strtoull(cl, NULL, 10) > limit)
+        return srv__send_error(r, ENG_TOO_LARGE, "a body of %.40s bytes is over this route's limit of %zu", cl, limit);
+    if (!upload) return MHD_YES;
+    const char *ct = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Type");
+    if (ct && !tar_media_type(ct))
+        return srv__send_error(r, ENG_MEDIA_TYPE, "Content-Type must be application/x-tar or application/gzip (got %.100s)", ct);
+    if (atomic_load(&s->draining)) return srv__send_error(r, ENG_UNAVAILABLE, "the server is draining");
+    /* the body streams into the upload area (tasks/.upload-*, which the watch ignores), never
+     * into memory */
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/tasks/.upload-%d-%d.body", store_dir(s->reg), (int)getpid(), atomic_fetch_add(&upload_seq, 1));
+    if (!(r->upload_path = strdup(path))) return srv__send_error(r, ENG_NO_MEMORY, "out of memory");
+    r->upload_fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (r->upload_fd < 0) {
+        fprintf(stderr, "adapterd: cannot create %s (%s)\n", path, strerror(errno));
+        free(r->upload_path);
+        r->upload_path = NULL;
+        return srv__send_error(r, ENG_IO, "cannot store the upload (%s)", strerror(errno));
+    }
+    return MHD_YES;
+}
+
+int srv__admin_body(srv_request *r, const char *data, size_t n) {
+    if (!r->upload_path) return srv__append_body(r, data, n, SRV_ADMIN_BODY_MAX);
+    if (n > r->srv->cfg.max_upload_bytes - r->body_len) {
+        r->too_large = true;
+        return 0;
+    }
+    for (size_t done = 0; done < n;) {
+        ssize_t w = write(r->upload_fd, data + done, n - done);
+        if (w <= 0) {
+            fprintf(stderr, "adapterd: cannot write %s (%s)\n", r->upload_path, w < 0 ? strerror(errno) : "short write");
+            return -1;
+        }
+        done += (size_t)w;
+    }
+    r->body_len += n;
+    return 0;
+}
+
+void srv__admin_end(srv_request *r) {
+    if (!r->upload_path) return;
+    if (r->upload_fd >= 0) close(r->upload_fd);
+    unlink(r->upload_path);
+    free(r->upload_path);
+    r->upload_path = NULL;
+    r->upload_fd = -1;
+}
+
 /* ---- answers (built on pool threads into r->off) ---- */
 
 static void answer_err(srv_request *r, eng_status code, const char *msg) { srv__offload_fail(r, code, msg); }
@@ -142,19 +220,25 @@ static void answer_versions(srv_request *r, unsigned status) {
 }
 
 static void do_upload(srv_request *r) {
-    static atomic_int seq;
     srv_server *s = r->srv;
     char staged[PATH_MAX];
-    snprintf(staged, sizeof staged, "%s/tasks/.upload-%d-%d", store_dir(s->reg), (int)getpid(), atomic_fetch_add(&seq, 1));
+    snprintf(staged, sizeof staged, "%s/tasks/.upload-%d-%d", store_dir(s->reg), (int)getpid(), atomic_fetch_add(&upload_seq, 1));
     eng_err e = {0};
     if (mkdir(staged, 0755)) {
-        eng_err_set(&e, ENG_IO, "cannot create %.400s (%s)", staged, strerror(errno));
+        fprintf(stderr, "adapterd: cannot create %s (%s)\n", staged, strerror(errno));
+        eng_err_set(&e, ENG_IO, "cannot unpack the upload (%s)", strerror(errno));
         answer_err(r, ENG_IO, e.msg);
         return;
     }
     srv_tar_limits lim = {.max_bytes = s->cfg.max_upload_bytes * UPLOAD_UNPACK_FACTOR, .max_entries = UPLOAD_MAX_ENTRIES,
                           .max_ratio = UPLOAD_MAX_RATIO};
-    int files = 0, rc = srv__untar(r->body ? r->body : "", r->body_len, staged, &lim, &files, &e);
+    /* the body file is mapped, not read: its pages are the page cache's, not the heap's */
+    void *map = r->body_len ? mmap(NULL, r->body_len, PROT_READ, MAP_PRIVATE, r->upload_fd, 0) : NULL;
+    int files = 0, rc;
+    if (map == MAP_FAILED) rc = eng_err_set(&e, ENG_IO, "cannot read the upload back (%s)", strerror(errno));
+    else rc = srv__untar(map ? map : "", r->body_len, staged, &lim, &files, &e);
+    if (map && map != MAP_FAILED) munmap(map, r->body_len);
+    srv__admin_end(r); /* the body file goes as soon as it is unpacked */
     if (!rc) {
         rc = store_version_add(s->reg, r->off.name, r->off.version, staged, r->off.activate, &e);
         /* a version that does not load is the upload's fault: 422 with the loader's reason */
@@ -165,6 +249,11 @@ static void do_upload(srv_request *r) {
     }
     if (rc) {
         store_remove_dir(staged);
+        /* the loader names files by their staged path: the client sees them relative to its archive */
+        char prefix[PATH_MAX + 1];
+        snprintf(prefix, sizeof prefix, "%s/", staged);
+        srv__scrub_path(e.msg, sizeof e.msg, prefix, "");
+        srv__scrub_path(e.msg, sizeof e.msg, staged, "the upload");
         answer_err(r, (eng_status)rc, e.msg);
         return;
     }
@@ -251,10 +340,10 @@ static int body_version(srv_request *r, char *out, size_t n) {
 
 enum MHD_Result srv__admin_dispatch(srv_request *r, const char *url, const char *method) {
     srv_server *s = r->srv;
-    if (!s->cfg.admin_token[0])
-        return srv__send_error(r, ENG_NOT_FOUND, "no route %s %.200s (the admin API is off: start with --admin-token)", method, url);
-    if (!token_ok(r)) return send_401(r);
-    if (r->too_large) return srv__send_error(r, ENG_TOO_LARGE, "upload over the limit of %zu bytes", s->cfg.max_upload_bytes);
+    /* the token and the admin switch were checked on the headers (srv__admin_begin) */
+    if (r->too_large)
+        return srv__send_error(r, ENG_TOO_LARGE, "a body over this route's limit of %zu bytes",
+                               r->upload_path ? s->cfg.max_upload_bytes : (size_t)SRV_ADMIN_BODY_MAX);
     if (atomic_load(&s->draining)) return srv__send_error(r, ENG_UNAVAILABLE, "the server is draining");
     bool is_get = !strcmp(method, "GET"), is_post = !strcmp(method, "POST"), is_put = !strcmp(method, "PUT"),
          is_del = !strcmp(method, "DELETE");
@@ -271,10 +360,6 @@ enum MHD_Result srv__admin_dispatch(srv_request *r, const char *url, const char 
         }
     case SRV_ROUTE_ADMIN_VERSION:
         if (is_put) {
-            const char *ct = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Type");
-            if (ct && strncasecmp(ct, "application/x-tar", 17) && strncasecmp(ct, "application/gzip", 16) &&
-                strncasecmp(ct, "application/x-gzip", 18) && strncasecmp(ct, "application/octet-stream", 24))
-                return srv__send_error(r, ENG_MEDIA_TYPE, "Content-Type must be application/x-tar or application/gzip (got %s)", ct);
             if (!r->body_len) return srv__send_error(r, ENG_INVALID_ARGUMENT, "the body must be a .tar or .tar.gz of the version's folders");
             const char *act = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "activate");
             r->off.activate = act && (!strcmp(act, "true") || !strcmp(act, "1"));

@@ -38,6 +38,11 @@ srv_config srv_default_config(void) {
     c.watch_interval_ms = 5000;
     c.http_threads = 2;
     c.target_queue_ms = 50;
+    c.max_connections = 4096;
+    c.max_connections_per_ip = 256;
+    c.health_reserve = 16;
+    c.header_timeout_ms = 10000;
+    c.min_body_rate = 1024;
     c.load_rate = (size_t)256 << 20;            /* the store's own default is unpaced */
     c.load_burst = store_default_params().load_burst;
     return c;
@@ -82,6 +87,11 @@ static const opt opts[] = {
     {"http-threads", INT(http_threads, 1, 256)},
     {"adaptive-skips", OPT_BOOL, offsetof(srv_config, adaptive_skips), sizeof(int), 0, 1},
     {"target-queue-ms", INT(target_queue_ms, 0, 3600000)},
+    {"max-connections", INT(max_connections, 1, 1 << 20)},
+    {"max-connections-per-ip", INT(max_connections_per_ip, 0, 1 << 20)},
+    {"health-reserve", INT(health_reserve, 0, 4096)},
+    {"header-timeout-ms", INT(header_timeout_ms, 100, 3600000)},
+    {"min-body-rate", OPT_SIZE, offsetof(srv_config, min_body_rate), sizeof(size_t), 0, 1LL << 40},
 };
 
 static int same_key(const char *a, const char *b) {

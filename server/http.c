@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "clock.h"
@@ -100,6 +101,32 @@ int srv__append_body(srv_request *r, const char *data, size_t n, size_t limit) {
     r->body_len += n;
     r->body[r->body_len] = '\0';
     return 0;
+}
+
+bool srv__media_type_is(const char *ct, const char *want) {
+    if (!ct) return false;
+    size_t n = strlen(want);
+    if (strncasecmp(ct, want, n)) return false;
+    const char *p = ct + n;
+    while (*p == ' ' || *p == '\t') p++;
+    return *p == '\0' || *p == ';';
+}
+
+void srv__scrub_path(char *msg, size_t cap, const char *path, const char *as) {
+    size_t pn = strlen(path), an = strlen(as);
+    if (!pn || !cap) return;
+    char out[ERROR_MSG_MAX * 2];
+    size_t o = 0, lim = cap < sizeof out ? cap : sizeof out;
+    for (const char *p = msg; *p && o + 1 < lim;) {
+        if (!strncmp(p, path, pn)) {
+            for (size_t k = 0; k < an && o + 1 < lim; k++) out[o++] = as[k];
+            p += pn;
+        } else {
+            out[o++] = *p++;
+        }
+    }
+    out[o] = '\0';
+    memcpy(msg, out, o + 1);
 }
 
 void srv__access_log(const srv_request *r, unsigned status, double seconds, bool completed) {

@@ -4,6 +4,7 @@
 #ifndef ADAPTERD_SERVER_HTTP_H
 #define ADAPTERD_SERVER_HTTP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "internal.h"
@@ -25,6 +26,15 @@ void srv__set_request_id(srv_request *r);
 /* Appends a body chunk; beyond limit the body is dropped and r->too_large set (answered 413 once
  * complete). Returns 0, or -1 when out of memory. */
 int srv__append_body(srv_request *r, const char *data, size_t n, size_t limit);
+
+/* True when the Content-Type value ct is the media type want ("type/subtype", compared without
+ * case), alone or followed by parameters (";charset=utf-8"); "application/jsonfoo" is not
+ * "application/json". ct NULL is false. */
+bool srv__media_type_is(const char *ct, const char *want);
+
+/* Replaces every occurrence of path in msg (NUL-terminated, cap bytes) with as, cutting at cap:
+ * error bodies name files relative to what the client sent, never where the server keeps them. */
+void srv__scrub_path(char *msg, size_t cap, const char *path, const char *as);
 
 /* One access-log line on stderr for a finished request. */
 void srv__access_log(const srv_request *r, unsigned status, double seconds, bool completed);

@@ -1,14 +1,15 @@
 /* inbox.c - see inbox.h. */
 #include "inbox.h"
 
-static void on_async(uv_async_t *a) {
-    srv_inbox *in = a->data;
+void srv__inbox_run(srv_inbox *in) {
     pthread_mutex_lock(&in->mu);
     srv_inbox_node *first = in->head;
     in->head = in->tail = NULL;
     pthread_mutex_unlock(&in->mu);
     if (first) in->cb(in, first);
 }
+
+static void on_async(uv_async_t *a) { srv__inbox_run(a->data); }
 
 int srv__inbox_init(srv_inbox *in, uv_loop_t *loop, srv_inbox_cb cb, void *data) {
     in->head = in->tail = NULL;

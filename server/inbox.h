@@ -41,6 +41,8 @@ struct srv_inbox {
 int srv__inbox_init(srv_inbox *in, uv_loop_t *loop, srv_inbox_cb cb, void *data);
 /* Any thread: appends n and wakes the loop. */
 void srv__inbox_push(srv_inbox *in, srv_inbox_node *n);
+/* Loop thread, also once the loop has stopped: runs the callback on what is pending now. */
+void srv__inbox_run(srv_inbox *in);
 /* After the async handle was closed and the loop ran its close callbacks. */
 void srv__inbox_destroy(srv_inbox *in);
 

@@ -70,6 +70,7 @@ struct srv_request {
     size_t body_len, body_cap;
     bool too_large;
     bool suspended;
+    bool abandoned;              /* its job was given up at the drain deadline: answer 503 */
     proto_predict_req preq;
     srv_job *job;
     unsigned status;             /* sent status, for the access log and metrics */
@@ -78,11 +79,15 @@ struct srv_request {
     char method[SRV_METHOD_MAX];
     char path[SRV_PATH_MAX];
     bool admin;                  /* an admin route (admin.c) */
+    size_t dropped;              /* body bytes of a route that takes none, read and dropped */
+    int upload_fd;               /* admin upload: the body streams into this file (upload_path) */
+    char *upload_path;           /* malloc'd; NULL when the body is not streamed to a file */
     srv_offload off;
 };
 
 typedef struct srv_offloader srv_offloader;
 typedef struct srv_watch srv_watch;
+typedef struct srv_conns srv_conns;
 
 struct srv_server {
     srv_config cfg;
@@ -97,10 +102,12 @@ struct srv_server {
     store_model **cost_models;       /* (n_costs) references */
     eng_cost_model *costs;           /* (n_costs) */
     srv_offloader *offl;             /* offload.c */
+    srv_conns *conns;                /* conn.c: header deadline, body rate, health reserve */
     srv_watch *watch;                /* watch.c; NULL when off */
     atomic_bool ready;
     atomic_bool draining;
-    atomic_int active;               /* requests between first byte and completion */
+    atomic_int active;               /* requests between first byte and completion: the in-flight count */
+    atomic_int n_suspended;          /* connections suspended and not yet resumed (MHD must see none at stop) */
     atomic_uint_fast64_t next_id;
     char id_prefix[16];
 };

@@ -36,8 +36,10 @@ typedef enum {
 typedef struct srv_job {
     srv_inbox_node inbox;        /* the scheduler's inbox (any thread -> loop) */
     struct srv_job *next;        /* the scheduler's FIFO and batches (loop, then one worker) */
-    struct srv_request *req;
-    const char *request_id;      /* the request's, for the body */
+    struct srv_request *req;     /* NULL once abandoned at the drain deadline (the scheduler frees it) */
+    const char *request_id;      /* id below, for the body */
+    char id[72];                 /* the request's id, copied: the job may outlive its request */
+    proto_predict_req *owned_req; /* an abandoned job's parsed request (texts point into it), or NULL */
     double t_request;            /* the request's first byte, seconds, monotonic */
     store_model *model;          /* borrowed from the tasks (each holds a reference) */
     int n_inputs, n_tasks;

@@ -17,7 +17,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "http.h"
 #include "http_status.h"
+
+/* Bytes of an offloaded error message. */
+#define OFFLOAD_MSG_MAX 1024
 
 /* The pool's threads run below the engine workers and HTTP threads. */
 #define POOL_THREAD_NICE 19
@@ -42,13 +46,20 @@ static void work_cb(uv_work_t *w) {
 void srv__offload_fail(srv_request *r, eng_status code, const char *msg) {
     free(r->off.body);
     r->off.body = NULL;
-    r->off.status = srv_error_body(code, msg, &r->off.body, &r->off.len);
+    /* loaders name the files they read: the registry's location is the operator's, not the client's */
+    char clean[OFFLOAD_MSG_MAX];
+    snprintf(clean, sizeof clean, "%s", msg);
+    srv__scrub_path(clean, sizeof clean, store_dir(r->srv->reg), "<registry>");
+    if (strcmp(store_dir(r->srv->reg), r->srv->cfg.registry))
+        srv__scrub_path(clean, sizeof clean, r->srv->cfg.registry, "<registry>");
+    r->off.status = srv_error_body(code, clean, &r->off.body, &r->off.len);
 }
 
 static void after_cb(uv_work_t *w, int status) {
     srv_request *r = w->data;
     if (status == UV_ECANCELED && !r->off.status) srv__offload_fail(r, ENG_UNAVAILABLE, "the server is stopping");
     r->off.state = SRV_OFFLOAD_DONE;
+    atomic_fetch_sub(&r->srv->n_suspended, 1);
     MHD_resume_connection(r->conn);
 }
 
@@ -83,6 +94,7 @@ void srv__offload(srv_offloader *o, srv_request *r, void (*fn)(srv_request *r)) 
     r->off.status = 0;
     r->off.fn = fn;
     r->off.state = SRV_OFFLOAD_RUNNING;
+    atomic_fetch_add(&r->srv->n_suspended, 1);
     MHD_suspend_connection(r->conn);
     r->suspended = true;
     srv__inbox_push(&o->inbox, &r->off.inbox);

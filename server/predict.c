@@ -32,6 +32,24 @@
 
 static enum MHD_Result load_then_retry(srv_request *r);
 
+/* The v2 outputs a task answers (proto_v2_infer_encode): 0 when every output asked for is one of
+ * them, else which family the task answers (1 classification, 2 regression, 3 the rest). A task
+ * whose head is not known yet (never loaded) is checked after its load, when it runs again. */
+static int check_v2_outputs(srv_request *r, const char *task) {
+    store_task *t = store_task_acquire(r->srv->reg, task, strlen(task));
+    if (!t) return 0; /* answered 404 later */
+    int h = store_task_head_type(t);
+    store_task_release(t);
+    if (h < 0) return 0;
+    proto_head_kind k = srv__wire_head_kind(h);
+    unsigned allowed = k == PROTO_HEAD_CLASSIFICATION || k == PROTO_HEAD_MULTILABEL
+                           ? PROTO_V2_OUT_LABEL | PROTO_V2_OUT_SCORE | PROTO_V2_OUT_SCORES
+                       : k == PROTO_HEAD_REGRESSION ? PROTO_V2_OUT_VALUE
+                                                    : PROTO_V2_OUT_RESULT;
+    if (!(r->preq.v2_outputs & ~allowed)) return 0;
+    return allowed & PROTO_V2_OUT_LABEL ? 1 : allowed == PROTO_V2_OUT_VALUE ? 2 : 3;
+}
+
 /* "latency_ms": every task starts at its smallest allowed skip (best quality) and eng_plan_for_latency
  * raises skips, one layer at a time on the task with the most room, until the cost model's prediction
  * for this request's plan meets the target. A target that even the largest skips miss is refused with
@@ -234,7 +252,8 @@ static prepare_result job_prepare(srv_request *r, srv_job *j, const proto_predic
     srv_server *s = r->srv;
     int n_tasks = p->n_tasks ? p->n_tasks : store_n_tasks(s->reg);
     j->req = r;
-    j->request_id = r->id;
+    snprintf(j->id, sizeof j->id, "%s", r->id);
+    j->request_id = j->id;
     j->t_request = r->t0;
     j->texts = p->inputs;
     j->n_inputs = p->n_inputs;
@@ -310,8 +329,8 @@ enum MHD_Result srv__predict(srv_request *r, const char *task, size_t task_len) 
         return srv__send_error(r, ENG_UNAVAILABLE, "the server is %s; retry on another replica",
                           atomic_load(&s->draining) ? "draining" : "starting");
     const char *ct = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Type");
-    if (!ct || strncasecmp(ct, "application/json", 16) != 0)
-        return srv__send_error(r, ENG_MEDIA_TYPE, "Content-Type must be application/json (got %s)", ct ? ct : "none");
+    if (!srv__media_type_is(ct, "application/json"))
+        return srv__send_error(r, ENG_MEDIA_TYPE, "Content-Type must be application/json (got %.100s)", ct ? ct : "none");
     if (r->too_large)
         return srv__send_error(r, ENG_TOO_LARGE, "request body over the limit of %zu bytes", s->cfg.max_body_bytes);
     proto_limits lim = {.max_inputs = s->cfg.max_inputs, .max_tasks = s->cfg.max_tasks, .max_text_bytes = s->cfg.max_body_bytes};
@@ -327,6 +346,9 @@ enum MHD_Result srv__predict(srv_request *r, const char *task, size_t task_len) 
         rc = proto_predict_parse(r->body ? r->body : "", r->body_len, &lim, &r->preq, &pe);
     }
     if (rc) return srv__send_error(r, srv_status_of_proto(rc), "%s", pe.msg);
+    if (r->route == SRV_ROUTE_V2_INFER && r->preq.v2_outputs && (rc = check_v2_outputs(r, tname)))
+        return srv__send_error(r, ENG_INVALID_ARGUMENT, "\"outputs\" asks for a tensor task \"%.100s\" does not answer (it answers %s)",
+                               tname, rc == 1 ? "label, score, scores" : rc == 2 ? "value" : "result");
     /* tasks not resident (a memory budget): load them on the pool, then run this again */
     if (tasks_missing(r)) return load_then_retry(r);
     srv_job *j = calloc(1, sizeof *j);
@@ -342,10 +364,12 @@ enum MHD_Result srv__predict(srv_request *r, const char *task, size_t task_len) 
         r->job = NULL;
         return load_then_retry(r);
     }
+    atomic_fetch_add(&s->n_suspended, 1);
     MHD_suspend_connection(r->conn);
     r->suspended = true;
     if (srv__sched_submit(s->sched, j)) {
         srv__job_fail(j, ENG_BUSY, "the queue is full; retry after a second");
+        atomic_fetch_sub(&s->n_suspended, 1);
         MHD_resume_connection(r->conn);
     }
     return MHD_YES;

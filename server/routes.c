@@ -18,10 +18,12 @@
 #include "docs.h"
 #include "embed.h"
 #include "clock.h"
+#include "conn.h"
 #include "http.h"
 #include "offload.h"
 #include "predict.h"
 #include "respond.h"
+#include "url.h"
 
 /* ---- quick routes ---- */
 
@@ -102,6 +104,34 @@ static enum MHD_Result route_models(srv_request *r) {
     return srv__send_json(r, 200, j, len);
 }
 
+static bool is_health(srv_route rt) {
+    return rt == SRV_ROUTE_HEALTHZ || rt == SRV_ROUTE_READYZ || rt == SRV_ROUTE_V2_LIVE || rt == SRV_ROUTE_V2_READY;
+}
+
+/* Bytes of a body read and dropped on a route that takes none (a GET with a body). */
+#define UNUSED_BODY_MAX 65536
+
+static bool takes_body(const srv_request *r) {
+    return r->method_ok && (r->route == SRV_ROUTE_PREDICT || r->route == SRV_ROUTE_V2_INFER);
+}
+
+/* The most body bytes a non-admin request may send. */
+static size_t body_limit(const srv_request *r) {
+    return takes_body(r) ? r->srv->cfg.max_body_bytes : UNUSED_BODY_MAX;
+}
+
+/* A body passed its route's limit while streaming (a chunked body: with a Content-Length the 413
+ * came on the headers). The rest is never read: the 413 is queued when libmicrohttpd accepts an
+ * answer mid-body, and otherwise (0.9.x does not) the connection is closed at once. */
+static enum MHD_Result over_limit(srv_request *r) {
+    size_t limit = r->admin ? (r->upload_path ? r->srv->cfg.max_upload_bytes : (size_t)SRV_ADMIN_BODY_MAX) : body_limit(r);
+    free(r->body);
+    r->body = NULL;
+    r->body_len = r->body_cap = 0;
+    srv__admin_end(r);
+    return srv__send_error(r, ENG_TOO_LARGE, "the body passed this route's limit of %zu bytes", limit);
+}
+
 /* Matches url to a route; for /v1/tasks/{name} and /v2/models/{task}/... the name goes to arg, arg_len. */
 static srv_route match(const char *url, const char **arg, size_t *arg_len) {
     static const struct {
@@ -147,24 +177,32 @@ enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const ch
         r->route = match(url, &arg, &arg_len);
         snprintf(r->method, sizeof r->method, "%s", method);
         snprintf(r->path, sizeof r->path, "%s", url);
+        for (char *c = r->path; *c; c++)
+            if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?'; /* the access log stays one line */
         srv__set_request_id(r);
         atomic_fetch_add(&s->active, 1);
         *con_cls = r;
+        srv__conns_phase(s->conns, conn, SRV_CONN_BODY);
+        if (!srv__url_ok(url)) {
+            r->route = SRV_ROUTE_UNKNOWN;
+            return srv__send_error(r, ENG_MALFORMED, "the path holds an encoded NUL, control character or '/' inside a segment");
+        }
+        if (srv__conns_reserve(s->conns, conn) && !is_health(r->route))
+            return srv__send_error(r, ENG_UNAVAILABLE, "the server is at its connection limit; connections beyond it serve "
+                                                       "/healthz, /readyz and /v2/health/* only");
         if (srv__admin_claims(r, url, method)) {
+            /* the admin switch, the token and the limits are decided on the headers alone: no
+             * byte of the body is read for a request that is refused */
             r->method_ok = true;
-            const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
-            if (cl && strtoull(cl, NULL, 10) > s->cfg.max_upload_bytes)
-                return srv__send_error(r, ENG_TOO_LARGE, "upload of %s bytes is over the limit of %zu", cl, s->cfg.max_upload_bytes);
-            return MHD_YES;
+            return srv__admin_begin(r, method);
         }
         int is_post = r->route == SRV_ROUTE_PREDICT || r->route == SRV_ROUTE_V2_INFER || r->route == SRV_ROUTE_EMBED ||
                       r->route == SRV_ROUTE_TOKENIZE;
         r->method_ok = is_post ? !strcmp(method, "POST") : (!strcmp(method, "GET") || !strcmp(method, "HEAD"));
-        if (is_post && r->method_ok) {
-            const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
-            if (cl && strtoull(cl, NULL, 10) > s->cfg.max_body_bytes)
-                return srv__send_error(r, ENG_TOO_LARGE, "request body of %s bytes is over the limit of %zu", cl, s->cfg.max_body_bytes);
-        }
+        size_t limit = body_limit(r);
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+        if (cl && strtoull(cl, NULL, 10) > limit)
+            return srv__send_error(r, ENG_TOO_LARGE, "a body of %.40s bytes is over this route's limit of %zu", cl, limit);
         return MHD_YES;
     }
     if (r->suspended && r->off.state == SRV_OFFLOAD_DONE) {
@@ -185,6 +223,8 @@ enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const ch
         /* resumed: the job is done */
         r->suspended = false;
         srv_job *j = r->job;
+        if (r->abandoned || !j)
+            return srv__send_error(r, ENG_UNAVAILABLE, "the server stopped at its drain deadline before this request finished; retry on another replica");
         char *b = j->body;
         j->body = NULL;
         if (!b) return srv__send_error(r, ENG_INTERNAL, "no response was produced");
@@ -193,10 +233,17 @@ enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const ch
     if (*upload_data_size) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
+        srv__conns_body(s->conns, conn, n);
         if (r->too_large || r->status) return MHD_YES;
-        size_t limit = r->admin ? s->cfg.max_upload_bytes : s->cfg.max_body_bytes;
-        return srv__append_body(r, upload_data, n, limit) ? MHD_NO : MHD_YES;
+        int rc;
+        if (r->admin) rc = srv__admin_body(r, upload_data, n);
+        else if (takes_body(r)) rc = srv__append_body(r, upload_data, n, s->cfg.max_body_bytes);
+        else rc = (r->dropped += n) > UNUSED_BODY_MAX ? (r->too_large = true, 0) : 0;
+        if (rc) return MHD_NO;
+        if (r->too_large) return over_limit(r);
+        return MHD_YES;
     }
+    srv__conns_phase(s->conns, conn, SRV_CONN_BUSY);
     if (r->status) return MHD_YES; /* already answered (413 by Content-Length) */
     if (r->admin) return srv__admin_dispatch(r, url, method);
     r->route = match(url, &arg, &arg_len);
@@ -257,10 +304,12 @@ void srv__on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, e
     if (s->cfg.access_log) srv__access_log(r, status, dt, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
     srv__job_free(r->job);
     srv__offload_clear(r);
+    srv__admin_end(r);
     proto_predict_free(&r->preq);
     free(r->body);
     free(r);
     *con_cls = NULL;
+    srv__conns_phase(s->conns, conn, SRV_CONN_WAITING); /* kept alive: the next request's headers are due */
     atomic_fetch_sub(&s->active, 1);
 }
 

@@ -54,6 +54,7 @@ typedef struct srv_worker {
     pthread_cond_t cv;
     srv_batch *batch;        /* handed over by the loop; NULL when idle */
     bool busy;               /* loop's view: a batch is assigned and not yet reported done */
+    srv_batch *running;      /* loop's view: that batch (its jobs stay linked until done) */
     bool stop;
 } srv_worker;
 
@@ -74,6 +75,9 @@ struct srv_sched {
     int n_workers;
     srv_worker *workers;
     bool flush;
+    bool cancelled;               /* the drain deadline passed: fail what arrives, start nothing */
+    eng_status cancel_code;
+    char cancel_msg[256];
     bool inbox_live, done_live;   /* initialised, so destroyed with the scheduler */
     atomic_int adapt_level;  /* layers adaptive mode adds; written by the loop only */
 };
@@ -287,6 +291,7 @@ static void adapt(srv_sched *q, srv_batch *b, double oldest_wait_ms) {
 
 static void schedule(srv_sched *q) {
     srv_worker *w;
+    if (q->cancelled) return;
     while (q->head && (w = idle_worker(q))) {
         srv_batch_clock c = {.now = srv__now(), .head_submit = q->head->t_submit, .last_arrival = q->last_arrival,
                              .last_done = q->last_done, .last_pass_s = q->last_pass_s,
@@ -307,6 +312,7 @@ static void schedule(srv_sched *q) {
         }
         if (q->p.adaptive_skips) adapt(q, b, waited_us / 1e3);
         w->busy = true;
+        w->running = b;
         b->worker = w;
         pthread_mutex_lock(&w->mu);
         w->batch = b;
@@ -315,11 +321,23 @@ static void schedule(srv_sched *q) {
     }
 }
 
+/* A job that will not run (the drain deadline passed): failed and handed back. */
+static void cancel_job(srv_sched *q, srv_job *j) {
+    j->next = NULL;
+    q->hooks.fail(q->hooks.ctx, j, q->cancel_code, q->cancel_msg);
+    atomic_fetch_sub(&q->depth, 1);
+    q->hooks.done(q->hooks.ctx, j);
+}
+
 static void inbox_cb(srv_inbox *in, srv_inbox_node *first) {
     srv_sched *q = in->data;
     for (srv_inbox_node *n = first, *nx; n; n = nx) {
         nx = n->next;
         srv_job *j = SRV_CONTAINER_OF(n, srv_job, inbox);
+        if (q->cancelled) {
+            cancel_job(q, j);
+            continue;
+        }
         j->next = NULL;
         if (q->tail) q->tail->next = j;
         else q->head = j;
@@ -342,6 +360,7 @@ static void done_cb(srv_inbox *in, srv_inbox_node *first) {
             q->hooks.done(q->hooks.ctx, j);
         }
         b->worker->busy = false;
+        b->worker->running = NULL;
         q->last_pass_s = b->seconds;
         free(b);
     }
@@ -352,6 +371,26 @@ static void done_cb(srv_inbox *in, srv_inbox_node *first) {
 void srv__sched_flush(srv_sched *q) {
     q->flush = true;
     schedule(q);
+}
+
+int srv__sched_cancel(srv_sched *q, eng_status code, const char *msg) {
+    if (q->cancelled) return 0;
+    q->cancelled = true;
+    q->cancel_code = code;
+    snprintf(q->cancel_msg, sizeof q->cancel_msg, "%s", msg);
+    uv_timer_stop(&q->timer);
+    for (srv_job *j = q->head, *nx; j; j = nx) {
+        nx = j->next;
+        cancel_job(q, j);
+    }
+    q->head = q->tail = NULL;
+    q->pending_tokens = 0;
+    /* the batches in a pass: the loop only reads their job lists, which the worker does not change */
+    int abandoned = 0;
+    for (int i = 0; i < q->n_workers; i++)
+        if (q->workers[i].running)
+            for (srv_job *j = q->workers[i].running->jobs; j; j = j->next) q->hooks.abandon(q->hooks.ctx, j), abandoned++;
+    return abandoned;
 }
 
 int srv__sched_start(uv_loop_t *loop, const srv_sched_params *p, srv_sched_hooks hooks, srv_sched **out, eng_err *err) {
@@ -395,6 +434,10 @@ void srv__sched_stop(srv_sched *q) {
         eng_state_free(w->st);
         w->st = NULL;
     }
+    if (q) q->cancelled = true; /* no pass starts from here on */
+    /* passes that ended after the loop stopped: their jobs were abandoned and are freed by the done
+     * hook (the loop no longer runs, this thread is its owner) */
+    if (q && q->done_live) srv__inbox_run(&q->done);
 }
 
 void srv__sched_free(srv_sched *q) {

@@ -23,6 +23,9 @@ typedef struct {
     void (*fail)(void *ctx, srv_job *j, eng_status code, const char *msg);
     /* Loop thread: j is done (answered or failed) and no longer the scheduler's. */
     void (*done)(void *ctx, srv_job *j);
+    /* Loop thread, at srv__sched_cancel: j is in a pass that cannot be interrupted; its request is
+     * answered now and lets go of it. done still follows when the pass ends. */
+    void (*abandon)(void *ctx, srv_job *j);
     void *ctx;
 } srv_sched_hooks;
 
@@ -51,6 +54,10 @@ void srv__sched_free(srv_sched *q);
 int srv__sched_submit(srv_sched *q, srv_job *j);
 /* Loop thread: close batches of everything queued now (drain). */
 void srv__sched_flush(srv_sched *q);
+/* Loop thread, the drain deadline: every job not yet in a pass fails with (code, msg) and goes to
+ * the done hook now, every job in a pass goes to the abandon hook, and jobs that arrive later fail
+ * at once. No new pass starts. */
+int srv__sched_cancel(srv_sched *q, eng_status code, const char *msg); /* returns the jobs abandoned in a pass */
 int srv__sched_depth(srv_sched *q);          /* any thread: jobs submitted and not done */
 int srv__sched_adaptive_level(srv_sched *q); /* any thread: layers adaptive mode currently adds */
 

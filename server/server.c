@@ -10,23 +10,32 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "clock.h"
+#include "conn.h"
 #include "internal.h"
 #include "offload.h"
 #include "respond.h"
 #include "routes.h"
+#include "url.h"
 #include "watch.h"
 
-/* libmicrohttpd's limits: idle seconds before a connection closes, connections, listen backlog. */
+/* libmicrohttpd's limits: idle seconds before a connection closes (while it is answered: the header
+ * deadline and the body rate are conn.c's), listen backlog. */
 #define HTTP_IDLE_TIMEOUT_S 60
-#define HTTP_MAX_CONNECTIONS 4096
 #define HTTP_LISTEN_BACKLOG 1024
+/* How often conn.c's sweep looks for slow connections, ms. */
+#define CONN_SWEEP_MS 250
+/* Descriptors kept beyond the connection limit (registry files, the loop, logs). */
+#define FD_SPARE 256
 /* Tokens of the pass that measures each model's cost at start-up. */
 #define COST_CALIBRATION_TOKENS 128
 /* How often a drain checks whether work is left, ms. */
 #define DRAIN_POLL_MS 5
+/* After the drain deadline, how long the 503 answers get to reach their clients, seconds. */
+#define DRAIN_SEND_GRACE_S 2.0
 
 /* ---- the scheduler's hooks ---- */
 
@@ -45,14 +54,39 @@ static void hook_fail(void *ctx, srv_job *j, eng_status code, const char *msg) {
     srv__job_fail(j, code, msg);
 }
 
-/* Loop thread: the job is answered; count it and resume its connection (MHD sends the body). */
+/* Loop thread: the job is answered; count it and resume its connection (MHD sends the body). A
+ * job abandoned at the drain deadline has no request any more: it ends here. */
 static void hook_done(void *ctx, srv_job *j) {
     srv_server *s = ctx;
+    if (!j->req) {
+        srv__job_free(j);
+        return;
+    }
     srv__metrics_queue_wait(s->metrics, j->t_start > 0 ? j->t_start - j->t_submit : -1);
     for (int k = 0; k < j->n_tasks; k++)
         srv__metrics_task(s->metrics, store_task_name(j->tasks[k]), j->treqs[k].skip, j->n_inputs,
                           j->t_end > 0 ? j->t_end - j->t_request : -1);
+    atomic_fetch_sub(&s->n_suspended, 1);
     MHD_resume_connection(j->req->conn);
+}
+
+/* Loop thread, drain deadline: j's pass goes on, but its request answers 503 now. The job takes
+ * over what the worker still reads from the request (the parsed texts); the request forgets the
+ * job, and hook_done frees it when the pass ends. The connection is suspended, so nothing else
+ * touches the request meanwhile. */
+static void hook_abandon(void *ctx, srv_job *j) {
+    srv_server *s = ctx;
+    srv_request *r = j->req;
+    proto_predict_req *owned = malloc(sizeof *owned);
+    if (!owned) return; /* out of memory: this one waits for its pass like before */
+    *owned = r->preq;
+    memset(&r->preq, 0, sizeof r->preq);
+    j->owned_req = owned;
+    j->req = NULL;
+    r->job = NULL;
+    r->abandoned = true;
+    atomic_fetch_sub(&s->n_suspended, 1);
+    MHD_resume_connection(r->conn);
 }
 
 /* ---- the loop ---- */
@@ -60,28 +94,58 @@ static void hook_done(void *ctx, srv_job *j) {
 typedef struct {
     srv_server *s;
     uv_signal_t sigterm, sigint;
-    uv_timer_t drain_timer;
+    uv_timer_t drain_timer, sweep_timer;
     double drain_start;
+    double deadline_hit;     /* when the drain deadline passed; 0 before */
 } srv_loop_ctx;
 
+/* The drain, every DRAIN_POLL_MS. Before the deadline queued jobs keep their batching schedule:
+ * draining does not change answers, it only stops new work. At the deadline every request still
+ * waiting on the scheduler answers 503 (queued jobs fail, jobs in a pass are abandoned), offloaded
+ * work is waited for, and the loop stops once no connection is suspended (libmicrohttpd refuses to
+ * stop with one) and the answers went out, or after DRAIN_SEND_GRACE_S. */
 static void drain_check(uv_timer_t *t) {
     srv_loop_ctx *c = t->data;
     srv_server *s = c->s;
-    /* queued jobs keep their batching schedule (at most max_wait_us): draining does not change
-     * answers, it only stops new work */
-    int busy = srv__sched_depth(s->sched) + atomic_load(&s->active);
-    if (busy == 0 || (srv__now() - c->drain_start) * 1e3 > s->cfg.drain_timeout_ms) {
-        if (busy) srv__sched_flush(s->sched);
-        if (busy) fprintf(stderr, "adapterd: drain timeout with %d requests in flight\n", busy);
-        uv_stop(t->loop);
+    int in_flight = atomic_load(&s->active); /* requests; a queued job is one of them */
+    double now = srv__now();
+    if (!c->deadline_hit) {
+        if (in_flight == 0) {
+            uv_stop(t->loop);
+        } else if ((now - c->drain_start) * 1e3 > s->cfg.drain_timeout_ms) {
+            c->deadline_hit = now;
+            int in_pass = srv__sched_cancel(s->sched, ENG_UNAVAILABLE,
+                                            "the server stopped at its drain deadline before this request ran; retry on another replica");
+            fprintf(stderr, "adapterd: drain timeout with %d requests in flight (%d in an engine pass); answering them 503\n",
+                    in_flight, in_pass);
+        }
+        return;
     }
+    if (atomic_load(&s->n_suspended) == 0 && (in_flight == 0 || now - c->deadline_hit > DRAIN_SEND_GRACE_S)) uv_stop(t->loop);
+}
+
+static void sweep(uv_timer_t *t) {
+    srv_loop_ctx *c = t->data;
+    srv__conns_sweep(c->s->conns);
+}
+
+/* Every connection needs a descriptor: raise the soft limit toward the hard one when the
+ * connection limit would not fit (a default of 1024 would refuse connections long before 4096). */
+static void raise_fd_limit(int want) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl)) return;
+    rlim_t need = (rlim_t)want + FD_SPARE;
+    if (rl.rlim_cur >= need) return;
+    rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > need ? need : rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < need)
+        fprintf(stderr, "adapterd: only %llu file descriptors for %d connections\n", (unsigned long long)rl.rlim_cur, want);
 }
 
 static void on_signal(uv_signal_t *h, int signum) {
     srv_loop_ctx *c = h->data;
     if (atomic_exchange(&c->s->draining, true)) return;
     fprintf(stderr, "adapterd: %s: draining (%d requests in flight)\n", signum == SIGTERM ? "SIGTERM" : "SIGINT",
-            srv__sched_depth(c->s->sched));
+            atomic_load(&c->s->active));
     c->drain_start = srv__now();
     uv_timer_start(&c->drain_timer, drain_check, 0, DRAIN_POLL_MS);
 }
@@ -147,12 +211,14 @@ int srv_run(const srv_config *cfg, store_registry *reg, eng_err *err) {
                            .max_batch_tokens = cfg->max_batch_tokens, .max_wait_us = cfg->max_wait_us,
                            .adaptive_skips = cfg->adaptive_skips, .target_queue_ms = cfg->target_queue_ms,
                            .metrics = s->metrics};
-    srv_sched_hooks hooks = {.respond = hook_respond, .respond_embed = hook_respond_embed, .fail = hook_fail, .done = hook_done, .ctx = s};
+    srv_sched_hooks hooks = {.respond = hook_respond, .respond_embed = hook_respond_embed, .fail = hook_fail, .done = hook_done,
+                             .abandon = hook_abandon, .ctx = s};
     if ((rc = srv__sched_start(&s->loop, &sp, hooks, &s->sched, err))) goto done;
     uv_signal_init(&s->loop, &ctx.sigterm);
     uv_signal_init(&s->loop, &ctx.sigint);
     uv_timer_init(&s->loop, &ctx.drain_timer);
-    ctx.sigterm.data = ctx.sigint.data = ctx.drain_timer.data = &ctx;
+    uv_timer_init(&s->loop, &ctx.sweep_timer);
+    ctx.sigterm.data = ctx.sigint.data = ctx.drain_timer.data = ctx.sweep_timer.data = &ctx;
     uv_signal_start(&ctx.sigterm, on_signal, SIGTERM);
     uv_signal_start(&ctx.sigint, on_signal, SIGINT);
 
@@ -161,12 +227,23 @@ int srv_run(const srv_config *cfg, store_registry *reg, eng_err *err) {
         rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "host: '%s' is not an IPv4 address", cfg->host);
         goto done;
     }
+    srv_conn_params cp = {.max_connections = cfg->max_connections, .reserve = cfg->health_reserve,
+                          .header_timeout_s = cfg->header_timeout_ms / 1e3, .min_body_rate = cfg->min_body_rate};
+    if (!(s->conns = srv__conns_new(&cp))) {
+        rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+        goto done;
+    }
+    raise_fd_limit(cfg->max_connections + cfg->health_reserve);
+    uv_timer_start(&ctx.sweep_timer, sweep, CONN_SWEEP_MS, CONN_SWEEP_MS);
     /* http_threads > 1: MHD's own pool, each thread with its own epoll set, so parsing and tokenizing
      * run in parallel; every handler path is thread-safe (atomics, the store's and scheduler's mutexes) */
     s->mhd = MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO, (uint16_t)cfg->port,
                               NULL, NULL, srv__on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-                              MHD_OPTION_NOTIFY_COMPLETED, srv__on_completed, s, MHD_OPTION_CONNECTION_TIMEOUT,
-                              (unsigned)HTTP_IDLE_TIMEOUT_S, MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
+                              MHD_OPTION_NOTIFY_COMPLETED, srv__on_completed, s,
+                              MHD_OPTION_UNESCAPE_CALLBACK, srv__url_unescape, NULL, MHD_OPTION_CONNECTION_TIMEOUT,
+                              (unsigned)HTTP_IDLE_TIMEOUT_S, MHD_OPTION_CONNECTION_LIMIT,
+                              (unsigned)(cfg->max_connections + cfg->health_reserve), MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                              (unsigned)cfg->max_connections_per_ip, MHD_OPTION_NOTIFY_CONNECTION, srv__conns_notify, s->conns,
                               MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)HTTP_LISTEN_BACKLOG,
                               MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(cfg->http_threads > 1 ? cfg->http_threads : 0),
                               MHD_OPTION_END);
@@ -203,6 +280,7 @@ done:
     uv_loop_close(&s->loop);
     srv__sched_free(s->sched);
     srv__offload_free(s->offl);
+    srv__conns_free(s->conns);
     srv__metrics_free(s->metrics);
     for (int i = 0; i < s->n_costs; i++) store_model_release(s->cost_models[i]);
     free(s->cost_models), free(s->costs);

@@ -24,7 +24,10 @@ static int gunzip(const unsigned char *in, size_t len, const srv_tar_limits *lim
     z_stream z;
     memset(&z, 0, sizeof z);
     if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) return eng_err_set(err, ENG_NO_MEMORY, "out of memory (zlib)");
-    size_t cap = len * 4 + 65536, n = 0;
+    /* the buffer never grows past max_bytes + 1: one byte over the limit is enough to refuse */
+    size_t limit = lim->max_bytes < SIZE_MAX ? lim->max_bytes + 1 : SIZE_MAX;
+    size_t cap = len < (SIZE_MAX - 65536) / 4 ? len * 4 + 65536 : SIZE_MAX, n = 0;
+    if (cap > limit) cap = limit;
     unsigned char *buf = malloc(cap);
     int rc = 0;
     if (!buf) {
@@ -35,7 +38,11 @@ static int gunzip(const unsigned char *in, size_t len, const srv_tar_limits *lim
     size_t left = len;
     for (;;) {
         if (n == cap) {
-            size_t nc = cap * 2;
+            if (cap == limit) {
+                rc = eng_err_set(err, ENG_TOO_LARGE, "archive: unpacks to more than %zu bytes", lim->max_bytes);
+                break;
+            }
+            size_t nc = cap <= limit / 2 ? cap * 2 : limit;
             unsigned char *nb = realloc(buf, nc);
             if (!nb) {
                 rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory");
@@ -97,6 +104,24 @@ static long long octal(const unsigned char *p, size_t n) {
     return digits ? v : -1;
 }
 
+/* Largest entry size the reader accepts from any field (octal, base-256, pax "size"): far above
+ * every limit, and small enough that size + 512 and its padding never wrap. */
+#define SIZE_FIELD_MAX ((long long)1 << 50)
+
+/* The size field at h + 124: octal, or GNU base-256 (first byte 0x80, big-endian value). Returns
+ * -1 when malformed, negative or over SIZE_FIELD_MAX. */
+static long long size_field(const unsigned char *h) {
+    const unsigned char *p = h + 124;
+    if (!(p[0] & 0x80)) return octal(p, 12);
+    if (p[0] != 0x80) return -1; /* 0xff...: a negative base-256 value */
+    long long v = 0;
+    for (int i = 1; i < 12; i++) {
+        if (v > SIZE_FIELD_MAX >> 8) return -1;
+        v = (v << 8) | p[i];
+    }
+    return v;
+}
+
 static int checksum_ok(const unsigned char *h) {
     long long want = octal(h + 148, 8);
     long long sum = 0;
@@ -129,22 +154,34 @@ static int clean_path(const char *in, char *out, size_t outn, const char **why) 
     return o ? 0 : 1;
 }
 
+/* mkdir of path (rel inside the archive): an existing directory is fine, an existing file or
+ * link is the archive's contradiction (422, naming the archive's path, never the server's). */
+static int make_dir(const char *path, const char *rel, eng_err *err) {
+    if (!mkdir(path, 0755)) return 0;
+    struct stat st;
+    if (errno == EEXIST && !lstat(path, &st) && S_ISDIR(st.st_mode)) return 0;
+    if (errno == EEXIST || errno == ENOTDIR)
+        return eng_err_set(err, ENG_INVALID_ARGUMENT, "archive: %.200s is both a file and a directory", rel);
+    return eng_err_set(err, ENG_IO, "archive: cannot create the directory %.200s (%s)", rel, strerror(errno));
+}
+
 /* mkdir -p of rel's parent directories (or rel itself when whole) under dir. */
 static int make_dirs(const char *dir, const char *rel, int whole, eng_err *err) {
     char path[PATH_MAX];
     size_t dl = strlen(dir);
-    if (dl + strlen(rel) + 2 > sizeof path) return eng_err_set(err, ENG_INVALID_ARGUMENT, "archive: path too long: %s", rel);
+    if (dl + strlen(rel) + 2 > sizeof path) return eng_err_set(err, ENG_INVALID_ARGUMENT, "archive: path too long: %.200s", rel);
     memcpy(path, dir, dl);
     path[dl] = '/';
     strcpy(path + dl + 1, rel);
+    int rc;
     for (char *c = path + dl + 1; *c; c++) {
         if (*c != '/') continue;
         *c = '\0';
-        if (mkdir(path, 0755) && errno != EEXIST) return eng_err_set(err, ENG_IO, "cannot create %s (%s)", path, strerror(errno));
+        rc = make_dir(path, path + dl + 1, err);
         *c = '/';
+        if (rc) return rc;
     }
-    if (whole && mkdir(path, 0755) && errno != EEXIST) return eng_err_set(err, ENG_IO, "cannot create %s (%s)", path, strerror(errno));
-    return 0;
+    return whole ? make_dir(path, rel, err) : 0;
 }
 
 static int write_file(const char *dir, const char *rel, const unsigned char *p, size_t n, eng_err *err) {
@@ -154,39 +191,64 @@ static int write_file(const char *dir, const char *rel, const unsigned char *p, 
     int pn = snprintf(path, sizeof path, "%s/%s", dir, rel);
     if (pn < 0 || (size_t)pn >= sizeof path) return eng_err_set(err, ENG_INVALID_ARGUMENT, "archive: path too long: %.200s", rel);
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return errno == EEXIST ? eng_err_set(err, ENG_INVALID_ARGUMENT, "archive: %s appears twice", rel)
-                               : eng_err_set(err, ENG_IO, "cannot create %s (%s)", path, strerror(errno));
+    if (fd < 0) {
+        struct stat st;
+        if (errno == EEXIST && !lstat(path, &st) && S_ISDIR(st.st_mode))
+            return eng_err_set(err, ENG_INVALID_ARGUMENT, "archive: %.200s is both a file and a directory", rel);
+        if (errno == EEXIST) return eng_err_set(err, ENG_INVALID_ARGUMENT, "archive: %.200s appears twice", rel);
+        if (errno == ENOTDIR || errno == EISDIR)
+            return eng_err_set(err, ENG_INVALID_ARGUMENT, "archive: %.200s is both a file and a directory", rel);
+        return eng_err_set(err, ENG_IO, "archive: cannot create %.200s (%s)", rel, strerror(errno));
+    }
     while (n) {
         ssize_t w = write(fd, p, n);
         if (w <= 0) {
+            int e = w < 0 ? errno : ENOSPC;
             close(fd);
-            return eng_err_set(err, ENG_IO, "cannot write %s (%s)", path, strerror(errno));
+            return eng_err_set(err, ENG_IO, "archive: cannot write %.200s (%s)", rel, strerror(e));
         }
         p += w, n -= (size_t)w;
     }
-    if (close(fd)) return eng_err_set(err, ENG_IO, "cannot write %s (%s)", path, strerror(errno));
+    if (close(fd)) return eng_err_set(err, ENG_IO, "archive: cannot write %.200s (%s)", rel, strerror(errno));
     return 0;
 }
 
-/* pax extended header: the "path" record, if any, into name. */
-static void pax_path(const unsigned char *p, size_t n, char *name, size_t nn) {
+/* A pax extended header: records "<len> <key>=<value>\n". The "path" record goes to name (nn
+ * bytes), the "size" record to *size (left alone when absent). Every length is checked against
+ * what is left before it is used, so no record can point outside the header or wrap. Returns 0, or
+ * an error naming the entry at byte at. */
+static int pax_header(const unsigned char *p, size_t n, size_t at, char *name, size_t nn, long long *size, eng_err *err) {
     size_t i = 0;
     while (i < n) {
         size_t len = 0, j = i;
-        while (j < n && p[j] >= '0' && p[j] <= '9') len = len * 10 + (size_t)(p[j++] - '0');
-        if (j >= n || p[j] != ' ' || len == 0 || i + len > n) return;
+        for (; j < n && p[j] >= '0' && p[j] <= '9'; j++) {
+            if (len > (n - i) / 10) return eng_err_set(err, ENG_MALFORMED, "archive: pax record length too large at byte %zu", at);
+            len = len * 10 + (size_t)(p[j] - '0');
+        }
+        if (j >= n || p[j] != ' ' || j == i || len > n - i || len < j - i + 3 || p[i + len - 1] != '\n')
+            return eng_err_set(err, ENG_MALFORMED, "archive: malformed pax record at byte %zu", at);
         const char *kv = (const char *)p + j + 1;
-        size_t kvn = i + len - (j + 1);
-        if (kvn > 5 && !memcmp(kv, "path=", 5)) {
-            size_t vn = kvn - 5 - 1; /* drop the trailing newline */
-            if (vn < nn) {
-                memcpy(name, kv + 5, vn);
-                name[vn] = '\0';
+        size_t kvn = i + len - 1 - (j + 1); /* without the newline */
+        if (kvn >= 5 && !memcmp(kv, "path=", 5)) {
+            size_t vn = kvn - 5;
+            if (vn >= nn || memchr(kv + 5, '\0', vn))
+                return eng_err_set(err, ENG_INVALID_ARGUMENT, "archive: pax path at byte %zu is too long or holds a NUL", at);
+            memcpy(name, kv + 5, vn);
+            name[vn] = '\0';
+        } else if (kvn >= 5 && !memcmp(kv, "size=", 5)) {
+            long long v = 0;
+            size_t k = 5;
+            for (; k < kvn && kv[k] >= '0' && kv[k] <= '9'; k++) {
+                if (v > SIZE_FIELD_MAX / 10) return eng_err_set(err, ENG_MALFORMED, "archive: pax size too large at byte %zu", at);
+                v = v * 10 + (kv[k] - '0');
             }
+            if (k == 5 || k != kvn || v > SIZE_FIELD_MAX)
+                return eng_err_set(err, ENG_MALFORMED, "archive: malformed pax size at byte %zu", at);
+            *size = v;
         }
         i += len;
     }
+    return 0;
 }
 
 int srv__untar(const void *data, size_t len, const char *dir, const srv_tar_limits *lim, int *n_files, eng_err *err) {
@@ -202,6 +264,7 @@ int srv__untar(const void *data, size_t len, const char *dir, const srv_tar_limi
     }
     char next_name[PATH_MAX] = "", name[PATH_MAX], rel[PATH_MAX];
     size_t total = 0, off = 0;
+    long long next_size = -1; /* a pax "size" for the next entry */
     int ended = 0;
     while (off + 512 <= n) {
         const unsigned char *h = p + off;
@@ -224,18 +287,20 @@ int srv__untar(const void *data, size_t len, const char *dir, const srv_tar_limi
             rc = eng_err_set(err, ENG_MALFORMED, "archive: entry at byte %zu is not ustar", off);
             break;
         }
-        long long size = octal(h + 124, 12);
-        if (size < 0) {
+        long long size = size_field(h);
+        if (size < 0 || size > SIZE_FIELD_MAX) {
             rc = eng_err_set(err, ENG_MALFORMED, "archive: bad size field at byte %zu", off);
             break;
         }
+        char type = (char)h[156];
+        if (next_size >= 0 && type != 'x' && type != 'g') size = next_size, next_size = -1;
+        /* off + 512 <= n here, and size <= 2^50: the padding cannot wrap */
         size_t padded = ((size_t)size + 511) & ~(size_t)511;
-        if (off + 512 + padded > n) {
+        if (padded > n - off - 512) {
             rc = eng_err_set(err, ENG_MALFORMED, "archive: truncated (entry at byte %zu wants %lld bytes)", off, size);
             break;
         }
         const unsigned char *body = h + 512;
-        char type = (char)h[156];
         if (next_name[0]) {
             snprintf(name, sizeof name, "%s", next_name);
             next_name[0] = '\0';
@@ -244,14 +309,21 @@ int srv__untar(const void *data, size_t len, const char *dir, const srv_tar_limi
         } else {
             snprintf(name, sizeof name, "%.100s", (const char *)h);
         }
+        size_t at = off;
         off += 512 + padded;
         if (type == 'x') {
-            pax_path(body, (size_t)size, next_name, sizeof next_name);
+            if ((rc = pax_header(body, (size_t)size, at, next_name, sizeof next_name, &next_size, err))) break;
             continue;
         }
         if (type == 'g') continue;
         if (type == 'L') {
-            size_t k = (size_t)size < sizeof next_name - 1 ? (size_t)size : sizeof next_name - 1;
+            /* GNU long name: the name, NUL-terminated or not; never cut to fit */
+            size_t k = strnlen((const char *)body, (size_t)size);
+            if (k >= sizeof next_name) {
+                rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "archive: long name at byte %zu is over %zu bytes", at,
+                                 sizeof next_name - 1);
+                break;
+            }
             memcpy(next_name, body, k);
             next_name[k] = '\0';
             continue;

@@ -230,3 +230,25 @@ Test(codec, embed_answer_round_trips_floats) {
     json_decref(d);
     free(t);
 }
+
+/* v2: a second input tensor of one name was silently dropped; outputs that do not exist were ignored. */
+Test(codec, v2_duplicate_inputs_and_unknown_outputs_are_invalid) {
+    proto_predict_req r;
+    proto_err e;
+    const char *dup = "{\"inputs\":[{\"name\":\"text\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"a\"]},"
+                      "{\"name\":\"text\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"b\"]}]}";
+    cr_expect_eq(proto_v2_infer_parse(dup, strlen(dup), "t", NULL, &r, &e), PROTO_INVALID);
+    cr_expect(strstr(e.msg, "second tensor named \"text\""), "%s", e.msg);
+    const char *unknown = "{\"inputs\":[{\"name\":\"text\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"a\"]}],"
+                          "\"outputs\":[{\"name\":\"label\"},{\"name\":\"logits\"}]}";
+    cr_expect_eq(proto_v2_infer_parse(unknown, strlen(unknown), "t", NULL, &r, &e), PROTO_INVALID);
+    cr_expect(strstr(e.msg, "unknown output \"logits\""), "%s", e.msg);
+    const char *twice = "{\"inputs\":[{\"name\":\"text\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"a\"]}],"
+                        "\"outputs\":[{\"name\":\"score\"},{\"name\":\"score\"}]}";
+    cr_expect_eq(proto_v2_infer_parse(twice, strlen(twice), "t", NULL, &r, &e), PROTO_INVALID);
+    const char *ok = "{\"inputs\":[{\"name\":\"text\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"a\"]}],"
+                     "\"outputs\":[{\"name\":\"label\"},{\"name\":\"scores\"}]}";
+    cr_assert_eq(proto_v2_infer_parse(ok, strlen(ok), "t", NULL, &r, &e), 0, "%s", e.msg);
+    cr_expect_eq(r.v2_outputs, PROTO_V2_OUT_LABEL | PROTO_V2_OUT_SCORES);
+    proto_predict_free(&r);
+}

@@ -91,7 +91,16 @@ typedef struct {
     proto_pooling pooling;   /* embed: "pooling" */
     int normalize;           /* embed: scale each vector to unit L2 norm (default 1) */
     int add_special_tokens;  /* tokenize: default 1 */
+    unsigned v2_outputs;     /* v2: the "outputs" asked for, PROTO_V2_OUT_* bits; 0: all */
 } proto_predict_req;
+
+/* The output tensors a v2 answer can hold: label, score, scores (classification and multi-label),
+ * value (regression), result (tagging and QA). */
+#define PROTO_V2_OUT_LABEL 1u
+#define PROTO_V2_OUT_SCORE 2u
+#define PROTO_V2_OUT_SCORES 4u
+#define PROTO_V2_OUT_VALUE 8u
+#define PROTO_V2_OUT_RESULT 16u
 
 /* Parses a POST /v1/predict body (len bytes). Returns 0 and fills *out (release with
  * proto_predict_free), or a negative proto_status with err->msg naming the field; *out then owns
@@ -100,7 +109,9 @@ int proto_predict_parse(const char *body, size_t len, const proto_limits *lim, p
 
 /* Parses a KServe v2 POST /v2/models/{task}/infer body: a BYTES input tensor named "text" (any
  * name when it is the only one) with shape [N] and an optional "text_pair" of the same shape;
- * "parameters" may carry skip, budget and truncate. tasks is set to {task}; ret_scores on. */
+ * "parameters" may carry skip, budget and truncate. tasks is set to {task}; ret_scores on. Two
+ * input tensors of one name, or an "outputs" entry that names no output tensor (or one twice),
+ * are PROTO_INVALID; the outputs asked for go to v2_outputs. */
 int proto_v2_infer_parse(const char *body, size_t len, const char *task, const proto_limits *lim, proto_predict_req *out,
                          proto_err *err);
 

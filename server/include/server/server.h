@@ -53,6 +53,11 @@ typedef struct {
     int http_threads;        /* libmicrohttpd threads (each its own epoll) that parse and tokenize; 2 */
     int adaptive_skips;      /* load-adaptive mode: raise skips of requests that did not choose them; 0 */
     int target_queue_ms;     /* adaptive mode's queue-wait target; 50 */
+    int max_connections;     /* open connections for any route; 4096 */
+    int max_connections_per_ip; /* open connections per client address (0: no cap); 256 */
+    int health_reserve;      /* connections beyond max_connections for the health and readiness routes; 16 */
+    int header_timeout_ms;   /* from accept or the previous answer to a request's last header byte; 10000 */
+    size_t min_body_rate;    /* bytes/s a body must average after header_timeout_ms (0: none); 1024 */
 } srv_config;
 
 srv_config srv_default_config(void);
@@ -79,7 +84,8 @@ int srv_config_from_file(srv_config *c, const char *path, eng_err *err);
 int srv_config_load(srv_config *c, int argc, const char *const *args, eng_err *err);
 
 /* Runs the server on reg until SIGTERM/SIGINT and a drain: readiness turns false, new requests get
- * 503, queued and running requests complete, then it returns 0. Returns a negative status when it
+ * 503, queued and running requests complete (those still waiting at drain_timeout_ms get 503),
+ * then it returns 0. Returns a negative status when it
  * cannot start (port in use, out of memory). reg must outlive the call. */
 int srv_run(const srv_config *c, store_registry *reg, eng_err *err);
 
