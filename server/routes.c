@@ -111,9 +111,13 @@ static bool is_health(srv_route rt) {
 /* Bytes of a body read and dropped on a route that takes none (a GET with a body). */
 #define UNUSED_BODY_MAX 65536
 
-static bool takes_body(const srv_request *r) {
-    return r->method_ok && (r->route == SRV_ROUTE_PREDICT || r->route == SRV_ROUTE_V2_INFER);
+/* The routes that are POSTed a JSON body; every other non-admin route is GET or HEAD. */
+static bool is_post_route(srv_route route) {
+    return route == SRV_ROUTE_PREDICT || route == SRV_ROUTE_V2_INFER || route == SRV_ROUTE_EMBED ||
+           route == SRV_ROUTE_TOKENIZE;
 }
+
+static bool takes_body(const srv_request *r) { return r->method_ok && is_post_route(r->route); }
 
 /* The most body bytes a non-admin request may send. */
 static size_t body_limit(const srv_request *r) {
@@ -196,9 +200,7 @@ enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const ch
             r->method_ok = true;
             return srv__admin_begin(r, method);
         }
-        int is_post = r->route == SRV_ROUTE_PREDICT || r->route == SRV_ROUTE_V2_INFER || r->route == SRV_ROUTE_EMBED ||
-                      r->route == SRV_ROUTE_TOKENIZE;
-        r->method_ok = is_post ? !strcmp(method, "POST") : (!strcmp(method, "GET") || !strcmp(method, "HEAD"));
+        r->method_ok = is_post_route(r->route) ? !strcmp(method, "POST") : (!strcmp(method, "GET") || !strcmp(method, "HEAD"));
         size_t limit = body_limit(r);
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > limit)
