@@ -123,9 +123,11 @@ static json_t *versions_doc(store_registry *reg, const char *name) {
     const char *cur = NULL;
     for (int i = 0; i < n; i++) {
         if (v[i].current) cur = v[i].version;
-        json_array_append_new(a, json_pack("{s:s,s:b,s:b,s:b,s:i,s:I}", "version", v[i].version, "current", v[i].current,
-                                           "resident", v[i].resident, "pinned", v[i].pinned, "in_flight", v[i].in_flight,
-                                           "bytes", (json_int_t)v[i].bytes));
+        json_t *o = json_pack("{s:s,s:s,s:b,s:b,s:b,s:i,s:I}", "version", v[i].version, "state", v[i].state, "current",
+                              v[i].current, "resident", v[i].resident, "pinned", v[i].pinned, "in_flight", v[i].in_flight,
+                              "bytes", (json_int_t)v[i].bytes);
+        if (o && v[i].reason[0]) json_object_set_new(o, "reason", json_string(v[i].reason));
+        json_array_append_new(a, o);
     }
     return json_pack("{s:s,s:o,s:o}", "task", name, "current", cur ? json_string(cur) : json_null(), "versions", a);
 }
@@ -155,6 +157,13 @@ static void do_upload(srv_request *r) {
     srv_tar_limits lim = {.max_bytes = s->cfg.max_upload_bytes * UPLOAD_UNPACK_FACTOR, .max_entries = UPLOAD_MAX_ENTRIES,
                           .max_ratio = UPLOAD_MAX_RATIO};
     int files = 0, rc = srv__untar(r->body ? r->body : "", r->body_len, staged, &lim, &files, &e);
+    int wr_errno = errno;
+    if (rc == ENG_IO && (wr_errno == ENOSPC || wr_errno == EDQUOT || wr_errno == EFBIG)) {
+        /* the registry's disk is full (or a file size limit hit): the client may retry later */
+        eng_err_set(&e, ENG_NO_SPACE, "no room for task %.100s version %.40s on the registry's file system (%s)",
+                    r->off.name, r->off.version, strerror(wr_errno));
+        rc = ENG_NO_SPACE;
+    }
     if (!rc) {
         rc = store_version_add(s->reg, r->off.name, r->off.version, staged, r->off.activate, &e);
         /* a version that does not load is the upload's fault: 422 with the loader's reason */
