@@ -5,10 +5,12 @@
  * Why reference counts and not a lock held by requests: a request keeps its task for the whole
  * time it waits in the scheduler queue and runs in a batch; holding a lock that long would make a
  * reload wait for traffic. A reference is one atomic increment at admission and one decrement when
- * the request completes. The registry holds one reference per listed version, so "refs == 1 under
- * the mutex" means no request uses a version: only then is it evicted or, when it is not current,
- * unloaded. Acquiring happens under the same mutex, so nothing can start using a version between
- * that check and the unload.
+ * the request completes, both under the registry mutex for a listed version (held for a few
+ * instructions). The registry holds one reference per listed version, so "refs == 1 under the
+ * mutex" means no request uses a version: only then is it evicted or, when it is not current,
+ * unloaded. Acquiring and releasing happen under the same mutex, so nothing can start using a
+ * version between that check and the unload, and a release never reads a version that another
+ * thread's last release may be freeing.
  *
  * Weights are never loaded or freed under the mutex: a load marks the version `loading`, drops the
  * lock, loads, and publishes; others wanting the same version wait on a condition variable.
@@ -74,9 +76,9 @@ struct store_task {
     uint64_t fingerprint;       /* of the files when listed */
     int changed_reported;
     atomic_int listed;
-    /* written under reg->mu; atomic because store_task_release reads it without the lock: with
-     * both sequentially consistent, a release that drops the last request's reference and a
-     * set_current that retires the version cannot both miss the other (one of them unloads) */
+    /* written under reg->mu (store_task_release reads it under the lock too: a release that drops
+     * the last request's reference and a set_current that retires the version see each other, so
+     * one of them unloads); atomic for the readers that only report it */
     atomic_int current;
     /* guarded by reg->mu */
     eng_task *_Atomic task;
@@ -191,27 +193,32 @@ void store_task_retain(store_task *t) {
     if (t) atomic_fetch_add(&t->refs, 1);
 }
 
-/* A version that is not current and that no request holds has no reason to stay in memory. */
-static void unload_if_old(store_task *t) {
-    store_registry *r = t->reg;
-    eng_task *et = NULL;
-    pthread_mutex_lock(&r->mu);
-    if (atomic_load(&t->listed) && atomic_load(&t->refs) == 1 && !t->current && !t->loading &&
-        (et = atomic_load(&t->task))) {
-        atomic_store(&t->task, NULL);
-        r->resident_bytes -= t->bytes;
-        r->st.unloads++;
-    }
-    pthread_mutex_unlock(&r->mu);
-    eng_task_free(et);
-}
-
+/* Nothing of t is read after the decrement unless the lock is held: once our reference is gone,
+ * whoever holds the last one may free t at any moment. A listed version is released under the
+ * mutex, where the listing's reference cannot go (unlisting takes the mutex), so the check "only
+ * the listing holds it now, and it is not current" is safe there; then a version that is not
+ * current and that no request holds is unloaded (no reason to stay in memory). An unlisted version
+ * is never listed again: a plain decrement. */
 void store_task_release(store_task *t) {
     if (!t) return;
-    int left = atomic_fetch_sub(&t->refs, 1) - 1;
+    store_registry *r = t->reg;
+    int left;
+    eng_task *et = NULL;
+    if (!atomic_load(&t->listed)) {
+        left = atomic_fetch_sub(&t->refs, 1) - 1;
+    } else {
+        pthread_mutex_lock(&r->mu);
+        left = atomic_fetch_sub(&t->refs, 1) - 1;
+        if (left == 1 && atomic_load(&t->listed) && !t->current && !t->loading && (et = atomic_load(&t->task))) {
+            atomic_store(&t->task, NULL);
+            r->resident_bytes -= t->bytes;
+            r->st.unloads++;
+        }
+        pthread_mutex_unlock(&r->mu);
+    }
     assert(left >= 0 && "store_task released below zero");
+    eng_task_free(et);
     if (left == 0) task_destroy(t);
-    else if (left == 1 && atomic_load(&t->listed) && !t->current && atomic_load(&t->task)) unload_if_old(t);
 }
 
 /* ---- helpers ---- */
