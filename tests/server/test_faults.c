@@ -223,6 +223,8 @@ typedef struct {
     char acked[32];          /* cls's current version as last acknowledged to this client */
     char pending[32];        /* the current version the request in flight would make, or "" */
     int in_flight;           /* an admin request was sent and not answered */
+    int tmp_acked;           /* task tmp exists, as last acknowledged */
+    int tmp_pending;         /* what the request in flight would make of it; -1: it is not about tmp */
     int next;                /* next version number to upload */
     char vers[64][32];       /* cls's versions at the cycle's start (updated as answers come) */
     int n_vers;
@@ -244,15 +246,27 @@ static void drop_version(admin_state *a, int i) {
     a->n_vers--;
 }
 
-/* One admin change on cls: upload (activated or not), activate, or delete a version that is not
- * current. Tracks what was acknowledged; a request cut by the kill stays pending. */
+/* One admin change: on cls an upload (activated or not), an activation, or the deletion of a
+ * version that is not current; or task tmp created by an upload or deleted whole. Tracks what was
+ * acknowledged; a request cut by the kill stays pending. */
 static void admin_op(admin_state *a) {
     int r = (int)(rand_r(&a->seed) % 100);
     char v[32];
     long st;
     a->ops++;
+    a->tmp_pending = -1;
     if (a->n_vers >= MAX_VERSIONS && r < 60) r = 90 + r % 10; /* keep the registry small: delete */
-    if (r < 60) {
+    if (r >= 55 && r < 60) {
+        snprintf(a->pending, sizeof a->pending, "%s", a->acked);
+        a->tmp_pending = !a->tmp_acked;
+        a->in_flight = 1;
+        st = a->tmp_acked ? req(&kill_srv, "DELETE", "/v1/tasks/tmp", NULL, 0, NULL, AUTH, NULL)
+                          : upload(&kill_srv, "tmp", "1", &kill_src[2], 1, NULL);
+        if (st < 0) return;
+        a->in_flight = 0;
+        admin_answer(st, a->tmp_acked ? 200 : 201, a->tmp_acked ? "delete task" : "create task", "tmp");
+        if (st == 200 || st == 201) a->tmp_acked = !a->tmp_acked;
+    } else if (r < 55) {
         int act = r < 40;
         snprintf(v, sizeof v, "%d", a->next++);
         snprintf(a->pending, sizeof a->pending, "%s", act ? v : a->acked);
@@ -276,7 +290,10 @@ static void admin_op(admin_state *a) {
         if (st == 200) snprintf(a->acked, sizeof a->acked, "%s", v);
     } else {
         int i = (int)(rand_r(&a->seed) % (unsigned)a->n_vers);
-        if (!strcmp(a->vers[i], a->acked)) return;
+        if (!strcmp(a->vers[i], a->acked)) {
+            a->ops--; /* not a change: the current version stays */
+            return;
+        }
         snprintf(v, sizeof v, "%s", a->vers[i]);
         snprintf(a->pending, sizeof a->pending, "%s", a->acked);
         a->in_flight = 1;
@@ -304,7 +321,15 @@ static void check_restart(admin_state *a, const char *reg, int cycle) {
     json_t *d = NULL;
     cr_assert_eq(req(&kill_srv, "GET", "/v1/tasks", NULL, 0, NULL, NULL, &d), 200, "cycle %d", cycle);
     json_t *tasks = json_object_get(d, "tasks");
-    cr_expect_eq(json_array_size(tasks), 2, "cycle %d: both tasks listed", cycle);
+    /* task tmp exists as acknowledged, or as the request cut by the kill was making it */
+    long tmp_st = req(&kill_srv, "GET", "/v1/tasks/tmp", NULL, 0, NULL, NULL, NULL);
+    int tmp = tmp_st == 200;
+    cr_expect(tmp_st == 200 || tmp_st == 404, "cycle %d: GET /v1/tasks/tmp: %ld", cycle, tmp_st);
+    cr_expect(tmp == a->tmp_acked || (a->in_flight && a->tmp_pending == tmp), "cycle %d: task tmp %s; acknowledged %s%s",
+              cycle, tmp ? "exists" : "is gone", a->tmp_acked ? "created" : "deleted",
+              a->in_flight && a->tmp_pending >= 0 ? ", a change of it in flight" : "");
+    a->tmp_acked = tmp;
+    cr_expect_eq(json_array_size(tasks), 2 + (size_t)tmp, "cycle %d: every task listed", cycle);
     size_t i;
     json_t *t;
     json_array_foreach(tasks, i, t) {
