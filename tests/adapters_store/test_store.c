@@ -3,6 +3,7 @@
  * folders link to tests/fixtures/adapters; the copy links to the same targets. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <ftw.h>
@@ -314,6 +315,7 @@ static struct {
     char path[MAX_EV][1200]; /* "S <path>" for an fsync, "R <from> <to>" for a rename */
     int n;
     int on;
+    const char *fail_suffix; /* fsync of a path ending so fails with ENOSPC */
 } ev;
 
 static void record(const char *kind, const char *a, const char *b) {
@@ -330,6 +332,11 @@ int fsync(int fd) {
     if (n > 0) {
         path[n] = '\0';
         record("S", path, NULL);
+        size_t pl = strlen(path), sl = ev.fail_suffix ? strlen(ev.fail_suffix) : 0;
+        if (sl && pl >= sl && !strcmp(path + pl - sl, ev.fail_suffix)) {
+            errno = ENOSPC;
+            return -1;
+        }
     }
     return real(fd);
 }
@@ -390,5 +397,28 @@ Test(store, an_upload_is_on_disk_before_it_is_published) {
     snprintf(line, sizeof line, "S %s/tasks/cls_lora", abs_reg);
     cr_expect_geq(find_ev(line, 0), 0, "the deletion's rename is fsynced");
     free(abs_staged), free(abs_reg);
+    store_free(r);
+}
+
+Test(store, an_upload_whose_state_cannot_be_written_is_not_published) {
+    store_registry *r = open_reg(0);
+    char staged[256];
+    stage(staged, sizeof staged, "e");
+    eng_err e = {0};
+    ev.fail_suffix = "/.adapterd-state.json.tmp"; /* the disk fills up at the state file */
+    int rc = store_version_add(r, "cls_lora", "4", staged, 1, &e);
+    ev.fail_suffix = NULL;
+    cr_expect_eq(rc, ENG_NO_SPACE, "%s", e.msg);
+    cr_expect(strstr(e.msg, "state"), "%s", e.msg);
+    cr_expect(exists("%s", staged), "the upload is back in staging for the caller to remove");
+    cr_expect_not(exists("%s/tasks/cls_lora/4", reg_dir), "nothing published");
+    cr_expect_not(exists("%s/.adapterd-state.json.tmp", reg_dir));
+    expect_current(r, "cls_lora", "1", "the task keeps its version");
+    cr_expect_null(store_task_acquire_version(r, "cls_lora", "4"));
+    store_free(r);
+    r = open_reg(0);
+    expect_current(r, "cls_lora", "1", "and so does a restart");
+    store_version_info v[8];
+    cr_expect_eq(store_versions(r, "cls_lora", v, 8), 2);
     store_free(r);
 }
