@@ -477,6 +477,53 @@ Test(faults, a_full_disk_during_an_upload_leaves_the_task_as_it_was, .timeout = 
     free(reg);
 }
 
+/* The same on a file system that is really full: tasks/ is a small tmpfs (needs the right to
+ * mount, else skipped) filled up but for 16 KB; the upload's 42 KB tensor file gets ENOSPC. */
+Test(faults, a_full_file_system_during_an_upload_is_507_and_leaves_nothing, .timeout = 60) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    char *reg = make_registry();
+    char tasks[PATH_MAX], cmd[PATH_MAX * 3];
+    snprintf(tasks, sizeof tasks, "%s/tasks", reg);
+    sh("mv %s %s.orig && mkdir %s", tasks, tasks, tasks);
+    snprintf(cmd, sizeof cmd, "mount -t tmpfs -o size=512k tmpfs %s 2>/dev/null", tasks);
+    if (system(cmd) != 0) {
+        sh("rm -rf %s", reg);
+        free(reg);
+        cr_skip_test("cannot mount a tmpfs here (needs CAP_SYS_ADMIN); the file size limit test covers the path");
+    }
+    sh("cp -a %s.orig/. %s/ && rm -rf %s.orig", tasks, tasks, tasks);
+    /* fill it, then free 16 KB (the filler is a plain file in a task folder: not a version) */
+    snprintf(cmd, sizeof cmd, "dd if=/dev/zero of=%s/other/filler.bin bs=4096 2>/dev/null; truncate -s -16K %s/other/filler.bin", tasks,
+             tasks);
+    cr_expect_eq(system(cmd), 0);
+    blob big = tgz_of(AD "/lora_ah/adapters"), small = tgz_of(AD "/ia3/adapters");
+    test_server s;
+    cr_expect_eq(start_on(&s, reg), 0);
+    json_t *d = NULL;
+    long st = upload(&s, "cls", "7", &big, 1, &d);
+    cr_expect_eq(st, 507, "a full file system is 507 (got %ld)", st);
+    cr_expect_str_eq(json_string_value(json_object_get(json_object_get(d, "error"), "code")) ?: "", "insufficient_storage");
+    json_decref(d);
+    char v[32] = "", first[PATH_MAX];
+    cr_expect_eq(predict(&s, "cls", v, sizeof v), 200);
+    cr_expect_str_eq(v, "1", "the task keeps its version");
+    cr_expect_eq(leftovers(reg, first, sizeof first), 0, "left behind: %s", first);
+    snprintf(cmd, sizeof cmd, "%s/cls/7", tasks);
+    cr_expect_neq(access(cmd, F_OK), 0, "no version folder");
+    /* room again: the same server takes uploads */
+    snprintf(cmd, sizeof cmd, "%s/other/filler.bin", tasks);
+    unlink(cmd);
+    cr_expect_eq(upload(&s, "cls", "8", &small, 1, NULL), 201);
+    cr_expect_eq(predict(&s, "cls", v, sizeof v), 200);
+    cr_expect_str_eq(v, "8");
+    cr_expect_eq(ts_stop(&s), 0);
+    snprintf(cmd, sizeof cmd, "umount %s", tasks);
+    cr_expect_eq(system(cmd), 0);
+    free(big.data), free(small.data);
+    sh("rm -rf %s", reg);
+    free(reg);
+}
+
 /* ---- start-up over broken versions ---- */
 
 Test(faults, start_up_serves_every_good_task_and_lists_the_broken_versions, .timeout = 60) {
