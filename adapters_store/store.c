@@ -130,6 +130,8 @@ struct store_registry {
     int n_bad;
     broken_version *broken;     /* guarded by mu */
     int n_broken;
+    broken_version *bad_models; /* models/<name> that did not load (version unused); set at open */
+    int n_bad_models;
 };
 
 static int bad_seen(store_registry *r, const char *name, const char *version, uint64_t fp, int add);
@@ -549,11 +551,18 @@ static int meta_read(store_registry *r, const char *name, const char *vname, con
         }
     }
     const char *mname = cfg ? json_string_value(json_object_get(cfg, "model")) : NULL;
-    store_model *m = mname ? find_model(r, mname) : (r->n_models == 1 ? r->models[0] : NULL);
+    /* the implicit model is the registry's only model folder, loaded or not */
+    store_model *m = mname ? find_model(r, mname) : (r->n_models == 1 && !r->n_bad_models ? r->models[0] : NULL);
+    for (int i = 0; !m && mname && i < r->n_bad_models; i++)
+        if (!strcmp(r->bad_models[i].name, mname)) {
+            rc = eng_err_set(err, ENG_NOT_FOUND, "%s: model \"%s\" did not load: %s", vdir, r->bad_models[i].name,
+                             r->bad_models[i].reason);
+            goto fail;
+        }
     if (!m) {
         rc = mname ? eng_err_set(err, ENG_NOT_FOUND, "%s: model \"%s\" is not in models/", vdir, mname)
                    : eng_err_set(err, ENG_INVALID_ARGUMENT, "%s: task.json must name the model (the registry has %d)",
-                                 vdir, r->n_models);
+                                 vdir, r->n_models + r->n_bad_models);
         goto fail;
     }
     store_model_retain(m);
@@ -1161,16 +1170,36 @@ int store_open(const char *dir, const store_params *p, store_registry **out, eng
         rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory");
         goto fail;
     }
+    /* a model that does not load takes its tasks out (listed as failed), not the others */
+    eng_err first = {0};
     for (int i = 0; i < n; i++) {
-        if ((rc = load_model(dir, names[i], &r->models[r->n_models], err))) {
+        eng_err me = {0};
+        if ((rc = load_model(dir, names[i], &r->models[r->n_models], &me)) == 0) {
+            r->n_models++;
+            continue;
+        }
+        if (rc == ENG_NO_MEMORY) {
+            *err = me;
             free_strs(names, n);
             goto fail;
         }
-        r->n_models++;
+        broken_version *nb = realloc(r->bad_models, (size_t)(r->n_bad_models + 1) * sizeof *nb);
+        if (nb) r->bad_models = nb;
+        char *why = nb ? registry_relative(r, me.msg) : NULL, *nm = why ? strdup(names[i]) : NULL;
+        if (!nm) {
+            free(why);
+            rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+            free_strs(names, n);
+            goto fail;
+        }
+        nb[r->n_bad_models++] = (broken_version){.name = nm, .version = NULL, .reason = why};
+        fprintf(stderr, "adapterd: model %s is not served: %s\n", names[i], me.msg);
+        if (!first.code) first = me;
     }
     free_strs(names, n);
     if (r->n_models == 0) {
-        rc = eng_err_set(err, ENG_NOT_FOUND, "%s/models: no model directory", dir);
+        if (first.code) *err = first, rc = first.code;
+        else rc = eng_err_set(err, ENG_NOT_FOUND, "%s/models: no model directory", dir);
         goto fail;
     }
     pathf(path, sizeof path, "%s/tasks", dir);
@@ -1238,6 +1267,8 @@ void store_free(store_registry *r) {
     free_strs(r->bad, r->n_bad);
     while (r->n_broken) broken_remove_at(r, r->n_broken - 1);
     free(r->broken);
+    for (int i = 0; i < r->n_bad_models; i++) free(r->bad_models[i].name), free(r->bad_models[i].reason);
+    free(r->bad_models);
     free(r->e);
     free(r->models);
     free(r->dir);

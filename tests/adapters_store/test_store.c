@@ -285,6 +285,33 @@ Test(store, a_broken_version_does_not_stop_start_up) {
     store_free(r);
 }
 
+Test(store, a_model_that_does_not_load_takes_out_its_tasks_only) {
+    sh("mkdir -p %s/models/broken-model && echo '{\"model_type\": ' > %s/models/broken-model/config.json", reg_dir, reg_dir);
+    sh("mkdir -p %s/tasks/on-broken/1 && cp -rL %s %s/tasks/on-broken/1/ && "
+       "echo '{\"model\": \"broken-model\", \"adapters\": [\"lora\"]}' > %s/tasks/on-broken/1/task.json",
+       reg_dir, LORA, reg_dir, reg_dir);
+    store_registry *r = open_reg(0);
+    cr_expect_eq(store_n_models(r), 1);
+    expect_current(r, "cls_lora", "1", "a task naming the good model serves");
+    cr_expect_null(store_task_acquire(r, "on-broken", 9), "a task on the broken model is not served");
+    store_version_info v[4];
+    cr_assert_eq(store_versions(r, "on-broken", v, 4), 1);
+    cr_expect_str_eq(v[0].state, "failed");
+    cr_expect(strstr(v[0].reason, "broken-model") && strstr(v[0].reason, "did not load"), "%s", v[0].reason);
+    cr_expect_null(strstr(v[0].reason, reg_dir), "registry-relative: %s", v[0].reason);
+    /* with two model folders a version without task.json cannot say which it runs on */
+    cr_assert_eq(store_versions(r, "reg", v, 4), 1);
+    cr_expect(strstr(v[0].reason, "must name the model"), "%s", v[0].reason);
+    store_free(r);
+    /* no model that loads: start-up fails, naming it */
+    sh("rm -rf %s/models/bert-tiny", reg_dir);
+    store_params p = store_default_params();
+    p.verbose = 0;
+    eng_err e = {0};
+    cr_expect_neq(store_open(reg_dir, &p, &r, &e), 0);
+    cr_expect(strstr(e.msg, "broken-model"), "%s", e.msg);
+}
+
 Test(store, a_recorded_current_version_that_fails_falls_back_to_the_newest_good_one) {
     store_registry *r = open_reg(0);
     char staged[256];

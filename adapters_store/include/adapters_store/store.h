@@ -74,9 +74,11 @@ typedef struct {
 store_params store_default_params(void);
 
 /* Scans the registry at dir and applies its state file. Returns 0 and sets *out (release with
- * store_free), or a negative eng_status naming the folder or file at fault: a model that does not
- * load, an unreadable state file, out of memory (a registry with no model is ENG_NOT_FOUND; one with
- * no task is served empty, tasks can be added later). Failed task versions are not errors here. */
+ * store_free), or a negative eng_status naming the folder or file at fault: no model that loads
+ * (a registry with no model folder is ENG_NOT_FOUND), an unreadable state file, out of memory. A
+ * registry with no task is served empty (tasks can be added later). A model that does not load
+ * is logged and the versions of its tasks are listed as failed; failed task versions are not
+ * errors here. */
 int store_open(const char *dir, const store_params *p, store_registry **out, eng_err *err);
 
 /* Drops the registry's references; tasks still acquired by callers live until released. Must not
