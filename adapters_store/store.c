@@ -427,7 +427,7 @@ static char *registry_relative(const store_registry *r, const char *msg) {
     if (!out || !dl) return out;
     char *w = out;
     for (const char *p = msg; *p;) {
-        if (!strncmp(p, r->dir, dl) && p[dl] == '/') p += dl + 1;
+        if (!strncmp(p, r->dir, dl) && p[dl] == '/' && (p == msg || strchr(" \"'(:=", p[-1]))) p += dl + 1;
         else *w++ = *p++;
     }
     *w = '\0';
