@@ -5,14 +5,29 @@
  * Why reference counts and not a lock held by requests: a request keeps its task for the whole
  * time it waits in the scheduler queue and runs in a batch; holding a lock that long would make a
  * reload wait for traffic. A reference is one atomic increment at admission and one decrement when
- * the request completes. The registry holds one reference per listed version, so "refs == 1 under
- * the mutex" means no request uses a version: only then is it evicted or, when it is not current,
- * unloaded. Acquiring happens under the same mutex, so nothing can start using a version between
- * that check and the unload.
+ * the request completes, both under the registry mutex for a listed version (held for a few
+ * instructions). The registry holds one reference per listed version, so "refs == 1 under the
+ * mutex" means no request uses a version: only then is it evicted or, when it is not current,
+ * unloaded. Acquiring and releasing happen under the same mutex, so nothing can start using a
+ * version between that check and the unload, and a release never reads a version that another
+ * thread's last release may be freeing.
  *
  * Weights are never loaded or freed under the mutex: a load marks the version `loading`, drops the
  * lock, loads, and publishes; others wanting the same version wait on a condition variable.
- * Evicted weights are detached under the lock and freed after it. */
+ * Evicted weights are detached under the lock and freed after it.
+ *
+ * Crash consistency. The disk is the truth a restart reads, so every change reaches it before the
+ * change is visible or acknowledged, in an order where a kill at any point leaves either the old
+ * or the new registry: an upload's files and folders are fsynced, the folder is renamed into
+ * place and its parent fsynced; then the state file (which records every task's current version,
+ * not only activations) is rewritten (tmp, fsync, rename, fsync of the folder); only then does
+ * the table change. A kill between the rename and the state file leaves a listed, not current
+ * version, which is what the client was not yet told otherwise. What a kill leaves half done
+ * (staging and deletion folders, the state file's temporary) is swept at the next start.
+ *
+ * Start-up keeps going past bad versions: a version that cannot be read or loaded is kept on disk
+ * and listed as failed with its reason; a task whose current version fails is served on its
+ * newest good version, and says so (store_task_fallback). */
 #define _GNU_SOURCE
 #include "adapters_store/store.h"
 
@@ -61,9 +76,9 @@ struct store_task {
     uint64_t fingerprint;       /* of the files when listed */
     int changed_reported;
     atomic_int listed;
-    /* written under reg->mu; atomic because store_task_release reads it without the lock: with
-     * both sequentially consistent, a release that drops the last request's reference and a
-     * set_current that retires the version cannot both miss the other (one of them unloads) */
+    /* written under reg->mu (store_task_release reads it under the lock too: a release that drops
+     * the last request's reference and a set_current that retires the version see each other, so
+     * one of them unloads); atomic for the readers that only report it */
     atomic_int current;
     /* guarded by reg->mu */
     eng_task *_Atomic task;
@@ -76,6 +91,10 @@ struct store_task {
     int n_labels;
     char kind[64];
     int head_type;
+    /* set at open when this version stands in for a current one that failed; cleared (only the
+     * flag: the strings live until destroy) by any later change of current */
+    char *fb_from, *fb_why;
+    atomic_int fb_active;
 };
 
 typedef struct {
@@ -84,8 +103,13 @@ typedef struct {
     int n;
     store_task *cur;
     int admin_pinned;           /* persisted */
-    int explicit_cur;           /* set by activate: persisted */
+    char *want, *want_why;      /* open only: the recorded current version that is not listed, and why */
 } store_entry;
+
+/* A version folder that did not read or load: kept on disk, listed with its reason. */
+typedef struct {
+    char *name, *version, *reason;
+} broken_version;
 
 struct store_registry {
     char *dir;
@@ -104,7 +128,13 @@ struct store_registry {
     int n_tombs;
     char **bad;                 /* "name/version@fingerprint" that failed in a rescan */
     int n_bad;
+    broken_version *broken;     /* guarded by mu */
+    int n_broken;
+    broken_version *bad_models; /* models/<name> that did not load (version unused); set at open */
+    int n_bad_models;
 };
+
+static int bad_seen(store_registry *r, const char *name, const char *version, uint64_t fp, int add);
 
 store_params store_default_params(void) {
     return (store_params){.allow_skip = 0, .verbose = 1, .memory_budget = 0, .load_rate = 0, .load_burst = (size_t)16 << 20};
@@ -156,6 +186,7 @@ static void task_destroy(store_task *t) {
     free(t->fusion), free(t->head);
     free_strs(t->cfg_labels, t->n_cfg_labels);
     free_strs(t->labels, t->n_labels);
+    free(t->fb_from), free(t->fb_why);
     free(t->name), free(t->version), free(t->dir);
     free(t);
 }
@@ -164,27 +195,32 @@ void store_task_retain(store_task *t) {
     if (t) atomic_fetch_add(&t->refs, 1);
 }
 
-/* A version that is not current and that no request holds has no reason to stay in memory. */
-static void unload_if_old(store_task *t) {
-    store_registry *r = t->reg;
-    eng_task *et = NULL;
-    pthread_mutex_lock(&r->mu);
-    if (atomic_load(&t->listed) && atomic_load(&t->refs) == 1 && !t->current && !t->loading &&
-        (et = atomic_load(&t->task))) {
-        atomic_store(&t->task, NULL);
-        r->resident_bytes -= t->bytes;
-        r->st.unloads++;
-    }
-    pthread_mutex_unlock(&r->mu);
-    eng_task_free(et);
-}
-
+/* Nothing of t is read after the decrement unless the lock is held: once our reference is gone,
+ * whoever holds the last one may free t at any moment. A listed version is released under the
+ * mutex, where the listing's reference cannot go (unlisting takes the mutex), so the check "only
+ * the listing holds it now, and it is not current" is safe there; then a version that is not
+ * current and that no request holds is unloaded (no reason to stay in memory). An unlisted version
+ * is never listed again: a plain decrement. */
 void store_task_release(store_task *t) {
     if (!t) return;
-    int left = atomic_fetch_sub(&t->refs, 1) - 1;
+    store_registry *r = t->reg;
+    int left;
+    eng_task *et = NULL;
+    if (!atomic_load(&t->listed)) {
+        left = atomic_fetch_sub(&t->refs, 1) - 1;
+    } else {
+        pthread_mutex_lock(&r->mu);
+        left = atomic_fetch_sub(&t->refs, 1) - 1;
+        if (left == 1 && atomic_load(&t->listed) && !t->current && !t->loading && (et = atomic_load(&t->task))) {
+            atomic_store(&t->task, NULL);
+            r->resident_bytes -= t->bytes;
+            r->st.unloads++;
+        }
+        pthread_mutex_unlock(&r->mu);
+    }
     assert(left >= 0 && "store_task released below zero");
+    eng_task_free(et);
     if (left == 0) task_destroy(t);
-    else if (left == 1 && atomic_load(&t->listed) && !t->current && atomic_load(&t->task)) unload_if_old(t);
 }
 
 /* ---- helpers ---- */
@@ -244,14 +280,23 @@ oom:
     return eng_err_set(err, ENG_NO_MEMORY, "out of memory listing %s", dir);
 }
 
-/* A version name is all digits (at most 18); returns its number or -1. */
+static int all_digits(const char *s) {
+    if (!*s) return 0;
+    for (const char *c = s; *c; c++)
+        if (*c < '0' || *c > '9') return 0;
+    return 1;
+}
+
+/* A version name is the canonical decimal of its number: digits (at most 18), no leading zero but
+ * in "0" itself; "01" next to "1" would be two folders for one number. Returns it or -1. */
 static long version_number(const char *s) {
     size_t n = strlen(s);
-    if (n == 0 || n > 18) return -1;
-    for (const char *c = s; *c; c++)
-        if (*c < '0' || *c > '9') return -1;
+    if (n == 0 || n > 18 || (n > 1 && s[0] == '0') || !all_digits(s)) return -1;
     return strtol(s, NULL, 10);
 }
+
+/* Digits with a leading zero: a version folder written wrongly, reported rather than ignored. */
+static int version_noncanonical(const char *s) { return s[0] == '0' && s[1] && all_digits(s); }
 
 /* Task names: 1..128 of [A-Za-z0-9._-], not starting with '.'. */
 static int valid_name(const char *s) {
@@ -294,6 +339,142 @@ static int rm_visit(const char *path, const struct stat *sb, int type, struct FT
 }
 
 int store_remove_dir(const char *dir) { return nftw(dir, rm_visit, NFTW_FDS, FTW_DEPTH | FTW_PHYS) ? -1 : 0; }
+
+/* ---- durability ---- */
+
+/* A full disk (or a file size limit) is its own status: the client may retry elsewhere or later. */
+static eng_status io_status(int e) { return e == ENOSPC || e == EDQUOT || e == EFBIG ? ENG_NO_SPACE : ENG_IO; }
+
+/* fsync of one file or directory (not following a link). Returns 0, or -1 with errno. */
+static int fsync_path(const char *p, int dir) {
+    int fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | (dir ? O_DIRECTORY : 0));
+    if (fd < 0) return -1;
+    int rc = fsync(fd), e = errno;
+    close(fd);
+    errno = e;
+    return rc;
+}
+
+static __thread int sync_errno;
+static int sync_visit(const char *path, const struct stat *sb, int type, struct FTW *ftw) {
+    (void)ftw;
+    int rc = 0;
+    if (type == FTW_F && S_ISREG(sb->st_mode)) rc = fsync_path(path, 0);
+    else if (type == FTW_DP) rc = fsync_path(path, 1);
+    if (rc) sync_errno = errno;
+    return rc ? 1 : 0;
+}
+
+/* fsyncs every regular file and directory under dir, contents before their directory, so that a
+ * rename publishing dir never lands on disk ahead of what it names. Returns 0, or -1 with errno. */
+static int sync_tree(const char *dir) {
+    sync_errno = 0;
+    if (nftw(dir, sync_visit, NFTW_FDS, FTW_DEPTH | FTW_PHYS) == 0) return 0;
+    if (sync_errno) errno = sync_errno;
+    return -1;
+}
+
+/* Names a crashed writer of ours leaves in tasks/ and tasks/<name>/. */
+static int ours_left_behind(const char *n) { return !strncmp(n, ".upload-", 8) || !strncmp(n, ".deleted-", 9); }
+
+/* Removes what a killed server leaves behind: upload staging (tasks/.upload-*), folders moved aside
+ * to be deleted (tasks/.deleted-*, tasks/<name>/.deleted-*), the state file's temporary, and task
+ * folders left empty (created for an upload that never got renamed in). Other '.' names may be a
+ * writer's copy in progress and stay. One server per registry: another one's uploads would go. */
+static void sweep(store_registry *r) {
+    char tasks[PATH_MAX], p[PATH_MAX], q[PATH_MAX];
+    pathf(tasks, sizeof tasks, "%s/tasks", r->dir);
+    DIR *d = opendir(tasks);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+        if (pathf(p, sizeof p, "%s/%s", tasks, de->d_name) >= (int)sizeof p) continue;
+        if (ours_left_behind(de->d_name)) {
+            logf_(r, "removing %s/%s, left by an interrupted upload or deletion", "tasks", de->d_name);
+            if (store_remove_dir(p)) logf_(r, "%s: could not remove everything (%s)", p, strerror(errno));
+            continue;
+        }
+        if (de->d_name[0] == '.' || !is_dir(p)) continue;
+        DIR *t = opendir(p);
+        struct dirent *te;
+        while (t && (te = readdir(t))) {
+            if (!ours_left_behind(te->d_name) || pathf(q, sizeof q, "%s/%s", p, te->d_name) >= (int)sizeof q) continue;
+            logf_(r, "removing tasks/%s/%s, left by an interrupted deletion", de->d_name, te->d_name);
+            if (store_remove_dir(q)) logf_(r, "%s: could not remove everything (%s)", q, strerror(errno));
+        }
+        if (t) closedir(t);
+        if (rmdir(p) == 0) logf_(r, "removed the empty task folder tasks/%s", de->d_name); /* fails unless empty */
+    }
+    if (d) closedir(d);
+    pathf(p, sizeof p, "%s/%s.tmp", r->dir, STATE_FILE);
+    unlink(p);
+    fsync_path(tasks, 1);
+}
+
+/* ---- failed versions (reg->mu held) ---- */
+
+static int broken_find(const store_registry *r, const char *name, const char *version) {
+    for (int i = 0; i < r->n_broken; i++)
+        if (!strcmp(r->broken[i].name, name) && !strcmp(r->broken[i].version, version)) return i;
+    return -1;
+}
+
+/* A copy of msg with the registry's folder cut from the paths it names: the listing shows where in
+ * the registry, never where the registry is on the server. NULL when out of memory. */
+static char *registry_relative(const store_registry *r, const char *msg) {
+    char *out = strdup(msg);
+    size_t dl = strlen(r->dir);
+    if (!out || !dl) return out;
+    char *w = out;
+    for (const char *p = msg; *p;) {
+        if (!strncmp(p, r->dir, dl) && p[dl] == '/' && (p == msg || strchr(" \"'(:=", p[-1]))) p += dl + 1;
+        else *w++ = *p++;
+    }
+    *w = '\0';
+    return out;
+}
+
+/* Records (or updates the reason of) a version that failed; silently drops it when out of memory. */
+static void broken_add_locked(store_registry *r, const char *name, const char *version, const char *reason) {
+    int i = broken_find(r, name, version);
+    char *why = registry_relative(r, reason && *reason ? reason : "failed");
+    if (!why) return;
+    if (i >= 0) {
+        free(r->broken[i].reason);
+        r->broken[i].reason = why;
+        return;
+    }
+    broken_version *nb = realloc(r->broken, (size_t)(r->n_broken + 1) * sizeof *nb);
+    if (!nb) {
+        free(why);
+        return;
+    }
+    r->broken = nb;
+    broken_version *b = &nb[r->n_broken];
+    b->name = strdup(name), b->version = strdup(version), b->reason = why;
+    if (!b->name || !b->version) {
+        free(b->name), free(b->version), free(why);
+        return;
+    }
+    r->n_broken++;
+}
+
+static void broken_remove_at(store_registry *r, int i) {
+    free(r->broken[i].name), free(r->broken[i].version), free(r->broken[i].reason);
+    r->broken[i] = r->broken[--r->n_broken];
+}
+
+/* Drops the record of name/version, or of every version of name when version is NULL. */
+static void broken_remove_locked(store_registry *r, const char *name, const char *version) {
+    for (int i = r->n_broken - 1; i >= 0; i--)
+        if (!strcmp(r->broken[i].name, name) && (!version || !strcmp(r->broken[i].version, version))) broken_remove_at(r, i);
+}
+
+static void broken_add(store_registry *r, const char *name, const char *version, const char *reason) {
+    pthread_mutex_lock(&r->mu);
+    broken_add_locked(r, name, version, reason);
+    pthread_mutex_unlock(&r->mu);
+}
 
 /* ---- models ---- */
 
@@ -370,11 +551,18 @@ static int meta_read(store_registry *r, const char *name, const char *vname, con
         }
     }
     const char *mname = cfg ? json_string_value(json_object_get(cfg, "model")) : NULL;
-    store_model *m = mname ? find_model(r, mname) : (r->n_models == 1 ? r->models[0] : NULL);
+    /* the implicit model is the registry's only model folder, loaded or not */
+    store_model *m = mname ? find_model(r, mname) : (r->n_models == 1 && !r->n_bad_models ? r->models[0] : NULL);
+    for (int i = 0; !m && mname && i < r->n_bad_models; i++)
+        if (!strcmp(r->bad_models[i].name, mname)) {
+            rc = eng_err_set(err, ENG_NOT_FOUND, "%s: model \"%s\" did not load: %s", vdir, r->bad_models[i].name,
+                             r->bad_models[i].reason);
+            goto fail;
+        }
     if (!m) {
         rc = mname ? eng_err_set(err, ENG_NOT_FOUND, "%s: model \"%s\" is not in models/", vdir, mname)
                    : eng_err_set(err, ENG_INVALID_ARGUMENT, "%s: task.json must name the model (the registry has %d)",
-                                 vdir, r->n_models);
+                                 vdir, r->n_models + r->n_bad_models);
         goto fail;
     }
     store_model_retain(m);
@@ -721,6 +909,8 @@ static void set_current_locked(store_registry *r, store_entry *e, store_task *t,
     store_task *old = e->cur;
     e->cur = t;
     t->current = 1;
+    atomic_store(&t->fb_active, 0);
+    if (old) atomic_store(&old->fb_active, 0);
     if (old && old != t) {
         old->current = 0;
         if (atomic_load(&old->refs) == 1 && !old->loading) detach_locked(r, old, d);
@@ -748,6 +938,7 @@ static void drop_entry_locked(store_registry *r, store_entry *e) {
 }
 
 static void entry_free(store_entry *e) {
+    free(e->want), free(e->want_why);
     free(e->v);
     free(e->name);
     free(e);
@@ -763,22 +954,28 @@ static int tomb_index(const store_registry *r, const char *name, const char *ver
     return -1;
 }
 
-/* Writes the state file atomically (tmp, fsync, rename). admin_mu held. */
-static int state_write(store_registry *r, eng_err *err) {
+/* Writes the state file durably (tmp, fsync, rename, fsync of the folder): every task's current
+ * version, pins, tombstones. With ov_name set, task ov_name is written with current ov_cur, as it
+ * will be once the caller changes the table: the disk goes first (see the file's top). admin_mu
+ * held. */
+static int state_write_as(store_registry *r, const char *ov_name, const char *ov_cur, eng_err *err) {
     json_t *root = json_object(), *tasks = json_object(), *dead = json_array();
-    int rc = 0;
+    int rc = 0, ov_done = 0;
     if (!root || !tasks || !dead) goto oom;
     pthread_mutex_lock(&r->mu);
-    for (int i = 0; i < r->n_e; i++) {
-        store_entry *e = r->e[i];
-        if (!e->explicit_cur && !e->admin_pinned) continue;
+    for (int i = 0; i < r->n_e + 1; i++) {
+        store_entry *e = i < r->n_e ? r->e[i] : NULL;
+        if (!e && (!ov_name || ov_done)) break;
+        const char *name = e ? e->name : ov_name;
+        int ov = ov_name && !strcmp(name, ov_name);
+        ov_done |= ov;
+        const char *cur = ov ? ov_cur : e->cur ? e->cur->version : NULL;
         json_t *o = json_object();
-        if (!o || json_object_set_new(tasks, e->name, o)) {
+        if (!o || json_object_set_new(tasks, name, o) || (cur && json_object_set_new(o, "current", json_string(cur))) ||
+            (e && e->admin_pinned && json_object_set_new(o, "pinned", json_true()))) {
             pthread_mutex_unlock(&r->mu);
             goto oom;
         }
-        if (e->explicit_cur && e->cur) json_object_set_new(o, "current", json_string(e->cur->version));
-        if (e->admin_pinned) json_object_set_new(o, "pinned", json_true());
     }
     for (int i = 0; i < r->n_tombs; i++) json_array_append_new(dead, json_string(r->tombs[i]));
     pthread_mutex_unlock(&r->mu);
@@ -792,10 +989,14 @@ static int state_write(store_registry *r, eng_err *err) {
     if (!text) goto oom;
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     size_t n = strlen(text);
-    if (fd < 0 || write(fd, text, n) != (ssize_t)n || write(fd, "\n", 1) != 1 || fsync(fd) || close(fd) ||
-        rename(tmp, path)) {
-        rc = eng_err_set(err, ENG_IO, "%s: cannot write the registry state (%s)", path, strerror(errno));
-        if (fd >= 0) close(fd), unlink(tmp);
+    errno = 0;
+    int bad = fd < 0 || write(fd, text, n) != (ssize_t)n || write(fd, "\n", 1) != 1 || fsync(fd);
+    if (fd >= 0 && close(fd) && !bad) bad = 1;
+    if (!bad && (rename(tmp, path) || fsync_path(r->dir, 1))) bad = 2;
+    if (bad) {
+        int e = errno ? errno : ENOSPC; /* a short write sets no errno: the disk is full */
+        rc = eng_err_set(err, io_status(e), "cannot write the registry state %s (%s)", STATE_FILE, strerror(e));
+        if (bad == 1) unlink(tmp);
     }
     free(text);
     json_decref(root), json_decref(tasks), json_decref(dead);
@@ -804,6 +1005,8 @@ oom:
     json_decref(root), json_decref(tasks), json_decref(dead);
     return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
 }
+
+static int state_write(store_registry *r, eng_err *err) { return state_write_as(r, NULL, NULL, err); }
 
 /* Applies the state file at open: tombstones, current versions, pins. A missing file is no state. */
 static int state_read(store_registry *r, eng_err *err) {
@@ -835,9 +1038,11 @@ static int state_read(store_registry *r, eng_err *err) {
             if (e->cur) e->cur->current = 0;
             e->cur = t;
             t->current = 1;
-            e->explicit_cur = 1;
-        } else if (cur) {
-            logf_(r, "state: task %s version %s is gone; serving the highest", k, cur);
+        } else if (cur && !e->want) {
+            /* its folder failed to read, or is gone: the newest good version stands in (store_open) */
+            int b = broken_find(r, k, cur);
+            e->want = strdup(cur);
+            e->want_why = strdup(b >= 0 ? r->broken[b].reason : "its folder is gone");
         }
         e->admin_pinned = json_is_true(json_object_get(v, "pinned"));
     }
@@ -847,7 +1052,16 @@ static int state_read(store_registry *r, eng_err *err) {
 
 /* ---- open / free ---- */
 
-/* Reads every version's metadata of task name and lists it (no weights). */
+/* Records a version that failed at start-up: logged, listed as failed, and known to the rescan
+ * (its fingerprint) so that only a changed folder is tried again. */
+static void broken_at_open(store_registry *r, const char *name, const char *version, const char *vdir, const char *why) {
+    fprintf(stderr, "adapterd: task %s version %s is not served: %s\n", name, version, why);
+    broken_add(r, name, version, why);
+    bad_seen(r, name, version, fingerprint(vdir), 1);
+}
+
+/* Reads every version's metadata of task name and lists it (no weights). A version that does not
+ * read is recorded as failed, not fatal. Returns ENG_NOT_FOUND when nothing is listed. */
 static int scan_task(store_registry *r, const char *name, eng_err *err) {
     char tdir[PATH_MAX], vdir[PATH_MAX];
     pathf(tdir, sizeof tdir, "%s/tasks/%s", r->dir, name);
@@ -856,10 +1070,26 @@ static int scan_task(store_registry *r, const char *name, eng_err *err) {
     if (nv < 0) return nv;
     store_entry *e = NULL;
     for (int i = 0; i < nv; i++) {
-        if (version_number(vers[i]) < 0 || tomb_index(r, name, vers[i]) >= 0) continue;
         pathf(vdir, sizeof vdir, "%s/%s", tdir, vers[i]);
+        if (version_noncanonical(vers[i]) && tomb_index(r, name, vers[i]) < 0) {
+            char why[128];
+            pathf(why, sizeof why, "version folder name \"%.40s\" has a leading zero (name it %ld)", vers[i],
+                  strtol(vers[i], NULL, 10));
+            broken_at_open(r, name, vers[i], vdir, why);
+            continue;
+        }
+        if (version_number(vers[i]) < 0 || tomb_index(r, name, vers[i]) >= 0) continue;
         store_task *t;
-        if ((rc = meta_read(r, name, vers[i], vdir, &t, err))) break;
+        eng_err me = {0};
+        if ((rc = meta_read(r, name, vers[i], vdir, &t, &me))) {
+            if (rc == ENG_NO_MEMORY) {
+                *err = me;
+                break;
+            }
+            broken_at_open(r, name, vers[i], vdir, me.msg);
+            rc = 0;
+            continue;
+        }
         if (!e && !(e = make_entry(r, name))) {
             task_destroy(t);
             rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory");
@@ -878,6 +1108,39 @@ static int scan_task(store_registry *r, const char *name, eng_err *err) {
         e->cur->current = 1;
     }
     return rc;
+}
+
+/* Makes the entry's current version resident (without a budget, or pinned), falling back to the
+ * newest version that loads when it does not: the failed one is unlisted and recorded, the one
+ * standing in says so (store_task_fallback). With a budget, unpinned versions load on first use.
+ * Returns 0 (also when no version loads: e->cur is then NULL), or ENG_NO_MEMORY. */
+static int open_current(store_registry *r, store_entry *e, eng_err *err) {
+    while (e->cur && !(r->p.memory_budget && !entry_pinned(e))) {
+        eng_err le = {0};
+        int rc = store_task_ensure(r, e->cur, &le);
+        if (!rc) break;
+        if (rc == ENG_NO_MEMORY) {
+            *err = le;
+            return rc;
+        }
+        store_task *bad = e->cur;
+        broken_at_open(r, e->name, bad->version, bad->dir, le.msg);
+        if (!e->want) e->want = strdup(bad->version), e->want_why = registry_relative(r, le.msg);
+        pthread_mutex_lock(&r->mu);
+        unlist_locked(r, e, bad);
+        if (e->n) e->cur = e->v[e->n - 1], e->cur->current = 1;
+        pthread_mutex_unlock(&r->mu);
+        store_task_release(bad);
+    }
+    if (e->cur && e->want) {
+        store_task *t = e->cur;
+        t->fb_from = e->want, t->fb_why = e->want_why ? e->want_why : strdup("failed");
+        e->want = e->want_why = NULL;
+        atomic_store(&t->fb_active, t->fb_why != NULL);
+        fprintf(stderr, "adapterd: task %s: version %s should be current but %s; serving version %s\n", e->name,
+                t->fb_from, t->fb_why ? t->fb_why : "failed", t->version);
+    }
+    return 0;
 }
 
 int store_open(const char *dir, const store_params *p, store_registry **out, eng_err *err) {
@@ -907,16 +1170,36 @@ int store_open(const char *dir, const store_params *p, store_registry **out, eng
         rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory");
         goto fail;
     }
+    /* a model that does not load takes its tasks out (listed as failed), not the others */
+    eng_err first = {0};
     for (int i = 0; i < n; i++) {
-        if ((rc = load_model(dir, names[i], &r->models[r->n_models], err))) {
+        eng_err me = {0};
+        if ((rc = load_model(dir, names[i], &r->models[r->n_models], &me)) == 0) {
+            r->n_models++;
+            continue;
+        }
+        if (rc == ENG_NO_MEMORY) {
+            *err = me;
             free_strs(names, n);
             goto fail;
         }
-        r->n_models++;
+        broken_version *nb = realloc(r->bad_models, (size_t)(r->n_bad_models + 1) * sizeof *nb);
+        if (nb) r->bad_models = nb;
+        char *why = nb ? registry_relative(r, me.msg) : NULL, *nm = why ? strdup(names[i]) : NULL;
+        if (!nm) {
+            free(why);
+            rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+            free_strs(names, n);
+            goto fail;
+        }
+        nb[r->n_bad_models++] = (broken_version){.name = nm, .version = NULL, .reason = why};
+        fprintf(stderr, "adapterd: model %s is not served: %s\n", names[i], me.msg);
+        if (!first.code) first = me;
     }
     free_strs(names, n);
     if (r->n_models == 0) {
-        rc = eng_err_set(err, ENG_NOT_FOUND, "%s/models: no model directory", dir);
+        if (first.code) *err = first, rc = first.code;
+        else rc = eng_err_set(err, ENG_NOT_FOUND, "%s/models: no model directory", dir);
         goto fail;
     }
     pathf(path, sizeof path, "%s/tasks", dir);
@@ -924,6 +1207,7 @@ int store_open(const char *dir, const store_params *p, store_registry **out, eng
         rc = eng_err_set(err, ENG_IO, "%s: cannot create (%s)", path, strerror(errno));
         goto fail;
     }
+    sweep(r);
     if ((n = list_subdirs(path, &names, err)) < 0) {
         rc = n;
         goto fail;
@@ -945,10 +1229,14 @@ int store_open(const char *dir, const store_params *p, store_registry **out, eng
     r->tombs = NULL, r->n_tombs = 0;
     if ((rc = state_read(r, err))) goto fail;
     /* Weights: every current version without a budget, the pinned ones with one. */
-    for (int i = 0; i < r->n_e; i++) {
+    for (int i = 0; i < r->n_e; i++)
+        if ((rc = open_current(r, r->e[i], err))) goto fail;
+    for (int i = r->n_e - 1; i >= 0; i--) { /* tasks with no good version are not served */
         store_entry *e = r->e[i];
-        if (!e->cur || (r->p.memory_budget && !entry_pinned(e))) continue;
-        if ((rc = store_task_ensure(r, e->cur, err))) goto fail;
+        if (e->cur) continue;
+        fprintf(stderr, "adapterd: task %s has no version that loads; not served (its versions list why)\n", e->name);
+        drop_entry_locked(r, e);
+        entry_free(e);
     }
     for (int i = 0; i < r->n_e && r->p.verbose; i++) {
         store_task *t = r->e[i]->cur;
@@ -977,6 +1265,10 @@ void store_free(store_registry *r) {
     for (int i = 0; i < r->n_models; i++) store_model_release(r->models[i]);
     free_strs(r->tombs, r->n_tombs);
     free_strs(r->bad, r->n_bad);
+    while (r->n_broken) broken_remove_at(r, r->n_broken - 1);
+    free(r->broken);
+    for (int i = 0; i < r->n_bad_models; i++) free(r->bad_models[i].name), free(r->bad_models[i].reason);
+    free(r->bad_models);
     free(r->e);
     free(r->models);
     free(r->dir);
@@ -1049,23 +1341,40 @@ int store_task_names(store_registry *r, char ***names) {
     return v ? n : ENG_NO_MEMORY;
 }
 
+static int cmp_version_info(const void *a, const void *b) {
+    const store_version_info *x = a, *y = b;
+    long u = strtol(x->version, NULL, 10), v = strtol(y->version, NULL, 10);
+    return u != v ? (u < v ? -1 : 1) : strcmp(x->version, y->version);
+}
+
 int store_versions(store_registry *r, const char *name, store_version_info *out, int max) {
     pthread_mutex_lock(&r->mu);
     store_entry *e = get_entry(r, name);
-    int n = 0;
+    int n = 0, failed = 0;
     for (int i = 0; e && i < e->n && n < max; i++) {
         store_task *t = e->v[i];
         store_version_info *o = &out[n++];
         memset(o, 0, sizeof *o);
         snprintf(o->version, sizeof o->version, "%s", t->version);
+        snprintf(o->state, sizeof o->state, "available");
         o->current = t == e->cur;
         o->resident = atomic_load(&t->task) != NULL;
         o->pinned = o->current && entry_pinned(e);
         o->in_flight = atomic_load(&t->refs) - 1;
         o->bytes = t->bytes;
     }
+    for (int i = 0; i < r->n_broken && n < max; i++) {
+        if (strcmp(r->broken[i].name, name)) continue;
+        store_version_info *o = &out[n++];
+        memset(o, 0, sizeof *o);
+        snprintf(o->version, sizeof o->version, "%s", r->broken[i].version);
+        snprintf(o->state, sizeof o->state, "failed");
+        snprintf(o->reason, sizeof o->reason, "%s", r->broken[i].reason);
+        failed++;
+    }
     pthread_mutex_unlock(&r->mu);
-    return e ? n : ENG_NOT_FOUND;
+    if (failed) qsort(out, (size_t)n, sizeof *out, cmp_version_info);
+    return e || failed ? n : ENG_NOT_FOUND;
 }
 
 void store_get_stats(store_registry *r, store_stats *out) {
@@ -1098,8 +1407,7 @@ static int validate(store_registry *r, store_task *t, eng_task **et, double *dt,
 
 /* Lists validated t (with its weights et) under task name; makes it current when asked or when
  * the task has none. Consumes t and et. */
-static int list_validated(store_registry *r, store_task *t, eng_task *et, double dt, int make_current, int explicit_cur,
-                          eng_err *err) {
+static int list_validated(store_registry *r, store_task *t, eng_task *et, double dt, int make_current, eng_err *err) {
     detached d = {0};
     pthread_mutex_lock(&r->mu);
     store_entry *e = make_entry(r, t->name);
@@ -1110,9 +1418,9 @@ static int list_validated(store_registry *r, store_task *t, eng_task *et, double
         return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
     }
     publish_locked(r, t, et, dt);
+    broken_remove_locked(r, t->name, t->version);
     if (make_current || !e->cur) {
         set_current_locked(r, e, t, &d);
-        if (explicit_cur) e->explicit_cur = 1;
     } else {
         detach_locked(r, t, &d); /* validated, not served: no reason to keep it */
     }
@@ -1125,6 +1433,9 @@ static int list_validated(store_registry *r, store_task *t, eng_task *et, double
 int store_version_add(store_registry *r, const char *name, const char *version, const char *staged, int activate,
                       eng_err *err) {
     if (!valid_name(name)) return eng_err_set(err, ENG_INVALID_ARGUMENT, "task name \"%.100s\" must be 1..128 of [A-Za-z0-9._-], not starting with '.'", name);
+    if (version_noncanonical(version))
+        return eng_err_set(err, ENG_INVALID_ARGUMENT, "version \"%.40s\" has a leading zero; version names are plain numbers (%ld)",
+                           version, strtol(version, NULL, 10));
     if (version_number(version) < 0) return eng_err_set(err, ENG_INVALID_ARGUMENT, "version \"%.40s\" must be a number", version);
     pthread_mutex_lock(&r->admin_mu);
     char tdir[PATH_MAX], vdir[PATH_MAX];
@@ -1144,12 +1455,44 @@ int store_version_add(store_registry *r, const char *name, const char *version, 
     }
     if ((rc = meta_read(r, name, version, staged, &t, err))) goto done;
     if ((rc = validate(r, t, &et, &dt, err))) goto done;
-    if (!is_dir(tdir) && mkdir(tdir, 0755) && errno != EEXIST) {
-        rc = eng_err_set(err, ENG_IO, "%s: cannot create (%s)", tdir, strerror(errno));
+    /* durable before published: the files, then the rename, then the state file, then the table */
+    if (sync_tree(staged)) {
+        int e = errno;
+        rc = eng_err_set(err, io_status(e), "cannot write task %s version %s to disk (%s)", name, version, strerror(e));
         goto done;
     }
-    if (rename(staged, vdir)) {
-        rc = eng_err_set(err, ENG_IO, "cannot rename %s to %s (%s)", staged, vdir, strerror(errno));
+    int made = 0;
+    if (!is_dir(tdir)) {
+        if (mkdir(tdir, 0755) && errno != EEXIST) {
+            int e = errno;
+            rc = eng_err_set(err, io_status(e), "cannot create the folder of task %s (%s)", name, strerror(e));
+            goto done;
+        }
+        made = 1;
+        char tasks[PATH_MAX];
+        pathf(tasks, sizeof tasks, "%s/tasks", r->dir);
+        fsync_path(tasks, 1);
+    }
+    if (rename(staged, vdir) || fsync_path(tdir, 1)) {
+        int e = errno;
+        rename(vdir, staged); /* nothing may stay published that the client is told failed */
+        if (made) rmdir(tdir);
+        rc = eng_err_set(err, io_status(e), "cannot publish task %s version %s (%s)", name, version, strerror(e));
+        goto done;
+    }
+    pthread_mutex_lock(&r->mu);
+    store_entry *en = get_entry(r, name);
+    int becomes_current = activate || !en || !en->cur;
+    pthread_mutex_unlock(&r->mu);
+    int ti = tomb_index(r, name, version);
+    if (ti >= 0) {
+        free(r->tombs[ti]);
+        r->tombs[ti] = r->tombs[--r->n_tombs];
+    }
+    if ((rc = state_write_as(r, becomes_current ? name : NULL, becomes_current ? version : NULL, err))) {
+        if (rename(vdir, staged)) logf_(r, "task %s version %s: cannot take it back (%s)", name, version, strerror(errno));
+        if (made) rmdir(tdir);
+        fsync_path(tdir, 1);
         goto done;
     }
     free(t->dir);
@@ -1158,15 +1501,9 @@ int store_version_add(store_registry *r, const char *name, const char *version, 
         goto done;
     }
     t->fingerprint = fingerprint(vdir);
-    int ti = tomb_index(r, name, version);
-    if (ti >= 0) {
-        free(r->tombs[ti]);
-        r->tombs[ti] = r->tombs[--r->n_tombs];
-    }
-    rc = list_validated(r, t, et, dt, activate, activate, err);
+    rc = list_validated(r, t, et, dt, becomes_current, err);
     t = NULL, et = NULL;
-    logf_(r, "task %s version %s added%s", name, version, activate ? " and activated" : "");
-    if (!rc) rc = state_write(r, err);
+    logf_(r, "task %s version %s added%s", name, version, becomes_current ? " and current" : "");
 done:
     pthread_mutex_unlock(&r->admin_mu);
     eng_task_free(et);
@@ -1185,17 +1522,15 @@ int store_activate(store_registry *r, const char *name, const char *version, eng
     }
     /* the reference keeps it resident between the load and the switch */
     if ((rc = store_task_ensure(r, t, err))) goto done;
+    /* the disk first: a restart after the answer must find this version current */
+    if ((rc = state_write_as(r, name, version, err))) goto done;
     detached d = {0};
     pthread_mutex_lock(&r->mu);
     store_entry *e = get_entry(r, name);
-    if (e && atomic_load(&t->listed)) {
-        set_current_locked(r, e, t, &d);
-        e->explicit_cur = 1;
-    }
+    if (e && atomic_load(&t->listed)) set_current_locked(r, e, t, &d);
     pthread_mutex_unlock(&r->mu);
     free_detached(&d);
     logf_(r, "task %s: version %s is current", name, version);
-    rc = state_write(r, err);
 done:
     store_task_release(t);
     pthread_mutex_unlock(&r->admin_mu);
@@ -1208,6 +1543,7 @@ static int remove_dir(store_registry *r, const char *dir, const char *hide_in) {
     char aside[PATH_MAX];
     pathf(aside, sizeof aside, "%s/.deleted-%d-%d", hide_in, (int)getpid(), atomic_fetch_add(&seq, 1));
     if (rename(dir, aside)) return errno == ENOENT ? 0 : -1;
+    fsync_path(hide_in, 1); /* the deletion is durable before it is acknowledged; a kill leaves `aside`, swept at start */
     if (store_remove_dir(aside)) logf_(r, "%s: could not remove everything (%s)", aside, strerror(errno));
     return 0;
 }
@@ -1221,9 +1557,40 @@ static void add_tomb(store_registry *r, const char *name, const char *version) {
     if ((r->tombs[r->n_tombs] = strdup(key))) r->n_tombs++;
 }
 
+/* Deletes a version listed as failed: its folder and its record. admin_mu held; 1 when it was one. */
+static int delete_broken(store_registry *r, const char *name, const char *version, eng_err *err, int *rc) {
+    pthread_mutex_lock(&r->mu);
+    int b = broken_find(r, name, version);
+    pthread_mutex_unlock(&r->mu);
+    if (b < 0) return 0;
+    char tdir[PATH_MAX], vdir[PATH_MAX];
+    pathf(tdir, sizeof tdir, "%s/tasks/%s", r->dir, name);
+    pathf(vdir, sizeof vdir, "%s/%s", tdir, version);
+    if (remove_dir(r, vdir, tdir)) {
+        *rc = eng_err_set(err, io_status(errno), "cannot remove task %s version %s (%s)", name, version, strerror(errno));
+        return 1;
+    }
+    pthread_mutex_lock(&r->mu);
+    broken_remove_locked(r, name, version);
+    int listed = get_entry(r, name) != NULL;
+    pthread_mutex_unlock(&r->mu);
+    if (!listed && rmdir(tdir) == 0) { /* its last folder */
+        char tasks[PATH_MAX];
+        pathf(tasks, sizeof tasks, "%s/tasks", r->dir);
+        fsync_path(tasks, 1);
+    }
+    logf_(r, "task %s version %s (failed) deleted", name, version);
+    *rc = 0;
+    return 1;
+}
+
 int store_delete_version(store_registry *r, const char *name, const char *version, eng_err *err) {
     pthread_mutex_lock(&r->admin_mu);
     int rc = 0, whole = 0;
+    if (delete_broken(r, name, version, err, &rc)) {
+        pthread_mutex_unlock(&r->admin_mu);
+        return rc;
+    }
     pthread_mutex_lock(&r->mu);
     store_entry *e = get_entry(r, name);
     store_task *t = find_version(e, version);
@@ -1256,8 +1623,11 @@ int store_delete_task(store_registry *r, const char *name, eng_err *err) {
     pthread_mutex_lock(&r->mu);
     store_entry *e = get_entry(r, name);
     if (e) drop_entry_locked(r, e);
+    int had_broken = 0;
+    for (int i = 0; i < r->n_broken; i++) had_broken |= !strcmp(r->broken[i].name, name);
+    broken_remove_locked(r, name, NULL);
     pthread_mutex_unlock(&r->mu);
-    if (!e) {
+    if (!e && !had_broken) {
         pthread_mutex_unlock(&r->admin_mu);
         return eng_err_set(err, ENG_NOT_FOUND, "unknown task \"%.100s\"", name);
     }
@@ -1266,7 +1636,7 @@ int store_delete_task(store_registry *r, const char *name, eng_err *err) {
     pathf(tasks, sizeof tasks, "%s/tasks", r->dir);
     int gone = remove_dir(r, tdir, tasks) == 0;
     pthread_mutex_lock(&r->mu);
-    while (e->n) {
+    while (e && e->n) {
         store_task *t = e->v[0];
         if (!gone) add_tomb(r, name, t->version);
         unlist_locked(r, e, t);
@@ -1275,7 +1645,7 @@ int store_delete_task(store_registry *r, const char *name, eng_err *err) {
         pthread_mutex_lock(&r->mu);
     }
     pthread_mutex_unlock(&r->mu);
-    entry_free(e);
+    if (e) entry_free(e);
     logf_(r, "task %s deleted", name);
     int rc = state_write(r, err);
     pthread_mutex_unlock(&r->admin_mu);
@@ -1350,6 +1720,17 @@ int store_rescan(store_registry *r, eng_err *err) {
         int nv = list_subdirs(tdir, &vers, NULL);
         for (int k = 0; k < nv; k++) {
             long vn = version_number(vers[k]);
+            if (version_noncanonical(vers[k])) {
+                pathf(vdir, sizeof vdir, "%s/%s", tdir, vers[k]);
+                if (!bad_seen(r, names[i], vers[k], fingerprint(vdir), 1)) {
+                    char why[128];
+                    pathf(why, sizeof why, "version folder name \"%.40s\" has a leading zero (name it %ld)", vers[k],
+                          strtol(vers[k], NULL, 10));
+                    fprintf(stderr, "adapterd: task %s version %s rejected: %s\n", names[i], vers[k], why);
+                    broken_add(r, names[i], vers[k], why);
+                }
+                continue;
+            }
             if (vn < 0 || tomb_index(r, names[i], vers[k]) >= 0) continue;
             pthread_mutex_lock(&r->mu);
             store_entry *e = get_entry(r, names[i]);
@@ -1380,10 +1761,16 @@ int store_rescan(store_registry *r, eng_err *err) {
                 fprintf(stderr, "adapterd: task %s version %s rejected: %s\n", names[i], vers[k], e2.msg);
                 if (t) task_destroy(t);
                 bad_seen(r, names[i], vers[k], fp, 1);
+                broken_add(r, names[i], vers[k], e2.msg);
                 continue;
             }
             int make_current = vn > curv;
-            if (list_validated(r, t, et, dt, make_current, 0, &e2) == 0) {
+            /* the state file first, as for an upload; if it cannot be written the version is listed, not current */
+            if (make_current && state_write_as(r, names[i], vers[k], &e2)) {
+                fprintf(stderr, "adapterd: task %s version %s: %s; listed, not made current\n", names[i], vers[k], e2.msg);
+                make_current = curv < 0;
+            }
+            if (list_validated(r, t, et, dt, make_current, &e2) == 0) {
                 added++;
                 logf_(r, "task %s version %s loaded from the registry directory%s", names[i], vers[k],
                       make_current ? " and is current" : "");
@@ -1415,6 +1802,13 @@ int store_rescan(store_registry *r, eng_err *err) {
     }
     free_strs(known, nk > 0 ? nk : 0);
     free_strs(names, n);
+    /* failed versions whose folder was removed by hand are no longer listed */
+    pthread_mutex_lock(&r->mu);
+    for (int i = r->n_broken - 1; i >= 0; i--) {
+        pathf(vdir, sizeof vdir, "%s/%s/%s", tasks, r->broken[i].name, r->broken[i].version);
+        if (!is_dir(vdir)) broken_remove_at(r, i);
+    }
+    pthread_mutex_unlock(&r->mu);
     pthread_mutex_unlock(&r->admin_mu);
     return added;
 }
@@ -1442,6 +1836,11 @@ int store_task_skip_min(const store_task *t) { return t->skip_min; }
 int store_task_skip_max(const store_task *t) { return t->skip_max; }
 int store_task_skip_default(const store_task *t) { return t->skip_def; }
 int store_task_pinned(const store_task *t) { return t->pinned_cfg; }
+const char *store_task_fallback(const store_task *t, const char **from) {
+    int on = atomic_load(&((store_task *)t)->fb_active);
+    if (from) *from = on ? t->fb_from : NULL;
+    return on ? t->fb_why : NULL;
+}
 size_t store_task_bytes(const store_task *t) { return t->bytes; }
 
 const char *store_model_name(const store_model *m) { return m->name; }

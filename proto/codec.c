@@ -882,12 +882,19 @@ static json_t *task_info(const proto_task_info *t) {
         json_decref(labels);
         return NULL;
     }
-    return json_pack("{s:s,s:s,s:[s],s:s,s:o,s:o,s:o,s:{s:i,s:i,s:i},s:I,s:b}", "name", t->name, "version", t->version,
-                     "versions", t->version, "model", t->model, "adapters",
-                     t->head_known ? json_string(t->kind) : json_null(), "head",
-                     t->head_known ? json_string(proto_head_kind_name(t->head)) : json_null(), "labels", labels, "skips",
-                     "min", t->skip_min, "max", t->skip_max, "default", t->skip_default, "bytes", (json_int_t)t->bytes,
-                     "resident", t->resident);
+    json_t *o = json_pack("{s:s,s:s,s:[s],s:s,s:o,s:o,s:o,s:{s:i,s:i,s:i},s:I,s:b}", "name", t->name, "version", t->version,
+                          "versions", t->version, "model", t->model, "adapters",
+                          t->head_known ? json_string(t->kind) : json_null(), "head",
+                          t->head_known ? json_string(proto_head_kind_name(t->head)) : json_null(), "labels", labels,
+                          "skips", "min", t->skip_min, "max", t->skip_max, "default", t->skip_default, "bytes",
+                          (json_int_t)t->bytes, "resident", t->resident);
+    if (o && t->fallback_reason &&
+        json_object_set_new(o, "fallback", json_pack("{s:s,s:s}", "version", t->fallback_from ? t->fallback_from : "",
+                                                     "reason", t->fallback_reason))) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
 }
 
 char *proto_task_encode(const proto_task_info *t, size_t *len) { return dump(task_info(t), len); }

@@ -157,11 +157,13 @@ int srv__admin_body(srv_request *r, const char *data, size_t n) {
         r->too_large = true;
         return 0;
     }
-    for (size_t done = 0; done < n;) {
+    /* after a failed write the rest of the body is read and dropped, so the client gets an answer */
+    for (size_t done = 0; done < n && !r->upload_errno;) {
         ssize_t w = write(r->upload_fd, data + done, n - done);
         if (w <= 0) {
-            fprintf(stderr, "adapterd: cannot write %s (%s)\n", r->upload_path, w < 0 ? strerror(errno) : "short write");
-            return -1;
+            r->upload_errno = w < 0 ? errno : EIO;
+            fprintf(stderr, "adapterd: cannot write %s (%s)\n", r->upload_path, strerror(r->upload_errno));
+            break;
         }
         done += (size_t)w;
     }
@@ -201,9 +203,11 @@ static json_t *versions_doc(store_registry *reg, const char *name) {
     const char *cur = NULL;
     for (int i = 0; i < n; i++) {
         if (v[i].current) cur = v[i].version;
-        json_array_append_new(a, json_pack("{s:s,s:b,s:b,s:b,s:i,s:I}", "version", v[i].version, "current", v[i].current,
-                                           "resident", v[i].resident, "pinned", v[i].pinned, "in_flight", v[i].in_flight,
-                                           "bytes", (json_int_t)v[i].bytes));
+        json_t *o = json_pack("{s:s,s:s,s:b,s:b,s:b,s:i,s:I}", "version", v[i].version, "state", v[i].state, "current",
+                              v[i].current, "resident", v[i].resident, "pinned", v[i].pinned, "in_flight", v[i].in_flight,
+                              "bytes", (json_int_t)v[i].bytes);
+        if (o && v[i].reason[0]) json_object_set_new(o, "reason", json_string(v[i].reason));
+        json_array_append_new(a, o);
     }
     return json_pack("{s:s,s:o,s:o}", "task", name, "current", cur ? json_string(cur) : json_null(), "versions", a);
 }
@@ -234,11 +238,17 @@ static void do_upload(srv_request *r) {
                           .max_ratio = UPLOAD_MAX_RATIO};
     /* the body file is mapped, not read: its pages are the page cache's, not the heap's */
     void *map = r->body_len ? mmap(NULL, r->body_len, PROT_READ, MAP_PRIVATE, r->upload_fd, 0) : NULL;
-    int files = 0, rc;
+    int files = 0, rc, wr_errno = 0;
     if (map == MAP_FAILED) rc = eng_err_set(&e, ENG_IO, "cannot read the upload back (%s)", strerror(errno));
-    else rc = srv__untar(map ? map : "", r->body_len, staged, &lim, &files, &e);
+    else rc = srv__untar(map ? map : "", r->body_len, staged, &lim, &files, &e), wr_errno = errno;
     if (map && map != MAP_FAILED) munmap(map, r->body_len);
     srv__admin_end(r); /* the body file goes as soon as it is unpacked */
+    if (rc == ENG_IO && (wr_errno == ENOSPC || wr_errno == EDQUOT || wr_errno == EFBIG)) {
+        /* the registry's disk is full (or a file size limit hit): the client may retry later */
+        eng_err_set(&e, ENG_NO_SPACE, "no room for task %.100s version %.40s on the registry's file system (%s)",
+                    r->off.name, r->off.version, strerror(wr_errno));
+        rc = ENG_NO_SPACE;
+    }
     if (!rc) {
         rc = store_version_add(s->reg, r->off.name, r->off.version, staged, r->off.activate, &e);
         /* a version that does not load is the upload's fault: 422 with the loader's reason */
@@ -344,6 +354,13 @@ enum MHD_Result srv__admin_dispatch(srv_request *r, const char *url, const char 
     if (r->too_large)
         return srv__send_error(r, ENG_TOO_LARGE, "a body over this route's limit of %zu bytes",
                                r->upload_path ? s->cfg.max_upload_bytes : (size_t)SRV_ADMIN_BODY_MAX);
+    if (r->upload_errno) {
+        int en = r->upload_errno;
+        bool full = en == ENOSPC || en == EDQUOT || en == EFBIG;
+        srv__admin_end(r);
+        return srv__send_error(r, full ? ENG_NO_SPACE : ENG_IO, "the upload could not be stored on the registry's file system (%s)",
+                               strerror(en));
+    }
     if (atomic_load(&s->draining)) return srv__send_error(r, ENG_UNAVAILABLE, "the server is draining");
     bool is_get = !strcmp(method, "GET"), is_post = !strcmp(method, "POST"), is_put = !strcmp(method, "PUT"),
          is_del = !strcmp(method, "DELETE");

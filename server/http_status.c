@@ -19,6 +19,7 @@ unsigned srv_http_status(eng_status code) {
     case ENG_UNSUPPORTED: return 422;
     case ENG_BUSY: return 429;
     case ENG_UNAVAILABLE: return 503;
+    case ENG_NO_SPACE: return 507;
     case ENG_FORMAT: /* a file on the server (a task's, a model's) is broken: not the request's fault */
     case ENG_IO:
     case ENG_NO_MEMORY:
@@ -46,6 +47,7 @@ eng_status srv_status_of_upload(eng_status rc, int *prefix) {
     case ENG_OK:
     case ENG_NO_MEMORY:
     case ENG_IO:
+    case ENG_NO_SPACE:
     case ENG_INVALID_ARGUMENT:
     case ENG_CONFLICT: return rc;
     default: *prefix = 1; return ENG_INVALID_ARGUMENT;

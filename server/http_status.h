@@ -11,8 +11,8 @@
 
 /* HTTP status for code: MALFORMED 400, UNAUTHENTICATED 401, NOT_FOUND 404, METHOD_NOT_ALLOWED 405,
  * CONFLICT 409, TOO_LARGE 413, MEDIA_TYPE 415, INVALID_ARGUMENT/LIMIT/SHAPE/UNSUPPORTED 422, BUSY 429,
- * UNAVAILABLE 503, else 500 (FORMAT too: a broken file on the server; an upload's own broken files
- * are mapped to 422 by srv_status_of_upload). */
+ * UNAVAILABLE 503, NO_SPACE 507, else 500 (FORMAT too: a broken file on the server; an upload's own
+ * broken files are mapped to 422 by srv_status_of_upload). */
 unsigned srv_http_status(eng_status code);
 
 /* A proto_status from the request codec (proto/proto.h) as a table entry: MALFORMED -> ENG_MALFORMED,
@@ -24,7 +24,8 @@ eng_status srv_status_of_tokenize(int eng_rc);
 
 /* A task version that does not load from an upload is the upload's fault: the loader's shape,
  * format and unsupported-method errors become ENG_INVALID_ARGUMENT (422, *prefix set so the message
- * keeps the loader's code), while out of memory, I/O, conflicts and invalid arguments keep theirs. */
+ * keeps the loader's code), while out of memory, I/O, a full disk, conflicts and invalid arguments
+ * keep theirs. */
 eng_status srv_status_of_upload(eng_status rc, int *prefix);
 
 /* Builds {"error":{"code","message"}} for code into *body / *len and returns its HTTP status; an

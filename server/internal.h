@@ -69,6 +69,7 @@ struct srv_request {
     char *body;
     size_t body_len, body_cap;
     bool too_large;
+    int upload_errno;            /* the upload's body file could not be written (ENOSPC, EFBIG, ...): 507 or 500 */
     bool suspended;
     bool abandoned;              /* its job was given up at the drain deadline: answer 503 */
     proto_predict_req preq;

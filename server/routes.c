@@ -37,6 +37,7 @@ static void fill_task_info(store_task *t, proto_task_info *ti) {
                             .labels = store_task_labels(t), .skip_min = store_task_skip_min(t),
                             .skip_max = store_task_skip_max(t), .skip_default = store_task_skip_default(t),
                             .bytes = store_task_bytes(t), .resident = store_task_resident(t)};
+    ti->fallback_reason = store_task_fallback(t, &ti->fallback_from);
 }
 
 static enum MHD_Result route_tasks(srv_request *r) {

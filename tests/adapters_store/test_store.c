@@ -3,7 +3,9 @@
  * folders link to tests/fixtures/adapters; the copy links to the same targets. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,4 +140,312 @@ Test(store, remove_dir_removes_links_not_their_targets) {
     struct stat st;
     cr_expect_neq(stat(tree, &st), 0, "the tree is gone");
     cr_expect_eq(stat(outside, &st), 0, "the link's target stays");
+}
+
+/* ---- crash consistency and start-up (store.c's file-top note) ---- */
+
+#define LORA ADAPTERD_FIXTURES "/adapters/bert-tiny/lora_ah/adapters/lora"
+
+static void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void sh(const char *fmt, ...) {
+    char cmd[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    cr_assert_eq(system(cmd), 0, "command failed: %s", cmd);
+}
+
+static int exists(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int exists(const char *fmt, ...) {
+    char p[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p, sizeof p, fmt, ap);
+    va_end(ap);
+    struct stat st;
+    return lstat(p, &st) == 0;
+}
+
+/* A staging folder in tasks/ holding a copy (real files) of the LoRA fixture, as an upload leaves it. */
+static void stage(char *out, size_t n, const char *tag) {
+    snprintf(out, n, "%s/tasks/.upload-test-%s", reg_dir, tag);
+    sh("mkdir -p %s && cp -rL %s %s/", out, LORA, out);
+}
+
+static void expect_current(store_registry *r, const char *task, const char *want, const char *why) {
+    store_task *t = store_task_acquire(r, task, strlen(task));
+    cr_assert(t, "%s: task %s is served", why, task);
+    cr_expect_str_eq(store_task_version(t), want, "%s", why);
+    store_task_release(t);
+}
+
+Test(store, an_upload_not_activated_stays_not_current_after_a_restart) {
+    store_registry *r = open_reg(0);
+    char staged[256];
+    stage(staged, sizeof staged, "a");
+    eng_err e = {0};
+    cr_assert_eq(store_version_add(r, "cls_lora", "2", staged, 0, &e), 0, "%s", e.msg);
+    expect_current(r, "cls_lora", "1", "an upload without activate does not move current");
+    store_free(r);
+    r = open_reg(0);
+    expect_current(r, "cls_lora", "1", "a restart keeps the current version (2 is the highest, not current)");
+    store_free(r);
+}
+
+Test(store, version_names_with_a_leading_zero_are_refused) {
+    store_registry *r = open_reg(0);
+    char staged[256];
+    stage(staged, sizeof staged, "b");
+    eng_err e = {0};
+    cr_expect_eq(store_version_add(r, "cls_lora", "01", staged, 1, &e), ENG_INVALID_ARGUMENT, "01 next to 1");
+    cr_expect(strstr(e.msg, "leading zero"), "%s", e.msg);
+    cr_expect_eq(store_version_add(r, "cls_lora", "002", staged, 1, &e), ENG_INVALID_ARGUMENT);
+    cr_expect(exists("%s", staged), "a refused upload stays staged for the caller to remove");
+    cr_expect_eq(store_version_add(r, "cls_lora", "0", staged, 0, &e), ENG_CONFLICT, "\"0\" itself is a name (it exists)");
+    store_free(r);
+    /* a folder laid out by hand as 01 is listed as failed, not taken for version 1 */
+    sh("cp -r %s/tasks/cls_lora/0 %s/tasks/cls_lora/01", reg_dir, reg_dir);
+    r = open_reg(0);
+    expect_current(r, "cls_lora", "1", "01 is not a second version 1");
+    store_version_info v[8];
+    int n = store_versions(r, "cls_lora", v, 8);
+    cr_assert_eq(n, 3, "0, 01 (failed), 1");
+    int failed = 0;
+    for (int i = 0; i < n; i++)
+        if (!strcmp(v[i].version, "01")) {
+            failed = 1;
+            cr_expect_str_eq(v[i].state, "failed");
+            cr_expect(strstr(v[i].reason, "leading zero"), "%s", v[i].reason);
+        } else {
+            cr_expect_str_eq(v[i].state, "available");
+        }
+    cr_expect(failed);
+    store_free(r);
+}
+
+Test(store, what_a_killed_server_left_behind_is_swept_at_start) {
+    sh("mkdir -p %s/tasks/.upload-99-0/lora && echo x > %s/tasks/.upload-99-0/lora/adapter_config.json", reg_dir, reg_dir);
+    sh("mkdir -p %s/tasks/.deleted-99-1/1 %s/tasks/cls_lora/.deleted-99-2/x %s/tasks/left-empty", reg_dir, reg_dir, reg_dir);
+    sh("echo '{' > %s/.adapterd-state.json.tmp", reg_dir);
+    sh("mkdir -p %s/tasks/cls_lora/.incoming", reg_dir); /* a writer's copy in progress: not ours */
+    store_registry *r = open_reg(0);
+    cr_expect_not(exists("%s/tasks/.upload-99-0", reg_dir), "upload staging removed");
+    cr_expect_not(exists("%s/tasks/.deleted-99-1", reg_dir), "a task folder moved aside for deletion removed");
+    cr_expect_not(exists("%s/tasks/cls_lora/.deleted-99-2", reg_dir), "a version folder moved aside removed");
+    cr_expect_not(exists("%s/tasks/left-empty", reg_dir), "an empty task folder removed");
+    cr_expect_not(exists("%s/.adapterd-state.json.tmp", reg_dir), "the state file's temporary removed");
+    cr_expect(exists("%s/tasks/cls_lora/.incoming", reg_dir), "another writer's staging stays");
+    cr_expect_eq(store_n_tasks(r), 7);
+    store_free(r);
+}
+
+Test(store, a_broken_version_does_not_stop_start_up) {
+    /* cls_lora 2: a truncated tensor file (the highest, so it would be current); cls_lora 0: an
+     * unreadable task.json (old, unused); ner: its only version has no adapter folder */
+    sh("mkdir -p %s/tasks/cls_lora/2 && cp -rL %s %s/tasks/cls_lora/2/ && truncate -s 300 %s/tasks/cls_lora/2/lora/adapter.safetensors",
+       reg_dir, LORA, reg_dir, reg_dir);
+    sh("echo '{\"model\": ' > %s/tasks/cls_lora/0/task.json", reg_dir);
+    sh("rm -f %s/tasks/ner/1/* && touch %s/tasks/ner/1/notes.txt", reg_dir, reg_dir);
+    store_registry *r = open_reg(0);
+    cr_expect_eq(store_n_tasks(r), 6, "every good task serves; ner has no good version");
+    store_task *t = store_task_acquire(r, "cls_lora", 8);
+    cr_assert(t);
+    cr_expect_str_eq(store_task_version(t), "1", "the newest good version stands in");
+    cr_expect(store_task_resident(t));
+    const char *from = NULL, *why = store_task_fallback(t, &from);
+    cr_assert(why, "the fallback is visible");
+    cr_expect_str_eq(from, "2");
+    cr_expect(strstr(why, "adapter.safetensors"), "the reason names the file: %s", why);
+    store_task_release(t);
+    store_version_info v[8];
+    int n = store_versions(r, "cls_lora", v, 8);
+    cr_assert_eq(n, 3);
+    cr_expect_str_eq(v[0].version, "0");
+    cr_expect_str_eq(v[0].state, "failed");
+    cr_expect(strstr(v[0].reason, "task.json"), "%s", v[0].reason);
+    cr_expect_str_eq(v[1].version, "1");
+    cr_expect_str_eq(v[1].state, "available");
+    cr_expect(v[1].current);
+    cr_expect_str_eq(v[2].version, "2");
+    cr_expect_str_eq(v[2].state, "failed");
+    cr_expect_eq(store_versions(r, "ner", v, 8), 1, "a task with no good version still lists why");
+    cr_expect_null(store_task_acquire(r, "ner", 3));
+    /* activating another version ends the fallback note; failed versions can be deleted */
+    eng_err e = {0};
+    cr_assert_eq(store_activate(r, "cls_lora", "1", &e), 0, "%s", e.msg);
+    t = store_task_acquire(r, "cls_lora", 8);
+    cr_expect_null(store_task_fallback(t, NULL));
+    store_task_release(t);
+    cr_assert_eq(store_delete_version(r, "cls_lora", "2", &e), 0, "%s", e.msg);
+    cr_expect_not(exists("%s/tasks/cls_lora/2", reg_dir));
+    cr_expect_eq(store_versions(r, "cls_lora", v, 8), 2);
+    cr_assert_eq(store_delete_task(r, "ner", &e), 0, "%s", e.msg);
+    cr_expect_not(exists("%s/tasks/ner", reg_dir));
+    store_free(r);
+}
+
+Test(store, a_model_that_does_not_load_takes_out_its_tasks_only) {
+    sh("mkdir -p %s/models/broken-model && echo '{\"model_type\": ' > %s/models/broken-model/config.json", reg_dir, reg_dir);
+    sh("mkdir -p %s/tasks/on-broken/1 && cp -rL %s %s/tasks/on-broken/1/ && "
+       "echo '{\"model\": \"broken-model\", \"adapters\": [\"lora\"]}' > %s/tasks/on-broken/1/task.json",
+       reg_dir, LORA, reg_dir, reg_dir);
+    store_registry *r = open_reg(0);
+    cr_expect_eq(store_n_models(r), 1);
+    expect_current(r, "cls_lora", "1", "a task naming the good model serves");
+    cr_expect_null(store_task_acquire(r, "on-broken", 9), "a task on the broken model is not served");
+    store_version_info v[4];
+    cr_assert_eq(store_versions(r, "on-broken", v, 4), 1);
+    cr_expect_str_eq(v[0].state, "failed");
+    cr_expect(strstr(v[0].reason, "broken-model") && strstr(v[0].reason, "did not load"), "%s", v[0].reason);
+    cr_expect_null(strstr(v[0].reason, reg_dir), "registry-relative: %s", v[0].reason);
+    /* with two model folders a version without task.json cannot say which it runs on */
+    cr_assert_eq(store_versions(r, "reg", v, 4), 1);
+    cr_expect(strstr(v[0].reason, "must name the model"), "%s", v[0].reason);
+    store_free(r);
+    /* no model that loads: start-up fails, naming it */
+    sh("rm -rf %s/models/bert-tiny", reg_dir);
+    store_params p = store_default_params();
+    p.verbose = 0;
+    eng_err e = {0};
+    cr_expect_neq(store_open(reg_dir, &p, &r, &e), 0);
+    cr_expect(strstr(e.msg, "broken-model"), "%s", e.msg);
+}
+
+Test(store, a_recorded_current_version_that_fails_falls_back_to_the_newest_good_one) {
+    store_registry *r = open_reg(0);
+    char staged[256];
+    stage(staged, sizeof staged, "c");
+    eng_err e = {0};
+    cr_assert_eq(store_version_add(r, "cls_lora", "5", staged, 0, &e), 0, "%s", e.msg);
+    cr_assert_eq(store_activate(r, "cls_lora", "0", &e), 0, "%s", e.msg);
+    store_free(r);
+    /* version 0 (current) breaks on disk while the server is down */
+    sh("rm %s/tasks/cls_lora/0/lora && cp -rL %s %s/tasks/cls_lora/0/ && truncate -s 100 %s/tasks/cls_lora/0/lora/adapter.safetensors",
+       reg_dir, LORA, reg_dir, reg_dir);
+    r = open_reg(0);
+    expect_current(r, "cls_lora", "5", "the newest good version, not the highest-but-one or the state's");
+    store_task *t = store_task_acquire(r, "cls_lora", 8);
+    const char *from = NULL;
+    cr_expect(store_task_fallback(t, &from));
+    cr_expect_str_eq(from ? from : "", "0");
+    store_task_release(t);
+    store_free(r);
+}
+
+/* ---- durability: fsync and rename seen through interposed libc calls ---- */
+
+#include <dlfcn.h>
+
+#define MAX_EV 1024
+static struct {
+    char path[MAX_EV][1200]; /* "S <path>" for an fsync, "R <from> <to>" for a rename */
+    int n;
+    int on;
+    const char *fail_suffix; /* fsync of a path ending so fails with ENOSPC */
+} ev;
+
+static void record(const char *kind, const char *a, const char *b) {
+    if (!ev.on || ev.n == MAX_EV) return;
+    snprintf(ev.path[ev.n++], sizeof ev.path[0], "%s %s%s%s", kind, a, b ? " " : "", b ? b : "");
+}
+
+int fsync(int fd) {
+    static int (*real)(int);
+    if (!real) real = (int (*)(int))dlsym(RTLD_NEXT, "fsync");
+    char link[64], path[512];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, path, sizeof path - 1);
+    if (n > 0) {
+        path[n] = '\0';
+        record("S", path, NULL);
+        size_t pl = strlen(path), sl = ev.fail_suffix ? strlen(ev.fail_suffix) : 0;
+        if (sl && pl >= sl && !strcmp(path + pl - sl, ev.fail_suffix)) {
+            errno = ENOSPC;
+            return -1;
+        }
+    }
+    return real(fd);
+}
+
+int rename(const char *from, const char *to) {
+    static int (*real)(const char *, const char *);
+    if (!real) real = (int (*)(const char *, const char *))dlsym(RTLD_NEXT, "rename");
+    char a[512], b[512];
+    char *ra = realpath(from, NULL);
+    snprintf(a, sizeof a, "%s", ra ? ra : from);
+    free(ra);
+    int rc = real(from, to);
+    char *rb = realpath(to, NULL);
+    snprintf(b, sizeof b, "%s", rb ? rb : to);
+    free(rb);
+    if (rc == 0) record("R", a, b);
+    return rc;
+}
+
+static int find_ev(const char *line, int from) {
+    for (int i = from; i < ev.n; i++)
+        if (!strcmp(ev.path[i], line)) return i;
+    return -1;
+}
+
+Test(store, an_upload_is_on_disk_before_it_is_published) {
+    store_registry *r = open_reg(0);
+    char staged[256], line[600];
+    stage(staged, sizeof staged, "d");
+    char *abs_staged = realpath(staged, NULL), *abs_reg = realpath(reg_dir, NULL);
+    cr_assert(abs_staged && abs_reg);
+    eng_err e = {0};
+    ev.n = 0, ev.on = 1;
+    int rc = store_version_add(r, "cls_lora", "3", staged, 1, &e);
+    ev.on = 0;
+    cr_assert_eq(rc, 0, "%s", e.msg);
+    snprintf(line, sizeof line, "R %s %s/tasks/cls_lora/3", abs_staged, abs_reg);
+    int pub = find_ev(line, 0);
+    cr_assert_geq(pub, 0, "the staged folder is renamed into place");
+    const char *must[] = {"", "/lora", "/lora/adapter.safetensors", "/lora/adapter_config.json", "/lora/head_config.json",
+                          "/lora/model_head.safetensors"};
+    for (size_t i = 0; i < sizeof must / sizeof must[0]; i++) {
+        snprintf(line, sizeof line, "S %s%s", abs_staged, must[i]);
+        int at = find_ev(line, 0);
+        cr_expect(at >= 0 && at < pub, "%s is fsynced before the rename (at %d, rename at %d)", line, at, pub);
+    }
+    snprintf(line, sizeof line, "S %s/tasks/cls_lora", abs_reg);
+    cr_expect_geq(find_ev(line, pub + 1), 0, "the task folder is fsynced after the rename");
+    snprintf(line, sizeof line, "R %s/.adapterd-state.json.tmp %s/.adapterd-state.json", abs_reg, abs_reg);
+    int st = find_ev(line, pub + 1);
+    cr_expect_geq(st, 0, "the state file is rewritten after the rename");
+    snprintf(line, sizeof line, "S %s", abs_reg);
+    cr_expect_geq(find_ev(line, st + 1), 0, "and its folder fsynced");
+    /* a deletion is durable too: the folder is moved aside and the move fsynced */
+    ev.n = 0, ev.on = 1;
+    cr_assert_eq(store_delete_version(r, "cls_lora", "0", &e), 0, "%s", e.msg);
+    ev.on = 0;
+    snprintf(line, sizeof line, "S %s/tasks/cls_lora", abs_reg);
+    cr_expect_geq(find_ev(line, 0), 0, "the deletion's rename is fsynced");
+    free(abs_staged), free(abs_reg);
+    store_free(r);
+}
+
+Test(store, an_upload_whose_state_cannot_be_written_is_not_published) {
+    store_registry *r = open_reg(0);
+    char staged[256];
+    stage(staged, sizeof staged, "e");
+    eng_err e = {0};
+    ev.fail_suffix = "/.adapterd-state.json.tmp"; /* the disk fills up at the state file */
+    int rc = store_version_add(r, "cls_lora", "4", staged, 1, &e);
+    ev.fail_suffix = NULL;
+    cr_expect_eq(rc, ENG_NO_SPACE, "%s", e.msg);
+    cr_expect(strstr(e.msg, "state"), "%s", e.msg);
+    cr_expect(exists("%s", staged), "the upload is back in staging for the caller to remove");
+    cr_expect_not(exists("%s/tasks/cls_lora/4", reg_dir), "nothing published");
+    cr_expect_not(exists("%s/.adapterd-state.json.tmp", reg_dir));
+    expect_current(r, "cls_lora", "1", "the task keeps its version");
+    cr_expect_null(store_task_acquire_version(r, "cls_lora", "4"));
+    store_free(r);
+    r = open_reg(0);
+    expect_current(r, "cls_lora", "1", "and so does a restart");
+    store_version_info v[8];
+    cr_expect_eq(store_versions(r, "cls_lora", v, 8), 2);
+    store_free(r);
 }

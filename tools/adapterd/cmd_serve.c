@@ -89,6 +89,8 @@ int cmd_serve(int argc, char **argv) {
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
+    /* a file size limit (ulimit -f, a container's) fails the write with EFBIG, answered as a full disk */
+    signal(SIGXFSZ, SIG_IGN);
     store_params sp = store_default_params();
     sp.allow_skip = c.allow_skip;
     sp.memory_budget = c.adapter_memory;

@@ -9,17 +9,29 @@
  *         {"model": "bert-mini", "adapters": ["sst2"], "fusion": null, "head": null,
  *          "skips": {"min": 0, "max": 1, "default": 0}, "labels": ["negative", "positive"],
  *          "pinned": false}
- *     .adapterd-state.json           what the admin API changed (current versions, pins, deletions
- *                                    that could not remove files), rewritten atomically
+ *     .adapterd-state.json           every task's current version, pins, deletions that could not
+ *                                    remove files; rewritten atomically and durably
  *
  * Without task.json the folders say it: sub-folders with adapter_config.json are the adapters (in
  * name order; a Stack), one with adapter_fusion_config.json is the fusion, one with only
- * head_config.json is the head, and the model is the registry's only model. Versions are numbers;
- * names starting with '.' are ignored (writers copy there, then rename).
+ * head_config.json is the head, and the model is the registry's only model. Versions are numbers
+ * written plainly ("1", not "01": a folder with a leading zero is listed as failed); names starting
+ * with '.' are ignored (writers copy there, then rename).
  *
  * Versions. A task has versions and one `current`, the one requests get. Versions are immutable: a
  * version is validated (loaded against its model) before it is listed, and `current` moves only to
- * a version that loaded. At start-up the current version is the state file's, else the highest.
+ * a version that loaded. At start-up the current version is the one the state file records (every
+ * change of current is recorded before it is acknowledged), else the highest. A version dropped in
+ * by hand while the server is stopped is listed, not made current (activate it).
+ *
+ * Crash consistency and start-up. Every change is on disk (fsynced) before it is visible, so a
+ * kill at any moment restarts on the registry as it was before or after the change in progress,
+ * never a mix; what a kill leaves half done (tasks/.upload-*, .deleted-* folders) is removed by
+ * store_open. One server per registry. Start-up is not all-or-nothing: a version that does not
+ * read or load is kept on disk and listed as failed with its reason (store_versions); a task whose
+ * current version fails serves its newest version that loads (store_task_fallback says so); a task
+ * with none is not served. With a memory budget only pinned versions load at start; the others are
+ * checked at first use.
  *
  * Lifetimes. A store_task is one version of a task. store_task_acquire gives the caller a
  * reference to the current version that keeps it, its model and (once loaded) its weights alive
@@ -62,8 +74,11 @@ typedef struct {
 store_params store_default_params(void);
 
 /* Scans the registry at dir and applies its state file. Returns 0 and sets *out (release with
- * store_free), or a negative eng_status naming the folder or file at fault (a registry with no
- * model is ENG_NOT_FOUND; one with no task is served empty, tasks can be added later). */
+ * store_free), or a negative eng_status naming the folder or file at fault: no model that loads
+ * (a registry with no model folder is ENG_NOT_FOUND), an unreadable state file, out of memory. A
+ * registry with no task is served empty (tasks can be added later). A model that does not load
+ * is logged and the versions of its tasks are listed as failed; failed task versions are not
+ * errors here. */
 int store_open(const char *dir, const store_params *p, store_registry **out, eng_err *err);
 
 /* Drops the registry's references; tasks still acquired by callers live until released. Must not
@@ -109,14 +124,16 @@ void store_model_release(store_model *m);
 /* Validates the version folder staged (a directory on the registry's file system, normally
  * tasks/<name>/.upload-*) by loading it, renames it to tasks/<name>/<version> and lists it. It
  * becomes current when activate is set or the task had no version. Versions are immutable: an
- * existing version is ENG_INVALID_ARGUMENT. On failure staged is left for the caller to remove and
- * the task keeps serving its current version; err carries the load's reason. */
+ * existing version is ENG_CONFLICT; a version with a leading zero is ENG_INVALID_ARGUMENT. The
+ * version's files are on disk (fsynced) and the state file records the outcome before this returns
+ * 0; a full disk is ENG_NO_SPACE. On failure staged is left for the caller to remove (nothing is
+ * published) and the task keeps serving its current version; err carries the reason. */
 int store_version_add(store_registry *r, const char *name, const char *version, const char *staged, int activate,
                       eng_err *err);
 /* Loads (validates) version and then makes it current. ENG_NOT_FOUND for an unknown task/version. */
 int store_activate(store_registry *r, const char *name, const char *version, eng_err *err);
-/* Deletes one version (not the current one while others exist) or the whole task, files included.
- * Requests holding them finish on what they hold. */
+/* Deletes one version (not the current one while others exist; a failed one too) or the whole
+ * task, files included. Requests holding them finish on what they hold. */
 int store_delete_version(store_registry *r, const char *name, const char *version, eng_err *err);
 int store_delete_task(store_registry *r, const char *name, eng_err *err);
 /* Pins (never evicted; loads now) or unpins the task's current version. */
@@ -136,12 +153,15 @@ int store_task_names(store_registry *r, char ***names);
 
 typedef struct {
     char version[32];
+    char state[12];          /* "available", or "failed" (not served: reason says why) */
+    char reason[200];        /* empty unless failed */
     int current, resident, pinned;
     int in_flight;           /* references held by callers (requests) */
     size_t bytes;            /* weights when resident (else the last loaded size, or 0) */
 } store_version_info;
 
-/* Fills up to max versions of task name in version order; returns the count, or ENG_NOT_FOUND. */
+/* Fills up to max versions of task name in version order, failed ones included; returns the
+ * count, or ENG_NOT_FOUND when the task has none. */
 int store_versions(store_registry *r, const char *name, store_version_info *out, int max);
 
 typedef struct {
@@ -174,6 +194,9 @@ int store_task_skip_min(const store_task *t);
 int store_task_skip_max(const store_task *t);
 int store_task_skip_default(const store_task *t);
 int store_task_pinned(const store_task *t);
+/* When t serves because the version recorded as current failed at start-up: returns why (and that
+ * version's name in *from when from is not NULL); NULL once another version was made current. */
+const char *store_task_fallback(const store_task *t, const char **from);
 /* Bytes of weights when resident, else of the last load, else 0. */
 size_t store_task_bytes(const store_task *t);
 

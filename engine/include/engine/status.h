@@ -31,7 +31,8 @@
     X(METHOD_NOT_ALLOWED, -14, "method_not_allowed", "method not allowed")              \
     X(MEDIA_TYPE, -15, "unsupported_media_type", "unsupported media type")                 \
     X(UNAUTHENTICATED, -16, "unauthenticated", "unauthenticated")                       \
-    X(CONFLICT, -17, "conflict", "conflict")
+    X(CONFLICT, -17, "conflict", "conflict")                                            \
+    X(NO_SPACE, -18, "insufficient_storage", "no space left on the registry's file system")
 
 typedef enum {
 #define ENG__STATUS_ENUM(name, value, code, desc) ENG_##name = (value),

@@ -242,6 +242,7 @@ typedef struct {
     size_t bytes;            /* weights when resident, else of the last load, else 0 */
     int head_known;          /* 0 before the first load (memory budget): head and adapters are null */
     int resident;            /* weights in memory */
+    const char *fallback_from, *fallback_reason; /* the failed version this one stands in for, and why; NULL: none */
 } proto_task_info;
 
 typedef struct {
