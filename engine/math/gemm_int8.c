@@ -15,7 +15,9 @@
 /* GCC 12's partial redundancy elimination keeps values across the k loop that push the 24 int32
  * accumulators out of the 32 zmm registers: every step then stored and reloaded them, and the
  * tile ran at a third of vpdpbusd's rate. Without it the loop holds them all in registers. */
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-tree-pre")
+#endif
 
 #define TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")))
 #define NR ENG__LP_NR
