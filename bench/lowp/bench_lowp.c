@@ -13,6 +13,7 @@
  * thread of the pool at once (32, 64 and 128 operations per instruction and core). A product's
  * "share" is its GFLOP/s (GOP/s for int8) over that peak. */
 #include <immintrin.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,6 +142,7 @@ int main(int argc, char **argv) {
     int line = 0;
     double g_all[2 * 3 * 3], ms_all[2 * 3 * 3];
     int shape[2 * 3][3];
+    double err_all[2 * 3 * 2][2];
     static const int kn[3][2] = {{768, 768}, {768, 3072}, {3072, 768}};
     for (int r = 0; r < nrows; r++)
         for (int s = 0; s < 3; s++) {
@@ -174,6 +176,21 @@ int main(int argc, char **argv) {
                 double t3 = bench_now_ms();
                 if (i >= 0) t[i] = t1 - t0, t[R + i] = t2 - t1, t[2 * R + i] = t3 - t2;
             }
+            /* the outputs' distance from float32's, on these inputs (uniform activations in [-2, 2), weights
+             * in [-0.05, 0.05)): mean |diff| over mean |y|, and max |diff| over max |y| */
+            float *C2 = eng_alloc_aligned(sizeof(float) * (size_t)M * N);
+            if (!C2) return 1;
+            for (int p = 1; p < 3; p++) {
+                eng_pgemm(pool, M, N, K, A, K, P, C, N, &ep);
+                eng_lp_gemm(pool, M, A, K, p == 1 ? &wb : &wi, C2, N, &ep, ws);
+                double se = 0, sy = 0, me = 0, my = 0;
+                for (size_t e = 0; e < (size_t)M * N; e++) {
+                    double d = fabs((double)C2[e] - C[e]), y = fabs((double)C[e]);
+                    se += d, sy += y, me = d > me ? d : me, my = y > my ? y : my;
+                }
+                err_all[line * 2 + p - 1][0] = se / sy, err_all[line * 2 + p - 1][1] = me / my;
+            }
+            eng_free_aligned(C2);
             double flop = 2.0 * M * N * (double)K;
             for (int p = 0; p < 3; p++) {
                 ms_all[line * 3 + p] = bench_median(t + (size_t)p * R, R);
@@ -197,6 +214,10 @@ int main(int argc, char **argv) {
                shape[l][0], shape[l][1], shape[l][2], ms[0], g[0], 100 * g[0] / pk[0], ms[1], g[1], 100 * g[1] / pk[1],
                ms[0] / ms[1], ms[2], g[2], 100 * g[2] / pk[2], ms[0] / ms[2]);
     }
+    printf("\nerror vs fp32 (mean |diff| / mean |y|, max |diff| / max |y|):\n");
+    for (int l = 0; l < line; l++)
+        printf("%5d %5d %5d | bf16 %.2e %.2e | int8 %.2e %.2e\n", shape[l][0], shape[l][1], shape[l][2],
+               err_all[l * 2][0], err_all[l * 2][1], err_all[l * 2 + 1][0], err_all[l * 2 + 1][1]);
     loadavg(load, sizeof load);
     printf("\nload average after: %s\n", load);
     eng_pool_free(pool);

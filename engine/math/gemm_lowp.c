@@ -1,10 +1,11 @@
 /* gemm_lowp.c - packing, activation conversion, threading and the portable kernels of the bf16 and
  * int8 products (gemm_lowp.h); the AVX-512 kernels are in gemm_bf16.c and gemm_int8.c.
  *
- * A product runs in two pool regions. The first converts the activations once, rows split over the
- * threads, into the workspace: bf16 rows, or u8 rows with one scale per row. Converting inside
- * each column task instead would repeat it once per thread, and the int8 row scale needs the whole
- * row before its first quad can be stored. The second region is eng_pgemm's: each thread takes a
+ * A product runs in two steps. The first converts the activations once into the workspace: bf16
+ * rows, or u8 rows with one scale per row; large inputs in a pool region, rows split over the
+ * threads, small ones (below ROWS_SPLIT_MIN values) on the caller. Converting inside each column
+ * task instead would repeat it once per thread, and the int8 row scale needs the whole row before
+ * its first quad can be stored. The second step is a region like eng_pgemm's: each thread takes a
  * contiguous run of 48-feature panels and walks all rows in blocks of MC over each panel.
  *
  * Unlike the float32 kernel there is no KC blocking of K: a micro-tile runs over all of K with its
@@ -25,6 +26,7 @@
 #define NR ENG__LP_NR
 #define MR ENG__LP_MR
 #define MC_BYTES (512u << 10) /* converted activation rows per row block */
+#define ROWS_SPLIT_MIN (1 << 20) /* activations converted on the caller alone below this many */
 
 static int group(eng_prec p) { return p == ENG_PREC_BF16 ? 2 : 4; }
 static int elem_bytes(eng_prec p) { return p == ENG_PREC_BF16 ? 2 : 1; }
@@ -290,7 +292,9 @@ void eng_lp_gemm(eng_pool *pool, int M, const float *A, int lda, const eng_lp_we
     j.mc = mc < MR ? MR : mc > 512 ? 512 : mc;
     int threads = eng_pool_size(pool), panels = (w->N + NR - 1) / NR;
     int split = 2.0 * M * w->N * (double)w->K >= ENG__SPLIT_MIN_FLOPS;
-    int rtasks = split && threads < M ? threads : split ? M : 1;
+    /* converting a row costs a few cycles per 32 values: up to ~1M values (M = 128 at any bert-base K)
+     * the caller does it in less time than waking the pool for a region of its own */
+    int rtasks = (double)M * w->K < ROWS_SPLIT_MIN ? 1 : threads < M ? threads : M;
     j.rows_per_task = (M + rtasks - 1) / rtasks;
     eng_pool_run(pool, (M + j.rows_per_task - 1) / j.rows_per_task, rows_task, &j);
     int tasks = split ? (threads < panels ? threads : panels) : 1;

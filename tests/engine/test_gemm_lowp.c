@@ -150,6 +150,7 @@ static void check_all(eng_prec prec) {
     check(prec, 20, 150, 768, 2, &gelu, 12);    /* bert-base K */
     check(prec, 5, 50, 0, 2, &gelu_res, 11);    /* K = 0: C is the epilogue of zeros */
     check(prec, 3, 7, 1, 1, &bias, 13);         /* K = 1: one value and padding */
+    check(prec, 1400, 50, 770, 3, &bias_res, 14); /* over 1M activations: converted by the pool's threads */
 }
 
 static void on_both_paths(eng_prec prec) {
