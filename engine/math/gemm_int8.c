@@ -34,10 +34,16 @@ TARGET void eng__int8_rows_avx512(const float *A, int lda, int K, int kp, int m0
         const float *src = A + (size_t)m * lda;
         uint8_t *dst = ws + (size_t)m * ldws;
         __m512 mx = _mm512_setzero_ps();
-        for (int k = 0; k < K; k += 16) mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_maskz_loadu_ps(lanes(K - k), src + k)));
+        __mmask16 nan = 0;
+        for (int k = 0; k < K; k += 16) {
+            __m512 x = _mm512_maskz_loadu_ps(lanes(K - k), src + k);
+            mx = _mm512_max_ps(mx, _mm512_abs_ps(x));
+            nan |= _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+        }
         float amax = _mm512_reduce_max_ps(mx);
-        __m512 inv = _mm512_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
-        scales[m] = amax / 127.0f;
+        int bad = nan || amax > 3.4028235e38f; /* a NaN or an infinity: NaN outputs, as float32 gives */
+        __m512 inv = _mm512_set1_ps(amax > 0.0f && !bad ? 127.0f / amax : 0.0f);
+        scales[m] = bad ? __builtin_nanf("") : amax / 127.0f;
         const __m512i off = _mm512_set1_epi32(128);
         for (int k = 0; k < kp; k += 16) { /* rows are whole 64-byte lines; lanes past K give 128 */
             __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(lanes(K - k), src + k), inv));

@@ -58,10 +58,17 @@ float eng_f32_from_bf16(uint16_t h) {
 /* ---- packing ---- */
 
 /* Symmetric int8 of one row: scale = amax / 127, q = nearest-even(x * 127 / amax). The vector
- * quantizer (gemm_int8.c) computes exactly these float operations, so both paths agree bit for bit. */
+ * quantizer (gemm_int8.c) computes exactly these float operations, so both paths agree bit for bit.
+ * A row holding a NaN or an infinity gets q = 0 and a NaN scale, so that its outputs are NaN as in
+ * float32 rather than silently finite. */
 static float quant_row(const float *x, int K, int8_t *q, int qstride) {
     float amax = 0.0f;
-    for (int k = 0; k < K; k++) amax = fmaxf(amax, fabsf(x[k]));
+    int bad = 0;
+    for (int k = 0; k < K; k++) amax = fmaxf(amax, fabsf(x[k])), bad |= isnan(x[k]);
+    if (bad || isinf(amax)) {
+        for (int k = 0; k < K; k++) q[(size_t)k * qstride] = 0;
+        return NAN;
+    }
     float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
     for (int k = 0; k < K; k++) q[(size_t)k * qstride] = (int8_t)lrintf(x[k] * inv);
     return amax / 127.0f;

@@ -275,6 +275,48 @@ static void check_layer(eng_prec prec, double mean_share) {
 Test(gemm_lowp, bf16_layer_close_to_float32, .timeout = 300) { check_layer(ENG_PREC_BF16, 0.01); }
 Test(gemm_lowp, int8_layer_close_to_float32, .timeout = 300) { check_layer(ENG_PREC_INT8, 0.03); }
 
+/* A NaN or an infinity in a row of activations, or in a feature's weights, makes that row's or
+ * feature's outputs NaN, as float32 does; the other outputs stay as they were. */
+static void check_non_finite(eng_prec prec) {
+    unsigned s = 9;
+    int M = 5, N = 60, K = 40;
+    float A[5 * 40], W[60 * 40], C[5 * 60], C0[5 * 60];
+    for (int i = 0; i < M * K; i++) A[i] = frand(&s, -1, 1);
+    for (int i = 0; i < N * K; i++) W[i] = frand(&s, -1, 1);
+    void *ws = eng_alloc_aligned(eng_lp_ws_bytes(prec, M, K));
+    cr_assert(ws);
+    eng_lp_weights w;
+    cr_assert_eq(eng_lp_pack(&w, prec, W, N, K, K), 0);
+    eng_lp_gemm(NULL, M, A, K, &w, C0, N, NULL, ws);
+    A[1 * K + 7] = NAN, A[3 * K + 39] = -INFINITY;
+    eng_lp_gemm(NULL, M, A, K, &w, C, N, NULL, ws);
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            if (m == 1 || m == 3)
+                cr_assert(isnan(C[m * N + n]) || (prec == ENG_PREC_BF16 && m == 3 && isinf(C[m * N + n])),
+                          "%s row %d: %g", eng_lp_kernel(prec), m, C[m * N + n]);
+            else
+                cr_assert_eq(C[m * N + n], C0[m * N + n], "%s row %d changed", eng_lp_kernel(prec), m);
+        }
+    eng_lp_release(&w);
+    W[17 * K + 3] = NAN;
+    cr_assert_eq(eng_lp_pack(&w, prec, W, N, K, K), 0);
+    A[1 * K + 7] = 0.5f, A[3 * K + 39] = 0.5f;
+    eng_lp_gemm(NULL, M, A, K, &w, C, N, NULL, ws);
+    for (int m = 0; m < M; m++) cr_assert(isnan(C[m * N + 17]), "%s feature 17, row %d", eng_lp_kernel(prec), m);
+    eng_lp_release(&w);
+    eng_free_aligned(ws);
+}
+
+Test(gemm_lowp, non_finite_inputs_give_nan) {
+    for (int prec = ENG_PREC_BF16; prec <= ENG_PREC_INT8; prec++) {
+        check_non_finite((eng_prec)prec);
+        eng_cpu_restrict(0);
+        check_non_finite((eng_prec)prec);
+        eng_cpu_restrict(ENG_CPU_ALL);
+    }
+}
+
 Test(gemm_lowp, pack_refuses_float32) {
     eng_lp_weights w;
     float W[4] = {1, 2, 3, 4};
