@@ -262,6 +262,7 @@ static void gemm_task(void *ctx, int task, int worker) {
         for (int p = p0; p < p1; p++) {
             int n0 = p * NR, wd = w->N - n0 < NR ? w->N - n0 : NR;
             const char *B = (const char *)w->panels + (size_t)p * panel_bytes, *next = B + panel_bytes;
+            size_t left = (size_t)(end - next); /* bytes of the stream after this panel */
             eng__lp_tile t = {.w = wd,
                               .kp = w->kp,
                               .lda = j->ldws,
@@ -274,7 +275,7 @@ static void gemm_task(void *ctx, int task, int worker) {
             for (int i = 0; i < mb; i += MR) {
                 int m = m0 + i;
                 /* the thread's panels are one stream: fetch the next panel into L2, a share per tile */
-                for (size_t l = 0, o = (size_t)(i / MR) * per * 64; l < per && next + o < end; l++, o += 64)
+                for (size_t l = 0, o = (size_t)(i / MR) * per * 64; l < per && o < left; l++, o += 64)
                     __builtin_prefetch(next + o, 0, 2);
                 t.mr = mb - i < MR ? mb - i : MR;
                 t.a = j->ws + (size_t)m * j->ldws;
