@@ -11,6 +11,8 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
+#include "math/cpu.h"
+
 #define POOL_SPIN_ITERS 20000 /* ~50-100 us of spinning before sleeping */
 
 struct eng_pool {
@@ -57,6 +59,7 @@ static void *worker_main(void *arg) {
     free(arg);
     eng_pool *p = a.p;
     unsigned seen = 0;
+    eng_cpu_flush_denormals(); /* engine threads flush subnormals (math/cpu.h) */
     for (;;) {
         unsigned g = 0;
         for (int i = 0; i < POOL_SPIN_ITERS; i++) {
@@ -143,6 +146,7 @@ int eng_pool_size(const eng_pool *p) { return p ? p->n_threads : 1; }
 
 void eng_pool_run(eng_pool *p, int n_tasks, eng_pool_fn fn, void *ctx) {
     if (n_tasks <= 0) return;
+    eng_cpu_flush_denormals(); /* the caller works as worker 0: one MXCSR read when already set */
     if (!p || p->n_threads == 1 || n_tasks == 1) {
         for (int t = 0; t < n_tasks; t++) fn(ctx, t, 0);
         return;

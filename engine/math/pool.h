@@ -5,6 +5,9 @@
  * region at a time; the calling thread works as worker 0, so a pool of n threads starts n-1.
  * Workers spin briefly before sleeping, because a forward pass issues ~100 short regions.
  *
+ * Every thread that runs tasks, the caller included, flushes subnormal floats to zero (FTZ and
+ * DAZ, set when a worker starts and when a region is run; see engine/math/cpu.h).
+ *
  * A pool is not shared between concurrent callers: each engine worker owns one (inside its
  * eng_state). */
 #ifndef ADAPTERD_ENGINE_MATH_POOL_H

@@ -3,6 +3,8 @@
  * The only place in adapterd that may call exit(): library code returns status codes. */
 #include "cli.h"
 
+#include "engine/platform.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +34,12 @@ static void usage(FILE *f) {
 }
 
 /* --blas-core NAME (any position, any command): OpenBLAS reads OPENBLAS_CORETYPE only when it
- * loads, so set it and re-execute this binary without the option. "auto" lets OpenBLAS detect. */
+ * loads, so set it and re-execute this binary without the option. "auto" lets OpenBLAS detect,
+ * and so does no option at all, except that a detection older than the CPU is corrected:
+ * OpenBLAS falls back to a generic SSE3 core (Prescott) on CPU models newer than its release, and
+ * every product it runs (adapters, heads, fusion, pooler) is left on SSE3. eng_blas_core_better() picks
+ * the core from the CPU's features (Cooperlake, SkylakeX, Haswell); it is set the same way, with
+ * a line on stderr. An OPENBLAS_CORETYPE from the environment or a named --blas-core is kept. */
 static int apply_blas_core(int *argc, char **argv) {
     const char *core = NULL;
     int j = 0;
@@ -49,8 +56,17 @@ static int apply_blas_core(int *argc, char **argv) {
     }
     argv[j] = NULL;
     *argc = j;
-    if (!core) return 0;
     const char *cur = getenv("OPENBLAS_CORETYPE");
+    if (!core || (!strcasecmp(core, "auto") && !cur)) {
+        const char *better = cur ? NULL : eng_blas_core_better();
+        if (!better) return 0;
+        fprintf(stderr, "adapterd: OpenBLAS chose its %s kernels, older than this CPU: using %s "
+                "(OPENBLAS_CORETYPE or --blas-core NAME to choose)\n", eng_blas_core(), better);
+        setenv("OPENBLAS_CORETYPE", better, 1);
+        execv("/proc/self/exe", argv);
+        fprintf(stderr, "adapterd: cannot re-execute to apply OPENBLAS_CORETYPE=%s\n", better);
+        return -1;
+    }
     int want_auto = !strcasecmp(core, "auto");
     if (want_auto ? cur == NULL : (cur && !strcmp(cur, core))) return 0;
     if (want_auto)

@@ -10,4 +10,9 @@
 /* Name of the OpenBLAS kernel set in use (e.g. "Cooperlake", "Haswell"). Static string. */
 const char *eng_blas_core(void);
 
+/* The OpenBLAS core this CPU should run when OpenBLAS's own choice is older than the CPU (a
+ * generic Prescott-class core on an AVX2 or AVX-512 CPU it does not know), else NULL. Static
+ * string; see engine/math/cpu.c for the rule. */
+const char *eng_blas_core_better(void);
+
 #endif

@@ -1,0 +1,225 @@
+/* bench_lowp.c - the backbone's packed products in float32, bf16 and int8 at bert-base shapes,
+ * each against its own precision's peak measured in the same run.
+ *
+ *   bench_lowp [--threads N] [--reps N] [--big-reps N] [--rows 128,4096]
+ *
+ * Products: C (M, N) = A (M, K) W^T + bias, (K, N) = 768x768 (attention projections), 768x3072
+ * (FFN up), 3072x768 (FFN down), M = 128 (one 128-token sequence) and 4096 (32 of them). fp32 runs
+ * eng_pgemm over float32 panels; bf16 and int8 run eng_lp_gemm (engine/math/gemm_lowp.h), their
+ * activation conversion included. Every rep runs the three precisions in turn, so drift in the
+ * machine's load falls on all of them alike; medians over reps.
+ *
+ * Peaks: a loop of independent vfmadd231ps / vdpbf16ps / vpdpbusd on zmm registers, on every
+ * thread of the pool at once (32, 64 and 128 operations per instruction and core). A product's
+ * "share" is its GFLOP/s (GOP/s for int8) over that peak. */
+#include <immintrin.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench_util.h"
+#include "math/blas.h"
+#include "core/tensor.h"
+#include "math/cpu.h"
+#include "math/gemm_lowp.h"
+
+#define CHAINS 16 /* independent accumulators: more than latency x throughput of each instruction */
+#define PEAK_ITERS 4000000L /* ~20 ms per thread and instruction */
+
+static volatile float sink;
+
+__attribute__((target("avx512f"))) static void loop_fma(long n) {
+    __m512 acc[CHAINS], a = _mm512_set1_ps(1.0000001f), b = _mm512_set1_ps(1e-7f);
+    for (int r = 0; r < CHAINS; r++) acc[r] = _mm512_set1_ps((float)r);
+    for (long i = 0; i < n; i++)
+#pragma GCC unroll 16
+        for (int r = 0; r < CHAINS; r++) acc[r] = _mm512_fmadd_ps(acc[r], a, b);
+    for (int r = 1; r < CHAINS; r++) acc[0] = _mm512_add_ps(acc[0], acc[r]);
+    sink = _mm512_reduce_add_ps(acc[0]);
+}
+
+__attribute__((target("avx512f,avx512bf16"))) static void loop_bf16(long n) {
+    __m512 acc[CHAINS];
+    __m512bh a = _mm512_cvtne2ps_pbh(_mm512_set1_ps(0.5f), _mm512_set1_ps(0.25f)), b = a;
+    for (int r = 0; r < CHAINS; r++) acc[r] = _mm512_set1_ps((float)r);
+    for (long i = 0; i < n; i++)
+#pragma GCC unroll 16
+        for (int r = 0; r < CHAINS; r++) acc[r] = _mm512_dpbf16_ps(acc[r], a, b);
+    for (int r = 1; r < CHAINS; r++) acc[0] = _mm512_add_ps(acc[0], acc[r]);
+    sink = _mm512_reduce_add_ps(acc[0]);
+}
+
+__attribute__((target("avx512f,avx512vnni"))) static void loop_vnni(long n) {
+    __m512i acc[CHAINS], a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
+    for (int r = 0; r < CHAINS; r++) acc[r] = _mm512_set1_epi32(r);
+    for (long i = 0; i < n; i++)
+#pragma GCC unroll 16
+        for (int r = 0; r < CHAINS; r++) acc[r] = _mm512_dpbusd_epi32(acc[r], a, b);
+    for (int r = 1; r < CHAINS; r++) acc[0] = _mm512_add_epi32(acc[0], acc[r]);
+    sink = (float)_mm512_reduce_add_epi32(acc[0]);
+}
+
+typedef struct {
+    int which;
+} peak_job;
+
+static void peak_task(void *ctx, int task, int worker) {
+    (void)task, (void)worker;
+    int w = ((peak_job *)ctx)->which;
+    if (w == 0) loop_fma(PEAK_ITERS);
+    if (w == 1) loop_bf16(PEAK_ITERS);
+    if (w == 2) loop_vnni(PEAK_ITERS);
+}
+
+/* Best of 5 runs, in G operations per second, all threads together. */
+static double peak(eng_pool *pool, int which) {
+    static const double ops[3] = {32, 64, 128};
+    peak_job j = {which};
+    double best = 1e30;
+    for (int r = 0; r < 5; r++) {
+        double t = bench_now_ms();
+        eng_pool_run(pool, eng_pool_size(pool), peak_task, &j);
+        t = bench_now_ms() - t;
+        if (t < best) best = t;
+    }
+    return ops[which] * CHAINS * (double)PEAK_ITERS * eng_pool_size(pool) / (best * 1e6);
+}
+
+static void fill(float *x, size_t n, unsigned seed, float scale) {
+    unsigned s = seed;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        x[i] = scale * ((float)(s >> 8) / (float)(1u << 24) - 0.5f);
+    }
+}
+
+static void loadavg(char *buf, int n) {
+    FILE *f = fopen("/proc/loadavg", "r");
+    buf[0] = '\0';
+    if (f) {
+        if (!fgets(buf, n, f)) buf[0] = '\0';
+        fclose(f);
+    }
+    buf[strcspn(buf, "\n")] = '\0';
+}
+
+int main(int argc, char **argv) {
+    int threads = (int)sysconf(_SC_NPROCESSORS_ONLN), reps = 30, big_reps = 7, rows[2] = {128, 4096}, nrows = 2;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--big-reps") && i + 1 < argc) big_reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--rows") && i + 1 < argc) nrows = bench_parse_list(argv[++i], rows, 2);
+        else {
+            fprintf(stderr, "usage: bench_lowp [--threads N] [--reps N] [--big-reps N] [--rows 128,4096]\n");
+            return 2;
+        }
+    }
+    if (threads < 1 || reps < 1 || big_reps < 1) return 2;
+    eng_blas_init();
+    char feats[128], load[128];
+    eng_cpu_describe(eng_cpu_features(), feats, sizeof feats);
+    if (!eng_cpu_has(ENG_CPU_AVX512_BF16 | ENG_CPU_AVX512_VNNI)) {
+        fprintf(stderr, "bench_lowp: this CPU (%s) lacks avx512_bf16 or avx512_vnni: nothing to measure\n", feats);
+        return 77;
+    }
+    eng_pool *pool = eng_pool_new(threads);
+    if (!pool) return 1;
+    loadavg(load, sizeof load);
+    printf("cpu features: %s\nOpenBLAS core: %s (not used by these products)\nthreads: %d\nload average before: %s\n",
+           feats, eng_blas_core(), threads, load);
+    printf("kernels: fp32 packed avx512 (eng_pgemm), bf16 %s, int8 %s\n", eng_lp_kernel(ENG_PREC_BF16),
+           eng_lp_kernel(ENG_PREC_INT8));
+    /* the peaks are measured before and after the products, and the better of the two kept: a
+     * burst of other load during one measurement would otherwise inflate every share */
+    double pk[3];
+    for (int w = 0; w < 3; w++) pk[w] = peak(pool, w);
+    printf("peaks before (all threads): fp32 FMA %.1f GFLOP/s, bf16 dot %.1f GFLOP/s, int8 dot %.1f GOP/s\n", pk[0],
+           pk[1], pk[2]);
+    printf("shares below are of the better of the peaks before and after\n\n");
+    int line = 0;
+    double g_all[2 * 3 * 3], ms_all[2 * 3 * 3];
+    int shape[2 * 3][3];
+    double err_all[2 * 3 * 2][2];
+    static const int kn[3][2] = {{768, 768}, {768, 3072}, {3072, 768}};
+    for (int r = 0; r < nrows; r++)
+        for (int s = 0; s < 3; s++) {
+            int M = rows[r], K = kn[s][0], N = kn[s][1], R = M >= 1024 ? big_reps : reps;
+            float *A = eng_alloc_aligned(sizeof(float) * (size_t)M * K), *W = malloc(sizeof(float) * (size_t)N * K);
+            float *bias = malloc(sizeof(float) * N), *C = eng_alloc_aligned(sizeof(float) * (size_t)M * N);
+            float *P = eng_alloc_aligned(sizeof(float) * eng_packed_floats(N, K));
+            size_t wsb = eng_lp_ws_bytes(ENG_PREC_BF16, M, K), wsi = eng_lp_ws_bytes(ENG_PREC_INT8, M, K);
+            void *ws = eng_alloc_aligned(wsb > wsi ? wsb : wsi);
+            double *t = malloc(sizeof(double) * 3 * (size_t)R);
+            eng_lp_weights wb = {0}, wi = {0};
+            if (A && W && bias) {
+                fill(A, (size_t)M * K, 1, 4.0f);
+                fill(W, (size_t)N * K, 2, 0.1f);
+                fill(bias, (size_t)N, 3, 0.2f);
+            }
+            if (!A || !W || !bias || !C || !P || !ws || !t || eng_lp_pack(&wb, ENG_PREC_BF16, W, N, K, K) ||
+                eng_lp_pack(&wi, ENG_PREC_INT8, W, N, K, K)) {
+                fprintf(stderr, "bench_lowp: out of memory\n");
+                return 1;
+            }
+            eng_pack_linear(W, N, K, K, P);
+            eng_epilogue ep = {.bias = bias, .act = ENG_ACT_IDENTITY};
+            for (int i = -1; i < R; i++) { /* i = -1: warm-up */
+                double t0 = bench_now_ms();
+                eng_pgemm(pool, M, N, K, A, K, P, C, N, &ep);
+                double t1 = bench_now_ms();
+                eng_lp_gemm(pool, M, A, K, &wb, C, N, &ep, ws);
+                double t2 = bench_now_ms();
+                eng_lp_gemm(pool, M, A, K, &wi, C, N, &ep, ws);
+                double t3 = bench_now_ms();
+                if (i >= 0) t[i] = t1 - t0, t[R + i] = t2 - t1, t[2 * R + i] = t3 - t2;
+            }
+            /* the outputs' distance from float32's, on these inputs (uniform activations in [-2, 2), weights
+             * in [-0.05, 0.05)): mean |diff| over mean |y|, and max |diff| over max |y| */
+            float *C2 = eng_alloc_aligned(sizeof(float) * (size_t)M * N);
+            if (!C2) return 1;
+            for (int p = 1; p < 3; p++) {
+                eng_pgemm(pool, M, N, K, A, K, P, C, N, &ep);
+                eng_lp_gemm(pool, M, A, K, p == 1 ? &wb : &wi, C2, N, &ep, ws);
+                double se = 0, sy = 0, me = 0, my = 0;
+                for (size_t e = 0; e < (size_t)M * N; e++) {
+                    double d = fabs((double)C2[e] - C[e]), y = fabs((double)C[e]);
+                    se += d, sy += y, me = d > me ? d : me, my = y > my ? y : my;
+                }
+                err_all[line * 2 + p - 1][0] = se / sy, err_all[line * 2 + p - 1][1] = me / my;
+            }
+            eng_free_aligned(C2);
+            double flop = 2.0 * M * N * (double)K;
+            for (int p = 0; p < 3; p++) {
+                ms_all[line * 3 + p] = bench_median(t + (size_t)p * R, R);
+                g_all[line * 3 + p] = flop / (ms_all[line * 3 + p] * 1e6);
+            }
+            shape[line][0] = M, shape[line][1] = K, shape[line][2] = N;
+            line++;
+            eng_lp_release(&wb), eng_lp_release(&wi);
+            eng_free_aligned(A), eng_free_aligned(C), eng_free_aligned(P), eng_free_aligned(ws);
+            free(W), free(bias), free(t);
+        }
+    double after[3];
+    for (int w = 0; w < 3; w++) after[w] = peak(pool, w), pk[w] = after[w] > pk[w] ? after[w] : pk[w];
+    printf("peaks after  (all threads): fp32 FMA %.1f GFLOP/s, bf16 dot %.1f GFLOP/s, int8 dot %.1f GOP/s\n\n",
+           after[0], after[1], after[2]);
+    printf("%5s %5s %5s | %9s %6s %5s | %9s %6s %5s %6s | %9s %6s %5s %6s\n", "M", "K", "N", "fp32 ms", "GF/s", "peak",
+           "bf16 ms", "GF/s", "peak", "x fp32", "int8 ms", "GOP/s", "peak", "x fp32");
+    for (int l = 0; l < line; l++) {
+        const double *ms = ms_all + l * 3, *g = g_all + l * 3;
+        printf("%5d %5d %5d | %9.3f %6.1f %4.0f%% | %9.3f %6.1f %4.0f%% %5.2fx | %9.3f %6.1f %4.0f%% %5.2fx\n",
+               shape[l][0], shape[l][1], shape[l][2], ms[0], g[0], 100 * g[0] / pk[0], ms[1], g[1], 100 * g[1] / pk[1],
+               ms[0] / ms[1], ms[2], g[2], 100 * g[2] / pk[2], ms[0] / ms[2]);
+    }
+    printf("\nerror vs fp32 (mean |diff| / mean |y|, max |diff| / max |y|):\n");
+    for (int l = 0; l < line; l++)
+        printf("%5d %5d %5d | bf16 %.2e %.2e | int8 %.2e %.2e\n", shape[l][0], shape[l][1], shape[l][2],
+               err_all[l * 2][0], err_all[l * 2][1], err_all[l * 2 + 1][0], err_all[l * 2 + 1][1]);
+    loadavg(load, sizeof load);
+    printf("\nload average after: %s\n", load);
+    eng_pool_free(pool);
+    return 0;
+}

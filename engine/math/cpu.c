@@ -1,0 +1,128 @@
+/* cpu.c - CPU feature detection (CPUID + XGETBV), the denormal mode of engine threads, and the
+ * OpenBLAS core a CPU deserves.
+ *
+ * A feature counts only when the OS also saves its registers (XGETBV): a hypervisor can expose
+ * AVX-512 in CPUID and still not enable the zmm state. Detection runs once (pthread_once); the
+ * result is read with one relaxed atomic load, so kernels may ask at every call. */
+#include "math/cpu.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "engine/platform.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#include <xmmintrin.h>
+#define CPU_X86 1
+#endif
+
+static pthread_once_t detect_once = PTHREAD_ONCE_INIT;
+static unsigned detected;
+static atomic_uint mask = ENG_CPU_ALL;
+
+#if CPU_X86
+static unsigned long long xgetbv0(void) {
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((unsigned long long)hi << 32) | lo;
+}
+#endif
+
+static void detect(void) {
+#if CPU_X86
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return;
+    int osxsave = (c >> 27) & 1, avx = (c >> 28) & 1, fma = (c >> 12) & 1;
+    if (!osxsave || !avx) return;
+    unsigned long long xcr0 = xgetbv0();
+    int ymm_os = (xcr0 & 0x6) == 0x6, zmm_os = (xcr0 & 0xE6) == 0xE6; /* SSE, AVX, opmask, zmm hi256/hi16 */
+    unsigned b7 = 0, c7 = 0, a71 = 0;
+    if (__get_cpuid_count(7, 0, &a, &b7, &c7, &d)) {
+        unsigned max7 = a;
+        if (max7 >= 1) __get_cpuid_count(7, 1, &a71, &b, &c, &d);
+    }
+    unsigned f = 0;
+    if (ymm_os && fma && ((b7 >> 5) & 1)) f |= ENG_CPU_AVX2;
+    int avx512 = ((b7 >> 16) & 1) && ((b7 >> 17) & 1) && ((b7 >> 30) & 1) && ((b7 >> 31) & 1); /* F DQ BW VL */
+    if (zmm_os && avx512 && (f & ENG_CPU_AVX2)) {
+        f |= ENG_CPU_AVX512;
+        if ((a71 >> 5) & 1) f |= ENG_CPU_AVX512_BF16;
+        if ((c7 >> 11) & 1) f |= ENG_CPU_AVX512_VNNI;
+    }
+    if ((f & ENG_CPU_AVX2) && ((a71 >> 4) & 1)) f |= ENG_CPU_AVX_VNNI;
+    detected = f;
+#endif
+}
+
+unsigned eng_cpu_features(void) {
+    pthread_once(&detect_once, detect);
+    return detected & atomic_load_explicit(&mask, memory_order_relaxed);
+}
+
+int eng_cpu_has(unsigned f) { return (eng_cpu_features() & f) == f; }
+
+void eng_cpu_restrict(unsigned m) { atomic_store(&mask, m); }
+
+void eng_cpu_describe(unsigned f, char *buf, int n) {
+    static const struct {
+        unsigned bit;
+        const char *name;
+    } names[] = {{ENG_CPU_AVX2, "avx2"},
+                 {ENG_CPU_AVX512, "avx512"},
+                 {ENG_CPU_AVX512_BF16, "avx512_bf16"},
+                 {ENG_CPU_AVX512_VNNI, "avx512_vnni"},
+                 {ENG_CPU_AVX_VNNI, "avx_vnni"}};
+    if (n <= 0) return;
+    buf[0] = '\0';
+    int len = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (!(f & names[i].bit)) continue;
+        int w = snprintf(buf + len, (size_t)(n - len), "%s%s", len ? " " : "", names[i].name);
+        if (w < 0 || w >= n - len) return;
+        len += w;
+    }
+    if (!len) snprintf(buf, (size_t)n, "none");
+}
+
+#define MXCSR_DAZ (1u << 6)
+#define MXCSR_FTZ (1u << 15)
+
+void eng_cpu_flush_denormals(void) {
+#if CPU_X86
+    unsigned csr = _mm_getcsr();
+    if ((csr & (MXCSR_DAZ | MXCSR_FTZ)) != (MXCSR_DAZ | MXCSR_FTZ)) _mm_setcsr(csr | MXCSR_DAZ | MXCSR_FTZ);
+#endif
+}
+
+int eng_cpu_denormals_flushed(void) {
+#if CPU_X86
+    return (_mm_getcsr() & (MXCSR_DAZ | MXCSR_FTZ)) == (MXCSR_DAZ | MXCSR_FTZ);
+#else
+    return 0;
+#endif
+}
+
+/* OpenBLAS's x86-64 kernel sets by the widest vectors they use. A name not listed is taken as
+ * older than AVX2 (Prescott, Core2, Nehalem, Sandybridge, Barcelona, Bulldozer, Atom, ...). */
+static int core_level(const char *core) {
+    static const char *avx512[] = {"SkylakeX", "Cooperlake", "SapphireRapids"};
+    static const char *avx2[] = {"Haswell", "Zen"};
+    for (size_t i = 0; i < sizeof avx512 / sizeof avx512[0]; i++)
+        if (!strcasecmp(core, avx512[i])) return 2;
+    for (size_t i = 0; i < sizeof avx2 / sizeof avx2[0]; i++)
+        if (!strcasecmp(core, avx2[i])) return 1;
+    return 0;
+}
+
+const char *eng__blas_core_pick(const char *core, unsigned f) {
+    int level = core ? core_level(core) : 0;
+    if ((f & ENG_CPU_AVX512) && level < 2) return (f & ENG_CPU_AVX512_BF16) ? "Cooperlake" : "SkylakeX";
+    if ((f & ENG_CPU_AVX2) && level < 1) return "Haswell";
+    return NULL;
+}
+
+const char *eng_blas_core_better(void) { return eng__blas_core_pick(eng_blas_core(), eng_cpu_features()); }

@@ -1,0 +1,311 @@
+/* gemm_lowp.c - packing, activation conversion, threading and the portable kernels of the bf16 and
+ * int8 products (gemm_lowp.h); the AVX-512 kernels are in gemm_bf16.c and gemm_int8.c.
+ *
+ * A product runs in two steps. The first converts the activations once into the workspace: bf16
+ * rows, or u8 rows with one scale per row; large inputs in a pool region, rows split over the
+ * threads, small ones (below ROWS_SPLIT_MIN values) on the caller. Converting inside each column
+ * task instead would repeat it once per thread, and the int8 row scale needs the whole row before
+ * its first quad can be stored. The second step is a region like eng_pgemm's: each thread takes a
+ * contiguous run of 48-feature panels and walks all rows in blocks of MC over each panel.
+ *
+ * Unlike the float32 kernel there is no KC blocking of K: a micro-tile runs over all of K with its
+ * sums in registers. For int8 that keeps the integer sum exact to the end (float partial sums per
+ * KC step would round it); for bf16 the rounding of the inputs to 8 bits (2^-9) dwarfs that of the
+ * float32 sums. The panel (K x 48 at 1 or 2 bytes) is then read from L2 once per row tile: three
+ * 64-byte loads per 24 dot-product instructions, far below what L2 delivers. MC is chosen so the
+ * block's converted rows plus one panel stay within L2 (512 KB of rows). */
+#include "math/gemm_lowp.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/tensor.h"
+#include "math/cpu.h"
+
+#define NR ENG__LP_NR
+#define MR ENG__LP_MR
+#define MC_BYTES (512u << 10) /* converted activation rows per row block */
+#define ROWS_SPLIT_MIN (1 << 20) /* activations converted on the caller alone below this many */
+
+static int group(eng_prec p) { return p == ENG_PREC_BF16 ? 2 : 4; }
+static int elem_bytes(eng_prec p) { return p == ENG_PREC_BF16 ? 2 : 1; }
+static int round_up(int x, int m) { return (x + m - 1) / m * m; }
+/* Bytes per converted row: whole 64-byte lines (at least one), so the vector converters store full
+ * vectors. */
+static size_t ws_ld(eng_prec p, int K) {
+    int b = round_up(round_up(K, group(p)) * elem_bytes(p), 64);
+    return (size_t)(b > 64 ? b : 64);
+}
+
+/* ---- bf16 rounding ---- */
+
+uint16_t eng_bf16_from_f32(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7F800000u) == 0) return (uint16_t)((u >> 16) & 0x8000u);             /* zero, subnormal */
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x0040u);     /* NaN, quieted */
+    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16); /* nearest, ties to even; overflow -> inf */
+}
+
+float eng_f32_from_bf16(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+/* ---- packing ---- */
+
+/* Symmetric int8 of one row: scale = amax / 127, q = nearest-even(x * 127 / amax). The vector
+ * quantizer (gemm_int8.c) computes exactly these float operations, so both paths agree bit for bit.
+ * A row holding a NaN or an infinity gets q = 0 and a NaN scale, so that its outputs are NaN as in
+ * float32 rather than silently finite. */
+static float quant_row(const float *x, int K, int8_t *q, int qstride) {
+    float amax = 0.0f;
+    int bad = 0;
+    for (int k = 0; k < K; k++) amax = fmaxf(amax, fabsf(x[k])), bad |= isnan(x[k]);
+    if (bad || isinf(amax)) {
+        for (int k = 0; k < K; k++) q[(size_t)k * qstride] = 0;
+        return NAN;
+    }
+    float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    for (int k = 0; k < K; k++) q[(size_t)k * qstride] = (int8_t)lrintf(x[k] * inv);
+    return amax / 127.0f;
+}
+
+int eng_lp_pack(eng_lp_weights *w, eng_prec prec, const float *W, int N, int K, int ldw) {
+    memset(w, 0, sizeof *w);
+    if ((prec != ENG_PREC_BF16 && prec != ENG_PREC_INT8) || N < 0 || K < 0) return -1;
+    int g = group(prec), kp = round_up(K, g), panels = (N + NR - 1) / NR;
+    size_t bytes = (size_t)panels * NR * (size_t)kp * (size_t)elem_bytes(prec);
+    w->prec = prec, w->N = N, w->K = K, w->kp = kp;
+    w->panels = eng_alloc_aligned(bytes ? bytes : 64);
+    if (!w->panels) return -1;
+    memset(w->panels, 0, bytes);
+    if (prec == ENG_PREC_BF16) {
+        uint16_t *P = w->panels;
+        for (int n = 0; n < N; n++) {
+            const float *row = W + (size_t)n * ldw;
+            uint16_t *dst = P + (size_t)(n / NR) * kp * NR + (size_t)(n % NR) * 2;
+            for (int k = 0; k < K; k++) dst[(size_t)(k / 2) * NR * 2 + (k & 1)] = eng_bf16_from_f32(row[k]);
+        }
+        return 0;
+    }
+    w->scale = malloc(sizeof(float) * (size_t)(N ? N : 1));
+    w->comp = malloc(sizeof(int32_t) * (size_t)(N ? N : 1));
+    int8_t *q = malloc((size_t)(K ? K : 1));
+    if (!w->scale || !w->comp || !q) {
+        free(q);
+        eng_lp_release(w);
+        return -1;
+    }
+    int8_t *P = w->panels;
+    for (int n = 0; n < N; n++) {
+        w->scale[n] = quant_row(W + (size_t)n * ldw, K, q, 1);
+        int8_t *dst = P + (size_t)(n / NR) * kp * NR + (size_t)(n % NR) * 4;
+        int32_t sum = 0;
+        for (int k = 0; k < K; k++) {
+            dst[(size_t)(k / 4) * NR * 4 + (k & 3)] = q[k];
+            sum += q[k];
+        }
+        w->comp[n] = 128 * sum;
+    }
+    free(q);
+    return 0;
+}
+
+void eng_lp_release(eng_lp_weights *w) {
+    if (!w) return;
+    eng_free_aligned(w->panels);
+    free(w->scale);
+    free(w->comp);
+    memset(w, 0, sizeof *w);
+}
+
+float eng_lp_weight(const eng_lp_weights *w, int n, int k) {
+    size_t base = (size_t)(n / NR) * w->kp * NR;
+    if (w->prec == ENG_PREC_BF16)
+        return eng_f32_from_bf16(((const uint16_t *)w->panels)[base + ((size_t)(k / 2) * NR + n % NR) * 2 + (k & 1)]);
+    return ((const int8_t *)w->panels)[base + ((size_t)(k / 4) * NR + n % NR) * 4 + (k & 3)];
+}
+
+size_t eng_lp_ws_bytes(eng_prec prec, int M, int K) {
+    if (M <= 0) return 0;
+    return ws_ld(prec, K) * (size_t)M + (prec == ENG_PREC_INT8 ? sizeof(float) * (size_t)M : 0);
+}
+
+/* ---- portable kernels ---- */
+
+static void bf16_rows_c(const float *A, int lda, int K, int kp, int m0, int m1, uint8_t *ws, size_t ldws,
+                        float *scales) {
+    (void)scales;
+    for (int m = m0; m < m1; m++) {
+        uint16_t *dst = (uint16_t *)(ws + (size_t)m * ldws);
+        const float *src = A + (size_t)m * lda;
+        for (int k = 0; k < K; k++) dst[k] = eng_bf16_from_f32(src[k]);
+        for (int k = K; k < kp; k++) dst[k] = 0;
+    }
+}
+
+static void int8_rows_c(const float *A, int lda, int K, int kp, int m0, int m1, uint8_t *ws, size_t ldws,
+                        float *scales) {
+    for (int m = m0; m < m1; m++) {
+        uint8_t *dst = ws + (size_t)m * ldws;
+        scales[m] = quant_row(A + (size_t)m * lda, K, (int8_t *)dst, 1);
+        for (int k = 0; k < K; k++) dst[k] = (uint8_t)((int)(int8_t)dst[k] + 128);
+        for (int k = K; k < kp; k++) dst[k] = 128;
+    }
+}
+
+/* The prefill of row i, column j of a tile: bias plus the residual when it is folded in. */
+static float prefill(const eng__lp_tile *t, int i, int j) {
+    return (t->bias ? t->bias[j] : 0.0f) + (t->res ? t->res[(size_t)i * t->ldr + j] : 0.0f);
+}
+
+static void bf16_tile_c(const eng__lp_tile *t) {
+    const uint16_t *B = t->b;
+    float acc[MR][NR];
+    for (int i = 0; i < t->mr; i++)
+        for (int j = 0; j < NR; j++) acc[i][j] = j < t->w ? prefill(t, i, j) : 0.0f;
+    for (int kk = 0; kk < t->kp / 2; kk++, B += 2 * NR)
+        for (int i = 0; i < t->mr; i++) {
+            const uint16_t *a = (const uint16_t *)(t->a + (size_t)i * t->lda) + 2 * kk;
+            float a0 = eng_f32_from_bf16(a[0]), a1 = eng_f32_from_bf16(a[1]);
+            for (int j = 0; j < NR; j++) {
+                acc[i][j] += a0 * eng_f32_from_bf16(B[2 * j]);
+                acc[i][j] += a1 * eng_f32_from_bf16(B[2 * j + 1]);
+            }
+        }
+    for (int i = 0; i < t->mr; i++) memcpy(t->c + (size_t)i * t->ldc, acc[i], sizeof(float) * (size_t)t->w);
+}
+
+static void int8_tile_c(const eng__lp_tile *t) {
+    const int8_t *B = t->b;
+    int32_t acc[MR][NR] = {{0}};
+    for (int g = 0; g < t->kp / 4; g++, B += 4 * NR)
+        for (int i = 0; i < t->mr; i++) {
+            const uint8_t *a = t->a + (size_t)i * t->lda + 4 * g;
+            for (int j = 0; j < NR; j++)
+                acc[i][j] += a[0] * B[4 * j] + a[1] * B[4 * j + 1] + a[2] * B[4 * j + 2] + a[3] * B[4 * j + 3];
+        }
+    for (int i = 0; i < t->mr; i++)
+        for (int j = 0; j < t->w; j++) {
+            float s = t->b_scale[j] * t->a_scale[i];
+            t->c[(size_t)i * t->ldc + j] = (float)(acc[i][j] - t->b_comp[j]) * s + prefill(t, i, j);
+        }
+}
+
+/* ---- dispatch ---- */
+
+static void pick(eng_prec prec, eng__lp_rows_fn *rows, eng__lp_tile_fn *tile, const char **name) {
+    const char *n = "c";
+    if (prec == ENG_PREC_BF16) {
+        *rows = bf16_rows_c, *tile = bf16_tile_c;
+#if defined(__x86_64__)
+        if (eng_cpu_has(ENG_CPU_AVX512_BF16)) *rows = eng__bf16_rows_avx512, *tile = eng__bf16_tile_avx512, n = "avx512_bf16";
+#endif
+    } else {
+        *rows = int8_rows_c, *tile = int8_tile_c;
+#if defined(__x86_64__)
+        if (eng_cpu_has(ENG_CPU_AVX512_VNNI)) *rows = eng__int8_rows_avx512, *tile = eng__int8_tile_avx512, n = "avx512_vnni";
+#endif
+    }
+    if (name) *name = n;
+}
+
+const char *eng_lp_kernel(eng_prec prec) {
+    eng__lp_rows_fn r;
+    eng__lp_tile_fn t;
+    const char *n = "float32";
+    if (prec == ENG_PREC_BF16 || prec == ENG_PREC_INT8) pick(prec, &r, &t, &n);
+    return n;
+}
+
+/* ---- the product ---- */
+
+typedef struct {
+    int M, lda, ldc, rows_per_task, panels_per_task, mc;
+    size_t ldws;
+    const float *A;
+    const eng_lp_weights *w;
+    float *C;
+    const eng_epilogue *ep;
+    uint8_t *ws;
+    float *scales;
+    eng__lp_rows_fn rows;
+    eng__lp_tile_fn tile;
+} lp_job;
+
+static void rows_task(void *ctx, int task, int worker) {
+    (void)worker;
+    const lp_job *j = ctx;
+    int m0 = task * j->rows_per_task, m1 = m0 + j->rows_per_task < j->M ? m0 + j->rows_per_task : j->M;
+    if (m0 < m1) j->rows(j->A, j->lda, j->w->K, j->w->kp, m0, m1, j->ws, j->ldws, j->scales);
+}
+
+static void gemm_task(void *ctx, int task, int worker) {
+    (void)worker;
+    const lp_job *j = ctx;
+    const eng_lp_weights *w = j->w;
+    const eng_epilogue *ep = j->ep;
+    int panels = (w->N + NR - 1) / NR;
+    int p0 = task * j->panels_per_task, p1 = p0 + j->panels_per_task < panels ? p0 + j->panels_per_task : panels;
+    int act = ep && ep->act != ENG_ACT_IDENTITY;
+    const float *res_pre = ep && !act ? ep->residual : NULL; /* folded into the prefill */
+    size_t panel_bytes = (size_t)w->kp * NR * (size_t)elem_bytes(w->prec);
+    const char *end = (const char *)w->panels + (size_t)p1 * panel_bytes;
+    for (int m0 = 0; m0 < j->M; m0 += j->mc) {
+        int mb = j->M - m0 < j->mc ? j->M - m0 : j->mc;
+        size_t tiles = (size_t)(mb + MR - 1) / MR, lines = panel_bytes / 64;
+        size_t per = (lines + tiles - 1) / tiles;
+        for (int p = p0; p < p1; p++) {
+            int n0 = p * NR, wd = w->N - n0 < NR ? w->N - n0 : NR;
+            const char *B = (const char *)w->panels + (size_t)p * panel_bytes, *next = B + panel_bytes;
+            size_t left = (size_t)(end - next); /* bytes of the stream after this panel */
+            eng__lp_tile t = {.w = wd,
+                              .kp = w->kp,
+                              .lda = j->ldws,
+                              .b = B,
+                              .ldc = j->ldc,
+                              .bias = ep && ep->bias ? ep->bias + n0 : NULL,
+                              .ldr = ep ? ep->ldr : 0,
+                              .b_scale = w->scale ? w->scale + n0 : NULL,
+                              .b_comp = w->comp ? w->comp + n0 : NULL};
+            for (int i = 0; i < mb; i += MR) {
+                int m = m0 + i;
+                /* the thread's panels are one stream: fetch the next panel into L2, a share per tile */
+                for (size_t l = 0, o = (size_t)(i / MR) * per * 64; l < per && o < left; l++, o += 64)
+                    __builtin_prefetch(next + o, 0, 2);
+                t.mr = mb - i < MR ? mb - i : MR;
+                t.a = j->ws + (size_t)m * j->ldws;
+                t.c = j->C + (size_t)m * j->ldc + n0;
+                t.res = res_pre ? res_pre + (size_t)m * ep->ldr + n0 : NULL;
+                t.a_scale = j->scales ? j->scales + m : NULL;
+                j->tile(&t);
+            }
+            if (act) eng__epilogue_after(ep, j->C, j->ldc, m0, mb, n0, wd); /* the block is still in L2 */
+        }
+    }
+}
+
+void eng_lp_gemm(eng_pool *pool, int M, const float *A, int lda, const eng_lp_weights *w, float *C, int ldc,
+                 const eng_epilogue *ep, void *ws) {
+    if (M <= 0 || w->N <= 0) return;
+    lp_job j = {.M = M, .lda = lda, .ldc = ldc, .A = A, .w = w, .C = C, .ep = ep, .ws = ws};
+    pick(w->prec, &j.rows, &j.tile, NULL);
+    j.ldws = ws_ld(w->prec, w->K);
+    j.scales = w->prec == ENG_PREC_INT8 ? (float *)((uint8_t *)ws + j.ldws * (size_t)M) : NULL;
+    int mc = (int)(MC_BYTES / j.ldws) / MR * MR;
+    j.mc = mc < MR ? MR : mc > 512 ? 512 : mc;
+    int threads = eng_pool_size(pool), panels = (w->N + NR - 1) / NR;
+    int split = 2.0 * M * w->N * (double)w->K >= ENG__SPLIT_MIN_FLOPS;
+    /* converting a row costs a few cycles per 32 values: up to ~1M values (M = 128 at any bert-base K)
+     * the caller does it in less time than waking the pool for a region of its own */
+    int rtasks = (double)M * w->K < ROWS_SPLIT_MIN ? 1 : threads < M ? threads : M;
+    j.rows_per_task = (M + rtasks - 1) / rtasks;
+    eng_pool_run(pool, (M + j.rows_per_task - 1) / j.rows_per_task, rows_task, &j);
+    int tasks = split ? (threads < panels ? threads : panels) : 1;
+    j.panels_per_task = (panels + tasks - 1) / tasks;
+    eng_pool_run(pool, (panels + j.panels_per_task - 1) / j.panels_per_task, gemm_task, &j);
+}

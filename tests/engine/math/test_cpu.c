@@ -1,0 +1,105 @@
+/* test_cpu.c - CPU feature detection against the kernel's own view (/proc/cpuinfo), the denormal
+ * mode of pool threads, and the choice of an OpenBLAS core (engine/math/cpu.c). */
+#include <criterion/criterion.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "math/pool.h"
+#include "math/cpu.h"
+
+/* 1 when /proc/cpuinfo's first "flags" line lists flag, 0 when not, -1 when there is no such file. */
+static int cpuinfo_flag(const char *flag) {
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return -1;
+    static char line[8192];
+    int found = -1;
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "flags", 5)) continue;
+        found = 0;
+        for (char *tok = strtok(strchr(line, ':') + 1, " \n"); tok; tok = strtok(NULL, " \n"))
+            if (!strcmp(tok, flag)) found = 1;
+        break;
+    }
+    fclose(f);
+    return found;
+}
+
+Test(cpu, features_agree_with_the_kernel) {
+    /* Linux lists a flag only when the CPU has it and the kernel enabled its register state. */
+    if (cpuinfo_flag("fpu") < 0) cr_skip_test("no /proc/cpuinfo");
+    unsigned f = eng_cpu_features();
+    char desc[128];
+    eng_cpu_describe(f, desc, sizeof desc);
+    cr_log_info("detected: %s", desc);
+    int avx512 = cpuinfo_flag("avx512f") == 1 && cpuinfo_flag("avx512bw") == 1 && cpuinfo_flag("avx512dq") == 1 &&
+                 cpuinfo_flag("avx512vl") == 1;
+    cr_assert_eq(!!(f & ENG_CPU_AVX2), cpuinfo_flag("avx2") == 1 && cpuinfo_flag("fma") == 1);
+    cr_assert_eq(!!(f & ENG_CPU_AVX512), avx512);
+    cr_assert_eq(!!(f & ENG_CPU_AVX512_BF16), avx512 && cpuinfo_flag("avx512_bf16") == 1);
+    cr_assert_eq(!!(f & ENG_CPU_AVX512_VNNI), avx512 && cpuinfo_flag("avx512_vnni") == 1);
+    cr_assert_eq(!!(f & ENG_CPU_AVX_VNNI), (f & ENG_CPU_AVX2) && cpuinfo_flag("avx_vnni") == 1);
+}
+
+Test(cpu, restrict_masks_and_restores) {
+    unsigned all = eng_cpu_features();
+    eng_cpu_restrict(ENG_CPU_AVX2);
+    cr_assert_eq(eng_cpu_features(), all & ENG_CPU_AVX2);
+    cr_assert(!eng_cpu_has(ENG_CPU_AVX512));
+    eng_cpu_restrict(0);
+    cr_assert_eq(eng_cpu_features(), 0u);
+    eng_cpu_restrict(ENG_CPU_ALL);
+    cr_assert_eq(eng_cpu_features(), all);
+    char buf[8];
+    eng_cpu_describe(0, buf, sizeof buf);
+    cr_assert_str_eq(buf, "none");
+}
+
+typedef struct {
+    atomic_int flushed, ran, subnormal_survived;
+    atomic_int seen[3];
+} ftz_job;
+
+static void ftz_task(void *ctx, int task, int worker) {
+    (void)task;
+    ftz_job *j = ctx;
+    usleep(5000); /* long enough for every worker to wake and claim its own task */
+    volatile float x = 1e-30f, y = 1e-10f;
+    float z = x * y; /* 1e-40 is subnormal: flushed to zero under FTZ */
+    atomic_fetch_add(&j->ran, 1);
+    atomic_fetch_add(&j->flushed, eng_cpu_denormals_flushed());
+    if (z != 0.0f) atomic_fetch_add(&j->subnormal_survived, 1);
+    atomic_store(&j->seen[worker], 1);
+}
+
+Test(cpu, pool_threads_flush_denormals) {
+#if !defined(__x86_64__)
+    cr_skip_test("MXCSR is x86 only");
+#endif
+    eng_pool *p = eng_pool_new(3);
+    cr_assert(p);
+    ftz_job j = {0};
+    for (int round = 0; round < 40 && !(atomic_load(&j.seen[1]) && atomic_load(&j.seen[2])); round++)
+        eng_pool_run(p, 3, ftz_task, &j);
+    cr_assert(atomic_load(&j.seen[1]) && atomic_load(&j.seen[2]), "the workers never ran a task");
+    cr_assert_eq(atomic_load(&j.flushed), atomic_load(&j.ran), "%d of %d tasks ran without FTZ/DAZ",
+                 atomic_load(&j.ran) - atomic_load(&j.flushed), atomic_load(&j.ran));
+    cr_assert_eq(atomic_load(&j.subnormal_survived), 0);
+    cr_assert(eng_cpu_denormals_flushed(), "the calling thread runs tasks too");
+    eng_pool_free(p);
+}
+
+Test(cpu, blas_core_pick) {
+    unsigned zen4 = ENG_CPU_AVX2 | ENG_CPU_AVX512 | ENG_CPU_AVX512_BF16 | ENG_CPU_AVX512_VNNI;
+    unsigned skx = ENG_CPU_AVX2 | ENG_CPU_AVX512 | ENG_CPU_AVX512_VNNI;
+    cr_assert_str_eq(eng__blas_core_pick("Prescott", zen4), "Cooperlake");
+    cr_assert_str_eq(eng__blas_core_pick("Prescott", skx), "SkylakeX");
+    cr_assert_str_eq(eng__blas_core_pick("Zen", zen4), "Cooperlake");
+    cr_assert_str_eq(eng__blas_core_pick("Sandybridge", ENG_CPU_AVX2), "Haswell");
+    cr_assert_str_eq(eng__blas_core_pick("unknown", ENG_CPU_AVX2), "Haswell");
+    cr_assert_null(eng__blas_core_pick("Haswell", ENG_CPU_AVX2));
+    cr_assert_null(eng__blas_core_pick("SkylakeX", zen4)); /* an AVX-512 choice is OpenBLAS's to make */
+    cr_assert_null(eng__blas_core_pick("Cooperlake", zen4));
+    cr_assert_null(eng__blas_core_pick("Prescott", 0)); /* nothing better on this CPU */
+}

@@ -1,0 +1,327 @@
+/* test_gemm_lowp.c - the bf16 and int8 packed products (engine/math/gemm_lowp.c, gemm_bf16.c,
+ * gemm_int8.c) against a double-precision reference of the same quantized math, on the fast kernel
+ * this CPU runs and on the portable C kernel (forced with eng_cpu_restrict), so every build checks
+ * both paths it can run.
+ *
+ * The reference quantizes on its own, from the definitions in gemm_lowp.h (bf16: nearest even;
+ * int8: scale = amax / 127, q = nearest-even(x * 127 / amax), activations per row, weights per
+ * output feature), and multiplies in double. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "math/blas.h"
+#include "math/kernels.h"
+#include "core/tensor.h"
+#include "math/cpu.h"
+#include "math/gemm_lowp.h"
+
+#include "test_rand.h"
+
+#define U (1.0 / 16777216.0) /* float32 unit roundoff, 2^-24 */
+
+static float bits_f(uint32_t u) {
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+Test(gemm_lowp, bf16_rounds_to_nearest_even) {
+    /* bf16 keeps the top 16 bits of a float; the low 16 decide the rounding. */
+    cr_assert_eq(eng_bf16_from_f32(1.0f), 0x3F80);
+    cr_assert_eq(eng_bf16_from_f32(bits_f(0x3F808000u)), 0x3F80); /* half way, even below */
+    cr_assert_eq(eng_bf16_from_f32(bits_f(0x3F818000u)), 0x3F82); /* half way, even above */
+    cr_assert_eq(eng_bf16_from_f32(bits_f(0x3F808001u)), 0x3F81); /* just above half way */
+    cr_assert_eq(eng_bf16_from_f32(bits_f(0xBF807FFFu)), 0xBF80); /* just below, negative */
+    cr_assert_eq(eng_bf16_from_f32(bits_f(0x7F7FFFFFu)), 0x7F80); /* FLT_MAX rounds up to inf */
+    cr_assert_eq(eng_bf16_from_f32(bits_f(0x00400000u)), 0x0000); /* subnormal: flushed */
+    cr_assert_eq(eng_bf16_from_f32(bits_f(0x80400000u)), 0x8000); /* keeping its sign */
+    cr_assert(isnan(eng_f32_from_bf16(eng_bf16_from_f32(NAN))));
+    cr_assert(isnan(eng_f32_from_bf16(eng_bf16_from_f32(bits_f(0x7F800001u))))); /* low-bit NaN stays NaN */
+}
+
+/* The reference's own int8 quantization of n values: returns the scale. */
+static double ref_quant(const float *x, int n, int *q) {
+    float amax = 0.0f;
+    for (int k = 0; k < n; k++) amax = fmaxf(amax, fabsf(x[k]));
+    float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    for (int k = 0; k < n; k++) q[k] = (int)nearbyintf(x[k] * inv);
+    return amax / 127.0f;
+}
+
+/* One product through eng_lp_gemm against the reference: row tails below the 8-row tile, N past a
+ * 48-wide panel, K not a multiple of the k group, strided A and C, the pool's threads, the given
+ * epilogue. Elements of C past N must stay untouched. Tolerances:
+ *   bf16: the inputs are the same bf16 values, so only the float32 sums differ from double:
+ *         |C - E| <= 8 u sqrt(K + 1) (sum_k |a b| + |bias| + |res|), a multiple of the float32
+ *         kernel's test; with GELU after, whose slope stays below 1.13.
+ *   int8: the integer sum is exact; converting it and the scales to float and the one fused
+ *         multiply-add round a few times: |C - E| <= 8 u (|sum * scales| + |bias| + |res|). */
+static void check(eng_prec prec, int M, int N, int K, int threads, const eng_epilogue *proto, unsigned seed) {
+    unsigned s = seed;
+    int lda = K + 3, ldc = N + 5;
+    float *A = malloc(sizeof(float) * (size_t)M * lda), *W = malloc(sizeof(float) * (size_t)N * (K ? K : 1));
+    float *bias = malloc(sizeof(float) * N), *R = malloc(sizeof(float) * (size_t)M * N);
+    float *C = malloc(sizeof(float) * (size_t)M * ldc);
+    int *qa = malloc(sizeof(int) * (size_t)M * (K ? K : 1)), *qw = malloc(sizeof(int) * (size_t)N * (K ? K : 1));
+    double *sa = malloc(sizeof(double) * M), *sw = malloc(sizeof(double) * N);
+    cr_assert(A && W && bias && R && C && qa && qw && sa && sw);
+    for (int i = 0; i < M * lda; i++) A[i] = frand(&s, -2, 2);
+    for (int i = 0; i < N * K; i++) W[i] = frand(&s, -0.3f, 0.3f);
+    for (int i = 0; i < N; i++) bias[i] = frand(&s, -1, 1);
+    for (int i = 0; i < M * N; i++) R[i] = frand(&s, -1, 1);
+    /* exact bf16 ties in the activations: the vector converter must round them like the definition */
+    for (int m = 0; m < M && K > 2; m++) A[(size_t)m * lda + 1] = bits_f(0x3F818000u), A[(size_t)m * lda + 2] = bits_f(0xBF808000u);
+    if (M > 1 && K) A[lda] = 0.0f; /* a row ... */
+    if (M > 2) memset(A + 2 * (size_t)lda, 0, sizeof(float) * (size_t)K); /* ... and a row of zeros */
+    for (int i = 0; i < M * ldc; i++) C[i] = NAN;
+
+    eng_lp_weights w;
+    cr_assert_eq(eng_lp_pack(&w, prec, W, N, K, K), 0);
+    void *ws = eng_alloc_aligned(eng_lp_ws_bytes(prec, M, K) + 64);
+    cr_assert(ws);
+    for (int n = 0; n < N; n++) {
+        if (prec == ENG_PREC_INT8) {
+            sw[n] = ref_quant(W + (size_t)n * K, K, qw + (size_t)n * K);
+            cr_assert_eq((float)sw[n], w.scale[n], "scale of feature %d", n);
+        }
+        for (int k = 0; k < K; k++) {
+            float want = prec == ENG_PREC_BF16 ? eng_f32_from_bf16(eng_bf16_from_f32(W[(size_t)n * K + k]))
+                                               : (float)qw[(size_t)n * K + k];
+            cr_assert_eq(eng_lp_weight(&w, n, k), want, "weight (%d, %d)", n, k);
+        }
+    }
+    if (prec == ENG_PREC_INT8)
+        for (int m = 0; m < M; m++) sa[m] = ref_quant(A + (size_t)m * lda, K, qa + (size_t)m * K);
+
+    eng_epilogue ep = proto ? *proto : (eng_epilogue){0};
+    if (ep.bias) ep.bias = bias;
+    if (ep.residual) ep.residual = R, ep.ldr = N;
+    eng_pool *pool = eng_pool_new(threads);
+    cr_assert(pool);
+    eng_lp_gemm(pool, M, A, lda, &w, C, ldc, proto ? &ep : NULL, ws);
+
+    for (int m = 0; m < M; m++) {
+        for (int n = 0; n < N; n++) {
+            double sum = 0, mag = 0;
+            if (prec == ENG_PREC_BF16) {
+                for (int k = 0; k < K; k++) {
+                    double a = eng_f32_from_bf16(eng_bf16_from_f32(A[(size_t)m * lda + k]));
+                    double b = eng_f32_from_bf16(eng_bf16_from_f32(W[(size_t)n * K + k]));
+                    sum += a * b, mag += fabs(a * b);
+                }
+            } else {
+                long long isum = 0;
+                for (int k = 0; k < K; k++) isum += (long long)qa[(size_t)m * K + k] * qw[(size_t)n * K + k];
+                sum = (double)isum * sa[m] * sw[n];
+                mag = fabs(sum);
+            }
+            float e = (float)(sum + (ep.bias ? bias[n] : 0.0));
+            mag += ep.bias ? fabs(bias[n]) : 0.0;
+            if (proto && ep.act != ENG_ACT_IDENTITY) eng_ref_act_apply(ep.act, &e, 1);
+            double want = (double)e + (ep.residual ? R[(size_t)m * N + n] : 0.0);
+            mag += ep.residual ? fabs(R[(size_t)m * N + n]) : 0.0;
+            double tol = prec == ENG_PREC_BF16 ? 8 * U * sqrt(K + 1.0) * mag : 8 * U * mag;
+            double got = C[(size_t)m * ldc + n];
+            cr_assert(fabs(got - want) <= tol + 1e-30, "%s %s M %d N %d K %d threads %d: C[%d][%d] %.9g vs %.9g (tol %g)",
+                      prec == ENG_PREC_BF16 ? "bf16" : "int8", eng_lp_kernel(prec), M, N, K, threads, m, n, got, want,
+                      tol);
+        }
+        for (int n = N; n < ldc; n++) cr_assert(isnan(C[(size_t)m * ldc + n]), "wrote past N at row %d", m);
+    }
+    eng_pool_free(pool);
+    eng_lp_release(&w);
+    eng_free_aligned(ws);
+    free(A), free(W), free(bias), free(R), free(C), free(qa), free(qw), free(sa), free(sw);
+}
+
+/* Every shape and epilogue, on the given precision's kernel now selected. */
+static void check_all(eng_prec prec) {
+    eng_epilogue plain = {.act = ENG_ACT_IDENTITY}, bias = {.bias = (float *)1, .act = ENG_ACT_IDENTITY};
+    eng_epilogue bias_res = {.bias = (float *)1, .act = ENG_ACT_IDENTITY, .residual = (float *)1};
+    eng_epilogue gelu = {.bias = (float *)1, .act = ENG_ACT_GELU};
+    eng_epilogue gelu_res = {.bias = (float *)1, .act = ENG_ACT_GELU, .residual = (float *)1};
+    for (int M = 1; M <= 17; M++) check(prec, M, 101, 37 + M, 1 + M % 3, M % 2 ? &gelu_res : &bias_res, 100u + (unsigned)M);
+    check(prec, 300, 97, 130, 2, &bias_res, 7); /* blocks of rows; one panel and a bit */
+    check(prec, 67, 48, 387, 3, &bias, 8);      /* exactly one panel; K = 4 * 96 + 3 */
+    check(prec, 9, 1000, 33, 3, &plain, 9);     /* many panels over three threads */
+    check(prec, 33, 20, 66, 2, NULL, 10);       /* N narrower than a panel, no epilogue */
+    check(prec, 20, 150, 768, 2, &gelu, 12);    /* bert-base K */
+    check(prec, 5, 50, 0, 2, &gelu_res, 11);    /* K = 0: C is the epilogue of zeros */
+    check(prec, 3, 7, 1, 1, &bias, 13);         /* K = 1: one value and padding */
+    check(prec, 1400, 50, 770, 3, &bias_res, 14); /* over 1M activations: converted by the pool's threads */
+}
+
+static void on_both_paths(eng_prec prec) {
+    const char *fast = eng_lp_kernel(prec);
+    cr_log_info("%s: fast kernel %s", prec == ENG_PREC_BF16 ? "bf16" : "int8", fast);
+    check_all(prec);
+    eng_cpu_restrict(0);
+    cr_assert_str_eq(eng_lp_kernel(prec), "c");
+    check_all(prec);
+    eng_cpu_restrict(ENG_CPU_ALL);
+}
+
+Test(gemm_lowp, bf16_matches_reference) { on_both_paths(ENG_PREC_BF16); }
+Test(gemm_lowp, int8_matches_reference) { on_both_paths(ENG_PREC_INT8); }
+
+/* With integer activations and weights whose largest magnitude is 127 in every row and feature,
+ * both scales are exactly 1, every value is its own quantization, and C must equal the integer
+ * product plus an integer bias exactly (all below 2^24, so float holds them): the int8 kernels'
+ * accumulation and offset compensation are exact. */
+static void check_int8_exact(void) {
+    unsigned s = 5;
+    int M = 19, N = 100, K = 701;
+    float *A = malloc(sizeof(float) * M * K), *W = malloc(sizeof(float) * N * K), *bias = malloc(sizeof(float) * N);
+    float *C = malloc(sizeof(float) * M * N);
+    void *ws = eng_alloc_aligned(eng_lp_ws_bytes(ENG_PREC_INT8, M, K));
+    cr_assert(A && W && bias && C && ws);
+    for (int i = 0; i < M * K; i++) A[i] = (float)(int)frand(&s, -127, 128);
+    for (int i = 0; i < N * K; i++) W[i] = (float)(int)frand(&s, -127, 128);
+    for (int m = 0; m < M; m++) A[(size_t)m * K + m % K] = m % 2 ? 127.0f : -127.0f;
+    for (int n = 0; n < N; n++) W[(size_t)n * K + (n * 7) % K] = n % 3 ? -127.0f : 127.0f;
+    for (int n = 0; n < N; n++) bias[n] = (float)(int)frand(&s, -1000, 1000);
+    eng_lp_weights w;
+    cr_assert_eq(eng_lp_pack(&w, ENG_PREC_INT8, W, N, K, K), 0);
+    eng_epilogue ep = {.bias = bias, .act = ENG_ACT_IDENTITY};
+    eng_pool *pool = eng_pool_new(2);
+    cr_assert(pool);
+    eng_lp_gemm(pool, M, A, K, &w, C, N, &ep, ws);
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            long long sum = (long long)bias[n];
+            for (int k = 0; k < K; k++) sum += (long long)A[(size_t)m * K + k] * (long long)W[(size_t)n * K + k];
+            cr_assert_eq((long long)C[(size_t)m * N + n], sum, "%s: C[%d][%d] %.1f vs %lld", eng_lp_kernel(ENG_PREC_INT8),
+                         m, n, C[(size_t)m * N + n], sum);
+            cr_assert_eq(C[(size_t)m * N + n], (float)sum);
+        }
+    eng_pool_free(pool);
+    eng_lp_release(&w);
+    eng_free_aligned(ws);
+    free(A), free(W), free(bias), free(C);
+}
+
+Test(gemm_lowp, int8_accumulation_is_exact) {
+    check_int8_exact();
+    eng_cpu_restrict(0);
+    check_int8_exact();
+    eng_cpu_restrict(ENG_CPU_ALL);
+}
+
+/* A whole bert-base FFN up-projection (64 x 768 -> 3072, bias and GELU) in each precision against
+ * float32 inputs in double precision, with activations and weights in the ranges of a trained
+ * encoder (LayerNorm output ~ N(0, 1), weights std ~0.03). Element bounds from the quantization
+ * steps, plus float32 summation (K + 2 roundings of at most u sum |a w| each, for the kernel and
+ * the reference), before GELU (slope < 1.13, so 1.13x after it):
+ *   bf16: each input is within 2^-9 of itself relatively: |err| <= (2^-8 + 2^-18) sum |a w|.
+ *   int8: |a - qa sa| <= sa / 2 and |w - qw sw| <= sw / 2 give
+ *         |err| <= sum_k (|a_k| sw / 2 + |w_k| sa / 2 + sa sw / 4).
+ * And on average the errors of K independent roundings cancel: the mean |err| over the layer, as a
+ * share of the mean |output|, must stay under 1% (bf16) and 3% (int8); logged. */
+static float gauss(unsigned *s) {
+    float u1 = frand(s, 1e-7f, 1.0f), u2 = frand(s, 0.0f, 1.0f);
+    return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853f * u2);
+}
+
+static void check_layer(eng_prec prec, double mean_share) {
+    unsigned s = 77;
+    int M = 64, K = 768, N = 3072;
+    float *A = malloc(sizeof(float) * M * K), *W = malloc(sizeof(float) * N * K), *bias = malloc(sizeof(float) * N);
+    float *C = malloc(sizeof(float) * M * N), *E = malloc(sizeof(float) * M * N);
+    void *ws = eng_alloc_aligned(eng_lp_ws_bytes(prec, M, K));
+    cr_assert(A && W && bias && C && E && ws);
+    for (int i = 0; i < M * K; i++) A[i] = gauss(&s);
+    for (int i = 0; i < N * K; i++) W[i] = 0.03f * gauss(&s);
+    for (int i = 0; i < N; i++) bias[i] = 0.1f * gauss(&s);
+    eng_lp_weights w;
+    cr_assert_eq(eng_lp_pack(&w, prec, W, N, K, K), 0);
+    eng_epilogue ep = {.bias = bias, .act = ENG_ACT_GELU};
+    eng_pool *pool = eng_pool_new(2);
+    cr_assert(pool);
+    eng_lp_gemm(pool, M, A, K, &w, C, N, &ep, ws);
+    eng_ref_gemm(M, N, K, A, K, W, K, bias, E, N);
+    eng_ref_act_apply(ENG_ACT_GELU, E, (size_t)M * N);
+    double sum_err = 0, sum_out = 0, max_err = 0;
+    for (int m = 0; m < M; m++) {
+        float amax = 0;
+        for (int k = 0; k < K; k++) amax = fmaxf(amax, fabsf(A[(size_t)m * K + k]));
+        double sa = amax / 127.0;
+        for (int n = 0; n < N; n++) {
+            double sw = w.scale ? w.scale[n] : 0, bound = 0, sabs = fabs(bias[n]);
+            for (int k = 0; k < K; k++) {
+                double a = fabs(A[(size_t)m * K + k]), b = fabs(W[(size_t)n * K + k]);
+                bound += prec == ENG_PREC_BF16 ? (0.00390625 + 4e-6) * a * b : a * sw / 2 + b * sa / 2 + sa * sw / 4;
+                sabs += a * b;
+            }
+            /* GELU's slope; float32 sums of the kernel and of the reference's output (K + 2 roundings) */
+            bound = 1.13 * (bound + (K + 2) * U * 2 * sabs);
+            double err = fabs((double)C[(size_t)m * N + n] - E[(size_t)m * N + n]);
+            cr_assert(err <= bound, "%s C[%d][%d] %g vs float32 %g: error above the quantization bound %g",
+                      eng_lp_kernel(prec), m, n, C[(size_t)m * N + n], E[(size_t)m * N + n], bound);
+            sum_err += err, sum_out += fabs(E[(size_t)m * N + n]), max_err = fmax(max_err, err);
+        }
+    }
+    cr_log_info("%s (%s) vs float32, 64 x 768 -> 3072 + GELU: mean |err| %.3g (%.3f%% of mean |y|), max %.3g",
+                prec == ENG_PREC_BF16 ? "bf16" : "int8", eng_lp_kernel(prec), sum_err / (M * N),
+                100 * sum_err / sum_out, max_err);
+    cr_assert(sum_err / sum_out < mean_share, "mean error %.3f%% of the mean output", 100 * sum_err / sum_out);
+    eng_pool_free(pool);
+    eng_lp_release(&w);
+    eng_free_aligned(ws);
+    free(A), free(W), free(bias), free(C), free(E);
+}
+
+Test(gemm_lowp, bf16_layer_close_to_float32, .timeout = 300) { check_layer(ENG_PREC_BF16, 0.01); }
+Test(gemm_lowp, int8_layer_close_to_float32, .timeout = 300) { check_layer(ENG_PREC_INT8, 0.03); }
+
+/* A NaN or an infinity in a row of activations, or in a feature's weights, makes that row's or
+ * feature's outputs NaN, as float32 does; the other outputs stay as they were. */
+static void check_non_finite(eng_prec prec) {
+    unsigned s = 9;
+    int M = 5, N = 60, K = 40;
+    float A[5 * 40], W[60 * 40], C[5 * 60], C0[5 * 60];
+    for (int i = 0; i < M * K; i++) A[i] = frand(&s, -1, 1);
+    for (int i = 0; i < N * K; i++) W[i] = frand(&s, -1, 1);
+    void *ws = eng_alloc_aligned(eng_lp_ws_bytes(prec, M, K));
+    cr_assert(ws);
+    eng_lp_weights w;
+    cr_assert_eq(eng_lp_pack(&w, prec, W, N, K, K), 0);
+    eng_lp_gemm(NULL, M, A, K, &w, C0, N, NULL, ws);
+    A[1 * K + 7] = NAN, A[3 * K + 39] = -INFINITY;
+    eng_lp_gemm(NULL, M, A, K, &w, C, N, NULL, ws);
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            if (m == 1 || m == 3)
+                cr_assert(isnan(C[m * N + n]) || (prec == ENG_PREC_BF16 && m == 3 && isinf(C[m * N + n])),
+                          "%s row %d: %g", eng_lp_kernel(prec), m, C[m * N + n]);
+            else
+                cr_assert_eq(C[m * N + n], C0[m * N + n], "%s row %d changed", eng_lp_kernel(prec), m);
+        }
+    eng_lp_release(&w);
+    W[17 * K + 3] = NAN;
+    cr_assert_eq(eng_lp_pack(&w, prec, W, N, K, K), 0);
+    A[1 * K + 7] = 0.5f, A[3 * K + 39] = 0.5f;
+    eng_lp_gemm(NULL, M, A, K, &w, C, N, NULL, ws);
+    for (int m = 0; m < M; m++) cr_assert(isnan(C[m * N + 17]), "%s feature 17, row %d", eng_lp_kernel(prec), m);
+    eng_lp_release(&w);
+    eng_free_aligned(ws);
+}
+
+Test(gemm_lowp, non_finite_inputs_give_nan) {
+    for (int prec = ENG_PREC_BF16; prec <= ENG_PREC_INT8; prec++) {
+        check_non_finite((eng_prec)prec);
+        eng_cpu_restrict(0);
+        check_non_finite((eng_prec)prec);
+        eng_cpu_restrict(ENG_CPU_ALL);
+    }
+}
+
+Test(gemm_lowp, pack_refuses_float32) {
+    eng_lp_weights w;
+    float W[4] = {1, 2, 3, 4};
+    cr_assert_eq(eng_lp_pack(&w, ENG_PREC_F32, W, 2, 2, 2), -1);
+    cr_assert_null(w.panels);
+    eng_lp_release(&w);
+    eng_lp_release(NULL);
+}

@@ -1,0 +1,83 @@
+/* test_linear.c - the precision switch of engine/math/linear.c: each precision runs exactly the
+ * product of its own kernel (compared bit for bit with a direct call), names parse both ways, and a
+ * precision the CPU lacks is refused with a sentence. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "math/blas.h"
+#include "core/tensor.h"
+#include "math/cpu.h"
+#include "math/linear.h"
+
+#include "test_rand.h"
+
+Test(linear, runs_each_precision_like_its_kernel) {
+    unsigned s = 3;
+    int M = 37, N = 130, K = 301;
+    float *A = malloc(sizeof(float) * M * K), *W = malloc(sizeof(float) * N * K), *bias = malloc(sizeof(float) * N);
+    float *C1 = malloc(sizeof(float) * M * N), *C2 = malloc(sizeof(float) * M * N);
+    cr_assert(A && W && bias && C1 && C2);
+    for (int i = 0; i < M * K; i++) A[i] = frand(&s, -1, 1);
+    for (int i = 0; i < N * K; i++) W[i] = frand(&s, -0.1f, 0.1f);
+    for (int i = 0; i < N; i++) bias[i] = frand(&s, -1, 1);
+    eng_epilogue ep = {.bias = bias, .act = ENG_ACT_GELU};
+    eng_pool *pool = eng_pool_new(2);
+    cr_assert(pool);
+    for (int p = ENG_PREC_F32; p <= ENG_PREC_INT8; p++) {
+        eng_linear l;
+        eng_err err = {0};
+        cr_assert_eq(eng_linear_pack(&l, (eng_prec)p, W, N, K, K, &err), ENG_OK, "%s", err.msg);
+        size_t wsb = eng_linear_ws_bytes((eng_prec)p, M, K);
+        void *ws = wsb ? eng_alloc_aligned(wsb) : NULL;
+        cr_assert(!wsb || ws);
+        eng_linear_run(pool, M, A, K, &l, C1, N, &ep, ws);
+        if (p == ENG_PREC_F32) {
+            float *P = eng_alloc_aligned(sizeof(float) * eng_packed_floats(N, K));
+            cr_assert(P);
+            eng_pack_linear(W, N, K, K, P);
+            eng_pgemm(pool, M, N, K, A, K, P, C2, N, &ep);
+            eng_free_aligned(P);
+            cr_assert_eq(eng_linear_bytes(&l), sizeof(float) * eng_packed_floats(N, K));
+        } else {
+            eng_lp_weights q;
+            cr_assert_eq(eng_lp_pack(&q, (eng_prec)p, W, N, K, K), 0);
+            eng_lp_gemm(pool, M, A, K, &q, C2, N, &ep, ws);
+            eng_lp_release(&q);
+            /* 3 panels of 48 features x K rounded up to the k group, at 2 bytes or 1 (+ scale and sum) */
+            size_t want = p == ENG_PREC_BF16 ? (size_t)144 * 302 * 2 : (size_t)144 * 304 + 8 * (size_t)N;
+            cr_assert_eq(eng_linear_bytes(&l), want);
+        }
+        cr_assert(!memcmp(C1, C2, sizeof(float) * M * N), "%s differs from its kernel", eng_prec_name((eng_prec)p));
+        eng_linear_release(&l);
+        eng_linear_release(&l); /* released twice: empty the second time */
+        eng_free_aligned(ws);
+    }
+    eng_pool_free(pool);
+    free(A), free(W), free(bias), free(C1), free(C2);
+}
+
+Test(linear, precision_names) {
+    cr_assert_eq(eng_prec_parse("fp32"), ENG_PREC_F32);
+    cr_assert_eq(eng_prec_parse("Float32"), ENG_PREC_F32);
+    cr_assert_eq(eng_prec_parse("BF16"), ENG_PREC_BF16);
+    cr_assert_eq(eng_prec_parse("int8"), ENG_PREC_INT8);
+    cr_assert_eq(eng_prec_parse("int4"), -1);
+    cr_assert_eq(eng_prec_parse(NULL), -1);
+    for (int p = ENG_PREC_F32; p <= ENG_PREC_INT8; p++) cr_assert_eq(eng_prec_parse(eng_prec_name((eng_prec)p)), p);
+}
+
+Test(linear, refuses_what_the_cpu_lacks) {
+    eng_err err = {0};
+    cr_assert_eq(eng_prec_check(ENG_PREC_F32, &err), ENG_OK);
+    eng_cpu_restrict(ENG_CPU_AVX2 | ENG_CPU_AVX512); /* an AVX-512 CPU without bf16 or VNNI */
+    cr_assert_eq(eng_prec_check(ENG_PREC_BF16, &err), ENG_UNSUPPORTED);
+    cr_assert(strstr(err.msg, "avx512_bf16"), "%s", err.msg);
+    cr_assert_eq(eng_prec_check(ENG_PREC_INT8, &err), ENG_UNSUPPORTED);
+    cr_assert(strstr(err.msg, "avx512_vnni"), "%s", err.msg);
+    eng_cpu_restrict(ENG_CPU_ALL);
+    unsigned f = eng_cpu_features();
+    cr_assert_eq(eng_prec_check(ENG_PREC_BF16, &err), (f & ENG_CPU_AVX512_BF16) ? ENG_OK : ENG_UNSUPPORTED);
+    cr_assert_eq(eng_prec_check(ENG_PREC_INT8, &err), (f & ENG_CPU_AVX512_VNNI) ? ENG_OK : ENG_UNSUPPORTED);
+}
