@@ -35,6 +35,7 @@
 
 #define STATE_FILE ".adapterd-state.json"
 #define NFTW_FDS 16 /* directories a tree walk keeps open at once */
+#define STATE_LOCK ".adapterd-state.lock"
 
 struct store_model {
     atomic_int refs;
@@ -763,31 +764,99 @@ static int tomb_index(const store_registry *r, const char *name, const char *ver
     return -1;
 }
 
-/* Writes the state file atomically (tmp, fsync, rename). admin_mu held. */
-static int state_write(store_registry *r, eng_err *err) {
-    json_t *root = json_object(), *tasks = json_object(), *dead = json_array();
+/* Highest version number among the version directories of tasks/<name>/ on disk (dot names
+ * excluded), or -1. */
+static long disk_max_version(store_registry *r, const char *name) {
+    char tdir[PATH_MAX];
+    pathf(tdir, sizeof tdir, "%s/tasks/%s", r->dir, name);
+    char **vers = NULL;
+    int nv = list_subdirs(tdir, &vers, NULL);
+    long m = -1;
+    for (int i = 0; i < nv; i++) {
+        long v = version_number(vers[i]);
+        if (v > m) m = v;
+    }
+    free_strs(vers, nv > 0 ? nv : 0);
+    return m;
+}
+
+/* Takes the registry's writer lock (a POSIX record lock on .adapterd-state.lock, which NFS and
+ * most shared volumes honour across hosts). Returns the descriptor to pass to state_unlock, or -1
+ * when the file system has no locks (the write then goes on unlocked). */
+static int state_lock(store_registry *r) {
+    char path[PATH_MAX];
+    pathf(path, sizeof path, "%s/%s", r->dir, STATE_LOCK);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return -1;
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    while (fcntl(fd, F_SETLKW, &fl) < 0) {
+        if (errno == EINTR) continue;
+        logf_(r, "%s: no lock (%s); the state is written unlocked", path, strerror(errno));
+        break;
+    }
+    return fd;
+}
+
+static void state_unlock(int fd) {
+    if (fd >= 0) close(fd); /* closing releases the record lock */
+}
+
+/* Rewrites task name's part of the state file atomically (tmp, fsync, rename) under the writer
+ * lock: the file is read, name's entry and tombstones replaced by this process's, the other tasks'
+ * kept as they are on disk (another replica may have just changed them). The entry records the
+ * current version and the highest version number on disk, or extra_max when higher (a version
+ * about to be renamed in). admin_mu held. */
+static int state_write(store_registry *r, const char *name, long extra_max, eng_err *err) {
+    int lk = state_lock(r);
+    char path[PATH_MAX], tmp[PATH_MAX];
+    pathf(path, sizeof path, "%s/%s", r->dir, STATE_FILE);
+    json_t *root = access(path, F_OK) == 0 ? json_load_file(path, 0, NULL) : NULL;
+    if (!json_is_object(root)) {
+        json_decref(root);
+        root = json_object();
+    }
+    json_t *tasks = json_object_get(root, "tasks"), *dead = json_array();
+    if (!json_is_object(tasks)) {
+        tasks = json_object();
+        if (!tasks || json_object_set_new(root, "tasks", tasks)) tasks = NULL;
+    }
     int rc = 0;
     if (!root || !tasks || !dead) goto oom;
+    size_t nlen = strlen(name);
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(root, "deleted"), i, v) {
+        const char *s = json_string_value(v);
+        if (s && !(strncmp(s, name, nlen) == 0 && s[nlen] == '/')) json_array_append(dead, v);
+    }
+    long max = disk_max_version(r, name);
+    if (extra_max > max) max = extra_max;
     pthread_mutex_lock(&r->mu);
-    for (int i = 0; i < r->n_e; i++) {
-        store_entry *e = r->e[i];
-        if (!e->explicit_cur && !e->admin_pinned) continue;
-        json_t *o = json_object();
-        if (!o || json_object_set_new(tasks, e->name, o)) {
+    for (int k = 0; k < r->n_tombs; k++)
+        if (strncmp(r->tombs[k], name, nlen) == 0 && r->tombs[k][nlen] == '/') json_array_append_new(dead, json_string(r->tombs[k]));
+    store_entry *e = get_entry(r, name);
+    json_t *o = NULL;
+    if (e && ((e->explicit_cur && e->cur) || e->admin_pinned)) {
+        if (!(o = json_object())) {
             pthread_mutex_unlock(&r->mu);
             goto oom;
         }
-        if (e->explicit_cur && e->cur) json_object_set_new(o, "current", json_string(e->cur->version));
+        if (e->explicit_cur && e->cur) {
+            if (e->cur->vnum > max) max = e->cur->vnum;
+            json_object_set_new(o, "current", json_string(e->cur->version));
+            json_object_set_new(o, "max", json_integer(max));
+        }
         if (e->admin_pinned) json_object_set_new(o, "pinned", json_true());
     }
-    for (int i = 0; i < r->n_tombs; i++) json_array_append_new(dead, json_string(r->tombs[i]));
     pthread_mutex_unlock(&r->mu);
-    json_object_set_new(root, "version", json_integer(1));
-    json_object_set(root, "tasks", tasks);
+    if (o) json_object_set_new(tasks, name, o);
+    else json_object_del(tasks, name);
+    json_object_set_new(root, "version", json_integer(2));
     json_object_set(root, "deleted", dead);
-    char path[PATH_MAX], tmp[PATH_MAX];
-    pathf(path, sizeof path, "%s/%s", r->dir, STATE_FILE);
-    pathf(tmp, sizeof tmp, "%s/%s.tmp", r->dir, STATE_FILE);
+    /* a name of its own: replicas on other hosts may write at once where locks do not work */
+    char host[64] = "";
+    gethostname(host, sizeof host - 1);
+    pathf(tmp, sizeof tmp, "%s/%s.%s-%d.tmp", r->dir, STATE_FILE, host, (int)getpid());
     char *text = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
     if (!text) goto oom;
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -798,11 +867,31 @@ static int state_write(store_registry *r, eng_err *err) {
         if (fd >= 0) close(fd), unlink(tmp);
     }
     free(text);
-    json_decref(root), json_decref(tasks), json_decref(dead);
+    json_decref(root), json_decref(dead);
+    state_unlock(lk);
     return rc;
 oom:
-    json_decref(root), json_decref(tasks), json_decref(dead);
+    json_decref(root), json_decref(dead);
+    state_unlock(lk);
     return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+}
+
+/* The state file's word on one task. */
+typedef struct {
+    const char *name;
+    const char *current;     /* NULL: none recorded */
+    long max;                /* highest version on disk when current was recorded */
+    int pinned;
+} state_task;
+
+/* The version the rule makes current among e's listed versions: the state's current while no
+ * listed version is numbered above the state's max, else the highest. Every replica applies it to
+ * the same files, so they agree once they have looked. reg->mu held. */
+static store_task *rule_current(const store_entry *e, const state_task *st) {
+    if (!e->n) return NULL;
+    store_task *hi = e->v[e->n - 1];
+    store_task *c = st && st->current ? find_version(e, st->current) : NULL;
+    return c && hi->vnum <= st->max ? c : hi;
 }
 
 /* Applies the state file at open: tombstones, current versions, pins. A missing file is no state. */
@@ -829,16 +918,20 @@ static int state_read(store_registry *r, eng_err *err) {
     json_object_foreach(json_object_get(root, "tasks"), k, v) {
         store_entry *e = get_entry(r, k);
         if (!e) continue;
-        const char *cur = json_string_value(json_object_get(v, "current"));
-        store_task *t = cur ? find_version(e, cur) : NULL;
+        json_t *mx = json_object_get(v, "max");
+        /* a state file of version 1 has no max: its current holds */
+        state_task st = {k, json_string_value(json_object_get(v, "current")), json_is_integer(mx) ? (long)json_integer_value(mx) : LONG_MAX, 0};
+        store_task *t = rule_current(e, &st);
+        if (st.current && t && strcmp(t->version, st.current)) {
+            if (find_version(e, st.current)) logf_(r, "state: task %s has versions above %ld; serving the highest", k, st.max);
+            else logf_(r, "state: task %s version %s is gone; serving the highest", k, st.current);
+        }
         if (t) {
             if (e->cur) e->cur->current = 0;
             e->cur = t;
             t->current = 1;
-            e->explicit_cur = 1;
-        } else if (cur) {
-            logf_(r, "state: task %s version %s is gone; serving the highest", k, cur);
         }
+        e->explicit_cur = st.current != NULL;
         e->admin_pinned = json_is_true(json_object_get(v, "pinned"));
     }
     json_decref(root);
@@ -1148,8 +1241,18 @@ int store_version_add(store_registry *r, const char *name, const char *version, 
         rc = eng_err_set(err, ENG_IO, "%s: cannot create (%s)", tdir, strerror(errno));
         goto done;
     }
+    /* Not activated while the task has a current version: the state names that version, and a max
+     * covering the new number, before the number appears; replicas that see the version then keep
+     * serving the current one (rule_current). */
+    pthread_mutex_lock(&r->mu);
+    store_entry *pe = get_entry(r, name);
+    int keep_cur = !activate && pe && pe->cur;
+    if (keep_cur) pe->explicit_cur = 1;
+    pthread_mutex_unlock(&r->mu);
+    if (keep_cur && (rc = state_write(r, name, version_number(version), err))) goto done;
     if (rename(staged, vdir)) {
         rc = eng_err_set(err, ENG_IO, "cannot rename %s to %s (%s)", staged, vdir, strerror(errno));
+        if (keep_cur) state_write(r, name, -1, NULL);
         goto done;
     }
     free(t->dir);
@@ -1166,7 +1269,7 @@ int store_version_add(store_registry *r, const char *name, const char *version, 
     rc = list_validated(r, t, et, dt, activate, activate, err);
     t = NULL, et = NULL;
     logf_(r, "task %s version %s added%s", name, version, activate ? " and activated" : "");
-    if (!rc) rc = state_write(r, err);
+    if (!rc) rc = state_write(r, name, -1, err);
 done:
     pthread_mutex_unlock(&r->admin_mu);
     eng_task_free(et);
@@ -1195,7 +1298,7 @@ int store_activate(store_registry *r, const char *name, const char *version, eng
     pthread_mutex_unlock(&r->mu);
     free_detached(&d);
     logf_(r, "task %s: version %s is current", name, version);
-    rc = state_write(r, err);
+    rc = state_write(r, name, -1, err);
 done:
     store_task_release(t);
     pthread_mutex_unlock(&r->admin_mu);
@@ -1246,7 +1349,7 @@ int store_delete_version(store_registry *r, const char *name, const char *versio
     pthread_mutex_unlock(&r->mu);
     store_task_release(t);
     logf_(r, "task %s version %s deleted", name, version);
-    rc = state_write(r, err);
+    rc = state_write(r, name, -1, err);
     pthread_mutex_unlock(&r->admin_mu);
     return rc;
 }
@@ -1277,7 +1380,7 @@ int store_delete_task(store_registry *r, const char *name, eng_err *err) {
     pthread_mutex_unlock(&r->mu);
     entry_free(e);
     logf_(r, "task %s deleted", name);
-    int rc = state_write(r, err);
+    int rc = state_write(r, name, -1, err);
     pthread_mutex_unlock(&r->admin_mu);
     return rc;
 }
@@ -1293,7 +1396,7 @@ int store_pin(store_registry *r, const char *name, int pinned, eng_err *err) {
     if (!e) rc = eng_err_set(err, ENG_NOT_FOUND, "unknown task \"%.100s\"", name);
     else if (t) rc = store_task_ensure(r, t, err);
     store_task_release(t);
-    if (!rc) rc = state_write(r, err);
+    if (!rc) rc = state_write(r, name, -1, err);
     pthread_mutex_unlock(&r->admin_mu);
     return rc;
 }
@@ -1313,7 +1416,7 @@ int store_unload(store_registry *r, const char *name, eng_err *err) {
     }
     pthread_mutex_unlock(&r->mu);
     free_detached(&d);
-    if (!rc && was_pinned) rc = state_write(r, err);
+    if (!rc && was_pinned) rc = state_write(r, name, -1, err);
     pthread_mutex_unlock(&r->admin_mu);
     return rc;
 }
@@ -1333,19 +1436,130 @@ static int bad_seen(store_registry *r, const char *name, const char *version, ui
     return 0;
 }
 
+/* The state file as it is now, or NULL: absent (*ok = 1: the tasks follow their highest versions)
+ * or unreadable (*ok = 0: nothing is changed from it). When read, its tombstones replace the
+ * registry's. admin_mu held. */
+static json_t *state_load(store_registry *r, int *ok) {
+    char path[PATH_MAX];
+    pathf(path, sizeof path, "%s/%s", r->dir, STATE_FILE);
+    *ok = 1;
+    if (access(path, F_OK) != 0) {
+        *ok = errno == ENOENT; /* a network file system's hiccup is not "no state" */
+        return NULL;
+    }
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    if (!json_is_object(root)) {
+        logf_(r, "%s:%d: %s; the registry state is not followed until it is rewritten", path, je.line,
+              root ? "not a JSON object" : je.text);
+        json_decref(root);
+        *ok = 0;
+        return NULL;
+    }
+    json_t *dead = json_object_get(root, "deleted");
+    size_t n = json_array_size(dead), i;
+    char **nt = calloc(n + 1, sizeof *nt);
+    if (!nt) return root;
+    size_t k = 0;
+    json_t *v;
+    json_array_foreach(dead, i, v) if (json_is_string(v) && (nt[k] = strdup(json_string_value(v)))) k++;
+    pthread_mutex_lock(&r->mu);
+    free_strs(r->tombs, r->n_tombs);
+    r->tombs = nt, r->n_tombs = (int)k;
+    pthread_mutex_unlock(&r->mu);
+    return root;
+}
+
+static state_task state_of(json_t *root, const char *name) {
+    json_t *o = json_object_get(json_object_get(root, "tasks"), name);
+    json_t *mx = json_object_get(o, "max");
+    return (state_task){name, json_string_value(json_object_get(o, "current")),
+                        json_is_integer(mx) ? (long)json_integer_value(mx) : LONG_MAX,
+                        json_is_true(json_object_get(o, "pinned"))};
+}
+
+/* Follows what other writers did: versions whose directory is gone are unlisted, and every task's
+ * current version and pin are set from the state file by rule_current. A new current version is
+ * loaded (validated) before it is served; one that does not load leaves the task as it was. */
+static void follow_state(store_registry *r, json_t *root) {
+    char **names = NULL;
+    int n = store_task_names(r, &names);
+    for (int i = 0; i < n; i++) {
+        state_task st = state_of(root, names[i]);
+        char want[32] = "";
+        pthread_mutex_lock(&r->mu);
+        store_entry *e = get_entry(r, names[i]);
+        /* versions deleted by another writer (the current one last: the rule then picks another) */
+        for (int k = 0; e && k < e->n;) {
+            store_task *t = e->v[k];
+            if (is_dir(t->dir) || (t == e->cur && e->n > 1)) {
+                k++;
+                continue;
+            }
+            unlist_locked(r, e, t);
+            pthread_mutex_unlock(&r->mu);
+            logf_(r, "task %s version %s: its directory is gone; unlisted", names[i], t->version);
+            store_task_release(t);
+            pthread_mutex_lock(&r->mu);
+            e = get_entry(r, names[i]);
+        }
+        if (e && e->cur && e->n > 1 && !is_dir(e->cur->dir)) {
+            /* the current one went too: serve the highest of the others (loaded on first use) */
+            store_task *gone = e->cur, *next = e->v[e->n - 1] == gone ? e->v[e->n - 2] : e->v[e->n - 1];
+            detached d = {0};
+            set_current_locked(r, e, next, &d);
+            unlist_locked(r, e, gone);
+            pthread_mutex_unlock(&r->mu);
+            free_detached(&d);
+            logf_(r, "task %s version %s: its directory is gone; unlisted", names[i], gone->version);
+            store_task_release(gone);
+            pthread_mutex_lock(&r->mu);
+            e = get_entry(r, names[i]);
+        }
+        if (e) {
+            e->explicit_cur = st.current != NULL;
+            e->admin_pinned = st.pinned;
+            store_task *t = rule_current(e, &st);
+            if (t && t != e->cur) snprintf(want, sizeof want, "%s", t->version);
+        }
+        pthread_mutex_unlock(&r->mu);
+        if (!want[0]) continue;
+        store_task *t = store_task_acquire_version(r, names[i], want);
+        eng_err e2 = {0};
+        if (t && store_task_ensure(r, t, &e2) == 0) {
+            detached d = {0};
+            pthread_mutex_lock(&r->mu);
+            e = get_entry(r, names[i]);
+            if (e && atomic_load(&t->listed)) set_current_locked(r, e, t, &d);
+            pthread_mutex_unlock(&r->mu);
+            free_detached(&d);
+            logf_(r, "task %s: version %s is current (registry state)", names[i], want);
+        } else if (t) {
+            fprintf(stderr, "adapterd: task %s version %s named by the registry state does not load: %s\n", names[i], want,
+                    e2.msg);
+        }
+        store_task_release(t);
+    }
+    free_strs(names, n > 0 ? n : 0);
+}
+
 int store_rescan(store_registry *r, eng_err *err) {
     pthread_mutex_lock(&r->admin_mu);
+    int state_ok;
+    json_t *state = state_load(r, &state_ok);
     char tasks[PATH_MAX], tdir[PATH_MAX], vdir[PATH_MAX];
     pathf(tasks, sizeof tasks, "%s/tasks", r->dir);
     char **names = NULL;
     int n = list_subdirs(tasks, &names, err), added = 0;
     if (n < 0) {
+        json_decref(state);
         pthread_mutex_unlock(&r->admin_mu);
         return n;
     }
     for (int i = 0; i < n; i++) {
         if (!valid_name(names[i])) continue;
         pathf(tdir, sizeof tdir, "%s/%s", tasks, names[i]);
+        state_task st = state_of(state, names[i]);
         char **vers = NULL;
         int nv = list_subdirs(tdir, &vers, NULL);
         for (int k = 0; k < nv; k++) {
@@ -1382,7 +1596,8 @@ int store_rescan(store_registry *r, eng_err *err) {
                 bad_seen(r, names[i], vers[k], fp, 1);
                 continue;
             }
-            int make_current = vn > curv;
+            /* above the current one and above what the state file had seen (rule_current) */
+            int make_current = vn > curv && (!st.current || vn > st.max);
             if (list_validated(r, t, et, dt, make_current, 0, &e2) == 0) {
                 added++;
                 logf_(r, "task %s version %s loaded from the registry directory%s", names[i], vers[k],
@@ -1415,6 +1630,8 @@ int store_rescan(store_registry *r, eng_err *err) {
     }
     free_strs(known, nk > 0 ? nk : 0);
     free_strs(names, n);
+    if (state_ok) follow_state(r, state);
+    json_decref(state);
     pthread_mutex_unlock(&r->admin_mu);
     return added;
 }
