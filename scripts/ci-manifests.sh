@@ -65,5 +65,6 @@ python3 -m json.tool deploy/compose/grafana/dashboards/adapterd.json >/dev/null
 python3 -m json.tool deploy/kubernetes/base/adapterd.json >/dev/null
 # the CI and setup scripts (bench/ and tests/ drivers are their owners' to lint)
 shellcheck scripts/ci-container.sh scripts/ci-manifests.sh
+shellcheck -s sh deploy/kubernetes/components/s3-sync/sync.sh
 shellcheck -S warning scripts/setup.sh .ci/run
 echo "ci-manifests: passed in $(($(date +%s) - t0)) s"
