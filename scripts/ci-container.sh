@@ -100,7 +100,7 @@ done
 if [ "$ready" != 1 ]; then
   echo "ci-container: not ready within 60 s"; podman logs "$NAME" | tail -n 30; exit 1
 fi
-echo "ci-container: ready in $(echo "$(date +%s.%N) - $start" | bc 2>/dev/null || echo '?') s"
+echo "ci-container: ready $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN {printf "%.2f", b - a}') s after podman run"
 
 # the README's sample request
 body=$(curl -sf "http://127.0.0.1:$PORT/v1/predict" -H 'Content-Type: application/json' \
