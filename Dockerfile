@@ -6,8 +6,9 @@
 # Stages: build (toolchain, compiles adapterd only), base (the shared libraries adapterd links and
 # a non-root user), example (base + examples/registry) and runtime (base + an empty /registry
 # volume; the default, being last). The kernels are built portable (ADAPTERD_NATIVE=OFF): an image
-# runs on other CPUs than the one that built it. MARCH=x86-64-v4 (AVX-512 fleets) or x86-64-v3
-# (AVX2) builds for a CPU level instead; docs/OPERATIONS.md says what each costs.
+# runs on other CPUs than the one that built it, but the backbone kernel then runs its plain C path:
+# on bert-base shapes a fifth of the native throughput. MARCH=x86-64-v4 (AVX-512 nodes: the native
+# figure) or x86-64-v3 (AVX2) builds for a CPU level instead; docs/OPERATIONS.md has the figures.
 # podman keeps HEALTHCHECK only with --format docker.
 
 ARG BASE=debian:bookworm-slim
