@@ -21,9 +21,17 @@
  * or the new registry: an upload's files and folders are fsynced, the folder is renamed into
  * place and its parent fsynced; then the state file (which records every task's current version,
  * not only activations) is rewritten (tmp, fsync, rename, fsync of the folder); only then does
- * the table change. A kill between the rename and the state file leaves a listed, not current
- * version, which is what the client was not yet told otherwise. What a kill leaves half done
- * (staging and deletion folders, the state file's temporary) is swept at the next start.
+ * the table change. While the task has a current version, the state file is also written before
+ * the rename, naming that version with a max covering the new number, so a kill between the
+ * rename and the final state write leaves a listed, not current version, which is what the client
+ * was not yet told otherwise. What a kill leaves half done (staging and deletion folders, the
+ * state file's temporary) is swept at the next start.
+ *
+ * Replicas on one registry. Each state write is a read-modify-write of one task's entry under a
+ * POSIX record lock (.adapterd-state.lock): other tasks' entries are kept as on disk. An entry
+ * holds the current version and max, the highest number on disk when it was written; every
+ * rescan re-reads the file and applies rule_current (the recorded version unless one above max
+ * exists, then the highest), so replicas agree and a version dropped in by hand still wins.
  *
  * Start-up keeps going past bad versions: a version that cannot be read or loaded is kept on disk
  * and listed as failed with its reason; a task whose current version fails is served on its
@@ -50,6 +58,7 @@
 
 #define STATE_FILE ".adapterd-state.json"
 #define NFTW_FDS 16 /* directories a tree walk keeps open at once */
+#define STATE_LOCK ".adapterd-state.lock"
 
 struct store_model {
     atomic_int refs;
@@ -135,6 +144,8 @@ struct store_registry {
 };
 
 static int bad_seen(store_registry *r, const char *name, const char *version, uint64_t fp, int add);
+static int state_lock(store_registry *r, int *held);
+static void state_unlock(int fd);
 
 store_params store_default_params(void) {
     return (store_params){.allow_skip = 0, .verbose = 1, .memory_budget = 0, .load_rate = 0, .load_burst = (size_t)16 << 20};
@@ -380,7 +391,8 @@ static int ours_left_behind(const char *n) { return !strncmp(n, ".upload-", 8) |
 /* Removes what a killed server leaves behind: upload staging (tasks/.upload-*), folders moved aside
  * to be deleted (tasks/.deleted-*, tasks/<name>/.deleted-*), the state file's temporary, and task
  * folders left empty (created for an upload that never got renamed in). Other '.' names may be a
- * writer's copy in progress and stay. One server per registry: another one's uploads would go. */
+ * writer's copy in progress and stay. A replica's upload in progress on the same registry would go
+ * too (its staging name is the same kind): replicas are started while no upload runs. */
 static void sweep(store_registry *r) {
     char tasks[PATH_MAX], p[PATH_MAX], q[PATH_MAX];
     pathf(tasks, sizeof tasks, "%s/tasks", r->dir);
@@ -406,8 +418,14 @@ static void sweep(store_registry *r) {
         if (rmdir(p) == 0) logf_(r, "removed the empty task folder tasks/%s", de->d_name); /* fails unless empty */
     }
     if (d) closedir(d);
+    /* under the writer lock: a replica on the same registry may be writing it right now (the
+     * lock file is created only then: a registry that is only read gets no new file) */
     pathf(p, sizeof p, "%s/%s.tmp", r->dir, STATE_FILE);
-    unlink(p);
+    if (access(p, F_OK) == 0) {
+        int held, lk = state_lock(r, &held);
+        if (held) unlink(p);
+        state_unlock(lk);
+    }
     fsync_path(tasks, 1);
 }
 
@@ -954,59 +972,200 @@ static int tomb_index(const store_registry *r, const char *name, const char *ver
     return -1;
 }
 
-/* Writes the state file durably (tmp, fsync, rename, fsync of the folder): every task's current
- * version, pins, tombstones. With ov_name set, task ov_name is written with current ov_cur, as it
- * will be once the caller changes the table: the disk goes first (see the file's top). admin_mu
- * held. */
-static int state_write_as(store_registry *r, const char *ov_name, const char *ov_cur, eng_err *err) {
-    json_t *root = json_object(), *tasks = json_object(), *dead = json_array();
-    int rc = 0, ov_done = 0;
+/* Highest version number among the version directories of tasks/<name>/ on disk (dot names
+ * excluded), or -1. */
+static long disk_max_version(store_registry *r, const char *name) {
+    char tdir[PATH_MAX];
+    pathf(tdir, sizeof tdir, "%s/tasks/%s", r->dir, name);
+    char **vers = NULL;
+    int nv = list_subdirs(tdir, &vers, NULL);
+    long m = -1;
+    for (int i = 0; i < nv; i++) {
+        long v = version_number(vers[i]);
+        if (v > m) m = v;
+    }
+    free_strs(vers, nv > 0 ? nv : 0);
+    return m;
+}
+
+/* Takes the registry's writer lock (a POSIX record lock on .adapterd-state.lock, which NFS and
+ * most shared volumes honour across hosts). Returns the descriptor to pass to state_unlock; *held
+ * is 0 when the file system has no locks (the write then goes on unlocked). */
+static int state_lock(store_registry *r, int *held) {
+    char path[PATH_MAX];
+    pathf(path, sizeof path, "%s/%s", r->dir, STATE_LOCK);
+    *held = 0;
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return -1;
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    while (fcntl(fd, F_SETLKW, &fl) < 0) {
+        if (errno == EINTR) continue;
+        logf_(r, "%s: no lock (%s); the state is written unlocked", path, strerror(errno));
+        return fd;
+    }
+    *held = 1;
+    return fd;
+}
+
+static void state_unlock(int fd) {
+    if (fd >= 0) close(fd); /* closing releases the record lock */
+}
+
+/* Sets tasks[name] to {current, max, pinned} (current and max only when cur is set). */
+static int state_entry_set(json_t *tasks, const char *name, const char *cur, long max, int pinned) {
+    json_t *o = json_object();
+    if (!o || json_object_set_new(tasks, name, o)) return -1;
+    if (cur && (json_object_set_new(o, "current", json_string(cur)) || json_object_set_new(o, "max", json_integer(max))))
+        return -1;
+    if (pinned && json_object_set_new(o, "pinned", json_true())) return -1;
+    return 0;
+}
+
+/* Rewrites task name's part of the state file durably (tmp, fsync, rename, fsync of the folder)
+ * under the writer lock, as a read-modify-write: the file is read, name's entry and tombstones are
+ * replaced by this process's, the other tasks' entries are kept as they are on disk (another
+ * replica may have just changed them), and a task this process serves that has no entry yet gets
+ * one, so that every task's current version is recorded. Name's entry records its current version
+ * (ov_cur when set: as it will be once the caller changes the table, the disk going first; see the
+ * file's top) and max, the highest version number on disk, or extra_max when higher (a version
+ * about to be renamed in). With above >= 0 the write is conditional: when the entry on disk
+ * already records a current version with a max >= above, nothing is written and *skipped is set
+ * (another replica recorded that version as not current). admin_mu held. */
+static int state_update(store_registry *r, const char *name, const char *ov_cur, long extra_max, long above, int *skipped,
+                        eng_err *err) {
+    int held, lk = state_lock(r, &held), rc = 0;
+    if (skipped) *skipped = 0;
+    char path[PATH_MAX], tmp[PATH_MAX], tdir[PATH_MAX];
+    pathf(path, sizeof path, "%s/%s", r->dir, STATE_FILE);
+    json_t *root = access(path, F_OK) == 0 ? json_load_file(path, 0, NULL) : NULL;
+    if (!json_is_object(root)) {
+        json_decref(root);
+        root = json_object();
+    }
+    json_t *tasks = json_object_get(root, "tasks"), *dead = json_array();
+    if (root && !json_is_object(tasks)) {
+        tasks = json_object();
+        if (!tasks || json_object_set_new(root, "tasks", tasks)) tasks = NULL;
+    }
     if (!root || !tasks || !dead) goto oom;
+    if (above >= 0) {
+        json_t *o = json_object_get(tasks, name), *mx = json_object_get(o, "max");
+        if (json_string_value(json_object_get(o, "current")) && json_is_integer(mx) && json_integer_value(mx) >= above) {
+            if (skipped) *skipped = 1;
+            goto out;
+        }
+    }
+    size_t nlen = strlen(name), i;
+    json_t *v;
+    json_array_foreach(json_object_get(root, "deleted"), i, v) {
+        const char *s = json_string_value(v);
+        if (s && !(strncmp(s, name, nlen) == 0 && s[nlen] == '/') && json_array_append(dead, v)) goto oom;
+    }
+    long max = disk_max_version(r, name);
+    if (extra_max > max) max = extra_max;
+    /* the tasks this process serves with no entry on disk yet (their folder still there) */
+    char **miss = NULL;
+    int n_miss = 0;
     pthread_mutex_lock(&r->mu);
-    for (int i = 0; i < r->n_e + 1; i++) {
-        store_entry *e = i < r->n_e ? r->e[i] : NULL;
-        if (!e && (!ov_name || ov_done)) break;
-        const char *name = e ? e->name : ov_name;
-        int ov = ov_name && !strcmp(name, ov_name);
-        ov_done |= ov;
-        const char *cur = ov ? ov_cur : e->cur ? e->cur->version : NULL;
-        json_t *o = json_object();
-        if (!o || json_object_set_new(tasks, name, o) || (cur && json_object_set_new(o, "current", json_string(cur))) ||
-            (e && e->admin_pinned && json_object_set_new(o, "pinned", json_true()))) {
-            pthread_mutex_unlock(&r->mu);
+    if (r->n_e && !(miss = calloc((size_t)r->n_e, sizeof *miss))) {
+        pthread_mutex_unlock(&r->mu);
+        goto oom;
+    }
+    for (int k = 0; k < r->n_e; k++)
+        if (strcmp(r->e[k]->name, name) && r->e[k]->cur && !json_object_get(tasks, r->e[k]->name) &&
+            (miss[n_miss] = strdup(r->e[k]->name)))
+            n_miss++;
+    pthread_mutex_unlock(&r->mu);
+    for (int k = 0; k < n_miss; k++) {
+        pathf(tdir, sizeof tdir, "%s/tasks/%s", r->dir, miss[k]);
+        long mk = is_dir(tdir) ? disk_max_version(r, miss[k]) : -1;
+        pthread_mutex_lock(&r->mu);
+        store_entry *e = get_entry(r, miss[k]);
+        int bad = 0;
+        if (mk >= 0 && e && e->cur)
+            bad = state_entry_set(tasks, miss[k], e->cur->version, e->cur->vnum > mk ? e->cur->vnum : mk, e->admin_pinned);
+        pthread_mutex_unlock(&r->mu);
+        if (bad) {
+            free_strs(miss, n_miss);
             goto oom;
         }
     }
-    for (int i = 0; i < r->n_tombs; i++) json_array_append_new(dead, json_string(r->tombs[i]));
+    free_strs(miss, n_miss);
+    pthread_mutex_lock(&r->mu);
+    for (int k = 0; k < r->n_tombs; k++)
+        if (strncmp(r->tombs[k], name, nlen) == 0 && r->tombs[k][nlen] == '/' &&
+            json_array_append_new(dead, json_string(r->tombs[k]))) {
+            pthread_mutex_unlock(&r->mu);
+            goto oom;
+        }
+    store_entry *e = get_entry(r, name);
+    const char *cur = ov_cur ? ov_cur : e && e->cur ? e->cur->version : NULL;
+    int bad = 0;
+    if (cur || e) {
+        long cv = version_number(cur ? cur : "");
+        bad = state_entry_set(tasks, name, cur, cv > max ? cv : max, e && e->admin_pinned);
+    } else {
+        json_object_del(tasks, name); /* the task is gone */
+    }
     pthread_mutex_unlock(&r->mu);
-    json_object_set_new(root, "version", json_integer(1));
-    json_object_set(root, "tasks", tasks);
+    if (bad) goto oom;
+    json_object_set_new(root, "version", json_integer(2));
     json_object_set(root, "deleted", dead);
-    char path[PATH_MAX], tmp[PATH_MAX];
-    pathf(path, sizeof path, "%s/%s", r->dir, STATE_FILE);
-    pathf(tmp, sizeof tmp, "%s/%s.tmp", r->dir, STATE_FILE);
+    /* where locks do not work, replicas on other hosts may write at once: a name of its own then */
+    char host[64] = "";
+    if (held) pathf(tmp, sizeof tmp, "%s/%s.tmp", r->dir, STATE_FILE);
+    else gethostname(host, sizeof host - 1), pathf(tmp, sizeof tmp, "%s/%s.%s-%d.tmp", r->dir, STATE_FILE, host, (int)getpid());
     char *text = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
     if (!text) goto oom;
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     size_t n = strlen(text);
     errno = 0;
-    int bad = fd < 0 || write(fd, text, n) != (ssize_t)n || write(fd, "\n", 1) != 1 || fsync(fd);
-    if (fd >= 0 && close(fd) && !bad) bad = 1;
-    if (!bad && (rename(tmp, path) || fsync_path(r->dir, 1))) bad = 2;
-    if (bad) {
-        int e = errno ? errno : ENOSPC; /* a short write sets no errno: the disk is full */
-        rc = eng_err_set(err, io_status(e), "cannot write the registry state %s (%s)", STATE_FILE, strerror(e));
-        if (bad == 1) unlink(tmp);
+    int bw = fd < 0 || write(fd, text, n) != (ssize_t)n || write(fd, "\n", 1) != 1 || fsync(fd);
+    if (fd >= 0 && close(fd) && !bw) bw = 1;
+    if (!bw && (rename(tmp, path) || fsync_path(r->dir, 1))) bw = 2;
+    if (bw) {
+        int en = errno ? errno : ENOSPC; /* a short write sets no errno: the disk is full */
+        rc = eng_err_set(err, io_status(en), "cannot write the registry state %s (%s)", STATE_FILE, strerror(en));
+        if (bw == 1) unlink(tmp);
     }
     free(text);
-    json_decref(root), json_decref(tasks), json_decref(dead);
+out:
+    json_decref(root), json_decref(dead);
+    state_unlock(lk);
     return rc;
 oom:
-    json_decref(root), json_decref(tasks), json_decref(dead);
+    json_decref(root), json_decref(dead);
+    state_unlock(lk);
     return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
 }
 
-static int state_write(store_registry *r, eng_err *err) { return state_write_as(r, NULL, NULL, err); }
+/* Records task ov_name with current version ov_cur before the caller makes it current. */
+static int state_write_as(store_registry *r, const char *ov_name, const char *ov_cur, eng_err *err) {
+    return state_update(r, ov_name, ov_cur, -1, -1, NULL, err);
+}
+
+/* Records task name as this process serves it; extra_max as for state_update. */
+static int state_write(store_registry *r, const char *name, long extra_max, eng_err *err) {
+    return state_update(r, name, NULL, extra_max, -1, NULL, err);
+}
+
+/* The state file's word on one task. */
+typedef struct {
+    const char *name;
+    const char *current;     /* NULL: none recorded */
+    long max;                /* highest version on disk when current was recorded */
+    int pinned;
+} state_task;
+
+/* The version the rule makes current among e's listed versions: the state's current while no
+ * listed version is numbered above the state's max, else the highest. Every replica applies it to
+ * the same files, so they agree once they have looked. reg->mu held. */
+static store_task *rule_current(const store_entry *e, const state_task *st) {
+    if (!e->n) return NULL;
+    store_task *hi = e->v[e->n - 1];
+    store_task *c = st && st->current ? find_version(e, st->current) : NULL;
+    return c && hi->vnum <= st->max ? c : hi;
+}
 
 /* Applies the state file at open: tombstones, current versions, pins. A missing file is no state. */
 static int state_read(store_registry *r, eng_err *err) {
@@ -1032,16 +1191,23 @@ static int state_read(store_registry *r, eng_err *err) {
     json_object_foreach(json_object_get(root, "tasks"), k, v) {
         store_entry *e = get_entry(r, k);
         if (!e) continue;
-        const char *cur = json_string_value(json_object_get(v, "current"));
-        store_task *t = cur ? find_version(e, cur) : NULL;
+        json_t *mx = json_object_get(v, "max");
+        /* a state file of version 1 has no max: its current holds */
+        state_task st = {k, json_string_value(json_object_get(v, "current")), json_is_integer(mx) ? (long)json_integer_value(mx) : LONG_MAX, 0};
+        store_task *t = rule_current(e, &st);
+        if (st.current && t && strcmp(t->version, st.current)) {
+            if (find_version(e, st.current)) logf_(r, "state: task %s has versions above %ld; serving the highest", k, st.max);
+            else logf_(r, "state: task %s version %s is gone; serving the highest", k, st.current);
+        }
         if (t) {
             if (e->cur) e->cur->current = 0;
             e->cur = t;
             t->current = 1;
-        } else if (cur && !e->want) {
+        }
+        if (st.current && !find_version(e, st.current) && !e->want && (!e->n || e->v[e->n - 1]->vnum <= st.max)) {
             /* its folder failed to read, or is gone: the newest good version stands in (store_open) */
-            int b = broken_find(r, k, cur);
-            e->want = strdup(cur);
+            int b = broken_find(r, k, st.current);
+            e->want = strdup(st.current);
             e->want_why = strdup(b >= 0 ? r->broken[b].reason : "its folder is gone");
         }
         e->admin_pinned = json_is_true(json_object_get(v, "pinned"));
@@ -1461,6 +1627,14 @@ int store_version_add(store_registry *r, const char *name, const char *version, 
         rc = eng_err_set(err, io_status(e), "cannot write task %s version %s to disk (%s)", name, version, strerror(e));
         goto done;
     }
+    pthread_mutex_lock(&r->mu);
+    store_entry *en = get_entry(r, name);
+    int had_cur = en && en->cur, becomes_current = activate || !had_cur;
+    pthread_mutex_unlock(&r->mu);
+    /* While the task has a current version, the state names it, with a max covering the new
+     * number, before the number appears: replicas that see the version keep serving the current
+     * one (rule_current), and so does a restart after a kill before the state names the new one. */
+    if (had_cur && (rc = state_write(r, name, version_number(version), err))) goto done;
     int made = 0;
     if (!is_dir(tdir)) {
         if (mkdir(tdir, 0755) && errno != EEXIST) {
@@ -1478,21 +1652,19 @@ int store_version_add(store_registry *r, const char *name, const char *version, 
         rename(vdir, staged); /* nothing may stay published that the client is told failed */
         if (made) rmdir(tdir);
         rc = eng_err_set(err, io_status(e), "cannot publish task %s version %s (%s)", name, version, strerror(e));
+        if (had_cur) state_write(r, name, -1, NULL);
         goto done;
     }
-    pthread_mutex_lock(&r->mu);
-    store_entry *en = get_entry(r, name);
-    int becomes_current = activate || !en || !en->cur;
-    pthread_mutex_unlock(&r->mu);
     int ti = tomb_index(r, name, version);
     if (ti >= 0) {
         free(r->tombs[ti]);
         r->tombs[ti] = r->tombs[--r->n_tombs];
     }
-    if ((rc = state_write_as(r, becomes_current ? name : NULL, becomes_current ? version : NULL, err))) {
+    if ((rc = becomes_current ? state_write_as(r, name, version, err) : state_write(r, name, -1, err))) {
         if (rename(vdir, staged)) logf_(r, "task %s version %s: cannot take it back (%s)", name, version, strerror(errno));
         if (made) rmdir(tdir);
         fsync_path(tdir, 1);
+        if (had_cur) state_write(r, name, -1, NULL);
         goto done;
     }
     free(t->dir);
@@ -1613,7 +1785,7 @@ int store_delete_version(store_registry *r, const char *name, const char *versio
     pthread_mutex_unlock(&r->mu);
     store_task_release(t);
     logf_(r, "task %s version %s deleted", name, version);
-    rc = state_write(r, err);
+    rc = state_write(r, name, -1, err);
     pthread_mutex_unlock(&r->admin_mu);
     return rc;
 }
@@ -1647,7 +1819,7 @@ int store_delete_task(store_registry *r, const char *name, eng_err *err) {
     pthread_mutex_unlock(&r->mu);
     if (e) entry_free(e);
     logf_(r, "task %s deleted", name);
-    int rc = state_write(r, err);
+    int rc = state_write(r, name, -1, err);
     pthread_mutex_unlock(&r->admin_mu);
     return rc;
 }
@@ -1663,7 +1835,7 @@ int store_pin(store_registry *r, const char *name, int pinned, eng_err *err) {
     if (!e) rc = eng_err_set(err, ENG_NOT_FOUND, "unknown task \"%.100s\"", name);
     else if (t) rc = store_task_ensure(r, t, err);
     store_task_release(t);
-    if (!rc) rc = state_write(r, err);
+    if (!rc) rc = state_write(r, name, -1, err);
     pthread_mutex_unlock(&r->admin_mu);
     return rc;
 }
@@ -1683,7 +1855,7 @@ int store_unload(store_registry *r, const char *name, eng_err *err) {
     }
     pthread_mutex_unlock(&r->mu);
     free_detached(&d);
-    if (!rc && was_pinned) rc = state_write(r, err);
+    if (!rc && was_pinned) rc = state_write(r, name, -1, err);
     pthread_mutex_unlock(&r->admin_mu);
     return rc;
 }
@@ -1703,19 +1875,129 @@ static int bad_seen(store_registry *r, const char *name, const char *version, ui
     return 0;
 }
 
+/* The state file as it is now, or NULL: absent (*ok = 1: the tasks follow their highest versions)
+ * or unreadable (*ok = 0: nothing is changed from it). When read, its tombstones replace the
+ * registry's. admin_mu held. */
+static json_t *state_load(store_registry *r, int *ok) {
+    char path[PATH_MAX];
+    pathf(path, sizeof path, "%s/%s", r->dir, STATE_FILE);
+    *ok = 1;
+    if (access(path, F_OK) != 0) {
+        *ok = errno == ENOENT; /* a network file system's hiccup is not "no state" */
+        return NULL;
+    }
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    if (!json_is_object(root)) {
+        logf_(r, "%s:%d: %s; the registry state is not followed until it is rewritten", path, je.line,
+              root ? "not a JSON object" : je.text);
+        json_decref(root);
+        *ok = 0;
+        return NULL;
+    }
+    json_t *dead = json_object_get(root, "deleted");
+    size_t n = json_array_size(dead), i;
+    char **nt = calloc(n + 1, sizeof *nt);
+    if (!nt) return root;
+    size_t k = 0;
+    json_t *v;
+    json_array_foreach(dead, i, v) if (json_is_string(v) && (nt[k] = strdup(json_string_value(v)))) k++;
+    pthread_mutex_lock(&r->mu);
+    free_strs(r->tombs, r->n_tombs);
+    r->tombs = nt, r->n_tombs = (int)k;
+    pthread_mutex_unlock(&r->mu);
+    return root;
+}
+
+static state_task state_of(json_t *root, const char *name) {
+    json_t *o = json_object_get(json_object_get(root, "tasks"), name);
+    json_t *mx = json_object_get(o, "max");
+    return (state_task){name, json_string_value(json_object_get(o, "current")),
+                        json_is_integer(mx) ? (long)json_integer_value(mx) : LONG_MAX,
+                        json_is_true(json_object_get(o, "pinned"))};
+}
+
+/* Follows what other writers did: versions whose directory is gone are unlisted, and every task's
+ * current version and pin are set from the state file by rule_current. A new current version is
+ * loaded (validated) before it is served; one that does not load leaves the task as it was. */
+static void follow_state(store_registry *r, json_t *root) {
+    char **names = NULL;
+    int n = store_task_names(r, &names);
+    for (int i = 0; i < n; i++) {
+        state_task st = state_of(root, names[i]);
+        char want[32] = "";
+        pthread_mutex_lock(&r->mu);
+        store_entry *e = get_entry(r, names[i]);
+        /* versions deleted by another writer (the current one last: the rule then picks another) */
+        for (int k = 0; e && k < e->n;) {
+            store_task *t = e->v[k];
+            if (is_dir(t->dir) || (t == e->cur && e->n > 1)) {
+                k++;
+                continue;
+            }
+            unlist_locked(r, e, t);
+            pthread_mutex_unlock(&r->mu);
+            logf_(r, "task %s version %s: its directory is gone; unlisted", names[i], t->version);
+            store_task_release(t);
+            pthread_mutex_lock(&r->mu);
+            e = get_entry(r, names[i]);
+        }
+        if (e && e->cur && e->n > 1 && !is_dir(e->cur->dir)) {
+            /* the current one went too: serve the highest of the others (loaded on first use) */
+            store_task *gone = e->cur, *next = e->v[e->n - 1] == gone ? e->v[e->n - 2] : e->v[e->n - 1];
+            detached d = {0};
+            set_current_locked(r, e, next, &d);
+            unlist_locked(r, e, gone);
+            pthread_mutex_unlock(&r->mu);
+            free_detached(&d);
+            logf_(r, "task %s version %s: its directory is gone; unlisted", names[i], gone->version);
+            store_task_release(gone);
+            pthread_mutex_lock(&r->mu);
+            e = get_entry(r, names[i]);
+        }
+        if (e) {
+            e->admin_pinned = st.pinned;
+            store_task *t = rule_current(e, &st);
+            if (t && t != e->cur) snprintf(want, sizeof want, "%s", t->version);
+        }
+        pthread_mutex_unlock(&r->mu);
+        if (!want[0]) continue;
+        store_task *t = store_task_acquire_version(r, names[i], want);
+        eng_err e2 = {0};
+        if (t && store_task_ensure(r, t, &e2) == 0) {
+            detached d = {0};
+            pthread_mutex_lock(&r->mu);
+            e = get_entry(r, names[i]);
+            if (e && atomic_load(&t->listed)) set_current_locked(r, e, t, &d);
+            pthread_mutex_unlock(&r->mu);
+            free_detached(&d);
+            logf_(r, "task %s: version %s is current (registry state)", names[i], want);
+        } else if (t) {
+            fprintf(stderr, "adapterd: task %s version %s named by the registry state does not load: %s\n", names[i], want,
+                    e2.msg);
+        }
+        store_task_release(t);
+    }
+    free_strs(names, n > 0 ? n : 0);
+}
+
 int store_rescan(store_registry *r, eng_err *err) {
     pthread_mutex_lock(&r->admin_mu);
+    int state_ok;
+    json_t *state = state_load(r, &state_ok);
     char tasks[PATH_MAX], tdir[PATH_MAX], vdir[PATH_MAX];
     pathf(tasks, sizeof tasks, "%s/tasks", r->dir);
     char **names = NULL;
     int n = list_subdirs(tasks, &names, err), added = 0;
     if (n < 0) {
+        json_decref(state);
         pthread_mutex_unlock(&r->admin_mu);
         return n;
     }
     for (int i = 0; i < n; i++) {
         if (!valid_name(names[i])) continue;
         pathf(tdir, sizeof tdir, "%s/%s", tasks, names[i]);
+        state_task st = state_of(state, names[i]);
         char **vers = NULL;
         int nv = list_subdirs(tdir, &vers, NULL);
         for (int k = 0; k < nv; k++) {
@@ -1764,10 +2046,15 @@ int store_rescan(store_registry *r, eng_err *err) {
                 broken_add(r, names[i], vers[k], e2.msg);
                 continue;
             }
-            int make_current = vn > curv;
-            /* the state file first, as for an upload; if it cannot be written the version is listed, not current */
-            if (make_current && state_write_as(r, names[i], vers[k], &e2)) {
+            /* above the current one and above what the state file had seen (rule_current) */
+            int make_current = vn > curv && (!st.current || vn > st.max);
+            /* the state file first, as for an upload, and only if no writer recorded this number
+             * as not current meanwhile; if it cannot be written the version is listed, not current */
+            int skipped = 0;
+            if (make_current && state_update(r, names[i], vers[k], -1, vn, &skipped, &e2)) {
                 fprintf(stderr, "adapterd: task %s version %s: %s; listed, not made current\n", names[i], vers[k], e2.msg);
+                make_current = curv < 0;
+            } else if (skipped) {
                 make_current = curv < 0;
             }
             if (list_validated(r, t, et, dt, make_current, &e2) == 0) {
@@ -1809,6 +2096,11 @@ int store_rescan(store_registry *r, eng_err *err) {
         if (!is_dir(vdir)) broken_remove_at(r, i);
     }
     pthread_mutex_unlock(&r->mu);
+    /* read again: this rescan's own writes, and other writers' since it began */
+    json_decref(state);
+    state = state_load(r, &state_ok);
+    if (state_ok) follow_state(r, state);
+    json_decref(state);
     pthread_mutex_unlock(&r->admin_mu);
     return added;
 }

@@ -33,7 +33,7 @@ srv_config srv_default_config(void) {
     c.drain_timeout_ms = 30000;
     c.access_log = 1;
     c.max_upload_bytes = (size_t)256 << 20;
-    c.watch = 1;
+    c.watch = SRV_WATCH_INOTIFY;
     c.watch_debounce_ms = 200;
     c.watch_interval_ms = 5000;
     c.http_threads = 2;
@@ -48,7 +48,7 @@ srv_config srv_default_config(void) {
     return c;
 }
 
-typedef enum { OPT_STR, OPT_INT, OPT_SIZE, OPT_BOOL } opt_type;
+typedef enum { OPT_STR, OPT_INT, OPT_SIZE, OPT_BOOL, OPT_WATCH } opt_type;
 
 typedef struct {
     const char *name;
@@ -81,7 +81,7 @@ static const opt opts[] = {
     {"load-rate", OPT_SIZE, offsetof(srv_config, load_rate), sizeof(size_t), 0, 1LL << 40},
     {"load-burst", OPT_SIZE, offsetof(srv_config, load_burst), sizeof(size_t), 0, 1LL << 40},
     {"max-upload-bytes", OPT_SIZE, offsetof(srv_config, max_upload_bytes), sizeof(size_t), 1, 1LL << 40},
-    {"watch", OPT_BOOL, offsetof(srv_config, watch), sizeof(int), 0, 1},
+    {"watch", OPT_WATCH, offsetof(srv_config, watch), sizeof(int), 0, 2},
     {"watch-debounce-ms", INT(watch_debounce_ms, 0, 600000)},
     {"watch-interval-ms", INT(watch_interval_ms, 0, 86400000)},
     {"http-threads", INT(http_threads, 1, 256)},
@@ -118,6 +118,12 @@ int srv_config_set(srv_config *c, const char *key, const char *value, eng_err *e
             if (!strcmp(value, "1") || !strcmp(value, "true") || !strcmp(value, "on")) v = 1;
             else if (!strcmp(value, "0") || !strcmp(value, "false") || !strcmp(value, "off")) v = 0;
             else return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s: expected true or false, got '%s'", o->name, value);
+        } else if (o->type == OPT_WATCH) {
+            /* true/false stay accepted: true is inotify */
+            if (!strcmp(value, "inotify") || !strcmp(value, "1") || !strcmp(value, "true") || !strcmp(value, "on")) v = SRV_WATCH_INOTIFY;
+            else if (!strcmp(value, "poll")) v = SRV_WATCH_POLL;
+            else if (!strcmp(value, "0") || !strcmp(value, "false") || !strcmp(value, "off")) v = SRV_WATCH_OFF;
+            else return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s: expected inotify, poll or off, got '%s'", o->name, value);
         } else {
             char *end;
             errno = 0;

@@ -7,7 +7,14 @@
  * timer: when tasks/ has been quiet for --watch-debounce-ms, one store_rescan runs on libuv's pool
  * (it loads weights; never on the loop). A periodic rescan (--watch-interval-ms) catches what
  * inotify cannot see: files changed inside a listed version (several directories deep), which the
- * store reports and never reloads, and events lost between a rescan and a new task's watch. */
+ * store reports and never reloads, and events lost between a rescan and a new task's watch.
+ *
+ * Replicas sharing one registry (a ReadWriteMany volume): every rescan also re-reads the registry
+ * state file, where the admin API of any replica records current versions and pins, and applies it
+ * (store_rescan). In inotify mode the state file's rename in the registry directory arms the
+ * debounce too, so replicas on one host follow at once. Network file systems deliver no events
+ * for other hosts' changes: --watch poll drops the fs events and rescans every --watch-interval-ms,
+ * which bounds how long two replicas can disagree. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <limits.h>
@@ -30,8 +37,9 @@ typedef struct {
 struct srv_watch {
     srv_server *s;
     char tasks_dir[PATH_MAX - 256];
-    uv_fs_event_t root;
+    uv_fs_event_t root, state;   /* tasks/ and the registry directory (state file); inotify mode */
     uv_timer_t debounce, periodic;
+    int poll;                    /* --watch poll: no fs events, the periodic rescan only */
     uv_work_t work;
     task_watch **tw;             /* watched tasks/<name>/ */
     int n_tw, cap_tw;
@@ -48,7 +56,7 @@ static void maybe_free(srv_watch *w) {
 
 static void on_closed(uv_handle_t *h) {
     srv_watch *w = h->data;
-    if (h->type == UV_FS_EVENT && h != (uv_handle_t *)&w->root) {
+    if (h->type == UV_FS_EVENT && h != (uv_handle_t *)&w->root && h != (uv_handle_t *)&w->state) {
         task_watch *t = (task_watch *)h;
         free(t->name);
         free(t);
@@ -92,7 +100,7 @@ static void on_task_event(uv_fs_event_t *h, const char *filename, int events, in
 static int follow(srv_watch *w) {
     int added = 0;
     for (int i = 0; i < w->n_tw; i++) w->tw[i]->seen = 0;
-    for (int f = 0; f < w->n_found; f++) {
+    for (int f = 0; f < w->n_found && !w->poll; f++) {
         int i = 0;
         while (i < w->n_tw && strcmp(w->tw[i]->name, w->found[f])) i++;
         if (i < w->n_tw) {
@@ -188,26 +196,44 @@ static void on_task_event(uv_fs_event_t *h, const char *filename, int events, in
     on_event(h->data, filename, status);
 }
 
+/* The registry directory: only the state file's arrival (a writer renames it in) matters. */
+static void on_state_event(uv_fs_event_t *h, const char *filename, int events, int status) {
+    (void)events;
+    if (status >= 0 && filename && !strcmp(filename, ".adapterd-state.json")) arm(h->data);
+}
+
 srv_watch *srv__watch_start(srv_server *s) {
     srv_watch *w = calloc(1, sizeof *w);
     if (!w) return NULL;
     w->s = s;
+    w->poll = s->cfg.watch == SRV_WATCH_POLL;
     snprintf(w->tasks_dir, sizeof w->tasks_dir, "%s/tasks", store_dir(s->reg));
     uv_fs_event_init(&s->loop, &w->root);
+    uv_fs_event_init(&s->loop, &w->state);
     uv_timer_init(&s->loop, &w->debounce);
     uv_timer_init(&s->loop, &w->periodic);
-    w->root.data = w->debounce.data = w->periodic.data = w;
-    w->open_handles = 3;
-    if (uv_fs_event_start(&w->root, on_root_event, w->tasks_dir, 0)) {
+    w->root.data = w->state.data = w->debounce.data = w->periodic.data = w;
+    w->open_handles = 4;
+    if (!w->poll && uv_fs_event_start(&w->root, on_root_event, w->tasks_dir, 0)) {
         fprintf(stderr, "adapterd: watch: cannot watch %s; new versions need the admin API or a restart\n", w->tasks_dir);
         w->stopping = 1;
         uv_close((uv_handle_t *)&w->root, on_closed);
+        uv_close((uv_handle_t *)&w->state, on_closed);
         uv_close((uv_handle_t *)&w->debounce, on_closed);
         uv_close((uv_handle_t *)&w->periodic, on_closed);
         return NULL;
     }
-    if (s->cfg.watch_interval_ms > 0)
-        uv_timer_start(&w->periodic, on_periodic, (uint64_t)s->cfg.watch_interval_ms, (uint64_t)s->cfg.watch_interval_ms);
+    /* without it only the periodic rescan follows other replicas' state changes */
+    if (!w->poll && uv_fs_event_start(&w->state, on_state_event, store_dir(s->reg), 0))
+        fprintf(stderr, "adapterd: watch: cannot watch %s; the registry state is followed every %d ms\n", store_dir(s->reg),
+                s->cfg.watch_interval_ms);
+    int every = s->cfg.watch_interval_ms;
+    if (w->poll && every <= 0) {
+        every = 5000;
+        fprintf(stderr, "adapterd: watch: poll mode needs an interval; --watch-interval-ms %d\n", every);
+    }
+    if (every > 0) uv_timer_start(&w->periodic, on_periodic, (uint64_t)every, (uint64_t)every);
+    if (w->poll) fprintf(stderr, "adapterd: watch: polling %s every %d ms\n", store_dir(s->reg), every);
     /* the task directories to watch: one listing on the pool, then follow() on the loop */
     start_rescan(w);
     return w;
@@ -217,6 +243,7 @@ void srv__watch_stop(srv_watch *w) {
     if (!w) return;
     w->stopping = 1;
     uv_close((uv_handle_t *)&w->root, on_closed);
+    uv_close((uv_handle_t *)&w->state, on_closed);
     uv_close((uv_handle_t *)&w->debounce, on_closed);
     uv_close((uv_handle_t *)&w->periodic, on_closed);
     for (int i = 0; i < w->n_tw; i++) uv_close((uv_handle_t *)&w->tw[i]->h, on_closed);

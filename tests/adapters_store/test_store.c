@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "adapters_store/store.h"
 
 static char reg_dir[64];
@@ -447,5 +449,119 @@ Test(store, an_upload_whose_state_cannot_be_written_is_not_published) {
     expect_current(r, "cls_lora", "1", "and so does a restart");
     store_version_info v[8];
     cr_expect_eq(store_versions(r, "cls_lora", v, 8), 2);
+    store_free(r);
+}
+
+/* ---- the state file shared by replicas: one task's entry per write, max, the rule ---- */
+
+static json_t *state_load_file(void) {
+    char p[256];
+    snprintf(p, sizeof p, "%s/.adapterd-state.json", reg_dir);
+    json_error_t je;
+    json_t *root = json_load_file(p, 0, &je);
+    cr_assert(json_is_object(root), "%s: %s", p, je.text);
+    return root;
+}
+
+static void state_save_file(json_t *root) {
+    char p[256];
+    snprintf(p, sizeof p, "%s/.adapterd-state.json", reg_dir);
+    cr_assert_eq(json_dump_file(root, p, JSON_INDENT(2)), 0);
+}
+
+/* what another replica's writer leaves: task name's entry set to {current, max} */
+static void state_set_entry(const char *name, const char *current, long max) {
+    json_t *root = state_load_file(), *o = json_object();
+    json_object_set_new(o, "current", json_string(current));
+    json_object_set_new(o, "max", json_integer(max));
+    json_object_set_new(json_object_get(root, "tasks"), name, o);
+    state_save_file(root);
+    json_decref(root);
+}
+
+static void add_version_by_hand(const char *task, const char *version) {
+    sh("mkdir -p %s/tasks/%s/.copy-%s && cp -rL %s %s/tasks/%s/.copy-%s/ && mv %s/tasks/%s/.copy-%s %s/tasks/%s/%s", reg_dir,
+       task, version, LORA, reg_dir, task, version, reg_dir, task, version, reg_dir, task, version);
+}
+
+Test(store, a_state_write_records_every_task_and_keeps_other_writers_entries) {
+    store_registry *r = open_reg(0);
+    eng_err e = {0};
+    cr_assert_eq(store_activate(r, "cls_lora", "0", &e), 0, "%s", e.msg);
+    json_t *root = state_load_file();
+    cr_expect_eq(json_integer_value(json_object_get(root, "version")), 2);
+    json_t *tasks = json_object_get(root, "tasks");
+    char **names = NULL;
+    int n = store_task_names(r, &names);
+    cr_assert_gt(n, 1);
+    for (int i = 0; i < n; i++) {
+        store_task *t = store_task_acquire(r, names[i], strlen(names[i]));
+        cr_assert(t);
+        json_t *o = json_object_get(tasks, names[i]);
+        cr_expect_str_eq(json_string_value(json_object_get(o, "current")) ?: "", store_task_version(t),
+                         "task %s: its current version is recorded", names[i]);
+        cr_expect(json_is_integer(json_object_get(o, "max")), "task %s has a max", names[i]);
+        store_task_release(t);
+        free(names[i]);
+    }
+    free(names);
+    cr_expect_eq(json_integer_value(json_object_get(json_object_get(tasks, "cls_lora"), "max")), 1,
+                 "cls_lora: versions 0 and 1 on disk");
+    json_decref(root);
+    /* another replica changes reg's entry (max 7: no number this process would write); a write
+     * about cls_lora replaces cls_lora's entry only */
+    store_task *t = store_task_acquire(r, "reg", 3);
+    cr_assert(t);
+    char reg_cur[32];
+    snprintf(reg_cur, sizeof reg_cur, "%s", store_task_version(t));
+    store_task_release(t);
+    state_set_entry("reg", reg_cur, 7);
+    cr_assert_eq(store_activate(r, "cls_lora", "1", &e), 0, "%s", e.msg);
+    root = state_load_file();
+    tasks = json_object_get(root, "tasks");
+    cr_expect_eq(json_integer_value(json_object_get(json_object_get(tasks, "reg"), "max")), 7, "reg's entry kept as on disk");
+    cr_expect_str_eq(json_string_value(json_object_get(json_object_get(tasks, "cls_lora"), "current")) ?: "", "1");
+    json_decref(root);
+    store_free(r);
+}
+
+Test(store, a_version_within_the_recorded_max_is_not_made_current_one_above_is) {
+    store_registry *r = open_reg(0);
+    eng_err e = {0};
+    cr_assert_eq(store_activate(r, "cls_lora", "1", &e), 0, "%s", e.msg);
+    /* another replica's upload without activation: the entry covers 2 before 2 appears */
+    state_set_entry("cls_lora", "1", 2);
+    add_version_by_hand("cls_lora", "2");
+    cr_expect_geq(store_rescan(r, &e), 0, "%s", e.msg);
+    expect_current(r, "cls_lora", "1", "2 is within the recorded max: listed, not current");
+    store_task *t = store_task_acquire_version(r, "cls_lora", "2");
+    cr_expect(t, "2 is listed");
+    store_task_release(t);
+    store_free(r);
+    r = open_reg(0);
+    expect_current(r, "cls_lora", "1", "and so does a restart");
+    /* another replica activates 2: followed at the next rescan */
+    state_set_entry("cls_lora", "2", 2);
+    cr_expect_geq(store_rescan(r, &e), 0, "%s", e.msg);
+    expect_current(r, "cls_lora", "2", "the recorded current is followed");
+    /* a version dropped in by hand above the recorded max wins, and is recorded */
+    add_version_by_hand("cls_lora", "3");
+    cr_expect_geq(store_rescan(r, &e), 0, "%s", e.msg);
+    expect_current(r, "cls_lora", "3", "above max: the highest");
+    json_t *root = state_load_file();
+    json_t *o = json_object_get(json_object_get(root, "tasks"), "cls_lora");
+    cr_expect_str_eq(json_string_value(json_object_get(o, "current")) ?: "", "3");
+    cr_expect_eq(json_integer_value(json_object_get(o, "max")), 3);
+    json_decref(root);
+    store_free(r);
+    /* the same rule at start-up: within max the recorded version, above it the highest */
+    state_set_entry("cls_lora", "2", 4);
+    add_version_by_hand("cls_lora", "4");
+    r = open_reg(0);
+    expect_current(r, "cls_lora", "2", "at start-up, 4 within the recorded max");
+    store_free(r);
+    add_version_by_hand("cls_lora", "5");
+    r = open_reg(0);
+    expect_current(r, "cls_lora", "5", "at start-up, 5 above the recorded max");
     store_free(r);
 }

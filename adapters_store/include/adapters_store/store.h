@@ -9,8 +9,11 @@
  *         {"model": "bert-mini", "adapters": ["sst2"], "fusion": null, "head": null,
  *          "skips": {"min": 0, "max": 1, "default": 0}, "labels": ["negative", "positive"],
  *          "pinned": false}
- *     .adapterd-state.json           every task's current version, pins, deletions that could not
- *                                    remove files; rewritten atomically and durably
+ *     .adapterd-state.json           every task's current version and max (the highest version
+ *                                    number on disk when it was recorded), pins, deletions that
+ *                                    could not remove files; one task's entry rewritten at a time,
+ *                                    under a record lock, atomically and durably
+ *     .adapterd-state.lock           the writers' lock (replicas sharing the registry)
  *
  * Without task.json the folders say it: sub-folders with adapter_config.json are the adapters (in
  * name order; a Stack), one with adapter_fusion_config.json is the fusion, one with only
@@ -20,14 +23,17 @@
  *
  * Versions. A task has versions and one `current`, the one requests get. Versions are immutable: a
  * version is validated (loaded against its model) before it is listed, and `current` moves only to
- * a version that loaded. At start-up the current version is the one the state file records (every
- * change of current is recorded before it is acknowledged), else the highest. A version dropped in
- * by hand while the server is stopped is listed, not made current (activate it).
+ * a version that loaded. At start-up and at every rescan the current version is the one the state
+ * file records (every change of current is recorded before it is acknowledged), unless a version
+ * numbered above the entry's max exists (dropped in by hand), then the highest; a task with no
+ * entry serves its highest. Replicas sharing the registry apply that rule to the same files, so
+ * an admin change on one reaches the others at their next rescan.
  *
  * Crash consistency and start-up. Every change is on disk (fsynced) before it is visible, so a
  * kill at any moment restarts on the registry as it was before or after the change in progress,
  * never a mix; what a kill leaves half done (tasks/.upload-*, .deleted-* folders) is removed by
- * store_open. One server per registry. Start-up is not all-or-nothing: a version that does not
+ * store_open (a replica starting while another uploads removes that upload's staging: start
+ * replicas while no upload runs). Start-up is not all-or-nothing: a version that does not
  * read or load is kept on disk and listed as failed with its reason (store_versions); a task whose
  * current version fails serves its newest version that loads (store_task_fallback says so); a task
  * with none is not served. With a memory budget only pinned versions load at start; the others are

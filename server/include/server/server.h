@@ -25,6 +25,12 @@
 #include "engine/status.h"
 #include "adapters_store/store.h"
 
+/* Watch modes (--watch). inotify: file system events, plus a rescan every --watch-interval-ms;
+ * poll: only the periodic rescan, for network file systems, which deliver no events from other
+ * hosts. Either way each rescan re-reads the registry state file (current versions, pins), so
+ * replicas sharing a registry agree within one interval. */
+enum { SRV_WATCH_OFF = 0, SRV_WATCH_INOTIFY = 1, SRV_WATCH_POLL = 2 };
+
 typedef struct {
     char registry[1024];     /* registry directory */
     char host[64];           /* listen address; "127.0.0.1" */
@@ -47,9 +53,10 @@ typedef struct {
     size_t load_rate;        /* bytes/s a load converts beyond its first load_burst bytes (store_params); 0: unpaced */
     size_t load_burst;       /* bytes of each load converted at full speed */
     size_t max_upload_bytes; /* admin upload body limit (.tar / .tar.gz); 256 MiB */
-    int watch;               /* watch tasks/ for new versions; 1 */
+    int watch;               /* how tasks/ and the registry state are followed: SRV_WATCH_*; inotify */
     int watch_debounce_ms;   /* quiet time before a rescan; 200 */
-    int watch_interval_ms;   /* periodic rescan that reports changed files; 5000 (0: none) */
+    int watch_interval_ms;   /* periodic rescan (new versions, the state file, changed files); 5000 (0: none,
+                              * inotify mode only) */
     int http_threads;        /* libmicrohttpd threads (each its own epoll) that parse and tokenize; 2 */
     int adaptive_skips;      /* load-adaptive mode: raise skips of requests that did not choose them; 0 */
     int target_queue_ms;     /* adaptive mode's queue-wait target; 50 */

@@ -1,0 +1,71 @@
+# adapterd in a container.
+#
+#   podman build --format docker -t adapterd .                          # the server; mount a registry at /registry
+#   podman build --format docker --target example -t adapterd:example . # with the example registry baked in
+#
+# Stages: build (toolchain, compiles adapterd only), base (the shared libraries adapterd links and
+# a non-root user), example (base + examples/registry) and runtime (base + an empty /registry
+# volume; the default, being last). The kernels are built portable (ADAPTERD_NATIVE=OFF): an image
+# runs on other CPUs than the one that built it, but the backbone kernel then runs its plain C path:
+# on bert-base shapes a fifth of the native throughput. MARCH=x86-64-v4 (AVX-512 nodes: the native
+# figure) or x86-64-v3 (AVX2) builds for a CPU level instead; docs/OPERATIONS.md has the figures.
+# podman keeps HEALTHCHECK only with --format docker.
+
+ARG BASE=debian:bookworm-slim
+
+FROM ${BASE} AS build
+ARG DEBIAN_FRONTEND=noninteractive
+RUN apt-get update -q \
+ && apt-get install -y -q --no-install-recommends build-essential cmake pkg-config libopenblas-dev \
+      libjansson-dev libutf8proc-dev libpcre2-dev libmicrohttpd-dev libuv1-dev libyaml-dev zlib1g-dev \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY CMakeLists.txt ./
+COPY engine/ engine/
+COPY proto/ proto/
+COPY adapters_store/ adapters_store/
+COPY server/ server/
+COPY tools/ tools/
+ARG MARCH=""
+RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DADAPTERD_NATIVE=OFF -DADAPTERD_BUILD_TESTS=OFF \
+      -DADAPTERD_BUILD_BENCH=OFF ${MARCH:+-DCMAKE_C_FLAGS=-march=${MARCH}} \
+ && cmake --build build -j"$(nproc)" --target adapterd \
+ && strip build/tools/adapterd
+
+FROM ${BASE} AS base
+ARG DEBIAN_FRONTEND=noninteractive
+ARG VERSION=0.1.0
+ARG REVISION=unknown
+LABEL org.opencontainers.image.title="adapterd" \
+      org.opencontainers.image.description="Multi-task transformer inference server: one encoder, many adapter tasks, HTTP/JSON and KServe v2" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.base.name="${BASE}"
+# libopenblas0-pthread is Debian's DYNAMIC_ARCH build: it picks its kernels for the CPU it runs on
+RUN apt-get update -q \
+ && apt-get install -y -q --no-install-recommends libopenblas0-pthread libjansson4 libutf8proc2 \
+      libpcre2-8-0 libmicrohttpd12 libuv1 zlib1g \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/* \
+ && useradd --system --uid 10001 --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin adapterd \
+ && mkdir -p /registry && chown adapterd:adapterd /registry
+COPY --from=build /src/build/tools/adapterd /usr/local/bin/adapterd
+# every option can come from ADAPTERD_* (flags > config file > environment)
+ENV ADAPTERD_REGISTRY=/registry \
+    ADAPTERD_HOST=0.0.0.0 \
+    ADAPTERD_PORT=8080
+EXPOSE 8080
+# no curl in the image: bash's /dev/tcp asks /healthz for its status line
+HEALTHCHECK --interval=10s --timeout=3s --start-period=60s --retries=3 \
+  CMD ["/bin/bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/${ADAPTERD_PORT:-8080} && printf 'GET /healthz HTTP/1.0\\r\\n\\r\\n' >&3 && head -n1 <&3 | grep -q ' 200 '"]
+USER 10001:10001
+WORKDIR /registry
+# SIGTERM drains (readiness off, work in flight completes); give it --drain-timeout-ms to do so
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["/usr/local/bin/adapterd", "serve"]
+
+FROM base AS example
+COPY --chown=10001:10001 examples/registry/ /registry/
+VOLUME ["/registry"]
+
+FROM base AS runtime
+VOLUME ["/registry"]
