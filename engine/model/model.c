@@ -5,9 +5,10 @@
  * each expected tensor, checked against the shape the config implies, into one 64-byte-aligned
  * arena as float32, except the four backbone Linear weights of each layer, which are packed once
  * in the model's precision (math/linear.h) from a float32 staging buffer that is then freed.
- * Query, key and value weights are laid side by side so a layer's three projections are one GEMM. Tensors inside the base model's namespace that nothing consumed are an
- * error (a checkpoint of a different shape or family); tensors outside it (task heads such as
- * classifier.*, cls.*) are ignored. */
+ * Query, key and value weights are laid side by side so a layer's three projections are one GEMM.
+ * Tensors inside the base model's namespace that nothing consumed are an error (a checkpoint of a
+ * different shape or family); tensors outside it (task heads such as classifier.*, cls.*) are
+ * ignored. */
 #include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
@@ -302,8 +303,6 @@ static int load_packed(loader *ld, const char *const *names, int n, int out, int
 
 static size_t arena_size(const eng_config *c) {
     size_t H = (size_t)c->hidden, I = (size_t)c->intermediate, pad = 16 * 40;
-    int h = c->hidden, i = c->intermediate;
-    (void)h, (void)i;
     size_t per_layer = 3 * H + H + 2 * H + I + H + 2 * H; /* biases and LayerNorms: the weights are eng_linear */
     size_t n = (size_t)c->vocab * H + (size_t)c->max_pos * H + (size_t)c->type_vocab * H + 2 * H + H * H + H;
     return n + per_layer * (size_t)c->n_layers + pad * ((size_t)c->n_layers + 1);
