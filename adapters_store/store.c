@@ -148,7 +148,8 @@ static int state_lock(store_registry *r, int *held);
 static void state_unlock(int fd);
 
 store_params store_default_params(void) {
-    return (store_params){.allow_skip = 0, .verbose = 1, .memory_budget = 0, .load_rate = 0, .load_burst = (size_t)16 << 20};
+    return (store_params){.allow_skip = 0, .verbose = 1, .memory_budget = 0, .load_rate = 0, .load_burst = (size_t)16 << 20,
+                          .precision = ENG_PRECISION_FP32};
 }
 
 static double now_s(void) {
@@ -496,7 +497,8 @@ static void broken_add(store_registry *r, const char *name, const char *version,
 
 /* ---- models ---- */
 
-static int load_model(const char *root, const char *name, store_model **out, eng_err *err) {
+/* The model's precision: models/NAME/model.json's, else the registry's default. */
+static int load_model(const char *root, const char *name, const store_params *p, store_model **out, eng_err *err) {
     char dir[PATH_MAX];
     pathf(dir, sizeof dir, "%s/models/%s", root, name);
     store_model *m = calloc(1, sizeof *m);
@@ -505,8 +507,16 @@ static int load_model(const char *root, const char *name, store_model **out, eng
         return eng_err_set(err, ENG_NO_MEMORY, "out of memory loading model %s", name);
     }
     atomic_init(&m->refs, 1);
-    int rc = eng_model_load(dir, &m->model, err);
+    eng_model_params mp = eng_model_default_params();
+    mp.precision = p->precision;
+    int rc = eng_model_json_precision(dir, &mp.precision, err);
+    if (!rc) rc = eng_model_load_params(dir, &mp, &m->model, err);
     if (!rc) rc = eng_tokenizer_load(dir, &m->tok, err);
+    if (!rc && p->verbose) {
+        eng_model_precision_info pi = eng_model_precision(m->model);
+        fprintf(stderr, "adapterd: model %s in %s (%s kernel, %zu MB of packed weights)\n", name, pi.name, pi.kernel,
+                pi.packed_bytes >> 20);
+    }
     if (rc) {
         eng_err_prefix(err, "model %s", name);
         store_model_release(m);
@@ -1340,7 +1350,7 @@ int store_open(const char *dir, const store_params *p, store_registry **out, eng
     eng_err first = {0};
     for (int i = 0; i < n; i++) {
         eng_err me = {0};
-        if ((rc = load_model(dir, names[i], &r->models[r->n_models], &me)) == 0) {
+        if ((rc = load_model(dir, names[i], &r->p, &r->models[r->n_models], &me)) == 0) {
             r->n_models++;
             continue;
         }

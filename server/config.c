@@ -75,6 +75,7 @@ static const opt opts[] = {
     {"max-seq-len", INT(max_seq_len, 0, 1 << 20)},
     {"allow-skip", INT(allow_skip, 0, 1024)},
     {"admin-token", STR(admin_token)},
+    {"precision", STR(precision)},
     {"drain-timeout-ms", INT(drain_timeout_ms, 0, 3600000)},
     {"access-log", OPT_BOOL, offsetof(srv_config, access_log), sizeof(int), 0, 1},
     {"adapter-memory", OPT_SIZE, offsetof(srv_config, adapter_memory), sizeof(size_t), 0, 1LL << 50},

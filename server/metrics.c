@@ -291,6 +291,25 @@ char *srv__metrics_render(srv_metrics *m, const srv_metrics_live *live, size_t *
         put(&b, "adapterd_task_resident{task=\"%s\"} %d\n", store_task_name(t), store_task_resident(t));
         store_task_release(t);
     }
+    /* the backbones: one series per model, its precision and kernel as labels */
+    int n_models = m->reg ? store_n_models(m->reg) : 0;
+    for (int pass = 0; pass < 2; pass++) {
+        put(&b, pass ? "# HELP adapterd_model_packed_bytes Bytes of each model's packed backbone Linear weights, in its "
+                       "precision.\n# TYPE adapterd_model_packed_bytes gauge\n"
+                     : "# HELP adapterd_model_info 1 per backbone model served, labelled with the precision of its Linear "
+                       "layers and the kernel that runs them.\n# TYPE adapterd_model_info gauge\n");
+        for (int i = 0; i < n_models; i++) {
+            store_model *sm = store_model_acquire_at(m->reg, i);
+            if (!sm) continue;
+            eng_model_precision_info pi = eng_model_precision(store_model_engine(sm));
+            if (pass)
+                put(&b, "adapterd_model_packed_bytes{model=\"%s\"} %zu\n", store_model_name(sm), pi.packed_bytes);
+            else
+                put(&b, "adapterd_model_info{model=\"%s\",precision=\"%s\",kernel=\"%s\"} 1\n", store_model_name(sm),
+                    pi.name, pi.kernel);
+            store_model_release(sm);
+        }
+    }
     store_stats st = {0};
     if (m->reg) store_get_stats(m->reg, &st);
     put(&b, "# HELP adapterd_tasks_registered Tasks in the registry.\n# TYPE adapterd_tasks_registered gauge\n"

@@ -93,9 +93,11 @@ static enum MHD_Result route_models(srv_request *r) {
     for (int i = 0; i < n; i++) {
         if (!(ms[k] = store_model_acquire_at(r->srv->reg, i))) continue;
         const eng_config *c = eng_model_config(store_model_engine(ms[k]));
+        eng_model_precision_info pi = eng_model_precision(store_model_engine(ms[k]));
         mi[k] = (proto_model_info){.name = store_model_name(ms[k]), .model_type = c->model_type, .hidden = c->hidden,
                                    .layers = c->n_layers, .max_tokens = store_model_max_tokens(ms[k]), .vocab = c->vocab,
-                                   .bytes = eng_model_bytes(store_model_engine(ms[k]))};
+                                   .bytes = eng_model_bytes(store_model_engine(ms[k])), .precision = pi.name,
+                                   .kernel = pi.kernel, .packed_bytes = pi.packed_bytes};
         k++;
     }
     size_t len = 0;

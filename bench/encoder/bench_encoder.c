@@ -1,12 +1,15 @@
 /* bench_encoder.c - adapterd's encoder latency and throughput, next to the sgemm peak of the same run.
  *
- *   bench_encoder --model DIR [--threads N] [--reps R] [--batch-reps R] [--workloads latency,batch] [--json]
+ *   bench_encoder --model DIR [--threads N] [--reps R] [--batch-reps R] [--workloads latency,batch]
+ *                 [--precision fp32|bf16|int8] [--json]
  *
  * Workloads (issue: foundation): one 128-token sequence (latency, --reps runs) and 32 sequences of
  * 128 tokens (throughput, --batch-reps runs, default reps/2), random ids, after two warm-up runs.
  * bench/encoder/run.sh runs it next to the PyTorch and ONNX Runtime peers. Prints medians and the achieved GFLOP/s of the encoder
  * (its matrix products and attention, counted exactly) next to the best GFLOP/s of a large GEMM
- * run through the same thread split (the engine's achievable peak on this machine and core). */
+ * run through the same thread split (the engine's achievable peak on this machine and core).
+ * --precision loads the model with its backbone Linear layers in bf16 or int8 (engine/model.h);
+ * the peak stays the float32 one. bench/encoder/run_precision.sh compares the three precisions. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,28 +60,32 @@ static int run(const eng_model *m, eng_state *st, int n_seq, int len, int reps, 
 }
 
 int main(int argc, char **argv) {
-    const char *dir = NULL;
+    const char *dir = NULL, *prec = "fp32";
     int threads = (int)sysconf(_SC_NPROCESSORS_ONLN), reps = 10, batch_reps = 0, json = 0, do_lat = 1, do_thr = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--model") && i + 1 < argc) dir = argv[++i];
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--batch-reps") && i + 1 < argc) batch_reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--precision") && i + 1 < argc) prec = argv[++i];
         else if (!strcmp(argv[i], "--json")) json = 1;
         else if (!strcmp(argv[i], "--workloads") && i + 1 < argc) { /* for profiling one of them */
             do_lat = strstr(argv[i + 1], "latency") != NULL;
             do_thr = strstr(argv[++i], "batch") != NULL;
         }
         else {
-            fprintf(stderr, "usage: bench_encoder --model DIR [--threads N] [--reps R] [--batch-reps R] [--workloads latency,batch] [--json]\n");
+            fprintf(stderr, "usage: bench_encoder --model DIR [--threads N] [--reps R] [--batch-reps R] [--workloads latency,batch] "
+                            "[--precision fp32|bf16|int8] [--json]\n");
             return 2;
         }
     }
-    if (!dir || reps < 1) return 2;
+    if (!dir || reps < 1 || eng_precision_parse(prec) < 0) return 2;
     if (batch_reps < 1) batch_reps = reps > 5 ? reps / 2 : reps;
     eng_model *m;
     eng_err e;
-    if (eng_model_load(dir, &m, &e)) {
+    eng_model_params mp = eng_model_default_params();
+    mp.precision = (eng_precision)eng_precision_parse(prec);
+    if (eng_model_load_params(dir, &mp, &m, &e)) {
         fprintf(stderr, "bench: %s\n", e.msg);
         return 1;
     }
@@ -90,12 +97,14 @@ int main(int argc, char **argv) {
     double g1 = encoder_flops(c, 1, 128) / (lat * 1e6), g32 = encoder_flops(c, 32, 128) / (thr * 1e6);
     if (json)
         printf("{\"engine\":\"adapterd\",\"blas_core\":\"%s\",\"threads\":%d,\"latency_1x128_ms\":%.3f,"
-               "\"batch_32x128_ms\":%.3f,\"gflops_1x128\":%.1f,\"gflops_32x128\":%.1f,\"sgemm_peak_gflops\":%.1f}\n",
-               eng_blas_core(), threads, lat, thr, g1, g32, peak);
+               "\"batch_32x128_ms\":%.3f,\"gflops_1x128\":%.1f,\"gflops_32x128\":%.1f,\"sgemm_peak_gflops\":%.1f,"
+               "\"precision\":\"%s\",\"kernel\":\"%s\"}\n",
+               eng_blas_core(), threads, lat, thr, g1, g32, peak, eng_model_precision(m).name, eng_model_precision(m).kernel);
     else
-        printf("adapterd  core %s, %d threads\n  1x128:  %.2f ms median (%.1f GFLOP/s)\n  32x128: %.2f ms median "
+        printf("adapterd  %s (%s), core %s, %d threads\n  1x128:  %.2f ms median (%.1f GFLOP/s)\n  32x128: %.2f ms median "
                "(%.1f seq/s, %.1f GFLOP/s = %.0f%% of sgemm peak %.1f GFLOP/s)\n",
-               eng_blas_core(), threads, lat, g1, thr, 32000.0 / thr, g32, 100.0 * g32 / peak, peak);
+               eng_model_precision(m).name, eng_model_precision(m).kernel, eng_blas_core(), threads, lat, g1, thr,
+               32000.0 / thr, g32, 100.0 * g32 / peak, peak);
     eng_state_free(st);
     eng_model_free(m);
     return 0;

@@ -42,6 +42,7 @@ void eng_state_free(eng_state *st) {
     free(st->scores);
     free(st->segs);
     eng_free_aligned(st->pooler_in);
+    eng_free_aligned(st->lin_ws);
     for (int i = 0; i < ENG_SCRATCH_SLOTS; i++) eng_free_aligned(st->scratch[i]);
     free(st);
 }

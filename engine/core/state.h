@@ -64,6 +64,8 @@ struct eng_state {
     int H, I;          /* widths the row buffers were sized for */
     float *scratch[ENG_SCRATCH_SLOTS]; /* adapter working memory */
     size_t scratch_cap[ENG_SCRATCH_SLOTS];
+    void *lin_ws;      /* (lin_ws_cap bytes) low-precision activations of the backbone products */
+    size_t lin_ws_cap;
     eng_probe probe;   /* fusion calibration; zero when none runs */
     int cur_layer;     /* layer eng_layer_forward is running (for the probe) */
 };

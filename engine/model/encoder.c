@@ -5,7 +5,9 @@
  *     ctx = softmax(Q K^T / sqrt(d)) V           per sequence (segment) and head
  *     h   = LN1(ctx Wo^T + bo + x)
  *     x   = LN2(act(h W1^T + b1) W2^T + b2 + h)
- * Bias, activation and residual are fused into each GEMM's epilogue (math/blas.h). Because rows are
+ * Bias, activation and residual are fused into each GEMM's epilogue (math/blas.h). The four
+ * backbone products run in the model's precision (eng_linear_run, math/linear.h) with the
+ * activations converted into the state's lin_ws; everything else is float32. Because rows are
  * packed without padding there is no attention mask: a segment's queries see only its own keys.
  * Attention runs as (segment, head) tasks on the pool, each with single-threaded BLAS calls on
  * strided views of qkv, into per-worker score buffers. */
@@ -15,6 +17,7 @@
 
 #include "core/state.h"
 #include "math/blas.h"
+#include "math/linear.h"
 #include "math/rows.h"
 #include "model/encoder.h"
 #include "model/weights.h"
@@ -38,6 +41,19 @@ static int ensure_rows(eng_state *st, const eng_config *c, size_t rows, eng_err 
     st->H = c->hidden;
     st->I = c->intermediate;
     return 0;
+}
+
+/* The low-precision products' activation scratch for `rows` rows (none for float32). */
+static int ensure_lin_ws(eng_state *st, const eng_model *m, size_t rows, eng_err *err) {
+    const eng_config *c = eng_model_config(m);
+    int K = c->hidden > c->intermediate ? c->hidden : c->intermediate;
+    size_t need = eng_linear_ws_bytes(m->prec, (int)rows, K);
+    if (need <= st->lin_ws_cap) return 0;
+    need += need / 4;
+    eng_free_aligned(st->lin_ws);
+    st->lin_ws = eng_alloc_aligned(need);
+    st->lin_ws_cap = st->lin_ws ? need : 0;
+    return st->lin_ws ? 0 : eng_err_set(err, ENG_NO_MEMORY, "cannot allocate %zu bytes of product scratch", need);
 }
 
 /* Per-worker attention score buffers of n floats (L x (P + L) for the longest segment). */
@@ -312,14 +328,15 @@ int eng_layer_forward(const eng_model *m, eng_state *st, int l, float *x, int ro
     const eng_task_layer **seg_ad;
     if ((rc = segment_adapters(st, segs, n_segs, groups, n_groups, &max_prefix, &seg_ad, err))) return rc;
     if (!seg_ad) n_groups = 0; /* no adapters in this layer: the fused plain path */
-    if ((rc = ensure_rows(st, c, (size_t)rows, err)) ||
+    if ((rc = ensure_rows(st, c, (size_t)rows, err)) || (rc = ensure_lin_ws(st, m, (size_t)rows, err)) ||
         (rc = ensure_scores(st, attn_pack_offset(max_len, max_len + max_prefix) + attn_pack_floats(max_len, c->head_dim), err)))
         return rc;
     eng_pool *pool = st->pool;
+    void *ws = st->lin_ws;
     st->cur_layer = l;
 
     eng_epilogue ep_qkv = {.bias = w->bqkv, .act = ENG_ACT_IDENTITY};
-    eng_pgemm(pool, rows, 3 * H, H, x, H, w->wqkv, st->qkv, 3 * H, &ep_qkv);
+    eng_linear_run(pool, rows, x, H, &w->wqkv, st->qkv, 3 * H, &ep_qkv, ws);
     if (n_groups && groups_touch(groups, n_groups, STAGE_QKV))
         for (int t = ENG_LIN_Q; t <= ENG_LIN_V; t++)
             if ((rc = apply_linear_adapters(st, groups, n_groups, (eng_lin)t, x, H, st->qkv + (size_t)t * H, 3 * H, segs, n_segs, err)))
@@ -344,30 +361,30 @@ int eng_layer_forward(const eng_model *m, eng_state *st, int l, float *x, int ro
 
     if (n_groups && groups_touch(groups, n_groups, STAGE_ATTN_OUT)) {
         eng_epilogue ep_o = {.bias = w->bo, .act = ENG_ACT_IDENTITY};
-        eng_pgemm(pool, rows, H, H, st->ctx, H, w->wo, st->h, H, &ep_o);
+        eng_linear_run(pool, rows, st->ctx, H, &w->wo, st->h, H, &ep_o, ws);
         if ((rc = apply_linear_adapters(st, groups, n_groups, ENG_LIN_O, st->ctx, H, st->h, H, segs, n_segs, err)) ||
             (rc = apply_sites(st, c, groups, n_groups, ENG_SITE_ATTN, st->h, x, segs, n_segs, w->ln1_g, w->ln1_b, err)))
             return rc;
     } else {
         eng_epilogue ep_o = {.bias = w->bo, .act = ENG_ACT_IDENTITY, .residual = x, .ldr = H};
-        eng_pgemm(pool, rows, H, H, st->ctx, H, w->wo, st->h, H, &ep_o);
+        eng_linear_run(pool, rows, st->ctx, H, &w->wo, st->h, H, &ep_o, ws);
         eng__layernorm_rows(pool, st->h, rows, H, w->ln1_g, w->ln1_b, c->ln_eps);
     }
 
     if (n_groups && groups_touch(groups, n_groups, STAGE_INTERMEDIATE)) {
         eng_epilogue ep_1 = {.bias = w->b1, .act = ENG_ACT_IDENTITY};
-        eng_pgemm(pool, rows, I, H, st->h, H, w->w1, st->inter, I, &ep_1);
+        eng_linear_run(pool, rows, st->h, H, &w->w1, st->inter, I, &ep_1, ws);
         if ((rc = apply_linear_adapters(st, groups, n_groups, ENG_LIN_I, st->h, H, st->inter, I, segs, n_segs, err))) return rc;
         eng__act_rows(pool, c->act, st->inter, rows, I);
     } else {
         eng_epilogue ep_1 = {.bias = w->b1, .act = c->act};
-        eng_pgemm(pool, rows, I, H, st->h, H, w->w1, st->inter, I, &ep_1);
+        eng_linear_run(pool, rows, st->h, H, &w->w1, st->inter, I, &ep_1, ws);
     }
 
     if ((n_groups && groups_touch(groups, n_groups, STAGE_OUTPUT)) || n_late) {
         /* x is free now (h is the residual): y = inter W2^T + b2 goes straight into x */
         eng_epilogue ep_2 = {.bias = w->b2, .act = ENG_ACT_IDENTITY};
-        eng_pgemm(pool, rows, H, I, st->inter, I, w->w2, x, H, &ep_2);
+        eng_linear_run(pool, rows, st->inter, I, &w->w2, x, H, &ep_2, ws);
         if (n_groups && (rc = apply_linear_adapters(st, groups, n_groups, ENG_LIN_D, st->inter, I, x, H, segs, n_segs, err)))
             return rc;
         /* late splits read the trunk's y and h before the trunk's own LayerNorm */
@@ -387,7 +404,7 @@ int eng_layer_forward(const eng_model *m, eng_state *st, int l, float *x, int ro
         }
     } else {
         eng_epilogue ep_2 = {.bias = w->b2, .act = ENG_ACT_IDENTITY, .residual = st->h, .ldr = H};
-        eng_pgemm(pool, rows, H, I, st->inter, I, w->w2, x, H, &ep_2);
+        eng_linear_run(pool, rows, st->inter, I, &w->w2, x, H, &ep_2, ws);
         eng__layernorm_rows(pool, x, rows, H, w->ln2_g, w->ln2_b, c->ln_eps);
     }
     return 0;

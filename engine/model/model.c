@@ -3,10 +3,12 @@
  * Loading reads the config, opens every safetensors file of the checkpoint (one file or an index of
  * shards), finds the base-model prefix ("bert.", "roberta.", "distilbert." or none), then copies
  * each expected tensor, checked against the shape the config implies, into one 64-byte-aligned
- * arena as float32. Query, key and value weights are laid side by side so a layer's three
- * projections are one GEMM. Tensors inside the base model's namespace that nothing consumed are an
- * error (a checkpoint of a different shape or family); tensors outside it (task heads such as
- * classifier.*, cls.*) are ignored. */
+ * arena as float32, except the four backbone Linear weights of each layer, which are packed once
+ * in the model's precision (math/linear.h) from a float32 staging buffer that is then freed.
+ * Query, key and value weights are laid side by side so a layer's three projections are one GEMM.
+ * Tensors inside the base model's namespace that nothing consumed are an error (a checkpoint of a
+ * different shape or family); tensors outside it (task heads such as classifier.*, cls.*) are
+ * ignored. */
 #include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
@@ -19,6 +21,7 @@
 #include "io/safetensors.h"
 #include "io/tensor_file.h"
 #include "math/blas.h"
+#include "math/linear.h"
 #include "model/weights.h"
 
 /* max_position_embeddings when config.json leaves it out (BERT's table). */
@@ -222,6 +225,8 @@ typedef struct {
     float *arena;
     size_t off, cap;
     float *tmp; /* a backbone Linear in its checkpoint layout, before packing */
+    eng_prec prec;
+    size_t packed_bytes;
 } loader;
 
 static float *take(loader *ld, size_t n) {
@@ -278,12 +283,11 @@ static int load_norm(loader *ld, const char *name, int dim, float **g, float **b
 }
 
 /* Backbone Linear layers of `out` rows each (q, k and v: three, stacked into one (3H, H) matrix),
- * packed for eng_pgemm (math/blas.h); their biases stacked the same way. */
-static int load_packed(loader *ld, const char *const *names, int n, int out, int in, float **w, float **b,
+ * packed in the model's precision (math/linear.h); their biases stacked the same way. */
+static int load_packed(loader *ld, const char *const *names, int n, int out, int in, eng_linear *w, float **b,
                        eng_err *err) {
-    *w = take(ld, eng_packed_floats(n * out, in));
     *b = take(ld, (size_t)n * out);
-    if (!*w || !*b) return eng_err_set(err, ENG_INTERNAL, "weight arena too small");
+    if (!*b) return eng_err_set(err, ENG_INTERNAL, "weight arena too small");
     for (int i = 0; i < n; i++) {
         char t[ENG_HF_KEY_MAX];
         snprintf(t, sizeof t, "%s.weight", names[i]);
@@ -292,15 +296,14 @@ static int load_packed(loader *ld, const char *const *names, int n, int out, int
         snprintf(t, sizeof t, "%s.bias", names[i]);
         if ((rc = load_tensor(ld, t, out, 0, *b + (size_t)i * out, err))) return rc;
     }
-    eng_pack_linear(ld->tmp, n * out, in, in, *w);
-    return 0;
+    int rc = eng_linear_pack(w, ld->prec, ld->tmp, n * out, in, in, err);
+    if (!rc) ld->packed_bytes += eng_linear_bytes(w);
+    return rc;
 }
 
 static size_t arena_size(const eng_config *c) {
     size_t H = (size_t)c->hidden, I = (size_t)c->intermediate, pad = 16 * 40;
-    int h = c->hidden, i = c->intermediate;
-    size_t per_layer = eng_packed_floats(3 * h, h) + 3 * H + eng_packed_floats(h, h) + H + 2 * H +
-                       eng_packed_floats(i, h) + I + eng_packed_floats(h, i) + H + 2 * H;
+    size_t per_layer = 3 * H + H + 2 * H + I + H + 2 * H; /* biases and LayerNorms: the weights are eng_linear */
     size_t n = (size_t)c->vocab * H + (size_t)c->max_pos * H + (size_t)c->type_vocab * H + 2 * H + H * H + H;
     return n + per_layer * (size_t)c->n_layers + pad * ((size_t)c->n_layers + 1);
 }
@@ -373,7 +376,7 @@ static int load_tensors(loader *ld, eng_config *c, eng_weights *w, eng_err *err)
     return 0;
 }
 
-static int load_weights(eng_model *m, ckpt *k, eng_err *err) {
+static int load_weights(eng_model *m, ckpt *k, eng_prec prec, eng_err *err) {
     eng_config *c = &m->cfg;
     const char *prefix = "";
     const char *cands[] = {"", eng__hf_base_prefix(c->arch)};
@@ -401,18 +404,78 @@ static int load_weights(eng_model *m, ckpt *k, eng_err *err) {
     m->arena = eng_alloc_aligned(m->arena_floats * sizeof(float));
     if (!m->arena) return eng_err_set(err, ENG_NO_MEMORY, "cannot allocate %zu MB of weights", m->arena_floats / 262144);
     size_t H3 = (size_t)3 * c->hidden, I1 = (size_t)c->intermediate;
-    loader ld = {k, prefix, m->arena, 0, m->arena_floats, malloc(sizeof(float) * (H3 > I1 ? H3 : I1) * (size_t)c->hidden)};
+    loader ld = {k, prefix, m->arena, 0, m->arena_floats, malloc(sizeof(float) * (H3 > I1 ? H3 : I1) * (size_t)c->hidden),
+                 prec, 0};
     if (!ld.tmp) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
     int rc = load_tensors(&ld, c, &m->w, err);
     free(ld.tmp);
+    m->packed_bytes = ld.packed_bytes;
     return rc;
 }
 
 
+/* ---- precision ---- */
+
+_Static_assert((int)ENG_PRECISION_FP32 == (int)ENG_PREC_F32 && (int)ENG_PRECISION_BF16 == (int)ENG_PREC_BF16 &&
+                   (int)ENG_PRECISION_INT8 == (int)ENG_PREC_INT8,
+               "the public precision names the kernels' values");
+
+int eng_precision_parse(const char *name) { return eng_prec_parse(name); }
+const char *eng_precision_name(eng_precision p) { return eng_prec_name((eng_prec)p); }
+
+eng_model_params eng_model_default_params(void) {
+    return (eng_model_params){.precision = ENG_PRECISION_FP32, .allow_emulated = 0};
+}
+
+int eng_model_json_precision(const char *dir, eng_precision *out, eng_err *err) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/model.json", dir);
+    if (!eng_file_exists(path)) return 0;
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    if (!root) return eng_err_set(err, ENG_FORMAT, "%s: invalid JSON at line %d: %s", path, je.line, je.text);
+    int rc = 0;
+    json_t *v = json_object_get(root, "precision");
+    if (!json_is_object(root)) {
+        rc = eng_err_set(err, ENG_FORMAT, "%s: not a JSON object", path);
+    } else if (v && !json_is_null(v)) {
+        int p = json_is_string(v) ? eng_prec_parse(json_string_value(v)) : -1;
+        if (p < 0)
+            rc = eng_err_set(err, ENG_FORMAT, "%s: 'precision' must be \"fp32\", \"bf16\" or \"int8\"", path);
+        else
+            *out = (eng_precision)p;
+    }
+    json_decref(root);
+    return rc;
+}
+
+eng_model_precision_info eng_model_precision(const eng_model *m) {
+    return (eng_model_precision_info){.precision = (eng_precision)m->prec,
+                                      .name = eng_prec_name(m->prec),
+                                      .kernel = m->prec == ENG_PREC_F32 ? "packed_f32" : eng_lp_kernel(m->prec),
+                                      .packed_bytes = m->packed_bytes};
+}
+
 int eng_model_load(const char *dir, eng_model **out, eng_err *err) {
+    eng_model_params p = eng_model_default_params();
+    return eng_model_load_params(dir, &p, out, err);
+}
+
+int eng_model_load_params(const char *dir, const eng_model_params *p, eng_model **out, eng_err *err) {
     *out = NULL;
+    eng_prec prec = (eng_prec)p->precision;
+    if (prec != ENG_PREC_F32 && prec != ENG_PREC_BF16 && prec != ENG_PREC_INT8)
+        return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s: unknown precision %d", dir, (int)p->precision);
+    if (!p->allow_emulated) {
+        int rc = eng_prec_check(prec, err);
+        if (rc) {
+            eng_err_prefix(err, "%s", dir);
+            return rc;
+        }
+    }
     eng_model *m = calloc(1, sizeof *m);
     if (!m) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    m->prec = prec;
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/config.json", dir);
     int rc = parse_config(path, &m->cfg, err);
@@ -423,7 +486,7 @@ int eng_model_load(const char *dir, eng_model **out, eng_err *err) {
     ckpt k = {0};
     rc = ckpt_open(dir, &k, err);
     if (!rc) {
-        rc = load_weights(m, &k, err);
+        rc = load_weights(m, &k, prec, err);
         if (rc) eng_err_prefix(err, "%s", dir);
     }
     ckpt_close(&k);
@@ -437,6 +500,14 @@ int eng_model_load(const char *dir, eng_model **out, eng_err *err) {
 
 void eng_model_free(eng_model *m) {
     if (!m) return;
+    if (m->w.layers)
+        for (int l = 0; l < m->cfg.n_layers; l++) {
+            eng_layer_weights *lw = &m->w.layers[l];
+            eng_linear_release(&lw->wqkv);
+            eng_linear_release(&lw->wo);
+            eng_linear_release(&lw->w1);
+            eng_linear_release(&lw->w2);
+        }
     free(m->w.layers);
     eng_free_aligned(m->arena);
     free(m);
@@ -444,4 +515,4 @@ void eng_model_free(eng_model *m) {
 
 const eng_config *eng_model_config(const eng_model *m) { return &m->cfg; }
 const eng_weights *eng_model_weights(const eng_model *m) { return &m->w; }
-size_t eng_model_bytes(const eng_model *m) { return m->arena_floats * sizeof(float); }
+size_t eng_model_bytes(const eng_model *m) { return m->arena_floats * sizeof(float) + m->packed_bytes; }

@@ -1,26 +1,29 @@
 /* weights.h - an encoder's weights as the engine holds them (the model object behind engine/model.h).
  *
  * Loaded by model/model.c, read by the encoder (model/encoder.c) and nothing else: tasks see the
- * model only through its config. All weights live in one 64-byte-aligned float32 arena. */
+ * model only through its config. The four backbone Linear weights of each layer are eng_linear
+ * (math/linear.h), packed at load in the model's precision, each its own allocation; everything
+ * else lives in one 64-byte-aligned float32 arena. */
 #ifndef ADAPTERD_ENGINE_MODEL_WEIGHTS_H
 #define ADAPTERD_ENGINE_MODEL_WEIGHTS_H
 
 #include <stddef.h>
 
 #include "engine/model.h"
+#include "math/linear.h"
 
-/* The four backbone Linear weights are stored packed for eng_pgemm (math/blas.h), not in the
+/* The four backbone Linear weights are packed (eng_linear, in the model's precision), not in the
  * checkpoint's (out, in) layout; their shapes are given as that layout's. */
 typedef struct {
-    float *wqkv;   /* (3H, H): query rows, then key rows, then value rows */
+    eng_linear wqkv; /* (3H, H): query rows, then key rows, then value rows */
     float *bqkv;   /* (3H) */
-    float *wo;     /* (H, H) attention output dense */
+    eng_linear wo; /* (H, H) attention output dense */
     float *bo;     /* (H) */
     float *ln1_g;  /* (H) attention output LayerNorm (DistilBERT: sa_layer_norm) */
     float *ln1_b;  /* (H) */
-    float *w1;     /* (I, H) intermediate dense */
+    eng_linear w1; /* (I, H) intermediate dense */
     float *b1;     /* (I) */
-    float *w2;     /* (H, I) output dense */
+    eng_linear w2; /* (H, I) output dense */
     float *b2;     /* (H) */
     float *ln2_g;  /* (H) output LayerNorm (DistilBERT: output_layer_norm) */
     float *ln2_b;  /* (H) */
@@ -40,8 +43,10 @@ typedef struct {
 struct eng_model {
     eng_config cfg;
     eng_weights w;
-    float *arena;        /* (arena_floats) every tensor above points into it */
+    eng_prec prec;       /* of the four backbone Linear layers */
+    float *arena;        /* (arena_floats) every float tensor above points into it */
     size_t arena_floats;
+    size_t packed_bytes; /* of every layer's eng_linear */
 };
 
 /* Borrowed pointer, valid while the model lives. */

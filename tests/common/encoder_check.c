@@ -10,7 +10,8 @@
 #include "engine/model.h"
 #include "io/safetensors.h"
 
-static float max_diff(const float *a, const eng_st_tensor *t) {
+/* Largest |a - t|; *sum (when not NULL) gets the sum of |a - t| added. */
+static float max_diff(const float *a, const eng_st_tensor *t, double *sum) {
     float *e = malloc((size_t)t->numel * sizeof *e), m = 0;
     if (!e || eng_convert_to_f32(t->dtype, t->data, (size_t)t->numel, e)) {
         free(e);
@@ -19,13 +20,14 @@ static float max_diff(const float *a, const eng_st_tensor *t) {
     for (int64_t i = 0; i < t->numel; i++) {
         float d = fabsf(a[i] - e[i]);
         m = d > m || isnan(d) ? d : m;
+        if (sum) *sum += d;
     }
     free(e);
     return m;
 }
 
 static int check_case(const eng_model *m, eng_state *st, const char *path, float tol, float tol_alone,
-                      encoder_check_result *res, char *msg, size_t msg_len) {
+                      encoder_check_result *res, double *sum, size_t *count, char *msg, size_t msg_len) {
     eng_err e = {0};
     eng_st_file *f;
     if (eng_st_open(path, &f, &e)) {
@@ -56,7 +58,8 @@ static int check_case(const eng_model *m, eng_state *st, const char *path, float
         snprintf(msg, msg_len, "%s: %s", path, e.msg);
         goto done;
     }
-    float dh = max_diff(out, hs), dp = max_diff(pooled, po ? po : cls);
+    float dh = max_diff(out, hs, sum), dp = max_diff(pooled, po ? po : cls, NULL);
+    *count += (size_t)hs->numel;
     res->max_hidden = dh > res->max_hidden ? dh : res->max_hidden;
     res->max_pooled = dp > res->max_pooled ? dp : res->max_pooled;
     if (!(dh <= tol) || !(dp <= tol)) {
@@ -93,10 +96,18 @@ done:
 
 int encoder_check(const char *model_dir, int threads, float tol, float tol_alone, encoder_check_result *res, char *msg,
                   size_t msg_len) {
+    return encoder_check_params(model_dir, NULL, threads, tol, tol_alone, res, msg, msg_len);
+}
+
+int encoder_check_params(const char *model_dir, const eng_model_params *p, int threads, float tol, float tol_alone,
+                         encoder_check_result *res, char *msg, size_t msg_len) {
     memset(res, 0, sizeof *res);
     eng_model *m;
     eng_err e = {0};
-    if (eng_model_load(model_dir, &m, &e)) {
+    eng_model_params dp = eng_model_default_params();
+    double sum = 0;
+    size_t count = 0;
+    if (eng_model_load_params(model_dir, p ? p : &dp, &m, &e)) {
         snprintf(msg, msg_len, "%s", e.msg);
         return -1;
     }
@@ -110,11 +121,12 @@ int encoder_check(const char *model_dir, int threads, float tol, float tol_alone
     while (!rc && d && (de = readdir(d))) {
         size_t n = strlen(de->d_name);
         if (n < 12 || strcmp(de->d_name + n - 12, ".safetensors")) continue;
-        char p[4096];
-        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-        rc = check_case(m, st, p, tol, tol_alone, res, msg, msg_len);
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        rc = check_case(m, st, path, tol, tol_alone, res, &sum, &count, msg, msg_len);
     }
     if (d) closedir(d);
+    res->mean_hidden = count ? sum / (double)count : 0;
     if (!rc && res->cases == 0) {
         snprintf(msg, msg_len, "%s: no expected cases", dir);
         rc = -1;

@@ -11,17 +11,24 @@
 
 #include <stddef.h>
 
+#include "engine/model.h"
+
 typedef struct {
     int cases;           /* expected files checked */
     int sequences;       /* sequences across all cases */
     float max_hidden;    /* largest |engine - reference| over last_hidden_state */
     float max_pooled;    /* ... over pooler_output (or cls) */
     float max_alone;     /* largest |packed - alone| */
+    double mean_hidden;  /* mean |engine - reference| over last_hidden_state */
 } encoder_check_result;
 
 /* Returns 0 when every value is within tol (and packed-vs-alone within tol_alone), else -1 with a
  * message in msg. */
 int encoder_check(const char *model_dir, int threads, float tol, float tol_alone, encoder_check_result *res, char *msg,
                   size_t msg_len);
+
+/* The same with the model loaded with p (a precision; NULL: the defaults). */
+int encoder_check_params(const char *model_dir, const eng_model_params *p, int threads, float tol, float tol_alone,
+                         encoder_check_result *res, char *msg, size_t msg_len);
 
 #endif

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/model.h"
 #include "engine/tokenizer.h"
 
 int cli_parse_ids(const char *s, int32_t **out) {
@@ -104,4 +105,17 @@ int cli_read_input(const char *model_dir, const char *ids_arg, const char *text,
     if (!ids_arg) return cli_tokenize(model_dir, text, pair, max_length, ids, types, n, err);
     *n = cli_parse_ids(ids_arg, ids);
     return *n < 0 ? 2 : 0;
+}
+
+int cli_model_load(const char *model_dir, const char *precision, eng_model **out, eng_err *err) {
+    eng_model_params p = eng_model_default_params();
+    if (precision) {
+        int v = eng_precision_parse(precision);
+        if (v < 0) return eng_err_set(err, ENG_INVALID_ARGUMENT, "--precision %s: expected fp32, bf16 or int8", precision);
+        p.precision = (eng_precision)v;
+    } else {
+        int rc = eng_model_json_precision(model_dir, &p.precision, err);
+        if (rc) return rc;
+    }
+    return eng_model_load_params(model_dir, &p, out, err);
 }

@@ -34,6 +34,13 @@ int cli_tokenize(const char *model_dir, const char *text, const char *pair, int 
 int cli_read_input(const char *model_dir, const char *ids_arg, const char *text, const char *pair, int max_length,
                    int32_t **ids, int32_t **types, int *n, eng_err *err);
 
+/* Loads the model in model_dir in `precision` ("fp32", "bf16", "int8"; NULL: the one model.json
+ * beside it names, else fp32). Returns 0 and sets *out (free with eng_model_free), or a negative
+ * eng_status with err set (a precision this CPU has no fast kernel for is refused, naming what is
+ * missing). */
+struct eng_model;
+int cli_model_load(const char *model_dir, const char *precision, struct eng_model **out, eng_err *err);
+
 /* Prints a JSON string literal (with quotes, escaped) to stdout. */
 void cli_print_json_string(const char *s, size_t len);
 

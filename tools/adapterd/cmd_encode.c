@@ -15,7 +15,7 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: adapterd encode --model DIR (--text STR [--text-pair STR] | --ids 101,2023,102)\n"
-            "                       [--max-length N] [--threads N] [--blas-core NAME]\n\n"
+            "                       [--max-length N] [--threads N] [--blas-core NAME] [--precision P]\n\n"
             "Runs the encoder in DIR (config.json + model.safetensors) and prints one JSON object:\n"
             "  {\"ids\":[...],\"last_hidden_state\":[[...],...],\"pooler_output\":[...]}\n\n"
             "  --model DIR        Hugging Face model directory (BERT, RoBERTa/XLM-R, DistilBERT)\n"
@@ -24,7 +24,9 @@ static void usage(FILE *f) {
             "  --ids LIST         comma-separated token ids, used as given (no special tokens added)\n"
             "  --max-length N     truncate the tokenized text to N tokens (default: the model's limit)\n"
             "  --threads N        threads (default: all cores)\n"
-            "  --blas-core NAME   OpenBLAS kernels: auto, Haswell, SkylakeX, Cooperlake, ...\n");
+            "  --blas-core NAME   OpenBLAS kernels: auto, Haswell, SkylakeX, Cooperlake, ...\n"
+            "  --precision P      backbone Linear layers in fp32, bf16 or int8 (default: DIR/model.json's, else\n"
+            "                     fp32); refused when this CPU has no fast kernel for it\n");
 }
 
 static void print_floats(const float *v, int n) {
@@ -34,6 +36,7 @@ static void print_floats(const float *v, int n) {
 }
 
 int cmd_encode(int argc, char **argv) {
+    const char *precision = NULL;
     const char *model_dir = NULL, *text = NULL, *pair = NULL, *ids_arg = NULL;
     int max_length = 0, threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     for (int i = 1; i < argc; i++) {
@@ -54,11 +57,16 @@ int cmd_encode(int argc, char **argv) {
         else if (!strcmp(a, "--ids")) ids_arg = v;
         else if (!strcmp(a, "--max-length")) max_length = atoi(v);
         else if (!strcmp(a, "--threads")) threads = atoi(v);
+        else if (!strcmp(a, "--precision")) precision = v;
         else {
             fprintf(stderr, "adapterd encode: unknown option '%s'\n", a);
             usage(stderr);
             return 2;
         }
+    }
+    if (precision && eng_precision_parse(precision) < 0) {
+        fprintf(stderr, "adapterd %s: --precision must be fp32, bf16 or int8\n", argv[0]);
+        return 2;
     }
     if (!model_dir || (!text == !ids_arg) || (pair && !text) || threads < 1 || max_length < 0) {
         fprintf(stderr, "adapterd encode: need --model and exactly one of --text or --ids\n");
@@ -71,7 +79,7 @@ int cmd_encode(int argc, char **argv) {
     eng_model *m = NULL;
     eng_state *st = NULL;
     float *hidden = NULL, *pooled = NULL;
-    if (eng_model_load(model_dir, &m, &err)) goto fail;
+    if (cli_model_load(model_dir, precision, &m, &err)) goto fail;
     const eng_config *c = eng_model_config(m);
     int ml = max_length ? max_length : c->max_pos - c->pos_offset;
     int irc = cli_read_input(model_dir, ids_arg, text, pair, ml, &ids, &types, &n, &err);
@@ -87,7 +95,9 @@ int cmd_encode(int argc, char **argv) {
         eng_err_set(&err, ENG_NO_MEMORY, "out of memory");
         goto fail;
     }
-    fprintf(stderr, "adapterd: OpenBLAS core %s, %d threads\n", eng_blas_core(), threads);
+    eng_model_precision_info pi = eng_model_precision(m);
+    fprintf(stderr, "adapterd: OpenBLAS core %s, %d threads, precision %s (%s kernel)\n", eng_blas_core(), threads,
+            pi.name, pi.kernel);
     int32_t len = n;
     eng_batch b = {.n_seq = 1, .ids = ids, .type_ids = types, .seq_len = &len};
     if (eng_encode(m, st, &b, hidden, pooled, &err)) goto fail;

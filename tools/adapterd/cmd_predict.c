@@ -24,13 +24,14 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: adapterd predict --model DIR --adapter DIR[,DIR...] [--adapter ...] [--fusion DIR [--head DIR]]\n"
             "                        [--skip N] (--text STR [--text-pair STR] | --ids LIST) [--explain]\n"
-            "                        [--threads N] [--blas-core NAME]\n\n"
+            "                        [--threads N] [--blas-core NAME] [--precision P]\n\n"
             "Prints {\"tasks\":{\"NAME\":{\"logits\":[...],\"label\":\"...\",\"scores\":{...}}}}.\n\n"
             "  --adapter DIR      an AdapterHub or PEFT adapter folder = one task; DIR1,DIR2 stacks them\n"
             "  --fusion DIR       AdapterFusion folder: the --adapter folders are its children, one task\n"
             "  --head DIR         head folder (head_config.json) for the fusion task\n"
             "  --skip N           AdapterDrop: run layers 0..N-1 without adapters (default 0)\n"
-            "  --explain          add the plan: streams and rows per layer, GFLOP, time per layer\n");
+            "  --explain          add the plan: streams and rows per layer, GFLOP, time per layer\n"
+            "  --precision P      backbone Linear layers in fp32, bf16 or int8 (default: DIR/model.json's, else fp32)\n");
 }
 
 static const char *label_name(const eng_head *h, int i, char *buf, size_t n) {
@@ -94,6 +95,7 @@ static void print_task(const eng_task *t, const eng_task_out *o, int skip) {
 }
 
 int cmd_predict(int argc, char **argv) {
+    const char *precision = NULL;
     const char *model_dir = NULL, *text = NULL, *pair = NULL, *ids_arg = NULL, *fusion = NULL, *head = NULL;
     const char *adapters[MAX_TASKS];
     int n_adapters = 0, skip = 0, explain = 0, threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
@@ -121,11 +123,16 @@ int cmd_predict(int argc, char **argv) {
         else if (!strcmp(a, "--text-pair")) pair = v;
         else if (!strcmp(a, "--ids")) ids_arg = v;
         else if (!strcmp(a, "--threads")) threads = atoi(v);
+        else if (!strcmp(a, "--precision")) precision = v;
         else {
             fprintf(stderr, "adapterd predict: unknown option '%s'\n", a);
             usage(stderr);
             return 2;
         }
+    }
+    if (precision && eng_precision_parse(precision) < 0) {
+        fprintf(stderr, "adapterd %s: --precision must be fp32, bf16 or int8\n", argv[0]);
+        return 2;
     }
     if (!model_dir || !n_adapters || (!text == !ids_arg) || (pair && !text) || threads < 1 || (head && !fusion)) {
         fprintf(stderr, "adapterd predict: need --model, at least one --adapter, and exactly one of --text or --ids\n");
@@ -142,7 +149,7 @@ int cmd_predict(int argc, char **argv) {
     eng_task_req reqs[MAX_TASKS];
     eng_plan_stats stats = {0};
     int have_outs = 0;
-    if (eng_model_load(model_dir, &m, &err)) goto fail;
+    if (cli_model_load(model_dir, precision, &m, &err)) goto fail;
     const eng_config *c = eng_model_config(m);
     if (skip < 0 || skip > c->n_layers) {
         eng_err_set(&err, ENG_INVALID_ARGUMENT, "--skip %d outside 0..%d", skip, c->n_layers);

@@ -26,7 +26,7 @@ static void usage(FILE *f) {
             "                      [--http-threads N] [--adaptive-skips true|false] [--target-queue-ms N]\n"
             "                      [--adapter-memory BYTES] [--load-rate B/S] [--load-burst B] [--max-upload-bytes N]\n"
             "                      [--watch inotify|poll|off] [--watch-interval-ms N]\n"
-            "                      [--port-file FILE] [--config FILE]\n\n"
+            "                      [--precision P] [--port-file FILE] [--config FILE]\n\n"
             "Serves the tasks of a registry (models/<name>/, tasks/<name>/<version>/) over HTTP/JSON:\n"
             "POST /v1/predict, GET /v1/tasks, /v1/models, /healthz, /readyz, /metrics, /openapi.json and the\n"
             "KServe v2 routes. SIGTERM/SIGINT drain: readiness turns false, work in flight completes, exit 0.\n\n"
@@ -65,6 +65,9 @@ static void usage(FILE *f) {
             "  --adaptive-skips B    load-adaptive mode: when the queue wait exceeds --target-queue-ms, raise the\n"
             "                        skips of tasks a request left at their default, within each task's range\n"
             "  --target-queue-ms N   adaptive mode's queue-wait target (default 50)\n"
+            "  --precision P         backbone Linear layers of models without models/NAME/model.json in fp32\n"
+            "                        (default), bf16 or int8; a model whose precision this CPU has no fast\n"
+            "                        kernel for is not served\n"
             "  --config FILE         JSON object of these options ({\"port\": 8080, \"max-queue\": 64})\n"
             "Environment: ADAPTERD_<OPTION> (ADAPTERD_PORT, ADAPTERD_MAX_QUEUE, ADAPTERD_CONFIG, ...).\n");
 }
@@ -101,6 +104,14 @@ int cmd_serve(int argc, char **argv) {
     sp.memory_budget = c.adapter_memory;
     sp.load_rate = c.load_rate;
     sp.load_burst = c.load_burst;
+    if (c.precision[0]) {
+        int prec = eng_precision_parse(c.precision);
+        if (prec < 0) {
+            fprintf(stderr, "adapterd serve: --precision %s: expected fp32, bf16 or int8\n", c.precision);
+            return 2;
+        }
+        sp.precision = (eng_precision)prec;
+    }
     store_registry *reg = NULL;
     if (store_open(c.registry, &sp, &reg, &err)) {
         fprintf(stderr, "adapterd serve: %s\n", err.msg);

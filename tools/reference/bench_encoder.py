@@ -42,6 +42,10 @@ def parse(argv):
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--workloads", default="latency,batch", help="comma list of latency, batch")
+    ap.add_argument("--quantize", default="none", choices=("none", "int8-dynamic"),
+                    help="int8-dynamic: every Linear through torch.ao.quantization.quantize_dynamic (qint8 weights, "
+                         "activations quantized per call: fbgemm's kernels); attention products, LayerNorm and softmax "
+                         "stay float32, as adapterd's int8")
     return ap.parse_args(argv)
 
 
@@ -64,6 +68,35 @@ def flops(cfg, batch, seq):
     per_layer = batch * seq * 2 * (4 * H * H + 2 * H * I) + batch * 2 * 2 * seq * seq * H
     pool = batch * 2 * H * H if cfg.arch != "distilbert" else 0
     return L * per_layer + pool
+
+
+def quantize_linears(torch, E, model):
+    """Routes every 2-D weight of `model` (RefEncoder: the Linear layers and the pooler; not the embeddings)
+    through an nn.Linear quantized by torch.ao.quantization.quantize_dynamic. The reference calls
+    E.linear(x, w, b) with the module's own buffers, so the quantized layer is found by the weight's storage."""
+    lin = torch.nn.ModuleDict()
+    names = {}
+    for k in model.keys:
+        w = getattr(model, k.replace(".", "__"))
+        if not k.endswith(".weight") or w.dim() != 2 or "embeddings" in k:
+            continue
+        bk = k[:-len("weight")] + "bias"
+        m = torch.nn.Linear(w.shape[1], w.shape[0])
+        m.weight = torch.nn.Parameter(w.clone(), requires_grad=False)
+        m.bias = torch.nn.Parameter(getattr(model, bk.replace(".", "__")).clone(), requires_grad=False)
+        name = "l%d" % len(names)
+        lin[name] = m
+        names[w.data_ptr()] = name
+    q = torch.ao.quantization.quantize_dynamic(lin, {torch.nn.Linear}, dtype=torch.qint8)
+    table = {ptr: q[name] for ptr, name in names.items()}
+    plain = E.linear
+
+    def linear(x, w, b):
+        m = table.get(w.data_ptr())
+        return m(x) if m is not None else plain(x, w, b)
+
+    E.linear = linear
+    model.quantized = q  # kept alive with the model
 
 
 def main(argv=None):
@@ -96,6 +129,8 @@ def main(argv=None):
     if a.seq > limit:
         sys.exit(f"--seq {a.seq} exceeds the model's {limit} positions")
     model = E.RefEncoder(cfg, W, torch.float32).eval()
+    if a.quantize == "int8-dynamic":
+        quantize_linears(torch, E, model)
     low = 3 if cfg.vocab > 3 else 0
     g = torch.Generator().manual_seed(1)
 
@@ -103,7 +138,8 @@ def main(argv=None):
            "layers": cfg.layers, "heads": cfg.heads, "intermediate": cfg.inter, "threads": a.threads,
            "torch_threads": torch.get_num_threads(), "seq": a.seq,
            "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY"),
-           "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE")}
+           "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"), "quantize": a.quantize,
+           "quantized_engine": torch.backends.quantized.engine}
     for wl in [w for w in a.workloads.split(",") if w]:
         b = 1 if wl == "latency" else a.batch
         ids = torch.randint(low, cfg.vocab, (b, a.seq), generator=g)

@@ -75,6 +75,9 @@ typedef struct {
     size_t memory_budget;    /* bytes of adapter weights kept resident; 0: no budget, load all at start */
     size_t load_rate;        /* bytes per second a load may convert beyond its first load_burst; 0: unpaced */
     size_t load_burst;       /* bytes of each load converted at full speed; 16 MB */
+    eng_precision precision; /* of models without a model.json naming one (models/NAME/model.json:
+                              * {"precision": "bf16"}); fp32. A model whose precision this CPU has no
+                              * fast kernel for is not served (logged, its tasks listed as failed). */
 } store_params;
 
 store_params store_default_params(void);

@@ -7,7 +7,8 @@
  *
  * Supported families: BERT (BertModel keys, with or without "bert."), RoBERTa / XLM-R (position
  * ids start at padding_idx + 1) and DistilBERT (its own key names, no token types). All weights are
- * converted to float32 at load and owned by the model; files are not kept mapped.
+ * converted at load (to float32, or the backbone's Linear layers to the model's precision) and owned
+ * by the model; files are not kept mapped.
  *
  * Usage:
  *     eng_model *m; eng_err e;
@@ -52,15 +53,60 @@ typedef struct {
 
 typedef struct eng_model eng_model;
 
+/* What the four backbone Linear layers of each layer (query/key/value, attention output, FFN in,
+ * FFN out) multiply in. Everything else (embeddings, attention products, LayerNorm, softmax,
+ * adapters, heads, fusion, pooler) stays float32 whatever the precision. The weights are converted
+ * once at load (bf16: rounded to nearest even; int8: symmetric per output feature), and the
+ * float32 copies are not kept. */
+typedef enum {
+    ENG_PRECISION_FP32 = 0,
+    ENG_PRECISION_BF16,
+    ENG_PRECISION_INT8,
+} eng_precision;
+
+/* "fp32" (or "float32"), "bf16" (or "bfloat16"), "int8", any case -> the precision; -1 otherwise. */
+int eng_precision_parse(const char *name);
+/* "fp32", "bf16" or "int8". Static string. */
+const char *eng_precision_name(eng_precision p);
+
+typedef struct {
+    eng_precision precision; /* ENG_PRECISION_FP32 */
+    int allow_emulated;      /* 0: a low precision this CPU has no fast kernel for is refused at load
+                              * (ENG_UNSUPPORTED, naming the missing feature); 1: it runs on the
+                              * portable C kernels (same numbers, 10-50x slower) */
+} eng_model_params;
+
+eng_model_params eng_model_default_params(void);
+
 /* Loads a model directory. Returns 0 and sets *out (owned by the caller, release with
- * eng_model_free), or a negative eng_status with err naming the file, key or tensor at fault. */
+ * eng_model_free), or a negative eng_status with err naming the file, key or tensor at fault.
+ * eng_model_load is eng_model_load_params with the default params (float32). */
 int eng_model_load(const char *dir, eng_model **out, eng_err *err);
+int eng_model_load_params(const char *dir, const eng_model_params *p, eng_model **out, eng_err *err);
 void eng_model_free(eng_model *m);
+
+/* The precision asked for in dir/model.json ({"precision": "bf16"}): 0 with *out set, 0 with *out
+ * left alone when there is no model.json or it names no precision, or ENG_FORMAT with err set when
+ * the file is not JSON or names an unknown precision. */
+int eng_model_json_precision(const char *dir, eng_precision *out, eng_err *err);
 
 /* Borrowed pointer, valid while the model lives. */
 const eng_config *eng_model_config(const eng_model *m);
-/* Bytes of float32 weights the model holds. */
+/* Bytes of weights the model holds (packed backbone Linear layers in their precision, and the
+ * float32 rest). */
 size_t eng_model_bytes(const eng_model *m);
+
+/* How a model's backbone products run: its precision, the kernel that runs them on this CPU now
+ * ("avx512_bf16", "avx512_vnni", "c" for the portable one; "packed_f32" for float32) and the bytes
+ * of its packed backbone weights. Strings are static. */
+typedef struct {
+    eng_precision precision;
+    const char *name;   /* eng_precision_name(precision) */
+    const char *kernel;
+    size_t packed_bytes;
+} eng_model_precision_info;
+
+eng_model_precision_info eng_model_precision(const eng_model *m);
 
 /* ---- forward pass ---- */
 

@@ -249,6 +249,8 @@ typedef struct {
     const char *name, *model_type;
     int hidden, layers, max_tokens, vocab;
     size_t bytes;
+    const char *precision, *kernel; /* "fp32" / "bf16" / "int8"; the product kernel's name */
+    size_t packed_bytes;            /* of the backbone Linear weights */
 } proto_model_info;
 
 char *proto_task_encode(const proto_task_info *t, size_t *len);               /* GET /v1/tasks/{name} */

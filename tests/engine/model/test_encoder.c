@@ -173,3 +173,104 @@ Test(encoder, bad_inputs_are_rejected) {
     eng_state_free(st);
     eng_model_free(m);
 }
+
+/* ---- lower precision ---- */
+
+/* The backbone in bf16 and int8 against the same float64 PyTorch reference (the fixtures), which
+ * the float32 path matches within 2e-5. The portable kernels compute the same quantized products as
+ * the AVX-512 ones (tests/engine/math/test_gemm_lowp.c), so emulation is allowed here and the
+ * portable build checks the same numbers.
+ *
+ * Tolerances, on outputs of magnitude ~1-4 after LayerNorm (hidden 64, 2 layers): a bf16 operand
+ * carries a relative rounding error up to 2^-9, an int8 one up to 1/254 of its row's (or output
+ * feature's) largest magnitude; over the four products of two layers that gave at most 0.014 (bf16)
+ * and 0.064 (int8), mean 0.0023 and 0.0092, on every fixture. The bounds are 2.5x those: bf16 max
+ * 0.035, mean 0.006; int8 max 0.16, mean 0.025. A floor (max > 1e-4, 5x the float32 path's error)
+ * proves the lower precision actually ran. */
+static void check_prec(const char *name, eng_precision prec, float tol, double tol_mean) {
+    char dir[1024], msg[1024];
+    fixture_path(dir, sizeof dir, name, NULL);
+    eng_model_params p = eng_model_default_params();
+    p.precision = prec;
+    p.allow_emulated = 1;
+    encoder_check_result r;
+    int rc = encoder_check_params(dir, &p, 2, tol, 1e-5f, &r, msg, sizeof msg);
+    cr_log_info("%s %s: max |diff| hidden %.3g pooled %.3g, mean %.3g", name, eng_precision_name(prec), r.max_hidden,
+                r.max_pooled, r.mean_hidden);
+    cr_assert_eq(rc, 0, "%s %s: %s", name, eng_precision_name(prec), msg);
+    cr_assert_leq(r.mean_hidden, tol_mean, "%s %s: mean |diff| %g > %g", name, eng_precision_name(prec), r.mean_hidden,
+                  tol_mean);
+    cr_assert_gt(r.max_hidden, 1e-4f, "%s %s: no rounding at all: did the float32 path run?", name,
+                 eng_precision_name(prec));
+}
+
+Test(encoder, bf16_and_int8_near_reference) {
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+        check_prec(models[i], ENG_PRECISION_BF16, 0.035f, 0.006);
+        check_prec(models[i], ENG_PRECISION_INT8, 0.16f, 0.025);
+    }
+}
+
+Test(encoder, precision_info_and_refusal) {
+    char dir[1024];
+    fixture_path(dir, sizeof dir, "bert-tiny", NULL);
+    size_t bytes[3] = {0};
+    for (int k = 0; k < 3; k++) {
+        eng_model_params p = eng_model_default_params();
+        p.precision = (eng_precision)k;
+        eng_model *m = NULL;
+        eng_err e = {0};
+        int rc = eng_model_load_params(dir, &p, &m, &e);
+        if (rc) { /* refused: only a low precision this CPU has no fast kernel for, said in words */
+            cr_assert_neq(k, ENG_PRECISION_FP32, "%s", e.msg);
+            cr_assert_eq(rc, ENG_UNSUPPORTED, "%s", e.msg);
+            cr_assert(strstr(e.msg, k == ENG_PRECISION_BF16 ? "avx512_bf16" : "avx512_vnni"), "%s", e.msg);
+            cr_assert_null(m);
+            p.allow_emulated = 1;
+            cr_assert_eq(eng_model_load_params(dir, &p, &m, &e), 0, "%s", e.msg);
+        }
+        eng_model_precision_info pi = eng_model_precision(m);
+        cr_assert_eq(pi.precision, (eng_precision)k);
+        cr_assert_str_eq(pi.name, k == 0 ? "fp32" : k == 1 ? "bf16" : "int8");
+        cr_assert(pi.kernel && *pi.kernel);
+        if (!rc && k) cr_assert_str_neq(pi.kernel, "c");
+        bytes[k] = pi.packed_bytes;
+        eng_model_free(m);
+    }
+    /* 2 layers of (3H + H + I + I) x H weights, H 64, I 128 (config.json): 4, 2, ~1 bytes each */
+    size_t w = 2 * (size_t)(3 * 64 + 64 + 128 + 128) * 64;
+    cr_assert_geq(bytes[0], 4 * w);
+    cr_assert_lt(bytes[1], bytes[0] * 6 / 10);
+    cr_assert_lt(bytes[2], bytes[1] * 7 / 10);
+}
+
+static void write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "wb");
+    cr_assert(f, "%s", path);
+    fputs(text, f);
+    fclose(f);
+}
+
+Test(encoder, model_json_precision) {
+    char tmp[1024], p[1100];
+    cr_assert(mkdtemp(test_tmp_template(tmp, sizeof tmp, "modeljson")));
+    eng_precision prec = ENG_PRECISION_FP32;
+    eng_err e = {0};
+    cr_assert_eq(eng_model_json_precision(tmp, &prec, &e), 0); /* no file: left alone */
+    cr_assert_eq(prec, ENG_PRECISION_FP32);
+    snprintf(p, sizeof p, "%s/model.json", tmp);
+    write_text(p, "{\"precision\": \"INT8\"}");
+    cr_assert_eq(eng_model_json_precision(tmp, &prec, &e), 0, "%s", e.msg);
+    cr_assert_eq(prec, ENG_PRECISION_INT8);
+    write_text(p, "{\"precision\": \"fp16\"}");
+    cr_assert_eq(eng_model_json_precision(tmp, &prec, &e), ENG_FORMAT);
+    cr_assert(strstr(e.msg, "precision"), "%s", e.msg);
+    write_text(p, "{\"precision\": ");
+    cr_assert_eq(eng_model_json_precision(tmp, &prec, &e), ENG_FORMAT);
+    write_text(p, "{}");
+    prec = ENG_PRECISION_BF16;
+    cr_assert_eq(eng_model_json_precision(tmp, &prec, &e), 0);
+    cr_assert_eq(prec, ENG_PRECISION_BF16);
+    unlink(p);
+    rmdir(tmp);
+}

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# run_precision.sh - the whole encoder at bert-base shapes in fp32, bf16 and int8, next to PyTorch float32 and
+# PyTorch int8 dynamic quantization, in one run, on the same threads.
+#
+#   bench/encoder/run_precision.sh [--build DIR] [--threads N] [--reps N] [--batch-reps N] [--rounds N]
+#                                  [--cache DIR] [--precisions fp32,bf16,int8]
+#
+# Peers, each on the same checkpoint (bench_backbone: bert-base shapes, reference seed 0):
+#   adapterd fp32 / bf16 / int8   bench_encoder --precision P (the backbone's four Linear layers in P; attention,
+#                                 LayerNorm, softmax stay float32)
+#   PyTorch fp32                  tools/reference/bench_encoder.py (the reference module, torch's fused ops)
+#   PyTorch int8 dynamic          the same with every Linear through torch.ao.quantization.quantize_dynamic
+#                                 (qint8 weights, activations quantized per call; the quantized engine is the
+#                                 one torch reports, printed in the table)
+# Workloads 1x128 (latency) and 32x128 (throughput), medians of --reps / --batch-reps runs after warm-up, then
+# the median over --rounds. When $ADAPTERD_PAUSE_PIDFILE names a file holding the pid of a running process (a
+# training job sharing the machine), that process is stopped (SIGSTOP) while each peer is timed and continued
+# (SIGCONT) after, also on exit. The 1-minute load average is printed for each peer.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+PY=${ADAPTERD_PYTHON:-/usr/bin/python3}
+
+build="$root/build" threads=$(nproc) reps=20 batch_reps=5 rounds=1 precisions=fp32,bf16,int8
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/adapterd/bench"
+usage() { sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; }
+while [ $# -gt 0 ]; do
+  case $1 in
+    --build) build=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    --reps) reps=$2; shift 2 ;;
+    --batch-reps) batch_reps=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --cache) cache=$2; shift 2 ;;
+    --precisions) precisions=$2; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "run_precision.sh: unknown argument $1" >&2; usage >&2; exit 2 ;;
+  esac
+done
+note() { echo "bench: $*" >&2; }
+. "$root/bench/common/lib.sh"
+bench_set_core auto "$threads"
+bin=$(bench_build "$build" bench_encoder)
+bench_backbone "$cache" || exit 1
+model="$cache/bert-base"
+
+pause_pid=""
+if [ -n "${ADAPTERD_PAUSE_PIDFILE:-}" ] && [ -s "$ADAPTERD_PAUSE_PIDFILE" ]; then
+  pause_pid=$(cat "$ADAPTERD_PAUSE_PIDFILE")
+  kill -0 "$pause_pid" 2>/dev/null || pause_pid=""
+fi
+pause() { if [ -n "$pause_pid" ]; then kill -STOP "$pause_pid" 2>/dev/null || true; sleep 2; fi; }
+resume() { if [ -n "$pause_pid" ]; then kill -CONT "$pause_pid" 2>/dev/null || true; fi; }
+
+out=$(mktemp -d)
+trap 'resume; rm -rf "$out"' EXIT
+loadavg() { cut -d' ' -f1 /proc/loadavg; }
+have_torch=0
+"$PY" -c 'import torch' 2>/dev/null && have_torch=1
+[ $have_torch = 1 ] || note "skipping the PyTorch peers: $PY cannot import torch"
+
+for r in $(seq 1 "$rounds"); do
+  for p in ${precisions//,/ }; do
+    pause
+    echo "$(loadavg)" > "$out/adapterd-$p.$r.load"
+    note "round $r: adapterd $p (load $(loadavg))"
+    "$bin" --model "$model" --threads "$threads" --reps "$reps" --batch-reps "$batch_reps" --precision "$p" --json \
+      > "$out/adapterd-$p.$r.json" || { note "adapterd $p failed"; rm -f "$out/adapterd-$p.$r.json"; }
+    resume
+  done
+  if [ $have_torch = 1 ]; then
+    for q in none int8-dynamic; do
+      pause
+      echo "$(loadavg)" > "$out/pytorch-$q.$r.load"
+      note "round $r: PyTorch $q (load $(loadavg))"
+      "$PY" "$root/tools/reference/bench_encoder.py" --model "$model" --threads "$threads" --omp-wait-policy PASSIVE \
+        --quantize "$q" --workloads latency --iters "$reps" --warmup 2 > "$out/pytorch-$q.$r.lat.json" \
+        && "$PY" "$root/tools/reference/bench_encoder.py" --model "$model" --threads "$threads" \
+        --omp-wait-policy PASSIVE --quantize "$q" --workloads batch --iters "$batch_reps" --warmup 1 \
+        > "$out/pytorch-$q.$r.batch.json" || { note "PyTorch $q failed"; rm -f "$out"/pytorch-$q.$r.*.json; }
+      resume
+    done
+  fi
+done
+
+cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
+python3 - "$out" "$threads" "$cpu" "$precisions" "${pause_pid:-none}" <<'EOF'
+import glob, json, os, statistics, sys
+out, threads, cpu, precisions, paused = sys.argv[1:6]
+H, I, L = 768, 3072, 12
+def flops(b, s=128):
+    return L * (2.0 * b * s * (4 * H * H + 2 * H * I) + 4.0 * b * s * s * H)
+def rows(pat):
+    r = []
+    for f in sorted(glob.glob(os.path.join(out, pat))):
+        with open(f) as fh:
+            r.append(json.loads(fh.read().strip().splitlines()[-1]))
+    return r
+def loads(pat):
+    return "/".join(open(f).read().strip() for f in sorted(glob.glob(os.path.join(out, pat))))
+res = []
+for p in precisions.split(","):
+    a = rows("adapterd-%s.*.json" % p)
+    if a:
+        res.append(("adapterd " + p, statistics.median(x["latency_1x128_ms"] for x in a),
+                    statistics.median(x["batch_32x128_ms"] for x in a), loads("adapterd-%s.*.load" % p),
+                    "%s kernel, OpenBLAS %s, fp32 sgemm peak %.0f GFLOP/s" % (a[0]["kernel"], a[0]["blas_core"],
+                                                                           statistics.median(x["sgemm_peak_gflops"] for x in a))))
+for q, name in (("none", "PyTorch fp32"), ("int8-dynamic", "PyTorch int8 dyn")):
+    l, b = rows("pytorch-%s.*.lat.json" % q), rows("pytorch-%s.*.batch.json" % q)
+    if l and b:
+        res.append((name, statistics.median(x["latency_1x128_ms"] for x in l),
+                    statistics.median(x["batch_32x128_ms"] for x in b), loads("pytorch-%s.*.load" % q),
+                    "torch %s, OpenBLAS %s%s" % (l[0]["torch"], l[0].get("openblas_core"),
+                                                  ", quantized engine " + l[0]["quantized_engine"] if q != "none" else "")))
+print()
+print("encoder by precision, bert-base shapes (12 layers, H 768, FFN 3072), 1x128 and 32x128 tokens")
+print("machine: %s, %d online CPUs; %s threads per peer; paused during timing: %s" % (cpu, os.cpu_count(), threads, paused))
+print()
+print("%-18s %9s %8s %10s %8s %6s  %s" % ("peer", "1x128 ms", "GFLOP/s", "32x128 ms", "GFLOP/s", "load", "notes"))
+for n, lat, thr, ld, notes in res:
+    print("%-18s %9.1f %8.1f %10.1f %8.1f %6s  %s" % (n, lat, flops(1) / lat / 1e6, thr, flops(32) / thr / 1e6, ld, notes))
+print("(medians; load = 1-minute load average when the peer started)")
+d = {n: (lat, thr) for n, lat, thr, _, _ in res}
+print()
+for base in ("adapterd fp32", "PyTorch fp32", "PyTorch int8 dyn"):
+    if base not in d:
+        continue
+    for n in ("adapterd bf16", "adapterd int8"):
+        if n in d:
+            print("%-14s vs %-17s 1x128 %.2fx, 32x128 %.2fx  (peer ms / adapterd ms)" % (
+                n, base + ":", d[base][0] / d[n][0], d[base][1] / d[n][1]))
+EOF
