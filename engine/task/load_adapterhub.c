@@ -4,8 +4,9 @@
  * union of them. Module placement is read from the tensor names, so leave_out and per-layer
  * configurations need no special case; every name is checked, and a tensor this loader does not
  * understand, a layer the model does not have, or a shape that does not fit the backbone or a
- * tensor it meets in a product (docs/ADAPTER_FORMATS.md §10.5) is an error naming the tensor. Prefix-tuning prefixes are evaluated once here (the library recomputes
- * them on every forward). Bottleneck matrices that are mostly zeros get a CSR copy (math/sparse.h).
+ * tensor it meets in a product (docs/ADAPTER_FORMATS.md §10.5) is an error naming the tensor.
+ * Prefix-tuning prefixes are evaluated once here (the library recomputes them on every forward).
+ * Bottleneck matrices that are mostly zeros get a CSR copy (math/sparse.h).
  * The format facts used here are in docs/ADAPTER_FORMATS.md. */
 #include <ctype.h>
 #include <stdio.h>
