@@ -3,9 +3,10 @@
  * `adapter_config.json` holds a "config" envelope: a bottleneck, LoRA/(IA)^3, prefix tuning, or a
  * union of them. Module placement is read from the tensor names, so leave_out and per-layer
  * configurations need no special case; every name is checked, and a tensor this loader does not
- * understand, a layer the model does not have or a shape that does not fit the backbone is an
- * error naming the tensor. Prefix-tuning prefixes are evaluated once here (the library recomputes
- * them on every forward). Bottleneck matrices that are mostly zeros get a CSR copy (math/sparse.h).
+ * understand, a layer the model does not have, or a shape that does not fit the backbone or a
+ * tensor it meets in a product (docs/ADAPTER_FORMATS.md §10.5) is an error naming the tensor.
+ * Prefix-tuning prefixes are evaluated once here (the library recomputes them on every forward).
+ * Bottleneck matrices that are mostly zeros get a CSR copy (math/sparse.h).
  * The format facts used here are in docs/ADAPTER_FORMATS.md. */
 #include <ctype.h>
 #include <stdio.h>
@@ -56,6 +57,7 @@ typedef struct {
     int lora_gating;
     /* prefix */
     int prefix_flat, prefix_gating;
+    int prefix_length; /* the config's prefix_length; 0 when it gives none */
     eng_act prefix_act;
     int leave_out[ENG_MAX_LAYERS], n_leave_out;
 } ah_cfg;
@@ -124,6 +126,7 @@ static int parse_one_config(json_t *c, int legacy, const char *version, ah_cfg *
         o->is_prefix = 1;
         o->prefix_flat = eng__jbool(c, "flat", 0);
         o->prefix_gating = eng__jbool(c, "use_gating", 0);
+        o->prefix_length = (int)eng__jnum(c, "prefix_length", 0);
         if ((rc = eng__parse_act(eng__jstr(c, "non_linearity") ? eng__jstr(c, "non_linearity") : "tanh", 0, &o->prefix_act, where,
                             err)))
             return rc;
@@ -163,31 +166,50 @@ static const char *expert_param(const char *w, int *is_expert) {
     return p + 1;
 }
 
-/* Loads ts into *dst (allocating it), or adds it to *dst for a further AdaMix expert. */
-static int load_or_add(eng_load_ctx *x, float **dst, int *count, const eng_st_tensor *ts, int64_t d0, int64_t d1) {
+/* What one bottleneck module has read so far, per parameter (down weight, down bias, up weight, up
+ * bias): how many tensors (AdaMix experts) and the first of them, whose shape the others must have
+ * and whose name the messages give. The tensors live as long as the open file. */
+typedef struct {
+    int count[4];
+    const eng_st_tensor *first[4];
+} bn_seen;
+
+static int same_shape(const eng_st_tensor *a, const eng_st_tensor *b) {
+    if (a->ndim != b->ndim) return 0;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return 0;
+    return 1;
+}
+
+/* Loads ts into *dst (allocating it), or adds it to *dst for a further AdaMix expert, which must have
+ * the shape of the first (seen->first[i]). */
+static int load_or_add(eng_load_ctx *x, float **dst, bn_seen *seen, int i, const eng_st_tensor *ts, int64_t d0,
+                       int64_t d1) {
     if (!*dst) {
         *dst = eng__task_tensor_f32(x->t, ts, d0, d1, x->dir, x->err);
         if (!*dst) return x->err->code;
-        *count = 1;
+        seen->count[i] = 1;
+        seen->first[i] = ts;
         return 0;
     }
-    if (ts->numel != (d1 ? d0 * d1 : d0))
-        return eng_err_set(x->err, ENG_SHAPE, "%s: AdaMix expert '%s' differs in shape from the others", x->dir, ts->name);
+    if (!same_shape(ts, seen->first[i]))
+        return eng_err_set(x->err, ENG_SHAPE, "%s: AdaMix expert '%s' differs in shape from '%s'", x->dir, ts->name,
+                           seen->first[i]->name);
     float *tmp = malloc((size_t)ts->numel * sizeof *tmp);
     if (!tmp) return eng_err_set(x->err, ENG_NO_MEMORY, "out of memory");
     if (eng_convert_to_f32(ts->dtype, ts->data, (size_t)ts->numel, tmp)) {
         free(tmp);
         return eng_err_set(x->err, ENG_UNSUPPORTED, "%s: tensor '%s' has dtype %s", x->dir, ts->name, eng_dtype_name(ts->dtype));
     }
-    for (int64_t i = 0; i < ts->numel; i++) (*dst)[i] += tmp[i];
+    for (int64_t k = 0; k < ts->numel; k++) (*dst)[k] += tmp[k];
     free(tmp);
-    (*count)++;
+    seen->count[i]++;
     return 0;
 }
 
 /* One tensor of a bottleneck module: rest is what follows "adapters.<name>.". */
 static int bn_tensor(eng_load_ctx *x, eng_bottleneck *bn, const ah_cfg *cfg, const char *rest, const eng_st_tensor *ts,
-                     int *counts) {
+                     bn_seen *seen) {
     int H = x->c->hidden;
     float *p;
     int ln_before = cfg->ln_before, expert;
@@ -197,12 +219,11 @@ static int bn_tensor(eng_load_ctx *x, eng_bottleneck *bn, const ah_cfg *cfg, con
         if (!strcmp(w, "weight")) {
             if (ts->ndim != 2 || ts->shape[1] != H)
                 return eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' must be (d, %d)", x->dir, ts->name, H);
-            if (bn->w_down && ts->shape[0] != bn->d)
-                return eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' has another width than its siblings", x->dir, ts->name);
-            bn->d = (int)ts->shape[0];
-            return load_or_add(x, &bn->w_down, &counts[0], ts, bn->d, H);
+            if (!bn->w_down) bn->d = (int)ts->shape[0];
+            return load_or_add(x, &bn->w_down, seen, 0, ts, ts->shape[0], H);
         } else if (!strcmp(w, "bias")) {
-            return load_or_add(x, &bn->b_down, &counts[1], ts, ts->numel, 0);
+            if (ts->ndim != 1) return eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' must be a vector", x->dir, ts->name);
+            return load_or_add(x, &bn->b_down, seen, 1, ts, ts->shape[0], 0);
         }
         goto unknown;
     }
@@ -211,9 +232,9 @@ static int bn_tensor(eng_load_ctx *x, eng_bottleneck *bn, const ah_cfg *cfg, con
         if (!strcmp(w, "weight")) {
             if (ts->ndim != 2 || ts->shape[0] != H)
                 return eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' must be (%d, d)", x->dir, ts->name, H);
-            return load_or_add(x, &bn->w_up, &counts[2], ts, H, ts->shape[1]);
+            return load_or_add(x, &bn->w_up, seen, 2, ts, H, ts->shape[1]);
         } else if (!strcmp(w, "bias")) {
-            return load_or_add(x, &bn->b_up, &counts[3], ts, H, 0);
+            return load_or_add(x, &bn->b_up, seen, 3, ts, H, 0);
         }
         goto unknown;
     }
@@ -254,11 +275,20 @@ unknown:
 }
 
 static int finish_bn(eng_load_ctx *x, eng_bottleneck *bn, const ah_cfg *cfg, const char *what, float sparse_threshold,
-                     const int *counts) {
+                     const bn_seen *seen) {
     int H = x->c->hidden;
+    const int *counts = seen->count;
     if (!bn->w_down || !bn->b_down || !bn->w_up || !bn->b_up)
         return eng_err_set(x->err, ENG_FORMAT, "%s: %s lacks adapter_down/adapter_up weights or biases", x->dir, what);
     if (bn->d <= 0 || bn->w_up == NULL) return eng_err_set(x->err, ENG_FORMAT, "%s: %s has no width", x->dir, what);
+    /* the width d is read from adapter_down's weight; its bias and adapter_up meet it in a product */
+    const eng_st_tensor *down = seen->first[0], *b_down = seen->first[1], *up = seen->first[2];
+    if (b_down->shape[0] != bn->d)
+        return eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' has %lld values, '%s' has %d rows", x->dir, b_down->name,
+                           (long long)b_down->shape[0], down->name, bn->d);
+    if (up->shape[1] != bn->d)
+        return eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' has %lld columns, '%s' has %d rows", x->dir, up->name,
+                           (long long)up->shape[1], down->name, bn->d);
     /* AdaMix: the merged adapter is the average of the experts (counts > 1) */
     float *params[4] = {bn->w_down, bn->b_down, bn->w_up, bn->b_up};
     size_t sizes[4] = {(size_t)bn->d * H, (size_t)bn->d, (size_t)H * bn->d, (size_t)H};
@@ -339,14 +369,25 @@ static int build_prefix(eng_load_ctx *x, const ah_cfg *cfg, const eng_st_tensor 
             return eng_err_set(x->err, ENG_SHAPE, "%s: '%s' has %lld values, not a multiple of %lld (layers x 2 x hidden)",
                                x->dir, flat->name, (long long)flat->numel, (long long)width);
         P = flat->numel / width;
+        if (cfg->prefix_length > 0 && P != cfg->prefix_length)
+            return eng_err_set(x->err, ENG_SHAPE, "%s: '%s' holds a prefix of %lld, the config's prefix_length is %d", x->dir,
+                               flat->name, (long long)P, cfg->prefix_length);
         if (!(kv = eng__task_tensor_f32(x->t, flat, flat->numel, 0, x->dir, x->err))) return x->err->code;
     } else {
         if (!wte || !w0 || !b0 || !w2 || !b2)
             return eng_err_set(x->err, ENG_FORMAT, "%s: prefix tuning lacks wte / control_trans weights", x->dir);
-        if (wte->ndim != 2 || wte->shape[1] != H || w0->ndim != 2 || w0->shape[1] != H || w2->ndim != 2 ||
-            w2->shape[0] != width || w2->shape[1] != w0->shape[0])
-            return eng_err_set(x->err, ENG_SHAPE, "%s: prefix tuning weights do not fit hidden %d and %d layers", x->dir, H,
-                               n_pl);
+        /* kv = W2 act(W1 wte + b1) + b2: wte (P, H), W1 (b, H), b1 (b), W2 (n_pl * 2 * H, b), b2 (n_pl * 2 * H) */
+        if (wte->ndim != 2 || wte->shape[1] != H || (cfg->prefix_length > 0 && wte->shape[0] != cfg->prefix_length))
+            return eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' must be (prefix_length %d, hidden %d)", x->dir, wte->name,
+                               cfg->prefix_length, H);
+        if (w0->ndim != 2 || w0->shape[1] != H)
+            return eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' must be (b, hidden %d)", x->dir, w0->name, H);
+        if (w2->ndim != 2 || w2->shape[0] != width)
+            return eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' must be (%lld, b): %d layers x 2 x hidden %d", x->dir,
+                               w2->name, (long long)width, n_pl, H);
+        if (w2->shape[1] != w0->shape[0])
+            return eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' has %lld columns, '%s' has %lld rows", x->dir, w2->name,
+                               (long long)w2->shape[1], w0->name, (long long)w0->shape[0]);
         P = wte->shape[0];
         int bn = (int)w0->shape[0];
         float *e = eng__task_tensor_f32(x->t, wte, P, H, x->dir, x->err), *a = eng__task_tensor_f32(x->t, w0, bn, H, x->dir, x->err),
@@ -405,10 +446,10 @@ int eng__load_adapterhub(eng_load_ctx *x, json_t *cfgj, eng_loaded_bn *lb, float
     eng_st_file *f;
     if ((rc = eng__tensors_open_first(x->dir, files, &f, x->err))) return rc;
     eng_lora_raw *raw = calloc((size_t)c->n_layers * ENG_LIN_COUNT, sizeof *raw);
-    int *counts = calloc((size_t)c->n_layers * ENG_SITE_COUNT * 4, sizeof *counts); /* per layer, site, parameter */
-    if (!raw || !counts) {
+    bn_seen *seen = calloc((size_t)c->n_layers * ENG_SITE_COUNT, sizeof *seen); /* per layer and site */
+    if (!raw || !seen) {
         free(raw);
-        free(counts);
+        free(seen);
         eng_st_close(f);
         return eng_err_set(x->err, ENG_NO_MEMORY, "out of memory");
     }
@@ -417,6 +458,7 @@ int eng__load_adapterhub(eng_load_ctx *x, json_t *cfgj, eng_loaded_bn *lb, float
     snprintf(lmid, sizeof lmid, "loras.%s.", name);
     snprintf(pmid, sizeof pmid, "prefix_tuning.prefix_tunings.%s.self_prefix.", name);
     const eng_st_tensor *pw[6] = {0}; /* wte, w0, b0, w2, b2, flat */
+    const eng_st_tensor *gate_w[ENG_MAX_LAYERS] = {0}, *gate_b[ENG_MAX_LAYERS] = {0}; /* prefix gates per layer */
     for (size_t i = 0; i < eng_st_count(f) && !rc; i++) {
         const eng_st_tensor *ts = eng_st_at(f, i);
         char buf[ENG_HF_KEY_MAX];
@@ -456,9 +498,11 @@ int eng__load_adapterhub(eng_load_ctx *x, json_t *cfgj, eng_loaded_bn *lb, float
                 }
                 Ly->prefix_gates = (int)ts->shape[0];
                 if (!(Ly->prefix_gate_w = eng__task_tensor_f32(x->t, ts, ts->shape[0], H, x->dir, x->err))) rc = x->err->code;
+                gate_w[layer] = ts;
             } else if (!strcmp(w, "bias")) {
                 if (ts->numel < 1 || ts->numel > 2 || eng_convert_to_f32(ts->dtype, ts->data, (size_t)ts->numel, Ly->prefix_gate_b))
                     rc = eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' must hold 1 or 2 values", x->dir, ts->name);
+                gate_b[layer] = ts;
             } else {
                 rc = eng_err_set(x->err, ENG_FORMAT, "%s: unexpected tensor '%s'", x->dir, ts->name);
             }
@@ -489,9 +533,7 @@ int eng__load_adapterhub(eng_load_ctx *x, json_t *cfgj, eng_loaded_bn *lb, float
                                  ts->name);
                 break;
             }
-            rc = eng__lora_tensor(x, is_a, 0, ts, &lr->A, &lr->B, &lr->E);
-            if (!rc && is_a) lr->rA = (int)ts->shape[0];
-            if (!rc && is_b) lr->rB = (int)ts->shape[1];
+            rc = eng__lora_tensor(x, is_a, 0, ts, lr);
             if (!rc) {
                 int in = eng__lin_in(c, (eng_lin)lin), out = eng__lin_out(c, (eng_lin)lin);
                 if ((is_a && ts->shape[1] != in) || (is_b && ts->shape[0] != out))
@@ -503,12 +545,19 @@ int eng__load_adapterhub(eng_load_ctx *x, json_t *cfgj, eng_loaded_bn *lb, float
         int site = eng__parse_site(r, mid, &rest);
         if (site >= 0) {
             eng_bottleneck *bn = bn_at(x->t, lb, layer, (eng_site_pos)site);
-            rc = bn ? bn_tensor(x, bn, &cfg, rest, ts, &counts[(layer * ENG_SITE_COUNT + site) * 4])
+            rc = bn ? bn_tensor(x, bn, &cfg, rest, ts, &seen[layer * ENG_SITE_COUNT + site])
                     : eng_err_set(x->err, ENG_NO_MEMORY, "out of memory");
             continue;
         }
         rc = eng_err_set(x->err, ENG_FORMAT, "%s: unexpected tensor '%s' (adapter name '%s')", x->dir, ts->name, name);
     }
+    /* a prefix gate's bias holds one value per output of its weight */
+    for (int l = 0; l < c->n_layers && l < ENG_MAX_LAYERS && !rc; l++)
+        if ((gate_w[l] || gate_b[l]) && (!gate_w[l] || !gate_b[l] || gate_b[l]->numel != gate_w[l]->shape[0]))
+            rc = eng_err_set(x->err, ENG_SHAPE, "%s: prefix gate tensors '%s' and '%s' do not match (%lld rows, %lld values)",
+                             x->dir, gate_w[l] ? gate_w[l]->name : "(weight missing)",
+                             gate_b[l] ? gate_b[l]->name : "(bias missing)", gate_w[l] ? (long long)gate_w[l]->shape[0] : 0LL,
+                             gate_b[l] ? (long long)gate_b[l]->numel : 0LL);
     if (!rc && (pw[0] || pw[5])) {
         if (!cfg.is_prefix) rc = eng_err_set(x->err, ENG_FORMAT, "%s: prefix weights but no prefix_tuning config", x->dir);
         else rc = build_prefix(x, &cfg, pw[0], pw[1], pw[2], pw[3], pw[4], pw[5]);
@@ -542,10 +591,10 @@ int eng__load_adapterhub(eng_load_ctx *x, json_t *cfgj, eng_loaded_bn *lb, float
             }
             char what[64];
             snprintf(what, sizeof what, "layer %d %s adapter", l, s == ENG_SITE_FFN ? "output" : "attention");
-            rc = finish_bn(x, &arr[l], &cfg, what, sparse_threshold, &counts[(l * ENG_SITE_COUNT + s) * 4]);
+            rc = finish_bn(x, &arr[l], &cfg, what, sparse_threshold, &seen[l * ENG_SITE_COUNT + s]);
             if (!rc) eng__task_kind_add(x->t, cfg.is_parallel ? "par_bn" : "bottleneck");
         }
-    free(counts);
+    free(seen);
     eng_st_close(f);
     return rc;
 }

@@ -23,15 +23,24 @@ static int set_labels_from(eng_task *t, json_t *label2id, eng_err *err) {
     return 0;
 }
 
-static int head_layer(eng_load_ctx *x, int i, const eng_st_tensor *w, const eng_st_tensor *b, eng_act act) {
+/* Layer i of the head from weight w (out, in) and bias b (out) or NULL. prev is layer i - 1's weight
+ * (NULL for the first), whose outputs w takes: a mismatch names both, as either may be the wrong one. */
+static int head_layer(eng_load_ctx *x, int i, const eng_st_tensor *w, const eng_st_tensor *b, const eng_st_tensor *prev,
+                      eng_act act) {
     eng_head *h = &x->t->head;
     if (i >= ENG_HEAD_MAX_LAYERS) return eng_err_set(x->err, ENG_UNSUPPORTED, "%s: head has too many layers", x->dir);
     if (!w || w->ndim != 2) return eng_err_set(x->err, ENG_FORMAT, "%s: head layer %d lacks a weight matrix", x->dir, i);
     int in = (int)w->shape[1], out = (int)w->shape[0];
     int want_in = i ? h->layers[i - 1].out : x->c->hidden;
+    if (in != want_in && prev)
+        return eng_err_set(x->err, ENG_SHAPE, "%s: head tensor '%s' takes %d inputs, '%s' gives %d", x->dir, w->name, in,
+                           prev->name, want_in);
     if (in != want_in)
-        return eng_err_set(x->err, ENG_SHAPE, "%s: head tensor '%s' takes %d inputs, expected %d", x->dir, w->name, in,
-                           want_in);
+        return eng_err_set(x->err, ENG_SHAPE, "%s: head tensor '%s' takes %d inputs, expected hidden size %d", x->dir,
+                           w->name, in, want_in);
+    if (b && (b->ndim != 1 || b->shape[0] != out))
+        return eng_err_set(x->err, ENG_SHAPE, "%s: head tensor '%s' must hold %d values, one per row of '%s'", x->dir,
+                           b->name, out, w->name);
     h->layers[i].in = in;
     h->layers[i].out = out;
     h->layers[i].act = act;
@@ -79,6 +88,7 @@ int eng__load_adapterhub_head(eng_load_ctx *x, const char *dir) {
     char pre[300];
     snprintf(pre, sizeof pre, "heads.%s.", name);
     int idx = 0;
+    const eng_st_tensor *prev = NULL; /* the weight of the layer before */
     for (int l = 0; l < layers && !rc; l++) {
         idx++; /* Dropout */
         char wn[400], bnm[400];
@@ -90,15 +100,17 @@ int eng__load_adapterhub_head(eng_load_ctx *x, const char *dir) {
             break;
         }
         int last = l == layers - 1;
-        rc = head_layer(x, l, w, b, last ? ENG_ACT_IDENTITY : act);
+        rc = head_layer(x, l, w, b, prev, last ? ENG_ACT_IDENTITY : act);
+        prev = w;
         idx++; /* Linear */
         if (!last && act != ENG_ACT_IDENTITY) idx++;
     }
     if (!rc && h->num_labels != num_labels && h->type != ENG_HEAD_QA)
-        rc = eng_err_set(err, ENG_SHAPE, "%s: head outputs %d values, config says num_labels %d", dir, h->num_labels,
-                         num_labels);
+        rc = eng_err_set(err, ENG_SHAPE, "%s: head tensor '%s' outputs %d values, config says num_labels %d", dir,
+                         prev ? prev->name : "(none)", h->num_labels, num_labels);
     if (!rc && h->type == ENG_HEAD_QA && h->num_labels != 2)
-        rc = eng_err_set(err, ENG_SHAPE, "%s: question answering head must output 2 values", dir);
+        rc = eng_err_set(err, ENG_SHAPE, "%s: question answering head tensor '%s' must output 2 values (start, end)", dir,
+                         prev ? prev->name : "(none)");
     if (!rc) {
         json_t *l2i = json_object_get(hc, "label2id");
         if (!json_is_object(l2i)) l2i = json_object_get(j, "label2id");
@@ -146,8 +158,8 @@ int eng__load_peft_head(eng_load_ctx *x, eng_st_file *f) {
             if (form == 2) h->input = x->c->arch == ENG_ARCH_DISTILBERT ? ENG_HEAD_IN_CLS : ENG_HEAD_IN_POOLER;
             else h->input = ENG_HEAD_IN_CLS;
             eng_act mid = form == 0 ? ENG_ACT_TANH : ENG_ACT_RELU;
-            int rc = head_layer(x, 0, t[0], t[1], two ? mid : ENG_ACT_IDENTITY);
-            if (!rc && two) rc = head_layer(x, 1, t[2], t[3], ENG_ACT_IDENTITY);
+            int rc = head_layer(x, 0, t[0], t[1], NULL, two ? mid : ENG_ACT_IDENTITY);
+            if (!rc && two) rc = head_layer(x, 1, t[2], t[3], t[0], ENG_ACT_IDENTITY);
             if (!rc && h->num_labels == 1) h->type = ENG_HEAD_REGRESSION;
             return rc;
         }

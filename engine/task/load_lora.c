@@ -12,13 +12,13 @@ static eng_lora *lora_at(eng_task *t, int layer, eng_lin lin) {
     return L->lora[lin];
 }
 
-int eng__lora_tensor(eng_load_ctx *x, int is_a, int is_e, const eng_st_tensor *ts, float **A, float **B, float **E) {
+int eng__lora_tensor(eng_load_ctx *x, int is_a, int is_e, const eng_st_tensor *ts, eng_lora_raw *lr) {
     if (ts->ndim != 2) return eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' is not a matrix", x->dir, ts->name);
     float *p = eng__task_tensor_f32(x->t, ts, ts->shape[0], ts->shape[1], x->dir, x->err);
     if (!p) return x->err->code;
-    if (is_e) *E = p;
-    else if (is_a) *A = p;
-    else *B = p;
+    if (is_e) lr->E = p, lr->tE = ts;
+    else if (is_a) lr->A = p, lr->tA = ts, lr->rA = (int)ts->shape[0];
+    else lr->B = p, lr->tB = ts, lr->rB = (int)ts->shape[1];
     return 0;
 }
 
@@ -39,8 +39,9 @@ int eng__lora_finish(eng_load_ctx *x, eng_lora_raw *raw, eng_lora_form form, flo
             if (form == ENG_LORA_FORM_IA3) {
                 if (!w->B || w->A)
                     return eng_err_set(x->err, ENG_FORMAT, "%s: (IA)^3 layer %d needs only lora_B", x->dir, l);
-                if (w->rB != 1 && w->rB != out)
-                    return eng_err_set(x->err, ENG_SHAPE, "%s: (IA)^3 vector of layer %d has the wrong size", x->dir, l);
+                /* the vector l is saved as (out, 1) */
+                if (w->rB != 1)
+                    return eng_err_set(x->err, ENG_SHAPE, "%s: (IA)^3 tensor '%s' must be (%d, 1)", x->dir, w->tB->name, out);
                 eng_ia3 *ia = eng__task_alloc(x->t, sizeof *ia);
                 if (!ia) return eng_err_set(x->err, ENG_NO_MEMORY, "out of memory");
                 ia->out = out;
@@ -51,7 +52,13 @@ int eng__lora_finish(eng_load_ctx *x, eng_lora_raw *raw, eng_lora_form form, flo
             }
             if (!w->A || !w->B)
                 return eng_err_set(x->err, ENG_FORMAT, "%s: LoRA of layer %d lacks %s", x->dir, l, w->A ? "lora_B" : "lora_A");
-            /* shapes: A (r, in), B (out, r) */
+            /* shapes: A (r, in), B (out, r), AdaLoRA's E (r, 1): the ranks meet in the product */
+            if (w->rA != w->rB)
+                return eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' has rank %d, '%s' has rank %d", x->dir, w->tA->name,
+                                   w->rA, w->tB->name, w->rB);
+            if (w->E && (w->tE->shape[0] != w->rA || w->tE->shape[1] != 1))
+                return eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' must be (%d, 1) for the rank of '%s'", x->dir,
+                                   w->tE->name, w->rA, w->tA->name);
             eng_lora *lo = lora_at(x->t, l, (eng_lin)k);
             if (!lo) return eng_err_set(x->err, ENG_NO_MEMORY, "out of memory");
             int r = w->rA;

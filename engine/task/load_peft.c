@@ -62,18 +62,16 @@ int eng__load_peft(eng_load_ctx *x, json_t *cfgj, eng_st_file **head_file) {
             break;
         }
         eng_lora_raw *lr = &raw[layer * ENG_LIN_COUNT + lin];
-        rc = eng__lora_tensor(x, is_a, is_e, ts, &lr->A, &lr->B, &lr->E);
+        rc = eng__lora_tensor(x, is_a, is_e, ts, lr);
         if (rc) break;
         int in = eng__lin_in(c, (eng_lin)lin), out = eng__lin_out(c, (eng_lin)lin);
-        if (is_a) lr->rA = (int)ts->shape[0];
-        if (is_b) lr->rB = (int)ts->shape[1];
         if ((is_a && ts->shape[1] != in) || (is_b && ts->shape[0] != out) || (is_e && ts->shape[1] != 1))
             rc = eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' does not fit a %dx%d layer", x->dir, ts->name, out, in);
     }
+    /* ranks are checked against each other in eng__lora_finish */
     for (int i = 0; i < c->n_layers * ENG_LIN_COUNT && !rc; i++)
-        if ((raw[i].A && raw[i].B && raw[i].rA != raw[i].rB) || (adalora && raw[i].A && !raw[i].E))
-            rc = eng_err_set(x->err, ENG_SHAPE, "%s: LoRA of layer %d has mismatched ranks or lacks lora_E", x->dir,
-                             i / ENG_LIN_COUNT);
+        if (adalora && raw[i].A && !raw[i].E)
+            rc = eng_err_set(x->err, ENG_SHAPE, "%s: AdaLoRA tensor '%s' has no lora_E", x->dir, raw[i].tA->name);
     eng_lora_form form = adalora ? ENG_LORA_FORM_ADALORA : rslora ? ENG_LORA_FORM_RSLORA : ENG_LORA_FORM_LORA;
     if (!rc) rc = eng__lora_finish(x, raw, form, alpha, 0);
     if (!rc) eng__task_kind_add(x->t, adalora ? "adalora" : "lora");

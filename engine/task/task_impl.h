@@ -97,6 +97,7 @@ typedef struct {
     float *A, *B, *E;        /* (r, in), (out, r), AdaLoRA's (r, 1); owned by the task */
     float *gate_w, gate_b;   /* gated LoRA (UniPELT) */
     int rA, rB;              /* ranks as read from A and B */
+    const eng_st_tensor *tA, *tB, *tE; /* the tensors read, for messages; live while the file is open */
 } eng_lora_raw;
 
 /* How a form scales its product (docs/ADAPTER_FORMATS.md §3, §4). */
@@ -110,8 +111,8 @@ typedef enum {
 /* Input and output width of a Linear of the backbone. */
 int eng__lin_in(const eng_config *c, eng_lin l);
 int eng__lin_out(const eng_config *c, eng_lin l);
-/* Reads a LoRA matrix into *A, *B or *E (is_a / is_e say which). */
-int eng__lora_tensor(eng_load_ctx *x, int is_a, int is_e, const eng_st_tensor *ts, float **A, float **B, float **E);
+/* Reads a LoRA matrix into lr->A, B or E (is_a / is_e say which), with its tensor and rank. */
+int eng__lora_tensor(eng_load_ctx *x, int is_a, int is_e, const eng_st_tensor *ts, eng_lora_raw *lr);
 /* Builds the modules of raw (n_layers x ENG_LIN_COUNT entries) into the task's layers. gated: the
  * config asks for gates, which every module must then have. */
 int eng__lora_finish(eng_load_ctx *x, eng_lora_raw *raw, eng_lora_form form, float alpha, int gated);

@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
 """Rewrites a safetensors file with its first tensor's last dimension halved (data cut to match):
-a well-formed file whose shapes do not fit the backbone, for test_admin.c's bad-upload test."""
+a well-formed file whose shapes do not fit the backbone, for test_admin.c's bad-upload test.
+
+With NAME DIM DELTA after the path, the tensor NAME instead gets DELTA added to dimension DIM (its
+data cut, or repeated to the new length): one tensor that no longer fits the ones it meets."""
 import json
 import struct
 import sys
 
 path = sys.argv[1]
+target = sys.argv[2] if len(sys.argv) > 4 else None
 raw = open(path, "rb").read()
 n = struct.unpack("<Q", raw[:8])[0]
 header = json.loads(raw[8 : 8 + n])
@@ -17,12 +21,15 @@ for i, (name, t) in enumerate(items):
     a, b = t["data_offsets"]
     blob = data[a:b]
     shape = list(t["shape"])
-    if i == 0:
-        shape[-1] //= 2
+    if (target is None and i == 0) or name == target:
+        if target is None:
+            shape[-1] //= 2
+        else:
+            shape[int(sys.argv[3])] += int(sys.argv[4])
         size = 4
         for d in shape:
             size *= d
-        blob = blob[:size]
+        blob = (blob * (size // max(len(blob), 1) + 1))[:size]
     out[name] = {"dtype": t["dtype"], "shape": shape, "data_offsets": [off, off + len(blob)]}
     blobs.append(blob)
     off += len(blob)

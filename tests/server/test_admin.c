@@ -297,6 +297,14 @@ Test(admin, bad_uploads_are_rejected_with_the_reason, .timeout = 60) {
        work, work, AD, work, ADAPTERD_SOURCE_DIR, work);
     REJECT(upload_dir(&s, "cls", 7, work, 1, &d), 422, "invalid_argument", "shape_mismatch", "wrong shapes");
     json_decref(d);
+    /* a bottleneck whose adapter_up width (5) does not match adapter_down's (4): once loaded, and then read out
+     * of bounds by every prediction; now refused naming the tensor */
+    sh("rm -rf %s && mkdir -p %s && cp -rL %s/seq_bn_st/adapters/sst %s/ && python3 %s/tests/server/reshape_tensor.py "
+       "%s/sst/adapter.safetensors bert.encoder.layer.1.output.adapters.sst.adapter_up.weight 1 1",
+       work, work, AD, work, ADAPTERD_SOURCE_DIR, work);
+    REJECT(upload_dir(&s, "cls", 7, work, 1, &d), 422, "invalid_argument",
+           "bert.encoder.layer.1.output.adapters.sst.adapter_up.weight", "bottleneck widths");
+    json_decref(d);
     /* unknown method */
     sh("rm -rf %s && mkdir -p %s && cp -rL %s/lora_ah/adapters/lora %s/ && sed -i 's/\"architecture\": \"lora\"/\"architecture\": \"hyperloop\"/' %s/lora/adapter_config.json",
        work, work, AD, work, work);
