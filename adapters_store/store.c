@@ -1373,6 +1373,13 @@ int store_versions(store_registry *r, const char *name, store_version_info *out,
         failed++;
     }
     pthread_mutex_unlock(&r->mu);
+    /* outside the lock: a stat may wait on the disk */
+    for (int i = 0; i < n; i++) {
+        char path[PATH_MAX];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/tasks/%s/%s", r->dir, name, out[i].version);
+        out[i].added = lstat(path, &st) ? 0 : (int64_t)st.st_mtime;
+    }
     if (failed) qsort(out, (size_t)n, sizeof *out, cmp_version_info);
     return e || failed ? n : ENG_NOT_FOUND;
 }

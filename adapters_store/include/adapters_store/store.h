@@ -158,6 +158,7 @@ typedef struct {
     int current, resident, pinned;
     int in_flight;           /* references held by callers (requests) */
     size_t bytes;            /* weights when resident (else the last loaded size, or 0) */
+    int64_t added;           /* when the version's folder was published (its mtime, Unix seconds); 0: unknown */
 } store_version_info;
 
 /* Fills up to max versions of task name in version order, failed ones included; returns the
