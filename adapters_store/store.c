@@ -595,7 +595,16 @@ static int meta_read(store_registry *r, const char *name, const char *vname, con
             ns = 0;
             goto fail;
         }
+        /* a version folder that is one saved adapter (save_adapter / save_pretrained, then tar -C out .) */
+        int top = file_in(vdir, ".", "adapter_config.json");
+        if (top && !(t->sub[t->n_sub++] = strdup("."))) goto oom;
         for (int i = 0; i < ns; i++) {
+            if (top && (file_in(vdir, subs[i], "adapter_config.json") || file_in(vdir, subs[i], "adapter_fusion_config.json"))) {
+                rc = eng_err_set(err, ENG_INVALID_ARGUMENT,
+                                 "%s: adapter_config.json at the top and adapter folders inside (%s): one layout per "
+                                 "version (the top folder as the task's one adapter, or sub-folders)", vdir, subs[i]);
+                goto fail;
+            }
             if (file_in(vdir, subs[i], "adapter_fusion_config.json")) {
                 free(t->fusion);
                 if (!(t->fusion = strdup(subs[i]))) goto oom;
@@ -611,7 +620,8 @@ static int meta_read(store_registry *r, const char *name, const char *vname, con
             }
         }
         if (t->n_sub == 0) {
-            rc = eng_err_set(err, ENG_NOT_FOUND, "%s: no adapter folder (one with adapter_config.json)", vdir);
+            rc = eng_err_set(err, ENG_NOT_FOUND,
+                             "%s: no adapter (adapter_config.json at the top, or in sub-folders)", vdir);
             goto fail;
         }
     }
@@ -695,7 +705,9 @@ static int weights_load(const store_task *t, eng_task **out, eng_err *err) {
     char dbuf[ENG_MAX_FUSE][PATH_MAX], fbuf[PATH_MAX], hbuf[PATH_MAX];
     const char *dirs[ENG_MAX_FUSE];
     for (int i = 0; i < t->n_sub; i++) {
-        pathf(dbuf[i], sizeof dbuf[i], "%s/%s", t->dir, t->sub[i]);
+        /* "." (the version folder is the adapter) as the folder itself: a PEFT adapter is named after it */
+        if (!strcmp(t->sub[i], ".")) pathf(dbuf[i], sizeof dbuf[i], "%s", t->dir);
+        else pathf(dbuf[i], sizeof dbuf[i], "%s/%s", t->dir, t->sub[i]);
         dirs[i] = dbuf[i];
     }
     eng_task_params tp = eng_task_default_params();

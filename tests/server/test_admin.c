@@ -680,3 +680,51 @@ Test(admin, versions_are_named_listed_and_unloaded, .timeout = 60) {
     sh("rm -rf %s", reg);
     free(reg);
 }
+
+/* The scores version v of task answers (v1 predict, "task@v"). */
+static json_t *scores_of(const test_server *s, const char *task, const char *v) {
+    char body[256];
+    snprintf(body, sizeof body, "{\"inputs\":\"the movie was great\",\"tasks\":[\"%s@%s\"]}", task, v);
+    json_t *d = NULL;
+    cr_assert_eq(req(s, "POST", "/v1/predict", body, strlen(body), "application/json", NULL, &d), 200, "%s@%s", task, v);
+    json_t *t = json_object_get(json_object_get(json_array_get(json_object_get(d, "results"), 0), "tasks"), task);
+    cr_assert_str_eq(json_string_value(json_object_get(t, "version")), v);
+    json_t *sc = json_incref(json_object_get(t, "scores"));
+    json_decref(d);
+    return sc;
+}
+
+Test(admin, a_version_folder_may_be_one_saved_adapter, .timeout = 60) {
+    char *reg = make_registry();
+    test_server s;
+    start_on(&s, reg, NULL, NULL);
+    json_t *d = NULL;
+    /* AdapterHub: the same adapter as a sub-folder (2) and as the archive's top (3) */
+    cr_assert_eq(upload_dir(&s, "cls", 2, AD "/lora_ah/adapters", 0, &d), 201, "%s", json_dumps(d, 0));
+    json_decref(d);
+    cr_assert_eq(upload_dir(&s, "cls", 3, AD "/lora_ah/adapters/lora", 0, &d), 201, "%s", json_dumps(d, 0));
+    json_decref(d);
+    json_t *a = scores_of(&s, "cls", "2"), *b = scores_of(&s, "cls", "3");
+    cr_expect(close_scores(a, b), "one adapter, two layouts, the same answers");
+    json_decref(a), json_decref(b);
+    /* PEFT's save_pretrained folder likewise */
+    cr_assert_eq(upload_dir(&s, "pf", 1, AD "/peft_lora/adapters", 1, &d), 201, "%s", json_dumps(d, 0));
+    json_decref(d);
+    cr_assert_eq(upload_dir(&s, "pf", 2, AD "/peft_lora/adapters/peft_task", 0, &d), 201, "%s", json_dumps(d, 0));
+    json_decref(d);
+    a = scores_of(&s, "pf", "1"), b = scores_of(&s, "pf", "2");
+    cr_expect(close_scores(a, b), "PEFT: the same answers in both layouts");
+    json_decref(a), json_decref(b);
+    /* both layouts in one version is ambiguous: refused with the reason */
+    char mix[256];
+    snprintf(mix, sizeof mix, "adapterd-mix-%d", (int)getpid());
+    sh("rm -rf %s && mkdir -p %s && cp -r %s/lora_ah/adapters/lora/. %s/ && cp -r %s/seq_bn_st/adapters/. %s/", mix, mix, AD, mix,
+       AD, mix);
+    long st = upload_dir(&s, "cls", 4, mix, 0, &d);
+    expect_rejected(&s, st, d, 422, "invalid_argument", "one layout per version", "mixed layouts");
+    json_decref(d);
+    sh("rm -rf %s", mix);
+    cr_assert_eq(ts_stop(&s), 0);
+    sh("rm -rf %s", reg);
+    free(reg);
+}

@@ -14,7 +14,9 @@
  *
  * Without task.json the folders say it: sub-folders with adapter_config.json are the adapters (in
  * name order; a Stack), one with adapter_fusion_config.json is the fusion, one with only
- * head_config.json is the head, and the model is the registry's only model. Versions are numbers
+ * head_config.json is the head, and the model is the registry's only model. A version folder with
+ * adapter_config.json at its top is itself the task's one adapter (a folder as save_adapter or
+ * save_pretrained wrote it); it may not also hold adapter folders. Versions are numbers
  * written plainly ("1", not "01": a folder with a leading zero is listed as failed); names starting
  * with '.' are ignored (writers copy there, then rename).
  *
