@@ -73,6 +73,7 @@ struct store_task {
     int n_cfg_labels;
     int skip_min, skip_max, skip_def;
     int pinned_cfg;             /* task.json "pinned" */
+    int from_cfg;               /* the layout came from task.json (else it was inferred from the folders) */
     uint64_t fingerprint;       /* of the files when listed */
     int changed_reported;
     atomic_int listed;
@@ -550,6 +551,7 @@ static int meta_read(store_registry *r, const char *name, const char *vname, con
             goto fail;
         }
     }
+    t->from_cfg = cfg != NULL;
     const char *mname = cfg ? json_string_value(json_object_get(cfg, "model")) : NULL;
     /* the implicit model is the registry's only model folder, loaded or not */
     store_model *m = mname ? find_model(r, mname) : (r->n_models == 1 && !r->n_bad_models ? r->models[0] : NULL);
@@ -1843,6 +1845,10 @@ const eng_head *store_task_head(const store_task *t) {
     return et ? eng_task_head(et) : NULL;
 }
 int store_task_head_type(const store_task *t) { return atomic_load(&((store_task *)t)->loaded_once) ? t->head_type : -1; }
+store_task_layout store_task_layout_of(const store_task *t) {
+    return (store_task_layout){.from_task_json = t->from_cfg, .adapters = (const char *const *)t->sub, .n_adapters = t->n_sub,
+                               .fusion = t->fusion, .head = t->head};
+}
 const char *store_task_kind(const store_task *t) { return atomic_load(&((store_task *)t)->loaded_once) ? t->kind : ""; }
 const char *const *store_task_labels(const store_task *t) {
     if (atomic_load(&((store_task *)t)->loaded_once)) return (const char *const *)t->labels;

@@ -950,7 +950,28 @@ static json_t *task_info(const proto_task_info *t) {
     return o;
 }
 
-char *proto_task_encode(const proto_task_info *t, size_t *len) { return dump(task_info(t), len); }
+/* {"from","adapters":[..],"fusion","head"}: the current version's folders. */
+static json_t *layout_of(const proto_task_info *t) {
+    json_t *a = json_array();
+    int bad = !a;
+    for (int i = 0; !bad && i < t->layout_n_adapters; i++) bad |= json_array_append_new(a, json_string(t->layout_adapters[i]));
+    if (bad) {
+        json_decref(a);
+        return NULL;
+    }
+    return json_pack("{s:s,s:o,s:o,s:o}", "from", t->layout_from, "adapters", a, "fusion",
+                     t->layout_fusion ? json_string(t->layout_fusion) : json_null(), "head",
+                     t->layout_head ? json_string(t->layout_head) : json_null());
+}
+
+char *proto_task_encode(const proto_task_info *t, size_t *len) {
+    json_t *o = task_info(t);
+    if (o && t->layout_from && json_object_set_new(o, "layout", layout_of(t))) {
+        json_decref(o);
+        o = NULL;
+    }
+    return dump(o, len);
+}
 
 char *proto_tasks_encode(const proto_task_info *t, int n, size_t *len) {
     json_t *a = json_array();

@@ -122,8 +122,13 @@ static enum MHD_Result route_task(srv_request *r, const char *name, size_t nlen,
     char *j = NULL;
     /* ready: in memory (KServe's unload makes it false; with no memory budget a request reloads it) */
     if (view == TASK_VIEW_V2_READY) j = proto_v2_bool_encode("ready", store_task_resident(t), &len);
-    else if (!versions_fill(r->srv->reg, store_task_name(t), &tv, &ti))
+    else if (!versions_fill(r->srv->reg, store_task_name(t), &tv, &ti)) {
+        store_task_layout lay = store_task_layout_of(t);
+        ti.layout_from = lay.from_task_json ? "task.json" : "inferred";
+        ti.layout_adapters = lay.adapters, ti.layout_n_adapters = lay.n_adapters;
+        ti.layout_fusion = lay.fusion, ti.layout_head = lay.head;
         j = view == TASK_VIEW_V2 ? proto_v2_model_encode(&ti, &len) : proto_task_encode(&ti, &len);
+    }
     versions_free(&tv);
     store_task_release(t);
     return srv__send_json(r, 200, j, len);

@@ -707,6 +707,21 @@ Test(admin, a_version_folder_may_be_one_saved_adapter, .timeout = 60) {
     json_t *a = scores_of(&s, "cls", "2"), *b = scores_of(&s, "cls", "3");
     cr_expect(close_scores(a, b), "one adapter, two layouts, the same answers");
     json_decref(a), json_decref(b);
+    /* GET /v1/tasks/{name} shows where the current version's parts are and where that came from */
+    cr_assert_eq(req(&s, "GET", "/v1/tasks/cls", NULL, 0, NULL, NULL, &d), 200);
+    json_t *lay = json_object_get(d, "layout");
+    cr_expect_str_eq(json_string_value(json_object_get(lay, "from")) ?: "", "task.json", "%s", json_dumps(d, 0));
+    cr_expect_str_eq(json_string_value(json_array_get(json_object_get(lay, "adapters"), 0)) ?: "", "lora");
+    json_decref(d);
+    cr_assert_eq(req(&s, "POST", "/v1/tasks/cls:activate", "{\"version\":\"3\"}", 15, "application/json", AUTH, NULL), 200);
+    cr_assert_eq(req(&s, "GET", "/v1/tasks/cls", NULL, 0, NULL, NULL, &d), 200);
+    lay = json_object_get(d, "layout");
+    cr_expect_str_eq(json_string_value(json_object_get(lay, "from")) ?: "", "inferred", "%s", json_dumps(d, 0));
+    cr_expect_eq(json_array_size(json_object_get(lay, "adapters")), 1);
+    cr_expect_str_eq(json_string_value(json_array_get(json_object_get(lay, "adapters"), 0)) ?: "", ".");
+    cr_expect(json_is_null(json_object_get(lay, "fusion")));
+    cr_expect_eq(json_integer_value(json_object_get(json_object_get(d, "skips"), "max")), 0, "no task.json: skips 0..0");
+    json_decref(d);
     /* PEFT's save_pretrained folder likewise */
     cr_assert_eq(upload_dir(&s, "pf", 1, AD "/peft_lora/adapters", 1, &d), 201, "%s", json_dumps(d, 0));
     json_decref(d);

@@ -202,6 +202,16 @@ int store_task_pinned(const store_task *t);
 const char *store_task_fallback(const store_task *t, const char **from);
 /* Bytes of weights when resident, else of the last load, else 0. */
 size_t store_task_bytes(const store_task *t);
+/* Where a version's parts are, as task.json said or as the folders were read without one (then
+ * skips are 0..0, widened only by store_params.allow_skip). Folder names are relative to the
+ * version folder; "." is the folder itself. Borrowed, like the accessors above. */
+typedef struct {
+    int from_task_json;                  /* 0: inferred from the folders */
+    const char *const *adapters;         /* n_adapters folders, in Stack order */
+    int n_adapters;
+    const char *fusion, *head;           /* folders, or NULL */
+} store_task_layout;
+store_task_layout store_task_layout_of(const store_task *t);
 
 /* ---- model accessors ---- */
 const char *store_model_name(const store_model *m);

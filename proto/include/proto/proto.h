@@ -255,6 +255,11 @@ typedef struct {
     const char *fallback_from, *fallback_reason; /* the failed version this one stands in for, and why; NULL: none */
     const proto_version_info *versions;          /* every version, in version order; NULL: the current one only */
     int n_versions;
+    /* the current version's folders (GET /v1/tasks/{name}); layout_from NULL: not shown */
+    const char *layout_from;                     /* "task.json" or "inferred" */
+    const char *const *layout_adapters;
+    int layout_n_adapters;
+    const char *layout_fusion, *layout_head;     /* NULL: none */
 } proto_task_info;
 
 typedef struct {
