@@ -82,6 +82,7 @@ struct store_task {
     int n_cfg_labels;
     int skip_min, skip_max, skip_def;
     int pinned_cfg;             /* task.json "pinned" */
+    int from_cfg;               /* the layout came from task.json (else it was inferred from the folders) */
     uint64_t fingerprint;       /* of the files when listed */
     int changed_reported;
     atomic_int listed;
@@ -578,6 +579,7 @@ static int meta_read(store_registry *r, const char *name, const char *vname, con
             goto fail;
         }
     }
+    t->from_cfg = cfg != NULL;
     const char *mname = cfg ? json_string_value(json_object_get(cfg, "model")) : NULL;
     /* the implicit model is the registry's only model folder, loaded or not */
     store_model *m = mname ? find_model(r, mname) : (r->n_models == 1 && !r->n_bad_models ? r->models[0] : NULL);
@@ -623,7 +625,16 @@ static int meta_read(store_registry *r, const char *name, const char *vname, con
             ns = 0;
             goto fail;
         }
+        /* a version folder that is one saved adapter (save_adapter / save_pretrained, then tar -C out .) */
+        int top = file_in(vdir, ".", "adapter_config.json");
+        if (top && !(t->sub[t->n_sub++] = strdup("."))) goto oom;
         for (int i = 0; i < ns; i++) {
+            if (top && (file_in(vdir, subs[i], "adapter_config.json") || file_in(vdir, subs[i], "adapter_fusion_config.json"))) {
+                rc = eng_err_set(err, ENG_INVALID_ARGUMENT,
+                                 "%s: adapter_config.json at the top and adapter folders inside (%s): one layout per "
+                                 "version (the top folder as the task's one adapter, or sub-folders)", vdir, subs[i]);
+                goto fail;
+            }
             if (file_in(vdir, subs[i], "adapter_fusion_config.json")) {
                 free(t->fusion);
                 if (!(t->fusion = strdup(subs[i]))) goto oom;
@@ -639,7 +650,8 @@ static int meta_read(store_registry *r, const char *name, const char *vname, con
             }
         }
         if (t->n_sub == 0) {
-            rc = eng_err_set(err, ENG_NOT_FOUND, "%s: no adapter folder (one with adapter_config.json)", vdir);
+            rc = eng_err_set(err, ENG_NOT_FOUND,
+                             "%s: no adapter (adapter_config.json at the top, or in sub-folders)", vdir);
             goto fail;
         }
     }
@@ -723,7 +735,9 @@ static int weights_load(const store_task *t, eng_task **out, eng_err *err) {
     char dbuf[ENG_MAX_FUSE][PATH_MAX], fbuf[PATH_MAX], hbuf[PATH_MAX];
     const char *dirs[ENG_MAX_FUSE];
     for (int i = 0; i < t->n_sub; i++) {
-        pathf(dbuf[i], sizeof dbuf[i], "%s/%s", t->dir, t->sub[i]);
+        /* "." (the version folder is the adapter) as the folder itself: a PEFT adapter is named after it */
+        if (!strcmp(t->sub[i], ".")) pathf(dbuf[i], sizeof dbuf[i], "%s", t->dir);
+        else pathf(dbuf[i], sizeof dbuf[i], "%s/%s", t->dir, t->sub[i]);
         dirs[i] = dbuf[i];
     }
     eng_task_params tp = eng_task_default_params();
@@ -1549,6 +1563,13 @@ int store_versions(store_registry *r, const char *name, store_version_info *out,
         failed++;
     }
     pthread_mutex_unlock(&r->mu);
+    /* outside the lock: a stat may wait on the disk */
+    for (int i = 0; i < n; i++) {
+        char path[PATH_MAX];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/tasks/%s/%s", r->dir, name, out[i].version);
+        out[i].added = lstat(path, &st) ? 0 : (int64_t)st.st_mtime;
+    }
     if (failed) qsort(out, (size_t)n, sizeof *out, cmp_version_info);
     return e || failed ? n : ENG_NOT_FOUND;
 }
@@ -2126,6 +2147,10 @@ const eng_head *store_task_head(const store_task *t) {
     return et ? eng_task_head(et) : NULL;
 }
 int store_task_head_type(const store_task *t) { return atomic_load(&((store_task *)t)->loaded_once) ? t->head_type : -1; }
+store_task_layout store_task_layout_of(const store_task *t) {
+    return (store_task_layout){.from_task_json = t->from_cfg, .adapters = (const char *const *)t->sub, .n_adapters = t->n_sub,
+                               .fusion = t->fusion, .head = t->head};
+}
 const char *store_task_kind(const store_task *t) { return atomic_load(&((store_task *)t)->loaded_once) ? t->kind : ""; }
 const char *const *store_task_labels(const store_task *t) {
     if (atomic_load(&((store_task *)t)->loaded_once)) return (const char *const *)t->labels;

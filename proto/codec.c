@@ -250,6 +250,28 @@ static int parse_common(json_t *root, const proto_limits *lim, proto_predict_req
     return 0;
 }
 
+/* A task named by object, {"name": "sentiment", "version": "2"} (version optional), is rewritten
+ * in place in the array as the string "sentiment@2", which the request then borrows like any
+ * other name (the document owns it). Returns 0 (also when the entry is not an object), or an error. */
+static int task_spec_of_object(json_t *arr, size_t i, proto_err *err) {
+    json_t *o = json_array_get(arr, i);
+    if (!json_is_object(o)) return 0;
+    const char *k, *name = NULL, *ver = NULL;
+    json_t *x;
+    json_object_foreach(o, k, x) {
+        const char **dst = !strcmp(k, "name") ? &name : !strcmp(k, "version") ? &ver : NULL;
+        if (!dst) return proto_err_set(err, PROTO_INVALID, "tasks[%zu] has an unknown field \"%.80s\"", i, k);
+        if (!json_is_null(x) && !(*dst = json_string_value(x)))
+            return proto_err_set(err, PROTO_INVALID, "tasks[%zu].%s must be a string", i, k);
+    }
+    if (!name || !*name) return proto_err_set(err, PROTO_INVALID, "tasks[%zu] needs a \"name\"", i);
+    if (strchr(name, '@')) return proto_err_set(err, PROTO_INVALID, "tasks[%zu].name holds '@'", i);
+    if (ver && !*ver) return proto_err_set(err, PROTO_INVALID, "tasks[%zu].version is empty", i);
+    json_t *spec = ver ? json_sprintf("%s@%s", name, ver) : json_string(name);
+    if (!spec || json_array_set_new(arr, i, spec)) return proto_err_set(err, PROTO_NO_MEMORY, "out of memory");
+    return 0;
+}
+
 int proto_predict_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *r, proto_err *err) {
     proto_limits dl = proto_default_limits();
     if (!lim) lim = &dl;
@@ -284,14 +306,18 @@ int proto_predict_parse(const char *body, size_t len, const proto_limits *lim, p
             }
             if (!(r->tasks = calloc(n, sizeof *r->tasks))) goto oom;
             for (size_t i = 0; i < n; i++) {
+                if ((rc = task_spec_of_object(v, i, err))) goto bad;
                 const char *s = json_string_value(json_array_get(v, i));
                 if (!s) {
-                    rc = proto_err_set(err, PROTO_INVALID, "tasks[%zu] must be a string", i);
+                    rc = proto_err_set(err, PROTO_INVALID, "tasks[%zu] must be a task name, \"name@version\" or "
+                                                           "{\"name\": ..., \"version\": ...}", i);
                     goto bad;
                 }
+                /* one version per task: the answer is keyed by task name */
+                size_t sn = strcspn(s, "@");
                 for (int j = 0; j < r->n_tasks; j++)
-                    if (!strcmp(r->tasks[j], s)) {
-                        rc = proto_err_set(err, PROTO_INVALID, "task \"%.80s\" is named twice", s);
+                    if (strcspn(r->tasks[j], "@") == sn && !strncmp(r->tasks[j], s, sn)) {
+                        rc = proto_err_set(err, PROTO_INVALID, "task \"%.*s\" is named twice", (int)(sn > 80 ? 80 : sn), s);
                         goto bad;
                     }
                 r->tasks[r->n_tasks++] = s;
@@ -874,6 +900,28 @@ char *proto_error_encode(const char *code, const char *msg, size_t *len) {
     return dump(json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg), len);
 }
 
+/* [{"version","state","resident","bytes","added"[,"reason"]}, ...]; the current version alone
+ * when the caller listed none. */
+static json_t *versions_of(const proto_task_info *t) {
+    proto_version_info cur = {.version = t->version, .state = "current", .resident = t->resident, .bytes = t->bytes};
+    const proto_version_info *v = t->versions ? t->versions : &cur;
+    int n = t->versions ? t->n_versions : 1;
+    json_t *a = json_array();
+    int bad = !a;
+    for (int i = 0; !bad && i < n; i++) {
+        json_t *o = json_pack("{s:s,s:s,s:b,s:I,s:o}", "version", v[i].version, "state", v[i].state, "resident",
+                              v[i].resident, "bytes", (json_int_t)v[i].bytes, "added",
+                              v[i].added ? json_integer(v[i].added) : json_null());
+        if (o && v[i].reason) bad |= json_object_set_new(o, "reason", json_string(v[i].reason));
+        bad |= json_array_append_new(a, o);
+    }
+    if (bad) {
+        json_decref(a);
+        return NULL;
+    }
+    return a;
+}
+
 static json_t *task_info(const proto_task_info *t) {
     json_t *labels = json_array();
     int bad = !labels;
@@ -882,8 +930,13 @@ static json_t *task_info(const proto_task_info *t) {
         json_decref(labels);
         return NULL;
     }
-    json_t *o = json_pack("{s:s,s:s,s:[s],s:s,s:o,s:o,s:o,s:{s:i,s:i,s:i},s:I,s:b}", "name", t->name, "version", t->version,
-                          "versions", t->version, "model", t->model, "adapters",
+    json_t *vs = versions_of(t);
+    if (!vs) {
+        json_decref(labels);
+        return NULL;
+    }
+    json_t *o = json_pack("{s:s,s:s,s:o,s:s,s:o,s:o,s:o,s:{s:i,s:i,s:i},s:I,s:b}", "name", t->name, "version", t->version,
+                          "versions", vs, "model", t->model, "adapters",
                           t->head_known ? json_string(t->kind) : json_null(), "head",
                           t->head_known ? json_string(proto_head_kind_name(t->head)) : json_null(), "labels", labels,
                           "skips", "min", t->skip_min, "max", t->skip_max, "default", t->skip_default, "bytes",
@@ -897,7 +950,28 @@ static json_t *task_info(const proto_task_info *t) {
     return o;
 }
 
-char *proto_task_encode(const proto_task_info *t, size_t *len) { return dump(task_info(t), len); }
+/* {"from","adapters":[..],"fusion","head"}: the current version's folders. */
+static json_t *layout_of(const proto_task_info *t) {
+    json_t *a = json_array();
+    int bad = !a;
+    for (int i = 0; !bad && i < t->layout_n_adapters; i++) bad |= json_array_append_new(a, json_string(t->layout_adapters[i]));
+    if (bad) {
+        json_decref(a);
+        return NULL;
+    }
+    return json_pack("{s:s,s:o,s:o,s:o}", "from", t->layout_from, "adapters", a, "fusion",
+                     t->layout_fusion ? json_string(t->layout_fusion) : json_null(), "head",
+                     t->layout_head ? json_string(t->layout_head) : json_null());
+}
+
+char *proto_task_encode(const proto_task_info *t, size_t *len) {
+    json_t *o = task_info(t);
+    if (o && t->layout_from && json_object_set_new(o, "layout", layout_of(t))) {
+        json_decref(o);
+        o = NULL;
+    }
+    return dump(o, len);
+}
 
 char *proto_tasks_encode(const proto_task_info *t, int n, size_t *len) {
     json_t *a = json_array();
@@ -931,8 +1005,17 @@ char *proto_v2_model_encode(const proto_task_info *t, size_t *len) {
     const char *out = t->head == PROTO_HEAD_CLASSIFICATION || t->head == PROTO_HEAD_MULTILABEL ? "label"
                       : t->head == PROTO_HEAD_REGRESSION                                       ? "value"
                                                                                                : "result";
-    return dump(json_pack("{s:s,s:[s],s:s,s:[{s:s,s:s,s:[i]},{s:s,s:s,s:[i]}],s:[{s:s,s:s,s:[i]}]}", "name", t->name,
-                          "versions", t->version, "platform", "adapterd", "inputs", "name", "text", "datatype", "BYTES",
+    json_t *vs = json_array();
+    int bad = !vs;
+    if (!t->versions) bad |= json_array_append_new(vs, json_string(t->version));
+    for (int i = 0; !bad && t->versions && i < t->n_versions; i++)
+        if (strcmp(t->versions[i].state, "failed")) bad |= json_array_append_new(vs, json_string(t->versions[i].version));
+    if (bad) {
+        json_decref(vs);
+        return NULL;
+    }
+    return dump(json_pack("{s:s,s:o,s:s,s:[{s:s,s:s,s:[i]},{s:s,s:s,s:[i]}],s:[{s:s,s:s,s:[i]}]}", "name", t->name,
+                          "versions", vs, "platform", "adapterd", "inputs", "name", "text", "datatype", "BYTES",
                           "shape", -1, "name", "text_pair", "datatype", "BYTES", "shape", -1, "outputs", "name", out,
                           "datatype", !strcmp(out, "value") ? "FP32" : "BYTES", "shape", -1),
                 len);

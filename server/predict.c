@@ -32,11 +32,22 @@
 
 static enum MHD_Result load_then_retry(srv_request *r);
 
+store_task *srv__task_acquire_spec(store_registry *reg, const char *spec, size_t len) {
+    const char *at = memchr(spec, '@', len);
+    if (!at) return store_task_acquire(reg, spec, len);
+    char name[SRV_TASK_NAME_MAX], ver[SRV_TASK_NAME_MAX];
+    size_t nl = (size_t)(at - spec), vl = len - nl - 1;
+    if (nl == 0 || vl == 0 || nl >= sizeof name || vl >= sizeof ver) return NULL;
+    memcpy(name, spec, nl), name[nl] = '\0';
+    memcpy(ver, at + 1, vl), ver[vl] = '\0';
+    return store_task_acquire_version(reg, name, ver);
+}
+
 /* The v2 outputs a task answers (proto_v2_infer_encode): 0 when every output asked for is one of
  * them, else which family the task answers (1 classification, 2 regression, 3 the rest). A task
  * whose head is not known yet (never loaded) is checked after its load, when it runs again. */
 static int check_v2_outputs(srv_request *r, const char *task) {
-    store_task *t = store_task_acquire(r->srv->reg, task, strlen(task));
+    store_task *t = srv__task_acquire_spec(r->srv->reg, task, strlen(task));
     if (!t) return 0; /* answered 404 later */
     int h = store_task_head_type(t);
     store_task_release(t);
@@ -107,7 +118,7 @@ static int acquire_named(srv_request *r, store_task ***held, int *n_held) {
     store_task **v = calloc((size_t)n + 1, sizeof *v);
     if (!v) return -1;
     for (int i = 0; i < n; i++) {
-        store_task *t = r->preq.n_tasks ? store_task_acquire(reg, r->preq.tasks[i], strlen(r->preq.tasks[i]))
+        store_task *t = r->preq.n_tasks ? srv__task_acquire_spec(reg, r->preq.tasks[i], strlen(r->preq.tasks[i]))
                                         : store_task_acquire_at(reg, i);
         if (!t) continue;
         v[k++] = t;
@@ -267,11 +278,12 @@ static prepare_result job_prepare(srv_request *r, srv_job *j, const proto_predic
         return PREPARE_FAILED;
     }
     for (int k = 0; k < n_tasks; k++) {
-        store_task *t = p->n_tasks ? store_task_acquire(s->reg, p->tasks[k], strlen(p->tasks[k]))
+        store_task *t = p->n_tasks ? srv__task_acquire_spec(s->reg, p->tasks[k], strlen(p->tasks[k]))
                                    : store_task_acquire_at(s->reg, k);
         if (!t) {
             *code = ENG_NOT_FOUND;
-            snprintf(msg, msz, "unknown task \"%.100s\" (GET /v1/tasks lists them)", p->n_tasks ? p->tasks[k] : "?");
+            snprintf(msg, msz, "unknown task \"%.100s\" (GET /v1/tasks lists them and their versions)",
+                     p->n_tasks ? p->tasks[k] : "?");
             return PREPARE_FAILED;
         }
         j->tasks[j->n_tasks++] = t;

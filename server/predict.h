@@ -10,6 +10,11 @@
  * for a request resumed after such loads. */
 enum MHD_Result srv__predict(srv_request *r, const char *task, size_t task_len);
 
+/* Returns a new reference to the version a request names: "name" is the current version,
+ * "name@version" that version (any listed version that is not failed: a canary or an A/B check).
+ * spec is len bytes. NULL when there is no such task or version. */
+store_task *srv__task_acquire_spec(store_registry *reg, const char *spec, size_t len);
+
 /* Tokenizes p's inputs for job j (j->model set; j->enc and j->truncated allocated for
  * p->n_inputs): texts with the model's tokenizer (truncated to the model's limit, or
  * --max-seq-len, when p->truncate), ids inputs as given after checking them against the model.

@@ -69,8 +69,8 @@ static void qa_span(const eng_tok_encoding *e, const proto_text *t, const float 
 }
 
 /* This request's share of the batch plan (see proto_explain). Its rows, streams and trunks per layer
- * follow the planner's rules exactly: an input's trunk lives below the latest start layer of its
- * tasks, a task's stream from its start layer (max of its first adapter layer and its skip) on.
+ * follow the planner's rules exactly: an input's trunk lives below the latest split layer of its
+ * tasks, a task's stream from its split layer (eng_task_split_layer) on.
  * Times are the batch's, attributed by rows (layers), tokens (embedding) and outputs (heads).
  * rows, streams, trunks: (L) ints; ms: (L). Returns 0 or -1 when out of memory. */
 static int explain_share(const srv_job *j, const eng_plan_stats *st, int *rows, int *streams, int *trunks, double *ms,
@@ -79,10 +79,10 @@ static int explain_share(const srv_job *j, const eng_plan_stats *st, int *rows, 
     for (int i = 0; i < j->n_inputs; i++) {
         int len = (int)j->enc[i].n, trunk_until = 0;
         for (int k = 0; k < j->n_tasks; k++) {
-            int start = eng_task_first_layer(j->treqs[k].task);
-            if (j->treqs[k].skip > start) start = j->treqs[k].skip;
-            if (start > trunk_until) trunk_until = start;
-            for (int l = start; l < L; l++) rows[l] += len, streams[l]++;
+            /* from the layer its stream splits off (a late split shares the trunk one layer more) */
+            int born = eng_task_split_layer(j->treqs[k].task, j->treqs[k].skip);
+            if (born > trunk_until) trunk_until = born;
+            for (int l = born; l < L; l++) rows[l] += len, streams[l]++;
         }
         for (int l = 0; l < trunk_until && l < L; l++) rows[l] += len, streams[l]++, trunks[l]++;
     }

@@ -40,6 +40,45 @@ static void fill_task_info(store_task *t, proto_task_info *ti) {
     ti->fallback_reason = store_task_fallback(t, &ti->fallback_from);
 }
 
+/* Versions listed per task in GET /v1/tasks and /v2/models/{task}. */
+#define TASK_VERSIONS_MAX 256
+
+/* A task's versions for the listings: store_versions' rows and their wire form (pv points into
+ * sv). Release with versions_free. */
+typedef struct {
+    store_version_info *sv;
+    proto_version_info *pv;
+    int n;
+} task_versions;
+
+static void versions_free(task_versions *v) {
+    free(v->sv), free(v->pv);
+    *v = (task_versions){0};
+}
+
+/* Fills v with the versions of task name and points ti at them. Returns 0, or -1 when out of
+ * memory (ti then lists the current version only). */
+static int versions_fill(store_registry *reg, const char *name, task_versions *v, proto_task_info *ti) {
+    *v = (task_versions){0};
+    if (!(v->sv = calloc(TASK_VERSIONS_MAX, sizeof *v->sv))) return -1;
+    int n = store_versions(reg, name, v->sv, TASK_VERSIONS_MAX);
+    if (n <= 0 || !(v->pv = calloc((size_t)n, sizeof *v->pv))) {
+        versions_free(v);
+        return n < 0 ? 0 : -1;
+    }
+    for (int i = 0; i < n; i++) {
+        const store_version_info *s = &v->sv[i];
+        bool failed = !strcmp(s->state, "failed");
+        v->pv[i] = (proto_version_info){.version = s->version, .resident = s->resident, .bytes = s->bytes, .added = s->added,
+                                        .reason = failed ? s->reason : NULL,
+                                        .state = failed ? "failed" : s->current ? "current" : s->resident ? "loaded" : "available"};
+    }
+    v->n = n;
+    ti->versions = v->pv;
+    ti->n_versions = n;
+    return 0;
+}
+
 static enum MHD_Result route_tasks(srv_request *r) {
     int n = store_n_tasks(r->srv->reg);
     proto_task_info *ti = calloc((size_t)n + 1, sizeof *ti);
@@ -48,13 +87,18 @@ static enum MHD_Result route_tasks(srv_request *r) {
         free(ti), free(ts);
         return srv__send_error(r, ENG_NO_MEMORY, "out of memory");
     }
-    int k = 0;
-    for (int i = 0; i < n; i++)
-        if ((ts[k] = store_task_acquire_at(r->srv->reg, i))) fill_task_info(ts[k], &ti[k]), k++;
+    task_versions *tv = calloc((size_t)n + 1, sizeof *tv);
+    int k = 0, oom = !tv;
+    for (int i = 0; !oom && i < n; i++)
+        if ((ts[k] = store_task_acquire_at(r->srv->reg, i))) {
+            fill_task_info(ts[k], &ti[k]);
+            oom |= versions_fill(r->srv->reg, store_task_name(ts[k]), &tv[k], &ti[k]);
+            k++;
+        }
     size_t len = 0;
-    char *j = proto_tasks_encode(ti, k, &len);
-    for (int i = 0; i < k; i++) store_task_release(ts[i]);
-    free(ti), free(ts);
+    char *j = oom ? NULL : proto_tasks_encode(ti, k, &len);
+    for (int i = 0; i < k; i++) store_task_release(ts[i]), versions_free(&tv[i]);
+    free(ti), free(ts), free(tv);
     return srv__send_json(r, 200, j, len);
 }
 
@@ -73,10 +117,19 @@ static enum MHD_Result route_task(srv_request *r, const char *name, size_t nlen,
     if (!t) return srv__send_error(r, ENG_NOT_FOUND, "unknown task \"%.*s\" (GET /v1/tasks lists them)", (int)(nlen > QUOTED_NAME_MAX ? QUOTED_NAME_MAX : nlen), name);
     proto_task_info ti;
     fill_task_info(t, &ti);
+    task_versions tv = {0};
     size_t len = 0;
-    char *j = view == TASK_VIEW_V2_READY ? proto_v2_bool_encode("ready", 1, &len)
-              : view == TASK_VIEW_V2     ? proto_v2_model_encode(&ti, &len)
-                                         : proto_task_encode(&ti, &len);
+    char *j = NULL;
+    /* ready: in memory (KServe's unload makes it false; with no memory budget a request reloads it) */
+    if (view == TASK_VIEW_V2_READY) j = proto_v2_bool_encode("ready", store_task_resident(t), &len);
+    else if (!versions_fill(r->srv->reg, store_task_name(t), &tv, &ti)) {
+        store_task_layout lay = store_task_layout_of(t);
+        ti.layout_from = lay.from_task_json ? "task.json" : "inferred";
+        ti.layout_adapters = lay.adapters, ti.layout_n_adapters = lay.n_adapters;
+        ti.layout_fusion = lay.fusion, ti.layout_head = lay.head;
+        j = view == TASK_VIEW_V2 ? proto_v2_model_encode(&ti, &len) : proto_task_encode(&ti, &len);
+    }
+    versions_free(&tv);
     store_task_release(t);
     return srv__send_json(r, 200, j, len);
 }
@@ -166,8 +219,25 @@ static srv_route match(const char *url, const char **arg, size_t *arg_len) {
         *arg_len = (size_t)(slash - name);
         if (!strcmp(slash, "/ready")) return SRV_ROUTE_V2_MODEL_READY;
         if (!strcmp(slash, "/infer")) return SRV_ROUTE_V2_INFER;
+        /* /versions/{v}/infer: the version goes with the name (v2_infer_spec) */
+        const char *v = !strncmp(slash, "/versions/", 10) ? slash + 10 : NULL, *vs = v ? strchr(v, '/') : NULL;
+        if (vs && vs > v && !strcmp(vs, "/infer")) return SRV_ROUTE_V2_INFER;
     }
     return SRV_ROUTE_UNKNOWN;
+}
+
+/* Bytes of "task@version" from a v2 infer path. */
+#define V2_SPEC_MAX 320
+
+/* The task a v2 infer path names, as srv__task_acquire_spec reads it: "task" for
+ * /v2/models/{task}/infer, "task@v" for /v2/models/{task}/versions/{v}/infer. name, name_len
+ * from match(); returns the length written to out, or 0 when it does not fit. */
+static size_t v2_infer_spec(const char *name, size_t name_len, char *out, size_t n) {
+    const char *rest = name + name_len;
+    int w = !strncmp(rest, "/versions/", 10)
+                ? snprintf(out, n, "%.*s@%.*s", (int)name_len, name, (int)strcspn(rest + 10, "/"), rest + 10)
+                : snprintf(out, n, "%.*s", (int)name_len, name);
+    return w > 0 && (size_t)w < n ? (size_t)w : 0;
 }
 
 enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
@@ -222,7 +292,10 @@ enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const ch
         r->route = match(url, &arg, &arg_len);
         proto_predict_free(&r->preq);
         memset(&r->preq, 0, sizeof r->preq);
-        return srv__predict(r, arg, arg_len);
+        if (r->route != SRV_ROUTE_V2_INFER) return srv__predict(r, NULL, 0);
+        char spec[V2_SPEC_MAX];
+        size_t sl = v2_infer_spec(arg, arg_len, spec, sizeof spec);
+        return srv__predict(r, spec, sl);
     }
     if (r->suspended) {
         /* resumed: the job is done */
@@ -263,10 +336,14 @@ enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const ch
     case SRV_ROUTE_TOKENIZE: return srv__tokenize(r);
     case SRV_ROUTE_DOCS: return srv__docs(r);
     case SRV_ROUTE_V2_INFER: {
-        store_task *t = store_task_acquire(s->reg, arg, arg_len);
-        if (!t) return srv__send_error(r, ENG_NOT_FOUND, "unknown task \"%.*s\"", (int)(arg_len > QUOTED_NAME_MAX ? QUOTED_NAME_MAX : arg_len), arg);
+        char spec[V2_SPEC_MAX];
+        size_t sl = v2_infer_spec(arg, arg_len, spec, sizeof spec);
+        store_task *t = sl ? srv__task_acquire_spec(s->reg, spec, sl) : NULL;
+        if (!t)
+            return srv__send_error(r, ENG_NOT_FOUND, "unknown task or version \"%.*s\"",
+                                   (int)(sl > QUOTED_NAME_MAX ? QUOTED_NAME_MAX : sl), spec);
         store_task_release(t);
-        return srv__predict(r, arg, arg_len);
+        return srv__predict(r, spec, sl);
     }
     case SRV_ROUTE_TASKS: return route_tasks(r);
     case SRV_ROUTE_TASK: return route_task(r, arg, arg_len, TASK_VIEW_V1);

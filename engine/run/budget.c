@@ -30,7 +30,7 @@ double eng_plan_gflop(const eng_model *m, const eng_input *inputs, int n_inputs)
             if (inputs[i].tasks[k].skip > start) start = inputs[i].tasks[k].skip;
             const eng_task_layer *ly = eng_task_layers(t);
             /* a late split shares the trunk through layer start's FFN (run/planner.c) */
-            int born = start < c->n_layers && eng__late_split_ok(&ly[start]) ? start + 1 : start;
+            int born = eng_task_split_layer(t, inputs[i].tasks[k].skip);
             if (born > trunk_until) trunk_until = born;
             for (int l = start; l < c->n_layers; l++)
                 g += (l >= born ? eng__layer_gflop(c, len) : 0) + eng__adapter_gflop(c, &ly[l], len);

@@ -123,7 +123,7 @@ int eng_run(const eng_model *m, eng_state *st, const eng_input *inputs, int n_in
             int start = eng_task_first_layer(r->task);
             if (r->skip > start) start = r->skip;
             outs[o].start_layer = start;
-            int born = start < L && eng__late_split_ok(&eng_task_layers(r->task)[start]) ? start + 1 : start;
+            int born = eng_task_split_layer(r->task, r->skip);
             sv[n_inputs + o] = (stream){.input = i, .task = r->task, .start = start, .born = born, .late_row = -1,
                                         .out = o, .row = -1, .len = inputs[i].len};
             if (born > trunk_until[i]) trunk_until[i] = born;

@@ -561,7 +561,7 @@ int eng__load_adapterhub(eng_load_ctx *x, json_t *cfgj, eng_loaded_bn *lb, float
     if (!rc && (pw[0] || pw[5])) {
         if (!cfg.is_prefix) rc = eng_err_set(x->err, ENG_FORMAT, "%s: prefix weights but no prefix_tuning config", x->dir);
         else rc = build_prefix(x, &cfg, pw[0], pw[1], pw[2], pw[3], pw[4], pw[5]);
-        if (!rc) eng__task_kind_add(x->t, pw[5] ? "prefix_flat" : "prefix");
+        if (!rc) eng__task_kind_add(x->t, "prefix_tuning"); /* AdapterHub's config name, flat or not */
     } else if (!rc && cfg.is_prefix) {
         rc = eng_err_set(x->err, ENG_FORMAT, "%s: prefix_tuning config but no prefix weights", x->dir);
     }
@@ -577,6 +577,7 @@ int eng__load_adapterhub(eng_load_ctx *x, json_t *cfgj, eng_loaded_bn *lb, float
     }
     free(raw);
     /* finish bottlenecks */
+    int sites_used = 0; /* bit per eng_site_pos holding an adapter */
     for (int l = 0; l < c->n_layers && !rc; l++)
         for (eng_site_pos s = 0; s < ENG_SITE_COUNT && !rc; s++) {
             eng_bottleneck *arr = lb->at[s];
@@ -592,8 +593,11 @@ int eng__load_adapterhub(eng_load_ctx *x, json_t *cfgj, eng_loaded_bn *lb, float
             char what[64];
             snprintf(what, sizeof what, "layer %d %s adapter", l, s == ENG_SITE_FFN ? "output" : "attention");
             rc = finish_bn(x, &arr[l], &cfg, what, sparse_threshold, &seen[l * ENG_SITE_COUNT + s]);
-            if (!rc) eng__task_kind_add(x->t, cfg.is_parallel ? "par_bn" : "bottleneck");
+            sites_used |= 1 << s;
         }
+    /* AdapterHub's config names: seq_bn (Pfeiffer, one site), double_seq_bn (Houlsby, both), par_bn */
+    if (!rc && sites_used)
+        eng__task_kind_add(x->t, cfg.is_parallel ? "par_bn" : sites_used == (1 << ENG_SITE_COUNT) - 1 ? "double_seq_bn" : "seq_bn");
     free(seen);
     eng_st_close(f);
     return rc;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "io/tensor_file.h"
+#include "task/adapter.h"
 #include "task/task_impl.h"
 
 eng_task_params eng_task_default_params(void) {
@@ -99,6 +100,10 @@ const char *eng_task_name(const eng_task *t) { return t->name; }
 const eng_head *eng_task_head(const eng_task *t) { return &t->head; }
 const eng_task_layer *eng_task_layers(const eng_task *t) { return t->layers; }
 int eng_task_first_layer(const eng_task *t) { return t->first_layer; }
+int eng_task_split_layer(const eng_task *t, int skip) {
+    int start = skip > t->first_layer ? skip : t->first_layer;
+    return start < t->n_layers && eng__late_split_ok(&t->layers[start]) ? start + 1 : start;
+}
 size_t eng_task_bytes(const eng_task *t) { return t->bytes; }
 const char *eng_task_kind(const eng_task *t) { return t->kind; }
 eng_skip_range eng_task_skips(const eng_task *t) { return t->skips; }

@@ -252,3 +252,28 @@ Test(codec, v2_duplicate_inputs_and_unknown_outputs_are_invalid) {
     cr_expect_eq(r.v2_outputs, PROTO_V2_OUT_LABEL | PROTO_V2_OUT_SCORES);
     proto_predict_free(&r);
 }
+
+Test(codec, tasks_named_with_a_version) {
+    proto_predict_req r;
+    proto_err e;
+    cr_assert_eq(parse("{\"inputs\":\"x\",\"tasks\":[{\"name\":\"a\",\"version\":\"2\"},\"b@7\"]}", &r, &e), 0, "%s", e.msg);
+    cr_assert_eq(r.n_tasks, 2);
+    cr_expect_str_eq(r.tasks[0], "a@2", "the object form reads as name@version");
+    cr_expect_str_eq(r.tasks[1], "b@7");
+    proto_predict_free(&r);
+    cr_assert_eq(parse("{\"inputs\":\"x\",\"tasks\":[{\"name\":\"c\"}]}", &r, &e), 0, "%s", e.msg);
+    cr_expect_str_eq(r.tasks[0], "c", "no version: the current one");
+    proto_predict_free(&r);
+    static const char *const bad[][2] = {
+        {"{\"inputs\":\"x\",\"tasks\":[\"a\",\"a@2\"]}", "named twice"},
+        {"{\"inputs\":\"x\",\"tasks\":[{\"name\":\"a\",\"version\":\"1\"},\"a@2\"]}", "named twice"},
+        {"{\"inputs\":\"x\",\"tasks\":[{\"version\":\"2\"}]}", "needs a \"name\""},
+        {"{\"inputs\":\"x\",\"tasks\":[{\"name\":\"a\",\"ver\":\"2\"}]}", "unknown field"},
+        {"{\"inputs\":\"x\",\"tasks\":[{\"name\":\"a\",\"version\":2}]}", "must be a string"},
+        {"{\"inputs\":\"x\",\"tasks\":[{\"name\":\"a@1\"}]}", "'@'"},
+        {"{\"inputs\":\"x\",\"tasks\":[3]}", "must be a task name"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cr_expect_eq(parse(bad[i][0], &r, &e), PROTO_INVALID, "%s", bad[i][0]);
+        cr_expect(strstr(e.msg, bad[i][1]), "%s: %s", bad[i][0], e.msg);
+    }
+}

@@ -595,3 +595,159 @@ Test(admin, soak_versions_change_under_traffic, .timeout = 120) {
     sh("rm -rf %s", reg);
     free(reg);
 }
+
+/* ---- versions asked for by name, listed with their states ---- */
+
+Test(admin, versions_are_named_listed_and_unloaded, .timeout = 60) {
+    char *reg = make_registry();
+    test_server s;
+    start_on(&s, reg, NULL, NULL);
+    char v[32];
+    json_t *sc1 = NULL, *sc2 = NULL, *sc = NULL, *d = NULL;
+    cr_assert_eq(predict(&s, "cls", v, sizeof v, &sc1), 200);
+    cr_assert_eq(upload_dir(&s, "cls", 2, AD "/seq_bn_st/adapters", 0, NULL), 201);
+    /* "cls@2": the uploaded version, while requests naming "cls" keep getting current */
+    cr_assert_eq(predict(&s, "cls@2", v, sizeof v, NULL), 200);
+    json_t *all = NULL;
+    const char *b2 = "{\"inputs\":\"the movie was great\",\"tasks\":[\"cls@2\"]}";
+    cr_assert_eq(req(&s, "POST", "/v1/predict", b2, strlen(b2), "application/json", NULL, &all), 200);
+    json_t *t = json_object_get(json_object_get(json_array_get(json_object_get(all, "results"), 0), "tasks"), "cls");
+    cr_assert(t, "the answer is keyed by the task's name: %s", json_dumps(all, 0));
+    cr_expect_str_eq(json_string_value(json_object_get(t, "version")), "2", "the answer names the version used");
+    sc2 = json_incref(json_object_get(t, "scores"));
+    json_decref(all);
+    cr_expect(!close_scores(sc1, sc2), "versions 1 and 2 answer differently");
+    cr_assert_eq(predict(&s, "cls", v, sizeof v, &sc), 200);
+    cr_expect_str_eq(v, "1");
+    cr_expect(close_scores(sc, sc1));
+    json_decref(sc);
+    /* the object form names the same version */
+    const char *bo = "{\"inputs\":\"the movie was great\",\"tasks\":[{\"name\":\"cls\",\"version\":\"2\"}]}";
+    cr_assert_eq(req(&s, "POST", "/v1/predict", bo, strlen(bo), "application/json", NULL, &all), 200);
+    t = json_object_get(json_object_get(json_array_get(json_object_get(all, "results"), 0), "tasks"), "cls");
+    cr_expect_str_eq(json_string_value(json_object_get(t, "version")), "2");
+    cr_expect(close_scores(json_object_get(t, "scores"), sc2), "object form: the scores of cls@2");
+    json_decref(all);
+    /* unknown versions, failed forms, two versions of one task */
+    cr_expect_eq(predict(&s, "cls@9", v, sizeof v, NULL), 404);
+    const char *bad[] = {"{\"inputs\":\"x\",\"tasks\":[\"cls\",\"cls@2\"]}", "{\"inputs\":\"x\",\"tasks\":[{\"version\":\"2\"}]}",
+                         "{\"inputs\":\"x\",\"tasks\":[{\"name\":\"cls\",\"v\":\"2\"}]}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        long st = req(&s, "POST", "/v1/predict", bad[i], strlen(bad[i]), "application/json", NULL, &d);
+        cr_expect(st == 400 || st == 422, "%s: %ld", bad[i], st);
+        json_decref(d);
+    }
+    /* KServe's versioned infer */
+    const char *vb = "{\"inputs\":[{\"name\":\"text\",\"datatype\":\"BYTES\",\"shape\":[1],\"data\":[\"the movie was great\"]}]}";
+    cr_assert_eq(req(&s, "POST", "/v2/models/cls/versions/2/infer", vb, strlen(vb), "application/json", NULL, &d), 200);
+    cr_expect_str_eq(json_string_value(json_object_get(d, "model_version")), "2");
+    cr_expect_str_eq(json_string_value(json_object_get(d, "model_name")), "cls");
+    json_decref(d);
+    cr_assert_eq(req(&s, "POST", "/v2/models/cls/versions/1/infer", vb, strlen(vb), "application/json", NULL, &d), 200);
+    cr_expect_str_eq(json_string_value(json_object_get(d, "model_version")), "1");
+    json_decref(d);
+    cr_expect_eq(req(&s, "POST", "/v2/models/cls/versions/7/infer", vb, strlen(vb), "application/json", NULL, NULL), 404);
+    /* listings: every version with its state, bytes and when it was added */
+    time_t now = time(NULL);
+    cr_assert_eq(req(&s, "GET", "/v1/tasks/cls", NULL, 0, NULL, NULL, &d), 200);
+    json_t *vs = json_object_get(d, "versions");
+    cr_assert_eq(json_array_size(vs), 3, "versions 0, 1, 2: %s", json_dumps(d, 0));
+    json_t *v0 = json_array_get(vs, 0), *v1 = json_array_get(vs, 1), *v2 = json_array_get(vs, 2);
+    cr_expect_str_eq(json_string_value(json_object_get(v0, "version")), "0");
+    cr_expect_str_eq(json_string_value(json_object_get(v0, "state")), "available");
+    cr_expect_str_eq(json_string_value(json_object_get(v1, "version")), "1");
+    cr_expect_str_eq(json_string_value(json_object_get(v1, "state")), "current");
+    cr_expect(json_integer_value(json_object_get(v1, "bytes")) > 0);
+    cr_expect_str_eq(json_string_value(json_object_get(v2, "version")), "2");
+    const char *st2 = json_string_value(json_object_get(v2, "state"));
+    cr_expect(st2 && (!strcmp(st2, "loaded") || !strcmp(st2, "available")), "version 2: %s", st2 ? st2 : "(none)");
+    json_int_t added = json_integer_value(json_object_get(v2, "added"));
+    cr_expect(added > now - 600 && added <= now + 5, "version 2 was added just now: %lld", (long long)added);
+    json_decref(d);
+    cr_assert_eq(req(&s, "GET", "/v1/tasks", NULL, 0, NULL, NULL, &d), 200);
+    cr_expect_eq(json_array_size(json_object_get(json_array_get(json_object_get(d, "tasks"), 0), "versions")), 3);
+    json_decref(d);
+    cr_assert_eq(req(&s, "GET", "/v2/models/cls", NULL, 0, NULL, NULL, &d), 200);
+    vs = json_object_get(d, "versions");
+    cr_expect(json_array_size(vs) == 3 && !strcmp(json_string_value(json_array_get(vs, 2)) ?: "", "2"), "%s", json_dumps(d, 0));
+    json_decref(d);
+    /* KServe: unloaded is not ready; a request loads it again */
+    cr_assert_eq(req(&s, "GET", "/v2/models/cls/ready", NULL, 0, NULL, NULL, &d), 200);
+    cr_expect(json_is_true(json_object_get(d, "ready")));
+    json_decref(d);
+    cr_assert_eq(req(&s, "POST", "/v2/repository/models/cls/unload", "", 0, NULL, AUTH, NULL), 200);
+    cr_assert_eq(req(&s, "GET", "/v2/models/cls/ready", NULL, 0, NULL, NULL, &d), 200);
+    cr_expect(json_is_false(json_object_get(d, "ready")), "unloaded: not ready");
+    json_decref(d);
+    cr_assert_eq(predict(&s, "cls", v, sizeof v, NULL), 200);
+    cr_assert_eq(req(&s, "GET", "/v2/models/cls/ready", NULL, 0, NULL, NULL, &d), 200);
+    cr_expect(json_is_true(json_object_get(d, "ready")), "loaded again by a request");
+    json_decref(d);
+    json_decref(sc1), json_decref(sc2);
+    cr_assert_eq(ts_stop(&s), 0);
+    sh("rm -rf %s", reg);
+    free(reg);
+}
+
+/* The scores version v of task answers (v1 predict, "task@v"). */
+static json_t *scores_of(const test_server *s, const char *task, const char *v) {
+    char body[256];
+    snprintf(body, sizeof body, "{\"inputs\":\"the movie was great\",\"tasks\":[\"%s@%s\"]}", task, v);
+    json_t *d = NULL;
+    cr_assert_eq(req(s, "POST", "/v1/predict", body, strlen(body), "application/json", NULL, &d), 200, "%s@%s", task, v);
+    json_t *t = json_object_get(json_object_get(json_array_get(json_object_get(d, "results"), 0), "tasks"), task);
+    cr_assert_str_eq(json_string_value(json_object_get(t, "version")), v);
+    json_t *sc = json_incref(json_object_get(t, "scores"));
+    json_decref(d);
+    return sc;
+}
+
+Test(admin, a_version_folder_may_be_one_saved_adapter, .timeout = 60) {
+    char *reg = make_registry();
+    test_server s;
+    start_on(&s, reg, NULL, NULL);
+    json_t *d = NULL;
+    /* AdapterHub: the same adapter as a sub-folder (2) and as the archive's top (3) */
+    cr_assert_eq(upload_dir(&s, "cls", 2, AD "/lora_ah/adapters", 0, &d), 201, "%s", json_dumps(d, 0));
+    json_decref(d);
+    cr_assert_eq(upload_dir(&s, "cls", 3, AD "/lora_ah/adapters/lora", 0, &d), 201, "%s", json_dumps(d, 0));
+    json_decref(d);
+    json_t *a = scores_of(&s, "cls", "2"), *b = scores_of(&s, "cls", "3");
+    cr_expect(close_scores(a, b), "one adapter, two layouts, the same answers");
+    json_decref(a), json_decref(b);
+    /* GET /v1/tasks/{name} shows where the current version's parts are and where that came from */
+    cr_assert_eq(req(&s, "GET", "/v1/tasks/cls", NULL, 0, NULL, NULL, &d), 200);
+    json_t *lay = json_object_get(d, "layout");
+    cr_expect_str_eq(json_string_value(json_object_get(lay, "from")) ?: "", "task.json", "%s", json_dumps(d, 0));
+    cr_expect_str_eq(json_string_value(json_array_get(json_object_get(lay, "adapters"), 0)) ?: "", "lora");
+    json_decref(d);
+    cr_assert_eq(req(&s, "POST", "/v1/tasks/cls:activate", "{\"version\":\"3\"}", 15, "application/json", AUTH, NULL), 200);
+    cr_assert_eq(req(&s, "GET", "/v1/tasks/cls", NULL, 0, NULL, NULL, &d), 200);
+    lay = json_object_get(d, "layout");
+    cr_expect_str_eq(json_string_value(json_object_get(lay, "from")) ?: "", "inferred", "%s", json_dumps(d, 0));
+    cr_expect_eq(json_array_size(json_object_get(lay, "adapters")), 1);
+    cr_expect_str_eq(json_string_value(json_array_get(json_object_get(lay, "adapters"), 0)) ?: "", ".");
+    cr_expect(json_is_null(json_object_get(lay, "fusion")));
+    cr_expect_eq(json_integer_value(json_object_get(json_object_get(d, "skips"), "max")), 0, "no task.json: skips 0..0");
+    json_decref(d);
+    /* PEFT's save_pretrained folder likewise */
+    cr_assert_eq(upload_dir(&s, "pf", 1, AD "/peft_lora/adapters", 1, &d), 201, "%s", json_dumps(d, 0));
+    json_decref(d);
+    cr_assert_eq(upload_dir(&s, "pf", 2, AD "/peft_lora/adapters/peft_task", 0, &d), 201, "%s", json_dumps(d, 0));
+    json_decref(d);
+    a = scores_of(&s, "pf", "1"), b = scores_of(&s, "pf", "2");
+    cr_expect(close_scores(a, b), "PEFT: the same answers in both layouts");
+    json_decref(a), json_decref(b);
+    /* both layouts in one version is ambiguous: refused with the reason */
+    char mix[256];
+    snprintf(mix, sizeof mix, "adapterd-mix-%d", (int)getpid());
+    sh("rm -rf %s && mkdir -p %s && cp -r %s/lora_ah/adapters/lora/. %s/ && cp -r %s/seq_bn_st/adapters/. %s/", mix, mix, AD, mix,
+       AD, mix);
+    long st = upload_dir(&s, "cls", 4, mix, 0, &d);
+    expect_rejected(&s, st, d, 422, "invalid_argument", "one layout per version", "mixed layouts");
+    json_decref(d);
+    sh("rm -rf %s", mix);
+    cr_assert_eq(ts_stop(&s), 0);
+    sh("rm -rf %s", reg);
+    free(reg);
+}

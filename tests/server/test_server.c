@@ -680,3 +680,54 @@ Test(budget, explain_is_this_requests_share_of_the_batch, .timeout = 60) {
     for (int i = 0; i < 2; i++) json_decref(a[i].doc);
     cr_assert_eq(ts_stop(&s), 0);
 }
+
+/* The command line's --explain and the server's explain describe the same plan for the same input:
+ * per layer, its trunks, streams and rows. ml is a Pfeiffer (output-site) adapter from layer 0, a
+ * late split (the trunk runs layer 0 for it); cls_lora a LoRA (attention) adapter, split at 0; with
+ * skip 1 the split moves to 1. */
+Test(budget, command_line_and_server_explain_agree, .timeout = 60) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    test_server s;
+    cr_assert_eq(ts_start(&s, NULL, NULL), 0);
+    static const struct {
+        const char *task, *folder;
+        int skip;
+    } cases[] = {{"ml", "ml/1/ml", 0}, {"cls_lora", "cls_lora/1/lora", 0}, {"cls_lora", "cls_lora/1/lora", 1}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char body[256], cmd[2048];
+        snprintf(body, sizeof body, "{\"inputs\":\"the movie was great\",\"tasks\":[\"%s\"],\"skip\":%d,\"return\":{\"explain\":true}}",
+                 cases[c].task, cases[c].skip);
+        json_t *d = post_ok(&s, body, 200);
+        snprintf(cmd, sizeof cmd,
+                 "%s/tools/adapterd predict --model %s/registry/models/bert-tiny --adapter %s/registry/tasks/%s --skip %d "
+                 "--text 'the movie was great' --explain",
+                 ADAPTERD_BINARY_DIR, ADAPTERD_FIXTURES, ADAPTERD_FIXTURES, cases[c].folder, cases[c].skip);
+        FILE *p = popen(cmd, "r");
+        cr_assert(p);
+        char out[65536];
+        size_t n = fread(out, 1, sizeof out - 1, p);
+        out[n] = '\0';
+        cr_assert_eq(pclose(p), 0, "%s", cmd);
+        json_t *cli = json_loads(out, 0, NULL);
+        cr_assert(cli, "not JSON: %s", out);
+        json_t *sl = json_object_get(json_object_get(d, "explain"), "layers"), *cl = json_object_get(json_object_get(cli, "plan"), "layers");
+        cr_assert(json_array_size(sl) > 0 && json_array_size(sl) == json_array_size(cl), "%s", out);
+        int trunks = 0;
+        for (size_t l = 0; l < json_array_size(sl); l++) {
+            json_t *a = json_array_get(sl, l), *b = json_array_get(cl, l);
+            static const char *const keys[] = {"trunks", "streams", "rows"};
+            for (int k = 0; k < 3; k++)
+                cr_expect_eq(json_integer_value(json_object_get(a, keys[k])), json_integer_value(json_object_get(b, keys[k])),
+                             "%s skip %d layer %zu %s: server %lld, command line %lld", cases[c].task, cases[c].skip, l,
+                             keys[k], (long long)json_integer_value(json_object_get(a, keys[k])),
+                             (long long)json_integer_value(json_object_get(b, keys[k])));
+            cr_expect(json_object_get(b, "trunks"), "the command line says trunks");
+            trunks += (int)json_integer_value(json_object_get(a, "trunks"));
+        }
+        int want = c == 1 ? 0 : 1; /* the late split and the skip keep a trunk for layer 0 */
+        cr_expect_eq(trunks, want, "%s skip %d: trunk layers", cases[c].task, cases[c].skip);
+        json_decref(cli);
+        json_decref(d);
+    }
+    cr_assert_eq(ts_stop(&s), 0);
+}

@@ -201,7 +201,7 @@ int cmd_predict(int argc, char **argv) {
                "\"heads_ms\":%.3f,\"total_ms\":%.3f,\"layers\":[",
                stats.tokens, eng_blas_core(), threads, gf, stats.embed_ms, stats.heads_ms, stats.total_ms);
         for (int l = 0; l < stats.n_layers; l++)
-            printf("%s{\"layer\":%d,\"streams\":%d,\"shared_trunks\":%d,\"rows\":%d,\"gflop\":%.4f,\"ms\":%.3f}",
+            printf("%s{\"layer\":%d,\"streams\":%d,\"trunks\":%d,\"rows\":%d,\"gflop\":%.4f,\"ms\":%.3f}",
                    l ? "," : "", l, stats.streams[l], stats.trunks[l], stats.rows[l], stats.gflop[l], stats.ms[l]);
         printf("]}");
     }

@@ -17,7 +17,9 @@
  *
  * Without task.json the folders say it: sub-folders with adapter_config.json are the adapters (in
  * name order; a Stack), one with adapter_fusion_config.json is the fusion, one with only
- * head_config.json is the head, and the model is the registry's only model. Versions are numbers
+ * head_config.json is the head, and the model is the registry's only model. A version folder with
+ * adapter_config.json at its top is itself the task's one adapter (a folder as save_adapter or
+ * save_pretrained wrote it); it may not also hold adapter folders. Versions are numbers
  * written plainly ("1", not "01": a folder with a leading zero is listed as failed); names starting
  * with '.' are ignored (writers copy there, then rename).
  *
@@ -167,6 +169,7 @@ typedef struct {
     int current, resident, pinned;
     int in_flight;           /* references held by callers (requests) */
     size_t bytes;            /* weights when resident (else the last loaded size, or 0) */
+    int64_t added;           /* when the version's folder was published (its mtime, Unix seconds); 0: unknown */
 } store_version_info;
 
 /* Fills up to max versions of task name in version order, failed ones included; returns the
@@ -208,6 +211,16 @@ int store_task_pinned(const store_task *t);
 const char *store_task_fallback(const store_task *t, const char **from);
 /* Bytes of weights when resident, else of the last load, else 0. */
 size_t store_task_bytes(const store_task *t);
+/* Where a version's parts are, as task.json said or as the folders were read without one (then
+ * skips are 0..0, widened only by store_params.allow_skip). Folder names are relative to the
+ * version folder; "." is the folder itself. Borrowed, like the accessors above. */
+typedef struct {
+    int from_task_json;                  /* 0: inferred from the folders */
+    const char *const *adapters;         /* n_adapters folders, in Stack order */
+    int n_adapters;
+    const char *fusion, *head;           /* folders, or NULL */
+} store_task_layout;
+store_task_layout store_task_layout_of(const store_task *t);
 
 /* ---- model accessors ---- */
 const char *store_model_name(const store_model *m);

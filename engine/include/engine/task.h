@@ -86,6 +86,11 @@ const char *eng_task_name(const eng_task *t);
 const eng_head *eng_task_head(const eng_task *t);
 /* First layer holding any adapter module (L when none). */
 int eng_task_first_layer(const eng_task *t);
+/* The layer from which the task's own stream runs when a request asks for skip: its start layer
+ * (max of skip and its first adapter layer), or one later when the adapters there sit only at the
+ * layer's output site (a late split: the shared trunk runs that layer's attention and FFN for it).
+ * The planner (eng_run) and anyone who reports its plan per request use this one rule. */
+int eng_task_split_layer(const eng_task *t, int skip);
 /* Bytes of weights the task holds. */
 size_t eng_task_bytes(const eng_task *t);
 /* Short description of the adapter forms ("seq_bn", "lora+prefix", ...). Owned by the task. */

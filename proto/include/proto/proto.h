@@ -233,6 +233,16 @@ char *proto_tokenize_encode(const proto_tokens *in, int n_inputs, size_t *len);
 /* {"error":{"code":code,"message":msg}} */
 char *proto_error_encode(const char *code, const char *msg, size_t *len);
 
+/* One version of a task as GET /v1/tasks lists it. state: "current" (requests get it), "loaded"
+ * (in memory, not current), "available" (on disk, loads when activated or asked for by version) or
+ * "failed" (not served; reason says why). */
+typedef struct {
+    const char *version, *state, *reason;        /* reason: NULL unless failed */
+    int resident;
+    size_t bytes;
+    int64_t added;                               /* Unix seconds; 0: unknown (null in JSON) */
+} proto_version_info;
+
 typedef struct {
     const char *name, *version, *model, *kind;   /* kind: adapter forms, e.g. "seq_bn" */
     proto_head_kind head;
@@ -243,6 +253,13 @@ typedef struct {
     int head_known;          /* 0 before the first load (memory budget): head and adapters are null */
     int resident;            /* weights in memory */
     const char *fallback_from, *fallback_reason; /* the failed version this one stands in for, and why; NULL: none */
+    const proto_version_info *versions;          /* every version, in version order; NULL: the current one only */
+    int n_versions;
+    /* the current version's folders (GET /v1/tasks/{name}); layout_from NULL: not shown */
+    const char *layout_from;                     /* "task.json" or "inferred" */
+    const char *const *layout_adapters;
+    int layout_n_adapters;
+    const char *layout_fusion, *layout_head;     /* NULL: none */
 } proto_task_info;
 
 typedef struct {

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ref_case.h"
 #include "task_check.h"
 
 static int check_backbone(const char *backbone, int threads) {
@@ -49,5 +50,31 @@ Test(adapters, sparse_storage_gives_the_same_logits) {
         task_check_result r;
         cr_expect_eq(task_check_sparse(ADAPTERD_FIXTURES, c, 2, 1e-4f, 0.0f, &r, msg, sizeof msg), 0, "%s: %s", cases[i],
                      msg);
+    }
+}
+
+/* The forms a task reports (GET /v1/tasks "adapters", the command line's "kind") are AdapterHub's
+ * config names, whatever the saved config spells: Pfeiffer is seq_bn, Houlsby double_seq_bn. The
+ * expected names come from each fixture's notes (setup.json, written with the config that built it). */
+Test(adapters, forms_are_named_as_adapterhub_configs) {
+    static const struct {
+        const char *fixture, *kind;
+    } cases[] = {{"seq_bn_st", "seq_bn"},      {"double_seq_bn_st", "double_seq_bn"}, {"par_bn", "par_bn"},
+                 {"prefix", "prefix_tuning"}, {"prefix_flat", "prefix_tuning"},     {"lora_ah", "lora"},
+                 {"ia3", "ia3"},              {"peft_lora", "lora"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char c[1200], msg[512];
+        snprintf(c, sizeof c, "%s/adapters/bert-tiny/%s", ADAPTERD_FIXTURES, cases[i].fixture);
+        ref_case rc;
+        cr_assert_eq(ref_case_open(&rc, ADAPTERD_FIXTURES, c, msg, sizeof msg), 0, "%s", msg);
+        eng_model *m = NULL;
+        eng_task *t = NULL;
+        eng_err e = {0};
+        cr_assert_eq(eng_model_load(rc.backbone, &m, &e), 0, "%s", e.msg);
+        cr_assert_eq(ref_case_load_task(&rc, m, NULL, &t, &e), 0, "%s: %s", cases[i].fixture, e.msg);
+        cr_expect_str_eq(eng_task_kind(t), cases[i].kind, "%s", cases[i].fixture);
+        eng_task_free(t);
+        eng_model_free(m);
+        ref_case_close(&rc);
     }
 }
