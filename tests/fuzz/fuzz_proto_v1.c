@@ -5,6 +5,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "fuzz_util.h"
+
 #include "proto/proto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -39,12 +41,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     case 1: rc = proto_embed_parse(body, len, &lim, &req, &err); break;
     default: rc = proto_tokenize_parse(body, len, &lim, &req, &err); break;
     }
-    static volatile unsigned sink;
     if (rc == 0) {
-        sink += touch(&req);
+        fuzz_keep(touch(&req));
         proto_predict_free(&req);
     } else {
-        sink += (unsigned)strlen(err.msg);
+        fuzz_keep((unsigned)strlen(err.msg));
     }
     return 0;
 }

@@ -3,6 +3,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "fuzz_util.h"
+
 #include "proto/proto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -13,7 +15,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     proto_predict_req req;
     proto_err err;
     memset(&req, 0, sizeof req);
-    static volatile unsigned sink;
     if (proto_v2_infer_parse((const char *)data, size, "task", &lim, &req, &err) == 0) {
         unsigned h = req.v2_outputs;
         for (int i = 0; i < req.n_inputs; i++) {
@@ -22,10 +23,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             for (size_t k = 0; t->pair && k < t->pair_len; k++) h += (unsigned char)t->pair[k];
         }
         for (int i = 0; i < req.n_tasks; i++) h += (unsigned)strlen(req.tasks[i]);
-        sink += h;
+        fuzz_keep(h);
         proto_predict_free(&req);
     } else {
-        sink += (unsigned)strlen(err.msg);
+        fuzz_keep((unsigned)strlen(err.msg));
     }
     return 0;
 }

@@ -4,6 +4,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "fuzz_util.h"
+
 #include "io/safetensors.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -11,9 +13,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     eng_st_file *f = NULL;
     eng_err err;
-    static volatile unsigned sink;
     if (eng_st_open_buffer(data, size, "fuzz.safetensors", &f, &err)) {
-        sink += (unsigned)strlen(err.msg);
+        fuzz_keep((unsigned)strlen(err.msg));
         return 0;
     }
     unsigned h = 0;
@@ -28,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             eng_convert_to_f32(t->dtype, t->data, (size_t)t->numel, buf);
         }
     }
-    sink += h + (eng_st_metadata(f, "format") != NULL);
+    fuzz_keep(h + (eng_st_metadata(f, "format") != NULL));
     eng_st_close(f);
     return 0;
 }

@@ -61,8 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int rc = eng_task_load(g_model, dirs, 1, &p, &t, &err);
     fuzz_log(FUZZ_FILE, rc, err.msg);
     if (rc == 0) {
-        static volatile size_t sink;
-        sink += eng_task_bytes(t) + (size_t)eng_task_first_layer(t) + strlen(eng_task_name(t)) + strlen(eng_task_kind(t));
+        fuzz_keep(eng_task_bytes(t) + (size_t)eng_task_first_layer(t) + strlen(eng_task_name(t)) + strlen(eng_task_kind(t)));
         eng_task_free(t);
     }
     return 0;

@@ -5,6 +5,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "fuzz_util.h"
+
 #include "io/torch_bin.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -12,9 +14,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     eng_st_file *f = NULL;
     eng_err err;
-    static volatile unsigned sink;
     if (eng_torchbin_open_buffer(data, size, "fuzz.bin", &f, &err)) {
-        sink += (unsigned)strlen(err.msg);
+        fuzz_keep((unsigned)strlen(err.msg));
         return 0;
     }
     unsigned h = 0;
@@ -25,7 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         h += (unsigned)strlen(t->name);
         if ((size_t)t->numel * eng_dtype_size(t->dtype) != t->nbytes) __builtin_trap();
     }
-    sink += h;
+    fuzz_keep(h);
     eng_st_close(f);
     return 0;
 }

@@ -11,6 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* Keeps a value computed from what a parser returned, so the reads that produced it stay. */
+static inline void fuzz_keep(unsigned long v) { __asm__ volatile("" : : "r"(v) : "memory"); }
+
 /* With FUZZ_VERBOSE set, prints what one execution ended with (to check seeds reach deep code). */
 static inline void fuzz_log(const char *what, int rc, const char *msg) {
     static int verbose = -1;
