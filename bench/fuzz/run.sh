@@ -5,7 +5,7 @@
 #     CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DADAPTERD_FUZZ=ON \
 #         -DADAPTERD_BUILD_TESTS=OFF -DADAPTERD_BUILD_BENCH=OFF
 #     cmake --build build-fuzz -j2 --target fuzz_url ...   (or the whole build)
-#     bench/fuzz/run.sh [--seconds N] [--build DIR] [--only name[,name...]] [--jobs J]
+#     bench/fuzz/run.sh [--seconds N] [--build DIR] [--only name[,name...]] [--jobs J] [--report]
 # Each harness starts from its committed seeds (tests/fuzz/corpus/<name>) and regressions, and grows
 # a working corpus in DIR/fuzz/corpus/<name> kept between runs. Crash inputs land in
 # DIR/fuzz/artifacts/<name>/; minimise one with `DIR/tests/fuzz/fuzz_<name> -minimize_crash=1 FILE`,
@@ -21,6 +21,7 @@ seconds=60
 build="$root/build-fuzz"
 only=""
 jobs=1
+report_only=0 # --report: print and record the figures of the last logs without running
 all="proto_v1 proto_v2 url tar safetensors torch_bin tokenizer config adapter_config head_config task_json"
 
 while [ $# -gt 0 ]; do
@@ -29,6 +30,7 @@ while [ $# -gt 0 ]; do
     --build) build=$(cd "$2" && pwd); shift 2 ;;
     --only) only=${2//,/ }; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
+    --report) report_only=1; shift ;;
     -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
     esac
@@ -44,15 +46,45 @@ for n in $names; do
     fi
 done
 
+# sources NAME: the files whose string literals seed the harness's dictionary
+sources() {
+    case "$1" in
+    proto_v1|proto_v2) echo proto/codec.c ;;
+    url) echo server/routes.c server/admin.c ;;
+    tar) echo server/tar.c ;;
+    safetensors) echo engine/io/safetensors.c ;;
+    torch_bin) echo engine/io/pickle.c engine/io/torch_bin.c ;;
+    tokenizer) echo engine/tokenizer/load.c ;;
+    config) echo engine/model/model.c engine/io/hf_keys.c ;;
+    adapter_config|head_config) echo engine/task/*.c ;;
+    task_json) echo adapters_store/store.c ;;
+    esac
+}
+
+# make_dict NAME: a libFuzzer dictionary of the identifiers and paths the parser compares against,
+# quoted as JSON keys too for the JSON harnesses (made at run time from the sources, not kept)
+make_dict() {
+    local n=$1 d="$out/dict/$1.dict"
+    mkdir -p "$out/dict"
+    (cd "$root" && grep -oh '"[A-Za-z_/.][A-Za-z0-9_./{}:-]*"' $(sources "$n")) | sort -u | while read -r t; do
+        t=${t#\"}; t=${t%\"}
+        [ ${#t} -le 40 ] || continue
+        printf '"%s"\n' "$t"
+        case "$n" in url|tar|safetensors|torch_bin) ;; *) printf '"\\"%s\\""\n' "$t" ;; esac
+    done >"$d"
+    echo "$d"
+}
+
 # run_one NAME: one libFuzzer run; the log goes to $out/logs/NAME.log
 run_one() {
-    local n=$1 dirs
+    local n=$1 dirs dict
+    dict=$(make_dict "$n")
     mkdir -p "$out/corpus/$n" "$out/artifacts/$n" "$out/run/$n"
     dirs=("$out/corpus/$n" "$root/tests/fuzz/corpus/$n")
     [ -d "$root/tests/fuzz/regressions/$n" ] && dirs+=("$root/tests/fuzz/regressions/$n")
     # the harnesses make their scratch folders in the working directory
     (cd "$out/run/$n" && nice "$bin/fuzz_$n" -max_total_time="$seconds" -print_final_stats=1 -timeout=20 \
-        -rss_limit_mb=2048 -max_len=65536 -artifact_prefix="$out/artifacts/$n/" "${dirs[@]}" \
+        -rss_limit_mb=2048 -max_len=65536 -dict="$dict" -artifact_prefix="$out/artifacts/$n/" "${dirs[@]}" \
         >"$out/logs/$n.log" 2>&1) || true
 }
 
@@ -75,7 +107,8 @@ figures() {
 
 echo "fuzzing $seconds s per harness, $jobs at a time; $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 running=0
-for n in $names; do
+[ "$report_only" = 1 ] && names_run="" || names_run=$names
+for n in $names_run; do
     run_one "$n" &
     running=$((running + 1))
     if [ "$running" -ge "$jobs" ]; then
