@@ -101,7 +101,7 @@ figures() {
         execs=$(grep -o '^#[0-9]*' "$log" | tail -1 | tr -d '#')
         eps=$(grep -o 'exec/s: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
     fi
-    crashes=$(grep -c '^==[0-9]*==ERROR\|^SUMMARY: \|deadly signal\|ERROR: libFuzzer' "$log" || true)
+    crashes=$(grep -c '^SUMMARY: ' "$log" || true) # one per crash, leak, timeout or out-of-memory
     echo "${execs:-0} ${eps:-0} ${cov:-0} ${ft:-0} ${newu:-0} ${crashes:-0}"
 }
 
