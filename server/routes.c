@@ -395,3 +395,6 @@ void srv__on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, e
     atomic_fetch_sub(&s->active, 1);
 }
 
+
+/* The router's matcher without a connection, for the fuzz harness (tests/fuzz/fuzz_url.c). */
+srv_route srv__route_match(const char *url, const char **arg, size_t *arg_len) { return match(url, arg, arg_len); }

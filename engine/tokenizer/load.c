@@ -18,6 +18,9 @@
 #include "tokenizer/tok_internal.h"
 
 #define DEFAULT_MAX_LENGTH 512 /* model_max_length when tokenizer_config.json has none (BERT's) */
+/* Largest token id accepted. The id table is sized by the largest id, so one huge id in a small file
+ * would allocate gigabytes; real vocabularies of this family stay under 300k. */
+#define MAX_TOKEN_ID ((1 << 22) - 1)
 
 /* ints_as_real: tokenizer_config.json holds model_max_length = 1e30 written as an integer, which
  * jansson refuses as an integer. */
@@ -49,8 +52,11 @@ static int tri_bool(const json_t *obj, const char *key) {
     return json_is_boolean(v) ? json_is_true(v) : -1;
 }
 
-static int set_vocab(eng_tokenizer *tok, const char *s, size_t n, int32_t id, eng_err *err) {
-    if (id < 0) return eng_err_set(err, ENG_FORMAT, "negative token id %d", id);
+/* id is taken wide (a JSON integer) so that an out-of-range value is refused, never truncated. */
+static int set_vocab(eng_tokenizer *tok, const char *s, size_t n, int64_t id, eng_err *err) {
+    if (id < 0) return eng_err_set(err, ENG_FORMAT, "negative token id %lld", (long long)id);
+    if (id > MAX_TOKEN_ID)
+        return eng_err_set(err, ENG_FORMAT, "token id %lld is over the limit of %d", (long long)id, MAX_TOKEN_ID);
     bool added;
     int64_t e = eng__strmap_intern(&tok->vocab, s, n, id, &added);
     if (e < 0) return eng_err_set(err, ENG_NO_MEMORY, "out of memory loading the vocabulary");
@@ -59,10 +65,11 @@ static int set_vocab(eng_tokenizer *tok, const char *s, size_t n, int32_t id, en
     return 0;
 }
 
-static int add_added(eng_tokenizer *tok, const char *content, int32_t id, bool lstrip, bool rstrip, bool normalized,
+static int add_added(eng_tokenizer *tok, const char *content, int64_t id, bool lstrip, bool rstrip, bool normalized,
                      bool special, eng_err *err) {
     size_t n = strlen(content);
     if (!n) return 0;
+    if (id < 0 || id > MAX_TOKEN_ID) return set_vocab(tok, content, n, id, err); /* refused, with the id */
     for (int i = 0; i < tok->n_added; i++) /* the same content twice: keep the last */
         if (tok->added[i].len == n && !memcmp(tok->added[i].content, content, n)) {
             tok->added[i].id = id;
@@ -80,7 +87,7 @@ static int add_added(eng_tokenizer *tok, const char *content, int32_t id, bool l
         free(c);
         return eng_err_set(err, ENG_FORMAT, "added token is not valid UTF-8");
     }
-    tok->added[tok->n_added++] = (eng__added_token){c, (uint32_t)n, id, lstrip, rstrip, normalized, special};
+    tok->added[tok->n_added++] = (eng__added_token){c, (uint32_t)n, (int32_t)id, lstrip, rstrip, normalized, special};
     return set_vocab(tok, content, n, id, err);
 }
 
@@ -274,7 +281,7 @@ static int parse_model(eng_tokenizer *tok, const json_t *model, eng_err *err) {
     const json_t *v;
     json_object_foreach((json_t *)vocab, k, v) {
         if (!json_is_integer(v)) return eng_err_set(err, ENG_FORMAT, "tokenizer.json: vocab id of %s is not an integer", k);
-        int rc = set_vocab(tok, k, strlen(k), (int32_t)json_integer_value(v), err);
+        int rc = set_vocab(tok, k, strlen(k), json_integer_value(v), err);
         if (rc) return rc;
     }
     const char *unk = json_string_value(json_object_get(model, "unk_token"));
@@ -380,7 +387,7 @@ static int load_tokenizer_json(eng_tokenizer *tok, const char *dir, eng_err *err
             break;
         }
         bool special = cfg_bool(a, "special", false);
-        rc = add_added(tok, content, (int32_t)json_integer_value(id), cfg_bool(a, "lstrip", false),
+        rc = add_added(tok, content, json_integer_value(id), cfg_bool(a, "lstrip", false),
                        cfg_bool(a, "rstrip", false), cfg_bool(a, "normalized", !special), special, err);
         if (rc) break;
     }
@@ -439,7 +446,7 @@ static int config_added(eng_tokenizer *tok, const json_t *cfg, const char *const
             const char *content = json_string_value(json_object_get(a, "content"));
             if (!content) continue;
             bool special = cfg_bool(a, "special", false);
-            int rc = add_added(tok, content, (int32_t)strtol(k, NULL, 10), cfg_bool(a, "lstrip", false),
+            int rc = add_added(tok, content, strtoll(k, NULL, 10), cfg_bool(a, "lstrip", false),
                                cfg_bool(a, "rstrip", false), cfg_bool(a, "normalized", !special), special, err);
             if (rc) return rc;
         }
@@ -499,7 +506,7 @@ static int load_vocab_json(eng_tokenizer *tok, const char *dir, const json_t *cf
             rc = eng_err_set(err, ENG_FORMAT, "vocab.json: id of %s is not an integer", k);
             break;
         }
-        rc = set_vocab(tok, k, strlen(k), (int32_t)json_integer_value(val), err);
+        rc = set_vocab(tok, k, strlen(k), json_integer_value(val), err);
         if (rc) break;
     }
     json_decref(v);

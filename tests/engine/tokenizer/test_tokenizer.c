@@ -171,6 +171,24 @@ Test(tokenizer, load_errors) {
     remove_dir(d);
 }
 
+/* Found by the tokenizer fuzz harness: a vocab.json id past int32 was truncated (1788888888888888
+ * became 650 million) and sized a 5 GB id table. Ids over the limit, or past int32, are refused. */
+Test(tokenizer, huge_token_ids_are_refused) {
+    eng_err err = {0};
+    eng_tokenizer *t = NULL;
+    const char *d = make_dir();
+    write_file(d, "merges.txt", "#version: 0.2\na b\n");
+    write_file(d, "vocab.json", "{\"a\": 0, \"b\": 1, \"ab\": 1788888888888888}");
+    cr_expect_eq(eng_tokenizer_load(d, &t, &err), ENG_FORMAT, "%s", err.msg);
+    cr_expect(strstr(err.msg, "1788888888888888") != NULL, "%s", err.msg);
+    write_file(d, "vocab.json", "{\"a\": 0, \"b\": 1, \"ab\": 4294967298}"); /* 2^32 + 2: not id 2 */
+    cr_expect_eq(eng_tokenizer_load(d, &t, &err), ENG_FORMAT, "%s", err.msg);
+    write_file(d, "vocab.json", "{\"a\": 0, \"b\": 1, \"ab\": 2}");
+    cr_expect_eq(eng_tokenizer_load(d, &t, &err), 0, "%s", err.msg);
+    eng_tokenizer_free(t);
+    remove_dir(d);
+}
+
 /* The vocab-file fallbacks build the same pipeline as tokenizer.json. */
 Test(tokenizer, fallback_files_match_tokenizer_json) {
     need_shared_tokenizers();

@@ -1,0 +1,55 @@
+/* fuzz_config.c - a model folder's config.json (engine/model/model.c) against real weights: the
+ * option byte picks one of the fixture models (BERT, RoBERTa, DistilBERT, a bf16 sharded BERT),
+ * the rest of the input is its config.json. The loader must refuse every config the weights do not
+ * match, naming what is wrong, and never read outside a tensor. A model that loads is run once on
+ * a short sequence of in-range ids, so a config that passed validation wrongly shows under ASan. */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "engine/model.h"
+#include "fuzz_fixture.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static const char *const models[] = {"models/bert-tiny", "models/roberta-tiny", "models/distilbert-tiny",
+                                     "models/bert-tiny-bf16-sharded"};
+#define N_MODELS (sizeof models / sizeof models[0])
+
+static char dirs[N_MODELS][512];
+static int ready = -1;
+
+static int setup(void) {
+    const char *scratch = fuzz_scratch("config");
+    if (!scratch) return -1;
+    for (size_t i = 0; i < N_MODELS; i++) {
+        snprintf(dirs[i], sizeof dirs[i], "%s/m%zu", scratch, i);
+        if (fuzz_copy_fixture(models[i], dirs[i])) return -1;
+    }
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (ready < 0) ready = setup() == 0;
+    if (!ready || size < 1) return 0;
+    const char *dir = dirs[data[0] % N_MODELS];
+    if (fuzz_write(dir, "config.json", data + 1, size - 1)) return 0;
+    eng_model *m = NULL;
+    eng_err err;
+    int rc = eng_model_load(dir, &m, &err);
+    fuzz_log("config", rc, err.msg);
+    if (rc) return 0;
+    const eng_config *c = eng_model_config(m);
+    int len = c->max_pos - c->pos_offset < 4 ? c->max_pos - c->pos_offset : 4;
+    if (len > 0 && c->vocab > 0) {
+        int32_t ids[4] = {0, 1 % c->vocab, 2 % c->vocab, 3 % c->vocab};
+        int32_t seq_len = len;
+        eng_batch b = {.n_seq = 1, .ids = ids, .type_ids = NULL, .seq_len = &seq_len};
+        eng_state *st = eng_state_new(1);
+        float *hidden = malloc((size_t)len * (size_t)c->hidden * sizeof *hidden);
+        if (st && hidden) eng_encode(m, st, &b, hidden, NULL, &err);
+        free(hidden);
+        eng_state_free(st);
+    }
+    eng_model_free(m);
+    return 0;
+}

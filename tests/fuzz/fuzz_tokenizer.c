@@ -1,0 +1,68 @@
+/* fuzz_tokenizer.c - tokenizer loading and encoding (engine/tokenizer/): tokenizer.json, vocab.txt,
+ * vocab.json + merges.txt, tokenizer_config.json, then WordPiece / byte-level BPE encoding.
+ *
+ * Input: one byte of options, then parts separated by FUZZ_SEP: [first file, second file,
+ * tokenizer_config.json, text]. The option byte's low two bits pick the layout (0 tokenizer.json,
+ * 1 vocab.txt, 2 vocab.json + merges.txt), bit 2 splits the text into a pair, the high bits a
+ * max_length. The files go to the scratch directory, the tokenizer loads from there, and the text
+ * is encoded. An encoding must hold only ids of the vocabulary and byte offsets inside its text. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/tokenizer.h"
+#include "fuzz_util.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static const char *const files[] = {"tokenizer.json", "vocab.txt", "vocab.json", "merges.txt", "tokenizer_config.json"};
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 1) return 0;
+    const char *dir = fuzz_scratch("tok");
+    if (!dir) return 0;
+    uint8_t opt = data[0];
+    fuzz_part part[FUZZ_MAX_PARTS];
+    fuzz_split(data + 1, size - 1, part, FUZZ_MAX_PARTS);
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) fuzz_unlink(dir, files[i]);
+    int rc = 0;
+    switch (opt & 3) {
+    case 0: rc = fuzz_write(dir, "tokenizer.json", part[0].p, part[0].n); break;
+    case 1: rc = fuzz_write(dir, "vocab.txt", part[0].p, part[0].n); break;
+    default:
+        rc = fuzz_write(dir, "vocab.json", part[0].p, part[0].n);
+        if (!rc) rc = fuzz_write(dir, "merges.txt", part[1].p, part[1].n);
+        break;
+    }
+    if (!rc && part[2].n) rc = fuzz_write(dir, "tokenizer_config.json", part[2].p, part[2].n);
+    if (rc) return 0;
+
+    eng_tokenizer *tok = NULL;
+    eng_err err;
+    rc = eng_tokenizer_load(dir, &tok, &err);
+    fuzz_log("tokenizer", rc, err.msg);
+    if (rc) return 0;
+    const char *text = (const char *)part[3].p, *pair = NULL;
+    size_t len = part[3].n, pair_len = 0;
+    if (opt & 4) {
+        pair = text + len / 2, pair_len = len - len / 2;
+        len /= 2;
+    }
+    eng_tok_params p = eng_tok_default_params();
+    p.max_length = opt >> 3; /* 0: the model's own */
+    eng_tok_encoding enc;
+    if (eng_tok_encode(tok, text, len, pair, pair_len, &p, &enc, &err) == 0) {
+        int32_t vs = eng_tokenizer_vocab_size(tok);
+        size_t most = len > pair_len ? len : pair_len;
+        for (size_t i = 0; i < enc.n; i++) {
+            if (enc.ids[i] < 0 || enc.ids[i] >= vs) abort();
+            int32_t b0 = enc.byte_offsets[2 * i], b1 = enc.byte_offsets[2 * i + 1];
+            if (b0 < 0 || b1 < b0 || (size_t)b1 > most) abort();
+            const char *s = eng_tok_id_to_token(tok, enc.ids[i]);
+            if (s) (void)strlen(s);
+        }
+        eng_tok_encoding_free(&enc);
+    }
+    eng_tokenizer_free(tok);
+    return 0;
+}

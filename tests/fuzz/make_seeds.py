@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of tests/fuzz/corpus/<harness>/ from hand-written inputs and the
+project's own test fixtures (tests/fixtures). Run from the checkout's root:
+    python3 tests/fuzz/make_seeds.py
+Re-running rewrites the seeds (names are content hashes, so libFuzzer's own additions are kept)."""
+import gzip, hashlib, io, json, os, struct, sys, tarfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FIX = os.path.join(ROOT, "tests", "fixtures")
+OUT = os.path.join(ROOT, "tests", "fuzz", "corpus")
+SEP = b"\n@@@@\n"  # fuzz_util.h FUZZ_SEP
+
+
+def put(harness, data):
+    d = os.path.join(OUT, harness)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "seed-" + hashlib.sha1(data).hexdigest()[:16]), "wb") as f:
+        f.write(data)
+
+
+def read(*p):
+    with open(os.path.join(FIX, *p), "rb") as f:
+        return f.read()
+
+
+# --- v1 codecs: option byte 0 predict, 1 embed, 2 tokenize ---
+for body in [b'{"inputs":"hello"}', b'{"inputs":["a",{"text":"q","text_pair":"ctx"}],"tasks":["x","y"]}',
+             b'{"inputs":"a","budget":0.5,"skip":{"x":1},"return":["scores","logits"],"truncate":true}',
+             b'{"inputs":[{"ids":[101,7,102],"type_ids":[0,0,0]}],"skip":1,"latency_ms":20}',
+             b'{"inputs":"a\\u00e9\\ud83d\\ude00","tasks":[]}']:
+    put("proto_v1", b"\x00" + body)
+for body in [b'{"inputs":"hello","normalize":false,"pooling":"mean","model":"bert-tiny"}',
+             b'{"inputs":[[101,102],{"text":"a","text_pair":"b"},{"ids":[1],"type_ids":[0]}],"truncate":true,'
+             b'"truncation_direction":"right"}']:
+    put("proto_v1", b"\x01" + body)
+for body in [b'{"inputs":["a b",{"text":"q","text_pair":"c"}],"add_special_tokens":false}', b'{"inputs":"x"}']:
+    put("proto_v1", b"\x02" + body)
+
+# --- v2 codec ---
+for body in [
+        {"inputs": [{"name": "text", "shape": [1], "datatype": "BYTES", "data": ["hello"]}]},
+        {"inputs": [{"name": "text", "shape": [2], "datatype": "BYTES", "data": ["a", "b"]},
+                    {"name": "text_pair", "shape": [2], "datatype": "BYTES", "data": ["c", "d"]}],
+         "outputs": [{"name": "label"}, {"name": "scores"}], "parameters": {"skip": 1, "budget": 0.5, "truncate": True}},
+        {"id": "r1", "inputs": [{"name": "x", "shape": [1, 1], "datatype": "BYTES", "data": [["z"]]}]}]:
+    put("proto_v2", json.dumps(body).encode())
+
+# --- URLs: option byte picks GET POST PUT DELETE HEAD ---
+for m, u in [(0, "/v1/tasks/abc"), (0, "/v2/models/t/ready"), (1, "/v2/models/t/infer"), (1, "/v1/predict"),
+             (2, "/v1/tasks/t/versions/3"), (3, "/v1/tasks/t%00/versions/1"), (1, "/v1/tasks/t:activate"),
+             (3, "/v1/tasks/t"), (1, "/v2/repository/models/t/load"), (1, "/v2/repository/index"),
+             (0, "/v1/tasks/a%2Fb"), (0, "/docs/redoc.standalone.js"), (0, "/%7f%41%zz%4")]:
+    put("url", bytes([m]) + u.encode())
+
+
+# --- tar / tar.gz ---
+def tar_bytes(entries, fmt=tarfile.USTAR_FORMAT, gz=False):
+    b = io.BytesIO()
+    with tarfile.open(fileobj=b, mode="w", format=fmt) as t:
+        for name, data in entries:
+            ti = tarfile.TarInfo(name)
+            if data is None:
+                ti.type = tarfile.DIRTYPE
+                t.addfile(ti)
+            else:
+                ti.size = len(data)
+                t.addfile(ti, io.BytesIO(data))
+    raw = b.getvalue()
+    return gzip.compress(raw, mtime=0) if gz else raw
+
+
+cfg = b'{"config": {"architecture": "bottleneck"}}'
+put("tar", tar_bytes([("t/", None), ("t/adapter_config.json", cfg)]))
+put("tar", tar_bytes([("t/adapter_config.json", cfg)], gz=True))
+put("tar", tar_bytes([("d" * 120 + "/long_name_file.json", b"{}")], fmt=tarfile.GNU_FORMAT))
+put("tar", tar_bytes([("p" * 130 + "/pax.json", b"{}")], fmt=tarfile.PAX_FORMAT))
+
+
+# --- safetensors (small, hand-made) ---
+def st_bytes(tensors, meta=None):
+    header, data = {}, b""
+    for name, (dt, shape, raw) in tensors.items():
+        header[name] = {"dtype": dt, "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    if meta:
+        header["__metadata__"] = meta
+    h = json.dumps(header).encode()
+    return struct.pack("<Q", len(h)) + h + data
+
+
+put("safetensors", st_bytes({"a": ("F32", [2, 2], struct.pack("<4f", 1, 2, 3, 4)),
+                             "b": ("BF16", [3], b"\x80\x3f" * 3)}, {"format": "pt"}))
+put("safetensors", st_bytes({"x": ("F16", [1, 2], b"\x00\x3c" * 2), "y": ("I64", [1], struct.pack("<q", 7)),
+                             "z": ("F64", [0], b"")}))
+
+# --- torch .bin: the reader's own fixtures ---
+for n in sorted(os.listdir(os.path.join(FIX, "torch_bin"))):
+    if n.endswith(".bin"):
+        put("torch_bin", read("torch_bin", n))
+
+# --- tokenizer: option byte (0 tokenizer.json, 1 vocab.txt, 2 vocab.json + merges.txt; bit 2 pair) ---
+wp_vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "##s", "##ing", "un", "##aff", "##able", ",", "."]
+wp = {"version": "1.0", "truncation": None, "padding": None,
+      "added_tokens": [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
+                        "normalized": False, "special": True} for i, t in enumerate(wp_vocab[:5])],
+      "normalizer": {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
+                     "strip_accents": None, "lowercase": True},
+      "pre_tokenizer": {"type": "BertPreTokenizer"},
+      "post_processor": {"type": "TemplateProcessing",
+                         "single": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                                    {"SpecialToken": {"id": "[SEP]", "type_id": 0}}],
+                         "pair": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                                  {"SpecialToken": {"id": "[SEP]", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}},
+                                  {"SpecialToken": {"id": "[SEP]", "type_id": 1}}],
+                         "special_tokens": {"[CLS]": {"id": "[CLS]", "ids": [2], "tokens": ["[CLS]"]},
+                                            "[SEP]": {"id": "[SEP]", "ids": [3], "tokens": ["[SEP]"]}}},
+      "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": True},
+      "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+                "max_input_chars_per_word": 100, "vocab": {t: i for i, t in enumerate(wp_vocab)}}}
+text = "Hello, worlds! unaffable h\u00e9llo \u4e2d\u6587 [MASK]".encode()
+put("tokenizer", b"\x00" + json.dumps(wp).encode() + SEP + SEP + SEP + text)
+put("tokenizer", b"\x04" + json.dumps(wp).encode() + SEP + SEP + SEP + text)
+bpe_vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "<mask>": 4, "h": 5, "e": 6, "l": 7, "o": 8, "\u0120": 9,
+             "w": 10, "r": 11, "d": 12, "he": 13, "ll": 14, "hell": 15, "hello": 16, "\u0120w": 17, "or": 18}
+merges = ["h e", "l l", "he ll", "hell o", "\u0120 w", "o r"]
+bpe = {"version": "1.0", "truncation": None, "padding": None,
+       "added_tokens": [{"id": v, "content": k, "single_word": False, "lstrip": k == "<mask>", "rstrip": False,
+                         "normalized": False, "special": True} for k, v in list(bpe_vocab.items())[:5]],
+       "normalizer": None,
+       "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+       "post_processor": {"type": "RobertaProcessing", "sep": ["</s>", 2], "cls": ["<s>", 0],
+                          "trim_offsets": True, "add_prefix_space": False},
+       "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+       "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "",
+                 "end_of_word_suffix": "", "fuse_unk": False, "byte_fallback": False,
+                 "vocab": bpe_vocab, "merges": merges}}
+put("tokenizer", b"\x00" + json.dumps(bpe).encode() + SEP + SEP + SEP + "hello world <mask> h\u00e9".encode())
+put("tokenizer", b"\x01" + read("registry", "models", "bert-tiny", "vocab.txt") + SEP + SEP +
+    b'{"do_lower_case": true, "model_max_length": 16}' + SEP + text)
+put("tokenizer", b"\x06" + json.dumps(bpe_vocab).encode() + SEP + ("#version: 0.2\n" + "\n".join(merges)).encode() +
+    SEP + b'{"add_prefix_space": true}' + SEP + b"hello world hello")
+
+# --- config.json: option byte picks bert-tiny, roberta-tiny, distilbert-tiny, bert-tiny-bf16-sharded ---
+for i, m in enumerate(["bert-tiny", "roberta-tiny", "distilbert-tiny", "bert-tiny-bf16-sharded"]):
+    put("config", bytes([i]) + read("models", m, "config.json"))
+
+# --- adapter_config.json / head_config.json: option byte picks the folder (fuzz_task_common.h order) ---
+folders = ["seq_bn_st/adapters/sst", "lora_ah/adapters/lora", "peft_lora/adapters/peft_task", "head_pooler/adapters/pool",
+           "prefix/adapters/prefix_task", "ia3/adapters/ia3", "head_tagging/adapters/ner", "head_qa/adapters/squad",
+           "head_multilabel/adapters/ml", "head_regression/adapters/reg", "peft_adalora/adapters/peft_task",
+           "adamix_seq_bn/adapters/sst", "par_bn/adapters/par", "seq_bn_bin/adapters/sst"]
+for i, f in enumerate(folders):
+    d = os.path.join(FIX, "adapters", "bert-tiny", f)
+    for name, harness in [("adapter_config.json", "adapter_config"), ("head_config.json", "head_config")]:
+        if os.path.exists(os.path.join(d, name)):
+            put(harness, bytes([i]) + read("adapters", "bert-tiny", f, name))
+
+# --- task.json: option bit 0 = metadata only ---
+for body in [{"model": "bert-tiny", "adapters": ["t0", "t1", "t2", "t3"], "fusion": "fusion", "head": "head"},
+             {"model": "bert-tiny", "adapters": ["lora"], "fusion": None, "head": "lora",
+              "skips": {"min": 0, "max": 1, "default": 0}, "labels": ["neg", "pos"], "pinned": True}]:
+    for opt in (0, 1):
+        put("task_json", bytes([opt]) + json.dumps(body).encode())
+print("seeds written under", os.path.relpath(OUT, ROOT), file=sys.stderr)
