@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -38,9 +39,14 @@ int ts_start(test_server *s, const char *const *args, const char *const *env) {
     argv[n++] = getenv("ADAPTERD_TEST_LOG") ? "true" : "false";
     for (int i = 0; args && args[i] && n < 62; i++) argv[n++] = args[i];
     argv[n] = NULL;
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) return -1;
     if (pid == 0) {
+        /* the server dies with the test process: a test that fails before its .fini (or a skip) must
+         * not leave a server holding ctest's output pipe open until the timeout */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(127);
         for (int i = 0; env && env[i]; i++) putenv((char *)env[i]);
         if (!getenv("ADAPTERD_TEST_LOG")) freopen("/dev/null", "w", stderr);
         execv(argv[0], (char *const *)argv);
