@@ -175,14 +175,16 @@ def main():
     ap.add_argument("--eval-every", type=int, default=200)
     ap.add_argument("--ckpt-every", type=int, default=50)
     ap.add_argument("--export-every", type=float, default=5e6, help="tokens between encoder snapshots")
+    ap.add_argument("--export-only", metavar="DIR", help="write the last checkpoint's encoder to DIR and exit")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
     torch.set_flush_denormal(True)
     out = os.path.join(args.work, "pretrain")
     os.makedirs(out, exist_ok=True)
-    with open(os.path.join(args.work, "pretrain.pid"), "w") as f:
-        f.write(f"{os.getpid()}\n")
+    if not args.export_only:
+        with open(os.path.join(args.work, "pretrain.pid"), "w") as f:
+            f.write(f"{os.getpid()}\n")
     tok_dir = os.path.join(args.work, "tokenizer")
     train = np.load(os.path.join(args.work, "train_blocks.npy"), mmap_mode="r")
     val = np.load(os.path.join(args.work, "val_blocks.npy"))
@@ -204,6 +206,11 @@ def main():
         opt.load_state_dict(s["opt"])
         prog = s["prog"]
         print(f"pretrain: resumed at step {prog['step']}, {prog['tokens'] / 1e6:.2f}M tokens", flush=True)
+    if args.export_only:
+        export(cfg, P, args.export_only, tok_dir, meta={"step": prog["step"], "tokens": prog["tokens"],
+                                                        "seed": args.seed})
+        print(f"pretrain: exported step {prog['step']} to {args.export_only}", flush=True)
+        return
     n_params = sum(P[k].numel() for k in encoder_keys(P))
     print(f"pretrain: {cfg}, {n_params / 1e6:.2f}M encoder parameters, {train.shape[0]} blocks of {L}, "
           f"{args.batch}x{args.accum} sequences per step, bf16={args.bf16}, threads={args.threads}", flush=True)
