@@ -455,6 +455,8 @@ def main():
            "drop_max": args.drop_max, "epochs": args.epochs, "train_rows": len(train), "eval_rows": len(dev),
            "trainable_params": task.n_trainable(), "train_seconds": round(train_s, 1), "lr": lr,
            "labels": labels, "seed": args.seed, "skips": {}}
+    if args.form == "fusion":
+        res["children"] = [os.path.abspath(c) for c in args.children.split(",")]
     if task.mask:
         z = sum(int((w == 0).sum()) for w, _ in task.mask)
         res["sparsity"] = z / sum(w.numel() for w, _ in task.mask)
