@@ -10,7 +10,7 @@ PKGS_BUILD="build-essential cmake pkg-config libopenblas-dev libopenblas0-pthrea
   libpcre2-dev libmicrohttpd-dev libuv1-dev libyaml-dev zlib1g-dev"
 # Tests and benchmarks: Criterion, libcurl (HTTP tests), the PyTorch reference (Debian's python3-torch),
 # node/npm for the transformers.js and ONNX Runtime peers, wrk and hyperfine for load benchmarks.
-PKGS_TEST="libcriterion-dev libcurl4-openssl-dev python3 python3-torch python3-numpy nodejs npm wrk hyperfine"
+PKGS_TEST="libcriterion-dev libcurl4-openssl-dev python3 python3-torch python3-numpy python3-matplotlib nodejs npm wrk hyperfine"
 
 if [ "${ADAPTERD_SKIP_APT:-0}" != 1 ]; then
   SUDO=""

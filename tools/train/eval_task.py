@@ -5,7 +5,7 @@
 Reads the task as adapterd does from its task.json (adapter folders in Stack order, fusion, head) with
 tools/reference/adapters.py's readers (`LoadedTask`), and runs its forward in float32 (the reference's float64
 would take hours on a held-out split of thousands of rows on 2 cores); AdaMix folders are merged as check_task.py
-merges them.  Prints {"labels": [...], "skips": {"0": [label index per text], ...}}.
+merges them, and a fusion_pruning.json beside a fusion restricts it to the kept adapters.  Prints {"labels": [...], "skips": {"0": [label index per text], ...}}.
 """
 
 import argparse
@@ -53,6 +53,14 @@ def main():
         if tj.get("head") and (fusion or tj["head"] not in tj["adapters"]):
             head = os.path.join(args.task_dir, tj["head"])
         task = A.LoadedTask(cfg, dirs, fusion, head)
+        pruning = os.path.join(fusion, "fusion_pruning.json") if fusion else None
+        if pruning and os.path.exists(pruning):
+            # as adapterd applies fusion_pruning.json: the fusion attends over the kept adapters only
+            with open(pruning) as f:
+                keep = set(json.load(f)["keep"])
+            fu = task.fusion
+            fu.adapters = [a for a in fu.adapters if a.name in keep]
+            fu.names = [a.name for a in fu.adapters]
         out["labels"] = tj.get("labels") or task.labels
 
         class Runner:

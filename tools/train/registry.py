@@ -14,6 +14,11 @@ import glob
 import json
 import os
 import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import data  # noqa: E402
 
 # trained name -> public task name; the first four are the README's tasks
 PUBLIC = {
@@ -35,12 +40,39 @@ def skip_range(res, keep):
     return top
 
 
+def prune_variants(args, res, d, pub, mdir):
+    """<pub>-k<K>: copies of the fusion task pruned by `adapterd fusion-prune` on (the start of) the target task's
+    TRAINING texts to its K most-attended adapters."""
+    tr = data.TASKS[res["task"]][0]
+    calib = os.path.join(args.data, "datasets", tr)
+    n = len(res.get("children", []))
+    for k in [int(x) for x in args.prune.split(",")]:
+        if k >= n:
+            continue
+        dk = os.path.join(os.path.dirname(os.path.dirname(d)), f"{pub}-k{k}", "1")
+        shutil.copytree(d, dk)
+        with open(os.path.join(dk, "task.json")) as f:
+            tj = json.load(f)
+        cmd = [args.adapterd, "fusion-prune", "--model", mdir, "--fusion", os.path.join(dk, "fusion"),
+               "--head", os.path.join(dk, "head"), "--calib", calib, "--keep", str(k), "--max-texts", "200",
+               "--threads", "2"]
+        for a in tj["adapters"]:
+            cmd += ["--adapter", os.path.join(dk, a)]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise SystemExit(f"fusion-prune failed: {r.stderr}")
+        res.setdefault("pruned", {})[str(k)] = f"{pub}-k{k}"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--work", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--model-name", default="bert-6l-256-uncased")
     ap.add_argument("--keep", type=float, default=0.97)
+    ap.add_argument("--adapterd", required=True, help="for fusion-prune")
+    ap.add_argument("--data", required=True, help="shared data dir: the fusion is calibrated on training texts")
+    ap.add_argument("--prune", default="4,2,1", help="fusion variants kept at K adapters (when K < #adapters)")
     args = ap.parse_args()
     if os.path.exists(args.out):
         shutil.rmtree(args.out)
@@ -88,6 +120,8 @@ def main():
             json.dump(tj, f, indent=1)
             f.write("\n")
         res["public_name"] = pub
+        if res["form"] == "fusion":
+            prune_variants(args, res, d, pub, mdir)
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump(results, f, indent=1, sort_keys=True)
         f.write("\n")

@@ -109,19 +109,19 @@ train sst2 pfeiffer sst2 --drop-max 2
 train agnews pfeiffer agnews --drop-max 2
 train trec pfeiffer trec --drop-max 2
 train emotion pfeiffer emotion --drop-max 2
-# AdapterFusion for SST-2 over the four
+# The control: the same SST-2 adapter without AdapterDrop, evaluated at the same skips
+train sst2 pfeiffer sst2-control --eval-skips 2
+# AdapterFusion for SST-2 over the five Pfeiffer adapters (pruned to k = 4, 2, 1 in the registry)
 if [ ! -f "$AD/fusion-sst2.json" ]; then
     log "train fusion-sst2"
     # shellcheck disable=SC2086
     nice "$PY" "$T/adapters_train.py" --model "$ENC" --task sst2 --form fusion --name fusion-sst2 \
-        --head-name sst2-fusion --children "$AD/sst2,$AD/agnews,$AD/trec,$AD/emotion" --fmt bin \
+        --head-name sst2-fusion --children "$AD/sst2,$AD/agnews,$AD/trec,$AD/emotion,$AD/sst2-control" --fmt bin \
         --out "$AD/fusion-sst2" $TRAIN
 fi
 "$PY" "$T/check_task.py" --model "$ENC" --adapter "$AD/sst2" --adapter "$AD/agnews" --adapter "$AD/trec" \
-    --adapter "$AD/emotion" --fusion "$AD/fusion-sst2/fusion" --head "$AD/fusion-sst2/head" --adapterd "$BIN" \
-    --text "the match was great"
-# The control: the same SST-2 adapter without AdapterDrop, evaluated at the same skips
-train sst2 pfeiffer sst2-control --eval-skips 2
+    --adapter "$AD/emotion" --adapter "$AD/sst2-control" --fusion "$AD/fusion-sst2/fusion" \
+    --head "$AD/fusion-sst2/head" --adapterd "$BIN" --text "the match was great"
 # One task each in the other forms
 train agnews houlsby agnews-houlsby --drop-max 2
 train emotion parallel emotion-parallel --drop-max 2
@@ -138,5 +138,5 @@ for task in sst2 agnews trec emotion; do
 done
 
 # -- 4. the example registry ---------------------------------------------------------------------------------
-"$PY" "$T/registry.py" --work "$WORK" --out "$WORK/registry"
+"$PY" "$T/registry.py" --work "$WORK" --out "$WORK/registry" --adapterd "$BIN" --data "$DATA"
 log "done: registry in $WORK/registry, results in $AD/*.json"
