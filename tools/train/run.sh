@@ -3,12 +3,14 @@
 # against adapterd, every task adapter (robust AdapterDrop, the control, every adapter form, full fine-tuning
 # yardsticks, an AdapterFusion), each checked against `adapterd predict`, and the example registry assembled.
 #
-#   tools/train/run.sh [--work DIR] [--data DIR] [--adapterd BIN] [--pretrain-steps N] [--no-pretrain] [--smoke]
+#   tools/train/run.sh [--work DIR] [--data DIR] [--adapterd BIN] [--pretrain-steps N] [--no-pretrain]
+#                      [--adapters main|all] [--smoke]
 #
 # Resumable: every stage leaves its result in WORK and is skipped when rerun; pretraining resumes from its last
 # checkpoint (WORK/pretrain/state.pt). WORK defaults to $ADAPTERD_TRAIN_DIR, else ../train-cache beside the
 # checkout (never inside it: checkpoints and optimizer state stay out of git). --no-pretrain trains the adapters on
 # the last checkpoint as it stands (another process may be pretraining: pause it with SIGSTOP, see pretrain.pid).
+# --adapters main stops after the registry's main tasks (four robust Pfeiffer adapters, the control, the fusion).
 # --smoke runs every stage on a few rows with a tiny encoder (CI: a minute or two); it exits 77 (skip) when torch
 # or the data directory is missing.
 set -eu
@@ -21,6 +23,7 @@ BIN=$ROOT/build/tools/adapterd
 STEPS=12000
 PRETRAIN=1
 SMOKE=0
+ADAPTERS=all
 while [ $# -gt 0 ]; do
     case "$1" in
         --work) WORK=$2; shift 2 ;;
@@ -28,8 +31,9 @@ while [ $# -gt 0 ]; do
         --adapterd) BIN=$2; shift 2 ;;
         --pretrain-steps) STEPS=$2; shift 2 ;;
         --no-pretrain) PRETRAIN=0; shift ;;
+        --adapters) ADAPTERS=$2; shift 2 ;;
         --smoke) SMOKE=1; shift ;;
-        -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
         *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -63,10 +67,16 @@ if [ "$SMOKE" = 1 ]; then
     MODEL="--layers 6 --hidden 32 --heads 2 --inter 64 --batch 8 --accum 1 --warmup 2 --total-steps 6"
     STEPS=6
     TRAIN="--max-train 48 --max-eval 24 --epochs 1 --batch 16"
+    SST2="" AGNEWS="" TREC="" EMOTION=""
 else
     PREP=""
     MODEL=""
-    TRAIN="--max-train 20000 --max-eval 2000 --epochs 2"
+    TRAIN="--max-eval 2000"
+    # rows and epochs per task: about 0.3-0.7M training tokens each
+    SST2="--max-train 20000 --epochs 1"
+    AGNEWS="--max-train 10000 --epochs 1"
+    TREC="--max-train 6000 --epochs 4"
+    EMOTION="--max-train 16000 --epochs 2"
 fi
 
 # -- 1. vocabulary and pretraining blocks --------------------------------------------------------------------
@@ -93,11 +103,12 @@ mkdir -p "$AD"
 # train TASK FORM NAME [args]: one run, skipped when its result exists; then checked against adapterd predict.
 train() {
     task=$1; form=$2; name=$3; shift 3
+    case $task in sst2) per=$SST2 ;; agnews) per=$AGNEWS ;; trec) per=$TREC ;; *) per=$EMOTION ;; esac
     if [ ! -f "$AD/$name.json" ]; then
         log "train $name ($task, $form)"
         # shellcheck disable=SC2086
         nice "$PY" "$T/adapters_train.py" --model "$ENC" --task "$task" --form "$form" --name "$name" \
-            --out "$AD/$name" $TRAIN "$@"
+            --out "$AD/$name" $TRAIN $per "$@"
     fi
     if [ "$form" != full ] && [ "$form" != fusion ]; then
         "$PY" "$T/check_task.py" --model "$ENC" --adapter "$AD/$name" --adapterd "$BIN" --skips 0,2 \
@@ -117,11 +128,16 @@ if [ ! -f "$AD/fusion-sst2.json" ]; then
     # shellcheck disable=SC2086
     nice "$PY" "$T/adapters_train.py" --model "$ENC" --task sst2 --form fusion --name fusion-sst2 \
         --head-name sst2-fusion --children "$AD/sst2,$AD/agnews,$AD/trec,$AD/emotion,$AD/sst2-control" --fmt bin \
-        --out "$AD/fusion-sst2" $TRAIN
+        --out "$AD/fusion-sst2" $TRAIN $SST2
 fi
 "$PY" "$T/check_task.py" --model "$ENC" --adapter "$AD/sst2" --adapter "$AD/agnews" --adapter "$AD/trec" \
     --adapter "$AD/emotion" --adapter "$AD/sst2-control" --fusion "$AD/fusion-sst2/fusion" \
     --head "$AD/fusion-sst2/head" --adapterd "$BIN" --text "the match was great"
+if [ "$ADAPTERS" = main ]; then
+    "$PY" "$T/registry.py" --work "$WORK" --out "$WORK/registry" --adapterd "$BIN" --data "$DATA"
+    log "done (main tasks): registry in $WORK/registry"
+    exit 0
+fi
 # One task each in the other forms
 train agnews houlsby agnews-houlsby --drop-max 2
 train emotion parallel emotion-parallel --drop-max 2
