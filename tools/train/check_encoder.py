@@ -37,6 +37,8 @@ def main():
     ap.add_argument("--adapterd", required=True)
     ap.add_argument("--atol", type=float, default=2e-3)
     ap.add_argument("--text", action="append")
+    ap.add_argument("--data", help="also compare token ids on --n lines of Wikipedia and task training text")
+    ap.add_argument("--n", type=int, default=200)
     args = ap.parse_args()
     with open(os.path.join(args.model, "config.json")) as f:
         cfg = ref.cfg_from_hf(json.load(f))
@@ -58,7 +60,34 @@ def main():
         good = dh <= args.atol and dp <= args.atol
         ok = ok and good
         print(f"{'ok  ' if good else 'FAIL'} {len(ids)} tokens, max|dh| {dh:.2e}, max|dpool| {dp:.2e}: {t!r}")
+    if args.data:
+        ok = tokenizer_agrees(args, wp) and ok
     sys.exit(0 if ok else 1)
+
+
+def tokenizer_agrees(args, wp):
+    """adapterd tokenize vs wordpiece.py on lines of the training text (ids must be identical; adapterd may cut at
+    the model's position limit, so its ids must then be a prefix of ours)."""
+    import data
+    texts = []
+    per = max(1, args.n // 4)
+    for d in list(data.wiki_docs(args.data, per * 10))[::10]:
+        texts += d[:2]
+    for task in data.TASKS:
+        texts += [t for t, _ in data.read_tsv(data.ds(args.data, data.TASKS[task][0]), per // 2)]
+    bad = 0
+    for t in texts:
+        r = subprocess.run([args.adapterd, "tokenize", "--model", args.model, "--text", t], capture_output=True,
+                           text=True, check=True)
+        got = json.loads(r.stdout)["ids"]
+        want = [wordpiece.CLS] + wp.encode(t) + [wordpiece.SEP]
+        same = got == want or (len(got) < len(want) and got[:-1] == want[:len(got) - 1])
+        if not same:
+            bad += 1
+            if bad <= 3:
+                print(f"FAIL tokenizer differs on {t[:80]!r}: adapterd {got[:12]}.. python {want[:12]}..")
+    print(f"{'ok  ' if not bad else 'FAIL'} tokenizer: {len(texts) - bad}/{len(texts)} texts give identical ids")
+    return bad == 0
 
 
 if __name__ == "__main__":

@@ -95,7 +95,7 @@ fi
 ENC=$WORK/encoder
 # shellcheck disable=SC2086
 "$PY" "$T/pretrain.py" --work "$WORK" $MODEL --export-only "$ENC"
-"$PY" "$T/check_encoder.py" --model "$ENC" --adapterd "$BIN"
+"$PY" "$T/check_encoder.py" --model "$ENC" --adapterd "$BIN" --data "$DATA" --n 200
 
 # -- 3. task adapters ----------------------------------------------------------------------------------------
 AD=$WORK/tasks
