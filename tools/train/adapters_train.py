@@ -16,7 +16,7 @@ Forms (`--form`):
   parallel   AdapterHub par_bn (He et al.), + head
   lora       AdapterHub LoRA r 8 alpha 16 on q, v + head
   ia3        AdapterHub (IA)^3 on k, v, intermediate + head
-  prefix     AdapterHub prefix tuning (30 positions, reparametrised) + head
+  prefix     AdapterHub prefix tuning (30 positions, reparametrised through a 64-wide MLP) + head
   mam        AdapterHub MAM union: prefix tuning + parallel adapter, + head
   peft_lora  PEFT LoRA r 8 alpha 16 on query, value, classifier in modules_to_save (BertForSequenceClassification)
   adamix     AdaMix: seq_bn with 4 experts per projection, one picked at random per batch (stochastic routing),
@@ -228,9 +228,9 @@ class Task:
         elif f == "ia3":
             self.linear = [A.AHLoRA(name, A.ia3_config(), cfg, g, zero=True)]
         elif f == "prefix":
-            self.prefixes = [A.Prefix(name, A.prefix_config(prefix_length=30, bottleneck_size=256), cfg, g, zero=True)]
+            self.prefixes = [A.Prefix(name, A.prefix_config(prefix_length=30, bottleneck_size=64), cfg, g, zero=True)]
         elif f == "mam":
-            self.prefixes = [A.Prefix(name, A.prefix_config(prefix_length=30, bottleneck_size=256), cfg, g, zero=True)]
+            self.prefixes = [A.Prefix(name, A.prefix_config(prefix_length=30, bottleneck_size=64), cfg, g, zero=True)]
             self.bn = [A.Bottleneck(name, A.bn_config("par_bn", reduction_factor=4), cfg, g, zero=True)]
             self.union = self.prefixes + self.bn
         elif f == "peft_lora":
