@@ -94,6 +94,19 @@ def start_server(args, tmp):
     raise SystemExit("adapterd serve did not become ready")
 
 
+def machine(args):
+    """CPU model, OpenBLAS core and CPU count as adapterd reports them, server threads, load average."""
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
+    except OSError:
+        pass
+    v = json.loads(subprocess.run([args.adapterd, "version"], capture_output=True, text=True).stdout or "{}")
+    return {"cpu": cpu, "blas_core": v.get("blas_core"), "cpus": v.get("cpus"), "server_threads": args.threads,
+            "loadavg_start": os.getloadavg()[0]}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--registry", default=os.path.join(ROOT, "examples", "registry"))
@@ -116,7 +129,9 @@ def main():
     names = sorted(os.listdir(tasks_dir)) if not args.tasks else args.tasks.split(",")
     names = [n for n in names if n.split("-")[0] in SPLITS]
     model_dir = None
-    results = {"registry": os.path.relpath(args.registry, ROOT), "rows_limit": args.rows, "tasks": {}}
+    results = {"registry": os.path.relpath(args.registry, ROOT), "rows_limit": args.rows, "tasks": {},
+               "machine": machine(args)}
+    print(f"quality.py: {json.dumps(results['machine'])}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         proc, port = start_server(args, tmp)
         try:
@@ -191,6 +206,7 @@ def main():
                 v["pytorch_accuracy"] = acc
                 v["label_agreement"] = agree
                 print(f"{name} skip {s}: PyTorch accuracy {acc:.4f}, label agreement {agree:.4f}", flush=True)
+    results["machine"]["loadavg_end"] = os.getloadavg()[0]
     for r in results["tasks"].values():
         for v in r["skips"].values():
             v.pop("server_pred", None)
