@@ -48,6 +48,9 @@ if [ ! -x "$BIN" ]; then
     echo "run.sh: $BIN not built" >&2; exit 1
 fi
 export ADAPTERD_DATA_DIR="$DATA"
+# torch's OpenMP threads spin at barriers by default; on a shared CPU a descheduled partner makes the spinning
+# one burn its share: measured here under a load average of 8, 500-700 tokens/s spinning, 2,100-2,200 passive
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 T="$ROOT/tools/train"
 if [ "$SMOKE" = 1 ]; then
     # a smoke run starts from nothing, so every stage runs; it only ever clears a directory it made itself
