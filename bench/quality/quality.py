@@ -116,6 +116,8 @@ def main():
     ap.add_argument("--tasks", default=None, help="comma-separated (default: every task with a held-out split)")
     ap.add_argument("--rows", type=int, default=None, help="at most N rows per split (evenly spaced)")
     ap.add_argument("--no-pytorch", action="store_true")
+    ap.add_argument("--pytorch-rows", type=int, default=None,
+                    help="PyTorch peer on at most N of the rows (evenly spaced); the server sees them all")
     ap.add_argument("--yardsticks", default=None, help="folder with <task>-full.json results (tools/train)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", default=None)
@@ -187,6 +189,11 @@ def main():
                 continue
             tf = os.path.join(tmp, "texts.txt")
             rows = read_tsv(os.path.join(args.data, "datasets", SPLITS[base]), args.rows)
+            sel = list(range(len(rows)))
+            if args.pytorch_rows and len(rows) > args.pytorch_rows:
+                k = len(rows) / args.pytorch_rows
+                sel = [int(i * k) for i in range(args.pytorch_rows)]
+            rows = [rows[i] for i in sel]
             with open(tf, "w", encoding="utf-8") as f:
                 for x, _ in rows:
                     f.write(x + "\n")
@@ -201,11 +208,15 @@ def main():
             pj = json.loads(pt.stdout)
             for s, v in r["skips"].items():
                 pl = [pj["labels"][k] for k in pj["skips"][s]]
-                agree = sum(a == b for a, b in zip(pl, v["server_pred"])) / len(pl)
+                sp = [v["server_pred"][i] for i in sel]
+                agree = sum(a == b for a, b in zip(pl, sp)) / len(pl)
                 acc, f1 = metrics(pl, [lab for _, lab in rows], pj["labels"])
                 v["pytorch_accuracy"] = acc
+                v["pytorch_rows"] = len(pl)
+                v["server_accuracy_same_rows"] = metrics(sp, [lab for _, lab in rows], pj["labels"])[0]
                 v["label_agreement"] = agree
-                print(f"{name} skip {s}: PyTorch accuracy {acc:.4f}, label agreement {agree:.4f}", flush=True)
+                print(f"{name} skip {s}: PyTorch accuracy {acc:.4f} on {len(pl)} rows, label agreement {agree:.4f}",
+                      flush=True)
     results["machine"]["loadavg_end"] = os.getloadavg()[0]
     for r in results["tasks"].values():
         for v in r["skips"].values():
