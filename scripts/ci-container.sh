@@ -104,14 +104,14 @@ echo "ci-container: ready $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN {prin
 
 # the README's sample request
 body=$(curl -sf "http://127.0.0.1:$PORT/v1/predict" -H 'Content-Type: application/json' \
-  -d '{"inputs": ["adapterd serves many tasks.", "the match was great"], "tasks": ["sentiment", "topic", "intent-peft"]}')
+  -d '{"inputs": ["adapterd serves many tasks.", "the match was great"], "tasks": ["sentiment", "topic", "emotion"]}')
 python3 - "$body" <<'PY'
 import json, sys
 d = json.loads(sys.argv[1])
 res = d["results"]
 assert len(res) == 2, f"two inputs, {len(res)} results"
 for r in res:
-    for t in ("sentiment", "topic", "intent-peft"):
+    for t in ("sentiment", "topic", "emotion"):
         a = r["tasks"][t]
         assert a["label"] in a["scores"], f"{t}: label {a['label']} not among {list(a['scores'])}"
         s = sum(a["scores"].values())

@@ -11,8 +11,8 @@ PKGS_BUILD="build-essential cmake pkg-config libopenblas-dev libopenblas0-pthrea
 # Tests and benchmarks: Criterion, libcurl (HTTP tests), the PyTorch reference (Debian's python3-torch),
 # node/npm for the transformers.js and ONNX Runtime peers and the API checks (Redocly's lint, dredd),
 # chromium for the GET /docs page test (driven headless by playwright-core), wrk and hyperfine for
-# load benchmarks.
-PKGS_TEST="libcriterion-dev libcurl4-openssl-dev python3 python3-torch python3-numpy nodejs npm chromium wrk hyperfine"
+# load benchmarks; matplotlib for the quality plots (bench/quality).
+PKGS_TEST="libcriterion-dev libcurl4-openssl-dev python3 python3-torch python3-numpy python3-matplotlib nodejs npm chromium wrk hyperfine"
 
 if [ "${ADAPTERD_SKIP_APT:-0}" != 1 ]; then
   SUDO=""

@@ -96,7 +96,7 @@ stop() { kill -TERM "$pid"; wait "$pid" 2>/dev/null || true; }
 rss_mb() { awk '/^VmRSS/ {printf "%.0f", $2 / 1024}' "/proc/$pid/status"; }
 median() { sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 
-ex_body='{"inputs": ["adapterd serves many tasks.", "the match was great"], "tasks": ["sentiment", "topic", "intent-peft"]}'
+ex_body='{"inputs": ["adapterd serves many tasks.", "the match was great"], "tasks": ["sentiment", "topic", "emotion"]}'
 base_body='{"inputs": ["the movie was great and the cast was even better"], "tasks": ["sst"]}'
 echo "cpu: $(lscpu | sed -n 's/^Model name: *//p') ($(nproc) cores); load average before: $(load)"
 printf '%-12s %-9s %7s %10s %10s %9s %s\n' registry build threads "req/s" "req/s/core" RSS_MB "load average"

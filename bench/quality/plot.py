@@ -1,0 +1,95 @@
+#!/usr/bin/python3
+"""Plots of the quality results (Debian's python3-matplotlib):
+
+    bench/quality/plot.py --quality bench/quality/results.json --results REGISTRY/results.json \
+                          [--curve WORK/pretrain/curve.csv] --out docs
+
+- quality_skip.png: accuracy vs AdapterDrop skip for each task measured through the server, with the control
+  adapter (trained without AdapterDrop, PyTorch evaluation on the same held-out split) dashed;
+- quality_latency.png: accuracy vs median engine time of one input, one point per skip (the shape of the
+  AdapterDrop paper's Figure 2);
+- pretrain_curve.png: MLM validation loss vs pretraining tokens.
+"""
+
+import argparse
+import csv
+import json
+import os
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+MAIN = ["sentiment", "topic", "question", "emotion"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quality", required=True)
+    ap.add_argument("--results", default=None, help="registry results.json (tools/train/registry.py)")
+    ap.add_argument("--curve", default=None)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    q = json.load(open(args.quality))
+    res = json.load(open(args.results)) if args.results else {}
+    os.makedirs(args.out, exist_ok=True)
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name in MAIN:
+        t = q["tasks"].get(name)
+        if not t:
+            continue
+        sk = sorted(int(s) for s in t["skips"])
+        ax.plot(sk, [100 * t["skips"][str(s)]["accuracy"] for s in sk], marker="o", label=f"{name} (robust)")
+    ctl = res.get("sst2-control")
+    if ctl:
+        sk = sorted(int(s) for s in ctl["skips"])
+        ax.plot(sk, [100 * ctl["skips"][str(s)]["accuracy"] for s in sk], marker="x", linestyle="--",
+                color="C0", label="sentiment control (no AdapterDrop)")
+    ax.set_xlabel("AdapterDrop skip (layers without adapters)")
+    ax.set_ylabel("held-out accuracy (%)")
+    ax.set_title("Accuracy vs skip, 6-layer encoder")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(args.out, "quality_skip.png"), dpi=110)
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name in MAIN:
+        t = q["tasks"].get(name)
+        if not t:
+            continue
+        sk = sorted(int(s) for s in t["skips"])
+        xs = [t["skips"][str(s)]["median_ms_1_input"] for s in sk]
+        ys = [100 * t["skips"][str(s)]["accuracy"] for s in sk]
+        ax.plot(xs, ys, marker="o", label=name)
+        for s, x, y in zip(sk, xs, ys):
+            ax.annotate(str(s), (x, y), textcoords="offset points", xytext=(3, 3), fontsize=7)
+    ax.set_xlabel("median engine time, one input (ms)")
+    ax.set_ylabel("held-out accuracy (%)")
+    ax.set_title("Accuracy vs latency (labels: skip)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(args.out, "quality_latency.png"), dpi=110)
+
+    if args.curve:
+        tok, vl = [], []
+        with open(args.curve) as f:
+            for r in csv.DictReader(f):
+                if r["val_loss"]:
+                    tok.append(int(r["tokens"]) / 1e6)
+                    vl.append(float(r["val_loss"]))
+        fig, ax = plt.subplots(figsize=(6, 4))
+        ax.plot(tok, vl, marker=".")
+        ax.set_xlabel("pretraining tokens (M)")
+        ax.set_ylabel("MLM validation loss (held-out articles)")
+        ax.set_title("Pretraining curve")
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(os.path.join(args.out, "pretrain_curve.png"), dpi=110)
+
+
+if __name__ == "__main__":
+    main()

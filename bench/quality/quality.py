@@ -1,0 +1,244 @@
+#!/usr/bin/python3
+"""Quality through the server: each task's held-out split sent to `adapterd serve` as HTTP requests at every
+allowed AdapterDrop skip, with accuracy and macro-F1, next to the same saved task evaluated in PyTorch (label
+agreement) and the full fine-tuning yardstick of the same encoder.
+
+    bench/quality/quality.py --registry DIR [--adapterd BIN] [--data DIR] [--tasks a,b] [--rows N] [--no-pytorch]
+                             [--yardsticks WORK/tasks] [--threads 2] [--out FILE.json] [--check FILE.json --tol 1]
+
+Per task and skip: accuracy and macro-F1 over the rows (32 inputs per request, the skip given per request), the
+median engine time of single-input requests (`timing.inference_ms`, 21 requests of one median-length row) and the
+plan's GFLOP for that input (`return.explain`).  The PyTorch peer (tools/train/eval_task.py) reads the same task
+folders with the reference readers.  --check compares accuracies with a committed result file and exits 1 when one
+differs by more than --tol points (CI's small quality check).  Only the standard library is needed for the server
+part; the PyTorch part needs python3-torch.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tools", "train"))
+
+# task name prefix -> (dataset file of the held-out split, label list order is the task's)
+SPLITS = {"sentiment": "sst2/dev.tsv", "topic": "ag_news/test.tsv", "question": "trec/test.tsv",
+          "emotion": "emotion/validation.tsv"}
+YARD = {"sentiment": "sst2-full", "topic": "agnews-full", "question": "trec-full", "emotion": "emotion-full"}
+
+
+def read_tsv(path, limit):
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        next(f)
+        for ln in f:
+            ln = ln.rstrip("\n")
+            if ln:
+                t, lab = ln.rsplit("\t", 1)
+                rows.append((t, lab))
+    if limit and len(rows) > limit:
+        # every k-th row: a fixed, label-balanced-enough subset without a random generator
+        k = len(rows) / limit
+        rows = [rows[int(i * k)] for i in range(limit)]
+    return rows
+
+
+def metrics(pred, gold, labels):
+    acc = sum(p == g for p, g in zip(pred, gold)) / len(gold)
+    f1 = []
+    for c in labels:
+        tp = sum(1 for p, g in zip(pred, gold) if p == c and g == c)
+        fp = sum(1 for p, g in zip(pred, gold) if p == c and g != c)
+        fn = sum(1 for p, g in zip(pred, gold) if p != c and g == c)
+        f1.append(0.0 if tp == 0 else 2 * tp / (2 * tp + fp + fn))
+    return acc, sum(f1) / len(f1)
+
+
+def post(port, body):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/predict", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=600) as r:
+        return json.loads(r.read())
+
+
+def get(port, path):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=60) as r:
+        return json.loads(r.read())
+
+
+def start_server(args, tmp):
+    pf = os.path.join(tmp, "port")
+    log = open(os.path.join(tmp, "serve.log"), "w")
+    p = subprocess.Popen([args.adapterd, "serve", "--registry", args.registry, "--port", "0", "--port-file", pf,
+                          "--threads", str(args.threads), "--access-log", "false", "--watch", "false"],
+                         stdout=log, stderr=subprocess.STDOUT)
+    for _ in range(600):
+        if p.poll() is not None:
+            raise SystemExit(f"adapterd serve exited: see {log.name}")
+        if os.path.exists(pf) and open(pf).read().strip():
+            port = int(open(pf).read().strip())
+            try:
+                if get(port, "/readyz").get("ready"):
+                    return p, port
+            except Exception:
+                pass
+        time.sleep(0.1)
+    p.terminate()
+    raise SystemExit("adapterd serve did not become ready")
+
+
+def machine(args):
+    """CPU model, OpenBLAS core and CPU count as adapterd reports them, server threads, load average."""
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
+    except OSError:
+        pass
+    v = json.loads(subprocess.run([args.adapterd, "version"], capture_output=True, text=True).stdout or "{}")
+    return {"cpu": cpu, "blas_core": v.get("blas_core"), "cpus": v.get("cpus"), "server_threads": args.threads,
+            "loadavg_start": os.getloadavg()[0]}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--registry", default=os.path.join(ROOT, "examples", "registry"))
+    ap.add_argument("--adapterd", default=os.path.join(ROOT, "build", "tools", "adapterd"))
+    ap.add_argument("--data", default=os.environ.get("ADAPTERD_DATA_DIR",
+                                                     os.path.join(ROOT, "..", "shared", "data")))
+    ap.add_argument("--tasks", default=None, help="comma-separated (default: every task with a held-out split)")
+    ap.add_argument("--rows", type=int, default=None, help="at most N rows per split (evenly spaced)")
+    ap.add_argument("--no-pytorch", action="store_true")
+    ap.add_argument("--pytorch-rows", type=int, default=None,
+                    help="PyTorch peer on at most N of the rows (evenly spaced); the server sees them all")
+    ap.add_argument("--yardsticks", default=None, help="folder with <task>-full.json results (tools/train)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--check", default=None)
+    ap.add_argument("--tol", type=float, default=1.0, help="points of accuracy allowed by --check")
+    args = ap.parse_args()
+    if not os.path.isdir(os.path.join(args.data, "datasets")):
+        print(f"quality.py: no data in {args.data}; skipping")
+        sys.exit(77)
+    tasks_dir = os.path.join(args.registry, "tasks")
+    names = sorted(os.listdir(tasks_dir)) if not args.tasks else args.tasks.split(",")
+    names = [n for n in names if n.split("-")[0] in SPLITS]
+    model_dir = None
+    results = {"registry": os.path.relpath(args.registry, ROOT), "rows_limit": args.rows, "tasks": {},
+               "machine": machine(args)}
+    print(f"quality.py: {json.dumps(results['machine'])}", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        proc, port = start_server(args, tmp)
+        try:
+            info = get(port, "/v1/tasks")
+            by_name = {t["name"]: t for t in info.get("tasks", info if isinstance(info, list) else [])}
+            for name in names:
+                base = name.split("-")[0]
+                rows = read_tsv(os.path.join(args.data, "datasets", SPLITS[base]), args.rows)
+                t = by_name.get(name, {})
+                sk = t.get("skips", {"min": 0, "max": 0})
+                labels = t.get("labels")
+                gold = [lab for _, lab in rows]
+                texts = [x for x, _ in rows]
+                r = {"split": SPLITS[base], "rows": len(rows), "skips": {}}
+                med = sorted(texts, key=len)[len(texts) // 2]
+                for s in range(sk["min"], sk["max"] + 1):
+                    pred = []
+                    for i in range(0, len(texts), 32):
+                        out = post(port, {"inputs": texts[i:i + 32], "tasks": [name], "skip": s})
+                        pred += [res["tasks"][name]["label"] for res in out["results"]]
+                    acc, f1 = metrics(pred, gold, labels or sorted(set(gold)))
+                    lat = []
+                    gflop = None
+                    for j in range(21):
+                        body = {"inputs": [med], "tasks": [name], "skip": s}
+                        if j == 0:
+                            body["return"] = {"explain": True}
+                        out = post(port, body)
+                        if j == 0:
+                            gflop = out.get("explain", {}).get("gflop")
+                        else:
+                            lat.append(out["timing"]["inference_ms"])
+                    r["skips"][str(s)] = {"accuracy": acc, "macro_f1": f1, "server_pred": pred,
+                                          "median_ms_1_input": statistics.median(lat), "gflop_1_input": gflop}
+                    print(f"{name} skip {s}: accuracy {acc:.4f} macro-F1 {f1:.4f} "
+                          f"{statistics.median(lat):.2f} ms {gflop} GFLOP (median input, {len(rows)} rows)",
+                          flush=True)
+                results["tasks"][name] = r
+                if model_dir is None:
+                    model_dir = os.path.join(args.registry, "models", t.get("model", ""))
+        finally:
+            proc.terminate()
+            proc.wait()
+        for name, r in results["tasks"].items():
+            base = name.split("-")[0]
+            if args.yardsticks:
+                yp = os.path.join(args.yardsticks, YARD[base] + ".json")
+                if os.path.exists(yp):
+                    y = json.load(open(yp))
+                    r["full_finetune"] = {"accuracy": y["skips"]["0"]["accuracy"],
+                                          "macro_f1": y["skips"]["0"]["macro_f1"], "rows": y["eval_rows"]}
+            if args.no_pytorch:
+                continue
+            tf = os.path.join(tmp, "texts.txt")
+            rows = read_tsv(os.path.join(args.data, "datasets", SPLITS[base]), args.rows)
+            sel = list(range(len(rows)))
+            if args.pytorch_rows and len(rows) > args.pytorch_rows:
+                k = len(rows) / args.pytorch_rows
+                sel = [int(i * k) for i in range(args.pytorch_rows)]
+            rows = [rows[i] for i in sel]
+            with open(tf, "w", encoding="utf-8") as f:
+                for x, _ in rows:
+                    f.write(x + "\n")
+            tdir = os.path.join(tasks_dir, name, "1")
+            skips = ",".join(r["skips"])
+            pt = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "tools", "train", "eval_task.py"),
+                                 "--model", model_dir, "--task-dir", tdir, "--texts", tf, "--skips", skips,
+                                 "--threads", str(args.threads)], capture_output=True, text=True)
+            if pt.returncode != 0:
+                print(f"{name}: PyTorch evaluation failed: {pt.stderr[-400:]}")
+                continue
+            pj = json.loads(pt.stdout)
+            for s, v in r["skips"].items():
+                pl = [pj["labels"][k] for k in pj["skips"][s]]
+                sp = [v["server_pred"][i] for i in sel]
+                agree = sum(a == b for a, b in zip(pl, sp)) / len(pl)
+                acc, f1 = metrics(pl, [lab for _, lab in rows], pj["labels"])
+                v["pytorch_accuracy"] = acc
+                v["pytorch_rows"] = len(pl)
+                v["server_accuracy_same_rows"] = metrics(sp, [lab for _, lab in rows], pj["labels"])[0]
+                v["label_agreement"] = agree
+                print(f"{name} skip {s}: PyTorch accuracy {acc:.4f} on {len(pl)} rows, label agreement {agree:.4f}",
+                      flush=True)
+    results["machine"]["loadavg_end"] = os.getloadavg()[0]
+    for r in results["tasks"].values():
+        for v in r["skips"].values():
+            v.pop("server_pred", None)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(results, f, indent=1, sort_keys=True)
+            f.write("\n")
+    if args.check:
+        ref = json.load(open(args.check))
+        bad = 0
+        for name, r in results["tasks"].items():
+            for s, v in r["skips"].items():
+                want = ref["tasks"].get(name, {}).get("skips", {}).get(s)
+                if want is None:
+                    continue
+                d = abs(v["accuracy"] - want["accuracy"]) * 100
+                status = "ok" if d <= args.tol else "FAIL"
+                bad += status == "FAIL"
+                print(f"check {name} skip {s}: {v['accuracy']:.4f} vs committed {want['accuracy']:.4f} ({status})")
+        sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,478 @@
+"""Train one task on a frozen encoder in one adapter form (or fine-tune the whole encoder), save it as the library
+would, and evaluate it (training tooling, never part of the product).
+
+    adapters_train.py --model ENC --task sst2 --form pfeiffer --name sst2 --out DIR [--drop-max 2] [...]
+
+The adapter math is tools/reference/adapters.py's: its classes (Bottleneck, AHLoRA, PeftLoRA, Prefix, Fusion, Head,
+HFHead) hold the trainable tensors and its `forward` runs the encoder with them, so what is trained is exactly what
+its savers write and its readers (and adapterd) read back.  That module computes in float64 through a module-level
+dtype `F64`; training sets it to float32 (and runs under bf16 autocast), which every reader then inherits in this
+process only.  Because the classes cast with `.to(F64)`, which returns the tensor itself when the dtype already
+matches, their float32 working copies are the trainable leaves.
+
+Forms (`--form`):
+  pfeiffer   AdapterHub seq_bn (Pfeiffer), reduction factor 8, + 2-layer tanh classification head
+  houlsby    AdapterHub double_seq_bn (Houlsby), reduction factor 16, + head
+  parallel   AdapterHub par_bn (He et al.), + head
+  lora       AdapterHub LoRA r 8 alpha 16 on q, v + head
+  ia3        AdapterHub (IA)^3 on k, v, intermediate + head
+  prefix     AdapterHub prefix tuning (30 positions, reparametrised through a 64-wide MLP) + head
+  mam        AdapterHub MAM union: prefix tuning + parallel adapter, + head
+  peft_lora  PEFT LoRA r 8 alpha 16 on query, value, classifier in modules_to_save (BertForSequenceClassification)
+  adamix     AdaMix: seq_bn with 4 experts per projection, one picked at random per batch (stochastic routing),
+             averaged at inference; saved as `deepspeed_experts.<m>` keys + config["adamix"]
+  sparse     SparseAdapter: seq_bn at reduction factor 4 trained dense, then pruned by magnitude to --sparsity
+             (default 0.8) zeros per matrix and trained on with the mask fixed; zeros are stored as such and
+             adapterd keeps such matrices in CSR
+  full       full fine-tuning of the encoder + head (the yardstick; not saved)
+  fusion     AdapterFusion (dynamic preset) over --children adapter folders (bottlenecks, frozen) + a new head
+
+Robust AdapterDrop (`--drop-max K`): each batch runs with the adapters of layers 0..s-1 dropped, s uniform in
+0..K, so one adapter serves every skip 0..K (Rücklé et al., 2021).  The result JSON holds PyTorch accuracy and
+macro-F1 on the task's held-out split at every skip 0..--eval-skips.
+"""
+
+import argparse
+import collections
+import json
+import math
+import os
+import random
+import shutil
+import sys
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "reference"))
+import adapters as A  # noqa: E402
+import data  # noqa: E402
+import encoder as E  # noqa: E402
+import st  # noqa: E402
+import wordpiece  # noqa: E402
+
+A.F64 = torch.float32   # train and evaluate in float32 (see the module comment)
+
+AH_FORMS = ("pfeiffer", "houlsby", "parallel", "lora", "ia3", "prefix", "mam", "adamix", "sparse")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Data
+
+def load_split(data_dir, task, split, tok, max_len, limit=None, seed=0):
+    tr, ev, labels = data.TASKS[task]
+    rows = data.read_tsv(data.ds(data_dir, tr if split == "train" else ev))
+    if limit and len(rows) > limit:
+        rng = random.Random(seed)
+        rows = rng.sample(rows, limit)
+    lid = {l: i for i, l in enumerate(labels)}
+    return [(tok.encode_single(t, max_len), lid[l]) for t, l in rows], labels
+
+
+def batches(rows, bs, shuffle, rng):
+    """Length-bucketed batches: rows sorted by length within windows of 50 batches, batch order shuffled."""
+    idx = list(range(len(rows)))
+    if shuffle:
+        rng.shuffle(idx)
+    out = []
+    win = bs * 50
+    for w in range(0, len(idx), win):
+        chunk = sorted(idx[w:w + win], key=lambda j: len(rows[j][0]))
+        out += [chunk[i:i + bs] for i in range(0, len(chunk), bs)]
+    if shuffle:
+        rng.shuffle(out)
+    return out
+
+
+def collate(rows, b):
+    T = max(len(rows[j][0]) for j in b)
+    ids = torch.zeros((len(b), T), dtype=torch.int64)
+    mask = torch.zeros((len(b), T), dtype=torch.int64)
+    for r, j in enumerate(b):
+        s = rows[j][0]
+        ids[r, :len(s)] = torch.tensor(s)
+        mask[r, :len(s)] = 1
+    y = torch.tensor([rows[j][1] for j in b])
+    return ids, mask, y
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Model pieces
+
+def load_encoder(model_dir):
+    with open(os.path.join(model_dir, "config.json")) as f:
+        cfg = E.cfg_from_hf(json.load(f))
+    W = {k: v.to(torch.float32) for k, v in E.canonical_weights(cfg, st.load_dir(model_dir)).items()}
+    return cfg, W
+
+
+def leaves(obj):
+    """Every tensor an oracle object holds, as (dict, key) slots."""
+    out = []
+    p = getattr(obj, "p", None)
+    if isinstance(p, dict):
+        for k, t in p.items():
+            if isinstance(t, dict):
+                out += [(t, n) for n in t]
+            else:
+                out.append((p, k))
+    return out
+
+
+def make_trainable(objs):
+    params = []
+    for o in objs:
+        for d, k in leaves(o):
+            d[k] = d[k].detach().clone().requires_grad_(True)
+            params.append(d[k])
+        if hasattr(o, "_p64"):                       # the float32 working copies are the same tensors
+            o._p64 = {k: dict(t) for k, t in o.p.items()}
+        if isinstance(o, A.Prefix):
+            for i, (w, b) in list(o.gates.items()):
+                w, b = w.clone().requires_grad_(True), b.clone().requires_grad_(True)
+                o.gates[i] = (w, b)
+                params += [w, b]
+    return params
+
+
+def head_trainable(head):
+    params = []
+    if isinstance(head, A.Head):
+        lins = []
+        for idx, w, b in head.linears:
+            w = w.clone().requires_grad_(True)
+            b = None if b is None else b.clone().requires_grad_(True)
+            lins.append((idx, w, b))
+            params += [w] + ([b] if b is not None else [])
+        head.linears = lins
+    else:
+        for k in head.t:
+            head.t[k] = head.t[k].clone().requires_grad_(True)
+            params.append(head.t[k])
+    return params
+
+
+class AdaMix:
+    """M experts for each down/up projection of a seq_bn adapter; training routes every batch through one random
+    expert per projection and layer; inference (and the saved merge) uses their average."""
+
+    def __init__(self, bn, m, rng):
+        self.bn, self.m, self.rng = bn, m, rng
+        self.experts = {}
+        for key, t in bn.p.items():
+            for proj in ("down", "up"):
+                for part in ("weight", "bias"):
+                    n = f"{proj}.{part}"
+                    self.experts[(key, n)] = [t[n].detach().clone().requires_grad_(True) for _ in range(m)]
+
+    def params(self):
+        return [e for es in self.experts.values() for e in es]
+
+    def route(self, train):
+        for (key, n), es in self.experts.items():
+            self.bn._p64[key][n] = es[self.rng.randrange(self.m)] if train else torch.stack(es).mean(0)
+
+    def merged(self):
+        with torch.no_grad():
+            for (key, n), es in self.experts.items():
+                self.bn.p[key][n] = torch.stack(es).mean(0)
+
+    def state_dict(self, arch):
+        sd = self.bn.state_dict(arch)
+        out = collections.OrderedDict()
+        for k, v in sd.items():
+            base = None
+            for p, n in (("adapter_down.0.", "down"), ("adapter_up.", "up")):
+                i = k.find(p)
+                if i >= 0 and k[i + len(p):] in ("weight", "bias"):
+                    base = (k[:i + len(p)], k[i + len(p):], n)
+            if base is None:
+                out[k] = v
+                continue
+            key = self._key_for(k)
+            for m, e in enumerate(self.experts[(key, f"{base[2]}.{base[1]}")]):
+                out[f"{base[0]}deepspeed_experts.{m}.{base[1]}"] = e.detach()
+        return out
+
+    def _key_for(self, k):
+        i = int(k.split("layer.")[1].split(".")[0])
+        loc = "mh_adapter" if ".attention.output.adapters." in k else "output_adapter"
+        return (i, loc)
+
+
+class Task:
+    """Everything trainable for one run: the Setup pieces, the head, and how to save them."""
+
+    def __init__(self, args, cfg, W, labels, rng):
+        self.args, self.cfg, self.W, self.labels = args, cfg, W, labels
+        f = args.form
+        g = A.Rng(args.seed)
+        name = args.name
+        self.bn, self.linear, self.prefixes, self.fusion, self.adamix = [], [], [], None, None
+        self.union = None
+        self.params = []
+        n = len(labels)
+        if f == "pfeiffer":
+            self.bn = [A.Bottleneck(name, A.bn_config("seq_bn", reduction_factor=8), cfg, g, zero=True)]
+        elif f == "houlsby":
+            self.bn = [A.Bottleneck(name, A.bn_config("double_seq_bn", reduction_factor=16), cfg, g, zero=True)]
+        elif f == "parallel":
+            self.bn = [A.Bottleneck(name, A.bn_config("par_bn", reduction_factor=4), cfg, g, zero=True)]
+        elif f in ("adamix", "sparse"):
+            self.bn = [A.Bottleneck(name, A.bn_config("seq_bn", reduction_factor=8 if f == "adamix" else 4), cfg, g,
+                                    zero=True)]
+        elif f == "lora":
+            self.linear = [A.AHLoRA(name, A.lora_config(r=8, alpha=16), cfg, g, zero=True)]
+        elif f == "ia3":
+            self.linear = [A.AHLoRA(name, A.ia3_config(), cfg, g, zero=True)]
+        elif f == "prefix":
+            self.prefixes = [A.Prefix(name, A.prefix_config(prefix_length=30, bottleneck_size=64), cfg, g, zero=True)]
+        elif f == "mam":
+            self.prefixes = [A.Prefix(name, A.prefix_config(prefix_length=30, bottleneck_size=64), cfg, g, zero=True)]
+            self.bn = [A.Bottleneck(name, A.bn_config("par_bn", reduction_factor=4), cfg, g, zero=True)]
+            self.union = self.prefixes + self.bn
+        elif f == "peft_lora":
+            c = A.peft_config(cfg.arch, target_modules=("query", "value"), r=8, lora_alpha=16,
+                              base_model=args.base_model_name)
+            c["inference_mode"] = True
+            self.linear = [A.PeftLoRA(name, c, cfg, g, zero=True)]
+        elif f == "fusion":
+            kids = []
+            for d in args.children.split(","):
+                _, comps, _ = A.read_adapterhub(d, cfg)
+                kids += [o for o in comps if isinstance(o, A.Bottleneck)]
+            self.children = args.children.split(",")
+            self.fusion = A.Fusion(kids, "dynamic", cfg, g, strength=0.1)
+            self.fusion.p = {k: dict(t) for k, t in self.fusion.p.items()}
+            self.params += make_trainable([self.fusion])
+        elif f == "full":
+            self.W = {k: v.clone().requires_grad_(True) for k, v in W.items()}
+            self.params += list(self.W.values())
+        else:
+            raise SystemExit(f"unknown form {f}")
+        self.params += make_trainable(self.bn + self.linear + self.prefixes)
+        if f == "adamix":
+            self.adamix = AdaMix(self.bn[0], args.experts, rng)
+            self.params = self.adamix.params()
+        if f == "peft_lora":
+            self.head = A.HFHead(cfg, g, num_labels=n)
+            self.head.t["classifier.weight"] = torch.randn((n, cfg.hidden), generator=g.g) * 0.02
+            self.head.t["classifier.bias"] = torch.zeros(n)
+        else:
+            self.head = A.Head(args.head_name or name, "classification", cfg, g, num_labels=n, layers=2,
+                               activation="tanh", labels=labels)
+        self.params += head_trainable(self.head)
+        self.mask = None
+
+    def setup(self, skip, train):
+        for p in self.prefixes:
+            p.kv = p._compute()
+        if self.adamix is not None:
+            self.adamix.route(train)
+        return A.Setup(self.bn, self.fusion, self.linear, self.prefixes, skip)
+
+    def logits(self, ids, mask, skip, train):
+        s = self.setup(skip, train)
+        h, pooled = A.forward(self.cfg, self.W, ids, mask, torch.zeros_like(ids), s)
+        return self.head.forward(h, pooled)
+
+    def n_trainable(self):
+        if self.args.form == "adamix":
+            return sum(p.numel() for p in self.params)
+        return sum(p.numel() for p in self.params)
+
+    # -- sparse --
+    def prune(self, sparsity):
+        masks = []
+        with torch.no_grad():
+            for key, t in self.bn[0].p.items():
+                for n in ("down.weight", "up.weight"):
+                    w = t[n]
+                    k = int(sparsity * w.numel())
+                    thr = w.abs().flatten().kthvalue(k).values if k > 0 else -1.0
+                    m = (w.abs() > thr).to(w.dtype)
+                    w.mul_(m)
+                    masks.append((w, m))
+        self.mask = masks
+
+    def apply_mask(self):
+        if self.mask:
+            with torch.no_grad():
+                for w, m in self.mask:
+                    w.mul_(m)
+
+    # -- saving --
+    def save(self, out):
+        args, cfg = self.args, self.cfg
+        f = args.form
+        mn = args.base_model_name
+        if os.path.exists(out):
+            shutil.rmtree(out)
+        if f == "full":
+            return
+        if f == "peft_lora":
+            pe = self.linear[0]
+            pe.head = {k: v.detach() for k, v in self.head.t.items()}
+            pe.config["base_model_name_or_path"] = mn
+            A.save_peft(out, cfg, pe)
+            return
+        self.detach_all()
+        if f == "fusion":
+            A.save_fusion(os.path.join(out, "fusion"), cfg, self.fusion, mn, fmt="bin")
+            A.save_head(os.path.join(out, "head"), cfg, self.head, mn, fmt="bin")
+            return
+        fmt = args.fmt
+        if f == "adamix":
+            a = self.bn[0]
+            env = A.envelope(cfg, cfg.arch, a.name, dict(a.config, adamix={"num_experts": args.experts,
+                                                                          "merge": "average"}), mn)
+            os.makedirs(out, exist_ok=True)
+            A.write_json(os.path.join(out, "adapter_config.json"), env)
+            sd = self.adamix.state_dict(cfg.arch)
+            st.save_file(dict(sd), os.path.join(out, "adapter.safetensors"))
+            A.save_head(out, cfg, self.head, mn, fmt="safetensors")
+            return
+        adapter = (self.bn + self.linear + self.prefixes)[0]
+        A.save_adapterhub(out, cfg, adapter, mn, fmt=fmt, head=self.head, union_children=self.union)
+
+    def detach_all(self):
+        for o in self.bn + self.linear + self.prefixes + ([self.fusion] if self.fusion else []):
+            for d, k in leaves(o):
+                d[k] = d[k].detach()
+            if isinstance(o, A.Prefix):
+                o.gates = {i: (w.detach(), b.detach()) for i, (w, b) in o.gates.items()}
+        if isinstance(self.head, A.Head):
+            self.head.linears = [(i, w.detach(), None if b is None else b.detach()) for i, w, b in self.head.linears]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Metrics
+
+def metrics(pred, gold, n):
+    acc = sum(int(p == g) for p, g in zip(pred, gold)) / max(1, len(gold))
+    f1s = []
+    for c in range(n):
+        tp = sum(1 for p, g in zip(pred, gold) if p == c and g == c)
+        fp = sum(1 for p, g in zip(pred, gold) if p == c and g != c)
+        fn = sum(1 for p, g in zip(pred, gold) if p != c and g == c)
+        f1s.append(0.0 if tp == 0 else 2 * tp / (2 * tp + fp + fn))
+    return acc, sum(f1s) / n
+
+
+def evaluate(task, rows, skip, bs=64):
+    pred = [None] * len(rows)
+    with torch.no_grad():
+        for b in batches(rows, bs, False, None):
+            ids, mask, _ = collate(rows, b)
+            lg = task.logits(ids, mask, skip, False)
+            for j, p in zip(b, lg.argmax(-1).tolist()):
+                pred[j] = p
+    return pred
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", required=True, help="encoder directory (HF BertModel)")
+    ap.add_argument("--data", default=data.default_data_dir())
+    ap.add_argument("--task", required=True, choices=sorted(data.TASKS))
+    ap.add_argument("--form", required=True)
+    ap.add_argument("--name", required=True, help="adapter (and head) name")
+    ap.add_argument("--head-name", default=None)
+    ap.add_argument("--out", required=True, help="folder written as the library saves it (replaced)")
+    ap.add_argument("--result", default=None, help="result JSON (default OUT.json)")
+    ap.add_argument("--children", default=None, help="fusion: comma-separated adapter folders")
+    ap.add_argument("--base-model-name", default="adapterd-bert-small-uncased")
+    ap.add_argument("--fmt", default="safetensors", choices=("bin", "safetensors"))
+    ap.add_argument("--drop-max", type=int, default=0, help="robust AdapterDrop: random skip 0..K per batch")
+    ap.add_argument("--eval-skips", type=int, default=None, help="evaluate skips 0..N (default drop-max)")
+    ap.add_argument("--epochs", type=float, default=2.0)
+    ap.add_argument("--max-train", type=int, default=20000)
+    ap.add_argument("--max-eval", type=int, default=None)
+    ap.add_argument("--max-len", type=int, default=64)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--lr", type=float, default=None)
+    ap.add_argument("--experts", type=int, default=4)
+    ap.add_argument("--sparsity", type=float, default=0.8)
+    ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.set_flush_denormal(True)
+    torch.manual_seed(args.seed)
+    rng = random.Random(args.seed)
+    t0 = time.time()
+    cfg, W = load_encoder(args.model)
+    tok = wordpiece.WordPiece.from_dir(args.model)
+    train, labels = load_split(args.data, args.task, "train", tok, args.max_len, args.max_train, args.seed)
+    dev, _ = load_split(args.data, args.task, "eval", tok, args.max_len, args.max_eval, args.seed)
+    task = Task(args, cfg, W, labels, rng)
+    lr = args.lr or {"full": 1e-4, "prefix": 5e-3, "mam": 2e-3, "ia3": 5e-3, "fusion": 1e-3}.get(args.form, 1e-3)
+    opt = torch.optim.AdamW(task.params, lr=lr, weight_decay=0.01 if args.form == "full" else 0.0)
+    n_steps = max(1, int(math.ceil(len(train) / args.batch) * args.epochs))
+    warm = max(1, n_steps // 16)
+    prune_at = n_steps // 2 if args.form == "sparse" else None
+    print(f"train {args.task}/{args.form} '{args.name}': {len(train)} rows, {n_steps} steps of {args.batch}, lr {lr}, "
+          f"drop-max {args.drop_max}, {task.n_trainable()} trainable parameters", flush=True)
+    step, seen_tok = 0, 0
+    run_l, run_n = 0.0, 0
+    done = False
+    while not done:
+        for b in batches(train, args.batch, True, rng):
+            if step >= n_steps:
+                done = True
+                break
+            if prune_at is not None and step == prune_at:
+                task.prune(args.sparsity)
+                print(f"pruned to {args.sparsity:.0%} zeros at step {step}", flush=True)
+            for gr in opt.param_groups:
+                gr["lr"] = lr * min((step + 1) / warm, max(0.0, (n_steps - step) / max(1, n_steps - warm)))
+            ids, mask, y = collate(train, b)
+            skip = rng.randint(0, args.drop_max) if args.drop_max else 0
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+                lg = task.logits(ids, mask, skip, True)
+            loss = torch.nn.functional.cross_entropy(lg.float(), y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(task.params, 1.0)
+            opt.step()
+            task.apply_mask()
+            step += 1
+            seen_tok += int(mask.sum())
+            run_l += loss.item()
+            run_n += 1
+            if step % 50 == 0 or step == n_steps:
+                dt = time.time() - t0
+                print(f"  step {step}/{n_steps} loss {run_l / run_n:.4f} {seen_tok / dt:.0f} tok/s {dt:.0f} s",
+                      flush=True)
+                run_l, run_n = 0.0, 0
+    if task.adamix is not None:
+        task.adamix.merged()
+    train_s = time.time() - t0
+    res = {"task": args.task, "form": args.form, "name": args.name, "model": os.path.abspath(args.model),
+           "drop_max": args.drop_max, "epochs": args.epochs, "train_rows": len(train), "eval_rows": len(dev),
+           "trainable_params": task.n_trainable(), "train_seconds": round(train_s, 1), "lr": lr,
+           "labels": labels, "seed": args.seed, "skips": {}}
+    if args.form == "fusion":
+        res["children"] = [os.path.abspath(c) for c in args.children.split(",")]
+    if task.mask:
+        z = sum(int((w == 0).sum()) for w, _ in task.mask)
+        res["sparsity"] = z / sum(w.numel() for w, _ in task.mask)
+    gold = [r[1] for r in dev]
+    top = args.eval_skips if args.eval_skips is not None else args.drop_max
+    for s in range(0, top + 1):
+        pred = evaluate(task, dev, s)
+        acc, f1 = metrics(pred, gold, len(labels))
+        res["skips"][str(s)] = {"accuracy": acc, "macro_f1": f1}
+        print(f"eval {args.task}/{args.form} skip {s}: accuracy {acc:.4f} macro-F1 {f1:.4f}", flush=True)
+    task.save(args.out)
+    with open(args.result or args.out.rstrip("/") + ".json", "w") as f:
+        json.dump(res, f, indent=2)
+        f.write("\n")
+    print(f"done in {time.time() - t0:.0f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
