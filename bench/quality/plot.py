@@ -6,8 +6,8 @@
 
 - quality_skip.png: accuracy vs AdapterDrop skip for each task measured through the server, with the control
   adapter (trained without AdapterDrop, PyTorch evaluation on the same held-out split) dashed;
-- quality_latency.png: accuracy vs median engine time of one input, one point per skip (the shape of the
-  AdapterDrop paper's Figure 2);
+- quality_latency.png: accuracy vs the plan's GFLOP (default) or the median engine time of one input (--x ms, on a
+  quiet CPU), one point per skip (the shape of the AdapterDrop paper's Figure 2);
 - pretrain_curve.png: MLM validation loss vs pretraining tokens.
 """
 
@@ -30,6 +30,8 @@ def main():
     ap.add_argument("--results", default=None, help="registry results.json (tools/train/registry.py)")
     ap.add_argument("--curve", default=None)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--x", choices=("gflop", "ms"), default="gflop",
+                    help="second plot's x axis: the plan's GFLOP (stable) or the median engine ms (needs a quiet CPU)")
     args = ap.parse_args()
     q = json.load(open(args.quality))
     res = json.load(open(args.results)) if args.results else {}
@@ -61,14 +63,16 @@ def main():
         if not t:
             continue
         sk = sorted(int(s) for s in t["skips"])
-        xs = [t["skips"][str(s)]["median_ms_1_input"] for s in sk]
+        key = "gflop_1_input" if args.x == "gflop" else "median_ms_1_input"
+        xs = [t["skips"][str(s)][key] for s in sk]
         ys = [100 * t["skips"][str(s)]["accuracy"] for s in sk]
         ax.plot(xs, ys, marker="o", label=name)
         for s, x, y in zip(sk, xs, ys):
             ax.annotate(str(s), (x, y), textcoords="offset points", xytext=(3, 3), fontsize=7)
-    ax.set_xlabel("median engine time, one input (ms)")
+    ax.set_xlabel("GFLOP of one median-length input (plan)" if args.x == "gflop"
+                  else "median engine time, one input (ms)")
     ax.set_ylabel("held-out accuracy (%)")
-    ax.set_title("Accuracy vs latency (labels: skip)")
+    ax.set_title("Accuracy vs work (labels: skip)" if args.x == "gflop" else "Accuracy vs latency (labels: skip)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
