@@ -58,7 +58,9 @@ if ! podman image exists docker.io/library/debian:bookworm-slim; then
   srcs=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
   mirror=$(grep -oE 'https?://[^ ]+/debian/?( |$)' <<<"$srcs" | head -n1 | tr -d ' ' || true)
   security=$(grep -oE 'https?://[^ ]+/debian-security/?( |$)' <<<"$srcs" | head -n1 | tr -d ' ' || true)
-  mirror=${mirror:-http://deb.debian.org/debian}
+  if [ -z "$mirror" ]; then
+    echo "ci-container: no Debian mirror found in /etc/apt/sources.list*: cannot build the base image"; exit 1
+  fi
   security=${security:-${mirror%/debian*}/debian-security}
   echo "ci-container: mmdebstrap bookworm from $mirror"
   # like the official slim image: no manuals, docs (but copyrights) or translations, no apt lists
