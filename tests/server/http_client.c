@@ -4,6 +4,7 @@
 
 #include <curl/curl.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static void sleep_ms(int ms) {
+void ts_sleep_ms(int ms) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
 }
@@ -66,7 +67,7 @@ int ts_start(test_server *s, const char *const *args, const char *const *env) {
         }
         int st;
         if (waitpid(pid, &st, WNOHANG) == pid) return -1;
-        sleep_ms(10);
+        ts_sleep_ms(10);
     }
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
@@ -78,7 +79,7 @@ int ts_stop(test_server *s) {
     for (int i = 0; i < 2000; i++) {
         int st;
         if (waitpid(s->pid, &st, WNOHANG) == s->pid) return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-        sleep_ms(10);
+        ts_sleep_ms(10);
     }
     kill(s->pid, SIGKILL);
     waitpid(s->pid, NULL, 0);
@@ -262,4 +263,14 @@ int ts_validate(const char *method, const char *tmpl, long status, json_t *doc, 
     json_t *sch = json_object_get(json_object_get(json_object_get(resp, "content"), "application/json"), "schema");
     if (!sch) return snprintf(msg, msg_len, "%s %s %s: no application/json schema", method, tmpl, code), -1;
     return check(sch, doc, "$", msg, msg_len);
+}
+
+int ts_sh(const char *fmt, ...) {
+    char cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof cmd) return -1;
+    return system(cmd);
 }

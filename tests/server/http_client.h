@@ -37,4 +37,11 @@ void ts_resp_free(ts_resp *r);
  * generated openapi.json; returns 0, or -1 with a message naming the JSON path at fault. */
 int ts_validate(const char *method, const char *tmpl, long status, json_t *doc, char *msg, size_t msg_len);
 
+/* Sleeps ms milliseconds. */
+void ts_sleep_ms(int ms);
+/* Runs a shell command made like printf; returns system()'s status (0: it succeeded), -1 when the
+ * command does not fit. ts_sh_ok asserts success (Criterion, at the call site). */
+int ts_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+#define ts_sh_ok(...) cr_assert_eq(ts_sh(__VA_ARGS__), 0, "command failed: " __VA_ARGS__)
+
 #endif

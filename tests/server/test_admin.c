@@ -22,27 +22,12 @@
 #define TOKEN "t0ken"
 #define AUTH "Authorization: Bearer " TOKEN
 
-static void sleep_ms(int ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-static void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void sh(const char *fmt, ...) {
-    char cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    cr_assert_eq(system(cmd), 0, "command failed: %s", cmd);
-}
-
 /* A registry in a fresh temporary directory: the bert-tiny model and task cls (versions 0, 1 of
  * the fixture cls_lora), files copied (no links). */
 static char *make_registry(void) {
     char *dir = strdup("adapterd-admin-XXXXXX");
     cr_assert(mkdtemp(dir));
-    sh("mkdir -p %s/models %s/tasks && cp -rL %s/registry/models/bert-tiny %s/models/ && cp -rL %s/registry/tasks/cls_lora %s/tasks/cls",
+    ts_sh_ok("mkdir -p %s/models %s/tasks && cp -rL %s/registry/models/bert-tiny %s/models/ && cp -rL %s/registry/tasks/cls_lora %s/tasks/cls",
        dir, dir, ADAPTERD_FIXTURES, dir, ADAPTERD_FIXTURES, dir);
     return dir;
 }
@@ -113,7 +98,7 @@ static char *slurp(const char *path, size_t *len) {
 static long upload_dir(const test_server *s, const char *task, int version, const char *src, int activate, json_t **out) {
     char tgz[256], path[256];
     snprintf(tgz, sizeof tgz, "adapterd-up-%d-%d.tgz", (int)getpid(), version);
-    sh("tar -C %s -chzf %s .", src, tgz);
+    ts_sh_ok("tar -C %s -chzf %s .", src, tgz);
     size_t len;
     char *b = slurp(tgz, &len);
     snprintf(path, sizeof path, "/v1/tasks/%s/versions/%d%s", task, version, activate ? "?activate=true" : "");
@@ -224,7 +209,7 @@ Test(admin, routes_need_the_token, .timeout = 60) {
     cr_expect_eq(json_array_size(d), 1);
     json_decref(d);
     cr_assert_eq(ts_stop(&s), 0);
-    sh("rm -rf %s", reg);
+    ts_sh_ok("rm -rf %s", reg);
     free(reg);
 }
 
@@ -276,7 +261,7 @@ Test(admin, upload_activate_roll_back_delete, .timeout = 60) {
     json_decref(d);
     json_decref(sc1), json_decref(sc2);
     cr_assert_eq(ts_stop(&s), 0);
-    sh("rm -rf %s", reg);
+    ts_sh_ok("rm -rf %s", reg);
     free(reg);
 }
 
@@ -288,25 +273,25 @@ Test(admin, bad_uploads_are_rejected_with_the_reason, .timeout = 60) {
     snprintf(work, sizeof work, "%s/../adapterd-bad-%d", reg, (int)getpid());
     json_t *d = NULL;
     /* corrupt tensor: a truncated safetensors file */
-    sh("rm -rf %s && mkdir -p %s && cp -rL %s/lora_ah/adapters/lora %s/ && truncate -s 300 %s/lora/adapter.safetensors", work,
+    ts_sh_ok("rm -rf %s && mkdir -p %s && cp -rL %s/lora_ah/adapters/lora %s/ && truncate -s 300 %s/lora/adapter.safetensors", work,
        work, AD, work, work);
     REJECT(upload_dir(&s, "cls", 7, work, 1, &d), 422, "invalid_argument", "adapter.safetensors", "corrupt tensor");
     json_decref(d);
     /* wrong shapes for this backbone: a well-formed file whose first LoRA matrix is (8, 32), not (8, 64) */
-    sh("rm -rf %s && mkdir -p %s && cp -rL %s/lora_ah/adapters/lora %s/ && python3 %s/tests/server/reshape_tensor.py %s/lora/adapter.safetensors",
+    ts_sh_ok("rm -rf %s && mkdir -p %s && cp -rL %s/lora_ah/adapters/lora %s/ && python3 %s/tests/server/reshape_tensor.py %s/lora/adapter.safetensors",
        work, work, AD, work, ADAPTERD_SOURCE_DIR, work);
     REJECT(upload_dir(&s, "cls", 7, work, 1, &d), 422, "invalid_argument", "shape_mismatch", "wrong shapes");
     json_decref(d);
     /* a bottleneck whose adapter_up width (5) does not match adapter_down's (4): once loaded, and then read out
      * of bounds by every prediction; now refused naming the tensor */
-    sh("rm -rf %s && mkdir -p %s && cp -rL %s/seq_bn_st/adapters/sst %s/ && python3 %s/tests/server/reshape_tensor.py "
+    ts_sh_ok("rm -rf %s && mkdir -p %s && cp -rL %s/seq_bn_st/adapters/sst %s/ && python3 %s/tests/server/reshape_tensor.py "
        "%s/sst/adapter.safetensors bert.encoder.layer.1.output.adapters.sst.adapter_up.weight 1 1",
        work, work, AD, work, ADAPTERD_SOURCE_DIR, work);
     REJECT(upload_dir(&s, "cls", 7, work, 1, &d), 422, "invalid_argument",
            "bert.encoder.layer.1.output.adapters.sst.adapter_up.weight", "bottleneck widths");
     json_decref(d);
     /* unknown method */
-    sh("rm -rf %s && mkdir -p %s && cp -rL %s/lora_ah/adapters/lora %s/ && sed -i 's/\"architecture\": \"lora\"/\"architecture\": \"hyperloop\"/' %s/lora/adapter_config.json",
+    ts_sh_ok("rm -rf %s && mkdir -p %s && cp -rL %s/lora_ah/adapters/lora %s/ && sed -i 's/\"architecture\": \"lora\"/\"architecture\": \"hyperloop\"/' %s/lora/adapter_config.json",
        work, work, AD, work, work);
     REJECT(upload_dir(&s, "cls", 7, work, 1, &d), 422, "invalid_argument", "hyperloop", "unknown method");
     json_decref(d);
@@ -371,7 +356,7 @@ Test(admin, bad_uploads_are_rejected_with_the_reason, .timeout = 60) {
     snprintf(cmd, sizeof cmd, "test -z \"$(ls -A %s/tasks | grep -v '^cls$')\" && test ! -e %s/tasks/cls/7", reg, reg);
     cr_expect_eq(system(cmd), 0, "rejected uploads leave no files in tasks/");
     cr_assert_eq(ts_stop(&s), 0);
-    sh("rm -rf %s %s", reg, work);
+    ts_sh_ok("rm -rf %s %s", reg, work);
     free(reg);
 }
 
@@ -379,7 +364,7 @@ static int wait_version(const test_server *s, const char *task, const char *want
     char v[32] = "";
     for (int i = 0; i < 100; i++) {
         if (predict(s, task, v, sizeof v, NULL) == 200 && !strcmp(v, want)) return 1;
-        sleep_ms(50);
+        ts_sleep_ms(50);
     }
     return 0;
 }
@@ -400,27 +385,27 @@ Test(admin, watch_loads_renamed_versions_and_reports_changed_files, .timeout = 6
     test_server s;
     start_on(&s, reg, NULL, NULL);
     /* a writer copies into a '.' name and renames: picked up, and numbered above 1 it becomes current */
-    sh("mkdir -p %s/tasks/cls/.incoming && cp -rL %s/seq_bn_st/adapters/* %s/tasks/cls/.incoming/ && mv %s/tasks/cls/.incoming %s/tasks/cls/5",
+    ts_sh_ok("mkdir -p %s/tasks/cls/.incoming && cp -rL %s/seq_bn_st/adapters/* %s/tasks/cls/.incoming/ && mv %s/tasks/cls/.incoming %s/tasks/cls/5",
        reg, AD, reg, reg, reg);
     cr_expect(wait_version(&s, "cls", "5"), "version 5 was not picked up");
     /* a new task directory */
-    sh("mkdir -p %s/tasks/.new/1 && cp -rL %s/ia3/adapters/* %s/tasks/.new/1/ && mv %s/tasks/.new %s/tasks/watched", reg, AD, reg,
+    ts_sh_ok("mkdir -p %s/tasks/.new/1 && cp -rL %s/ia3/adapters/* %s/tasks/.new/1/ && mv %s/tasks/.new %s/tasks/watched", reg, AD, reg,
        reg, reg);
     cr_expect(wait_version(&s, "watched", "1"), "a new task directory was not picked up");
     /* a broken version dropped in is rejected (logged, counted), the task keeps serving */
-    sh("mkdir -p %s/tasks/cls/.b && cp -rL %s/lora_ah/adapters/lora %s/tasks/cls/.b/ && truncate -s 100 %s/tasks/cls/.b/lora/adapter.safetensors && mv %s/tasks/cls/.b %s/tasks/cls/6",
+    ts_sh_ok("mkdir -p %s/tasks/cls/.b && cp -rL %s/lora_ah/adapters/lora %s/tasks/cls/.b/ && truncate -s 100 %s/tasks/cls/.b/lora/adapter.safetensors && mv %s/tasks/cls/.b %s/tasks/cls/6",
        reg, AD, reg, reg, reg, reg);
-    for (int i = 0; i < 60 && metric(&s, "adapterd_adapter_load_failures_total") < 1; i++) sleep_ms(50);
+    for (int i = 0; i < 60 && metric(&s, "adapterd_adapter_load_failures_total") < 1; i++) ts_sleep_ms(50);
     cr_expect_geq(metric(&s, "adapterd_adapter_load_failures_total"), 1);
     char v[32];
     cr_assert_eq(predict(&s, "cls", v, sizeof v, NULL), 200);
     cr_expect_str_eq(v, "5");
     /* versions are immutable: a file changed inside one is reported, not reloaded */
-    sh("echo ' ' >> %s/tasks/cls/5/sst/adapter_config.json", reg);
-    for (int i = 0; i < 60 && metric(&s, "adapterd_registry_changed_versions_total") < 1; i++) sleep_ms(50);
+    ts_sh_ok("echo ' ' >> %s/tasks/cls/5/sst/adapter_config.json", reg);
+    for (int i = 0; i < 60 && metric(&s, "adapterd_registry_changed_versions_total") < 1; i++) ts_sleep_ms(50);
     cr_expect_eq(metric(&s, "adapterd_registry_changed_versions_total"), 1);
     cr_assert_eq(ts_stop(&s), 0);
-    sh("rm -rf %s", reg);
+    ts_sh_ok("rm -rf %s", reg);
     free(reg);
 }
 
@@ -444,17 +429,17 @@ Test(admin, restart_keeps_the_registry_state, .timeout = 60) {
     cr_expect(json_is_true(json_object_get(v2, "pinned")), "the pin survives a restart");
     json_decref(d);
     cr_assert_eq(ts_stop(&s), 0);
-    sh("rm -rf %s", reg);
+    ts_sh_ok("rm -rf %s", reg);
     free(reg);
 }
 
 Test(admin, budget_loads_lazily_and_evicts_least_recently_used, .timeout = 60) {
     char *reg = make_registry();
     /* four tasks of ~41 KB (LoRA), one pinned by task.json; room for about two */
-    sh("for t in a b c; do mkdir -p %s/tasks/$t/1 && cp -rL %s/lora_ah/adapters/lora %s/tasks/$t/1/; done", reg, AD, reg);
-    sh("mkdir -p %s/tasks/p/1 && cp -rL %s/lora_ah/adapters/lora %s/tasks/p/1/ && echo '{\"pinned\": true}' > %s/tasks/p/1/task.json",
+    ts_sh_ok("for t in a b c; do mkdir -p %s/tasks/$t/1 && cp -rL %s/lora_ah/adapters/lora %s/tasks/$t/1/; done", reg, AD, reg);
+    ts_sh_ok("mkdir -p %s/tasks/p/1 && cp -rL %s/lora_ah/adapters/lora %s/tasks/p/1/ && echo '{\"pinned\": true}' > %s/tasks/p/1/task.json",
        reg, AD, reg, reg);
-    sh("rm -rf %s/tasks/cls", reg);
+    ts_sh_ok("rm -rf %s/tasks/cls", reg);
     test_server s;
     start_on(&s, reg, "--adapter-memory", "100000");
     json_t *d = NULL;
@@ -478,7 +463,7 @@ Test(admin, budget_loads_lazily_and_evicts_least_recently_used, .timeout = 60) {
     json_decref(d);
     cr_assert_eq(predict(&s, "a", v, sizeof v, NULL), 200, "an evicted task loads again on demand");
     cr_assert_eq(ts_stop(&s), 0);
-    sh("rm -rf %s", reg);
+    ts_sh_ok("rm -rf %s", reg);
     free(reg);
 }
 
@@ -502,7 +487,7 @@ static double first_predict_seconds(const char *reg, const char *rate, long *byt
 Test(admin, load_rate_paces_large_loads, .timeout = 60) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     char *reg = make_registry();
-    sh("mkdir -p %s/tasks/a/1 && cp -rL %s/lora_ah/adapters/lora %s/tasks/a/1/ && rm -rf %s/tasks/cls", reg, AD, reg, reg);
+    ts_sh_ok("mkdir -p %s/tasks/a/1 && cp -rL %s/lora_ah/adapters/lora %s/tasks/a/1/ && rm -rf %s/tasks/cls", reg, AD, reg, reg);
     long bytes = 0, bytes0 = 0;
     double paced = first_predict_seconds(reg, "50000", &bytes);
     double unpaced = first_predict_seconds(reg, "0", &bytes0);
@@ -510,7 +495,7 @@ Test(admin, load_rate_paces_large_loads, .timeout = 60) {
     double floor = (double)bytes / 50000.0;
     cr_expect_geq(paced, 0.95 * floor, "paced load took %.3f s, %ld bytes at 50 KB/s need %.3f s", paced, bytes, floor);
     cr_expect_lt(unpaced, 0.5 * floor, "unpaced load took %.3f s", unpaced);
-    sh("rm -rf %s", reg);
+    ts_sh_ok("rm -rf %s", reg);
     free(reg);
 }
 
@@ -563,9 +548,9 @@ Test(admin, soak_versions_change_under_traffic, .timeout = 120) {
         long st = upload_dir(&soak_srv, "soak", ver, soak_src[(ver - 1) % N_SRC], 1, &d);
         cr_expect_eq(st, 201, "upload %d: %s", ver, d ? json_dumps(d, 0) : "");
         json_decref(d);
-        sleep_ms(5);
+        ts_sleep_ms(5);
     }
-    sleep_ms(200);
+    ts_sleep_ms(200);
     atomic_store(&soak_stop, 1);
     for (int c = 0; c < SOAK_CLIENTS; c++) pthread_join(th[c], NULL);
     int seen = 0;
@@ -587,12 +572,12 @@ Test(admin, soak_versions_change_under_traffic, .timeout = 120) {
         json_array_foreach(json_object_get(d, "versions"), i, e) resident += json_is_true(json_object_get(e, "resident"));
         json_decref(d);
         if (resident == 1) break;
-        sleep_ms(25);
+        ts_sleep_ms(25);
     }
     cr_expect_eq(resident, 1, "old versions are unloaded");
     for (int k = 0; k < N_SRC; k++) json_decref(soak_ref[k]);
     cr_assert_eq(ts_stop(&soak_srv), 0);
-    sh("rm -rf %s", reg);
+    ts_sh_ok("rm -rf %s", reg);
     free(reg);
 }
 
@@ -685,7 +670,7 @@ Test(admin, versions_are_named_listed_and_unloaded, .timeout = 60) {
     json_decref(d);
     json_decref(sc1), json_decref(sc2);
     cr_assert_eq(ts_stop(&s), 0);
-    sh("rm -rf %s", reg);
+    ts_sh_ok("rm -rf %s", reg);
     free(reg);
 }
 
@@ -741,13 +726,13 @@ Test(admin, a_version_folder_may_be_one_saved_adapter, .timeout = 60) {
     /* both layouts in one version is ambiguous: refused with the reason */
     char mix[256];
     snprintf(mix, sizeof mix, "adapterd-mix-%d", (int)getpid());
-    sh("rm -rf %s && mkdir -p %s && cp -r %s/lora_ah/adapters/lora/. %s/ && cp -r %s/seq_bn_st/adapters/. %s/", mix, mix, AD, mix,
+    ts_sh_ok("rm -rf %s && mkdir -p %s && cp -r %s/lora_ah/adapters/lora/. %s/ && cp -r %s/seq_bn_st/adapters/. %s/", mix, mix, AD, mix,
        AD, mix);
     long st = upload_dir(&s, "cls", 4, mix, 0, &d);
     expect_rejected(&s, st, d, 422, "invalid_argument", "one layout per version", "mixed layouts");
     json_decref(d);
-    sh("rm -rf %s", mix);
+    ts_sh_ok("rm -rf %s", mix);
     cr_assert_eq(ts_stop(&s), 0);
-    sh("rm -rf %s", reg);
+    ts_sh_ok("rm -rf %s", reg);
     free(reg);
 }

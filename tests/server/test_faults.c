@@ -27,21 +27,6 @@
 #define TOKEN "t0ken"
 #define AUTH "Authorization: Bearer " TOKEN
 
-static void sleep_ms(int ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-static void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void sh(const char *fmt, ...) {
-    char cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    cr_assert_eq(system(cmd), 0, "command failed: %s", cmd);
-}
-
 /* A registry in a fresh temporary folder (absolute path): bert-tiny, task cls (versions 0 and 1
  * of the fixture cls_lora) and task other (ia3), files copied. */
 static char *make_registry(void) {
@@ -49,7 +34,7 @@ static char *make_registry(void) {
     cr_assert(mkdtemp(tmpl));
     char *dir = realpath(tmpl, NULL);
     cr_assert(dir);
-    sh("mkdir -p %s/models %s/tasks/other/1 && cp -rL %s/registry/models/bert-tiny %s/models/ && "
+    ts_sh_ok("mkdir -p %s/models %s/tasks/other/1 && cp -rL %s/registry/models/bert-tiny %s/models/ && "
        "cp -rL %s/registry/tasks/cls_lora %s/tasks/cls && cp -rL %s/ia3/adapters/* %s/tasks/other/1/",
        dir, dir, ADAPTERD_FIXTURES, dir, ADAPTERD_FIXTURES, dir, AD, dir);
     return dir;
@@ -125,7 +110,7 @@ typedef struct {
 static blob tgz_of(const char *src) {
     char tgz[256];
     snprintf(tgz, sizeof tgz, "adapterd-faults-%d.tgz", (int)getpid());
-    sh("tar -C %s -chzf %s .", src, tgz);
+    ts_sh_ok("tar -C %s -chzf %s .", src, tgz);
     blob b;
     b.data = slurp(tgz, &b.len);
     unlink(tgz);
@@ -401,7 +386,7 @@ Test(faults, kills_at_random_moments_lose_nothing_acknowledged, .timeout = 300) 
         pthread_create(&th[1], NULL, predict_client, "other");
         pthread_create(&th[2], NULL, admin_client, a);
         int ops0 = a->ops;
-        sleep_ms(50 + (int)(rand_r(&a->seed) % 700));
+        ts_sleep_ms(50 + (int)(rand_r(&a->seed) % 700));
         atomic_store(&kill_killed, 1);
         kill(kill_srv.pid, SIGKILL);
         waitpid(kill_srv.pid, NULL, 0);
@@ -423,7 +408,7 @@ Test(faults, kills_at_random_moments_lose_nothing_acknowledged, .timeout = 300) 
     cr_expect_gt(ops, KILL_CYCLES, "the kills landed among admin changes");
     cr_expect_gt(in_flight_at_kill, 0, "some kills cut an admin change");
     for (int k = 0; k < 3; k++) free(kill_src[k].data);
-    sh("rm -rf %s", reg);
+    ts_sh_ok("rm -rf %s", reg);
     free(reg);
 }
 
@@ -473,7 +458,7 @@ Test(faults, a_full_disk_during_an_upload_leaves_the_task_as_it_was, .timeout = 
     cr_expect_str_eq(v, "8");
     cr_expect_eq(ts_stop(&s), 0);
     free(big.data), free(small.data);
-    sh("rm -rf %s", reg);
+    ts_sh_ok("rm -rf %s", reg);
     free(reg);
 }
 
@@ -484,14 +469,14 @@ Test(faults, a_full_file_system_during_an_upload_is_507_and_leaves_nothing, .tim
     char *reg = make_registry();
     char tasks[PATH_MAX], cmd[PATH_MAX * 3];
     snprintf(tasks, sizeof tasks, "%s/tasks", reg);
-    sh("mv %s %s.orig && mkdir %s", tasks, tasks, tasks);
+    ts_sh_ok("mv %s %s.orig && mkdir %s", tasks, tasks, tasks);
     snprintf(cmd, sizeof cmd, "mount -t tmpfs -o size=512k tmpfs %s 2>/dev/null", tasks);
     if (system(cmd) != 0) {
-        sh("rm -rf %s", reg);
+        ts_sh_ok("rm -rf %s", reg);
         free(reg);
         cr_skip_test("cannot mount a tmpfs here (needs CAP_SYS_ADMIN); the file size limit test covers the path");
     }
-    sh("cp -a %s.orig/. %s/ && rm -rf %s.orig", tasks, tasks, tasks);
+    ts_sh_ok("cp -a %s.orig/. %s/ && rm -rf %s.orig", tasks, tasks, tasks);
     /* fill it, then free 16 KB (the filler is a plain file in a task folder: not a version) */
     snprintf(cmd, sizeof cmd, "dd if=/dev/zero of=%s/other/filler.bin bs=4096 2>/dev/null; truncate -s -16K %s/other/filler.bin", tasks,
              tasks);
@@ -520,7 +505,7 @@ Test(faults, a_full_file_system_during_an_upload_is_507_and_leaves_nothing, .tim
     snprintf(cmd, sizeof cmd, "umount %s", tasks);
     cr_expect_eq(system(cmd), 0);
     free(big.data), free(small.data);
-    sh("rm -rf %s", reg);
+    ts_sh_ok("rm -rf %s", reg);
     free(reg);
 }
 
@@ -531,7 +516,7 @@ Test(faults, start_up_serves_every_good_task_and_lists_the_broken_versions, .tim
     char *reg = make_registry();
     /* cls 2 (the highest, so current) has a truncated tensor; cls 01 is misnamed; task bad's only
      * version has an unreadable task.json */
-    sh("mkdir -p %s/tasks/cls/2 && cp -rL %s/lora_ah/adapters/lora %s/tasks/cls/2/ && "
+    ts_sh_ok("mkdir -p %s/tasks/cls/2 && cp -rL %s/lora_ah/adapters/lora %s/tasks/cls/2/ && "
        "truncate -s 300 %s/tasks/cls/2/lora/adapter.safetensors && cp -r %s/tasks/cls/0 %s/tasks/cls/01 && "
        "mkdir -p %s/tasks/bad/1 && echo '{\"model\":' > %s/tasks/bad/1/task.json",
        reg, AD, reg, reg, reg, reg, reg, reg);
@@ -585,6 +570,6 @@ Test(faults, start_up_serves_every_good_task_and_lists_the_broken_versions, .tim
     snprintf(p, sizeof p, "%s/tasks/cls/2", reg);
     cr_expect_neq(access(p, F_OK), 0, "the failed version's folder is gone");
     cr_expect_eq(ts_stop(&s), 0);
-    sh("rm -rf %s", reg);
+    ts_sh_ok("rm -rf %s", reg);
     free(reg);
 }

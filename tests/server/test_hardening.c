@@ -26,32 +26,17 @@
 #define TOKEN "t0ken"
 #define AUTH "Authorization: Bearer " TOKEN
 
-static void sleep_ms(int ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void sh(const char *fmt, ...) {
-    char cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    cr_assert_eq(system(cmd), 0, "command failed: %s", cmd);
-}
-
 /* A registry in a fresh temporary directory: bert-tiny and task cls (the fixture cls_lora). */
 static char *make_registry(void) {
     char *dir = strdup("adapterd-hard-XXXXXX");
     cr_assert(mkdtemp(dir));
-    sh("mkdir -p %s/models %s/tasks && cp -rL %s/registry/models/bert-tiny %s/models/ && cp -rL %s/registry/tasks/cls_lora %s/tasks/cls",
+    ts_sh_ok("mkdir -p %s/models %s/tasks && cp -rL %s/registry/models/bert-tiny %s/models/ && cp -rL %s/registry/tasks/cls_lora %s/tasks/cls",
        dir, dir, ADAPTERD_FIXTURES, dir, ADAPTERD_FIXTURES, dir);
     return dir;
 }
@@ -165,7 +150,7 @@ Test(hardening, encoded_nul_control_or_slash_in_a_segment_is_400, .timeout = 60)
                  200, "%s", reply);
     cr_expect(strstr(body_of(reply), "\"version\":\"1\""), "version 1 is still listed: %s", reply);
     cr_assert_eq(ts_stop(&s), 0);
-    sh("rm -rf %s", reg);
+    ts_sh_ok("rm -rf %s", reg);
     free(reg);
 }
 
@@ -204,7 +189,7 @@ Test(hardening, admin_is_refused_on_the_headers, .timeout = 60) {
                               3000, reply, sizeof reply),
                  415, "%s", reply);
     cr_assert_eq(ts_stop(&s), 0);
-    sh("rm -rf %s", reg);
+    ts_sh_ok("rm -rf %s", reg);
     free(reg);
 }
 
@@ -234,7 +219,7 @@ Test(hardening, streamed_body_over_the_limit_is_413_before_its_end, .timeout = 6
         cr_expect(closed, "the server kept reading a body past its limit");
     }
     cr_assert_eq(ts_stop(&s), 0);
-    sh("rm -rf %s", reg);
+    ts_sh_ok("rm -rf %s", reg);
     free(reg);
 }
 
@@ -277,7 +262,7 @@ Test(hardening, uploads_stream_to_a_file_in_the_upload_area, .timeout = 90) {
     static char block[1 << 20];
     memset(block, 'z', sizeof block); /* not a tar: refused once whole */
     for (size_t sent = 0; sent < total / 2; sent += sizeof block) cr_assert_eq(send_all(fd, block, sizeof block), 0);
-    sleep_ms(200);
+    ts_sleep_ms(200);
     cr_expect_eq(count_body_files(reg), 1, "mid-upload, the body is a file in tasks/.upload-*");
     for (size_t sent = total / 2; sent < total; sent += sizeof block) cr_assert_eq(send_all(fd, block, sizeof block), 0);
     char reply[8192];
@@ -286,11 +271,11 @@ Test(hardening, uploads_stream_to_a_file_in_the_upload_area, .timeout = 90) {
     cr_expect(status_of(reply) == 400 || status_of(reply) == 422, "%s", reply);
     long rss1 = peak_rss_kb(s.pid);
     cr_expect(rss0 > 0 && rss1 - rss0 < 48 * 1024, "peak RSS grew by %ld KiB for a %zu MiB upload", rss1 - rss0, total >> 20);
-    for (int i = 0; i < 100 && count_body_files(reg); i++) sleep_ms(10);
+    for (int i = 0; i < 100 && count_body_files(reg); i++) ts_sleep_ms(10);
     cr_expect_eq(count_body_files(reg), 0, "the body file is removed with the request");
     cr_expect(!strstr(reply, reg), "the answer names no server path: %s", reply);
     cr_assert_eq(ts_stop(&s), 0);
-    sh("rm -rf %s", reg);
+    ts_sh_ok("rm -rf %s", reg);
     free(reg);
 }
 
@@ -338,11 +323,11 @@ Test(hardening, drain_deadline_answers_503_and_exits_0, .timeout = 60) {
         a[i] = (drain_arg){.s = &s};
         pthread_create(&th[i], NULL, drain_client, &a[i]);
     }
-    sleep_ms(400);
+    ts_sleep_ms(400);
     kill(s.pid, SIGTERM);
     for (int i = 0; i < N; i++) pthread_join(th[i], NULL);
     int st = 0;
-    for (int i = 0; i < 500 && waitpid(s.pid, &st, WNOHANG) != s.pid; i++) sleep_ms(10);
+    for (int i = 0; i < 500 && waitpid(s.pid, &st, WNOHANG) != s.pid; i++) ts_sleep_ms(10);
     cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status %d (signal %d)", WIFEXITED(st) ? WEXITSTATUS(st) : -1,
               WIFSIGNALED(st) ? WTERMSIG(st) : 0);
     for (int i = 0; i < N; i++) {
@@ -446,7 +431,7 @@ Test(hardening, upload_errors_name_no_server_path, .timeout = 60) {
     cr_assert(getcwd(cwd, sizeof cwd));
     cr_expect(!strstr(reply, reg) && !strstr(reply, cwd) && !strstr(reply, ".upload-"), "the answer names a server path: %s", reply);
     cr_assert_eq(ts_stop(&s), 0);
-    sh("rm -rf %s", reg);
+    ts_sh_ok("rm -rf %s", reg);
     free(reg);
 }
 
@@ -521,10 +506,10 @@ Test(hardening, per_address_cap, .timeout = 60) {
     cr_assert_eq(ts_start(&s, args, NULL), 0);
     int fds[4];
     idle_open(&s, fds, 4);
-    sleep_ms(100);
+    ts_sleep_ms(100);
     cr_expect_eq(get_status(&s, "/healthz", 2000), 0, "a fifth connection from the address is refused");
     for (int i = 0; i < 4; i++) close(fds[i]);
-    sleep_ms(200);
+    ts_sleep_ms(200);
     cr_expect_eq(get_status(&s, "/healthz", 2000), 200, "below the cap again");
     cr_assert_eq(ts_stop(&s), 0);
 }
@@ -539,7 +524,7 @@ Test(hardening, health_stays_answerable_at_the_connection_limit, .timeout = 60) 
     enum { IDLE = 40 };
     int fds[IDLE];
     idle_open(&s, fds, IDLE);
-    sleep_ms(300);
+    ts_sleep_ms(300);
     for (int k = 0; k < 5; k++) {
         double t0 = now_s();
         cr_expect_eq(get_status(&s, "/healthz", 2000), 200, "healthz at the limit (round %d)", k);
@@ -603,13 +588,13 @@ Test(hardening, drain_deadline_abandons_a_running_pass, .timeout = 60) {
         }
         ts_resp_free(&m);
         if (depth > 0) break;
-        sleep_ms(5);
+        ts_sleep_ms(5);
     }
-    sleep_ms(20);
+    ts_sleep_ms(20);
     kill(s.pid, SIGTERM);
     for (int i = 0; i < N; i++) pthread_join(th[i], NULL);
     int st = 0;
-    for (int i = 0; i < 1000 && waitpid(s.pid, &st, WNOHANG) != s.pid; i++) sleep_ms(10);
+    for (int i = 0; i < 1000 && waitpid(s.pid, &st, WNOHANG) != s.pid; i++) ts_sleep_ms(10);
     cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status %d (signal %d)", WIFEXITED(st) ? WEXITSTATUS(st) : -1,
               WIFSIGNALED(st) ? WTERMSIG(st) : 0);
     for (int i = 0; i < N; i++) cr_expect_eq(a[i].status, 503, "client %d: status %ld: %s", i, a[i].status, a[i].head);

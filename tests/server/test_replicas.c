@@ -35,26 +35,11 @@ static double now_ms(void) {
     return (double)ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
 
-static void sleep_ms(int ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-static void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void sh(const char *fmt, ...) {
-    char cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    cr_assert_eq(system(cmd), 0, "command failed: %s", cmd);
-}
-
 /* The bert-tiny model and task cls (versions 0 and 1, LoRA), copied into the build tree. */
 static char *make_registry(void) {
     char *dir = strdup(ADAPTERD_BINARY_DIR "/test-replicas-XXXXXX");
     cr_assert(mkdtemp(dir));
-    sh("mkdir -p %s/models %s/tasks && cp -rL %s/registry/models/bert-tiny %s/models/ && cp -rL %s/registry/tasks/cls_lora %s/tasks/cls",
+    ts_sh_ok("mkdir -p %s/models %s/tasks && cp -rL %s/registry/models/bert-tiny %s/models/ && cp -rL %s/registry/tasks/cls_lora %s/tasks/cls",
        dir, dir, ADAPTERD_FIXTURES, dir, ADAPTERD_FIXTURES, dir);
     return dir;
 }
@@ -79,7 +64,7 @@ static long call(const test_server *s, const char *method, const char *path, con
 static long upload(const test_server *s, int version, const char *src, int activate) {
     char tgz[512], url[256];
     snprintf(tgz, sizeof tgz, ADAPTERD_BINARY_DIR "/test-replicas-%d-%d.tgz", (int)getpid(), version);
-    sh("tar -C %s -chzf %s .", src, tgz);
+    ts_sh_ok("tar -C %s -chzf %s .", src, tgz);
     FILE *f = fopen(tgz, "rb");
     cr_assert(f);
     fseek(f, 0, SEEK_END);
@@ -141,7 +126,7 @@ static double until_serves(const test_server *s, const char *want) {
     char v[32];
     while (now_ms() - t0 < 10000) {
         if (predict(s, v, sizeof v, NULL) == 200 && !strcmp(v, want)) return now_ms() - t0;
-        sleep_ms(10);
+        ts_sleep_ms(10);
     }
     return -1;
 }
@@ -169,7 +154,7 @@ static double until_listed(const test_server *s, const char *version, const char
         int l = listed(d, version, flag);
         json_decref(d);
         if (l == want) return now_ms() - t0;
-        sleep_ms(10);
+        ts_sleep_ms(10);
     }
     return -1;
 }
@@ -226,7 +211,7 @@ Test(replicas, changes_through_either_replica_reach_the_other_within_the_interva
     cr_assert_eq(upload(&a, 2, AD "/seq_bn_st/adapters", 0), 201);
     double dt = until_listed(b, "2", NULL, 1, FOLLOW_BOUND_MS);
     cr_expect(dt >= 0 && dt <= FOLLOW_BOUND_MS, "version 2 listed on the other replica after %.0f ms", dt);
-    sleep_ms(2 * INTERVAL_MS);
+    ts_sleep_ms(2 * INTERVAL_MS);
     cr_assert_eq(predict(b, v, sizeof v, NULL), 200);
     cr_expect_str_eq(v, "1", "an upload without activation stays out of service on every replica");
 
@@ -244,7 +229,7 @@ Test(replicas, changes_through_either_replica_reach_the_other_within_the_interva
     double t_rb = until_serves(&a, "1");
     cr_expect(t_rb >= 0 && t_rb <= FOLLOW_BOUND_MS, "roll-back reached the writer replica in %.0f ms", t_rb);
     atomic_store(&allowed[2], 0);
-    sleep_ms(50); /* requests admitted on 2 just before may still answer */
+    ts_sleep_ms(50); /* requests admitted on 2 just before may still answer */
 
     /* upload + activate through b: a follows, and both answer alike for version 3 */
     atomic_store(&allowed[3], 1);
@@ -264,12 +249,12 @@ Test(replicas, changes_through_either_replica_reach_the_other_within_the_interva
     /* a version copied by hand: invisible under its '.' name however long the copy takes, served
      * by both once renamed (numbered above everything the state file has seen: it becomes current) */
     atomic_store(&allowed[4], 1);
-    sh("mkdir -p %s/tasks/cls/.incoming && cp -rL %s/lora_ah/adapters/* %s/tasks/cls/.incoming/", reg, AD, reg);
-    sleep_ms(2 * INTERVAL_MS);
+    ts_sh_ok("mkdir -p %s/tasks/cls/.incoming && cp -rL %s/lora_ah/adapters/* %s/tasks/cls/.incoming/", reg, AD, reg);
+    ts_sleep_ms(2 * INTERVAL_MS);
     json_t *d = versions_of(b);
     cr_expect(!listed(d, "4", NULL) && !listed(d, ".incoming", NULL), "a staging folder is never listed");
     json_decref(d);
-    sh("mv %s/tasks/cls/.incoming %s/tasks/cls/4", reg, reg);
+    ts_sh_ok("mv %s/tasks/cls/.incoming %s/tasks/cls/4", reg, reg);
     cr_expect_geq(until_serves(b, "4"), 0);
     cr_expect_geq(until_serves(&a, "4"), 0);
     cr_assert_eq(predict(&a, v, sizeof v, &ref[4]), 200);
@@ -300,7 +285,7 @@ Test(replicas, changes_through_either_replica_reach_the_other_within_the_interva
     cr_assert_eq(predict(&a, v, sizeof v, NULL), 200);
     cr_expect_str_eq(v, "4");
     cr_assert_eq(ts_stop(&a), 0);
-    sh("rm -rf %s", reg);
+    ts_sh_ok("rm -rf %s", reg);
     free(reg);
 }
 
@@ -320,6 +305,6 @@ Test(replicas, inotify_follows_the_state_file_without_polling, .timeout = 60) {
     cr_expect(dt >= 0 && dt <= 1000, "roll-back followed in %.0f ms without a periodic rescan", dt);
     cr_assert_eq(ts_stop(&a), 0);
     cr_assert_eq(ts_stop(&b), 0);
-    sh("rm -rf %s", reg);
+    ts_sh_ok("rm -rf %s", reg);
     free(reg);
 }

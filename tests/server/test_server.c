@@ -389,11 +389,6 @@ static void *one_predict(void *arg) {
     return NULL;
 }
 
-static void sleep_ms(int ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 Test(lifecycle, drain_on_sigterm_completes_in_flight_requests, .timeout = 60) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     test_server s;
@@ -407,9 +402,9 @@ Test(lifecycle, drain_on_sigterm_completes_in_flight_requests, .timeout = 60) {
         a[i] = (flood_arg){.s = &s};
         pthread_create(&th[i], NULL, one_predict, &a[i]);
     }
-    sleep_ms(150);
+    ts_sleep_ms(150);
     kill(s.pid, SIGTERM);
-    sleep_ms(20);
+    ts_sleep_ms(20);
     ts_resp r;
     cr_assert_eq(ts_http(&s, "GET", "/readyz", NULL, NULL, NULL, &r), 0);
     cr_expect_eq(r.status, 503, "readiness turns false while draining");
