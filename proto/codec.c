@@ -922,14 +922,21 @@ static json_t *versions_of(const proto_task_info *t) {
     return a;
 }
 
-static json_t *task_info(const proto_task_info *t) {
-    json_t *labels = json_array();
-    int bad = !labels;
-    for (int i = 0; !bad && i < t->n_labels; i++) bad |= json_array_append_new(labels, json_string(t->labels[i]));
+/* A JSON array of n strings, or NULL when out of memory. */
+static json_t *string_array(const char *const *s, int n) {
+    json_t *a = json_array();
+    int bad = !a;
+    for (int i = 0; !bad && i < n; i++) bad |= json_array_append_new(a, json_string(s[i]));
     if (bad) {
-        json_decref(labels);
+        json_decref(a);
         return NULL;
     }
+    return a;
+}
+
+static json_t *task_info(const proto_task_info *t) {
+    json_t *labels = string_array(t->labels, t->n_labels);
+    if (!labels) return NULL;
     json_t *vs = versions_of(t);
     if (!vs) {
         json_decref(labels);
@@ -952,13 +959,8 @@ static json_t *task_info(const proto_task_info *t) {
 
 /* {"from","adapters":[..],"fusion","head"}: the current version's folders. */
 static json_t *layout_of(const proto_task_info *t) {
-    json_t *a = json_array();
-    int bad = !a;
-    for (int i = 0; !bad && i < t->layout_n_adapters; i++) bad |= json_array_append_new(a, json_string(t->layout_adapters[i]));
-    if (bad) {
-        json_decref(a);
-        return NULL;
-    }
+    json_t *a = string_array(t->layout_adapters, t->layout_n_adapters);
+    if (!a) return NULL;
     return json_pack("{s:s,s:o,s:o,s:o}", "from", t->layout_from, "adapters", a, "fusion",
                      t->layout_fusion ? json_string(t->layout_fusion) : json_null(), "head",
                      t->layout_head ? json_string(t->layout_head) : json_null());
