@@ -247,6 +247,13 @@ static int parse_common(json_t *root, const proto_limits *lim, proto_predict_req
         if (!json_is_boolean(v)) return proto_err_set(err, PROTO_INVALID, "\"truncate\" must be true or false");
         r->truncate = json_is_true(v);
     }
+    if ((v = json_object_get(root, "aggregation")) && !json_is_null(v)) {
+        const char *a = json_string_value(v);
+        if (a && !strcmp(a, "none")) r->aggregation = PROTO_AGG_NONE;
+        else if (a && !strcmp(a, "simple")) r->aggregation = PROTO_AGG_SIMPLE;
+        else if (a && !strcmp(a, "first")) r->aggregation = PROTO_AGG_FIRST;
+        else return proto_err_set(err, PROTO_INVALID, "\"aggregation\" must be \"none\", \"simple\" or \"first\"");
+    }
     return 0;
 }
 
@@ -284,7 +291,7 @@ int proto_predict_parse(const char *body, size_t len, const proto_limits *lim, p
     json_t *v;
     json_object_foreach(root, k, v) {
         if (strcmp(k, "inputs") && strcmp(k, "tasks") && strcmp(k, "skip") && strcmp(k, "budget") &&
-            strcmp(k, "latency_ms") && strcmp(k, "return") && strcmp(k, "truncate")) {
+            strcmp(k, "latency_ms") && strcmp(k, "return") && strcmp(k, "truncate") && strcmp(k, "aggregation")) {
             rc = proto_err_set(err, PROTO_INVALID, "unknown field \"%.80s\"", k);
             goto bad;
         }
@@ -473,13 +480,66 @@ static json_t *v2_bytes(json_t *t, size_t i, proto_err *err) {
     return data;
 }
 
-/* "outputs": [{"name": "label"}, ...]: each name once, each an output tensor adapterd answers. */
+/* The v2 output tensors of each head: one tensor per output for all of a request's inputs, with a
+ * row per input ([N]), per input and label ([N, K]) or per tagging entity ([M]). */
+typedef enum { V2_PER_INPUT, V2_PER_LABEL, V2_PER_ENTITY } v2_dim;
+typedef struct {
+    const char *name, *datatype;
+    unsigned bit;
+    v2_dim dim;
+} v2_output;
+static const v2_output v2_cls[] = {{"label", "BYTES", PROTO_V2_OUT_LABEL, V2_PER_INPUT},
+                                   {"score", "FP32", PROTO_V2_OUT_SCORE, V2_PER_INPUT},
+                                   {"scores", "FP32", PROTO_V2_OUT_SCORES, V2_PER_LABEL},
+                                   {0}};
+static const v2_output v2_ml[] = {{"label", "BYTES", PROTO_V2_OUT_LABEL, V2_PER_INPUT},
+                                  {"score", "FP32", PROTO_V2_OUT_SCORE, V2_PER_INPUT},
+                                  {"scores", "FP32", PROTO_V2_OUT_SCORES, V2_PER_LABEL},
+                                  {"labels", "BYTES", PROTO_V2_OUT_LABELS, V2_PER_LABEL},
+                                  {0}};
+static const v2_output v2_reg[] = {{"value", "FP32", PROTO_V2_OUT_VALUE, V2_PER_INPUT}, {0}};
+static const v2_output v2_qa[] = {{"answer", "BYTES", PROTO_V2_OUT_ANSWER, V2_PER_INPUT},
+                                  {"start", "INT32", PROTO_V2_OUT_START, V2_PER_INPUT},
+                                  {"end", "INT32", PROTO_V2_OUT_END, V2_PER_INPUT},
+                                  {"score", "FP32", PROTO_V2_OUT_SCORE, V2_PER_INPUT},
+                                  {0}};
+static const v2_output v2_tag[] = {{"entity", "BYTES", PROTO_V2_OUT_ENTITY, V2_PER_ENTITY},
+                                   {"score", "FP32", PROTO_V2_OUT_SCORE, V2_PER_ENTITY},
+                                   {"word", "BYTES", PROTO_V2_OUT_WORD, V2_PER_ENTITY},
+                                   {"start", "INT32", PROTO_V2_OUT_START, V2_PER_ENTITY},
+                                   {"end", "INT32", PROTO_V2_OUT_END, V2_PER_ENTITY},
+                                   {"seq", "INT32", PROTO_V2_OUT_SEQ, V2_PER_ENTITY},
+                                   {"input", "INT32", PROTO_V2_OUT_INPUT, V2_PER_ENTITY},
+                                   {0}};
+
+static const v2_output *v2_outputs(proto_head_kind k) {
+    switch (k) {
+    case PROTO_HEAD_CLASSIFICATION: return v2_cls;
+    case PROTO_HEAD_MULTILABEL: return v2_ml;
+    case PROTO_HEAD_REGRESSION: return v2_reg;
+    case PROTO_HEAD_QA: return v2_qa;
+    case PROTO_HEAD_TAGGING: return v2_tag;
+    }
+    return v2_cls;
+}
+
+unsigned proto_v2_outputs_of(proto_head_kind k) {
+    unsigned m = 0;
+    for (const v2_output *o = v2_outputs(k); o->name; o++) m |= o->bit;
+    return m;
+}
+
+void proto_v2_outputs_describe(proto_head_kind k, char *buf, size_t n) {
+    size_t o = 0;
+    if (n) buf[0] = '\0';
+    for (const v2_output *x = v2_outputs(k); x->name && o < n; x++)
+        o += (size_t)snprintf(buf + o, n - o, "%s%s", o ? ", " : "", x->name);
+}
+
+/* "outputs": [{"name": "label"}, ...]: each name once, each an output tensor of some head (whether
+ * the task's head answers it is the server's check, once it knows the task). */
 static int v2_requested_outputs(json_t *outs, unsigned *mask, proto_err *err) {
-    static const struct {
-        const char *name;
-        unsigned bit;
-    } known[] = {{"label", PROTO_V2_OUT_LABEL}, {"score", PROTO_V2_OUT_SCORE}, {"scores", PROTO_V2_OUT_SCORES},
-                 {"value", PROTO_V2_OUT_VALUE}, {"result", PROTO_V2_OUT_RESULT}};
+    static const v2_output *const heads[] = {v2_cls, v2_ml, v2_reg, v2_qa, v2_tag};
     *mask = 0;
     if (!outs || json_is_null(outs)) return 0;
     if (!json_is_array(outs)) return proto_err_set(err, PROTO_INVALID, "\"outputs\" must be an array of {\"name\": ...}");
@@ -487,11 +547,14 @@ static int v2_requested_outputs(json_t *outs, unsigned *mask, proto_err *err) {
         const char *name = json_string_value(json_object_get(json_array_get(outs, i), "name"));
         if (!name) return proto_err_set(err, PROTO_INVALID, "outputs[%zu] must be an object with a \"name\"", i);
         unsigned bit = 0;
-        for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
-            if (!strcmp(name, known[k].name)) bit = known[k].bit;
+        for (size_t h = 0; h < sizeof heads / sizeof heads[0]; h++)
+            for (const v2_output *o = heads[h]; o->name; o++)
+                if (!strcmp(name, o->name)) bit = o->bit;
         if (!bit)
-            return proto_err_set(err, PROTO_INVALID, "outputs[%zu]: unknown output \"%.60s\" (label, score, scores, value, result)", i,
-                                 name);
+            return proto_err_set(err, PROTO_INVALID,
+                                 "outputs[%zu]: unknown output \"%.60s\" (label, score, scores, labels, value, answer, start, end, "
+                                 "entity, word, seq, input)",
+                                 i, name);
         if (*mask & bit) return proto_err_set(err, PROTO_INVALID, "outputs[%zu]: \"%s\" is asked for twice", i, name);
         *mask |= bit;
     }
@@ -584,6 +647,16 @@ bad:
 
 /* ---- encoding ---- */
 
+const char *proto_aggregation_name(proto_aggregation a) {
+    switch (a) {
+    case PROTO_AGG_TOKENS: return "tokens";
+    case PROTO_AGG_NONE: return "none";
+    case PROTO_AGG_SIMPLE: return "simple";
+    case PROTO_AGG_FIRST: return "first";
+    }
+    return "tokens";
+}
+
 const char *proto_head_kind_name(proto_head_kind k) {
     switch (k) {
     case PROTO_HEAD_CLASSIFICATION: return "classification";
@@ -642,6 +715,20 @@ static json_t *task_result(const proto_task_result *t, int ret_scores) {
         bad |= json_object_set_new(o, "value", num(t->value));
         break;
     case PROTO_HEAD_TAGGING: {
+        if (t->aggregation != PROTO_AGG_TOKENS) {
+            /* the token-classification pipeline's entity shape: "entity" per token, "entity_group" grouped */
+            const char *key = t->aggregation == PROTO_AGG_NONE ? "entity" : "entity_group";
+            json_t *es = json_array();
+            for (int i = 0; es && i < t->n_entities; i++) {
+                const proto_entity *g = &t->entities[i];
+                bad |= json_array_append_new(es, json_pack("{s:s,s:o,s:s%,s:i,s:i,s:i}", key, g->name, "score", num(g->score),
+                                                           "word", g->word ? g->word : "", g->word_len, "start",
+                                                           (int)g->start, "end", (int)g->end, "seq", g->seq));
+            }
+            bad |= json_object_set_new(o, "aggregation", json_string(proto_aggregation_name(t->aggregation)));
+            bad |= json_object_set_new(o, "entities", es);
+            break;
+        }
         json_t *ts = json_array();
         for (int i = 0; ts && i < t->n_tags; i++) {
             const proto_tag *g = &t->tags[i];
@@ -746,51 +833,72 @@ static json_t *v2_tensor(const char *name, const char *dt, int n, int k, json_t 
     return json_pack("{s:s,s:s,s:o,s:o}", "name", name, "datatype", dt, "shape", shape, "data", data);
 }
 
+/* The data of one output tensor over every input of r (results of task 0 of each input). */
+static json_t *v2_data(const proto_predict_resp *r, proto_head_kind kind, unsigned bit) {
+    json_t *a = json_array();
+    int bad = !a;
+    for (int i = 0; !bad && i < r->n_inputs; i++) {
+        const proto_task_result *t = &r->results[(size_t)i * r->n_tasks];
+        switch (kind) {
+        case PROTO_HEAD_CLASSIFICATION:
+        case PROTO_HEAD_MULTILABEL: {
+            int best = t->label;
+            if (kind == PROTO_HEAD_MULTILABEL)
+                for (int j = best = 0; j < t->n_labels; j++)
+                    if (t->scores[j] > t->scores[best]) best = j;
+            if (bit == PROTO_V2_OUT_LABEL) bad |= json_array_append_new(a, json_string(t->labels[best]));
+            if (bit == PROTO_V2_OUT_SCORE) bad |= json_array_append_new(a, num(t->scores[best]));
+            for (int j = 0; bit == PROTO_V2_OUT_SCORES && j < t->n_labels; j++) bad |= json_array_append_new(a, num(t->scores[j]));
+            if (bit == PROTO_V2_OUT_LABELS) { /* the labels over the threshold in label order, then "" to K */
+                int k = 0;
+                for (int j = 0; j < t->n_labels; j++)
+                    if (t->scores[j] > 0.5f) bad |= json_array_append_new(a, json_string(t->labels[j])), k++;
+                for (; k < t->n_labels; k++) bad |= json_array_append_new(a, json_string(""));
+            }
+            break;
+        }
+        case PROTO_HEAD_REGRESSION: bad |= json_array_append_new(a, num(t->value)); break;
+        case PROTO_HEAD_QA: {
+            int has = t->has_answer;
+            if (bit == PROTO_V2_OUT_ANSWER)
+                bad |= json_array_append_new(a, json_stringn(has && t->ans_text ? t->ans_text : "", has ? t->ans_text_len : 0));
+            if (bit == PROTO_V2_OUT_START) bad |= json_array_append_new(a, json_integer(has ? t->ans_start : -1));
+            if (bit == PROTO_V2_OUT_END) bad |= json_array_append_new(a, json_integer(has ? t->ans_end : -1));
+            if (bit == PROTO_V2_OUT_SCORE) bad |= json_array_append_new(a, has ? num(t->ans_score) : json_real(0));
+            break;
+        }
+        case PROTO_HEAD_TAGGING:
+            for (int e = 0; !bad && e < t->n_entities; e++) {
+                const proto_entity *g = &t->entities[e];
+                json_t *v = bit == PROTO_V2_OUT_ENTITY  ? json_string(g->name)
+                            : bit == PROTO_V2_OUT_SCORE ? num(g->score)
+                            : bit == PROTO_V2_OUT_WORD  ? json_stringn(g->word ? g->word : "", g->word_len)
+                            : bit == PROTO_V2_OUT_START ? json_integer(g->start)
+                            : bit == PROTO_V2_OUT_END   ? json_integer(g->end)
+                            : bit == PROTO_V2_OUT_SEQ   ? json_integer(g->seq)
+                                                        : json_integer(i);
+                bad |= json_array_append_new(a, v);
+            }
+            break;
+        }
+    }
+    if (bad) {
+        json_decref(a);
+        return NULL;
+    }
+    return a;
+}
+
 char *proto_v2_infer_encode(const proto_predict_resp *r, size_t *len) {
     if (r->n_tasks != 1 || r->n_inputs < 1) return NULL;
     const proto_task_result *t0 = &r->results[0];
     json_t *outs = json_array();
     int bad = !outs, n = r->n_inputs;
-    if (t0->kind == PROTO_HEAD_CLASSIFICATION || t0->kind == PROTO_HEAD_MULTILABEL) {
-        json_t *lab = json_array(), *sc = json_array(), *all = json_array();
-        bad |= !lab || !sc || !all;
-        for (int i = 0; !bad && i < n; i++) {
-            const proto_task_result *t = &r->results[i];
-            if (t->kind == PROTO_HEAD_MULTILABEL) {
-                /* label: the labels over 0.5 joined by ','; score: the top probability */
-                char buf[1024] = "";
-                size_t o = 0;
-                int best = 0;
-                for (int j = 0; j < t->n_labels; j++) {
-                    if (t->scores[j] > t->scores[best]) best = j;
-                    if (t->scores[j] > 0.5f && o < sizeof buf)
-                        o += (size_t)snprintf(buf + o, sizeof buf - o, "%s%s", o ? "," : "", t->labels[j]);
-                }
-                bad |= json_array_append_new(lab, json_string(buf));
-                bad |= json_array_append_new(sc, num(t->scores[best]));
-            } else {
-                bad |= json_array_append_new(lab, json_string(t->labels[t->label]));
-                bad |= json_array_append_new(sc, num(t->score));
-            }
-            for (int j = 0; j < t->n_labels; j++) bad |= json_array_append_new(all, num(t->scores[j]));
-        }
-        bad |= json_array_append_new(outs, v2_tensor("label", "BYTES", n, 0, lab));
-        bad |= json_array_append_new(outs, v2_tensor("score", "FP32", n, 0, sc));
-        bad |= json_array_append_new(outs, v2_tensor("scores", "FP32", n, t0->n_labels, all));
-    } else if (t0->kind == PROTO_HEAD_REGRESSION) {
-        json_t *v = json_array();
-        bad |= !v;
-        for (int i = 0; !bad && i < n; i++) bad |= json_array_append_new(v, num(r->results[i].value));
-        bad |= json_array_append_new(outs, v2_tensor("value", "FP32", n, 0, v));
-    } else {
-        json_t *v = json_array();
-        bad |= !v;
-        for (int i = 0; !bad && i < n; i++) {
-            char *s = dump(task_result(&r->results[i], r->ret_scores), NULL);
-            bad |= !s || json_array_append_new(v, json_string(s));
-            free(s);
-        }
-        bad |= json_array_append_new(outs, v2_tensor("result", "BYTES", n, 0, v));
+    for (const v2_output *o = v2_outputs(t0->kind); !bad && o->name; o++) {
+        if (r->v2_outputs && !(r->v2_outputs & o->bit)) continue;
+        json_t *d = v2_data(r, t0->kind, o->bit);
+        int rows = o->dim == V2_PER_ENTITY ? (int)json_array_size(d) : n;
+        bad |= !d || json_array_append_new(outs, v2_tensor(o->name, o->datatype, rows, o->dim == V2_PER_LABEL ? t0->n_labels : 0, d));
     }
     if (bad) {
         json_decref(outs);
@@ -1004,22 +1112,24 @@ char *proto_models_encode(const proto_model_info *m, int n, size_t *len) {
 }
 
 char *proto_v2_model_encode(const proto_task_info *t, size_t *len) {
-    const char *out = t->head == PROTO_HEAD_CLASSIFICATION || t->head == PROTO_HEAD_MULTILABEL ? "label"
-                      : t->head == PROTO_HEAD_REGRESSION                                       ? "value"
-                                                                                               : "result";
-    json_t *vs = json_array();
-    int bad = !vs;
+    json_t *vs = json_array(), *outs = json_array();
+    int bad = !vs || !outs;
     if (!t->versions) bad |= json_array_append_new(vs, json_string(t->version));
     for (int i = 0; !bad && t->versions && i < t->n_versions; i++)
         if (strcmp(t->versions[i].state, "failed")) bad |= json_array_append_new(vs, json_string(t->versions[i].version));
+    /* a task never loaded (memory budget) has no known head yet: no outputs listed */
+    for (const v2_output *o = v2_outputs(t->head); !bad && t->head_known && o->name; o++)
+        bad |= json_array_append_new(outs, json_pack("{s:s,s:s,s:o}", "name", o->name, "datatype", o->datatype, "shape",
+                                                     o->dim == V2_PER_LABEL ? json_pack("[i,i]", -1, t->n_labels)
+                                                                            : json_pack("[i]", -1)));
     if (bad) {
         json_decref(vs);
+        json_decref(outs);
         return NULL;
     }
-    return dump(json_pack("{s:s,s:o,s:s,s:[{s:s,s:s,s:[i]},{s:s,s:s,s:[i]}],s:[{s:s,s:s,s:[i]}]}", "name", t->name,
-                          "versions", vs, "platform", "adapterd", "inputs", "name", "text", "datatype", "BYTES",
-                          "shape", -1, "name", "text_pair", "datatype", "BYTES", "shape", -1, "outputs", "name", out,
-                          "datatype", !strcmp(out, "value") ? "FP32" : "BYTES", "shape", -1),
+    return dump(json_pack("{s:s,s:o,s:s,s:[{s:s,s:s,s:[i]},{s:s,s:s,s:[i]}],s:o}", "name", t->name, "versions", vs,
+                          "platform", "adapterd", "inputs", "name", "text", "datatype", "BYTES", "shape", -1, "name",
+                          "text_pair", "datatype", "BYTES", "shape", -1, "outputs", outs),
                 len);
 }
 

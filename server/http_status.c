@@ -15,6 +15,7 @@ unsigned srv_http_status(eng_status code) {
     case ENG_MEDIA_TYPE: return 415;
     case ENG_INVALID_ARGUMENT: return 422;
     case ENG_LIMIT: return 422;
+    case ENG_TEXT_PAIR_REQUIRED: return 422;
     case ENG_SHAPE: return 422;
     case ENG_UNSUPPORTED: return 422;
     case ENG_BUSY: return 429;

@@ -107,7 +107,7 @@ Test(server, metrics_are_prometheus_text) {
 
 Test(server, predict_all_heads_matches_openapi) {
     json_t *d = call("POST", "/v1/predict", "/v1/predict",
-                     "{\"inputs\":[\"the movie was great\",{\"text\":\"who is john\",\"text_pair\":\"john is a player in paris\"}],"
+                     "{\"inputs\":[{\"text\":\"the movie was great\",\"text_pair\":\"yes\"},{\"text\":\"who is john\",\"text_pair\":\"john is a player in paris\"}],"
                      "\"return\":{\"logits\":true,\"explain\":true}}",
                      200);
     json_t *res = json_object_get(d, "results");
@@ -304,7 +304,9 @@ static const char *const tsets[] = {"[\"cls_lora\"]", "[\"peft\",\"ml\"]", "[\"n
 
 static char *body_for(int c, int i) {
     char *b = malloc(512);
-    snprintf(b, 512, "{\"inputs\":[\"%s\",\"%s\"],\"tasks\":%s}", texts[(c + i) % 8], texts[(c * 3 + i) % 8], tsets[(c + 2 * i) % 4]);
+    /* every input is a pair: QA needs its context */
+    snprintf(b, 512, "{\"inputs\":[{\"text\":\"%s\",\"text_pair\":\"%s\"},{\"text\":\"%s\",\"text_pair\":\"%s\"}],\"tasks\":%s}",
+             texts[(c + i) % 8], texts[(c + 5) % 8], texts[(c * 3 + i) % 8], texts[(i + 3) % 8], tsets[(c + 2 * i) % 4]);
     return b;
 }
 
@@ -725,4 +727,189 @@ Test(budget, command_line_and_server_explain_agree, .timeout = 60) {
         json_decref(d);
     }
     cr_assert_eq(ts_stop(&s), 0);
+}
+
+/* ---- heads people can read: QA answers, tagging entities, typed v2 outputs ---- */
+
+/* Runs `adapterd predict` on the fixture registry's task folder with extra arguments; returns its JSON. */
+static json_t *cli_predict(const char *folder, const char *args) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s/tools/adapterd predict --model %s/registry/models/bert-tiny --adapter %s/registry/tasks/%s %s",
+             ADAPTERD_BINARY_DIR, ADAPTERD_FIXTURES, ADAPTERD_FIXTURES, folder, args);
+    FILE *p = popen(cmd, "r");
+    cr_assert(p);
+    static char out[1 << 20];
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    cr_assert_eq(pclose(p), 0, "%s", cmd);
+    json_t *d = json_loads(out, 0, NULL);
+    cr_assert(d, "not JSON: %s", out);
+    return d;
+}
+
+/* The issue this fixes: the command line answered a span starting at [SEP] with a summed-logit
+ * score while the server answered the context's text with a probability. Now one function answers
+ * both; both must give the same span of the context and the same probability (1e-5 relative: the
+ * server's batch and the command line's run are separate engine runs of the same tokens). */
+Test(server, qa_command_line_and_server_agree) {
+    static const char *const qs[][2] = {{"who is john", "john is a player in paris"},
+                                        {"where does he play", "he plays for a club in london and lives in paris"},
+                                        {"what", "the movie was great but the ending was bad"},
+                                        {"when", "in the morning"}};
+    for (size_t c = 0; c < sizeof qs / sizeof qs[0]; c++) {
+        char body[512], args[512];
+        snprintf(body, sizeof body, "{\"inputs\":[{\"text\":\"%s\",\"text_pair\":\"%s\"}],\"tasks\":[\"qa\"]}", qs[c][0], qs[c][1]);
+        json_t *d = call("POST", "/v1/predict", "/v1/predict", body, 200);
+        json_t *sa = json_object_get(json_object_get(json_object_get(json_array_get(json_object_get(d, "results"), 0), "tasks"), "qa"),
+                                     "answer");
+        snprintf(args, sizeof args, "--text '%s' --text-pair '%s'", qs[c][0], qs[c][1]);
+        json_t *cli = cli_predict("qa/1/squad", args);
+        json_t *ca = json_object_get(json_object_get(json_object_get(cli, "tasks"), "squad"), "answer");
+        cr_assert(json_is_object(sa) && json_is_object(ca), "both answer case %zu", c);
+        int s0 = (int)json_integer_value(json_object_get(sa, "start")), s1 = (int)json_integer_value(json_object_get(sa, "end"));
+        cr_expect(s0 >= 0 && s1 > s0 && s1 <= (int)strlen(qs[c][1]), "case %zu: [%d, %d) inside the context", c, s0, s1);
+        cr_expect_eq(json_integer_value(json_object_get(ca, "start")), s0, "case %zu start", c);
+        cr_expect_eq(json_integer_value(json_object_get(ca, "end")), s1, "case %zu end", c);
+        cr_expect_str_eq(json_string_value(json_object_get(ca, "text")), json_string_value(json_object_get(sa, "text")));
+        cr_expect_eq(strncmp(json_string_value(json_object_get(sa, "text")), qs[c][1] + s0, (size_t)(s1 - s0)), 0);
+        double ss = json_number_value(json_object_get(sa, "score")), cs = json_number_value(json_object_get(ca, "score"));
+        cr_expect(ss > 0 && ss <= 1 && fabs(ss - cs) <= 1e-5 * ss, "case %zu score: server %g, command line %g", c, ss, cs);
+        json_decref(d);
+        json_decref(cli);
+    }
+}
+
+Test(server, qa_without_text_pair_is_refused) {
+    expect_error("POST", "/v1/predict", "/v1/predict", "{\"inputs\":\"who is john\",\"tasks\":[\"qa\"]}", NULL, 422,
+                 "text_pair_required");
+    expect_error("POST", "/v1/predict", "/v1/predict", "{\"inputs\":[[2, 239, 3]],\"tasks\":[\"qa\"]}", NULL, 422,
+                 "text_pair_required");
+    expect_error("POST", "/v1/predict", "/v1/predict", "{\"inputs\":\"who is john\"}", NULL, 422, "text_pair_required");
+    expect_error("POST", "/v2/models/qa/infer", "/v2/models/{task}/infer",
+                 "{\"inputs\":[{\"name\":\"text\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"who\"]}]}", NULL, 422,
+                 "text_pair_required");
+    expect_error("POST", "/v1/predict", "/v1/predict", "{\"inputs\":\"x\",\"tasks\":[\"ner\"],\"aggregation\":\"max\"}", NULL, 422,
+                 "invalid_argument");
+}
+
+/* Entities of every aggregation: the server's equal the command line's (same engine function), with
+ * character offsets whose text is the word; "first" never splits a word of several pieces. */
+Test(server, tagging_entities_agree_with_the_command_line) {
+    const char *text = "john is a player in paris and unhappy in london";
+    static const char *const aggs[] = {"none", "simple", "first"};
+    for (int a = 0; a < 3; a++) {
+        char body[512], args[512];
+        snprintf(body, sizeof body, "{\"inputs\":\"%s\",\"tasks\":[\"ner\"],\"aggregation\":\"%s\"}", text, aggs[a]);
+        json_t *d = call("POST", "/v1/predict", "/v1/predict", body, 200);
+        json_t *t = json_object_get(json_object_get(json_array_get(json_object_get(d, "results"), 0), "tasks"), "ner");
+        cr_assert_str_eq(json_string_value(json_object_get(t, "aggregation")), aggs[a]);
+        json_t *se = json_object_get(t, "entities");
+        snprintf(args, sizeof args, "--text '%s' --aggregation %s", text, aggs[a]);
+        json_t *cli = cli_predict("ner/1/ner", args);
+        json_t *ce = json_object_get(json_object_get(json_object_get(cli, "tasks"), "ner"), "entities");
+        cr_assert(json_is_array(se) && json_is_array(ce));
+        cr_assert_eq(json_array_size(se), json_array_size(ce), "%s: server %zu entities, command line %zu", aggs[a],
+                     json_array_size(se), json_array_size(ce));
+        cr_expect_gt(json_array_size(se), 0, "%s: the fixture tagger finds something", aggs[a]);
+        const char *key = a == 0 ? "entity" : "entity_group";
+        for (size_t i = 0; i < json_array_size(se); i++) {
+            json_t *x = json_array_get(se, i), *y = json_array_get(ce, i);
+            int s0 = (int)json_integer_value(json_object_get(x, "start")), s1 = (int)json_integer_value(json_object_get(x, "end"));
+            cr_expect_str_eq(json_string_value(json_object_get(x, key)), json_string_value(json_object_get(y, key)));
+            cr_expect_eq(s0, json_integer_value(json_object_get(y, "start")));
+            cr_expect_eq(s1, json_integer_value(json_object_get(y, "end")));
+            cr_expect(fabs(json_number_value(json_object_get(x, "score")) - json_number_value(json_object_get(y, "score"))) <= 1e-5);
+            cr_expect(s0 >= 0 && s1 > s0 && s1 <= (int)strlen(text));
+            cr_expect_eq(strncmp(json_string_value(json_object_get(x, "word")), text + s0, (size_t)(s1 - s0)), 0, "word = text[start:end]");
+            if (a == 2) /* whole words: start at the text's start or after a space, end at its end or before one */
+                cr_expect((s0 == 0 || text[s0 - 1] == ' ') && (text[s1] == '\0' || text[s1] == ' '), "first: [%d, %d)", s0, s1);
+            cr_expect_str_neq(json_string_value(json_object_get(x, key)), "O");
+        }
+        json_decref(d);
+        json_decref(cli);
+    }
+}
+
+static json_t *v2_output(json_t *d, const char *name) {
+    json_t *outs = json_object_get(d, "outputs");
+    for (size_t i = 0; i < json_array_size(outs); i++)
+        if (!strcmp(json_string_value(json_object_get(json_array_get(outs, i), "name")), name)) return json_array_get(outs, i);
+    return NULL;
+}
+
+/* v2 answers typed tensors for every head, and the model metadata names each with its datatype. */
+Test(server, kserve_v2_typed_outputs_match_metadata) {
+    static const struct {
+        const char *task, *body;
+    } cases[] = {
+        {"qa", "{\"inputs\":[{\"name\":\"text\",\"shape\":[2],\"datatype\":\"BYTES\",\"data\":[\"who is john\",\"where\"]},"
+               "{\"name\":\"text_pair\",\"shape\":[2],\"datatype\":\"BYTES\",\"data\":[\"john is a player in paris\",\"in london\"]}]}"},
+        {"ner", "{\"inputs\":[{\"name\":\"text\",\"shape\":[2],\"datatype\":\"BYTES\",\"data\":[\"john is in paris\",\"unhappy london\"]}],"
+                "\"parameters\":{\"aggregation\":\"simple\"}}"},
+        {"ml", "{\"inputs\":[{\"name\":\"text\",\"shape\":[2],\"datatype\":\"BYTES\",\"data\":[\"great movie\",\"bad\"]}]}"},
+        {"cls_lora", "{\"inputs\":[{\"name\":\"text\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"great movie\"]}]}"},
+        {"reg", "{\"inputs\":[{\"name\":\"text\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"great movie\"]}]}"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char path[128];
+        snprintf(path, sizeof path, "/v2/models/%s", cases[c].task);
+        json_t *meta = call("GET", path, "/v2/models/{task}", NULL, 200);
+        snprintf(path, sizeof path, "/v2/models/%s/infer", cases[c].task);
+        json_t *d = call("POST", path, "/v2/models/{task}/infer", cases[c].body, 200);
+        json_t *mo = json_object_get(meta, "outputs"), *outs = json_object_get(d, "outputs");
+        cr_assert_eq(json_array_size(mo), json_array_size(outs), "%s: metadata lists %zu outputs, infer answers %zu", cases[c].task,
+                     json_array_size(mo), json_array_size(outs));
+        for (size_t i = 0; i < json_array_size(outs); i++) {
+            json_t *o = json_array_get(outs, i), *m = json_array_get(mo, i);
+            cr_expect_str_eq(json_string_value(json_object_get(o, "name")), json_string_value(json_object_get(m, "name")));
+            cr_expect_str_eq(json_string_value(json_object_get(o, "datatype")), json_string_value(json_object_get(m, "datatype")));
+            json_t *sh = json_object_get(o, "shape"), *msh = json_object_get(m, "shape");
+            cr_expect_eq(json_array_size(sh), json_array_size(msh), "%s.%s rank", cases[c].task, json_string_value(json_object_get(o, "name")));
+            size_t want = 1;
+            for (size_t k = 0; k < json_array_size(sh); k++) want *= (size_t)json_integer_value(json_array_get(sh, k));
+            cr_expect_eq(json_array_size(json_object_get(o, "data")), want, "%s.%s: data fills the shape", cases[c].task,
+                         json_string_value(json_object_get(o, "name")));
+            cr_expect(!json_is_string(json_array_get(json_object_get(o, "data"), 0)) ||
+                          json_string_value(json_array_get(json_object_get(o, "data"), 0))[0] != '{',
+                      "no JSON inside a BYTES tensor");
+        }
+        if (!strcmp(cases[c].task, "qa")) {
+            json_t *ans = v2_output(d, "answer"), *st = v2_output(d, "start"), *en = v2_output(d, "end");
+            cr_assert(ans && st && en && v2_output(d, "score"));
+            cr_expect_str_eq(json_string_value(json_object_get(st, "datatype")), "INT32");
+            int s0 = (int)json_integer_value(json_array_get(json_object_get(st, "data"), 0));
+            int s1 = (int)json_integer_value(json_array_get(json_object_get(en, "data"), 0));
+            cr_expect_eq(strncmp(json_string_value(json_array_get(json_object_get(ans, "data"), 0)), "john is a player in paris" + s0,
+                                 (size_t)(s1 - s0)),
+                         0);
+        } else if (!strcmp(cases[c].task, "ner")) {
+            json_t *in = v2_output(d, "input");
+            cr_assert(in && v2_output(d, "entity") && v2_output(d, "word"));
+            for (size_t k = 1; k < json_array_size(json_object_get(in, "data")); k++)
+                cr_expect_geq(json_integer_value(json_array_get(json_object_get(in, "data"), k)),
+                              json_integer_value(json_array_get(json_object_get(in, "data"), k - 1)), "entities in input order");
+        } else if (!strcmp(cases[c].task, "ml")) {
+            /* labels: [N, K], the labels over 0.5 then ""; the same labels v1 lists */
+            json_t *lb = v2_output(d, "labels"), *sc = v2_output(d, "scores");
+            cr_assert(lb && sc);
+            size_t K = (size_t)json_integer_value(json_array_get(json_object_get(lb, "shape"), 1));
+            json_t *v1 = call("POST", "/v1/predict", "/v1/predict", "{\"inputs\":[\"great movie\",\"bad\"],\"tasks\":[\"ml\"]}", 200);
+            for (size_t i = 0; i < 2; i++) {
+                json_t *want = json_object_get(json_object_get(json_object_get(json_array_get(json_object_get(v1, "results"), i), "tasks"), "ml"),
+                                               "labels");
+                size_t k = 0;
+                for (; k < K && json_string_value(json_array_get(json_object_get(lb, "data"), i * K + k))[0]; k++)
+                    cr_expect_str_eq(json_string_value(json_array_get(json_object_get(lb, "data"), i * K + k)),
+                                     json_string_value(json_array_get(want, k)));
+                cr_expect_eq(k, json_array_size(want), "input %zu: every label over the threshold", i);
+            }
+            json_decref(v1);
+        }
+        json_decref(meta);
+        json_decref(d);
+    }
+    expect_error("POST", "/v2/models/qa/infer", "/v2/models/{task}/infer",
+                 "{\"inputs\":[{\"name\":\"text\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"w\"]},"
+                 "{\"name\":\"text_pair\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"c\"]}],\"outputs\":[{\"name\":\"label\"}]}",
+                 NULL, 422, "invalid_argument");
 }

@@ -72,6 +72,14 @@ typedef struct {
     int skip;
 } proto_skip;
 
+/* "aggregation": how tagging tasks answer. */
+typedef enum {
+    PROTO_AGG_TOKENS = 0,    /* not given: v1 lists every token ("tokens"); v2 answers as PROTO_AGG_NONE */
+    PROTO_AGG_NONE,          /* "entities", one per token, "O" left out */
+    PROTO_AGG_SIMPLE,        /* "entities" grouped by label (B-/I- merged) */
+    PROTO_AGG_FIRST,         /* tokens merged into words (the first token's label), then grouped */
+} proto_aggregation;
+
 typedef struct {
     void *doc_;              /* internal: the parsed document that owns the strings */
     proto_text *inputs;      /* (n_inputs) */
@@ -85,6 +93,7 @@ typedef struct {
     double latency_ms;       /* > 0, or -1 when not given: target for this request's predicted engine time */
     int ret_scores, ret_logits, ret_explain;
     int truncate;
+    proto_aggregation aggregation; /* "aggregation" */
     int32_t *ids_;           /* internal: storage of the inputs' ids and type ids */
     /* POST /v1/embed and /v1/tokenize (proto_embed_parse, proto_tokenize_parse) */
     const char *model;       /* "model", or NULL: the registry's only model */
@@ -94,13 +103,22 @@ typedef struct {
     unsigned v2_outputs;     /* v2: the "outputs" asked for, PROTO_V2_OUT_* bits; 0: all */
 } proto_predict_req;
 
-/* The output tensors a v2 answer can hold: label, score, scores (classification and multi-label),
- * value (regression), result (tagging and QA). */
+/* The output tensors a v2 answer can hold; which ones a task answers depends on its head
+ * (proto_v2_outputs_of): label, score, scores (classification; multi-label adds labels), value
+ * (regression), answer, start, end, score (QA), entity, score, word, start, end, seq, input
+ * (tagging). */
 #define PROTO_V2_OUT_LABEL 1u
 #define PROTO_V2_OUT_SCORE 2u
 #define PROTO_V2_OUT_SCORES 4u
 #define PROTO_V2_OUT_VALUE 8u
-#define PROTO_V2_OUT_RESULT 16u
+#define PROTO_V2_OUT_LABELS 16u
+#define PROTO_V2_OUT_ANSWER 32u
+#define PROTO_V2_OUT_START 64u
+#define PROTO_V2_OUT_END 128u
+#define PROTO_V2_OUT_ENTITY 256u
+#define PROTO_V2_OUT_WORD 512u
+#define PROTO_V2_OUT_SEQ 1024u
+#define PROTO_V2_OUT_INPUT 2048u
 
 /* Parses a POST /v1/predict body (len bytes). Returns 0 and fills *out (release with
  * proto_predict_free), or a negative proto_status with err->msg naming the field; *out then owns
@@ -141,6 +159,14 @@ typedef enum {
 /* Name used on the wire: "classification", "multilabel", "regression", "tagging", "qa". */
 const char *proto_head_kind_name(proto_head_kind k);
 
+/* Wire name of an aggregation: "none", "simple", "first" ("tokens" for PROTO_AGG_TOKENS). */
+const char *proto_aggregation_name(proto_aggregation a);
+
+/* The output tensors a v2 answer for a task with this head holds (PROTO_V2_OUT_* bits); their
+ * names, comma separated, into buf (n bytes, cut to fit). */
+unsigned proto_v2_outputs_of(proto_head_kind k);
+void proto_v2_outputs_describe(proto_head_kind k, char *buf, size_t n);
+
 /* A token of a tagging result; offsets are [start, end) in code points of the text it came from. */
 typedef struct {
     int32_t start, end;
@@ -148,6 +174,16 @@ typedef struct {
     int label;
     float score;
 } proto_tag;
+
+/* An entity of a tagging result ("aggregation" given). */
+typedef struct {
+    const char *name;        /* the token's label (none) or the group's name (simple, first), e.g. "PER" */
+    float score;
+    int32_t start, end;      /* [start, end) in code points of the text it came from */
+    int seq;                 /* 0: text, 1: text_pair */
+    const char *word;        /* that span of the text, UTF-8 (word_len bytes) */
+    size_t word_len;
+} proto_entity;
 
 typedef struct {
     const char *task, *version;
@@ -164,6 +200,9 @@ typedef struct {
     float value;             /* regression */
     const proto_tag *tags;   /* tagging: (n_tags), special tokens left out */
     int n_tags;
+    proto_aggregation aggregation; /* tagging: PROTO_AGG_TOKENS answers tags, others entities */
+    const proto_entity *entities;  /* tagging: (n_entities) */
+    int n_entities;
     int has_answer;          /* QA: best span in text_pair (the context) */
     int32_t ans_start, ans_end;
     float ans_score;
@@ -195,6 +234,7 @@ typedef struct {
     const int *tokens;                /* (n_inputs) tokens per input */
     const int *truncated;             /* (n_inputs) 1 when the input was cut */
     int ret_scores;
+    unsigned v2_outputs;              /* v2: the output tensors asked for (PROTO_V2_OUT_*); 0: all */
     double queue_ms, inference_ms, total_ms;
     double latency_target_ms, predicted_ms;           /* "latency_ms" asked and the cost model's prediction; -1: none */
     int batch_requests, batch_inputs, batch_tokens;
@@ -204,8 +244,9 @@ typedef struct {
 /* Each encoder returns a malloc'd NUL-terminated JSON text and its length in *len, or NULL when
  * out of memory. The caller frees it. */
 char *proto_predict_encode(const proto_predict_resp *r, size_t *len);
-/* KServe v2 response for one task: outputs "label" (BYTES), "score" (FP32), "scores" (FP32, [N, K])
- * for classification/multilabel, "value" for regression, "result" (BYTES, the v1 JSON) otherwise. */
+/* KServe v2 response for one task: typed output tensors by head (proto_v2_outputs_of; the ones asked
+ * for when v2_outputs is set), every input's answer in one tensor per output: [N] per input, [N, K]
+ * per label (scores; multi-label's labels), [M] per entity for tagging (input says whose). */
 char *proto_v2_infer_encode(const proto_predict_resp *r, size_t *len);
 /* POST /v1/embed's answer, a bare JSON array as text-embeddings-inference gives it: vectors
  * (n_vec, dim) row-major. rows NULL: one vector per input, [[f, ...], ...]; else input i owns the
