@@ -277,3 +277,94 @@ Test(codec, tasks_named_with_a_version) {
         cr_expect(strstr(e.msg, bad[i][1]), "%s: %s", bad[i][0], e.msg);
     }
 }
+
+Test(codec, aggregation_is_parsed_in_v1_and_v2) {
+    proto_predict_req r;
+    proto_err e;
+    cr_assert_eq(parse("{\"inputs\":\"a\"}", &r, &e), 0, "%s", e.msg);
+    cr_expect_eq(r.aggregation, PROTO_AGG_TOKENS, "left out: the per-token list");
+    proto_predict_free(&r);
+    cr_assert_eq(parse("{\"inputs\":\"a\",\"aggregation\":\"first\"}", &r, &e), 0, "%s", e.msg);
+    cr_expect_eq(r.aggregation, PROTO_AGG_FIRST);
+    proto_predict_free(&r);
+    cr_expect_eq(parse("{\"inputs\":\"a\",\"aggregation\":\"max\"}", &r, &e), PROTO_INVALID);
+    cr_expect_eq(parse("{\"inputs\":\"a\",\"aggregation\":1}", &r, &e), PROTO_INVALID);
+    const char *v2 = "{\"inputs\":[{\"name\":\"text\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"x\"]}],"
+                     "\"parameters\":{\"aggregation\":\"simple\"},\"outputs\":[{\"name\":\"entity\"},{\"name\":\"input\"}]}";
+    cr_assert_eq(proto_v2_infer_parse(v2, strlen(v2), "ner", NULL, &r, &e), 0, "%s", e.msg);
+    cr_expect_eq(r.aggregation, PROTO_AGG_SIMPLE);
+    cr_expect_eq(r.v2_outputs, PROTO_V2_OUT_ENTITY | PROTO_V2_OUT_INPUT);
+    proto_predict_free(&r);
+}
+
+static json_t *v2_out(json_t *d, const char *name) {
+    json_t *o = json_object_get(d, "outputs");
+    for (size_t i = 0; i < json_array_size(o); i++)
+        if (!strcmp(json_string_value(json_object_get(json_array_get(o, i), "name")), name)) return json_array_get(o, i);
+    return NULL;
+}
+
+/* Typed v2 tensors: QA per input, tagging one row per entity over all inputs, multi-label's labels
+ * [N, K] padded with "" (every label over 0.5, however many); "outputs" filters. */
+Test(codec, v2_typed_outputs) {
+    const char *ctx = "john is in paris";
+    proto_task_result qa[2] = {{.task = "qa", .version = "1", .kind = PROTO_HEAD_QA, .has_answer = 1, .ans_start = 11,
+                                .ans_end = 16, .ans_score = 0.5f, .ans_text = ctx + 11, .ans_text_len = 5},
+                               {.task = "qa", .version = "1", .kind = PROTO_HEAD_QA}};
+    proto_predict_resp pr = {.request_id = "r", .model = "m", .n_inputs = 2, .n_tasks = 1, .results = qa};
+    size_t len;
+    char *s = proto_v2_infer_encode(&pr, &len);
+    json_t *d = json_loads(s, 0, NULL);
+    cr_assert(d, "%s", s);
+    cr_expect_eq(json_array_size(json_object_get(d, "outputs")), 4);
+    cr_expect_str_eq(json_string_value(json_array_get(json_object_get(v2_out(d, "answer"), "data"), 0)), "paris");
+    cr_expect_str_eq(json_string_value(json_object_get(v2_out(d, "start"), "datatype")), "INT32");
+    cr_expect_eq(json_integer_value(json_array_get(json_object_get(v2_out(d, "end"), "data"), 0)), 16);
+    cr_expect_eq(json_integer_value(json_array_get(json_object_get(v2_out(d, "start"), "data"), 1)), -1, "no answer: -1");
+    json_decref(d), free(s);
+
+    proto_entity e0[] = {{.name = "PER", .score = 0.9f, .start = 0, .end = 4, .word = ctx, .word_len = 4},
+                         {.name = "LOC", .score = 0.8f, .start = 11, .end = 16, .word = ctx + 11, .word_len = 5}};
+    proto_entity e1[] = {{.name = "LOC", .score = 0.7f, .start = 0, .end = 5, .word = "paris", .word_len = 5}};
+    proto_task_result tg[2] = {
+        {.task = "ner", .version = "1", .kind = PROTO_HEAD_TAGGING, .aggregation = PROTO_AGG_SIMPLE, .entities = e0, .n_entities = 2},
+        {.task = "ner", .version = "1", .kind = PROTO_HEAD_TAGGING, .aggregation = PROTO_AGG_SIMPLE, .entities = e1, .n_entities = 1}};
+    pr.results = tg;
+    s = proto_v2_infer_encode(&pr, &len);
+    d = json_loads(s, 0, NULL);
+    cr_assert(d, "%s", s);
+    json_t *in = v2_out(d, "input"), *w = v2_out(d, "word");
+    cr_expect_eq(json_integer_value(json_array_get(json_object_get(in, "shape"), 0)), 3, "M = 3 entities");
+    cr_expect_eq(json_integer_value(json_array_get(json_object_get(in, "data"), 2)), 1);
+    cr_expect_str_eq(json_string_value(json_array_get(json_object_get(w, "data"), 1)), "paris");
+    json_decref(d), free(s);
+    pr.v2_outputs = PROTO_V2_OUT_ENTITY;
+    s = proto_v2_infer_encode(&pr, &len);
+    d = json_loads(s, 0, NULL);
+    cr_expect_eq(json_array_size(json_object_get(d, "outputs")), 1, "\"outputs\" filters: %s", s);
+    json_decref(d), free(s);
+
+    const char *labels[] = {"a", "b", "c"};
+    float sc[] = {0.9f, 0.2f, 0.6f};
+    proto_task_result ml = {.task = "ml", .version = "1", .kind = PROTO_HEAD_MULTILABEL, .n_labels = 3, .labels = labels, .scores = sc};
+    pr = (proto_predict_resp){.request_id = "r", .model = "m", .n_inputs = 1, .n_tasks = 1, .results = &ml};
+    s = proto_v2_infer_encode(&pr, &len);
+    d = json_loads(s, 0, NULL);
+    json_t *lb = v2_out(d, "labels");
+    cr_assert(lb, "%s", s);
+    cr_expect_eq(json_integer_value(json_array_get(json_object_get(lb, "shape"), 1)), 3);
+    cr_expect_str_eq(json_string_value(json_array_get(json_object_get(lb, "data"), 0)), "a");
+    cr_expect_str_eq(json_string_value(json_array_get(json_object_get(lb, "data"), 1)), "c");
+    cr_expect_str_eq(json_string_value(json_array_get(json_object_get(lb, "data"), 2)), "");
+    cr_expect_str_eq(json_string_value(json_array_get(json_object_get(v2_out(d, "label"), "data"), 0)), "a", "the top label");
+    json_decref(d), free(s);
+
+    proto_task_info ti = {.name = "ml", .version = "1", .head = PROTO_HEAD_MULTILABEL, .head_known = 1, .n_labels = 3};
+    s = proto_v2_model_encode(&ti, &len);
+    d = json_loads(s, 0, NULL);
+    json_t *mo = json_object_get(d, "outputs");
+    cr_assert_eq(json_array_size(mo), 4, "%s", s);
+    cr_expect_str_eq(json_string_value(json_object_get(json_array_get(mo, 3), "name")), "labels");
+    cr_expect_eq(json_integer_value(json_array_get(json_object_get(json_array_get(mo, 3), "shape"), 1)), 3);
+    json_decref(d), free(s);
+}

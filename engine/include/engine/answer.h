@@ -26,8 +26,6 @@
 
 #include <stdint.h>
 
-#include "engine/tokenizer.h"
-
 /* An answer spans at most this many tokens unless asked otherwise (the usual SQuAD post-processing
  * limit, also Hugging Face's question-answering pipeline default max_answer_len). */
 #define ENG_QA_MAX_ANSWER_TOKENS 30
