@@ -913,3 +913,32 @@ Test(server, kserve_v2_typed_outputs_match_metadata) {
                  "{\"name\":\"text_pair\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"c\"]}],\"outputs\":[{\"name\":\"label\"}]}",
                  NULL, 422, "invalid_argument");
 }
+
+/* Adapter names the same everywhere: GET /v1/tasks/{name} and `adapterd predict` name a task's
+ * adapter forms alike, in AdapterHub's config vocabulary (docs/REGISTRY.md). */
+Test(server, adapter_names_agree_with_the_command_line) {
+    static const char *const known[] = {"seq_bn", "double_seq_bn", "par_bn", "prefix_tuning", "lora", "ia3", "fusion", NULL};
+    static const char *const tasks[][2] = {{"ner", "ner/1/ner"}, {"cls_lora", "cls_lora/1/lora"}, {"peft", "peft/1/peft_task"}};
+    for (size_t c = 0; c < sizeof tasks / sizeof tasks[0]; c++) {
+        char path[128];
+        snprintf(path, sizeof path, "/v1/tasks/%s", tasks[c][0]);
+        json_t *d = call("GET", path, "/v1/tasks/{name}", NULL, 200);
+        json_t *cli = cli_predict(tasks[c][1], "--text 'the movie'");
+        const char *srv_kind = json_string_value(json_object_get(d, "adapters"));
+        json_t *tr = NULL;
+        const char *k;
+        json_t *v;
+        json_object_foreach(json_object_get(cli, "tasks"), k, v) tr = v;
+        cr_assert(srv_kind && tr, "%s: both name the adapters", tasks[c][0]);
+        cr_expect_str_eq(srv_kind, json_string_value(json_object_get(tr, "kind")), "%s", tasks[c][0]);
+        char buf[128];
+        snprintf(buf, sizeof buf, "%s", srv_kind);
+        for (char *save = NULL, *part = strtok_r(buf, "+", &save); part; part = strtok_r(NULL, "+", &save)) {
+            int ok = 0;
+            for (int i = 0; known[i]; i++) ok |= !strcmp(part, known[i]);
+            cr_expect(ok, "%s: \"%s\" is not one of AdapterHub's config names", tasks[c][0], part);
+        }
+        json_decref(d);
+        json_decref(cli);
+    }
+}
