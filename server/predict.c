@@ -325,8 +325,10 @@ static prepare_result job_prepare(srv_request *r, srv_job *j, const proto_predic
             return PREPARE_FAILED;
         }
     }
-    /* extractive QA answers from a context: the text_pair (the question is the text) */
-    for (int k = 0; k < j->n_tasks; k++) {
+    /* extractive QA answers from a context: the text_pair (the question is the text). A QA task the
+     * request names is refused an input without one; left out ("every task"), it answers null there,
+     * so a registry holding a QA task still serves unpaired texts to its other tasks */
+    for (int k = 0; k < j->n_tasks && p->n_tasks > 0; k++) {
         if (store_task_head_type(j->tasks[k]) != ENG_HEAD_QA) continue;
         for (int i = 0; i < p->n_inputs; i++)
             if (!p->inputs[i].pair) {

@@ -107,7 +107,7 @@ Test(server, metrics_are_prometheus_text) {
 
 Test(server, predict_all_heads_matches_openapi) {
     json_t *d = call("POST", "/v1/predict", "/v1/predict",
-                     "{\"inputs\":[{\"text\":\"the movie was great\",\"text_pair\":\"yes\"},{\"text\":\"who is john\",\"text_pair\":\"john is a player in paris\"}],"
+                     "{\"inputs\":[\"the movie was great\",{\"text\":\"who is john\",\"text_pair\":\"john is a player in paris\"}],"
                      "\"return\":{\"logits\":true,\"explain\":true}}",
                      200);
     json_t *res = json_object_get(d, "results");
@@ -784,7 +784,11 @@ Test(server, qa_without_text_pair_is_refused) {
                  "text_pair_required");
     expect_error("POST", "/v1/predict", "/v1/predict", "{\"inputs\":[[2, 239, 3]],\"tasks\":[\"qa\"]}", NULL, 422,
                  "text_pair_required");
-    expect_error("POST", "/v1/predict", "/v1/predict", "{\"inputs\":\"who is john\"}", NULL, 422, "text_pair_required");
+    /* every task (none named): the QA task answers null rather than refusing the other tasks' input */
+    json_t *d = call("POST", "/v1/predict", "/v1/predict", "{\"inputs\":\"who is john\"}", 200);
+    json_t *qa = json_object_get(json_object_get(json_array_get(json_object_get(d, "results"), 0), "tasks"), "qa");
+    cr_expect(json_is_null(json_object_get(qa, "answer")), "no context, no answer");
+    json_decref(d);
     expect_error("POST", "/v2/models/qa/infer", "/v2/models/{task}/infer",
                  "{\"inputs\":[{\"name\":\"text\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"who\"]}]}", NULL, 422,
                  "text_pair_required");
