@@ -1,6 +1,7 @@
 /* respond.c - a job's engine outputs become its response body: scores from the head, the label,
  * tagging tokens or entities, the QA answer (engine/answer.h: the same code as the command line's),
- * the request's share of the batch plan (explain), then proto's encoders. Runs on the worker that ran the batch, so the loop only resumes connections.
+ * the request's share of the batch plan (explain), then proto's encoders. Runs on the worker that
+ * ran the batch, so the loop only resumes connections.
  *
  * Also the one mapping of engine head types to wire kinds, used for results and task listings. */
 #define _GNU_SOURCE
@@ -15,7 +16,6 @@
 #include "engine/answer.h"
 #include "engine/task.h"
 #include "http_status.h"
-
 
 proto_head_kind srv__wire_head_kind(int head_type) {
     switch (head_type) {
