@@ -128,29 +128,29 @@ static void check_report(json_t *j, int keep) {
 }
 
 Test(fusion_prune, label_agreement_matches_predict) {
-    json_t *j = prune(1, 0);
-    check_report(j, 1);
-    json_t *ag = json_object_get(j, "label_agreement");
-    int agree = (int)json_integer_value(json_object_get(ag, "agree"));
-    cr_assert_eq(json_integer_value(json_object_get(ag, "texts")), N_TEXTS);
-    cr_assert_float_eq(json_number_value(json_object_get(ag, "share")), (double)agree / N_TEXTS, 1e-4);
-    /* independent count: each text through predict, whole fusion vs the folder just pruned */
-    int same = 0;
-    for (int i = 0; i < N_TEXTS; i++) {
-        char a[64], b[64];
-        predict_label(TASK "/fusion", texts[i], a, sizeof a);
-        predict_label(fusion, texts[i], b, sizeof b);
-        same += !strcmp(a, b);
+    for (int keep = 1; keep <= 2; keep++) {
+        json_t *j = prune(keep, 0);
+        check_report(j, keep);
+        json_t *ag = json_object_get(j, "label_agreement");
+        int agree = (int)json_integer_value(json_object_get(ag, "agree"));
+        cr_assert_eq(json_integer_value(json_object_get(ag, "texts")), N_TEXTS);
+        cr_assert_float_eq(json_number_value(json_object_get(ag, "share")), (double)agree / N_TEXTS, 1e-4);
+        /* independent count: each text through predict, whole fusion vs the folder just pruned */
+        int same = 0;
+        for (int i = 0; i < N_TEXTS; i++) {
+            char a[64], b[64];
+            predict_label(TASK "/fusion", texts[i], a, sizeof a);
+            predict_label(fusion, texts[i], b, sizeof b);
+            same += !strcmp(a, b);
+        }
+        cr_log_info("keep %d of 4: %d of %d labels agree", keep, agree, N_TEXTS);
+        cr_assert_eq(agree, same, "keep %d: fusion-prune says %d agree, predict finds %d", keep, agree, same);
+        /* run again over the pruned folder: it recalibrates from every adapter (the same figures) */
+        json_t *again = prune(keep, 1);
+        cr_assert(json_equal(json_object_get(again, "layers"), json_object_get(j, "layers")));
+        json_decref(again);
+        json_decref(j);
     }
-    cr_log_info("keep 1 of 4: %d of %d labels agree", agree, N_TEXTS);
-    cr_assert_eq(agree, same, "fusion-prune says %d agree, predict finds %d", agree, same);
-    json_decref(j);
-
-    /* run again over the pruned folder: it recalibrates from every adapter (same figures) */
-    json_t *again = prune(1, 1);
-    cr_assert(json_equal(json_object_get(again, "layers"), json_object_get(j = prune(1, 1), "layers")));
-    json_decref(j);
-    json_decref(again);
 }
 
 Test(fusion_prune, keeping_every_adapter_agrees_everywhere) {
