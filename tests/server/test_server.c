@@ -16,6 +16,7 @@
 
 #include "engine/task.h"
 #include "http_client.h"
+#include "prom_text.h"
 #include "engine/run.h"
 #include "engine/tokenizer.h"
 
@@ -100,8 +101,12 @@ Test(server, metrics_are_prometheus_text) {
                           "adapterd_task_requests_total{task=\"cls_lora\"} 1",
                           "adapterd_task_skip_total{task=\"cls_lora\",skip=\"0\"} 1",
                           "adapterd_tasks_resident 7",
-                          "adapterd_task_resident{task=\"qa\"} 1"};
+                          "adapterd_task_resident{task=\"qa\"} 1",
+                          "adapterd_inference_tokens_total{precision=\"fp32\"} 4",
+                          "adapterd_inference_batches_total{precision=\"fp32\"} 1"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) cr_expect(strstr(r.body, want[i]), "missing %s in\n%s", want[i], r.body);
+    char msg[512];
+    cr_expect_eq(prom_check(r.body, msg, sizeof msg), 0, "not exposition format: %s\n%s", msg, r.body);
     ts_resp_free(&r);
 }
 
