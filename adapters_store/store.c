@@ -101,6 +101,9 @@ struct store_task {
     int n_labels;
     char kind[64];
     int head_type;
+    char **fuse_names;          /* the fusion's children in fusion order (n_fuse; 0: no fusion) */
+    int n_fuse;
+    uint8_t fuse_kept[ENG_MAX_FUSE]; /* 1: runs; 0: pruned by the version's fusion_pruning.json */
     /* set at open when this version stands in for a current one that failed; cleared (only the
      * flag: the strings live until destroy) by any later change of current */
     char *fb_from, *fb_why;
@@ -199,6 +202,7 @@ static void task_destroy(store_task *t) {
     free(t->fusion), free(t->head);
     free_strs(t->cfg_labels, t->n_cfg_labels);
     free_strs(t->labels, t->n_labels);
+    free_strs(t->fuse_names, t->n_fuse);
     free(t->fb_from), free(t->fb_why);
     free(t->name), free(t->version), free(t->dir);
     free(t);
@@ -785,6 +789,20 @@ static void set_first_load_info(store_task *t, const eng_task *et) {
     t->n_labels = lb ? n : 0;
     snprintf(t->kind, sizeof t->kind, "%s", eng_task_kind(et));
     t->head_type = (int)h->type;
+    const char *const *fn;
+    int nf = eng_task_fusion_children(et, &fn);
+    const uint8_t *kept = eng_task_fusion_kept(et);
+    char **names = nf > 0 ? calloc((size_t)nf + 1, sizeof *names) : NULL;
+    for (int i = 0; names && i < nf; i++)
+        if (!(names[i] = strdup(fn[i]))) {
+            free_strs(names, i);
+            names = NULL;
+        }
+    if (names) { /* (without memory for the names the listing shows no fusion; serving is unaffected) */
+        t->fuse_names = names;
+        t->n_fuse = nf;
+        for (int i = 0; i < nf; i++) t->fuse_kept[i] = kept ? kept[i] : 1;
+    }
     atomic_store(&t->loaded_once, 1);
 }
 
@@ -2152,6 +2170,12 @@ store_task_layout store_task_layout_of(const store_task *t) {
                                .fusion = t->fusion, .head = t->head};
 }
 const char *store_task_kind(const store_task *t) { return atomic_load(&((store_task *)t)->loaded_once) ? t->kind : ""; }
+int store_task_fusion(const store_task *t, const char *const **names, const uint8_t **kept) {
+    if (!atomic_load(&((store_task *)t)->loaded_once) || t->n_fuse == 0) return 0;
+    *names = (const char *const *)t->fuse_names;
+    *kept = t->fuse_kept;
+    return t->n_fuse;
+}
 const char *const *store_task_labels(const store_task *t) {
     if (atomic_load(&((store_task *)t)->loaded_once)) return (const char *const *)t->labels;
     return (const char *const *)t->cfg_labels;

@@ -773,6 +773,17 @@ static json_t *task_result(const proto_task_result *t, int ret_scores) {
     return o;
 }
 
+/* {"kept": [...], "pruned": [...]}: a fusion's children as served. */
+static json_t *fusion_obj(const proto_fusion_view *f) {
+    json_t *o = json_pack("{s:[],s:[]}", "kept", "pruned");
+    for (int i = 0; o && i < f->n; i++)
+        if (json_array_append_new(json_object_get(o, f->kept[i] ? "kept" : "pruned"), json_string(f->children[i]))) {
+            json_decref(o);
+            o = NULL;
+        }
+    return o;
+}
+
 static json_t *explain_obj(const proto_explain *x) {
     json_t *layers = json_array();
     int bad = !layers;
@@ -785,11 +796,19 @@ static json_t *explain_obj(const proto_explain *x) {
         json_decref(layers);
         return NULL;
     }
-    return json_pack("{s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:{s:i,s:i,s:i,s:o,s:o}}", "scope", "request", "layers", layers,
-                     "embed_ms", num(x->embed_ms), "heads_ms", num(x->heads_ms), "total_ms", num(x->total_ms),
-                     "gflop", num(x->gflop), "share", num(x->share), "batch", "requests", x->batch_requests, "inputs",
-                     x->batch_inputs, "tokens", x->batch_tokens, "gflop", num(x->batch_gflop), "total_ms",
-                     num(x->batch_total_ms));
+    json_t *o = json_pack("{s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:{s:i,s:i,s:i,s:o,s:o}}", "scope", "request", "layers", layers,
+                          "embed_ms", num(x->embed_ms), "heads_ms", num(x->heads_ms), "total_ms", num(x->total_ms),
+                          "gflop", num(x->gflop), "share", num(x->share), "batch", "requests", x->batch_requests, "inputs",
+                          x->batch_inputs, "tokens", x->batch_tokens, "gflop", num(x->batch_gflop), "total_ms",
+                          num(x->batch_total_ms));
+    json_t *fu = o && x->n_fusions ? json_object() : NULL;
+    for (int i = 0; fu && i < x->n_fusions; i++)
+        if (json_object_set_new(fu, x->fusions[i].task, fusion_obj(&x->fusions[i]))) json_decref(fu), fu = NULL;
+    if (o && x->n_fusions && (!fu || json_object_set_new(o, "fusion", fu))) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
 }
 
 char *proto_predict_encode(const proto_predict_resp *r, size_t *len) {
@@ -1056,6 +1075,10 @@ static json_t *task_info(const proto_task_info *t) {
                           t->head_known ? json_string(proto_head_kind_name(t->head)) : json_null(), "labels", labels,
                           "skips", "min", t->skip_min, "max", t->skip_max, "default", t->skip_default, "bytes",
                           (json_int_t)t->bytes, "resident", t->resident);
+    if (o && t->fusion.n > 0 && json_object_set_new(o, "fusion", fusion_obj(&t->fusion))) {
+        json_decref(o);
+        return NULL;
+    }
     if (o && t->fallback_reason &&
         json_object_set_new(o, "fallback", json_pack("{s:s,s:s}", "version", t->fallback_from ? t->fallback_from : "",
                                                      "reason", t->fallback_reason))) {

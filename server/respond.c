@@ -113,6 +113,18 @@ static int explain_share(const srv_job *j, const eng_plan_stats *st, int *rows, 
     return 0;
 }
 
+/* The request's tasks that run an AdapterFusion, with the children each keeps, into fv (n_tasks). */
+static void explain_fusions(const srv_job *j, proto_fusion_view *fv, proto_explain *ex) {
+    for (int k = 0; k < j->n_tasks; k++) {
+        const char *const *names;
+        int n = eng_task_fusion_children(j->treqs[k].task, &names);
+        if (n > 0)
+            fv[ex->n_fusions++] = (proto_fusion_view){.task = store_task_name(j->tasks[k]), .children = names,
+                                                      .kept = eng_task_fusion_kept(j->treqs[k].task), .n = n};
+    }
+    ex->fusions = fv;
+}
+
 void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats *stats) {
     size_t nr = (size_t)j->n_inputs * j->n_tasks;
     proto_task_result *res = calloc(nr, sizeof *res);
@@ -199,11 +211,14 @@ void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats
     proto_explain ex = {0};
     int *xrows = NULL;
     double *xms = NULL;
+    proto_fusion_view *xfv = NULL;
     if (stats && j->ret_explain && !bad) {
         int L = stats->n_layers;
         xrows = calloc((size_t)3 * L + 1, sizeof *xrows);
         xms = calloc((size_t)L + 1, sizeof *xms);
-        if (!xrows || !xms || explain_share(j, stats, xrows, xrows + L, xrows + 2 * L, xms, &ex)) bad = 1;
+        xfv = calloc((size_t)j->n_tasks + 1, sizeof *xfv);
+        if (!xrows || !xms || !xfv || explain_share(j, stats, xrows, xrows + L, xrows + 2 * L, xms, &ex)) bad = 1;
+        else explain_fusions(j, xfv, &ex);
     }
     if (!bad) {
         j->t_end = srv__now();
@@ -233,7 +248,8 @@ void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats
     for (size_t i = 0; i < nr && bufs; i++) free(bufs[i]);
     for (size_t i = 0; i < nr && tags; i++) free(tags[i]);
     for (size_t i = 0; i < nr && ents; i++) free(ents[i]);
-    free(bufs), free(tags), free(ents), free(res), free(tokens), free(xrows), free(xms), free(scratch), free(sub);
+    free(bufs), free(tags), free(ents), free(res), free(tokens), free(xrows), free(xms), free(xfv), free(scratch);
+    free(sub);
 }
 
 

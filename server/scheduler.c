@@ -128,7 +128,9 @@ static void run_jobs(srv_sched *q, eng_state *st, srv_job *jobs, int n_jobs) {
     }
     int rc = eng_run(store_model_engine(jobs->model), st, in, n_in, outs, want_stats ? &stats : NULL, &err);
     if (rc == 0) {
-        srv__metrics_batch(q->p.metrics, n_jobs, n_in, toks, srv__now() - t_start);
+        double dt = srv__now() - t_start;
+        srv__metrics_batch(q->p.metrics, n_jobs, n_in, toks, dt);
+        srv__metrics_precision(q->p.metrics, eng_model_precision(store_model_engine(jobs->model)).name, toks, dt);
         size_t off = 0;
         for (srv_job *j = jobs; j; j = j->next) {
             q->hooks.respond(q->hooks.ctx, j, outs + off, want_stats ? &stats : NULL);
@@ -182,7 +184,9 @@ static void run_embeds(srv_sched *q, eng_state *st, srv_job *jobs, int n_jobs) {
         rc = eng_encode(m, st, &b, hidden, pooled, &err);
     }
     if (rc == 0) {
-        srv__metrics_batch(q->p.metrics, n_jobs, n_in, toks, srv__now() - t_start);
+        double dt = srv__now() - t_start;
+        srv__metrics_batch(q->p.metrics, n_jobs, n_in, toks, dt);
+        srv__metrics_precision(q->p.metrics, eng_model_precision(m).name, toks, dt);
         size_t row = 0, seq = 0;
         for (srv_job *j = jobs; j; j = j->next) {
             q->hooks.respond_embed(q->hooks.ctx, j, hidden + row * H, pooled ? pooled + seq * H : NULL);

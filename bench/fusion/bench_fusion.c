@@ -111,6 +111,7 @@ int main(int argc, char **argv) {
     snprintf(hdir, sizeof hdir, "%s/head", case_dir);
     eng_task_params p = eng_task_default_params();
     p.fusion_dir = fdir, p.head_dir = hdir;
+    p.keep_pruned = 1; /* calibrates and re-prunes: every child stays loaded */
     eng_task *t;
     if (eng_task_load(m, dp, 8, &p, &t, &e)) {
         fprintf(stderr, "bench: %s\n", e.msg);

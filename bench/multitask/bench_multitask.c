@@ -199,6 +199,7 @@ int main(int argc, char **argv) {
         eng_task_params fp = p;
         fp.fusion_dir = fdir;
         fp.head_dir = hdir;
+        fp.keep_pruned = 1; /* prunes to each k in turn: every child stays loaded */
         if (eng_task_load(m, dp, 8, &fp, &fusion, &e)) {
             fprintf(stderr, "bench: %s\n", e.msg);
             return 1;

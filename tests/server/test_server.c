@@ -16,6 +16,7 @@
 
 #include "engine/task.h"
 #include "http_client.h"
+#include "prom_text.h"
 #include "engine/run.h"
 #include "engine/tokenizer.h"
 
@@ -100,8 +101,12 @@ Test(server, metrics_are_prometheus_text) {
                           "adapterd_task_requests_total{task=\"cls_lora\"} 1",
                           "adapterd_task_skip_total{task=\"cls_lora\",skip=\"0\"} 1",
                           "adapterd_tasks_resident 7",
-                          "adapterd_task_resident{task=\"qa\"} 1"};
+                          "adapterd_task_resident{task=\"qa\"} 1",
+                          "adapterd_inference_tokens_total{precision=\"fp32\"} 4",
+                          "adapterd_inference_batches_total{precision=\"fp32\"} 1"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) cr_expect(strstr(r.body, want[i]), "missing %s in\n%s", want[i], r.body);
+    char msg[512];
+    cr_expect_eq(prom_check(r.body, msg, sizeof msg), 0, "not exposition format: %s\n%s", msg, r.body);
     ts_resp_free(&r);
 }
 
@@ -945,4 +950,97 @@ Test(server, adapter_names_agree_with_the_command_line) {
         json_decref(d);
         json_decref(cli);
     }
+}
+
+/* ---- a pruned fusion is visible ---- */
+
+/* A registry whose task "fusion" has version 1 (4 adapters) and version 2, the same files with a
+ * fusion_pruning.json keeping t1 and t3. GET /v1/tasks/{name}, the server's explain and the command
+ * line's explain name the kept and the pruned adapters; version 2 holds fewer bytes (the load freed
+ * the pruned adapters' weights) and answers as the command line does with the pruned folder. */
+static json_t *get_ok(test_server *s, const char *path) {
+    ts_resp r;
+    cr_assert_eq(ts_http(s, "GET", path, NULL, NULL, NULL, &r), 0);
+    cr_assert_eq(r.status, 200, "%s: %s", path, r.body);
+    json_t *d = json_loads(r.body, 0, NULL);
+    cr_assert(d, "not JSON: %s", r.body);
+    char msg[512];
+    cr_assert_eq(ts_validate("GET", "/v1/tasks/{name}", 200, d, msg, sizeof msg), 0, "%s\n%s", msg, r.body);
+    ts_resp_free(&r);
+    return d;
+}
+
+static void expect_names(json_t *a, const char *const *want, int n, const char *what) {
+    cr_assert_eq(json_array_size(a), (size_t)n, "%s: %zu names", what, json_array_size(a));
+    for (int i = 0; i < n; i++)
+        cr_assert_str_eq(json_string_value(json_array_get(a, (size_t)i)), want[i], "%s[%d]", what, i);
+}
+
+Test(fusion_view, pruned_fusion_is_listed_explained_and_smaller, .timeout = 90) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    char reg[] = "adapterd-fusionview-XXXXXX";
+    cr_assert(mkdtemp(reg));
+    cr_assert_eq(ts_sh("mkdir -p '%s/tasks/fusion' && cp -rL '%s/registry/models' '%s/' && "
+                       "cp -rL '%s/registry/tasks/fusion/1' '%s/tasks/fusion/1' && "
+                       "cp -rL '%s/registry/tasks/fusion/1' '%s/tasks/fusion/2' && "
+                       "printf '{\"keep\": [\"t1\", \"t3\"]}' > '%s/tasks/fusion/2/fusion/fusion_pruning.json'",
+                       reg, ADAPTERD_FIXTURES, reg, ADAPTERD_FIXTURES, reg, ADAPTERD_FIXTURES, reg, reg), 0);
+    test_server s;
+    const char *args[] = {"--registry", reg, NULL};
+    cr_assert_eq(ts_start(&s, args, NULL), 0);
+    static const char *const kept[] = {"t1", "t3"}, *const pruned[] = {"t0", "t2"}, *const all[] = {"t0", "t1", "t2", "t3"};
+
+    json_t *d = get_ok(&s, "/v1/tasks/fusion");
+    cr_assert_str_eq(json_string_value(json_object_get(d, "version")), "2");
+    json_t *fu = json_object_get(d, "fusion");
+    expect_names(json_object_get(fu, "kept"), kept, 2, "GET kept");
+    expect_names(json_object_get(fu, "pruned"), pruned, 2, "GET pruned");
+    json_decref(d);
+
+    /* explain, current (pruned) version and version 1 */
+    json_t *p2 = post_ok(&s, "{\"inputs\":\"the movie was great\",\"tasks\":[\"fusion\"],\"return\":{\"explain\":true}}", 200);
+    fu = json_object_get(json_object_get(json_object_get(p2, "explain"), "fusion"), "fusion");
+    expect_names(json_object_get(fu, "kept"), kept, 2, "explain kept");
+    expect_names(json_object_get(fu, "pruned"), pruned, 2, "explain pruned");
+    json_t *p1 = post_ok(&s, "{\"inputs\":\"the movie was great\",\"tasks\":[\"fusion@1\"],\"return\":{\"explain\":true}}", 200);
+    fu = json_object_get(json_object_get(json_object_get(p1, "explain"), "fusion"), "fusion");
+    expect_names(json_object_get(fu, "kept"), all, 4, "v1 kept");
+    expect_names(json_object_get(fu, "pruned"), NULL, 0, "v1 pruned");
+    json_decref(p1);
+    json_t *p0 = post_ok(&s, "{\"inputs\":\"the movie was great\",\"tasks\":[\"fusion\"]}", 200);
+    cr_assert_null(json_object_get(json_object_get(p0, "explain"), "fusion"), "no explain asked");
+    json_decref(p0);
+
+    /* both versions are now loaded: the pruned one holds fewer bytes */
+    d = get_ok(&s, "/v1/tasks/fusion");
+    json_t *vs = json_object_get(d, "versions");
+    cr_assert_eq(json_array_size(vs), 2);
+    json_int_t b1 = json_integer_value(json_object_get(json_array_get(vs, 0), "bytes"));
+    json_int_t b2 = json_integer_value(json_object_get(json_array_get(vs, 1), "bytes"));
+    cr_log_info("fusion v1 (4 adapters) %lld bytes, v2 (2 kept) %lld bytes", (long long)b1, (long long)b2);
+    cr_assert(b1 > 0 && b2 > 0 && b2 < b1, "v1 %lld bytes, v2 %lld", (long long)b1, (long long)b2);
+    cr_assert_eq(json_integer_value(json_object_get(d, "bytes")), b2);
+    json_decref(d);
+
+    /* the command line on the pruned folder: the same kept set and the same logits */
+    char cmd[4096], out[65536];
+    snprintf(cmd, sizeof cmd,
+             "%s/tools/adapterd predict --model %s/models/bert-tiny --adapter %s/tasks/fusion/2/t0 --adapter "
+             "%s/tasks/fusion/2/t1 --adapter %s/tasks/fusion/2/t2 --adapter %s/tasks/fusion/2/t3 --fusion "
+             "%s/tasks/fusion/2/fusion --head %s/tasks/fusion/2/head --text 'the movie was great' --explain",
+             ADAPTERD_BINARY_DIR, reg, reg, reg, reg, reg, reg, reg);
+    FILE *p = popen(cmd, "r");
+    cr_assert(p);
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    cr_assert_eq(pclose(p), 0, "%s", cmd);
+    json_t *cli = json_loads(out, 0, NULL);
+    cr_assert(cli, "not JSON: %s", out);
+    cr_assert(json_equal(json_object_get(json_object_get(cli, "plan"), "fusion"),
+                         json_object_get(json_object_get(p2, "explain"), "fusion")),
+              "command line %s vs server", out);
+    json_decref(cli);
+    json_decref(p2);
+    cr_assert_eq(ts_stop(&s), 0);
+    cr_assert_eq(ts_sh("rm -rf '%s'", reg), 0);
 }

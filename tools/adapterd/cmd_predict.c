@@ -105,6 +105,29 @@ static void print_entities(const eng_head *h, const eng_task_out *o, const float
     free(ents), free(sub), free(labels), free(names);
 }
 
+/* ,"fusion":{"TASK":{"kept":[...],"pruned":[...]}} for the tasks with a fusion, as the server's explain. */
+static void print_fusions(eng_task *const *tasks, int n_tasks) {
+    int any = 0;
+    for (int k = 0; k < n_tasks; k++) {
+        const char *const *names;
+        int n = eng_task_fusion_children(tasks[k], &names);
+        if (n <= 0) continue;
+        const uint8_t *kept = eng_task_fusion_kept(tasks[k]);
+        printf(any++ ? "," : ",\"fusion\":{");
+        cli_print_json_string(eng_task_name(tasks[k]), strlen(eng_task_name(tasks[k])));
+        for (int pass = 1; pass >= 0; pass--) {
+            printf(pass ? ":{\"kept\":[" : "],\"pruned\":[");
+            for (int i = 0, c = 0; i < n; i++)
+                if (kept[i] == pass) {
+                    if (c++) putchar(',');
+                    cli_print_json_string(names[i], strlen(names[i]));
+                }
+        }
+        printf("]}");
+    }
+    if (any) putchar('}');
+}
+
 static void print_task(const eng_task *t, const eng_task_out *o, int skip, const text_input *in) {
     const eng_head *h = eng_task_head(t);
     char buf[32];
@@ -286,7 +309,9 @@ int cmd_predict(int argc, char **argv) {
         for (int l = 0; l < stats.n_layers; l++)
             printf("%s{\"layer\":%d,\"streams\":%d,\"trunks\":%d,\"rows\":%d,\"gflop\":%.4f,\"ms\":%.3f}",
                    l ? "," : "", l, stats.streams[l], stats.trunks[l], stats.rows[l], stats.gflop[l], stats.ms[l]);
-        printf("]}");
+        printf("]");
+        print_fusions(tasks, n_tasks);
+        putchar('}');
     }
     printf("}\n");
     rc = 0;

@@ -214,6 +214,15 @@ typedef struct {
  * are exact (the plan's structure for its inputs and skips); its times are the batch's measured
  * times attributed in proportion to its rows per layer, its tokens (embedding) and its outputs
  * (heads). The batch's own figures come alongside. */
+/* A task's AdapterFusion children as served: names in fusion order, kept[i] 1 when the child runs,
+ * 0 when a saved pruning dropped it. */
+typedef struct {
+    const char *task;                                /* the task's name (explain), or NULL */
+    const char *const *children;
+    const uint8_t *kept;
+    int n;
+} proto_fusion_view;
+
 typedef struct {
     int n_layers;
     const int *rows, *streams, *trunks;              /* (n_layers) this request's */
@@ -224,6 +233,8 @@ typedef struct {
     double gflop, share;                             /* this request's work, its share of the batch's */
     double batch_gflop, batch_total_ms;
     int batch_requests, batch_inputs, batch_tokens;
+    const proto_fusion_view *fusions;                /* (n_fusions) the request's tasks that have a fusion */
+    int n_fusions;
 } proto_explain;
 
 typedef struct {
@@ -301,6 +312,7 @@ typedef struct {
     const char *const *layout_adapters;
     int layout_n_adapters;
     const char *layout_fusion, *layout_head;     /* NULL: none */
+    proto_fusion_view fusion;                    /* n 0: no fusion (or not loaded yet) */
 } proto_task_info;
 
 typedef struct {
