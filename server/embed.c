@@ -82,9 +82,9 @@ enum MHD_Result srv__embed(srv_request *r) {
     enum MHD_Result ans = MHD_YES;
     if (refuse_body(r, &ans)) return ans;
     proto_limits lim = limits(s);
-    proto_err pe = {0};
+    eng_err pe = {0};
     int rc = proto_embed_parse(r->body ? r->body : "", r->body_len, &lim, &r->preq, &pe);
-    if (rc) return srv__send_error(r, srv_status_of_proto(rc), "%s", pe.msg);
+    if (rc) return srv__send_error(r, (eng_status)rc, "%s", pe.msg);
     store_model *m = pick_model(r, r->preq.model, &ans);
     if (!m) return ans;
     srv_job *j = calloc(1, sizeof *j);
@@ -125,9 +125,9 @@ enum MHD_Result srv__tokenize(srv_request *r) {
     enum MHD_Result ans = MHD_YES;
     if (refuse_body(r, &ans)) return ans;
     proto_limits lim = limits(s);
-    proto_err pe = {0};
+    eng_err pe = {0};
     int rc = proto_tokenize_parse(r->body ? r->body : "", r->body_len, &lim, &r->preq, &pe);
-    if (rc) return srv__send_error(r, srv_status_of_proto(rc), "%s", pe.msg);
+    if (rc) return srv__send_error(r, (eng_status)rc, "%s", pe.msg);
     store_model *m = pick_model(r, r->preq.model, &ans);
     if (!m) return ans;
     const eng_tokenizer *tok = store_model_tokenizer(m);

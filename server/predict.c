@@ -346,7 +346,7 @@ enum MHD_Result srv__predict(srv_request *r, const char *task, size_t task_len) 
     if (r->too_large)
         return srv__send_error(r, ENG_TOO_LARGE, "request body over the limit of %zu bytes", s->cfg.max_body_bytes);
     proto_limits lim = {.max_inputs = s->cfg.max_inputs, .max_tasks = s->cfg.max_tasks, .max_text_bytes = s->cfg.max_body_bytes};
-    proto_err pe = {0};
+    eng_err pe = {0};
     int rc;
     char tname[SRV_TASK_NAME_MAX];
     if (r->route == SRV_ROUTE_V2_INFER) {
@@ -357,7 +357,7 @@ enum MHD_Result srv__predict(srv_request *r, const char *task, size_t task_len) 
     } else {
         rc = proto_predict_parse(r->body ? r->body : "", r->body_len, &lim, &r->preq, &pe);
     }
-    if (rc) return srv__send_error(r, srv_status_of_proto(rc), "%s", pe.msg);
+    if (rc) return srv__send_error(r, (eng_status)rc, "%s", pe.msg);
     if (r->route == SRV_ROUTE_V2_INFER && r->preq.v2_outputs && (rc = check_v2_outputs(r, tname)))
         return srv__send_error(r, ENG_INVALID_ARGUMENT, "\"outputs\" asks for a tensor task \"%.100s\" does not answer (it answers %s)",
                                tname, rc == 1 ? "label, score, scores" : rc == 2 ? "value" : "result");
