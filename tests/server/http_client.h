@@ -33,6 +33,34 @@ int ts_http(const test_server *s, const char *method, const char *path, const ch
             const char *extra_header, ts_resp *out);
 void ts_resp_free(ts_resp *r);
 
+/* One request with a binary body of len bytes (body NULL: none). ctype NULL sends no Content-Type of
+ * its own; extra_header (e.g. the admin "Authorization: Bearer ...") may be NULL. Returns the HTTP
+ * status, or -1 when no answer arrived (the server died); *out, when out is not NULL, gets the body
+ * parsed as JSON (NULL when it is empty or not JSON), the caller's to json_decref. */
+long ts_request(const test_server *s, const char *method, const char *path, const void *body, size_t len,
+                const char *ctype, const char *extra_header, json_t **out);
+
+/* A file's bytes (NUL-terminated, *len not counting the NUL), the caller's to free; NULL when it
+ * cannot be read. */
+char *ts_read_file(const char *path, size_t *len);
+
+/* The contents of folder dir as a .tar.gz in memory (what an upload sends), the caller's to free;
+ * NULL when tar fails. */
+char *ts_tgz_of(const char *dir, size_t *len);
+
+/* A registry in a fresh folder "<name>-XXXXXX" of the current directory: the fixture model
+ * bert-tiny and the task cls (versions 0 and 1 of the fixture cls_lora), files copied, so a test may
+ * change them. Returns its absolute path (the caller removes the folder and frees the string), or
+ * NULL on failure. */
+char *ts_registry_new(const char *name);
+/* ts_registry_new that asserts success (Criterion, at the call site). */
+#define ts_registry_ok(name)                                                      \
+    ({                                                                            \
+        char *ts_reg_ = ts_registry_new(name);                                    \
+        cr_assert(ts_reg_, "cannot copy the fixture registry into %s-*", name);   \
+        ts_reg_;                                                                  \
+    })
+
 /* Validates doc against the OpenAPI response schema of (method, template path, status) in the
  * generated openapi.json; returns 0, or -1 with a message naming the JSON path at fault. */
 int ts_validate(const char *method, const char *tmpl, long status, json_t *doc, char *msg, size_t msg_len);

@@ -32,15 +32,6 @@ static double now_s(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* A registry in a fresh temporary directory: bert-tiny and task cls (the fixture cls_lora). */
-static char *make_registry(void) {
-    char *dir = strdup("adapterd-hard-XXXXXX");
-    cr_assert(mkdtemp(dir));
-    ts_sh_ok("mkdir -p %s/models %s/tasks && cp -rL %s/registry/models/bert-tiny %s/models/ && cp -rL %s/registry/tasks/cls_lora %s/tasks/cls",
-       dir, dir, ADAPTERD_FIXTURES, dir, ADAPTERD_FIXTURES, dir);
-    return dir;
-}
-
 /* Starts the server on reg with the admin token (unless admin is false) and extra args. */
 static void start(test_server *s, const char *reg, bool admin, const char *const *extra) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -132,7 +123,7 @@ static void expect_json_error(const char *reply, const char *code) {
 /* ---- item: URL decoding ---- */
 
 Test(hardening, encoded_nul_control_or_slash_in_a_segment_is_400, .timeout = 60) {
-    char *reg = make_registry();
+    char *reg = ts_registry_ok("adapterd-hard");
     test_server s;
     start(&s, reg, true, NULL);
     char reply[8192];
@@ -161,7 +152,7 @@ Test(hardening, encoded_nul_control_or_slash_in_a_segment_is_400, .timeout = 60)
     "PUT /v1/tasks/cls/versions/9 HTTP/1.1\r\nHost: t\r\nContent-Type: application/x-tar\r\nContent-Length: 100000000\r\n" auth "\r\n"
 
 Test(hardening, admin_is_refused_on_the_headers, .timeout = 60) {
-    char *reg = make_registry();
+    char *reg = ts_registry_ok("adapterd-hard");
     test_server s;
     char reply[8192];
     start(&s, reg, false, NULL);
@@ -196,7 +187,7 @@ Test(hardening, admin_is_refused_on_the_headers, .timeout = 60) {
 /* A chunked body (no Content-Length) that passes the limit is not read to its end: the server
  * answers 413 or, where libmicrohttpd cannot answer mid-body, closes the connection at once. */
 Test(hardening, streamed_body_over_the_limit_is_413_before_its_end, .timeout = 60) {
-    char *reg = make_registry();
+    char *reg = ts_registry_ok("adapterd-hard");
     test_server s;
     start(&s, reg, true, NULL);
     int fd = dial(&s);
@@ -247,7 +238,7 @@ static long peak_rss_kb(pid_t pid) {
 /* An upload's body goes to a file in the registry's upload area while it arrives, not to memory:
  * the file exists mid-upload, the server's peak RSS does not grow by the body, and nothing is left. */
 Test(hardening, uploads_stream_to_a_file_in_the_upload_area, .timeout = 90) {
-    char *reg = make_registry();
+    char *reg = ts_registry_ok("adapterd-hard");
     test_server s;
     start(&s, reg, true, NULL);
     long rss0 = peak_rss_kb(s.pid);
@@ -407,7 +398,7 @@ static void tar_put(unsigned char *b, size_t *off, const char *name, const char 
 /* A version that does not load is refused with the loader's reason, naming its files as the
  * archive does: never where the server keeps them. */
 Test(hardening, upload_errors_name_no_server_path, .timeout = 60) {
-    char *reg = make_registry();
+    char *reg = ts_registry_ok("adapterd-hard");
     test_server s;
     start(&s, reg, true, NULL);
     static unsigned char tarb[8192];
