@@ -337,3 +337,28 @@ char *ts_registry_new(const char *name) {
     }
     return dir;
 }
+
+long ts_metric(const test_server *s, const char *name) {
+    ts_resp r;
+    if (ts_http(s, "GET", "/metrics", NULL, NULL, NULL, &r)) return -1;
+    size_t n = strlen(name);
+    long v = -1;
+    /* the sample line: name at the start of a line, then a space and the value */
+    for (const char *p = strstr(r.body, name); p; p = strstr(p + 1, name)) {
+        if ((p == r.body || p[-1] == '\n') && p[n] == ' ') {
+            v = strtol(p + n + 1, NULL, 10);
+            break;
+        }
+    }
+    ts_resp_free(&r);
+    return v;
+}
+
+long ts_wait_metric(const test_server *s, const char *name, long at_least, int bound_ms) {
+    long v = ts_metric(s, name);
+    for (int waited = 0; v < at_least && waited < bound_ms; waited += 10) {
+        ts_sleep_ms(10);
+        v = ts_metric(s, name);
+    }
+    return v;
+}

@@ -65,6 +65,13 @@ char *ts_registry_new(const char *name);
  * generated openapi.json; returns 0, or -1 with a message naming the JSON path at fault. */
 int ts_validate(const char *method, const char *tmpl, long status, json_t *doc, char *msg, size_t msg_len);
 
+/* The value of the sample `name` (a metric name, with its labels if it has any) in GET /metrics, cut
+ * to an integer; -1 when the server does not answer or does not show it. */
+long ts_metric(const test_server *s, const char *name);
+/* Polls ts_metric every 10 ms until it is at least at_least or bound_ms have passed; returns the
+ * last value read (the caller checks it). */
+long ts_wait_metric(const test_server *s, const char *name, long at_least, int bound_ms);
+
 /* Sleeps ms milliseconds. */
 void ts_sleep_ms(int ms);
 /* Runs a shell command made like printf; returns system()'s status (0: it succeeded), -1 when the

@@ -303,17 +303,6 @@ static int wait_version(const test_server *s, const char *task, const char *want
     return 0;
 }
 
-static long metric(const test_server *s, const char *name) {
-    ts_resp r;
-    if (ts_http(s, "GET", "/metrics", NULL, NULL, NULL, &r)) return -1;
-    const char *p = strstr(r.body, name);
-    long v = -1;
-    while (p && p > r.body && p[-1] != '\n') p = strstr(p + 1, name);
-    if (p) v = strtol(p + strlen(name) + 1, NULL, 10);
-    ts_resp_free(&r);
-    return v;
-}
-
 Test(admin, watch_loads_renamed_versions_and_reports_changed_files, .timeout = 60) {
     char *reg = ts_registry_ok("adapterd-admin");
     test_server s;
@@ -329,15 +318,13 @@ Test(admin, watch_loads_renamed_versions_and_reports_changed_files, .timeout = 6
     /* a broken version dropped in is rejected (logged, counted), the task keeps serving */
     ts_sh_ok("mkdir -p %s/tasks/cls/.b && cp -rL %s/lora_ah/adapters/lora %s/tasks/cls/.b/ && truncate -s 100 %s/tasks/cls/.b/lora/adapter.safetensors && mv %s/tasks/cls/.b %s/tasks/cls/6",
        reg, AD, reg, reg, reg, reg);
-    for (int i = 0; i < 60 && metric(&s, "adapterd_adapter_load_failures_total") < 1; i++) ts_sleep_ms(50);
-    cr_expect_geq(metric(&s, "adapterd_adapter_load_failures_total"), 1);
+    cr_expect_geq(ts_wait_metric(&s, "adapterd_adapter_load_failures_total", 1, 3000), 1);
     char v[32];
     cr_assert_eq(predict(&s, "cls", v, sizeof v, NULL), 200);
     cr_expect_str_eq(v, "5");
     /* versions are immutable: a file changed inside one is reported, not reloaded */
     ts_sh_ok("echo ' ' >> %s/tasks/cls/5/sst/adapter_config.json", reg);
-    for (int i = 0; i < 60 && metric(&s, "adapterd_registry_changed_versions_total") < 1; i++) ts_sleep_ms(50);
-    cr_expect_eq(metric(&s, "adapterd_registry_changed_versions_total"), 1);
+    cr_expect_eq(ts_wait_metric(&s, "adapterd_registry_changed_versions_total", 1, 3000), 1);
     cr_assert_eq(ts_stop(&s), 0);
     ts_sh_ok("rm -rf %s", reg);
     free(reg);
@@ -381,14 +368,14 @@ Test(admin, budget_loads_lazily_and_evicts_least_recently_used, .timeout = 60) {
     cr_expect(json_is_false(json_object_get(d, "resident")), "lazy: a is not loaded before its first request");
     cr_expect(json_is_null(json_object_get(d, "head")), "head unknown before the first load");
     json_decref(d);
-    cr_expect_eq(metric(&s, "adapterd_tasks_resident"), 1, "only the pinned task at start");
+    cr_expect_eq(ts_metric(&s, "adapterd_tasks_resident"), 1, "only the pinned task at start");
     char v[32];
     cr_assert_eq(predict(&s, "a", v, sizeof v, NULL), 200);
     cr_assert_eq(predict(&s, "b", v, sizeof v, NULL), 200);
     cr_assert_eq(predict(&s, "c", v, sizeof v, NULL), 200);
-    cr_expect_geq(metric(&s, "adapterd_adapter_evictions_total"), 2, "a and b were evicted for c");
-    cr_expect_eq(metric(&s, "adapterd_adapter_loads_total"), 4);
-    cr_expect_eq(metric(&s, "adapterd_tasks_resident"), 2, "p (pinned) and c");
+    cr_expect_geq(ts_metric(&s, "adapterd_adapter_evictions_total"), 2, "a and b were evicted for c");
+    cr_expect_eq(ts_metric(&s, "adapterd_adapter_loads_total"), 4);
+    cr_expect_eq(ts_metric(&s, "adapterd_tasks_resident"), 2, "p (pinned) and c");
     cr_assert_eq(ts_request(&s, "GET", "/v1/tasks/p", NULL, 0, NULL, NULL, &d), 200);
     cr_expect(json_is_true(json_object_get(d, "resident")), "pinned tasks are never evicted");
     json_decref(d);
@@ -413,7 +400,7 @@ static double first_predict_seconds(const char *reg, const char *rate, long *byt
     clock_gettime(CLOCK_MONOTONIC, &t0);
     cr_assert_eq(predict(&s, "a", v, sizeof v, NULL), 200);
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    *bytes = metric(&s, "adapterd_adapter_bytes");
+    *bytes = ts_metric(&s, "adapterd_adapter_bytes");
     cr_assert_eq(ts_stop(&s), 0);
     return (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
 }

@@ -570,17 +570,7 @@ Test(hardening, drain_deadline_abandons_a_running_pass, .timeout = 60) {
     }
     /* once a job is queued the idle worker starts its pass within a millisecond (sanitizer builds
      * tokenize slowly, so a fixed delay would not do) */
-    for (int i = 0; i < 2000; i++) {
-        ts_resp m;
-        int depth = 0;
-        if (!ts_http(&s, "GET", "/metrics", NULL, NULL, NULL, &m) && m.body) {
-            const char *d = strstr(m.body, "\nadapterd_queue_depth ");
-            depth = d ? atoi(d + strlen("\nadapterd_queue_depth ")) : 0;
-        }
-        ts_resp_free(&m);
-        if (depth > 0) break;
-        ts_sleep_ms(5);
-    }
+    ts_wait_metric(&s, "adapterd_queue_depth", 1, 10000);
     ts_sleep_ms(20);
     kill(s.pid, SIGTERM);
     for (int i = 0; i < N; i++) pthread_join(th[i], NULL);

@@ -389,11 +389,15 @@ static void *one_predict(void *arg) {
     return NULL;
 }
 
+/* Every step waits for the state it needs (bounded), not for a fixed time: the requests are queued
+ * before SIGTERM, readiness has turned false before new work is tried, and the queued jobs are
+ * still queued then, so their 200s were answered by the drain. The batch's 3 s quiet window is the
+ * only margin, and it is one for a stalled machine, not a schedule. */
 Test(lifecycle, drain_on_sigterm_completes_in_flight_requests, .timeout = 60) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     test_server s;
-    /* a long batching wait keeps requests in flight when SIGTERM arrives */
-    const char *args[] = {"--max-wait-us", "400000", "--max-batch-tokens", "100000", NULL};
+    /* a batch closes only once no job has arrived for 3 s: the requests stay queued through SIGTERM */
+    const char *args[] = {"--max-wait-us", "3000000", "--max-batch-tokens", "100000", NULL};
     cr_assert_eq(ts_start(&s, args, NULL), 0);
     enum { N = 12 };
     pthread_t th[N];
@@ -402,16 +406,21 @@ Test(lifecycle, drain_on_sigterm_completes_in_flight_requests, .timeout = 60) {
         a[i] = (flood_arg){.s = &s};
         pthread_create(&th[i], NULL, one_predict, &a[i]);
     }
-    ts_sleep_ms(150);
+    cr_assert_eq(ts_wait_metric(&s, "adapterd_queue_depth", N, 20000), N, "all requests queued before SIGTERM");
     kill(s.pid, SIGTERM);
-    ts_sleep_ms(20);
     ts_resp r;
-    cr_assert_eq(ts_http(&s, "GET", "/readyz", NULL, NULL, NULL, &r), 0);
-    cr_expect_eq(r.status, 503, "readiness turns false while draining");
-    ts_resp_free(&r);
+    int ready = 200;
+    for (int waited = 0; ready != 503 && waited < 20000; waited += 5) {
+        cr_assert_eq(ts_http(&s, "GET", "/readyz", NULL, NULL, NULL, &r), 0, "the server answers while draining");
+        ready = (int)r.status;
+        ts_resp_free(&r);
+        if (ready != 503) ts_sleep_ms(5);
+    }
+    cr_expect_eq(ready, 503, "readiness turns false while draining");
     cr_assert_eq(ts_http(&s, "POST", "/v1/predict", "{\"inputs\":\"x\"}", NULL, NULL, &r), 0);
     cr_expect_eq(r.status, 503, "new work is refused while draining");
     ts_resp_free(&r);
+    cr_expect_eq(ts_metric(&s, "adapterd_queue_depth"), N, "the in-flight requests were still queued when the drain began");
     for (int i = 0; i < N; i++) pthread_join(th[i], NULL);
     for (int i = 0; i < N; i++) cr_expect_eq(a[i].status, 200, "in-flight request %d: status %ld", i, a[i].status);
     cr_assert_eq(ts_stop(&s), 0, "exit status after drain");
