@@ -4,6 +4,7 @@
 
 #include <curl/curl.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdarg.h>
@@ -361,4 +362,15 @@ long ts_wait_metric(const test_server *s, const char *name, long at_least, int b
         v = ts_metric(s, name);
     }
     return v;
+}
+
+int ts_scores_close(json_t *a, json_t *b, double tol) {
+    if (json_object_size(a) != json_object_size(b) || !json_object_size(a)) return 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach(a, k, v) {
+        json_t *w = json_object_get(b, k);
+        if (!w || !(fabs(json_number_value(v) - json_number_value(w)) <= tol)) return 0;
+    }
+    return 1;
 }

@@ -72,6 +72,10 @@ long ts_metric(const test_server *s, const char *name);
  * last value read (the caller checks it). */
 long ts_wait_metric(const test_server *s, const char *name, long at_least, int bound_ms);
 
+/* True when a and b, two non-empty JSON objects of numbers (a task's "scores"), have the same keys
+ * and every value within tol. */
+int ts_scores_close(json_t *a, json_t *b, double tol);
+
 /* Sleeps ms milliseconds. */
 void ts_sleep_ms(int ms);
 /* Runs a shell command made like printf; returns system()'s status (0: it succeeded), -1 when the

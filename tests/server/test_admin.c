@@ -104,16 +104,8 @@ static int predict(const test_server *s, const char *task, char *version, size_t
     return 200;
 }
 
-static int close_scores(json_t *a, json_t *b) {
-    if (json_object_size(a) != json_object_size(b) || !json_object_size(a)) return 0;
-    const char *k;
-    json_t *v;
-    json_object_foreach(a, k, v) {
-        json_t *w = json_object_get(b, k);
-        if (!w || fabs(json_number_value(v) - json_number_value(w)) > 1e-5) return 0;
-    }
-    return 1;
-}
+/* Two score maps of one version (or of one adapter in two layouts) agree to 1e-5. */
+static int close_scores(json_t *a, json_t *b) { return ts_scores_close(a, b, 1e-5); }
 
 static const char *current_of(json_t *versions_doc) { return json_string_value(json_object_get(versions_doc, "current")); }
 
