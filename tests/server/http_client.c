@@ -374,3 +374,18 @@ int ts_scores_close(json_t *a, json_t *b, double tol) {
     }
     return 1;
 }
+
+static void *post_main(void *arg) {
+    ts_post *p = arg;
+    if (ts_http(p->s, "POST", p->path, p->body, NULL, NULL, &p->resp)) p->resp.status = -1;
+    return NULL;
+}
+
+int ts_post_start(ts_post *p, const test_server *s, const char *path, const char *body) {
+    p->s = s, p->path = path, p->body = body;
+    memset(&p->resp, 0, sizeof p->resp);
+    p->resp.status = -1;
+    return pthread_create(&p->th, NULL, post_main, p) ? -1 : 0;
+}
+
+void ts_post_join(ts_post *p) { pthread_join(p->th, NULL); }

@@ -4,6 +4,7 @@
 #define ADAPTERD_TESTS_HTTP_CLIENT_H
 
 #include <jansson.h>
+#include <pthread.h>
 #include <sys/types.h>
 
 typedef struct {
@@ -64,6 +65,18 @@ char *ts_registry_new(const char *name);
 /* Validates doc against the OpenAPI response schema of (method, template path, status) in the
  * generated openapi.json; returns 0, or -1 with a message naming the JSON path at fault. */
 int ts_validate(const char *method, const char *tmpl, long status, json_t *doc, char *msg, size_t msg_len);
+
+/* A POST sent from a thread of its own, so that a test can act while it is in flight. */
+typedef struct {
+    const test_server *s;
+    const char *path, *body;   /* borrowed until ts_post_join */
+    ts_resp resp;              /* the answer once joined; resp.status is -1 when none arrived */
+    pthread_t th;
+} ts_post;
+/* Starts POSTing body (application/json) to path on s; returns 0, or -1 when no thread started. */
+int ts_post_start(ts_post *p, const test_server *s, const char *path, const char *body);
+/* Waits for the answer; p->resp is then the caller's to ts_resp_free. */
+void ts_post_join(ts_post *p);
 
 /* The value of the sample `name` (a metric name, with its labels if it has any) in GET /metrics, cut
  * to an integer; -1 when the server does not answer or does not show it. */

@@ -272,21 +272,6 @@ Test(hardening, uploads_stream_to_a_file_in_the_upload_area, .timeout = 90) {
 
 /* ---- item: the drain deadline ---- */
 
-typedef struct {
-    const test_server *s;
-    long status;
-    char body[1024];
-} drain_arg;
-
-static void *drain_client(void *arg) {
-    drain_arg *a = arg;
-    ts_resp r;
-    a->status = ts_http(a->s, "POST", "/v1/predict", "{\"inputs\":[\"the movie\",\"a song\"]}", NULL, NULL, &r) ? -1 : r.status;
-    snprintf(a->body, sizeof a->body, "%s", r.body ? r.body : "");
-    ts_resp_free(&r);
-    return NULL;
-}
-
 /* Requests still queued at the drain deadline get a JSON 503 and the process exits 0; it once
  * aborted inside libmicrohttpd (exit 134, "called while we have suspended connections") and the
  * clients got empty replies. The log's in-flight count is the number of requests (jobs were
@@ -308,24 +293,21 @@ Test(hardening, drain_deadline_answers_503_and_exits_0, .timeout = 60) {
     close(saved);
     cr_assert_eq(started, 0);
     enum { N = 6 };
-    pthread_t th[N];
-    drain_arg a[N];
-    for (int i = 0; i < N; i++) {
-        a[i] = (drain_arg){.s = &s};
-        pthread_create(&th[i], NULL, drain_client, &a[i]);
-    }
-    ts_sleep_ms(400);
+    ts_post a[N];
+    for (int i = 0; i < N; i++) cr_assert_eq(ts_post_start(&a[i], &s, "/v1/predict", "{\"inputs\":[\"the movie\",\"a song\"]}"), 0);
+    cr_assert_eq(ts_wait_metric(&s, "adapterd_queue_depth", N, 20000), N, "all requests queued before SIGTERM");
     kill(s.pid, SIGTERM);
-    for (int i = 0; i < N; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < N; i++) ts_post_join(&a[i]);
     int st = 0;
     for (int i = 0; i < 500 && waitpid(s.pid, &st, WNOHANG) != s.pid; i++) ts_sleep_ms(10);
     cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status %d (signal %d)", WIFEXITED(st) ? WEXITSTATUS(st) : -1,
               WIFSIGNALED(st) ? WTERMSIG(st) : 0);
     for (int i = 0; i < N; i++) {
-        cr_expect_eq(a[i].status, 503, "client %d: status %ld: %s", i, a[i].status, a[i].body);
+        cr_expect_eq(a[i].resp.status, 503, "client %d: status %ld: %s", i, a[i].resp.status, a[i].resp.body);
         char reply[1100];
-        snprintf(reply, sizeof reply, "HTTP/1.1 503\r\n\r\n%s", a[i].body);
-        if (a[i].status == 503) expect_json_error(reply, "unavailable");
+        snprintf(reply, sizeof reply, "HTTP/1.1 503\r\n\r\n%.1000s", a[i].resp.body);
+        if (a[i].resp.status == 503) expect_json_error(reply, "unavailable");
+        ts_resp_free(&a[i].resp);
     }
     char text[65536] = "";
     FILE *f = fopen(log, "r");
