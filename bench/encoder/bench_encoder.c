@@ -3,7 +3,7 @@
  *   bench_encoder --model DIR [--threads N] [--reps R] [--batch-reps R] [--workloads latency,batch]
  *                 [--precision fp32|bf16|int8] [--json]
  *
- * Workloads (issue: foundation): one 128-token sequence (latency, --reps runs) and 32 sequences of
+ * Workloads: one 128-token sequence (latency, --reps runs) and 32 sequences of
  * 128 tokens (throughput, --batch-reps runs, default reps/2), random ids, after two warm-up runs.
  * bench/encoder/run.sh runs it next to the PyTorch and ONNX Runtime peers. Prints medians and the achieved GFLOP/s of the encoder
  * (its matrix products and attention, counted exactly) next to the best GFLOP/s of a large GEMM

@@ -1,4 +1,4 @@
-/* bench_fusion.c - AdapterFusion pruning (issue 4): speed-up at k = 8, 4, 2 of 8 adapters and the max change in
+/* bench_fusion.c - AdapterFusion pruning: speed-up at k = 8, 4, 2 of 8 adapters and the max change in
  * logits, with the calibration of the AdapterDrop paper (section 5).
  *
  *   bench_fusion --model DIR --fusion-case DIR --tokenizer DIR --data sst2_dev.tsv [--calib 200] [--heldout 200]

@@ -1,4 +1,4 @@
-/* bench_multitask.c - many tasks on the same input in one packed pass (issue 5, bench/multitask).
+/* bench_multitask.c - many tasks on the same input in one packed pass (bench/multitask).
  *
  *   bench_multitask --model DIR --tasks DIR [--threads N] [--reps R] [--batch-reps R] [--counts 1,2,4,8,16]
  *                   [--skips 0,5] [--batch 8] [--len 128] [--fusion-ks 8,4,2] [--profile T,SKIP] [--json]

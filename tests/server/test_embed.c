@@ -24,7 +24,7 @@
 
 /* |server - reference| bound: the encoder unit test's (float32 engine vs float64 reference). */
 #define TOL 2e-5
-/* Packed in one batch vs alone (tests/engine/test_encoder.c's bound). */
+/* Packed in one batch vs alone (tests/engine/model/test_encoder.c's bound). */
 #define TOL_ALONE 1e-5
 
 static test_server srv;
