@@ -36,11 +36,7 @@ static int run(const eng_model *m, eng_state *st, int n_seq, int len, int reps, 
     float *out = eng_alloc_aligned(sizeof(float) * (size_t)n * c->hidden);
     double *t = malloc(sizeof(double) * reps);
     if (!ids || !lens || !out || !t) return -1;
-    unsigned s = 42;
-    for (int i = 0; i < n; i++) {
-        s = s * 1664525u + 1013904223u;
-        ids[i] = (int32_t)((s >> 8) % (unsigned)c->vocab);
-    }
+    bench_random_ids(ids, n, 42, 0, c->vocab);
     for (int i = 0; i < n_seq; i++) lens[i] = len;
     eng_batch b = {.n_seq = n_seq, .ids = ids, .seq_len = lens};
     eng_err e;
