@@ -77,9 +77,8 @@ int ts_start(test_server *s, const char *const *args, const char *const *env) {
     return -1;
 }
 
-int ts_stop(test_server *s) {
-    kill(s->pid, SIGTERM);
-    for (int i = 0; i < 2000; i++) {
+int ts_wait_exit(test_server *s, int bound_ms) {
+    for (int waited = 0; waited <= bound_ms; waited += 10) {
         int st;
         if (waitpid(s->pid, &st, WNOHANG) == s->pid) return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
         ts_sleep_ms(10);
@@ -87,6 +86,11 @@ int ts_stop(test_server *s) {
     kill(s->pid, SIGKILL);
     waitpid(s->pid, NULL, 0);
     return -1;
+}
+
+int ts_stop(test_server *s) {
+    kill(s->pid, SIGTERM);
+    return ts_wait_exit(s, 20000);
 }
 
 static size_t on_body(char *p, size_t sz, size_t n, void *ud) {

@@ -18,6 +18,11 @@ typedef struct {
 int ts_start(test_server *s, const char *const *args, const char *const *env);
 /* SIGTERM, wait; returns the exit status (or -1 when it did not exit normally within 20 s). */
 int ts_stop(test_server *s);
+/* Waits up to bound_ms for a server that is stopping on its own (a drain already signalled) and
+ * returns its exit status, or -1 when it was killed by a signal or had to be killed at the bound.
+ * Unlike ts_stop it sends no second SIGTERM, which could land after the server restored the
+ * default action at the end of its drain. */
+int ts_wait_exit(test_server *s, int bound_ms);
 
 typedef struct {
     long status;

@@ -409,7 +409,7 @@ Test(lifecycle, drain_on_sigterm_completes_in_flight_requests, .timeout = 60) {
         cr_expect_eq(a[i].resp.status, 200, "in-flight request %d: status %ld", i, a[i].resp.status);
         ts_resp_free(&a[i].resp);
     }
-    cr_assert_eq(ts_stop(&s), 0, "exit status after drain");
+    cr_assert_eq(ts_wait_exit(&s, 20000), 0, "the drain ends the process, exit status 0");
 }
 
 Test(lifecycle, flood_gets_429_with_retry_after, .timeout = 60) {
