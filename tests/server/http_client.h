@@ -1,5 +1,10 @@
-/* http_client.h - what the server integration tests share: start the real `adapterd serve` on
- * 127.0.0.1 with a free port, call it with libcurl, check bodies against proto/openapi.yaml. */
+/* http_client.h - what the server integration tests share, one copy each: start and stop the real
+ * `adapterd serve` on 127.0.0.1 with a free port, a registry copied from the fixtures, requests with
+ * libcurl (JSON or binary bodies, or in flight on a thread of their own), uploads packed as
+ * .tar.gz, metrics read back, and bodies checked against proto/openapi.yaml.
+ *
+ * Tests wait for states (a metric reaching a value, a process exiting), bounded, rather than for
+ * fixed times, so a loaded machine makes them slower, not flaky. */
 #ifndef ADAPTERD_TESTS_HTTP_CLIENT_H
 #define ADAPTERD_TESTS_HTTP_CLIENT_H
 
