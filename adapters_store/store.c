@@ -56,6 +56,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/files.h"
+
 #define STATE_FILE ".adapterd-state.json"
 #define NFTW_FDS 16 /* directories a tree walk keeps open at once */
 #define STATE_LOCK ".adapterd-state.lock"
@@ -252,16 +254,10 @@ static int pathf(char *dst, size_t n, const char *fmt, ...) {
     return r;
 }
 
-static int is_dir(const char *p) {
-    struct stat s;
-    return stat(p, &s) == 0 && S_ISDIR(s.st_mode);
-}
-
+/* 1 when dir/sub/file is a regular file (engine/files.h's rule). */
 static int file_in(const char *dir, const char *sub, const char *file) {
     char p[PATH_MAX];
-    struct stat s;
-    if (pathf(p, sizeof p, "%s/%s/%s", dir, sub, file) >= (int)sizeof p) return 0;
-    return stat(p, &s) == 0 && S_ISREG(s.st_mode);
+    return pathf(p, sizeof p, "%s/%s", dir, sub) < (int)sizeof p && eng_file_exists_in(p, file);
 }
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -277,7 +273,7 @@ static int list_subdirs(const char *dir, char ***out, eng_err *err) {
     while ((de = readdir(d))) {
         if (de->d_name[0] == '.') continue;
         char p[PATH_MAX];
-        if (pathf(p, sizeof p, "%s/%s", dir, de->d_name) >= (int)sizeof p || !is_dir(p)) continue;
+        if (pathf(p, sizeof p, "%s/%s", dir, de->d_name) >= (int)sizeof p || !eng_dir_exists(p)) continue;
         if (n == cap) {
             int nc = cap ? cap * 2 : 8;
             char **nv = realloc(v, (size_t)nc * sizeof *nv);
@@ -412,7 +408,7 @@ static void sweep(store_registry *r) {
             if (store_remove_dir(p)) logf_(r, "%s: could not remove everything (%s)", p, strerror(errno));
             continue;
         }
-        if (de->d_name[0] == '.' || !is_dir(p)) continue;
+        if (de->d_name[0] == '.' || !eng_dir_exists(p)) continue;
         DIR *t = opendir(p);
         struct dirent *te;
         while (t && (te = readdir(t))) {
@@ -1120,7 +1116,7 @@ static int state_update(store_registry *r, const char *name, const char *ov_cur,
     pthread_mutex_unlock(&r->mu);
     for (int k = 0; k < n_miss; k++) {
         pathf(tdir, sizeof tdir, "%s/tasks/%s", r->dir, miss[k]);
-        long mk = is_dir(tdir) ? disk_max_version(r, miss[k]) : -1;
+        long mk = eng_dir_exists(tdir) ? disk_max_version(r, miss[k]) : -1;
         pthread_mutex_lock(&r->mu);
         store_entry *e = get_entry(r, miss[k]);
         int bad = 0;
@@ -1411,7 +1407,7 @@ int store_open(const char *dir, const store_params *p, store_registry **out, eng
         goto fail;
     }
     pathf(path, sizeof path, "%s/tasks", dir);
-    if (!is_dir(path) && mkdir(path, 0755)) {
+    if (!eng_dir_exists(path) && mkdir(path, 0755)) {
         rc = eng_err_set(err, ENG_IO, "%s: cannot create (%s)", path, strerror(errno));
         goto fail;
     }
@@ -1685,7 +1681,7 @@ int store_version_add(store_registry *r, const char *name, const char *version, 
      * one (rule_current), and so does a restart after a kill before the state names the new one. */
     if (had_cur && (rc = state_write(r, name, version_number(version), err))) goto done;
     int made = 0;
-    if (!is_dir(tdir)) {
+    if (!eng_dir_exists(tdir)) {
         if (mkdir(tdir, 0755) && errno != EEXIST) {
             int e = errno;
             rc = eng_err_set(err, io_status(e), "cannot create the folder of task %s (%s)", name, strerror(e));
@@ -1980,7 +1976,7 @@ static void follow_state(store_registry *r, json_t *root) {
         /* versions deleted by another writer (the current one last: the rule then picks another) */
         for (int k = 0; e && k < e->n;) {
             store_task *t = e->v[k];
-            if (is_dir(t->dir) || (t == e->cur && e->n > 1)) {
+            if (eng_dir_exists(t->dir) || (t == e->cur && e->n > 1)) {
                 k++;
                 continue;
             }
@@ -1991,7 +1987,7 @@ static void follow_state(store_registry *r, json_t *root) {
             pthread_mutex_lock(&r->mu);
             e = get_entry(r, names[i]);
         }
-        if (e && e->cur && e->n > 1 && !is_dir(e->cur->dir)) {
+        if (e && e->cur && e->n > 1 && !eng_dir_exists(e->cur->dir)) {
             /* the current one went too: serve the highest of the others (loaded on first use) */
             store_task *gone = e->cur, *next = e->v[e->n - 1] == gone ? e->v[e->n - 2] : e->v[e->n - 1];
             detached d = {0};
@@ -2119,7 +2115,7 @@ int store_rescan(store_registry *r, eng_err *err) {
     int nk = store_task_names(r, &known);
     for (int i = 0; i < nk; i++) {
         pathf(tdir, sizeof tdir, "%s/%s", tasks, known[i]);
-        if (is_dir(tdir)) continue;
+        if (eng_dir_exists(tdir)) continue;
         pthread_mutex_lock(&r->mu);
         store_entry *e = get_entry(r, known[i]);
         if (e) drop_entry_locked(r, e);
@@ -2142,7 +2138,7 @@ int store_rescan(store_registry *r, eng_err *err) {
     pthread_mutex_lock(&r->mu);
     for (int i = r->n_broken - 1; i >= 0; i--) {
         pathf(vdir, sizeof vdir, "%s/%s/%s", tasks, r->broken[i].name, r->broken[i].version);
-        if (!is_dir(vdir)) broken_remove_at(r, i);
+        if (!eng_dir_exists(vdir)) broken_remove_at(r, i);
     }
     pthread_mutex_unlock(&r->mu);
     /* read again: this rescan's own writes, and other writers' since it began */

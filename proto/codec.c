@@ -7,7 +7,6 @@
 
 #include <jansson.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,17 +19,6 @@
 proto_limits proto_default_limits(void) {
     return (proto_limits){.max_inputs = DEFAULT_MAX_INPUTS, .max_tasks = DEFAULT_MAX_TASKS,
                           .max_text_bytes = DEFAULT_MAX_TEXT_BYTES};
-}
-
-int proto_err_set(proto_err *err, proto_status code, const char *fmt, ...) {
-    if (err) {
-        err->code = code;
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-        va_end(ap);
-    }
-    return code;
 }
 
 void proto_predict_free(proto_predict_req *r) {
@@ -54,31 +42,31 @@ static void req_init(proto_predict_req *r) {
     r->add_special_tokens = 1;
 }
 
-static json_t *load_object(const char *body, size_t len, proto_err *err) {
+static json_t *load_object(const char *body, size_t len, eng_err *err) {
     json_error_t je;
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     if (!root) {
-        proto_err_set(err, PROTO_MALFORMED, "body is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
+        eng_err_set(err, ENG_MALFORMED, "body is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
         return NULL;
     }
     if (!json_is_object(root)) {
         json_decref(root);
-        proto_err_set(err, PROTO_MALFORMED, "body must be a JSON object");
+        eng_err_set(err, ENG_MALFORMED, "body must be a JSON object");
         return NULL;
     }
     return root;
 }
 
-static int set_text(proto_text *t, json_t *s, json_t *pair, const proto_limits *lim, const char *where, proto_err *err) {
+static int set_text(proto_text *t, json_t *s, json_t *pair, const proto_limits *lim, const char *where, eng_err *err) {
     t->text = json_string_value(s);
     t->len = json_string_length(s);
     if (pair && !json_is_null(pair)) {
-        if (!json_is_string(pair)) return proto_err_set(err, PROTO_INVALID, "%s.text_pair must be a string", where);
+        if (!json_is_string(pair)) return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s.text_pair must be a string", where);
         t->pair = json_string_value(pair);
         t->pair_len = json_string_length(pair);
     }
     if (t->len + t->pair_len > lim->max_text_bytes)
-        return proto_err_set(err, PROTO_LIMIT, "%s is %zu bytes, over the limit of %zu", where, t->len + t->pair_len,
+        return eng_err_set(err, ENG_LIMIT, "%s is %zu bytes, over the limit of %zu", where, t->len + t->pair_len,
                     lim->max_text_bytes);
     return 0;
 }
@@ -87,14 +75,14 @@ static int set_text(proto_text *t, json_t *s, json_t *pair, const proto_limits *
 #define MAX_TOKEN_ID 0x7fffffff
 
 /* An ids array: non-empty, integers 0..MAX_TOKEN_ID; returns its length or a negative status. */
-static int check_ids(json_t *a, const char *where, const char *field, proto_err *err) {
+static int check_ids(json_t *a, const char *where, const char *field, eng_err *err) {
     size_t n = json_array_size(a);
-    if (n == 0) return proto_err_set(err, PROTO_INVALID, "%s%s is empty", where, field);
-    if (n > (size_t)MAX_TOKEN_ID) return proto_err_set(err, PROTO_LIMIT, "%s%s is too long", where, field);
+    if (n == 0) return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s%s is empty", where, field);
+    if (n > (size_t)MAX_TOKEN_ID) return eng_err_set(err, ENG_LIMIT, "%s%s is too long", where, field);
     for (size_t i = 0; i < n; i++) {
         json_t *v = json_array_get(a, i);
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > MAX_TOKEN_ID)
-            return proto_err_set(err, PROTO_INVALID, "%s%s[%zu] must be a non-negative integer token id", where, field, i);
+            return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s%s[%zu] must be a non-negative integer token id", where, field, i);
     }
     return (int)n;
 }
@@ -105,7 +93,7 @@ static void copy_ids(json_t *a, int32_t *dst) {
 
 /* An input that is ids: [1, 2, 3] or {"ids": [...], "type_ids": [...]}. Sets *ids / *types (types
  * may stay NULL); returns 1 when e is such an input, 0 when it is not, or a negative status. */
-static int ids_input(json_t *e, const char *where, json_t **ids, json_t **types, proto_err *err) {
+static int ids_input(json_t *e, const char *where, json_t **ids, json_t **types, eng_err *err) {
     *ids = *types = NULL;
     if (json_is_array(e)) {
         int n = check_ids(e, where, "", err);
@@ -118,15 +106,15 @@ static int ids_input(json_t *e, const char *where, json_t **ids, json_t **types,
     json_t *v;
     json_object_foreach(e, k, v) {
         if (strcmp(k, "ids") && strcmp(k, "type_ids"))
-            return proto_err_set(err, PROTO_INVALID, "%s: unknown field \"%.60s\" (ids, type_ids)", where, k);
+            return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s: unknown field \"%.60s\" (ids, type_ids)", where, k);
     }
     json_t *a = json_object_get(e, "ids"), *t = json_object_get(e, "type_ids");
-    if (!json_is_array(a)) return proto_err_set(err, PROTO_INVALID, "%s.ids must be an array of token ids", where);
+    if (!json_is_array(a)) return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s.ids must be an array of token ids", where);
     int n = check_ids(a, where, ".ids", err);
     if (n < 0) return n;
     if (t && !json_is_null(t)) {
         if (!json_is_array(t) || json_array_size(t) != (size_t)n)
-            return proto_err_set(err, PROTO_INVALID, "%s.type_ids must be an array as long as ids", where);
+            return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s.type_ids must be an array as long as ids", where);
         int m = check_ids(t, where, ".type_ids", err);
         if (m < 0) return m;
         *types = t;
@@ -137,19 +125,19 @@ static int ids_input(json_t *e, const char *where, json_t **ids, json_t **types,
 
 /* inputs: a string, one ids array, or an array of strings, ids arrays, {"text", "text_pair"} or
  * {"ids", "type_ids"}. allow_ids 0 refuses ids (tokenize). Ids are copied into one buffer (r->ids_). */
-static int parse_inputs(json_t *in, const proto_limits *lim, int allow_ids, proto_predict_req *r, proto_err *err) {
-    if (!in) return proto_err_set(err, PROTO_INVALID, "\"inputs\" is required");
+static int parse_inputs(json_t *in, const proto_limits *lim, int allow_ids, proto_predict_req *r, eng_err *err) {
+    if (!in) return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"inputs\" is required");
     const char *shape = allow_ids ? "\"inputs\" must be a string, token ids, or an array of strings, of token ids, of "
                                     "{\"text\", \"text_pair\"} or of {\"ids\", \"type_ids\"}"
                                   : "\"inputs\" must be a string or an array of strings or of {\"text\", \"text_pair\"}";
-    if (!json_is_string(in) && !json_is_array(in)) return proto_err_set(err, PROTO_INVALID, "%s", shape);
+    if (!json_is_string(in) && !json_is_array(in)) return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s", shape);
     /* a flat array of integers is one ids input */
     int flat = json_is_array(in) && json_is_integer(json_array_get(in, 0));
     size_t n = json_is_array(in) && !flat ? json_array_size(in) : 1;
-    if (json_is_array(in) && json_array_size(in) == 0) return proto_err_set(err, PROTO_INVALID, "\"inputs\" is empty");
+    if (json_is_array(in) && json_array_size(in) == 0) return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"inputs\" is empty");
     if (n > (size_t)lim->max_inputs)
-        return proto_err_set(err, PROTO_LIMIT, "\"inputs\" has %zu entries, over the limit of %d", n, lim->max_inputs);
-    if (!(r->inputs = calloc(n, sizeof *r->inputs))) return proto_err_set(err, PROTO_NO_MEMORY, "out of memory");
+        return eng_err_set(err, ENG_LIMIT, "\"inputs\" has %zu entries, over the limit of %d", n, lim->max_inputs);
+    if (!(r->inputs = calloc(n, sizeof *r->inputs))) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
     r->n_inputs = (int)n;
     if (json_is_string(in)) return set_text(&r->inputs[0], in, NULL, lim, "inputs", err);
     /* first pass: check every entry, count the ids */
@@ -161,7 +149,7 @@ static int parse_inputs(json_t *in, const proto_limits *lim, int allow_ids, prot
         int rc = ids_input(e, where, &ids, &types, err);
         if (rc < 0) return rc;
         if (rc == 1) {
-            if (!allow_ids) return proto_err_set(err, PROTO_INVALID, "%s: token ids are not accepted here; send text", where);
+            if (!allow_ids) return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s: token ids are not accepted here; send text", where);
             total += json_array_size(ids) * (types ? 2 : 1);
             r->inputs[i].n_ids = (int)json_array_size(ids);
             continue;
@@ -170,21 +158,21 @@ static int parse_inputs(json_t *in, const proto_limits *lim, int allow_ids, prot
             rc = set_text(&r->inputs[i], e, NULL, lim, where, err);
         } else if (json_is_object(e)) {
             json_t *t = json_object_get(e, "text");
-            if (!json_is_string(t)) return proto_err_set(err, PROTO_INVALID, "%s.text must be a string", where);
+            if (!json_is_string(t)) return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s.text must be a string", where);
             const char *k;
             json_t *v;
             json_object_foreach(e, k, v) {
                 if (strcmp(k, "text") && strcmp(k, "text_pair"))
-                    return proto_err_set(err, PROTO_INVALID, "%s: unknown field \"%.60s\"", where, k);
+                    return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s: unknown field \"%.60s\"", where, k);
             }
             rc = set_text(&r->inputs[i], t, json_object_get(e, "text_pair"), lim, where, err);
         } else {
-            return proto_err_set(err, PROTO_INVALID, "%s: %s", where, shape);
+            return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s: %s", where, shape);
         }
         if (rc) return rc;
     }
     if (!total) return 0;
-    if (!(r->ids_ = malloc(total * sizeof *r->ids_))) return proto_err_set(err, PROTO_NO_MEMORY, "out of memory");
+    if (!(r->ids_ = malloc(total * sizeof *r->ids_))) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
     /* second pass: copy */
     int32_t *o = r->ids_;
     for (size_t i = 0; i < n; i++) {
@@ -202,20 +190,20 @@ static int parse_inputs(json_t *in, const proto_limits *lim, int allow_ids, prot
     return 0;
 }
 
-static int skip_value(json_t *v, const char *where, proto_err *err) {
+static int skip_value(json_t *v, const char *where, eng_err *err) {
     if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 1000)
-        return proto_err_set(err, PROTO_INVALID, "%s must be a non-negative integer", where);
+        return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s must be a non-negative integer", where);
     return (int)json_integer_value(v);
 }
 
-static int parse_common(json_t *root, const proto_limits *lim, proto_predict_req *r, proto_err *err) {
+static int parse_common(json_t *root, const proto_limits *lim, proto_predict_req *r, eng_err *err) {
     json_t *v;
     if ((v = json_object_get(root, "skip")) && !json_is_null(v)) {
         if (json_is_object(v)) {
             size_t n = json_object_size(v);
             if (n > (size_t)lim->max_tasks)
-                return proto_err_set(err, PROTO_LIMIT, "\"skip\" names %zu tasks, over the limit of %d", n, lim->max_tasks);
-            if (n && !(r->skips = calloc(n, sizeof *r->skips))) return proto_err_set(err, PROTO_NO_MEMORY, "out of memory");
+                return eng_err_set(err, ENG_LIMIT, "\"skip\" names %zu tasks, over the limit of %d", n, lim->max_tasks);
+            if (n && !(r->skips = calloc(n, sizeof *r->skips))) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
             const char *k;
             json_t *s;
             json_object_foreach(v, k, s) {
@@ -231,20 +219,20 @@ static int parse_common(json_t *root, const proto_limits *lim, proto_predict_req
     }
     if ((v = json_object_get(root, "budget")) && !json_is_null(v)) {
         if (!json_is_number(v) || json_number_value(v) < 0 || json_number_value(v) > 1)
-            return proto_err_set(err, PROTO_INVALID, "\"budget\" must be a number from 0 to 1");
+            return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"budget\" must be a number from 0 to 1");
         r->budget = json_number_value(v);
     }
     if (r->budget >= 0 && (r->skip >= 0 || r->n_skips))
-        return proto_err_set(err, PROTO_INVALID, "give either \"skip\" or \"budget\", not both");
+        return eng_err_set(err, ENG_INVALID_ARGUMENT, "give either \"skip\" or \"budget\", not both");
     if ((v = json_object_get(root, "latency_ms")) && !json_is_null(v)) {
         if (!json_is_number(v) || !(json_number_value(v) > 0))
-            return proto_err_set(err, PROTO_INVALID, "\"latency_ms\" must be a positive number");
+            return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"latency_ms\" must be a positive number");
         r->latency_ms = json_number_value(v);
         if (r->budget >= 0 || r->skip >= 0 || r->n_skips)
-            return proto_err_set(err, PROTO_INVALID, "give either \"latency_ms\" or \"skip\"/\"budget\", not both");
+            return eng_err_set(err, ENG_INVALID_ARGUMENT, "give either \"latency_ms\" or \"skip\"/\"budget\", not both");
     }
     if ((v = json_object_get(root, "truncate")) && !json_is_null(v)) {
-        if (!json_is_boolean(v)) return proto_err_set(err, PROTO_INVALID, "\"truncate\" must be true or false");
+        if (!json_is_boolean(v)) return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"truncate\" must be true or false");
         r->truncate = json_is_true(v);
     }
     if ((v = json_object_get(root, "aggregation")) && !json_is_null(v)) {
@@ -252,7 +240,7 @@ static int parse_common(json_t *root, const proto_limits *lim, proto_predict_req
         if (a && !strcmp(a, "none")) r->aggregation = PROTO_AGG_NONE;
         else if (a && !strcmp(a, "simple")) r->aggregation = PROTO_AGG_SIMPLE;
         else if (a && !strcmp(a, "first")) r->aggregation = PROTO_AGG_FIRST;
-        else return proto_err_set(err, PROTO_INVALID, "\"aggregation\" must be \"none\", \"simple\" or \"first\"");
+        else return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"aggregation\" must be \"none\", \"simple\" or \"first\"");
     }
     return 0;
 }
@@ -260,31 +248,31 @@ static int parse_common(json_t *root, const proto_limits *lim, proto_predict_req
 /* A task named by object, {"name": "sentiment", "version": "2"} (version optional), is rewritten
  * in place in the array as the string "sentiment@2", which the request then borrows like any
  * other name (the document owns it). Returns 0 (also when the entry is not an object), or an error. */
-static int task_spec_of_object(json_t *arr, size_t i, proto_err *err) {
+static int task_spec_of_object(json_t *arr, size_t i, eng_err *err) {
     json_t *o = json_array_get(arr, i);
     if (!json_is_object(o)) return 0;
     const char *k, *name = NULL, *ver = NULL;
     json_t *x;
     json_object_foreach(o, k, x) {
         const char **dst = !strcmp(k, "name") ? &name : !strcmp(k, "version") ? &ver : NULL;
-        if (!dst) return proto_err_set(err, PROTO_INVALID, "tasks[%zu] has an unknown field \"%.80s\"", i, k);
+        if (!dst) return eng_err_set(err, ENG_INVALID_ARGUMENT, "tasks[%zu] has an unknown field \"%.80s\"", i, k);
         if (!json_is_null(x) && !(*dst = json_string_value(x)))
-            return proto_err_set(err, PROTO_INVALID, "tasks[%zu].%s must be a string", i, k);
+            return eng_err_set(err, ENG_INVALID_ARGUMENT, "tasks[%zu].%s must be a string", i, k);
     }
-    if (!name || !*name) return proto_err_set(err, PROTO_INVALID, "tasks[%zu] needs a \"name\"", i);
-    if (strchr(name, '@')) return proto_err_set(err, PROTO_INVALID, "tasks[%zu].name holds '@'", i);
-    if (ver && !*ver) return proto_err_set(err, PROTO_INVALID, "tasks[%zu].version is empty", i);
+    if (!name || !*name) return eng_err_set(err, ENG_INVALID_ARGUMENT, "tasks[%zu] needs a \"name\"", i);
+    if (strchr(name, '@')) return eng_err_set(err, ENG_INVALID_ARGUMENT, "tasks[%zu].name holds '@'", i);
+    if (ver && !*ver) return eng_err_set(err, ENG_INVALID_ARGUMENT, "tasks[%zu].version is empty", i);
     json_t *spec = ver ? json_sprintf("%s@%s", name, ver) : json_string(name);
-    if (!spec || json_array_set_new(arr, i, spec)) return proto_err_set(err, PROTO_NO_MEMORY, "out of memory");
+    if (!spec || json_array_set_new(arr, i, spec)) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
     return 0;
 }
 
-int proto_predict_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *r, proto_err *err) {
+int proto_predict_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *r, eng_err *err) {
     proto_limits dl = proto_default_limits();
     if (!lim) lim = &dl;
     req_init(r);
     json_t *root = load_object(body, len, err);
-    if (!root) return err ? err->code : PROTO_MALFORMED;
+    if (!root) return err ? err->code : ENG_MALFORMED;
     r->doc_ = root;
     int rc;
     const char *k;
@@ -292,7 +280,7 @@ int proto_predict_parse(const char *body, size_t len, const proto_limits *lim, p
     json_object_foreach(root, k, v) {
         if (strcmp(k, "inputs") && strcmp(k, "tasks") && strcmp(k, "skip") && strcmp(k, "budget") &&
             strcmp(k, "latency_ms") && strcmp(k, "return") && strcmp(k, "truncate") && strcmp(k, "aggregation")) {
-            rc = proto_err_set(err, PROTO_INVALID, "unknown field \"%.80s\"", k);
+            rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "unknown field \"%.80s\"", k);
             goto bad;
         }
     }
@@ -304,11 +292,11 @@ int proto_predict_parse(const char *body, size_t len, const proto_limits *lim, p
         } else if (json_is_array(v)) {
             size_t n = json_array_size(v);
             if (n == 0) {
-                rc = proto_err_set(err, PROTO_INVALID, "\"tasks\" is empty (leave it out for every task)");
+                rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "\"tasks\" is empty (leave it out for every task)");
                 goto bad;
             }
             if (n > (size_t)lim->max_tasks) {
-                rc = proto_err_set(err, PROTO_LIMIT, "\"tasks\" has %zu entries, over the limit of %d", n, lim->max_tasks);
+                rc = eng_err_set(err, ENG_LIMIT, "\"tasks\" has %zu entries, over the limit of %d", n, lim->max_tasks);
                 goto bad;
             }
             if (!(r->tasks = calloc(n, sizeof *r->tasks))) goto oom;
@@ -316,7 +304,7 @@ int proto_predict_parse(const char *body, size_t len, const proto_limits *lim, p
                 if ((rc = task_spec_of_object(v, i, err))) goto bad;
                 const char *s = json_string_value(json_array_get(v, i));
                 if (!s) {
-                    rc = proto_err_set(err, PROTO_INVALID, "tasks[%zu] must be a task name, \"name@version\" or "
+                    rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "tasks[%zu] must be a task name, \"name@version\" or "
                                                            "{\"name\": ..., \"version\": ...}", i);
                     goto bad;
                 }
@@ -324,20 +312,20 @@ int proto_predict_parse(const char *body, size_t len, const proto_limits *lim, p
                 size_t sn = strcspn(s, "@");
                 for (int j = 0; j < r->n_tasks; j++)
                     if (strcspn(r->tasks[j], "@") == sn && !strncmp(r->tasks[j], s, sn)) {
-                        rc = proto_err_set(err, PROTO_INVALID, "task \"%.*s\" is named twice", (int)(sn > 80 ? 80 : sn), s);
+                        rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "task \"%.*s\" is named twice", (int)(sn > 80 ? 80 : sn), s);
                         goto bad;
                     }
                 r->tasks[r->n_tasks++] = s;
             }
         } else {
-            rc = proto_err_set(err, PROTO_INVALID, "\"tasks\" must be an array of task names");
+            rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "\"tasks\" must be an array of task names");
             goto bad;
         }
     }
     if ((rc = parse_common(root, lim, r, err))) goto bad;
     if ((v = json_object_get(root, "return")) && !json_is_null(v)) {
         if (!json_is_object(v)) {
-            rc = proto_err_set(err, PROTO_INVALID, "\"return\" must be an object {\"scores\", \"logits\", \"explain\"}");
+            rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "\"return\" must be an object {\"scores\", \"logits\", \"explain\"}");
             goto bad;
         }
         json_t *b;
@@ -347,11 +335,11 @@ int proto_predict_parse(const char *body, size_t len, const proto_limits *lim, p
                        : !strcmp(k, "explain") ? &r->ret_explain
                                                : NULL;
             if (!dst) {
-                rc = proto_err_set(err, PROTO_INVALID, "return: unknown field \"%.80s\"", k);
+                rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "return: unknown field \"%.80s\"", k);
                 goto bad;
             }
             if (!json_is_boolean(b)) {
-                rc = proto_err_set(err, PROTO_INVALID, "return.%s must be true or false", k);
+                rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "return.%s must be true or false", k);
                 goto bad;
             }
             *dst = json_is_true(b);
@@ -359,7 +347,7 @@ int proto_predict_parse(const char *body, size_t len, const proto_limits *lim, p
     }
     return 0;
 oom:
-    rc = proto_err_set(err, PROTO_NO_MEMORY, "out of memory");
+    rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory");
 bad:
     proto_predict_free(r);
     return rc;
@@ -376,42 +364,42 @@ const char *proto_pooling_name(proto_pooling p) {
     return "default";
 }
 
-static int bool_field(json_t *root, const char *key, int *dst, proto_err *err) {
+static int bool_field(json_t *root, const char *key, int *dst, eng_err *err) {
     json_t *v = json_object_get(root, key);
     if (!v || json_is_null(v)) return 0;
-    if (!json_is_boolean(v)) return proto_err_set(err, PROTO_INVALID, "\"%s\" must be true or false", key);
+    if (!json_is_boolean(v)) return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"%s\" must be true or false", key);
     *dst = json_is_true(v);
     return 0;
 }
 
-static int model_field(json_t *root, proto_predict_req *r, proto_err *err) {
+static int model_field(json_t *root, proto_predict_req *r, eng_err *err) {
     json_t *v = json_object_get(root, "model");
     if (!v || json_is_null(v)) return 0;
-    if (!json_is_string(v)) return proto_err_set(err, PROTO_INVALID, "\"model\" must be a model name (GET /v1/models)");
+    if (!json_is_string(v)) return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"model\" must be a model name (GET /v1/models)");
     r->model = json_string_value(v);
     return 0;
 }
 
 /* Refuses keys of root not in the NULL-terminated list. */
-static int known_keys(json_t *root, const char *const *keys, proto_err *err) {
+static int known_keys(json_t *root, const char *const *keys, eng_err *err) {
     const char *k;
     json_t *v;
     json_object_foreach(root, k, v) {
         int ok = 0;
         for (const char *const *q = keys; *q && !ok; q++) ok = !strcmp(k, *q);
-        if (!ok) return proto_err_set(err, PROTO_INVALID, "unknown field \"%.80s\"", k);
+        if (!ok) return eng_err_set(err, ENG_INVALID_ARGUMENT, "unknown field \"%.80s\"", k);
     }
     return 0;
 }
 
-int proto_embed_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *r, proto_err *err) {
+int proto_embed_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *r, eng_err *err) {
     static const char *const keys[] = {"inputs", "normalize", "truncate", "truncation_direction", "pooling", "model", NULL};
     proto_limits dl = proto_default_limits();
     if (!lim) lim = &dl;
     req_init(r);
     r->truncate = 0; /* as text-embeddings-inference: an input over the limit is refused unless asked */
     json_t *root = load_object(body, len, err), *v;
-    if (!root) return err ? err->code : PROTO_MALFORMED;
+    if (!root) return err ? err->code : ENG_MALFORMED;
     r->doc_ = root;
     int rc;
     if ((rc = known_keys(root, keys, err)) || (rc = parse_inputs(json_object_get(root, "inputs"), lim, 1, r, err)) ||
@@ -421,7 +409,7 @@ int proto_embed_parse(const char *body, size_t len, const proto_limits *lim, pro
     if ((v = json_object_get(root, "truncation_direction")) && !json_is_null(v)) {
         const char *d = json_string_value(v);
         if (!d || (strcmp(d, "right") && strcmp(d, "Right"))) {
-            rc = proto_err_set(err, PROTO_INVALID, "\"truncation_direction\" must be \"right\" (the end of the text is cut)");
+            rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "\"truncation_direction\" must be \"right\" (the end of the text is cut)");
             goto bad;
         }
     }
@@ -431,7 +419,7 @@ int proto_embed_parse(const char *body, size_t len, const proto_limits *lim, pro
         for (size_t i = 0; p && i < sizeof all / sizeof all[0]; i++)
             if (!strcmp(p, proto_pooling_name(all[i]))) r->pooling = all[i];
         if (r->pooling == PROTO_POOL_DEFAULT) {
-            rc = proto_err_set(err, PROTO_INVALID, "\"pooling\" must be \"cls\", \"mean\", \"pooler\" or \"none\"");
+            rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "\"pooling\" must be \"cls\", \"mean\", \"pooler\" or \"none\"");
             goto bad;
         }
     }
@@ -441,13 +429,13 @@ bad:
     return rc;
 }
 
-int proto_tokenize_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *r, proto_err *err) {
+int proto_tokenize_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *r, eng_err *err) {
     static const char *const keys[] = {"inputs", "add_special_tokens", "model", NULL};
     proto_limits dl = proto_default_limits();
     if (!lim) lim = &dl;
     req_init(r);
     json_t *root = load_object(body, len, err);
-    if (!root) return err ? err->code : PROTO_MALFORMED;
+    if (!root) return err ? err->code : ENG_MALFORMED;
     r->doc_ = root;
     int rc;
     if ((rc = known_keys(root, keys, err)) || (rc = parse_inputs(json_object_get(root, "inputs"), lim, 0, r, err)) ||
@@ -460,21 +448,21 @@ bad:
 }
 
 /* A v2 BYTES tensor: {"name","shape":[N],"datatype":"BYTES","data":[...]}; returns the data array. */
-static json_t *v2_bytes(json_t *t, size_t i, proto_err *err) {
+static json_t *v2_bytes(json_t *t, size_t i, eng_err *err) {
     json_t *shape = json_object_get(t, "shape"), *data = json_object_get(t, "data");
     const char *dt = json_string_value(json_object_get(t, "datatype"));
     if (!dt || strcmp(dt, "BYTES")) {
-        proto_err_set(err, PROTO_INVALID, "inputs[%zu].datatype must be \"BYTES\"", i);
+        eng_err_set(err, ENG_INVALID_ARGUMENT, "inputs[%zu].datatype must be \"BYTES\"", i);
         return NULL;
     }
     if (!json_is_array(data)) {
-        proto_err_set(err, PROTO_INVALID, "inputs[%zu].data must be an array of strings", i);
+        eng_err_set(err, ENG_INVALID_ARGUMENT, "inputs[%zu].data must be an array of strings", i);
         return NULL;
     }
     if (!json_is_array(shape) || json_array_size(shape) < 1 || json_array_size(shape) > 2 ||
         json_integer_value(json_array_get(shape, 0)) != (json_int_t)json_array_size(data) ||
         (json_array_size(shape) == 2 && json_integer_value(json_array_get(shape, 1)) != 1)) {
-        proto_err_set(err, PROTO_INVALID, "inputs[%zu].shape must be [N] (or [N, 1]) with N the number of data entries", i);
+        eng_err_set(err, ENG_INVALID_ARGUMENT, "inputs[%zu].shape must be [N] (or [N, 1]) with N the number of data entries", i);
         return NULL;
     }
     return data;
@@ -538,84 +526,84 @@ void proto_v2_outputs_describe(proto_head_kind k, char *buf, size_t n) {
 
 /* "outputs": [{"name": "label"}, ...]: each name once, each an output tensor of some head (whether
  * the task's head answers it is the server's check, once it knows the task). */
-static int v2_requested_outputs(json_t *outs, unsigned *mask, proto_err *err) {
+static int v2_requested_outputs(json_t *outs, unsigned *mask, eng_err *err) {
     static const v2_output *const heads[] = {v2_cls, v2_ml, v2_reg, v2_qa, v2_tag};
     *mask = 0;
     if (!outs || json_is_null(outs)) return 0;
-    if (!json_is_array(outs)) return proto_err_set(err, PROTO_INVALID, "\"outputs\" must be an array of {\"name\": ...}");
+    if (!json_is_array(outs)) return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"outputs\" must be an array of {\"name\": ...}");
     for (size_t i = 0; i < json_array_size(outs); i++) {
         const char *name = json_string_value(json_object_get(json_array_get(outs, i), "name"));
-        if (!name) return proto_err_set(err, PROTO_INVALID, "outputs[%zu] must be an object with a \"name\"", i);
+        if (!name) return eng_err_set(err, ENG_INVALID_ARGUMENT, "outputs[%zu] must be an object with a \"name\"", i);
         unsigned bit = 0;
         for (size_t h = 0; h < sizeof heads / sizeof heads[0]; h++)
             for (const v2_output *o = heads[h]; o->name; o++)
                 if (!strcmp(name, o->name)) bit = o->bit;
         if (!bit)
-            return proto_err_set(err, PROTO_INVALID,
+            return eng_err_set(err, ENG_INVALID_ARGUMENT,
                                  "outputs[%zu]: unknown output \"%.60s\" (label, score, scores, labels, value, answer, start, end, "
                                  "entity, word, seq, input)",
                                  i, name);
-        if (*mask & bit) return proto_err_set(err, PROTO_INVALID, "outputs[%zu]: \"%s\" is asked for twice", i, name);
+        if (*mask & bit) return eng_err_set(err, ENG_INVALID_ARGUMENT, "outputs[%zu]: \"%s\" is asked for twice", i, name);
         *mask |= bit;
     }
     return 0;
 }
 
 int proto_v2_infer_parse(const char *body, size_t len, const char *task, const proto_limits *lim, proto_predict_req *r,
-                         proto_err *err) {
+                         eng_err *err) {
     proto_limits dl = proto_default_limits();
     if (!lim) lim = &dl;
     req_init(r);
     json_t *root = load_object(body, len, err);
-    if (!root) return err ? err->code : PROTO_MALFORMED;
+    if (!root) return err ? err->code : ENG_MALFORMED;
     r->doc_ = root;
     int rc;
     json_t *ins = json_object_get(root, "inputs"), *text = NULL, *pair = NULL;
     if (!json_is_array(ins) || json_array_size(ins) < 1 || json_array_size(ins) > 2) {
-        rc = proto_err_set(err, PROTO_INVALID, "\"inputs\" must hold a BYTES tensor \"text\" and optionally \"text_pair\"");
+        rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "\"inputs\" must hold a BYTES tensor \"text\" and optionally \"text_pair\"");
         goto bad;
     }
     for (size_t i = 0; i < json_array_size(ins); i++) {
         json_t *t = json_array_get(ins, i), *d;
         const char *name = json_string_value(json_object_get(t, "name"));
         if (!json_is_object(t) || !name) {
-            rc = proto_err_set(err, PROTO_INVALID, "inputs[%zu] must be a tensor with a name", i);
+            rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "inputs[%zu] must be a tensor with a name", i);
             goto bad;
         }
         if (!(d = v2_bytes(t, i, err))) {
-            rc = err ? err->code : PROTO_INVALID;
+            rc = err ? err->code : ENG_INVALID_ARGUMENT;
             goto bad;
         }
         json_t **slot = !strcmp(name, "text_pair") ? &pair : (!strcmp(name, "text") || json_array_size(ins) == 1) ? &text : NULL;
         if (slot && *slot) {
-            rc = proto_err_set(err, PROTO_INVALID, "inputs[%zu]: a second tensor named \"%.60s\"", i, name);
+            rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "inputs[%zu]: a second tensor named \"%.60s\"", i, name);
             goto bad;
         }
         if (slot) *slot = d;
         else {
-            rc = proto_err_set(err, PROTO_INVALID, "inputs[%zu]: unknown tensor \"%.60s\" (text, text_pair)", i, name);
+            rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "inputs[%zu]: unknown tensor \"%.60s\" (text, text_pair)", i, name);
             goto bad;
         }
     }
     if (!text) {
-        rc = proto_err_set(err, PROTO_INVALID, "no \"text\" input tensor");
+        rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "no \"text\" input tensor");
         goto bad;
     }
     size_t n = json_array_size(text);
     if (pair && json_array_size(pair) != n) {
-        rc = proto_err_set(err, PROTO_INVALID, "\"text_pair\" must have as many entries as \"text\"");
+        rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "\"text_pair\" must have as many entries as \"text\"");
         goto bad;
     }
     if (n == 0) {
-        rc = proto_err_set(err, PROTO_INVALID, "the \"text\" tensor is empty");
+        rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "the \"text\" tensor is empty");
         goto bad;
     }
     if (n > (size_t)lim->max_inputs) {
-        rc = proto_err_set(err, PROTO_LIMIT, "the \"text\" tensor has %zu entries, over the limit of %d", n, lim->max_inputs);
+        rc = eng_err_set(err, ENG_LIMIT, "the \"text\" tensor has %zu entries, over the limit of %d", n, lim->max_inputs);
         goto bad;
     }
     if (!(r->inputs = calloc(n, sizeof *r->inputs)) || !(r->tasks = malloc(sizeof *r->tasks))) {
-        rc = proto_err_set(err, PROTO_NO_MEMORY, "out of memory");
+        rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory");
         goto bad;
     }
     r->n_inputs = (int)n;
@@ -625,7 +613,7 @@ int proto_v2_infer_parse(const char *body, size_t len, const char *task, const p
         char where[48];
         snprintf(where, sizeof where, "text[%zu]", i);
         if (!json_is_string(s)) {
-            rc = proto_err_set(err, PROTO_INVALID, "%s must be a string", where);
+            rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "%s must be a string", where);
             goto bad;
         }
         if ((rc = set_text(&r->inputs[i], s, pair ? json_array_get(pair, i) : NULL, lim, where, err))) goto bad;
@@ -633,7 +621,7 @@ int proto_v2_infer_parse(const char *body, size_t len, const char *task, const p
     json_t *params = json_object_get(root, "parameters");
     if (params && !json_is_null(params)) {
         if (!json_is_object(params)) {
-            rc = proto_err_set(err, PROTO_INVALID, "\"parameters\" must be an object");
+            rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "\"parameters\" must be an object");
             goto bad;
         }
         if ((rc = parse_common(params, lim, r, err))) goto bad;

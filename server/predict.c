@@ -350,16 +350,10 @@ static prepare_result job_prepare(srv_request *r, srv_job *j, const proto_predic
 
 enum MHD_Result srv__predict(srv_request *r, const char *task, size_t task_len) {
     srv_server *s = r->srv;
-    if (atomic_load(&s->draining) || !atomic_load(&s->ready))
-        return srv__send_error(r, ENG_UNAVAILABLE, "the server is %s; retry on another replica",
-                          atomic_load(&s->draining) ? "draining" : "starting");
-    const char *ct = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Type");
-    if (!srv__media_type_is(ct, "application/json"))
-        return srv__send_error(r, ENG_MEDIA_TYPE, "Content-Type must be application/json (got %.100s)", ct ? ct : "none");
-    if (r->too_large)
-        return srv__send_error(r, ENG_TOO_LARGE, "request body over the limit of %zu bytes", s->cfg.max_body_bytes);
-    proto_limits lim = {.max_inputs = s->cfg.max_inputs, .max_tasks = s->cfg.max_tasks, .max_text_bytes = s->cfg.max_body_bytes};
-    proto_err pe = {0};
+    enum MHD_Result ans = MHD_YES;
+    if (srv__refuse_unready(r, &ans) || srv__refuse_json_body(r, &ans)) return ans;
+    proto_limits lim = srv__proto_limits(s);
+    eng_err pe = {0};
     int rc;
     char tname[SRV_TASK_NAME_MAX];
     if (r->route == SRV_ROUTE_V2_INFER) {
@@ -370,7 +364,7 @@ enum MHD_Result srv__predict(srv_request *r, const char *task, size_t task_len) 
     } else {
         rc = proto_predict_parse(r->body ? r->body : "", r->body_len, &lim, &r->preq, &pe);
     }
-    if (rc) return srv__send_error(r, srv_status_of_proto(rc), "%s", pe.msg);
+    if (rc) return srv__send_error(r, (eng_status)rc, "%s", pe.msg);
     char answers[160];
     if (r->route == SRV_ROUTE_V2_INFER && r->preq.v2_outputs && check_v2_outputs(r, tname, answers, sizeof answers))
         return srv__send_error(r, ENG_INVALID_ARGUMENT, "\"outputs\" asks for a tensor task \"%.100s\" does not answer (it answers %s)",

@@ -1,4 +1,4 @@
-/* bench_multitask.c - many tasks on the same input in one packed pass (issue 5, bench/multitask).
+/* bench_multitask.c - many tasks on the same input in one packed pass (bench/multitask).
  *
  *   bench_multitask --model DIR --tasks DIR [--threads N] [--reps R] [--batch-reps R] [--counts 1,2,4,8,16]
  *                   [--skips 0,5] [--batch 8] [--len 128] [--fusion-ks 8,4,2] [--profile T,SKIP] [--json]
@@ -209,11 +209,7 @@ int main(int argc, char **argv) {
     if (!st) return 1;
     double peak = bench_sgemm_peak(eng_state_pool(st), 5);
     ctx c = {m, st, malloc(sizeof(int32_t) * (size_t)batch * len), len};
-    unsigned s = 42;
-    for (int i = 0; i < batch * len; i++) {
-        s = s * 1664525u + 1013904223u;
-        c.ids[i] = (int32_t)(1000 + (s >> 8) % (unsigned)(cfg->vocab - 1000));
-    }
+    bench_random_ids(c.ids, batch * len, 42, 1000, cfg->vocab);
     for (int i = 0; i < batch; i++) c.ids[(size_t)i * len] = 101, c.ids[(size_t)i * len + len - 1] = 102;
     if (json)
         printf("{\"kind\":\"setup\",\"blas_core\":\"%s\",\"threads\":%d,\"sgemm_peak_gflops\":%.1f,\"batch\":%d,"

@@ -381,47 +381,42 @@ Test(server, concurrent_clients_never_mix_answers) {
 
 /* ---- servers with their own settings ---- */
 
-typedef struct {
-    test_server *s;
-    long status;
-    char retry_after[32];
-} flood_arg;
+#define TWO_INPUTS "{\"inputs\":[\"the movie\",\"a song\"]}"
 
-static void *one_predict(void *arg) {
-    flood_arg *a = arg;
-    ts_resp r;
-    a->status = ts_http(a->s, "POST", "/v1/predict", "{\"inputs\":[\"the movie\",\"a song\"]}", NULL, NULL, &r) ? -1 : r.status;
-    snprintf(a->retry_after, sizeof a->retry_after, "%s", r.retry_after);
-    ts_resp_free(&r);
-    return NULL;
-}
-
+/* Every step waits for the state it needs (bounded), not for a fixed time: the requests are queued
+ * before SIGTERM, readiness has turned false before new work is tried, and the queued jobs are
+ * still queued then, so their 200s were answered by the drain. The batch's 3 s quiet window is the
+ * only margin, and it is one for a stalled machine, not a schedule. */
 Test(lifecycle, drain_on_sigterm_completes_in_flight_requests, .timeout = 60) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     test_server s;
-    /* a long batching wait keeps requests in flight when SIGTERM arrives */
-    const char *args[] = {"--max-wait-us", "400000", "--max-batch-tokens", "100000", NULL};
+    /* a batch closes only once no job has arrived for 3 s: the requests stay queued through SIGTERM */
+    const char *args[] = {"--max-wait-us", "3000000", "--max-batch-tokens", "100000", NULL};
     cr_assert_eq(ts_start(&s, args, NULL), 0);
     enum { N = 12 };
-    pthread_t th[N];
-    flood_arg a[N];
-    for (int i = 0; i < N; i++) {
-        a[i] = (flood_arg){.s = &s};
-        pthread_create(&th[i], NULL, one_predict, &a[i]);
-    }
-    ts_sleep_ms(150);
+    ts_post a[N];
+    for (int i = 0; i < N; i++) cr_assert_eq(ts_post_start(&a[i], &s, "/v1/predict", TWO_INPUTS), 0);
+    cr_assert_eq(ts_wait_metric(&s, "adapterd_queue_depth", N, 20000), N, "all requests queued before SIGTERM");
     kill(s.pid, SIGTERM);
-    ts_sleep_ms(20);
     ts_resp r;
-    cr_assert_eq(ts_http(&s, "GET", "/readyz", NULL, NULL, NULL, &r), 0);
-    cr_expect_eq(r.status, 503, "readiness turns false while draining");
-    ts_resp_free(&r);
+    int ready = 200;
+    for (int waited = 0; ready != 503 && waited < 20000; waited += 5) {
+        cr_assert_eq(ts_http(&s, "GET", "/readyz", NULL, NULL, NULL, &r), 0, "the server answers while draining");
+        ready = (int)r.status;
+        ts_resp_free(&r);
+        if (ready != 503) ts_sleep_ms(5);
+    }
+    cr_expect_eq(ready, 503, "readiness turns false while draining");
     cr_assert_eq(ts_http(&s, "POST", "/v1/predict", "{\"inputs\":\"x\"}", NULL, NULL, &r), 0);
     cr_expect_eq(r.status, 503, "new work is refused while draining");
     ts_resp_free(&r);
-    for (int i = 0; i < N; i++) pthread_join(th[i], NULL);
-    for (int i = 0; i < N; i++) cr_expect_eq(a[i].status, 200, "in-flight request %d: status %ld", i, a[i].status);
-    cr_assert_eq(ts_stop(&s), 0, "exit status after drain");
+    cr_expect_eq(ts_metric(&s, "adapterd_queue_depth"), N, "the in-flight requests were still queued when the drain began");
+    for (int i = 0; i < N; i++) {
+        ts_post_join(&a[i]);
+        cr_expect_eq(a[i].resp.status, 200, "in-flight request %d: status %ld", i, a[i].resp.status);
+        ts_resp_free(&a[i].resp);
+    }
+    cr_assert_eq(ts_wait_exit(&s, 20000), 0, "the drain ends the process, exit status 0");
 }
 
 Test(lifecycle, flood_gets_429_with_retry_after, .timeout = 60) {
@@ -430,21 +425,18 @@ Test(lifecycle, flood_gets_429_with_retry_after, .timeout = 60) {
     const char *args[] = {"--max-queue", "2", "--max-wait-us", "200000", NULL};
     cr_assert_eq(ts_start(&s, args, NULL), 0);
     enum { N = 16 };
-    pthread_t th[N];
-    flood_arg a[N];
-    for (int i = 0; i < N; i++) {
-        a[i] = (flood_arg){.s = &s};
-        pthread_create(&th[i], NULL, one_predict, &a[i]);
-    }
+    ts_post a[N];
+    for (int i = 0; i < N; i++) cr_assert_eq(ts_post_start(&a[i], &s, "/v1/predict", TWO_INPUTS), 0);
     int ok = 0, busy = 0;
     for (int i = 0; i < N; i++) {
-        pthread_join(th[i], NULL);
-        if (a[i].status == 200) ok++;
-        else if (a[i].status == 429) {
+        ts_post_join(&a[i]);
+        if (a[i].resp.status == 200) ok++;
+        else if (a[i].resp.status == 429) {
             busy++;
-            cr_expect(a[i].retry_after[0], "429 without Retry-After");
+            cr_expect(a[i].resp.retry_after[0], "429 without Retry-After");
         } else
-            cr_expect(0, "unexpected status %ld", a[i].status);
+            cr_expect(0, "unexpected status %ld", a[i].resp.status);
+        ts_resp_free(&a[i].resp);
     }
     cr_expect(ok >= 1 && busy >= 1, "%d ok, %d busy", ok, busy);
     cr_assert_eq(ts_stop(&s), 0);
@@ -575,22 +567,12 @@ Test(budget, latency_ms_chooses_skips_within_range_or_refuses, .timeout = 60) {
     cr_assert_eq(ts_stop(&s), 0);
 }
 
-typedef struct {
-    test_server *s;
-    const char *body;
-    json_t *doc;
-    long status;
-} post_arg;
-
-static void *post_thread(void *arg) {
-    post_arg *a = arg;
-    ts_resp r;
-    if (ts_http(a->s, "POST", "/v1/predict", a->body, NULL, NULL, &r) == 0) {
-        a->status = r.status;
-        a->doc = json_loads(r.body, 0, NULL);
-    }
-    ts_resp_free(&r);
-    return NULL;
+/* A ts_post's answer as JSON (NULL unless it is 200), freeing the text. */
+static json_t *joined_doc(ts_post *p) {
+    ts_post_join(p);
+    json_t *d = p->resp.status == 200 ? json_loads(p->resp.body, 0, NULL) : NULL;
+    ts_resp_free(&p->resp);
+    return d;
 }
 
 /* Adaptive mode with a 1 ms queue target and a 20 ms batching wait: every batch waits over the target,
@@ -602,34 +584,34 @@ Test(budget, adaptive_skips_raise_default_skips_under_load, .timeout = 60) {
     const char *args[] = {"--adaptive-skips", "true", "--target-queue-ms", "1", "--max-wait-us", "20000", NULL};
     cr_assert_eq(ts_start(&s, args, NULL), 0);
     enum { N = 8 };
-    pthread_t th[N];
-    post_arg a[N];
+    ts_post a[N];
+    json_t *doc[N];
     for (int i = 0; i < N; i++) {
         /* odd clients pin cls_lora at 0; peft allows only 0 */
-        a[i] = (post_arg){.s = &s, .body = i % 2 ? "{\"inputs\":\"the movie was great\",\"tasks\":[\"cls_lora\",\"peft\"],\"skip\":{\"cls_lora\":0}}"
-                                                 : "{\"inputs\":\"the movie was great\",\"tasks\":[\"cls_lora\",\"peft\"]}"};
-        pthread_create(&th[i], NULL, post_thread, &a[i]);
+        const char *body = i % 2 ? "{\"inputs\":\"the movie was great\",\"tasks\":[\"cls_lora\",\"peft\"],\"skip\":{\"cls_lora\":0}}"
+                                 : "{\"inputs\":\"the movie was great\",\"tasks\":[\"cls_lora\",\"peft\"]}";
+        cr_assert_eq(ts_post_start(&a[i], &s, "/v1/predict", body), 0);
     }
-    for (int i = 0; i < N; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < N; i++) doc[i] = joined_doc(&a[i]);
     for (int i = 0; i < N; i++) {
-        cr_assert_eq(a[i].status, 200);
+        cr_assert(doc[i], "request %d did not answer 200", i);
         char msg[512];
-        cr_assert_eq(ts_validate("POST", "/v1/predict", 200, a[i].doc, msg, sizeof msg), 0, "%s", msg);
+        cr_assert_eq(ts_validate("POST", "/v1/predict", 200, doc[i], msg, sizeof msg), 0, "%s", msg);
         if (i % 2) {
-            cr_expect_eq(skip_of(a[i].doc, 0, "cls_lora"), 0, "a pinned skip is never raised");
-            cr_expect_str_eq(source_of(a[i].doc, 0, "cls_lora"), "request");
+            cr_expect_eq(skip_of(doc[i], 0, "cls_lora"), 0, "a pinned skip is never raised");
+            cr_expect_str_eq(source_of(doc[i], 0, "cls_lora"), "request");
         } else {
-            cr_expect_eq(skip_of(a[i].doc, 0, "cls_lora"), 1, "default skip raised to the task's maximum");
-            cr_expect_str_eq(source_of(a[i].doc, 0, "cls_lora"), "adaptive");
+            cr_expect_eq(skip_of(doc[i], 0, "cls_lora"), 1, "default skip raised to the task's maximum");
+            cr_expect_str_eq(source_of(doc[i], 0, "cls_lora"), "adaptive");
         }
-        cr_expect_eq(skip_of(a[i].doc, 0, "peft"), 0, "peft allows only 0");
-        cr_expect_str_eq(source_of(a[i].doc, 0, "peft"), "default");
+        cr_expect_eq(skip_of(doc[i], 0, "peft"), 0, "peft allows only 0");
+        cr_expect_str_eq(source_of(doc[i], 0, "peft"), "default");
     }
     /* the raised answer is the skip-1 answer */
     json_t *d = post_ok(&s, "{\"inputs\":\"the movie was great\",\"tasks\":[\"cls_lora\",\"peft\"],\"skip\":{\"cls_lora\":1}}", 200);
-    cr_assert(same_results(json_object_get(task_of(d, 0, "cls_lora"), "scores"), json_object_get(task_of(a[0].doc, 0, "cls_lora"), "scores")));
+    cr_assert(same_results(json_object_get(task_of(d, 0, "cls_lora"), "scores"), json_object_get(task_of(doc[0], 0, "cls_lora"), "scores")));
     json_decref(d);
-    for (int i = 0; i < N; i++) json_decref(a[i].doc);
+    for (int i = 0; i < N; i++) json_decref(doc[i]);
     ts_resp r;
     cr_assert_eq(ts_http(&s, "GET", "/metrics", NULL, NULL, NULL, &r), 0);
     const char *p = strstr(r.body, "\nadapterd_adaptive_raises_total ");
@@ -648,20 +630,20 @@ Test(budget, explain_is_this_requests_share_of_the_batch, .timeout = 60) {
     test_server s;
     const char *args[] = {"--max-wait-us", "300000", NULL};
     cr_assert_eq(ts_start(&s, args, NULL), 0);
-    post_arg a[2] = {
-        {.s = &s, .body = "{\"inputs\":[\"the movie was great\",\"bad\"],\"tasks\":[\"cls_lora\",\"peft\"],\"skip\":{\"cls_lora\":1},"
-                          "\"return\":{\"explain\":true}}"},
-        {.s = &s, .body = "{\"inputs\":\"stock market news today\",\"tasks\":[\"ml\"],\"return\":{\"explain\":true}}"}};
-    pthread_t th[2];
-    for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, post_thread, &a[i]);
-    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    const char *body[2] = {"{\"inputs\":[\"the movie was great\",\"bad\"],\"tasks\":[\"cls_lora\",\"peft\"],\"skip\":{\"cls_lora\":1},"
+                           "\"return\":{\"explain\":true}}",
+                           "{\"inputs\":\"stock market news today\",\"tasks\":[\"ml\"],\"return\":{\"explain\":true}}"};
+    ts_post a[2];
+    json_t *doc[2];
+    for (int i = 0; i < 2; i++) cr_assert_eq(ts_post_start(&a[i], &s, "/v1/predict", body[i]), 0);
+    for (int i = 0; i < 2; i++) doc[i] = joined_doc(&a[i]);
     double share = 0;
     json_t *x[2];
     for (int i = 0; i < 2; i++) {
-        cr_assert_eq(a[i].status, 200);
+        cr_assert(doc[i], "request %d did not answer 200", i);
         char msg[512];
-        cr_assert_eq(ts_validate("POST", "/v1/predict", 200, a[i].doc, msg, sizeof msg), 0, "%s", msg);
-        x[i] = json_object_get(a[i].doc, "explain");
+        cr_assert_eq(ts_validate("POST", "/v1/predict", 200, doc[i], msg, sizeof msg), 0, "%s", msg);
+        x[i] = json_object_get(doc[i], "explain");
         cr_assert_str_eq(json_string_value(json_object_get(x[i], "scope")), "request");
         cr_assert_eq(json_integer_value(json_object_get(json_object_get(x[i], "batch"), "requests")), 2, "both in one batch");
         share += json_number_value(json_object_get(x[i], "share"));
@@ -679,7 +661,7 @@ Test(budget, explain_is_this_requests_share_of_the_batch, .timeout = 60) {
         json_int_t st = json_integer_value(json_object_get(e0, "streams")) + json_integer_value(json_object_get(e1, "streams"));
         cr_expect_eq(st, json_integer_value(json_object_get(json_object_get(e0, "batch"), "streams")), "layer %d: streams split exactly", l);
     }
-    for (int i = 0; i < 2; i++) json_decref(a[i].doc);
+    for (int i = 0; i < 2; i++) json_decref(doc[i]);
     cr_assert_eq(ts_stop(&s), 0);
 }
 

@@ -6,33 +6,18 @@
  * proto/openapi.yaml, which documents it. The YAML is converted to JSON at build time and served
  * as /openapi.json.
  *
- * Errors: PROTO_MALFORMED means the body is not JSON or not the document type asked for (HTTP 400);
- * PROTO_INVALID means valid JSON with invalid values (422); PROTO_LIMIT a configured limit (422);
- * the mapping to HTTP is the server's (server/http_status.c). proto has its own small error type
- * rather than the engine's eng_err: the codec must build and be tested without the engine, and its
- * four codes are all a client needs to know about a body. */
+ * Errors are entries of adapterd's one error table (engine/status.h, the leaf library adapterd_status
+ * that proto links without the rest of the engine), filled into an eng_err: ENG_MALFORMED means the
+ * body is not JSON or not the document type asked for (HTTP 400); ENG_INVALID_ARGUMENT means valid
+ * JSON with invalid values (422); ENG_LIMIT a configured limit (422); ENG_NO_MEMORY out of memory.
+ * The mapping to HTTP is the server's (server/http_status.c). */
 #ifndef ADAPTERD_PROTO_H
 #define ADAPTERD_PROTO_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum {
-    PROTO_OK = 0,
-    PROTO_MALFORMED = -1,
-    PROTO_INVALID = -2,
-    PROTO_LIMIT = -3,
-    PROTO_NO_MEMORY = -4,
-} proto_status;
-
-typedef struct {
-    proto_status code;
-    char msg[256];
-} proto_err;
-
-/* Sets err (when not NULL) to code and the printf-style message, cut to fit; returns code, so a
- * check reads `return proto_err_set(err, PROTO_INVALID, "\"skip\" must be ...")`. */
-int proto_err_set(proto_err *err, proto_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+#include "engine/status.h"
 
 typedef struct {
     int max_inputs;          /* inputs per request */
@@ -121,27 +106,27 @@ typedef struct {
 #define PROTO_V2_OUT_INPUT 2048u
 
 /* Parses a POST /v1/predict body (len bytes). Returns 0 and fills *out (release with
- * proto_predict_free), or a negative proto_status with err->msg naming the field; *out then owns
+ * proto_predict_free), or a negative eng_status with err->msg naming the field; *out then owns
  * nothing. */
-int proto_predict_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *out, proto_err *err);
+int proto_predict_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *out, eng_err *err);
 
 /* Parses a KServe v2 POST /v2/models/{task}/infer body: a BYTES input tensor named "text" (any
  * name when it is the only one) with shape [N] and an optional "text_pair" of the same shape;
  * "parameters" may carry skip, budget and truncate. tasks is set to {task}; ret_scores on. Two
  * input tensors of one name, or an "outputs" entry that names no output tensor (or one twice),
- * are PROTO_INVALID; the outputs asked for go to v2_outputs. */
+ * are ENG_INVALID_ARGUMENT; the outputs asked for go to v2_outputs. */
 int proto_v2_infer_parse(const char *body, size_t len, const char *task, const proto_limits *lim, proto_predict_req *out,
-                         proto_err *err);
+                         eng_err *err);
 
 /* Parses a POST /v1/embed body, in the shape of text-embeddings-inference's /embed: "inputs" (a
  * string, ids, or an array of strings / ids / {"text", "text_pair"} / {"ids", "type_ids"}),
  * "normalize" (default true), "truncate" (default false), "truncation_direction" ("right" only),
  * "pooling" and "model". Same contract as proto_predict_parse. */
-int proto_embed_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *out, proto_err *err);
+int proto_embed_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *out, eng_err *err);
 
 /* Parses a POST /v1/tokenize body: "inputs" (texts or {"text", "text_pair"}, no ids),
  * "add_special_tokens" (default true), "model". Same contract as proto_predict_parse. */
-int proto_tokenize_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *out, proto_err *err);
+int proto_tokenize_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *out, eng_err *err);
 
 /* Releases what a parse filled; safe on a zeroed struct. */
 void proto_predict_free(proto_predict_req *r);
