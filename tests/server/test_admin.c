@@ -380,6 +380,47 @@ Test(admin, budget_loads_lazily_and_evicts_least_recently_used, .timeout = 60) {
     free(reg);
 }
 
+/* A file on the server that breaks after listing is the server's fault, not the request's: the
+ * request that loads it lazily, and KServe's repository load, answer 500 malformed_file (as the
+ * document says), naming the file but not the registry's path; the load is timed in
+ * adapterd_lazy_load_seconds only when it succeeds. */
+static void expect_documented_error(const char *method, const char *tmpl, long st, json_t *d, long want, const char *code) {
+    char msg[512];
+    cr_expect_eq(st, want, "%s %s: status %ld, want %ld: %s", method, tmpl, st, want, d ? json_dumps(d, 0) : "(no json)");
+    cr_expect_str_eq(json_string_value(json_object_get(json_object_get(d, "error"), "code")) ?: "", code, "%s %s", method, tmpl);
+    cr_expect_eq(ts_validate(method, tmpl, st, d, msg, sizeof msg), 0, "%s", msg);
+}
+
+Test(admin, a_broken_file_on_the_server_is_a_5xx, .timeout = 60) {
+    char *reg = ts_registry_ok("adapterd-admin");
+    ts_sh_ok("for t in a x; do mkdir -p %s/tasks/$t/1 && cp -rL %s/lora_ah/adapters/lora %s/tasks/$t/1/; done", reg, AD, reg);
+    test_server s;
+    start_on(&s, reg, "--adapter-memory", "100000");
+    cr_expect_eq(ts_metric(&s, "adapterd_lazy_load_seconds_count{}"), 0, "nothing loaded lazily yet");
+    char v[32];
+    cr_assert_eq(predict(&s, "a", v, sizeof v, NULL), 200);
+    cr_expect_eq(ts_metric(&s, "adapterd_lazy_load_seconds_count{}"), 1, "a's first request waited for its load");
+    cr_assert_eq(predict(&s, "a", v, sizeof v, NULL), 200);
+    cr_expect_eq(ts_metric(&s, "adapterd_lazy_load_seconds_count{}"), 1, "a resident: no load to wait for");
+    /* x is listed (metadata only under the budget); its weights break before its first load */
+    ts_sh_ok("truncate -s 300 %s/tasks/x/1/lora/adapter.safetensors", reg);
+    json_t *d = NULL;
+    const char *b = "{\"inputs\":\"the movie was great\",\"tasks\":[\"x\"]}";
+    long st = ts_request(&s, "POST", "/v1/predict", b, strlen(b), "application/json", NULL, &d);
+    expect_documented_error("POST", "/v1/predict", st, d, 500, "malformed_file");
+    const char *m = json_string_value(json_object_get(json_object_get(d, "error"), "message"));
+    cr_expect(m && strstr(m, "adapter.safetensors") && !strstr(m, reg), "names the file, not the registry path: %s", m ?: "");
+    json_decref(d);
+    st = ts_request(&s, "POST", "/v2/repository/models/x/load", "", 0, NULL, AUTH, &d);
+    expect_documented_error("POST", "/v2/repository/models/{task}/load", st, d, 500, "malformed_file");
+    json_decref(d);
+    cr_expect_eq(ts_metric(&s, "adapterd_lazy_load_seconds_count{}"), 1, "a failed load is not timed");
+    cr_assert_eq(predict(&s, "a", v, sizeof v, NULL), 200, "the other task still answers");
+    cr_assert_eq(ts_stop(&s), 0);
+    ts_sh_ok("rm -rf %s", reg);
+    free(reg);
+}
+
 /* --load-rate paces a load beyond its first --load-burst bytes: with no burst, a task's first
  * request (which loads it) takes at least its bytes / rate; unpaced, far less. */
 static double first_predict_seconds(const char *reg, const char *rate, long *bytes) {
