@@ -562,3 +562,118 @@ Test(hardening, drain_deadline_abandons_a_running_pass, .timeout = 60) {
               WIFSIGNALED(st) ? WTERMSIG(st) : 0);
     for (int i = 0; i < N; i++) cr_expect_eq(a[i].status, 503, "client %d: status %ld: %s", i, a[i].status, a[i].head);
 }
+
+/* ---- item: the document lists what any request can be refused with ---- */
+
+/* The refusals decided before a request reaches its route's own code apply to every operation, so
+ * each operation of proto/openapi.yaml must list them: 413 for a Content-Length over the route's
+ * limit, 400 for a path parameter holding an escaped NUL, 415 for a JSON route sent another media
+ * type, and 503 for a connection beyond --max-connections (health routes excepted). Each answer
+ * is sent to every operation of the generated openapi.json and validated against that operation. */
+static json_t *openapi_doc(void) {
+    json_error_t je;
+    json_t *d = json_load_file(ADAPTERD_BINARY_DIR "/proto/openapi.json", 0, &je);
+    cr_assert(d, "openapi.json: %s", je.text);
+    return d;
+}
+
+/* The path of an operation under template tmpl: its parameters set to the fixture registry's task
+ * "cls" and version "1", or the first one to bad when bad is given. Returns whether the template
+ * has a parameter. */
+static bool op_path(const char *tmpl, const char *bad, char *out, size_t n) {
+    size_t o = 0;
+    bool any = false;
+    for (const char *p = tmpl; *p && o + 1 < n;) {
+        if (*p != '{') {
+            out[o++] = *p++;
+            continue;
+        }
+        const char *e = strchr(p, '}');
+        cr_assert(e, "%s", tmpl);
+        const char *val = !strncmp(p, "{version}", 9) ? "1" : "cls";
+        o += (size_t)snprintf(out + o, n - o, "%s", bad && !any ? bad : val);
+        any = true;
+        p = e + 1;
+    }
+    out[o < n ? o : n - 1] = '\0';
+    return any;
+}
+
+static bool is_health_path(const char *tmpl) {
+    return !strcmp(tmpl, "/healthz") || !strcmp(tmpl, "/readyz") || !strncmp(tmpl, "/v2/health/", 11);
+}
+
+/* Sends head to s and checks the answer is want, JSON, and documented for (method, tmpl). */
+static void expect_documented(const test_server *s, const char *head, const char *method, const char *tmpl, int want,
+                              const char *what) {
+    char reply[8192], msg[512];
+    int st = headers_only(s, head, 5000, reply, sizeof reply);
+    cr_expect_eq(st, want, "%s %s, %s: status %d: %s", method, tmpl, what, st, reply);
+    json_t *d = json_loads(body_of(reply), 0, NULL);
+    cr_expect(d, "%s %s, %s: not JSON: %s", method, tmpl, what, reply);
+    if (st == want && d)
+        cr_expect_eq(ts_validate(method, tmpl, st, d, msg, sizeof msg), 0, "%s, %s", msg, what);
+    json_decref(d);
+}
+
+Test(hardening, every_operation_documents_the_refusals_any_request_can_get, .timeout = 120) {
+    char *reg = ts_registry_ok("adapterd-hard");
+    json_t *doc = openapi_doc(), *paths = json_object_get(doc, "paths"), *item, *op;
+    const char *tmpl, *m;
+    char path[512], head[1024], method[8];
+    int ops = 0;
+    test_server s;
+    start(&s, reg, true, NULL);
+    json_object_foreach(paths, tmpl, item) {
+        json_object_foreach(item, m, op) {
+            if (strcmp(m, "get") && strcmp(m, "post") && strcmp(m, "put") && strcmp(m, "delete")) continue;
+            for (int i = 0; m[i] && i < 7; i++) method[i] = (char)(m[i] & ~0x20), method[i + 1] = '\0';
+            ops++;
+            /* 413: over every route's limit (uploads: --max-upload-bytes 200000000) */
+            op_path(tmpl, NULL, path, sizeof path);
+            snprintf(head, sizeof head,
+                     "%s %s HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 300000000\r\n" AUTH
+                     "\r\nConnection: close\r\n\r\n",
+                     method, path);
+            expect_documented(&s, head, method, tmpl, 413, "a body over the limit");
+            /* 400: an escaped NUL in a path parameter */
+            if (op_path(tmpl, "x%00y", path, sizeof path)) {
+                snprintf(head, sizeof head, "%s %s HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n" AUTH "\r\nConnection: close\r\n\r\n",
+                         method, path);
+                expect_documented(&s, head, method, tmpl, 400, "an escaped NUL in the path");
+            }
+            /* 415: a JSON route sent text (admin routes other than uploads take their small bodies as they come) */
+            json_t *rb = json_object_get(json_object_get(json_object_get(op, "requestBody"), "content"), "application/json");
+            if (rb && !json_object_get(op, "security")) {
+                op_path(tmpl, NULL, path, sizeof path);
+                snprintf(head, sizeof head,
+                         "%s %s HTTP/1.1\r\nHost: t\r\nContent-Type: text/plain\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
+                         method, path);
+                expect_documented(&s, head, method, tmpl, 415, "a body that is not JSON");
+            }
+        }
+    }
+    cr_assert_eq(ts_stop(&s), 0);
+    cr_expect_gt(ops, 20, "the document's operations were found");
+    /* 503: one connection allowed and held idle, so each request arrives in the reserve */
+    const char *const extra[] = {"--max-connections", "1", "--health-reserve", "4", "--max-connections-per-ip", "0", NULL};
+    start(&s, reg, true, extra);
+    json_object_foreach(paths, tmpl, item) {
+        if (is_health_path(tmpl)) continue;
+        json_object_foreach(item, m, op) {
+            if (strcmp(m, "get") && strcmp(m, "post") && strcmp(m, "put") && strcmp(m, "delete")) continue;
+            for (int i = 0; m[i] && i < 7; i++) method[i] = (char)(m[i] & ~0x20), method[i + 1] = '\0';
+            int idle = dial(&s);
+            ts_sleep_ms(100);
+            op_path(tmpl, NULL, path, sizeof path);
+            snprintf(head, sizeof head, "%s %s HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n" AUTH "\r\nConnection: close\r\n\r\n",
+                     method, path);
+            expect_documented(&s, head, method, tmpl, 503, "beyond the connection limit");
+            close(idle);
+        }
+    }
+    cr_assert_eq(ts_stop(&s), 0);
+    json_decref(doc);
+    ts_sh_ok("rm -rf %s", reg);
+    free(reg);
+}
