@@ -1545,6 +1545,28 @@ int store_task_names(store_registry *r, char ***names) {
     return v ? n : ENG_NO_MEMORY;
 }
 
+int store_unserved_task_names(store_registry *r, char ***names) {
+    pthread_mutex_lock(&r->mu);
+    char **v = calloc((size_t)r->n_broken + 1, sizeof *v);
+    int n = 0;
+    for (int i = 0; v && i < r->n_broken; i++) {
+        const char *nm = r->broken[i].name;
+        int seen = get_entry(r, nm) != NULL;
+        for (int k = 0; !seen && k < n; k++) seen = !strcmp(v[k], nm);
+        if (seen) continue;
+        if (!(v[n] = strdup(nm))) {
+            free_strs(v, n);
+            v = NULL;
+            break;
+        }
+        n++;
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (v && n) qsort(v, (size_t)n, sizeof *v, cmp_str);
+    *names = v;
+    return v ? n : ENG_NO_MEMORY;
+}
+
 static int cmp_version_info(const void *a, const void *b) {
     const store_version_info *x = a, *y = b;
     long u = strtol(x->version, NULL, 10), v = strtol(y->version, NULL, 10);

@@ -1094,15 +1094,21 @@ char *proto_task_encode(const proto_task_info *t, size_t *len) {
     return dump(o, len);
 }
 
-char *proto_tasks_encode(const proto_task_info *t, int n, size_t *len) {
-    json_t *a = json_array();
-    int bad = !a;
+char *proto_tasks_encode(const proto_task_info *t, int n, const proto_unserved_task *u, int nu, size_t *len) {
+    json_t *a = json_array(), *ua = json_array();
+    int bad = !a || !ua;
     for (int i = 0; !bad && i < n; i++) bad |= json_array_append_new(a, task_info(&t[i]));
+    for (int i = 0; !bad && i < nu; i++) {
+        /* versions_of lists what it is given (never the "current" stand-in: n_versions >= 1 here) */
+        proto_task_info vi = {.versions = u[i].versions, .n_versions = u[i].n_versions};
+        json_t *vs = u[i].versions && u[i].n_versions > 0 ? versions_of(&vi) : json_array();
+        bad |= !vs || json_array_append_new(ua, json_pack("{s:s,s:o}", "name", u[i].name, "versions", vs));
+    }
     if (bad) {
-        json_decref(a);
+        json_decref(a), json_decref(ua);
         return NULL;
     }
-    return dump(json_pack("{s:o}", "tasks", a), len);
+    return dump(json_pack("{s:o,s:o}", "tasks", a, "unserved", ua), len);
 }
 
 char *proto_models_encode(const proto_model_info *m, int n, size_t *len) {

@@ -96,9 +96,25 @@ static enum MHD_Result route_tasks(srv_request *r) {
             oom |= versions_fill(r->srv->reg, store_task_name(ts[k]), &tv[k], &ti[k]);
             k++;
         }
+    /* tasks with no version that loads: their failed versions and why */
+    char **un = NULL;
+    int nu = oom ? 0 : store_unserved_task_names(r->srv->reg, &un);
+    proto_unserved_task *ut = nu > 0 ? calloc((size_t)nu, sizeof *ut) : NULL;
+    task_versions *uv = nu > 0 ? calloc((size_t)nu, sizeof *uv) : NULL;
+    oom |= nu < 0 || (nu > 0 && (!ut || !uv));
+    for (int i = 0; !oom && i < nu; i++) {
+        proto_task_info vi = {0};
+        oom |= versions_fill(r->srv->reg, un[i], &uv[i], &vi);
+        ut[i] = (proto_unserved_task){.name = un[i], .versions = vi.versions, .n_versions = vi.n_versions};
+    }
     size_t len = 0;
-    char *j = oom ? NULL : proto_tasks_encode(ti, k, &len);
+    char *j = oom ? NULL : proto_tasks_encode(ti, k, ut, nu > 0 ? nu : 0, &len);
     for (int i = 0; i < k; i++) store_task_release(ts[i]), versions_free(&tv[i]);
+    for (int i = 0; i < nu; i++) {
+        free(un[i]);
+        if (uv) versions_free(&uv[i]);
+    }
+    free(un), free(ut), free(uv);
     free(ti), free(ts), free(tv);
     return srv__send_json(r, 200, j, len);
 }
@@ -113,9 +129,22 @@ typedef enum {
 /* Longest task name quoted back in an error. */
 #define QUOTED_NAME_MAX 100
 
+/* 404 for a task that is not served: unknown, or on disk with no version that loads (then the
+ * answer says why, from its newest failed version). */
+static enum MHD_Result unknown_task(srv_request *r, const char *name, size_t nlen) {
+    int q = (int)(nlen > QUOTED_NAME_MAX ? QUOTED_NAME_MAX : nlen);
+    char nm[SRV_NAME_MAX];
+    store_version_info v[8];
+    int n = nlen < sizeof nm ? (memcpy(nm, name, nlen), nm[nlen] = '\0', store_versions(r->srv->reg, nm, v, 8)) : -1;
+    if (n <= 0 || strcmp(v[n - 1].state, "failed"))
+        return srv__send_error(r, ENG_NOT_FOUND, "unknown task \"%.*s\" (GET /v1/tasks lists them)", q, name);
+    return srv__send_error(r, ENG_NOT_FOUND, "task \"%.*s\" is not served: no version of it loads (version %s: %s)", q, name,
+                           v[n - 1].version, v[n - 1].reason);
+}
+
 static enum MHD_Result route_task(srv_request *r, const char *name, size_t nlen, task_view view) {
     store_task *t = store_task_acquire(r->srv->reg, name, nlen);
-    if (!t) return srv__send_error(r, ENG_NOT_FOUND, "unknown task \"%.*s\" (GET /v1/tasks lists them)", (int)(nlen > QUOTED_NAME_MAX ? QUOTED_NAME_MAX : nlen), name);
+    if (!t) return unknown_task(r, name, nlen);
     proto_task_info ti;
     fill_task_info(t, &ti);
     task_versions tv = {0};

@@ -490,7 +490,28 @@ Test(faults, start_up_serves_every_good_task_and_lists_the_broken_versions, .tim
     }
     cr_expect_eq(failed, 2);
     json_decref(vs);
-    cr_expect_eq(ts_request(&s, "GET", "/v1/tasks/bad", NULL, 0, NULL, NULL, NULL), 404, "a task with no good version is not served");
+    cr_expect_eq(ts_request(&s, "GET", "/v1/tasks/bad", NULL, 0, NULL, NULL, &d), 404, "a task with no good version is not served");
+    const char *why404 = json_string_value(json_object_get(json_object_get(d, "error"), "message"));
+    cr_expect(why404 && strstr(why404, "not served") && strstr(why404, "task.json") && !strstr(why404, reg),
+              "the 404 says why: %s", why404 ?: "(none)");
+    json_decref(d);
+    /* the public listing: failed versions with their reasons, and the task that has no other under "unserved" */
+    cr_assert_eq(ts_request(&s, "GET", "/v1/tasks", NULL, 0, NULL, NULL, &d), 200);
+    cr_expect_eq(ts_validate("GET", "/v1/tasks", 200, d, msg, sizeof msg), 0, "%s", msg);
+    json_t *un = json_object_get(d, "unserved"), *u0 = json_array_get(un, 0);
+    cr_assert_eq(json_array_size(un), 1, "only bad is unserved: %s", json_dumps(d, 0));
+    cr_expect_str_eq(json_string_value(json_object_get(u0, "name")) ?: "", "bad");
+    json_t *uv = json_array_get(json_object_get(u0, "versions"), 0);
+    cr_expect_str_eq(json_string_value(json_object_get(uv, "state")) ?: "", "failed");
+    const char *ur = json_string_value(json_object_get(uv, "reason"));
+    cr_expect(ur && strstr(ur, "task.json") && !strstr(ur, reg), "reason: %s", ur ?: "(none)");
+    json_t *tk, *cls_vs = NULL;
+    json_array_foreach(json_object_get(d, "tasks"), i, tk)
+        if (!strcmp(json_string_value(json_object_get(tk, "name")) ?: "", "cls")) cls_vs = json_object_get(tk, "versions");
+    failed = 0;
+    json_array_foreach(cls_vs, i, e) failed += json_object_get(e, "reason") && !strcmp(json_string_value(json_object_get(e, "state")), "failed");
+    cr_expect_eq(failed, 2, "GET /v1/tasks lists cls's failed versions with reasons: %s", json_dumps(cls_vs, 0));
+    json_decref(d);
     vs = versions(&s, "bad");
     cr_expect_eq(json_array_size(json_object_get(vs, "versions")), 1, "but its failed version is listed");
     json_decref(vs);

@@ -162,6 +162,11 @@ int store_rescan(store_registry *r, eng_err *err);
  * array) and returns their count, or a negative status. */
 int store_task_names(store_registry *r, char ***names);
 
+/* Copies into names (as store_task_names) the names of tasks that have failed versions and none
+ * that loads: tasks not served, whose versions store_versions still lists with their reasons.
+ * Returns their count (in name order), or a negative status. */
+int store_unserved_task_names(store_registry *r, char ***names);
+
 typedef struct {
     char version[32];
     char state[12];          /* "available", or "failed" (not served: reason says why) */

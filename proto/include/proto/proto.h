@@ -309,7 +309,15 @@ typedef struct {
 } proto_model_info;
 
 char *proto_task_encode(const proto_task_info *t, size_t *len);               /* GET /v1/tasks/{name} */
-char *proto_tasks_encode(const proto_task_info *t, int n, size_t *len);       /* GET /v1/tasks */
+/* A task that is not served: every version on disk failed (GET /v1/tasks lists it under "unserved"). */
+typedef struct {
+    const char *name;
+    const proto_version_info *versions;          /* all "failed", with their reasons */
+    int n_versions;
+} proto_unserved_task;
+
+/* GET /v1/tasks: {"tasks": [n served tasks], "unserved": [nu tasks with no version that loads]}. */
+char *proto_tasks_encode(const proto_task_info *t, int n, const proto_unserved_task *u, int nu, size_t *len);
 char *proto_models_encode(const proto_model_info *m, int n, size_t *len);     /* GET /v1/models */
 char *proto_v2_model_encode(const proto_task_info *t, size_t *len);           /* GET /v2/models/{task} */
 /* {"status": status, "ready": ready} for health routes, and {"live":..}/{"ready":..} for v2. */
