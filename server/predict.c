@@ -162,20 +162,11 @@ static enum MHD_Result load_then_retry(srv_request *r) {
     return MHD_YES;
 }
 
-/* An ids input as an encoding: the ids as given, no offsets (0, 0), the tokenizer's [CLS], [SEP]
- * and [PAD] ids marked special (tagging leaves them out), in one allocation as eng_tok_encode
- * makes it so eng_tok_encoding_free releases it. */
+/* An ids input as an encoding (eng_tok_encoding_alloc): the ids as given, no offsets (0, 0), the
+ * tokenizer's [CLS], [SEP] and [PAD] ids marked special (tagging leaves them out). */
 static int encode_ids(const eng_tokenizer *tok, const proto_text *x, eng_tok_encoding *e) {
     size_t n = (size_t)x->n_ids;
-    char *blk = calloc(1, n * 6 * sizeof(int32_t) + 2 * n);
-    if (!blk) return ENG_NO_MEMORY;
-    e->ids = (int32_t *)blk;
-    e->type_ids = e->ids + n;
-    e->offsets = e->type_ids + n;
-    e->byte_offsets = e->offsets + 2 * n;
-    e->seq_ids = (int8_t *)(e->byte_offsets + 2 * n);
-    e->special_mask = (uint8_t *)(e->seq_ids + n);
-    e->n = n;
+    if (eng_tok_encoding_alloc(e, n)) return ENG_NO_MEMORY;
     int32_t cls = eng_tokenizer_cls_id(tok), sep = eng_tokenizer_sep_id(tok), pad = eng_tokenizer_pad_id(tok);
     for (size_t i = 0; i < n; i++) {
         int32_t id = x->ids[i];

@@ -17,6 +17,7 @@
 #include <zlib.h>
 
 #define MAX_DEPTH 16
+#define BLOCK 512 /* a tar record: every header, and every body padded to a multiple of it */
 
 /* Inflates gzip data into a malloc'd buffer, bounded by lim. */
 static int gunzip(const unsigned char *in, size_t len, const srv_tar_limits *lim, unsigned char **out, size_t *out_len,
@@ -105,7 +106,7 @@ static long long octal(const unsigned char *p, size_t n) {
 }
 
 /* Largest entry size the reader accepts from any field (octal, base-256, pax "size"): far above
- * every limit, and small enough that size + 512 and its padding never wrap. */
+ * every limit, and small enough that size + BLOCK and its padding never wrap. */
 #define SIZE_FIELD_MAX ((long long)1 << 50)
 
 /* The size field at h + 124: octal, or GNU base-256 (first byte 0x80, big-endian value). Returns
@@ -125,7 +126,7 @@ static long long size_field(const unsigned char *h) {
 static int checksum_ok(const unsigned char *h) {
     long long want = octal(h + 148, 8);
     long long sum = 0;
-    for (int i = 0; i < 512; i++) sum += (i >= 148 && i < 156) ? ' ' : h[i];
+    for (int i = 0; i < BLOCK; i++) sum += (i >= 148 && i < 156) ? ' ' : h[i];
     return want == sum;
 }
 
@@ -266,10 +267,10 @@ int srv__untar(const void *data, size_t len, const char *dir, const srv_tar_limi
     size_t total = 0, off = 0;
     long long next_size = -1; /* a pax "size" for the next entry */
     int ended = 0;
-    while (off + 512 <= n) {
+    while (off + BLOCK <= n) {
         const unsigned char *h = p + off;
         int zero = 1;
-        for (int i = 0; i < 512 && zero; i++) zero = h[i] == 0;
+        for (int i = 0; i < BLOCK && zero; i++) zero = h[i] == 0;
         if (zero) {
             ended = 1;
             break;
@@ -294,13 +295,13 @@ int srv__untar(const void *data, size_t len, const char *dir, const srv_tar_limi
         }
         char type = (char)h[156];
         if (next_size >= 0 && type != 'x' && type != 'g') size = next_size, next_size = -1;
-        /* off + 512 <= n here, and size <= 2^50: the padding cannot wrap */
-        size_t padded = ((size_t)size + 511) & ~(size_t)511;
-        if (padded > n - off - 512) {
+        /* off + BLOCK <= n here, and size <= 2^50: the padding cannot wrap */
+        size_t padded = ((size_t)size + BLOCK - 1) & ~(size_t)(BLOCK - 1);
+        if (padded > n - off - BLOCK) {
             rc = eng_err_set(err, ENG_MALFORMED, "archive: truncated (entry at byte %zu wants %lld bytes)", off, size);
             break;
         }
-        const unsigned char *body = h + 512;
+        const unsigned char *body = h + BLOCK;
         if (next_name[0]) {
             snprintf(name, sizeof name, "%s", next_name);
             next_name[0] = '\0';
@@ -310,7 +311,7 @@ int srv__untar(const void *data, size_t len, const char *dir, const srv_tar_limi
             snprintf(name, sizeof name, "%.100s", (const char *)h);
         }
         size_t at = off;
-        off += 512 + padded;
+        off += BLOCK + padded;
         if (type == 'x') {
             if ((rc = pax_header(body, (size_t)size, at, next_name, sizeof next_name, &next_size, err))) break;
             continue;

@@ -21,10 +21,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "watch.h"
 
+#include "engine/files.h"
 #include "offload.h"
 
 typedef struct {
@@ -79,9 +79,7 @@ static void rescan_work(uv_work_t *req) {
     while (d && (de = readdir(d))) {
         if (de->d_name[0] == '.') continue;
         char p[PATH_MAX];
-        struct stat st;
-        if (snprintf(p, sizeof p, "%s/%s", w->tasks_dir, de->d_name) >= (int)sizeof p || stat(p, &st) || !S_ISDIR(st.st_mode))
-            continue;
+        if (snprintf(p, sizeof p, "%s/%s", w->tasks_dir, de->d_name) >= (int)sizeof p || !eng_dir_exists(p)) continue;
         if (w->n_found == cap) {
             cap = cap ? cap * 2 : 64;
             char **nf = realloc(w->found, (size_t)cap * sizeof *nf);

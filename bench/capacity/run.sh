@@ -63,7 +63,7 @@ load() { cut -d' ' -f1-3 /proc/loadavg; }
 command -v wrk >/dev/null || { note "wrk is missing (Debian package wrk, see scripts/setup.sh)"; exit 77; }
 
 # --- the bert-base shaped registry, once ---
-tokdir="$root/../shared/data/tokenizers/bert-base-uncased"
+tokdir="${ADAPTERD_DATA_DIR:-$root/../shared/data}/tokenizers/bert-base-uncased"
 [ -d "$tokdir" ] || { note "$tokdir is missing (the shared data): nothing to measure"; exit 77; }
 bench_backbone "$cache" || exit 77
 breg="$cache/registry-base"

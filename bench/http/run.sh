@@ -9,8 +9,9 @@
 #  1. builds adapterd and bench_http_engine into --build (default build-http/) when missing;
 #  2. generates once, into --cache (default <build>/bench-http-cache): a bert-base shaped BERT (gen_encoder.py
 #     --shape base, full 30522 vocab, seed 1) with the real bert-base-uncased tokenizer files from
-#     ../shared/data/tokenizers, and 8 tasks of mixed adapter forms (gen_adapters.py cases seq_bn_st, par_bn,
-#     lora_ah, ia3, peft_lora, prefix, seq_bn_gating, double_seq_bn_st; each its own head) as a registry;
+#     $ADAPTERD_DATA_DIR/tokenizers (default ../shared/data), and 8 tasks of mixed adapter forms
+#     (gen_adapters.py cases seq_bn_st, par_bn, lora_ah, ia3, peft_lora, prefix, seq_bn_gating,
+#     double_seq_bn_st; each its own head) as a registry;
 #  3. (a) GET /healthz with wrk -t1 -c64, for --http-threads 1 and the chosen value (the effect of moving
 #     parsing/tokenizing onto MHD's thread pool), and the same for POST /v1/predict on the tiny fixture model
 #     (front-end bound: the engine costs little there) unless --skip-frontend;
@@ -66,7 +67,7 @@ if [ ! -f "$reg/.done" ]; then
     "$PY" "$root/tools/reference/gen_encoder.py" --arch bert --shape base --seed 1 --cases single --out "$cache/bert-base" >/dev/null
   "$PY" "$root/tools/reference/gen_adapters.py" --backbone "$cache/bert-base" --skips 0 --lens 8 --fast --out "$cache/cases" \
     --case seq_bn_st,par_bn,lora_ah,ia3,peft_lora,prefix,seq_bn_gating,double_seq_bn_st >/dev/null
-  CACHE="$cache" TOK="$root/../shared/data/tokenizers/bert-base-uncased" "$PY" - <<'EOF'
+  CACHE="$cache" TOK="${ADAPTERD_DATA_DIR:-$root/../shared/data}/tokenizers/bert-base-uncased" "$PY" - <<'EOF'
 import json, os
 c = os.environ["CACHE"]; reg = os.path.join(c, "registry"); mb = os.path.join(reg, "models", "bert-base")
 os.makedirs(mb, exist_ok=True)

@@ -5,6 +5,8 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "math/cpu.h"
+
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 
 static void blas_init_once(void) { openblas_set_num_threads(1); }
@@ -15,6 +17,10 @@ const char *eng_blas_core(void) {
     const char *c = openblas_get_corename();
     return c ? c : "unknown";
 }
+
+/* Here, not in cpu.c: cpu.c is the leaf that asks the CPU (pool.c calls it), the rule itself is
+ * its pure eng__blas_core_pick. */
+const char *eng_blas_core_better(void) { return eng__blas_core_pick(eng_blas_core(), eng_cpu_features()); }
 
 /* How a product is cut into pool tasks: one column block per thread. Every task reads only its
  * own slice of W, so W (the weights, 340 MB for a bert-base forward, far beyond the caches) is

@@ -12,8 +12,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "engine/platform.h"
-
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #include <xmmintrin.h>
@@ -124,5 +122,3 @@ const char *eng__blas_core_pick(const char *core, unsigned f) {
     if ((f & ENG_CPU_AVX2) && level < 1) return "Haswell";
     return NULL;
 }
-
-const char *eng_blas_core_better(void) { return eng__blas_core_pick(eng_blas_core(), eng_cpu_features()); }

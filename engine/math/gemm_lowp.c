@@ -26,6 +26,7 @@
 #define NR ENG__LP_NR
 #define MR ENG__LP_MR
 #define MC_BYTES (512u << 10) /* converted activation rows per row block */
+#define MC_MAX 512               /* rows per row block at most (the bound for a short K) */
 #define ROWS_SPLIT_MIN (1 << 20) /* activations converted on the caller alone below this many */
 
 static int group(eng_prec p) { return p == ENG_PREC_BF16 ? 2 : 4; }
@@ -297,7 +298,7 @@ void eng_lp_gemm(eng_pool *pool, int M, const float *A, int lda, const eng_lp_we
     j.ldws = ws_ld(w->prec, w->K);
     j.scales = w->prec == ENG_PREC_INT8 ? (float *)((uint8_t *)ws + j.ldws * (size_t)M) : NULL;
     int mc = (int)(MC_BYTES / j.ldws) / MR * MR;
-    j.mc = mc < MR ? MR : mc > 512 ? 512 : mc;
+    j.mc = mc < MR ? MR : mc > MC_MAX ? MC_MAX : mc;
     int threads = eng_pool_size(pool), panels = (w->N + NR - 1) / NR;
     int split = 2.0 * M * w->N * (double)w->K >= ENG__SPLIT_MIN_FLOPS;
     /* converting a row costs a few cycles per 32 values: up to ~1M values (M = 128 at any bert-base K)

@@ -300,19 +300,10 @@ int eng_tok_encode(const eng_tokenizer *tok, const char *text, size_t len, const
     }
 
     size_t n = n_special + na + nb;
-    size_t bytes = n * (4 + 4 + 8 + 8 + 1 + 1);
-    char *blk = malloc(bytes ? bytes : 1);
-    if (!blk) {
+    if (eng_tok_encoding_alloc(out, n)) {
         rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory for %zu tokens", n);
         goto done;
     }
-    out->ids = (int32_t *)blk;
-    out->type_ids = out->ids + n;
-    out->offsets = out->type_ids + n;
-    out->byte_offsets = out->offsets + 2 * n;
-    out->seq_ids = (int8_t *)(out->byte_offsets + 2 * n);
-    out->special_mask = (uint8_t *)(out->seq_ids + n);
-    out->n = n;
 
     size_t k = 0;
     for (int it = 0; it < tpl->n; it++) {
@@ -360,6 +351,22 @@ done:
     eng__ctx_free(&ctx);
     if (rc) eng_tok_encoding_free(out);
     return rc;
+}
+
+int eng_tok_encoding_alloc(eng_tok_encoding *enc, size_t n) {
+    memset(enc, 0, sizeof *enc);
+    /* ids, type_ids (4 + 4), offsets, byte_offsets (8 + 8), seq_ids, special_mask (1 + 1) per token;
+     * the int32 arrays first, so every array is aligned for its type */
+    char *blk = calloc(1, n ? n * (4 + 4 + 8 + 8 + 1 + 1) : 1);
+    if (!blk) return ENG_NO_MEMORY;
+    enc->ids = (int32_t *)blk;
+    enc->type_ids = enc->ids + n;
+    enc->offsets = enc->type_ids + n;
+    enc->byte_offsets = enc->offsets + 2 * n;
+    enc->seq_ids = (int8_t *)(enc->byte_offsets + 2 * n);
+    enc->special_mask = (uint8_t *)(enc->seq_ids + n);
+    enc->n = n;
+    return 0;
 }
 
 void eng_tok_encoding_free(eng_tok_encoding *enc) {

@@ -120,6 +120,11 @@ int eng_tok_encode(const eng_tokenizer *tok, const char *text, size_t len, const
 void eng_tok_subword_flags(const eng_tokenizer *tok, const eng_tok_encoding *enc, const char *text, size_t len,
                            const char *pair, size_t pair_len, uint8_t *out);
 
+/* Gives enc arrays for n tokens, all zero, in the one allocation eng_tok_encode makes (for callers
+ * that fill an encoding themselves, such as token ids sent instead of text). Returns 0 (free with
+ * eng_tok_encoding_free), or ENG_NO_MEMORY with *enc zeroed. */
+int eng_tok_encoding_alloc(eng_tok_encoding *enc, size_t n);
+
 /* Frees the arrays of enc and zeroes it; safe on a zeroed encoding and on NULL. */
 void eng_tok_encoding_free(eng_tok_encoding *enc);
 

@@ -90,3 +90,30 @@ Test(budget, latency_target_raises_skips_within_range) {
     cr_assert(strstr(e.msg, "not reachable"), "%s", e.msg);
     eng_state_free(st);
 }
+
+/* The rounding proto/openapi.yaml documents for "budget" (min + round((1 - budget) * (max - min)),
+ * halves towards the larger skip), on its own examples: at 0.5, range 0..1 gives 1, 0..3 gives 2,
+ * 2..5 gives 4. Ranges past 2 layers need a deeper model than the fixtures': the example
+ * registry's 6-layer BERT and its sentiment adapter. */
+Test(budget, half_way_budgets_round_as_documented) {
+    eng_model *deep;
+    eng_task *t;
+    eng_err e = {0};
+    cr_assert_eq(eng_model_load(ADAPTERD_SOURCE_DIR "/examples/registry/models/bert-6l-256-uncased", &deep, &e), 0, "%s",
+                 e.msg);
+    const char *d[1] = {ADAPTERD_SOURCE_DIR "/examples/registry/tasks/sentiment/1/sst2"};
+    cr_assert_eq(eng_task_load(deep, d, 1, NULL, &t, &e), 0, "%s", e.msg);
+    const struct {
+        eng_skip_range r;
+        double budget;
+        int skip;
+    } want[] = {{{0, 1, 0}, 0.5, 1}, {{0, 3, 0}, 0.5, 2}, {{2, 5, 2}, 0.5, 4}, {{0, 3, 0}, 0.5 + 1.0 / 6, 1},
+                {{2, 5, 2}, 0.25, 4}, {{2, 5, 2}, 0.125, 5}, {{2, 5, 2}, 1.0, 2}, {{2, 5, 2}, 0.0, 5}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        cr_assert_eq(eng_task_set_skips(t, want[i].r, &e), 0, "%s", e.msg);
+        cr_expect_eq(eng_skip_for_budget(t, want[i].budget), want[i].skip, "range %d..%d, budget %g", want[i].r.min,
+                     want[i].r.max, want[i].budget);
+    }
+    eng_task_free(t);
+    eng_model_free(deep);
+}

@@ -576,3 +576,43 @@ Test(tokenizer, concurrent_encodes) {
     }
     eng_tokenizer_free(t);
 }
+
+/* eng_tok_encoding_alloc: the arrays an encoding of n tokens has (the server fills them for ids
+ * sent instead of text): all zero, each its full length, none overlapping another (each filled
+ * with its own pattern, then all read back), aligned for their types; freed as one block. */
+Test(tokenizer, encoding_alloc_gives_separate_zeroed_arrays) {
+    const size_t sizes[] = {0, 1, 3, 1000};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        size_t n = sizes[s];
+        eng_tok_encoding e;
+        memset(&e, 0xAB, sizeof e);
+        cr_assert_eq(eng_tok_encoding_alloc(&e, n), 0);
+        cr_assert_eq(e.n, n);
+        cr_assert(e.ids && e.type_ids && e.offsets && e.byte_offsets && e.seq_ids && e.special_mask);
+        cr_assert_eq((uintptr_t)e.offsets % sizeof(int32_t), 0);
+        cr_assert_eq((uintptr_t)e.byte_offsets % sizeof(int32_t), 0);
+        for (size_t i = 0; i < n; i++) {
+            cr_assert(!e.ids[i] && !e.type_ids[i] && !e.offsets[2 * i] && !e.offsets[2 * i + 1] && !e.byte_offsets[2 * i] &&
+                          !e.byte_offsets[2 * i + 1] && !e.seq_ids[i] && !e.special_mask[i],
+                      "n %zu: token %zu is not zeroed", n, i);
+        }
+        for (size_t i = 0; i < n; i++) {
+            e.ids[i] = (int32_t)(1000000 + i);
+            e.type_ids[i] = (int32_t)(2000000 + i);
+            e.offsets[2 * i] = (int32_t)(3000000 + i), e.offsets[2 * i + 1] = (int32_t)(4000000 + i);
+            e.byte_offsets[2 * i] = (int32_t)(5000000 + i), e.byte_offsets[2 * i + 1] = (int32_t)(6000000 + i);
+            e.seq_ids[i] = (int8_t)(i % 100);
+            e.special_mask[i] = (uint8_t)(200 - i % 50);
+        }
+        for (size_t i = 0; i < n; i++) {
+            cr_assert(e.ids[i] == (int32_t)(1000000 + i) && e.type_ids[i] == (int32_t)(2000000 + i) &&
+                          e.offsets[2 * i] == (int32_t)(3000000 + i) && e.offsets[2 * i + 1] == (int32_t)(4000000 + i) &&
+                          e.byte_offsets[2 * i] == (int32_t)(5000000 + i) &&
+                          e.byte_offsets[2 * i + 1] == (int32_t)(6000000 + i) && e.seq_ids[i] == (int8_t)(i % 100) &&
+                          e.special_mask[i] == (uint8_t)(200 - i % 50),
+                      "n %zu: token %zu was overwritten by another array", n, i);
+        }
+        eng_tok_encoding_free(&e);
+        cr_assert(!e.ids && !e.n, "free zeroes the encoding");
+    }
+}
