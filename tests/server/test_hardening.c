@@ -357,6 +357,40 @@ Test(hardening, media_type_and_v2_names_are_matched_exactly, .timeout = 60) {
     cr_assert_eq(ts_stop(&s), 0);
 }
 
+/* Whatever reaches the router is answered in JSON, however odd the request: an unknown method,
+ * HTTP/1.0, a 16 KiB path or header (within libmicrohttpd's 32 KiB; its own answers past that
+ * cannot be replaced, docs/SECURITY.md). */
+Test(hardening, every_answer_past_libmicrohttpd_is_json, .timeout = 60) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    test_server s;
+    cr_assert_eq(ts_start(&s, NULL, NULL), 0);
+    static char head[40000], reply[8192];
+    static const struct {
+        const char *what, *req, *code;
+        int status;
+    } cases[] = {
+        {"unknown method", "BREW /v1/predict HTTP/1.1\r\nHost: t\r\n\r\n", "method_not_allowed", 405},
+        {"HTTP/1.0", "GET /nope HTTP/1.0\r\n\r\n", "not_found", 404},
+        {"OPTIONS", "OPTIONS /v1/predict HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", "method_not_allowed", 405},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cr_expect_eq(headers_only(&s, cases[i].req, 3000, reply, sizeof reply), cases[i].status, "%s: %s", cases[i].what, reply);
+        cr_expect(strcasestr(reply, "\r\nContent-Type: application/json"), "%s: %s", cases[i].what, reply);
+        expect_json_error(reply, cases[i].code);
+    }
+    int o = snprintf(head, sizeof head, "GET /v1/tasks/");
+    memset(head + o, 'a', 16384);
+    snprintf(head + o + 16384, sizeof head - (size_t)o - 16384, " HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    cr_expect_eq(headers_only(&s, head, 3000, reply, sizeof reply), 404, "16 KiB path: %.300s", reply);
+    expect_json_error(reply, "not_found");
+    o = snprintf(head, sizeof head, "GET /v1/tasks/nope HTTP/1.1\r\nHost: t\r\nConnection: close\r\nX-Big: ");
+    memset(head + o, 'a', 16384);
+    snprintf(head + o + 16384, sizeof head - (size_t)o - 16384, "\r\n\r\n");
+    cr_expect_eq(headers_only(&s, head, 3000, reply, sizeof reply), 404, "16 KiB header: %.300s", reply);
+    expect_json_error(reply, "not_found");
+    cr_assert_eq(ts_stop(&s), 0);
+}
+
 /* One ustar entry appended to b (cap bytes) at *off. */
 static void tar_put(unsigned char *b, size_t *off, const char *name, const char *data) {
     unsigned n = (unsigned)strlen(data) & 0xffffff;
