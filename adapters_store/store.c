@@ -1025,12 +1025,13 @@ static void fail_listed(store_registry *r, store_task *t, const char *why) {
         nt = e->v[e->n - 1];
         e->cur = nt;
         nt->current = 1;
-        /* the strings are written once and live until destroy: a reader may hold them */
+        /* the strings are written once and live until destroy (a reader may hold them): a version
+         * that stood in for another one before says so only if it is the same one again */
         if (!nt->fb_from && (nt->fb_from = strdup(t->version)) && !(nt->fb_why = registry_relative(r, why))) {
             free(nt->fb_from);
             nt->fb_from = NULL;
         }
-        atomic_store(&nt->fb_active, nt->fb_from != NULL);
+        atomic_store(&nt->fb_active, nt->fb_from && !strcmp(nt->fb_from, t->version));
     }
     int dropped = was_current && !e->n;
     if (dropped) drop_entry_locked(r, e);
