@@ -596,3 +596,49 @@ Test(hardening, drain_deadline_abandons_a_running_pass, .timeout = 60) {
               WIFSIGNALED(st) ? WTERMSIG(st) : 0);
     for (int i = 0; i < N; i++) cr_expect_eq(a[i].status, 503, "client %d: status %ld: %s", i, a[i].status, a[i].head);
 }
+
+typedef struct {
+    const test_server *s;
+    const char *data;
+    size_t len;
+    long status;
+} upload_arg;
+
+static void *upload_client(void *arg) {
+    upload_arg *a = arg;
+    a->status = ts_request(a->s, "PUT", "/v1/tasks/cls/versions/7?activate=true", a->data, a->len, "application/gzip", AUTH, NULL);
+    return NULL;
+}
+
+/* An upload whose version is being checked on the pool at the drain deadline is not answered 503
+ * while its change may still land: it finishes, the client gets the true answer (201), the
+ * process exits 0, and a restart serves the version it was told about. The check is slowed to
+ * about 4 s by pacing the load (--load-rate) against a 300 ms deadline. */
+Test(hardening, drain_deadline_lets_an_upload_finish_and_answers_it_truly, .timeout = 90) {
+    char *reg = ts_registry_ok("adapterd-hard");
+    size_t len = 0;
+    char *tgz = ts_tgz_of(ADAPTERD_FIXTURES "/adapters/bert-tiny/lora_ah/adapters", &len);
+    cr_assert(tgz);
+    test_server s;
+    const char *extra[] = {"--drain-timeout-ms", "300", "--adapter-memory", "100000000", "--load-rate", "10000",
+                           "--load-burst", "1000", NULL};
+    start(&s, reg, true, extra);
+    upload_arg a = {.s = &s, .data = tgz, .len = len, .status = 0};
+    pthread_t th;
+    pthread_create(&th, NULL, upload_client, &a);
+    ts_sleep_ms(1000); /* the body is in; its check runs at 10 KB/s */
+    double t0 = now_s();
+    cr_expect_eq(ts_stop(&s), 0, "the drain ends with exit 0");
+    pthread_join(th, NULL);
+    cr_expect_eq(a.status, 201, "the upload that completed is answered 201 (got %ld)", a.status);
+    cr_log_info("drain with an upload in its check: %.1f s after SIGTERM", now_s() - t0);
+    start(&s, reg, true, NULL);
+    json_t *d = NULL;
+    cr_assert_eq(ts_request(&s, "GET", "/v1/tasks/cls/versions", NULL, 0, NULL, AUTH, &d), 200);
+    cr_expect_str_eq(json_string_value(json_object_get(d, "current")) ?: "", "7", "a restart serves what the client was told");
+    json_decref(d);
+    cr_assert_eq(ts_stop(&s), 0);
+    free(tgz);
+    ts_sh_ok("rm -rf %s", reg);
+    free(reg);
+}
