@@ -859,7 +859,8 @@ static void publish_locked(store_registry *r, store_task *t, eng_task *et, doubl
     if (seconds > r->st.load_seconds_max) r->st.load_seconds_max = seconds;
 }
 
-int store_task_ensure(store_registry *r, store_task *t, eng_err *err) {
+/* store_task_ensure without the failure handling: start-up (open_current) handles its own. */
+static int ensure_loaded(store_registry *r, store_task *t, eng_err *err) {
     pthread_mutex_lock(&r->mu);
     for (;;) {
         if (atomic_load(&t->task)) {
@@ -998,6 +999,57 @@ static void entry_free(store_entry *e) {
     free(e->v);
     free(e->name);
     free(e);
+}
+
+/* ---- a load that fails after start-up ---- */
+
+/* A listed version whose weights failed to load after start-up (with a budget, start-up reads only
+ * metadata) is treated as start-up treats it: unlisted and recorded as failed with its reason;
+ * when it was current, the newest remaining version stands in (loaded on its first use, and
+ * handled the same way if it fails too) and says so (store_task_fallback). The state file still
+ * names the failed version, as after a start-up fallback: only an admin change rewrites it. */
+static void fail_listed(store_registry *r, store_task *t, const char *why) {
+    pthread_mutex_lock(&r->mu);
+    store_entry *e = atomic_load(&t->listed) ? get_entry(r, t->name) : NULL;
+    int k = 0;
+    while (e && k < e->n && e->v[k] != t) k++;
+    if (!e || k == e->n) { /* already unlisted: deleted, replaced, or failed in another thread */
+        pthread_mutex_unlock(&r->mu);
+        return;
+    }
+    int was_current = e->cur == t;
+    broken_add_locked(r, t->name, t->version, why);
+    unlist_locked(r, e, t);
+    store_task *nt = NULL;
+    if (was_current && e->n) {
+        nt = e->v[e->n - 1];
+        e->cur = nt;
+        nt->current = 1;
+        /* the strings are written once and live until destroy (a reader may hold them): a version
+         * that stood in for another one before says so only if it is the same one again */
+        if (!nt->fb_from && (nt->fb_from = strdup(t->version)) && !(nt->fb_why = registry_relative(r, why))) {
+            free(nt->fb_from);
+            nt->fb_from = NULL;
+        }
+        atomic_store(&nt->fb_active, nt->fb_from && !strcmp(nt->fb_from, t->version));
+    }
+    int dropped = was_current && !e->n;
+    if (dropped) drop_entry_locked(r, e);
+    pthread_mutex_unlock(&r->mu);
+    if (nt)
+        fprintf(stderr, "adapterd: task %s: version %s should be current but did not load; serving version %s\n", t->name,
+                t->version, nt->version);
+    else if (dropped)
+        fprintf(stderr, "adapterd: task %s has no version that loads; not served (its versions list why)\n", t->name);
+    else fprintf(stderr, "adapterd: task %s version %s did not load; listed as failed\n", t->name, t->version);
+    if (dropped) entry_free(e);
+    store_task_release(t); /* the listing's reference; the caller still holds its own */
+}
+
+int store_task_ensure(store_registry *r, store_task *t, eng_err *err) {
+    int rc = ensure_loaded(r, t, err);
+    if (rc && rc != ENG_NO_MEMORY) fail_listed(r, t, err->msg);
+    return rc;
 }
 
 /* ---- the state file ---- */
@@ -1321,7 +1373,7 @@ static int scan_task(store_registry *r, const char *name, eng_err *err) {
 static int open_current(store_registry *r, store_entry *e, eng_err *err) {
     while (e->cur && !(r->p.memory_budget && !entry_pinned(e))) {
         eng_err le = {0};
-        int rc = store_task_ensure(r, e->cur, &le);
+        int rc = ensure_loaded(r, e->cur, &le);
         if (!rc) break;
         if (rc == ENG_NO_MEMORY) {
             *err = le;

@@ -302,10 +302,20 @@ static void do_delete_task(srv_request *r) {
     else answer_json(r, 200, json_pack("{s:s,s:b}", "task", r->off.name, "deleted", 1));
 }
 
+/* The error of a task that cannot be acquired: listed but unserved (every version failed to load, so
+ * the server's files are at fault: the first failed version's reason), else unknown. */
+static int unservable(store_registry *reg, const char *name, eng_err *e) {
+    store_version_info v[VERSIONS_MAX];
+    int n = store_versions(reg, name, v, VERSIONS_MAX);
+    for (int i = 0; i < n; i++)
+        if (v[i].reason[0]) return eng_err_set(e, ENG_FORMAT, "task \"%.100s\" has no version that loads: %s", name, v[i].reason);
+    return eng_err_set(e, ENG_NOT_FOUND, "unknown task \"%.100s\"", name);
+}
+
 static void do_repo_load(srv_request *r) {
     eng_err e = {0};
     store_task *t = store_task_acquire(r->srv->reg, r->off.name, strlen(r->off.name));
-    int rc = t ? store_task_ensure(r->srv->reg, t, &e) : eng_err_set(&e, ENG_NOT_FOUND, "unknown task \"%.100s\"", r->off.name);
+    int rc = t ? store_task_ensure(r->srv->reg, t, &e) : unservable(r->srv->reg, r->off.name, &e);
     store_task_release(t);
     if (rc) answer_err(r, (eng_status)rc, e.msg);
     else answer_json(r, 200, json_pack("{s:s,s:s}", "name", r->off.name, "state", "READY"));

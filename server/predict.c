@@ -134,6 +134,26 @@ static bool tasks_missing(srv_request *r) {
     return missing > 0;
 }
 
+/* Did the request name task t by its version ("name@v")? */
+static bool named_with_version(const srv_request *r, const store_task *t) {
+    const char *name = store_task_name(t);
+    size_t n = strlen(name);
+    for (int i = 0; i < r->preq.n_tasks; i++)
+        if (!strncmp(r->preq.tasks[i], name, n) && r->preq.tasks[i][n] == '@') return true;
+    return false;
+}
+
+/* After t failed to load: has the store made another version current in its place (it does so
+ * when the current version turns out broken on first use)? */
+static bool replaced_after_failure(srv_request *r, const store_task *t) {
+    if (named_with_version(r, t)) return false;
+    const char *name = store_task_name(t);
+    store_task *now = store_task_acquire(r->srv->reg, name, strlen(name));
+    bool replaced = now && now != t;
+    store_task_release(now);
+    return replaced;
+}
+
 static void load_tasks(srv_request *r) {
     double t0 = srv__now();
     int loaded = 0;
@@ -141,6 +161,8 @@ static void load_tasks(srv_request *r) {
         eng_err e = {0};
         loaded += !store_task_resident(r->off.held[i]);
         int rc = store_task_ensure(r->srv->reg, r->off.held[i], &e);
+        /* a broken current version: the request goes round again on the version standing in */
+        if (rc && rc != ENG_NO_MEMORY && replaced_after_failure(r, r->off.held[i])) return;
         if (rc) {
             srv__offload_fail(r, (eng_status)rc, e.msg);
             return;

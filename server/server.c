@@ -34,7 +34,8 @@
 #define COST_CALIBRATION_TOKENS 128
 /* How often a drain checks whether work is left, ms. */
 #define DRAIN_POLL_MS 5
-/* After the drain deadline, how long the 503 answers get to reach their clients, seconds. */
+/* After the drain deadline, how long the answers get to reach their clients once no connection is
+ * suspended any more, seconds. */
 #define DRAIN_SEND_GRACE_S 2.0
 
 /* ---- the scheduler's hooks ---- */
@@ -97,13 +98,16 @@ typedef struct {
     uv_timer_t drain_timer, sweep_timer;
     double drain_start;
     double deadline_hit;     /* when the drain deadline passed; 0 before */
+    double unsuspended;      /* after the deadline, since when no connection is suspended; 0: one is */
 } srv_loop_ctx;
 
 /* The drain, every DRAIN_POLL_MS. Before the deadline queued jobs keep their batching schedule:
  * draining does not change answers, it only stops new work. At the deadline every request still
  * waiting on the scheduler answers 503 (queued jobs fail, jobs in a pass are abandoned), offloaded
- * work is waited for, and the loop stops once no connection is suspended (libmicrohttpd refuses to
- * stop with one) and the answers went out, or after DRAIN_SEND_GRACE_S. */
+ * work is waited for (an upload being checked may still land: its client gets the true answer),
+ * and the loop stops once no connection is suspended (libmicrohttpd refuses to stop with one) and
+ * the answers went out, or DRAIN_SEND_GRACE_S after the last connection resumed (counted from the
+ * deadline, a slow upload's answer was cut: the version landed, its client got an empty reply). */
 static void drain_check(uv_timer_t *t) {
     srv_loop_ctx *c = t->data;
     srv_server *s = c->s;
@@ -116,12 +120,18 @@ static void drain_check(uv_timer_t *t) {
             c->deadline_hit = now;
             int in_pass = srv__sched_cancel(s->sched, ENG_UNAVAILABLE,
                                             "the server stopped at its drain deadline before this request ran; retry on another replica");
-            fprintf(stderr, "adapterd: drain timeout with %d requests in flight (%d in an engine pass); answering them 503\n",
+            fprintf(stderr, "adapterd: drain timeout with %d requests in flight (%d in an engine pass); the ones waiting for the "
+                            "engine answer 503, uploads and loads under way finish first\n",
                     in_flight, in_pass);
         }
         return;
     }
-    if (atomic_load(&s->n_suspended) == 0 && (in_flight == 0 || now - c->deadline_hit > DRAIN_SEND_GRACE_S)) uv_stop(t->loop);
+    if (atomic_load(&s->n_suspended) != 0) {
+        c->unsuspended = 0;
+        return;
+    }
+    if (!c->unsuspended) c->unsuspended = now;
+    if (in_flight == 0 || now - c->unsuspended > DRAIN_SEND_GRACE_S) uv_stop(t->loop);
 }
 
 static void sweep(uv_timer_t *t) {

@@ -287,6 +287,53 @@ Test(store, a_broken_version_does_not_stop_start_up) {
     store_free(r);
 }
 
+/* With a memory budget start-up reads metadata only, so a broken current version shows at its
+ * first load: it is then handled as start-up handles it (listed as failed with its reason, the
+ * newest remaining version standing in and saying so), not failed again on every request while
+ * listed as available. A task whose only version breaks is no longer served. */
+Test(store, with_a_budget_a_current_version_that_fails_at_first_use_falls_back) {
+    sh("mkdir -p %s/tasks/cls_lora/2 && cp -rL %s %s/tasks/cls_lora/2/ && truncate -s 300 %s/tasks/cls_lora/2/lora/adapter.safetensors",
+       reg_dir, LORA, reg_dir, reg_dir);
+    sh("mkdir -p %s/tasks/solo/1 && cp -rL %s %s/tasks/solo/1/ && truncate -s 300 %s/tasks/solo/1/lora/adapter.safetensors",
+       reg_dir, LORA, reg_dir, reg_dir);
+    store_registry *r = open_reg((size_t)256 << 20);
+    int n_tasks = store_n_tasks(r);
+    store_task *t = store_task_acquire(r, "cls_lora", 8);
+    cr_assert(t);
+    cr_assert_str_eq(store_task_version(t), "2", "start-up did not load it: the highest is current");
+    eng_err e = {0};
+    cr_expect_neq(store_task_ensure(r, t, &e), 0, "the truncated file does not load");
+    cr_expect(strstr(e.msg, "adapter.safetensors"), "%s", e.msg);
+    store_task_release(t);
+    t = store_task_acquire(r, "cls_lora", 8);
+    cr_assert(t);
+    cr_expect_str_eq(store_task_version(t), "1", "the newest good version stands in");
+    const char *from = NULL, *why = store_task_fallback(t, &from);
+    cr_expect(why && strstr(why, "adapter.safetensors") && !strstr(why, reg_dir), "%s", why ? why : "(none)");
+    cr_expect_str_eq(from ? from : "", "2");
+    cr_expect_eq(store_task_ensure(r, t, &e), 0, "%s", e.msg);
+    store_task_release(t);
+    store_version_info v[8];
+    cr_assert_eq(store_versions(r, "cls_lora", v, 8), 3);
+    cr_expect_str_eq(v[2].version, "2");
+    cr_expect_str_eq(v[2].state, "failed");
+    cr_expect(strstr(v[2].reason, "adapter.safetensors"), "%s", v[2].reason);
+    cr_expect(v[1].current);
+    /* the only version of solo: the task goes, its failed version stays listed */
+    t = store_task_acquire(r, "solo", 4);
+    cr_assert(t);
+    cr_expect_neq(store_task_ensure(r, t, &e), 0);
+    store_task_release(t);
+    cr_expect_null(store_task_acquire(r, "solo", 4), "a task with no version that loads is not served");
+    cr_expect_eq(store_n_tasks(r), n_tasks - 1);
+    cr_assert_eq(store_versions(r, "solo", v, 8), 1);
+    cr_expect_str_eq(v[0].state, "failed");
+    /* a failed version can be deleted like one found at start-up */
+    cr_expect_eq(store_delete_version(r, "cls_lora", "2", &e), 0, "%s", e.msg);
+    cr_expect_not(exists("%s/tasks/cls_lora/2", reg_dir));
+    store_free(r);
+}
+
 Test(store, a_model_that_does_not_load_takes_out_its_tasks_only) {
     sh("mkdir -p %s/models/broken-model && echo '{\"model_type\": ' > %s/models/broken-model/config.json", reg_dir, reg_dir);
     sh("mkdir -p %s/tasks/on-broken/1 && cp -rL %s %s/tasks/on-broken/1/ && "

@@ -531,3 +531,44 @@ Test(faults, start_up_serves_every_good_task_and_lists_the_broken_versions, .tim
     ts_sh_ok("rm -rf %s", reg);
     free(reg);
 }
+
+/* The same broken current version under a memory budget, where start-up reads metadata only: the
+ * first prediction finds it broken, is answered by the newest good version, and from then on the
+ * task says so as after a start-up fallback (it once failed every request, listed as available). */
+Test(faults, with_a_budget_a_broken_current_version_falls_back_at_first_use, .timeout = 60) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    char *reg = make_registry();
+    ts_sh_ok("mkdir -p %s/tasks/cls/2 && cp -rL %s/lora_ah/adapters/lora %s/tasks/cls/2/ && "
+       "truncate -s 300 %s/tasks/cls/2/lora/adapter.safetensors", reg, AD, reg, reg);
+    const char *args[] = {"--registry", reg, "--admin-token", TOKEN, "--adapter-memory", "268435456", NULL};
+    test_server s;
+    cr_assert_eq(ts_start(&s, args, NULL), 0);
+    char v[32] = "", msg[512];
+    cr_expect_eq(predict(&s, "cls", v, sizeof v), 200, "the first request is answered");
+    cr_expect_str_eq(v, "1", "by the newest good version");
+    json_t *d = NULL;
+    cr_assert_eq(ts_request(&s, "GET", "/v1/tasks/cls", NULL, 0, NULL, NULL, &d), 200);
+    cr_expect_eq(ts_validate("GET", "/v1/tasks/{name}", 200, d, msg, sizeof msg), 0, "%s", msg);
+    json_t *fb = json_object_get(d, "fallback");
+    cr_expect_str_eq(json_string_value(json_object_get(fb, "version")) ?: "", "2", "the fallback is visible");
+    const char *why = json_string_value(json_object_get(fb, "reason"));
+    cr_expect(why && strstr(why, "adapter.safetensors") && !strstr(why, reg), "reason: %s", why ? why : "(none)");
+    json_decref(d);
+    json_t *vs = versions(&s, "cls");
+    cr_assert(vs);
+    cr_expect_str_eq(json_string_value(json_object_get(vs, "current")) ?: "", "1");
+    size_t i;
+    json_t *e;
+    int failed = 0;
+    json_array_foreach(json_object_get(vs, "versions"), i, e) {
+        if (strcmp(json_string_value(json_object_get(e, "version")) ?: "", "2")) continue;
+        failed++;
+        cr_expect_str_eq(json_string_value(json_object_get(e, "state")) ?: "", "failed");
+    }
+    cr_expect_eq(failed, 1, "version 2 is listed as failed");
+    json_decref(vs);
+    cr_expect_eq(predict(&s, "other", v, sizeof v), 200);
+    cr_expect_eq(ts_stop(&s), 0);
+    ts_sh_ok("rm -rf %s", reg);
+    free(reg);
+}

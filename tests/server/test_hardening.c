@@ -357,6 +357,40 @@ Test(hardening, media_type_and_v2_names_are_matched_exactly, .timeout = 60) {
     cr_assert_eq(ts_stop(&s), 0);
 }
 
+/* Whatever reaches the router is answered in JSON, however odd the request: an unknown method,
+ * HTTP/1.0, a 16 KiB path or header (within libmicrohttpd's 32 KiB; its own answers past that
+ * cannot be replaced, docs/SECURITY.md). */
+Test(hardening, every_answer_past_libmicrohttpd_is_json, .timeout = 60) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    test_server s;
+    cr_assert_eq(ts_start(&s, NULL, NULL), 0);
+    static char head[40000], reply[8192];
+    static const struct {
+        const char *what, *req, *code;
+        int status;
+    } cases[] = {
+        {"unknown method", "BREW /v1/predict HTTP/1.1\r\nHost: t\r\n\r\n", "method_not_allowed", 405},
+        {"HTTP/1.0", "GET /nope HTTP/1.0\r\n\r\n", "not_found", 404},
+        {"OPTIONS", "OPTIONS /v1/predict HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", "method_not_allowed", 405},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cr_expect_eq(headers_only(&s, cases[i].req, 3000, reply, sizeof reply), cases[i].status, "%s: %s", cases[i].what, reply);
+        cr_expect(strcasestr(reply, "\r\nContent-Type: application/json"), "%s: %s", cases[i].what, reply);
+        expect_json_error(reply, cases[i].code);
+    }
+    int o = snprintf(head, sizeof head, "GET /v1/tasks/");
+    memset(head + o, 'a', 16384);
+    snprintf(head + o + 16384, sizeof head - (size_t)o - 16384, " HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    cr_expect_eq(headers_only(&s, head, 3000, reply, sizeof reply), 404, "16 KiB path: %.300s", reply);
+    expect_json_error(reply, "not_found");
+    o = snprintf(head, sizeof head, "GET /v1/tasks/nope HTTP/1.1\r\nHost: t\r\nConnection: close\r\nX-Big: ");
+    memset(head + o, 'a', 16384);
+    snprintf(head + o + 16384, sizeof head - (size_t)o - 16384, "\r\n\r\n");
+    cr_expect_eq(headers_only(&s, head, 3000, reply, sizeof reply), 404, "16 KiB header: %.300s", reply);
+    expect_json_error(reply, "not_found");
+    cr_assert_eq(ts_stop(&s), 0);
+}
+
 /* One ustar entry appended to b (cap bytes) at *off. */
 static void tar_put(unsigned char *b, size_t *off, const char *name, const char *data) {
     unsigned n = (unsigned)strlen(data) & 0xffffff;
@@ -674,6 +708,52 @@ Test(hardening, every_operation_documents_the_refusals_any_request_can_get, .tim
     }
     cr_assert_eq(ts_stop(&s), 0);
     json_decref(doc);
+    ts_sh_ok("rm -rf %s", reg);
+    free(reg);
+}
+
+typedef struct {
+    const test_server *s;
+    const char *data;
+    size_t len;
+    long status;
+} upload_arg;
+
+static void *upload_client(void *arg) {
+    upload_arg *a = arg;
+    a->status = ts_request(a->s, "PUT", "/v1/tasks/cls/versions/7?activate=true", a->data, a->len, "application/gzip", AUTH, NULL);
+    return NULL;
+}
+
+/* An upload whose version is being checked on the pool at the drain deadline is not answered 503
+ * while its change may still land: it finishes, the client gets the true answer (201), the
+ * process exits 0, and a restart serves the version it was told about. The check is slowed to
+ * about 4 s by pacing the load (--load-rate) against a 300 ms deadline. */
+Test(hardening, drain_deadline_lets_an_upload_finish_and_answers_it_truly, .timeout = 90) {
+    char *reg = ts_registry_ok("adapterd-hard");
+    size_t len = 0;
+    char *tgz = ts_tgz_of(ADAPTERD_FIXTURES "/adapters/bert-tiny/lora_ah/adapters", &len);
+    cr_assert(tgz);
+    test_server s;
+    const char *extra[] = {"--drain-timeout-ms", "300", "--adapter-memory", "100000000", "--load-rate", "10000",
+                           "--load-burst", "1000", NULL};
+    start(&s, reg, true, extra);
+    upload_arg a = {.s = &s, .data = tgz, .len = len, .status = 0};
+    pthread_t th;
+    pthread_create(&th, NULL, upload_client, &a);
+    ts_sleep_ms(1000); /* the body is in; its check runs at 10 KB/s */
+    double t0 = now_s();
+    cr_expect_eq(ts_stop(&s), 0, "the drain ends with exit 0");
+    pthread_join(th, NULL);
+    cr_expect_eq(a.status, 201, "the upload that completed is answered 201 (got %ld)", a.status);
+    cr_log_info("drain with an upload in its check: %.1f s after SIGTERM", now_s() - t0);
+    start(&s, reg, true, NULL);
+    json_t *d = NULL;
+    cr_assert_eq(ts_request(&s, "GET", "/v1/tasks/cls/versions", NULL, 0, NULL, AUTH, &d), 200);
+    cr_expect_str_eq(json_string_value(json_object_get(d, "current")) ?: "", "7", "a restart serves what the client was told");
+    json_decref(d);
+    cr_assert_eq(ts_stop(&s), 0);
+    free(tgz);
     ts_sh_ok("rm -rf %s", reg);
     free(reg);
 }

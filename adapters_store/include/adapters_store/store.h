@@ -39,7 +39,9 @@
  * read or load is kept on disk and listed as failed with its reason (store_versions); a task whose
  * current version fails serves its newest version that loads (store_task_fallback says so); a task
  * with none is not served. With a memory budget only pinned versions load at start; the others are
- * checked at first use.
+ * checked at first use, with the same outcome: a version whose load fails (for any reason but
+ * memory) is unlisted and listed as failed, and a current one is replaced by the newest remaining
+ * version, which store_task_fallback then names.
  *
  * Lifetimes. A store_task is one version of a task. store_task_acquire gives the caller a
  * reference to the current version that keeps it, its model and (once loaded) its weights alive
@@ -119,7 +121,9 @@ store_model *store_model_acquire_at(store_registry *r, int i);
 
 /* Makes t resident: loads its weights (blocking; call it on a worker thread, never on the event
  * loop or in a request handler), evicting least recently used versions beyond the budget, and
- * marks it used. The caller holds a reference. Returns 0, or the load's negative status. */
+ * marks it used. The caller holds a reference. Returns 0, or the load's negative status; on a
+ * failure other than ENG_NO_MEMORY t is listed as failed from then on, and when it was current the
+ * newest remaining version is current in its place (store_task_acquire returns it). */
 int store_task_ensure(store_registry *r, store_task *t, eng_err *err);
 /* 1 when t's weights are loaded. */
 int store_task_resident(const store_task *t);
@@ -215,7 +219,8 @@ int store_task_skip_min(const store_task *t);
 int store_task_skip_max(const store_task *t);
 int store_task_skip_default(const store_task *t);
 int store_task_pinned(const store_task *t);
-/* When t serves because the version recorded as current failed at start-up: returns why (and that
+/* When t serves because the version recorded as current failed (at start-up, or at its first load
+ * under a memory budget): returns why (and that
  * version's name in *from when from is not NULL); NULL once another version was made current. */
 const char *store_task_fallback(const store_task *t, const char **from);
 /* Bytes of weights when resident, else of the last load, else 0. */
