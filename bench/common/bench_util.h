@@ -4,6 +4,7 @@
 #ifndef ADAPTERD_BENCH_UTIL_H
 #define ADAPTERD_BENCH_UTIL_H
 
+#include "engine/model.h"
 #include "math/pool.h"
 
 /* Monotonic time in milliseconds. */
@@ -18,5 +19,10 @@ int bench_parse_list(const char *s, int *v, int max);
 /* Best GFLOP/s of a 2048 x 3072 x 768 product through eng_gemm on pool, over reps runs after two
  * warm-ups; 0 when memory runs out. */
 double bench_sgemm_peak(eng_pool *pool, int reps);
+
+/* The instruction peak of precision p on every thread of pool, in G operations per second (a
+ * multiply-add is 2): fp32 vfmadd231ps, bf16 vdpbf16ps, int8 vpdpbusd on zmm, best of 5 runs of
+ * ~20 ms (bench_peak.c). 0 when the CPU lacks the instruction. */
+double bench_isa_peak(eng_pool *pool, eng_precision p);
 
 #endif

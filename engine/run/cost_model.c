@@ -11,7 +11,7 @@
  * other workers, other processes and adapters whose kernels calibration never timed. Each pass
  * run reports its wall time (eng_cost_observe), and the class of the pass keeps an exponentially
  * weighted mean of log(measured / calibrated): logs, so that a pass twice too slow and one twice too
- * fast cancel, each clamped so that one pass preempted for 100 ms cannot wreck the estimate. The
+ * fast cancel, each step clamped so that one pass preempted for 100 ms cannot wreck the estimate. The
  * fields are atomics updated with compare-and-swap: workers of one model share them without a lock.
  *
  * The prediction walks the plan as run/planner.c runs it: per input a trunk while some task starts
@@ -44,8 +44,11 @@
 /* Weight of a new pass in a class's correction once it has COST_EWMA_AFTER passes (before: the mean). */
 #define COST_EWMA_ALPHA 0.2
 #define COST_EWMA_AFTER 5
-/* One pass moves the log ratio by at most log(8): a preempted pass is not a new machine. */
+/* A pass's log ratio is clamped to +-log(8), and once a class has passes, to +-log(2) around the
+ * class's current mean: a pass preempted by another process is not a new machine, while a load that
+ * lasts moves the mean by up to alpha * log(2) a pass. */
 #define COST_LOG_CLAMP 2.0794415416798357
+#define COST_STEP_CLAMP 0.6931471805599453
 
 static double now_ms(void) {
     struct timespec ts;
@@ -143,9 +146,11 @@ void eng_cost_observe(eng_cost_model *cm, const eng_model *m, const eng_input *i
     int k = class_of(cm, top);
     int n = atomic_fetch_add(&cm->n_observed[k], 1) + 1;
     double a = n < COST_EWMA_AFTER ? 1.0 / n : COST_EWMA_ALPHA;
-    double old = atomic_load(&cm->log_ratio[k]);
-    while (!atomic_compare_exchange_weak(&cm->log_ratio[k], &old, old + a * (x - old))) {
-    }
+    double old = atomic_load(&cm->log_ratio[k]), d;
+    do {
+        d = n == 1 ? x : x - old;
+        if (n > 1) d = d > COST_STEP_CLAMP ? COST_STEP_CLAMP : d < -COST_STEP_CLAMP ? -COST_STEP_CLAMP : d;
+    } while (!atomic_compare_exchange_weak(&cm->log_ratio[k], &old, n == 1 ? x : old + a * d));
 }
 
 /* ---- calibration ---- */
