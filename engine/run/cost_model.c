@@ -37,7 +37,7 @@
 #define COST_SEG_LEN 32
 #define COST_SEG_SHORT 4
 #define COST_SEG_ROWS 64
-/* Timed repetitions per class (median), after one untimed pass. */
+/* Timed repetitions per class (the best counts), after one untimed pass. */
 #define COST_REPS_SMALL 5
 #define COST_REPS_LARGE 3
 #define COST_LARGE_ROWS 64
@@ -56,14 +56,13 @@ static double now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+/* The fastest of n timings: what the machine does when nothing else runs. On a shared machine the
+ * median of a few passes swings with other processes' bursts (a 1-row pass waits for descheduled
+ * threads); the best is stable, and what load adds is the correction's to learn. */
+static double best(const double *v, int n) {
+    double b = v[0];
+    for (int i = 1; i < n; i++) b = v[i] < b ? v[i] : b;
+    return b;
 }
 
 /* ---- prediction ---- */
@@ -157,7 +156,7 @@ void eng_cost_observe(eng_cost_model *cm, const eng_model *m, const eng_input *i
 
 /* Times every layer on `rows` rows cut into segments of COST_SEG_LEN (the model's limit if lower),
  * embedded from ids (untimed, before each repetition, so each pass sees real activations). Returns
- * the median ms of one layer, or a negative status. */
+ * the best ms of one layer, or a negative status. */
 static int time_layers(const eng_model *m, eng_state *st, int rows, int seg, int32_t *ids, int32_t *lens, eng_seg *segs,
                        float *x, double *layer_ms, double *gflop, int *n_segs, double *embed_ms, eng_err *err) {
     const eng_config *c = eng_model_config(m);
@@ -182,8 +181,8 @@ static int time_layers(const eng_model *m, eng_state *st, int rows, int seg, int
         if (r > 0) te[r - 1] = t1 - t0, t[r - 1] = (now_ms() - t1) / c->n_layers; /* r == 0 warms up */
     }
     if (rc) return rc;
-    *layer_ms = median(t, reps);
-    *embed_ms = median(te, reps);
+    *layer_ms = best(t, reps);
+    *embed_ms = best(te, reps);
     *n_segs = n_seg;
     return 0;
 }
@@ -243,9 +242,9 @@ int eng_cost_calibrate(const eng_model *m, eng_state *st, int rows, eng_cost_mod
             t[r] = t1 - t0, th[r] = now_ms() - t1;
         }
         if (!rc) {
-            double fixed = median(t, COST_REPS_SMALL) - c->n_layers * one_layer_ms - cm->embed_ms_per_row;
+            double fixed = best(t, COST_REPS_SMALL) - c->n_layers * one_layer_ms - cm->embed_ms_per_row;
             cm->pass_ms = fixed > 0 ? fixed : 0;
-            cm->head_ms = median(th, COST_REPS_SMALL);
+            cm->head_ms = best(th, COST_REPS_SMALL);
         }
     }
     free(ids), free(lens), free(segs), free(x), free(pooled);

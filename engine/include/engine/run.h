@@ -80,10 +80,11 @@ int eng_skip_for_budget(const eng_task *t, double budget);
  * the embedding, one head per task output) plus, per layer, the layer's work in GFLOP (backbone
  * products and attention of every live stream, the adapters of every task group) times a rate that
  * depends on the layer's packed rows (a 4-row product runs far below the kernel's peak, a 256-row one
- * near it), plus a cost per sequence in the layer (attention set-up). The rate is measured per shape class (rows 1, 4, 16, 64, 256, ...: all layers on that many
- * rows, median of a few passes) and interpolated between classes on a log scale. What calibration
- * misses (load from other processes, cache effects of real batches, adapter kernels) is learnt from
- * the passes run: per class, an exponentially weighted mean of log(measured / calibrated prediction). */
+ * near it), plus a cost per sequence in the layer (attention set-up). The rate is measured per shape
+ * class (rows 1, 4, 16, 64, 256, ...: all layers on that many rows, best of a few passes) and
+ * interpolated between classes on a log scale. What calibration misses (load from other processes,
+ * cache effects of real batches, adapter kernels) is learnt from the passes run: per class, an
+ * exponentially weighted mean of log(measured / calibrated prediction), each pass's step clamped. */
 
 /* Shape classes: rows 4^k, k < ENG_COST_CLASSES. */
 #define ENG_COST_CLASSES 6
@@ -92,7 +93,7 @@ typedef struct {
     int n_classes;                          /* classes measured: rows 4^k up to the calibration's rows, or
                                              * fewer when a pass of 64 rows or more already took 40 ms */
     int rows[ENG_COST_CLASSES];             /* packed rows of each class's timed passes */
-    double ms_per_gflop[ENG_COST_CLASSES];  /* median wall time of one layer per GFLOP at those rows */
+    double ms_per_gflop[ENG_COST_CLASSES];  /* best wall time of one layer per GFLOP at those rows */
     double embed_ms_per_row;                /* the embedding, per input token */
     double pass_ms;                         /* fixed cost of a pass beyond its layers and embedding */
     double head_ms;                         /* one task output's pooler and head */
