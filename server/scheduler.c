@@ -130,7 +130,8 @@ static void run_jobs(srv_sched *q, eng_state *st, srv_job *jobs, int n_jobs, boo
     }
     int rc = eng_run(store_model_engine(jobs->model), st, in, n_in, outs, want_stats ? &stats : NULL, &err);
     /* the pass's wall time corrects its model's cost model (one model per batch, so one cost model) */
-    if (rc == 0 && observe && jobs->cost) eng_cost_observe(jobs->cost, store_model_engine(jobs->model), in, n_in, (srv__now() - t_start) * 1e3);
+    if (rc == 0 && observe && jobs->cost)
+        eng_cost_observe(jobs->cost, store_model_engine(jobs->model), in, n_in, (srv__now() - t_start) * 1e3);
     if (rc == 0) {
         srv__metrics_batch(q->p.metrics, n_jobs, n_in, toks, srv__now() - t_start);
         size_t off = 0;

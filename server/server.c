@@ -174,7 +174,9 @@ static int calibrate_costs(srv_server *s, eng_err *err) {
             break;
         }
         const eng_cost_model *cm = &s->costs[s->n_costs];
-        fprintf(stderr, "adapterd: cost model %s (%s): %.3f ms/GFLOP on %d-row layers, %.3f on %d; %.3f ms per pass, %.3f per head (measured in %.0f ms)\n",
+        fprintf(stderr,
+                "adapterd: cost model %s (%s): %.3f ms/GFLOP on %d-row layers, %.3f on %d; %.3f ms per pass, %.3f per "
+                "head (measured in %.0f ms)\n",
                 store_model_name(m), eng_model_precision(store_model_engine(m)).name, cm->ms_per_gflop[0], cm->rows[0],
                 cm->ms_per_gflop[cm->n_classes - 1], cm->rows[cm->n_classes - 1], cm->pass_ms, cm->head_ms,
                 (srv__now() - t0) * 1e3);

@@ -143,7 +143,9 @@ void eng_cost_observe(eng_cost_model *cm, const eng_model *m, const eng_input *i
     double x = log(measured_ms / pred);
     x = x > COST_LOG_CLAMP ? COST_LOG_CLAMP : x < -COST_LOG_CLAMP ? -COST_LOG_CLAMP : x;
     int k = class_of(cm, top);
-    int n = atomic_fetch_add(&cm->n_observed[k], 1) + 1;
+    /* counted only while it weighs the mean: a server's billions of passes never wrap it */
+    int n = atomic_load(&cm->n_observed[k]);
+    n = (n < COST_EWMA_AFTER ? atomic_fetch_add(&cm->n_observed[k], 1) : n) + 1;
     double a = n < COST_EWMA_AFTER ? 1.0 / n : COST_EWMA_ALPHA;
     double old = atomic_load(&cm->log_ratio[k]), d;
     do {

@@ -101,7 +101,7 @@ typedef struct {
     double calibration_ms;                  /* how long the calibration took */
     /* corrections learnt from passes run (eng_cost_observe): any thread, lock-free */
     _Atomic double log_ratio[ENG_COST_CLASSES]; /* mean log(measured / calibrated), exponentially weighted */
-    atomic_int n_observed[ENG_COST_CLASSES];
+    atomic_int n_observed[ENG_COST_CLASSES];  /* passes observed, counted up to a few (0: none yet) */
 } eng_cost_model;
 
 /* Measures cm on m with st's threads (run it with the cores as the workers will have them): every
