@@ -41,12 +41,13 @@
 #define COST_REPS_SMALL 5
 #define COST_REPS_LARGE 3
 #define COST_LARGE_ROWS 64
-/* Weight of a new pass in a class's correction once it has COST_EWMA_AFTER passes (before: the mean). */
+/* Weight of a new pass in a class's correction once it has COST_EWMA_AFTER passes; before, the mean
+ * of the passes and the calibration (log ratio 0, weighing as one pass). */
 #define COST_EWMA_ALPHA 0.2
 #define COST_EWMA_AFTER 5
-/* A pass's log ratio is clamped to +-log(8), and once a class has passes, to +-log(2) around the
- * class's current mean: a pass preempted by another process is not a new machine, while a load that
- * lasts moves the mean by up to alpha * log(2) a pass. */
+/* A pass's log ratio is clamped to +-log(8), and its step to +-log(2) around the class's current
+ * mean: a pass preempted by another process (or a worker's cold first pass) is not a new machine,
+ * while a load that lasts moves the mean by up to a weight times log(2) a pass. */
 #define COST_LOG_CLAMP 2.0794415416798357
 #define COST_STEP_CLAMP 0.6931471805599453
 
@@ -146,12 +147,12 @@ void eng_cost_observe(eng_cost_model *cm, const eng_model *m, const eng_input *i
     /* counted only while it weighs the mean: a server's billions of passes never wrap it */
     int n = atomic_load(&cm->n_observed[k]);
     n = (n < COST_EWMA_AFTER ? atomic_fetch_add(&cm->n_observed[k], 1) : n) + 1;
-    double a = n < COST_EWMA_AFTER ? 1.0 / n : COST_EWMA_ALPHA;
+    double a = n < COST_EWMA_AFTER ? 1.0 / (n + 1) : COST_EWMA_ALPHA;
     double old = atomic_load(&cm->log_ratio[k]), d;
     do {
-        d = n == 1 ? x : x - old;
-        if (n > 1) d = d > COST_STEP_CLAMP ? COST_STEP_CLAMP : d < -COST_STEP_CLAMP ? -COST_STEP_CLAMP : d;
-    } while (!atomic_compare_exchange_weak(&cm->log_ratio[k], &old, n == 1 ? x : old + a * d));
+        d = x - old;
+        d = d > COST_STEP_CLAMP ? COST_STEP_CLAMP : d < -COST_STEP_CLAMP ? -COST_STEP_CLAMP : d;
+    } while (!atomic_compare_exchange_weak(&cm->log_ratio[k], &old, old + a * d));
 }
 
 /* ---- calibration ---- */
