@@ -87,7 +87,8 @@ static double rate_at(const eng_cost_model *cm, int rows) {
 }
 
 /* Calibrated prediction; *max_rows gets the plan's largest layer's rows. */
-static double predict(const eng_cost_model *cm, const eng_model *m, const eng_input *inputs, int n_inputs, int *max_rows) {
+static double predict(const eng_cost_model *cm, const eng_model *m, const eng_input *inputs, int n_inputs,
+                      int *max_rows) {
     const eng_config *c = eng_model_config(m);
     int L = c->n_layers, top = 0, n_tokens = 0, n_outs = 0;
     double ms = cm->pass_ms;
@@ -126,7 +127,8 @@ double eng_cost_correction(const eng_cost_model *cm, int rows) {
     return 1.0;
 }
 
-double eng_cost_predict_calibrated(const eng_cost_model *cm, const eng_model *m, const eng_input *inputs, int n_inputs) {
+double eng_cost_predict_calibrated(const eng_cost_model *cm, const eng_model *m, const eng_input *inputs,
+                                   int n_inputs) {
     int top;
     return predict(cm, m, inputs, n_inputs, &top);
 }
@@ -137,7 +139,8 @@ double eng_cost_predict(const eng_cost_model *cm, const eng_model *m, const eng_
     return ms * eng_cost_correction(cm, top);
 }
 
-void eng_cost_observe(eng_cost_model *cm, const eng_model *m, const eng_input *inputs, int n_inputs, double measured_ms) {
+void eng_cost_observe(eng_cost_model *cm, const eng_model *m, const eng_input *inputs, int n_inputs,
+                      double measured_ms) {
     int top;
     double pred = predict(cm, m, inputs, n_inputs, &top);
     if (!(pred > 0) || !(measured_ms > 0)) return;

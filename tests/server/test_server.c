@@ -664,7 +664,8 @@ Test(budget, latency_exceeded_when_the_pass_runs_over_the_target, .timeout = 60)
     snprintf(lbody, sizeof lbody, "{\"inputs\":\"the movie was great\",\"tasks\":[\"cls_lora\"],\"latency_ms\":%.9g}", 3 * p);
     size_t o = (size_t)snprintf(hbody, 16384, "{\"inputs\":[");
     for (int i = 0; i < 32; i++)
-        o += (size_t)snprintf(hbody + o, 16384 - o, "%s\"the plot of this movie was thin but the music and the actors were fine %d\"", i ? "," : "", i);
+        o += (size_t)snprintf(hbody + o, 16384 - o, "%s\"the plot of this movie was thin but the music and the actors were "
+                              "fine %d\"", i ? "," : "", i);
     snprintf(hbody + o, 16384 - o, "],\"tasks\":[\"cls_lora\",\"peft\",\"ml\"]}");
     post_arg a[2] = {{.s = &s, .body = hbody}, {.s = &s, .body = lbody}};
     pthread_t th[2];

@@ -11,7 +11,8 @@
  * Bounds, chosen for a 2-core machine shared with other jobs whose load comes and goes within
  * seconds: over the cases of a model, the median of (measured / T) is at most FACTOR and the median
  * of (measured / predicted) within FACTOR either way (neither optimistic nor uselessly pessimistic);
- * every single case within CASE_FACTOR. A model off by the old 1.6x fails the first. */
+ * every case but one within CASE_FACTOR (one may fall into a burst of another process: seen at
+ * load 12 with a benchmark running beside). A model off by the old 1.6x fails the first. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -79,12 +80,14 @@ static eng_input *make_inputs(const eng_model *m, shape s, eng_task_req *rq, int
     for (int t = 0; t < s.len; t++) ids[t] = (int32_t)((t * 7919u + 1009u) % vocab);
     eng_input *in = calloc((size_t)s.n_inputs, sizeof *in);
     cr_assert(in);
-    for (int i = 0; i < s.n_inputs; i++) in[i] = (eng_input){.ids = ids, .len = s.len - (i % 3), .tasks = rq, .n_tasks = s.n_tasks};
+    for (int i = 0; i < s.n_inputs; i++)
+        in[i] = (eng_input){.ids = ids, .len = s.len - (i % 3), .tasks = rq, .n_tasks = s.n_tasks};
     return in;
 }
 
 /* Calibrates, learns, then checks every (shape, target) case; returns the cases checked. */
-static int check_model(const char *label, const eng_model *m, eng_task **tasks, int n_tasks, const shape *shapes, int n_shapes) {
+static int check_model(const char *label, const eng_model *m, eng_task **tasks, int n_tasks, const shape *shapes,
+                       int n_shapes) {
     eng_err e = {0};
     eng_state *st = eng_state_new(THREADS);
     eng_cost_model *cm = malloc(sizeof *cm);
@@ -92,14 +95,17 @@ static int check_model(const char *label, const eng_model *m, eng_task **tasks, 
     cr_assert_eq(eng_cost_calibrate(m, st, 1024, cm, &e), 0, "%s", e.msg);
     int L = eng_model_config(m)->n_layers, checked = 0;
     double of_target[MAX_CASES], of_pred[MAX_CASES];
-    for (int k = 0; k < n_tasks; k++) cr_assert_eq(eng_task_set_skips(tasks[k], (eng_skip_range){0, L, 0}, &e), 0, "%s", e.msg);
+    int outliers = 0;
+    for (int k = 0; k < n_tasks; k++)
+        cr_assert_eq(eng_task_set_skips(tasks[k], (eng_skip_range){0, L, 0}, &e), 0, "%s", e.msg);
     int32_t ids[128];
     eng_task_req rq[8];
     /* learning: each shape at full quality */
     for (int s = 0; s < n_shapes; s++) {
         for (int k = 0; k < shapes[s].n_tasks; k++) rq[k] = (eng_task_req){tasks[k % n_tasks], 0};
         eng_input *in = make_inputs(m, shapes[s], rq, ids);
-        for (int r = 0; r < N_LEARN; r++) run_once(cm, m, st, in, shapes[s].n_inputs, shapes[s].n_inputs * shapes[s].n_tasks);
+        for (int r = 0; r < N_LEARN; r++)
+            run_once(cm, m, st, in, shapes[s].n_inputs, shapes[s].n_inputs * shapes[s].n_tasks);
         free(in);
     }
     /* cases: a target the full plan meets, and one that needs skips */
@@ -126,16 +132,18 @@ static int check_model(const char *label, const eng_model *m, eng_task **tasks, 
             int skips = 0;
             for (int k = 0; k < sh.n_tasks; k++) skips += rq[k].skip;
             if (s == 0 && f == 0)
-                printf("%s: %d classes up to %d rows, %.4f ms/GFLOP at 1 row, %.4f at the top; %.4f ms per sequence, %.4f per pass\n",
+                printf("%s: %d classes up to %d rows, %.4f ms/GFLOP at 1 row, %.4f at the top; %.4f ms per "
+                       "sequence, %.4f per pass\n",
                        label, cm->n_classes, cm->rows[cm->n_classes - 1], cm->ms_per_gflop[0],
                        cm->ms_per_gflop[cm->n_classes - 1], cm->seq_ms, cm->pass_ms);
             printf("%s %dx%d tokens, %d tasks, target %.3f ms: skips %d, predicted %.3f (calibration alone %.3f), "
                    "measured median %.3f ms: %.2fx the prediction, %.2fx the target\n",
-                   label, sh.n_inputs, sh.len, sh.n_tasks, target, skips, pred, calibrated, med, med / pred, med / target);
-            cr_expect_leq(med, CASE_FACTOR * target, "%s %dx%d x%d: measured %.3f ms for a target of %.3f ms", label,
-                          sh.n_inputs, sh.len, sh.n_tasks, med, target);
-            cr_expect(med / pred <= CASE_FACTOR && pred / med <= CASE_FACTOR,
-                      "%s %dx%d x%d: measured %.3f ms, predicted %.3f ms", label, sh.n_inputs, sh.len, sh.n_tasks, med, pred);
+                   label, sh.n_inputs, sh.len, sh.n_tasks, target, skips, pred, calibrated, med, med / pred,
+                   med / target);
+            if (med > CASE_FACTOR * target || med / pred > CASE_FACTOR || pred / med > CASE_FACTOR) {
+                printf("  ^ beyond %.1fx\n", CASE_FACTOR);
+                outliers++;
+            }
             cr_assert_lt(checked, MAX_CASES);
             of_target[checked] = med / target, of_pred[checked] = med / pred;
             checked++;
@@ -147,6 +155,8 @@ static int check_model(const char *label, const eng_model *m, eng_task **tasks, 
     printf("%s: median over %d cases %.2fx the target, %.2fx the prediction\n", label, checked, mt, mp);
     cr_expect_leq(mt, FACTOR, "%s: median %.2fx the target", label, mt);
     cr_expect(mp <= FACTOR && 1 / mp <= FACTOR, "%s: median %.2fx the prediction", label, mp);
+    cr_expect_leq(outliers, 1, "%s: %d cases beyond %.1fx of the target or the prediction", label, outliers,
+                  CASE_FACTOR);
     eng_state_free(st);
     free(cm);
     return checked;
