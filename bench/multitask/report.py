@@ -13,7 +13,8 @@ What the figures mean:
                the arithmetic allows).
   of ratio     measured speed-up vs separate / FLOP ratio: how much of that ceiling the pass turns into time.
   floor ms     joint GFLOP at the instruction peak of the run's precision (bench_isa_peak, measured in the same
-               run: vfmadd231ps for fp32, vdpbf16ps for bf16, vpdpbusd for int8); x floor = joint ms / floor ms,
+               run before and after the plans, the better kept: vfmadd231ps for fp32, vdpbf16ps for bf16,
+               vpdpbusd for int8); x floor = joint ms / floor ms,
                and %peak its inverse. Adapters, attention and heads run in float32 whatever the precision, so a
                low precision's share of its own peak is bounded by their part of the work."""
 import glob
@@ -84,7 +85,11 @@ def main():
     for prec, ad in ads.items():
         setup = [x for rows in ad for x in rows if x.get("kind") == "setup"]
         sgemm = statistics.median(x["sgemm_peak_gflops"] for x in setup) if setup else float("nan")
-        own = [x["precision_peak_gops"] for x in setup if x.get("precision_peak_gops")]
+        # per round, the better of the peak before the plans (setup) and after them (peak_after): a burst of other
+        # load during one measurement would otherwise inflate every share
+        own = [max(x.get("precision_peak_gops") or 0 for x in rows if x.get("kind") in ("setup", "peak_after"))
+               for rows in ad]
+        own = [x for x in own if x > 0]
         peak = statistics.median(own) if own else sgemm
         peak_name = "%s instruction peak" % prec if own else "sgemm peak (no instruction peak in this run)"
         am, af = keyed(ad, "multitask"), keyed(ad, "fusion")
