@@ -56,6 +56,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/files.h"
+
 #define STATE_FILE ".adapterd-state.json"
 #define NFTW_FDS 16 /* directories a tree walk keeps open at once */
 #define STATE_LOCK ".adapterd-state.lock"
@@ -101,6 +103,9 @@ struct store_task {
     int n_labels;
     char kind[64];
     int head_type;
+    char **fuse_names;          /* the fusion's children in fusion order (n_fuse; 0: no fusion) */
+    int n_fuse;
+    uint8_t fuse_kept[ENG_MAX_FUSE]; /* 1: runs; 0: pruned by the version's fusion_pruning.json */
     /* set at open when this version stands in for a current one that failed; cleared (only the
      * flag: the strings live until destroy) by any later change of current */
     char *fb_from, *fb_why;
@@ -199,6 +204,7 @@ static void task_destroy(store_task *t) {
     free(t->fusion), free(t->head);
     free_strs(t->cfg_labels, t->n_cfg_labels);
     free_strs(t->labels, t->n_labels);
+    free_strs(t->fuse_names, t->n_fuse);
     free(t->fb_from), free(t->fb_why);
     free(t->name), free(t->version), free(t->dir);
     free(t);
@@ -248,16 +254,10 @@ static int pathf(char *dst, size_t n, const char *fmt, ...) {
     return r;
 }
 
-static int is_dir(const char *p) {
-    struct stat s;
-    return stat(p, &s) == 0 && S_ISDIR(s.st_mode);
-}
-
+/* 1 when dir/sub/file is a regular file (engine/files.h's rule). */
 static int file_in(const char *dir, const char *sub, const char *file) {
     char p[PATH_MAX];
-    struct stat s;
-    if (pathf(p, sizeof p, "%s/%s/%s", dir, sub, file) >= (int)sizeof p) return 0;
-    return stat(p, &s) == 0 && S_ISREG(s.st_mode);
+    return pathf(p, sizeof p, "%s/%s", dir, sub) < (int)sizeof p && eng_file_exists_in(p, file);
 }
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -273,7 +273,7 @@ static int list_subdirs(const char *dir, char ***out, eng_err *err) {
     while ((de = readdir(d))) {
         if (de->d_name[0] == '.') continue;
         char p[PATH_MAX];
-        if (pathf(p, sizeof p, "%s/%s", dir, de->d_name) >= (int)sizeof p || !is_dir(p)) continue;
+        if (pathf(p, sizeof p, "%s/%s", dir, de->d_name) >= (int)sizeof p || !eng_dir_exists(p)) continue;
         if (n == cap) {
             int nc = cap ? cap * 2 : 8;
             char **nv = realloc(v, (size_t)nc * sizeof *nv);
@@ -408,7 +408,7 @@ static void sweep(store_registry *r) {
             if (store_remove_dir(p)) logf_(r, "%s: could not remove everything (%s)", p, strerror(errno));
             continue;
         }
-        if (de->d_name[0] == '.' || !is_dir(p)) continue;
+        if (de->d_name[0] == '.' || !eng_dir_exists(p)) continue;
         DIR *t = opendir(p);
         struct dirent *te;
         while (t && (te = readdir(t))) {
@@ -785,6 +785,20 @@ static void set_first_load_info(store_task *t, const eng_task *et) {
     t->n_labels = lb ? n : 0;
     snprintf(t->kind, sizeof t->kind, "%s", eng_task_kind(et));
     t->head_type = (int)h->type;
+    const char *const *fn;
+    int nf = eng_task_fusion_children(et, &fn);
+    const uint8_t *kept = eng_task_fusion_kept(et);
+    char **names = nf > 0 ? calloc((size_t)nf + 1, sizeof *names) : NULL;
+    for (int i = 0; names && i < nf; i++)
+        if (!(names[i] = strdup(fn[i]))) {
+            free_strs(names, i);
+            names = NULL;
+        }
+    if (names) { /* (without memory for the names the listing shows no fusion; serving is unaffected) */
+        t->fuse_names = names;
+        t->n_fuse = nf;
+        for (int i = 0; i < nf; i++) t->fuse_kept[i] = kept ? kept[i] : 1;
+    }
     atomic_store(&t->loaded_once, 1);
 }
 
@@ -1102,7 +1116,7 @@ static int state_update(store_registry *r, const char *name, const char *ov_cur,
     pthread_mutex_unlock(&r->mu);
     for (int k = 0; k < n_miss; k++) {
         pathf(tdir, sizeof tdir, "%s/tasks/%s", r->dir, miss[k]);
-        long mk = is_dir(tdir) ? disk_max_version(r, miss[k]) : -1;
+        long mk = eng_dir_exists(tdir) ? disk_max_version(r, miss[k]) : -1;
         pthread_mutex_lock(&r->mu);
         store_entry *e = get_entry(r, miss[k]);
         int bad = 0;
@@ -1393,7 +1407,7 @@ int store_open(const char *dir, const store_params *p, store_registry **out, eng
         goto fail;
     }
     pathf(path, sizeof path, "%s/tasks", dir);
-    if (!is_dir(path) && mkdir(path, 0755)) {
+    if (!eng_dir_exists(path) && mkdir(path, 0755)) {
         rc = eng_err_set(err, ENG_IO, "%s: cannot create (%s)", path, strerror(errno));
         goto fail;
     }
@@ -1667,7 +1681,7 @@ int store_version_add(store_registry *r, const char *name, const char *version, 
      * one (rule_current), and so does a restart after a kill before the state names the new one. */
     if (had_cur && (rc = state_write(r, name, version_number(version), err))) goto done;
     int made = 0;
-    if (!is_dir(tdir)) {
+    if (!eng_dir_exists(tdir)) {
         if (mkdir(tdir, 0755) && errno != EEXIST) {
             int e = errno;
             rc = eng_err_set(err, io_status(e), "cannot create the folder of task %s (%s)", name, strerror(e));
@@ -1962,7 +1976,7 @@ static void follow_state(store_registry *r, json_t *root) {
         /* versions deleted by another writer (the current one last: the rule then picks another) */
         for (int k = 0; e && k < e->n;) {
             store_task *t = e->v[k];
-            if (is_dir(t->dir) || (t == e->cur && e->n > 1)) {
+            if (eng_dir_exists(t->dir) || (t == e->cur && e->n > 1)) {
                 k++;
                 continue;
             }
@@ -1973,7 +1987,7 @@ static void follow_state(store_registry *r, json_t *root) {
             pthread_mutex_lock(&r->mu);
             e = get_entry(r, names[i]);
         }
-        if (e && e->cur && e->n > 1 && !is_dir(e->cur->dir)) {
+        if (e && e->cur && e->n > 1 && !eng_dir_exists(e->cur->dir)) {
             /* the current one went too: serve the highest of the others (loaded on first use) */
             store_task *gone = e->cur, *next = e->v[e->n - 1] == gone ? e->v[e->n - 2] : e->v[e->n - 1];
             detached d = {0};
@@ -2101,7 +2115,7 @@ int store_rescan(store_registry *r, eng_err *err) {
     int nk = store_task_names(r, &known);
     for (int i = 0; i < nk; i++) {
         pathf(tdir, sizeof tdir, "%s/%s", tasks, known[i]);
-        if (is_dir(tdir)) continue;
+        if (eng_dir_exists(tdir)) continue;
         pthread_mutex_lock(&r->mu);
         store_entry *e = get_entry(r, known[i]);
         if (e) drop_entry_locked(r, e);
@@ -2124,7 +2138,7 @@ int store_rescan(store_registry *r, eng_err *err) {
     pthread_mutex_lock(&r->mu);
     for (int i = r->n_broken - 1; i >= 0; i--) {
         pathf(vdir, sizeof vdir, "%s/%s/%s", tasks, r->broken[i].name, r->broken[i].version);
-        if (!is_dir(vdir)) broken_remove_at(r, i);
+        if (!eng_dir_exists(vdir)) broken_remove_at(r, i);
     }
     pthread_mutex_unlock(&r->mu);
     /* read again: this rescan's own writes, and other writers' since it began */
@@ -2152,6 +2166,12 @@ store_task_layout store_task_layout_of(const store_task *t) {
                                .fusion = t->fusion, .head = t->head};
 }
 const char *store_task_kind(const store_task *t) { return atomic_load(&((store_task *)t)->loaded_once) ? t->kind : ""; }
+int store_task_fusion(const store_task *t, const char *const **names, const uint8_t **kept) {
+    if (!atomic_load(&((store_task *)t)->loaded_once) || t->n_fuse == 0) return 0;
+    *names = (const char *const *)t->fuse_names;
+    *kept = t->fuse_kept;
+    return t->n_fuse;
+}
 const char *const *store_task_labels(const store_task *t) {
     if (atomic_load(&((store_task *)t)->loaded_once)) return (const char *const *)t->labels;
     return (const char *const *)t->cfg_labels;

@@ -59,32 +59,14 @@ static proto_pooling model_pooling(const srv_server *s, const store_model *m) {
 }
 
 /* Answers 415 or 413 when the body is not JSON or was over the limit; returns whether it did. */
-static bool refuse_body(srv_request *r, enum MHD_Result *ans) {
-    const char *ct = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Type");
-    if (!ct || strncasecmp(ct, "application/json", 16) != 0)
-        *ans = srv__send_error(r, ENG_MEDIA_TYPE, "Content-Type must be application/json (got %s)", ct ? ct : "none");
-    else if (r->too_large)
-        *ans = srv__send_error(r, ENG_TOO_LARGE, "request body over the limit of %zu bytes", r->srv->cfg.max_body_bytes);
-    else
-        return false;
-    return true;
-}
-
-static proto_limits limits(const srv_server *s) {
-    return (proto_limits){.max_inputs = s->cfg.max_inputs, .max_tasks = s->cfg.max_tasks, .max_text_bytes = s->cfg.max_body_bytes};
-}
-
 enum MHD_Result srv__embed(srv_request *r) {
     srv_server *s = r->srv;
-    if (atomic_load(&s->draining) || !atomic_load(&s->ready))
-        return srv__send_error(r, ENG_UNAVAILABLE, "the server is %s; retry on another replica",
-                               atomic_load(&s->draining) ? "draining" : "starting");
     enum MHD_Result ans = MHD_YES;
-    if (refuse_body(r, &ans)) return ans;
-    proto_limits lim = limits(s);
-    proto_err pe = {0};
+    if (srv__refuse_unready(r, &ans) || srv__refuse_json_body(r, &ans)) return ans;
+    proto_limits lim = srv__proto_limits(s);
+    eng_err pe = {0};
     int rc = proto_embed_parse(r->body ? r->body : "", r->body_len, &lim, &r->preq, &pe);
-    if (rc) return srv__send_error(r, srv_status_of_proto(rc), "%s", pe.msg);
+    if (rc) return srv__send_error(r, (eng_status)rc, "%s", pe.msg);
     store_model *m = pick_model(r, r->preq.model, &ans);
     if (!m) return ans;
     srv_job *j = calloc(1, sizeof *j);
@@ -123,11 +105,11 @@ enum MHD_Result srv__embed(srv_request *r) {
 enum MHD_Result srv__tokenize(srv_request *r) {
     srv_server *s = r->srv;
     enum MHD_Result ans = MHD_YES;
-    if (refuse_body(r, &ans)) return ans;
-    proto_limits lim = limits(s);
-    proto_err pe = {0};
+    if (srv__refuse_json_body(r, &ans)) return ans;
+    proto_limits lim = srv__proto_limits(s);
+    eng_err pe = {0};
     int rc = proto_tokenize_parse(r->body ? r->body : "", r->body_len, &lim, &r->preq, &pe);
-    if (rc) return srv__send_error(r, srv_status_of_proto(rc), "%s", pe.msg);
+    if (rc) return srv__send_error(r, (eng_status)rc, "%s", pe.msg);
     store_model *m = pick_model(r, r->preq.model, &ans);
     if (!m) return ans;
     const eng_tokenizer *tok = store_model_tokenizer(m);

@@ -112,6 +112,29 @@ bool srv__media_type_is(const char *ct, const char *want) {
     return *p == '\0' || *p == ';';
 }
 
+bool srv__refuse_json_body(srv_request *r, enum MHD_Result *ans) {
+    const char *ct = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Type");
+    if (!srv__media_type_is(ct, "application/json"))
+        *ans = srv__send_error(r, ENG_MEDIA_TYPE, "Content-Type must be application/json (got %.100s)", ct ? ct : "none");
+    else if (r->too_large)
+        *ans = srv__send_error(r, ENG_TOO_LARGE, "request body over the limit of %zu bytes", r->srv->cfg.max_body_bytes);
+    else
+        return false;
+    return true;
+}
+
+bool srv__refuse_unready(srv_request *r, enum MHD_Result *ans) {
+    const srv_server *s = r->srv;
+    bool draining = atomic_load(&s->draining);
+    if (!draining && atomic_load(&s->ready)) return false;
+    *ans = srv__send_error(r, ENG_UNAVAILABLE, "the server is %s; retry on another replica", draining ? "draining" : "starting");
+    return true;
+}
+
+proto_limits srv__proto_limits(const srv_server *s) {
+    return (proto_limits){.max_inputs = s->cfg.max_inputs, .max_tasks = s->cfg.max_tasks, .max_text_bytes = s->cfg.max_body_bytes};
+}
+
 void srv__scrub_path(char *msg, size_t cap, const char *path, const char *as) {
     size_t pn = strlen(path), an = strlen(as);
     if (!pn || !cap) return;

@@ -32,6 +32,17 @@ int srv__append_body(srv_request *r, const char *data, size_t n, size_t limit);
  * "application/json". ct NULL is false. */
 bool srv__media_type_is(const char *ct, const char *want);
 
+/* The checks a route that parses a JSON body makes first: 415 unless its Content-Type is
+ * application/json (srv__media_type_is), 413 when the body went over --max-body-bytes. Returns true
+ * when it answered, with MHD's result in *ans. */
+bool srv__refuse_json_body(srv_request *r, enum MHD_Result *ans);
+/* A route that queues work answers 503 while the server starts or drains. Returns true when it
+ * answered, with MHD's result in *ans. */
+bool srv__refuse_unready(srv_request *r, enum MHD_Result *ans);
+/* The request codec's limits from the server's options (--max-inputs, --max-tasks, and
+ * --max-body-bytes for one text). */
+proto_limits srv__proto_limits(const srv_server *s);
+
 /* Replaces every occurrence of path in msg (NUL-terminated, cap bytes) with as, cutting at cap:
  * error bodies name files relative to what the client sent, never where the server keeps them. */
 void srv__scrub_path(char *msg, size_t cap, const char *path, const char *as);

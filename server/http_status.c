@@ -1,7 +1,7 @@
 /* http_status.c - the one place where error codes become HTTP statuses (see http_status.h). */
 #include "http_status.h"
 
-#include "proto/proto.h"
+#include "proto/proto.h" /* proto_error_encode */
 
 unsigned srv_http_status(eng_status code) {
     switch (code) {
@@ -15,6 +15,7 @@ unsigned srv_http_status(eng_status code) {
     case ENG_MEDIA_TYPE: return 415;
     case ENG_INVALID_ARGUMENT: return 422;
     case ENG_LIMIT: return 422;
+    case ENG_TEXT_PAIR_REQUIRED: return 422;
     case ENG_SHAPE: return 422;
     case ENG_UNSUPPORTED: return 422;
     case ENG_BUSY: return 429;
@@ -26,17 +27,6 @@ unsigned srv_http_status(eng_status code) {
     case ENG_INTERNAL: return 500;
     }
     return 500;
-}
-
-eng_status srv_status_of_proto(int proto_rc) {
-    switch ((proto_status)proto_rc) {
-    case PROTO_OK: return ENG_OK;
-    case PROTO_MALFORMED: return ENG_MALFORMED;
-    case PROTO_LIMIT: return ENG_LIMIT;
-    case PROTO_NO_MEMORY: return ENG_NO_MEMORY;
-    case PROTO_INVALID: return ENG_INVALID_ARGUMENT;
-    }
-    return ENG_INVALID_ARGUMENT;
 }
 
 eng_status srv_status_of_tokenize(int eng_rc) { return eng_rc == ENG_NO_MEMORY ? ENG_NO_MEMORY : ENG_INVALID_ARGUMENT; }

@@ -15,10 +15,6 @@
  * broken files are mapped to 422 by srv_status_of_upload). */
 unsigned srv_http_status(eng_status code);
 
-/* A proto_status from the request codec (proto/proto.h) as a table entry: MALFORMED -> ENG_MALFORMED,
- * LIMIT -> ENG_LIMIT, NO_MEMORY -> ENG_NO_MEMORY, anything else (INVALID) -> ENG_INVALID_ARGUMENT. */
-eng_status srv_status_of_proto(int proto_rc);
-
 /* A failure to tokenize a request's text is the client's (422), unless memory ran out. */
 eng_status srv_status_of_tokenize(int eng_rc);
 

@@ -55,6 +55,8 @@ typedef struct srv_job {
     const proto_text *texts;     /* (n_inputs) borrowed from the parsed request */
     int tokens;                  /* total tokens of the inputs */
     bool ret_scores, ret_logits, ret_explain;
+    proto_aggregation aggregation; /* tagging: "aggregation" */
+    unsigned v2_outputs;         /* v2: the output tensors asked for; 0: all */
     srv_answer_form form;
     /* embed jobs: n_tasks 0; the model reference is the job's own */
     store_model *model_ref;

@@ -30,6 +30,9 @@ static const double lat_b[N_LAT] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0
 static const double cnt_b[N_CNT] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
 #define N_TOK 10
 static const double tok_b[N_TOK] = {16, 64, 256, 512, 1024, 2048, 4096, 8192, 16384, 65536};
+/* The backbone precisions a batch can run in (eng_model_precision's names). */
+static const char *const precisions[] = {"fp32", "bf16", "int8"};
+#define N_PREC (sizeof precisions / sizeof precisions[0])
 #define MAX_SKIP 64        /* skips above share the last series */
 #define HIST_MAX_BOUNDS 15 /* bucket bounds of the largest histogram */
 #define SERIES_LABEL_MAX 320 /* bytes of a task label (names are at most SRV_NAME_MAX) */
@@ -45,6 +48,8 @@ struct srv_metrics {
     hist latency[SRV_ROUTE_COUNT];
     hist queue_wait, lazy_load, batch_requests, batch_inputs, batch_tokens, batch_seconds;
     atomic_uint_fast64_t tokens, batches;
+    atomic_uint_fast64_t prec_tokens[N_PREC], prec_batches[N_PREC];
+    _Atomic double prec_seconds[N_PREC];
     atomic_uint_fast64_t adaptive_jobs, adaptive_layers, latency_refused;
     pthread_mutex_t tmu;                   /* the task table */
     struct task_series **tasks;            /* open addressing, (cap) */
@@ -112,6 +117,23 @@ static void observe(hist *h, const double *bounds, int n, double v) {
     double old = atomic_load_explicit(&h->sum, memory_order_relaxed);
     while (!atomic_compare_exchange_weak_explicit(&h->sum, &old, old + v, memory_order_relaxed, memory_order_relaxed)) {
     }
+}
+
+static void add_double(_Atomic double *d, double v) {
+    double old = atomic_load_explicit(d, memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(d, &old, old + v, memory_order_relaxed, memory_order_relaxed)) {
+    }
+}
+
+bool srv__metrics_precision(srv_metrics *m, const char *precision, int tokens, double seconds) {
+    for (size_t p = 0; p < N_PREC; p++)
+        if (precision && !strcmp(precision, precisions[p])) {
+            atomic_fetch_add_explicit(&m->prec_batches[p], 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&m->prec_tokens[p], (uint64_t)(tokens > 0 ? tokens : 0), memory_order_relaxed);
+            add_double(&m->prec_seconds[p], seconds > 0 ? seconds : 0);
+            return true;
+        }
+    return false;
 }
 
 srv_metrics *srv__metrics_new(store_registry *reg) {
@@ -256,6 +278,27 @@ char *srv__metrics_render(srv_metrics *m, const srv_metrics_live *live, size_t *
     put(&b, "# HELP adapterd_tokens_total Input tokens run through the engine.\n# TYPE adapterd_tokens_total counter\n"
             "adapterd_tokens_total %llu\n",
         (unsigned long long)atomic_load_explicit(&m->tokens, memory_order_relaxed));
+    /* per precision of the backbone: tokens / seconds is the throughput each precision gets here */
+    static const char *const prec_help[3] = {
+        "# HELP adapterd_inference_batches_total Engine batches run, by the precision of the backbone's Linear layers.\n"
+        "# TYPE adapterd_inference_batches_total counter\n",
+        "# HELP adapterd_inference_tokens_total Input tokens run through the engine, by backbone precision.\n"
+        "# TYPE adapterd_inference_tokens_total counter\n",
+        "# HELP adapterd_inference_seconds_total Engine time of batches, by backbone precision.\n"
+        "# TYPE adapterd_inference_seconds_total counter\n"};
+    for (int k = 0; k < 3; k++) {
+        put(&b, "%s", prec_help[k]);
+        for (size_t p = 0; p < N_PREC; p++) {
+            const char *name = k == 0 ? "batches" : k == 1 ? "tokens" : "seconds";
+            if (k < 2)
+                put(&b, "adapterd_inference_%s_total{precision=\"%s\"} %llu\n", name, precisions[p],
+                    (unsigned long long)atomic_load_explicit(k ? &m->prec_tokens[p] : &m->prec_batches[p],
+                                                             memory_order_relaxed));
+            else
+                put(&b, "adapterd_inference_seconds_total{precision=\"%s\"} %.9g\n", precisions[p],
+                    atomic_load_explicit(&m->prec_seconds[p], memory_order_relaxed));
+        }
+    }
     /* per-task series, in name order */
     pthread_mutex_lock(&m->tmu);
     int nt = 0;

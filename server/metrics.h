@@ -29,6 +29,9 @@ void srv__metrics_lazy_load(srv_metrics *m, double seconds);
 /* Whether status has its own label value (else it is counted as "other"). */
 bool srv__metrics_code_known(unsigned status);
 void srv__metrics_batch(srv_metrics *m, int requests, int inputs, int tokens, double seconds);
+/* Any thread: one engine batch of `tokens` input tokens took `seconds` on a backbone whose Linear
+ * layers run in `precision` ("fp32", "bf16", "int8"). Returns false (nothing counted) for another name. */
+bool srv__metrics_precision(srv_metrics *m, const char *precision, int tokens, double seconds);
 /* Adaptive mode raised one job's skips by `layers` in all. */
 void srv__metrics_adaptive(srv_metrics *m, int layers);
 /* A "latency_ms" the cost model said cannot be met (answered 422). */

@@ -43,22 +43,19 @@ store_task *srv__task_acquire_spec(store_registry *reg, const char *spec, size_t
     return store_task_acquire_version(reg, name, ver);
 }
 
-/* The v2 outputs a task answers (proto_v2_infer_encode): 0 when every output asked for is one of
- * them, else which family the task answers (1 classification, 2 regression, 3 the rest). A task
- * whose head is not known yet (never loaded) is checked after its load, when it runs again. */
-static int check_v2_outputs(srv_request *r, const char *task) {
+/* The v2 outputs a task answers (proto_v2_outputs_of): 0 when every output asked for is one of
+ * them, else -1 with their names in `answers`. A task whose head is not known yet (never loaded) is
+ * checked after its load, when it runs again. */
+static int check_v2_outputs(srv_request *r, const char *task, char *answers, size_t n) {
     store_task *t = srv__task_acquire_spec(r->srv->reg, task, strlen(task));
     if (!t) return 0; /* answered 404 later */
     int h = store_task_head_type(t);
     store_task_release(t);
     if (h < 0) return 0;
     proto_head_kind k = srv__wire_head_kind(h);
-    unsigned allowed = k == PROTO_HEAD_CLASSIFICATION || k == PROTO_HEAD_MULTILABEL
-                           ? PROTO_V2_OUT_LABEL | PROTO_V2_OUT_SCORE | PROTO_V2_OUT_SCORES
-                       : k == PROTO_HEAD_REGRESSION ? PROTO_V2_OUT_VALUE
-                                                    : PROTO_V2_OUT_RESULT;
-    if (!(r->preq.v2_outputs & ~allowed)) return 0;
-    return allowed & PROTO_V2_OUT_LABEL ? 1 : allowed == PROTO_V2_OUT_VALUE ? 2 : 3;
+    if (!(r->preq.v2_outputs & ~proto_v2_outputs_of(k))) return 0;
+    proto_v2_outputs_describe(k, answers, n);
+    return -1;
 }
 
 /* "latency_ms": every task starts at its smallest allowed skip (best quality) and eng_plan_for_latency
@@ -272,6 +269,8 @@ static prepare_result job_prepare(srv_request *r, srv_job *j, const proto_predic
     j->texts = p->inputs;
     j->n_inputs = p->n_inputs;
     j->ret_scores = p->ret_scores, j->ret_logits = p->ret_logits, j->ret_explain = p->ret_explain;
+    j->aggregation = p->aggregation;
+    j->v2_outputs = p->v2_outputs;
     j->latency_ms = j->predicted_ms = -1;
     j->load_ms = r->off.load_s * 1e3;
     if (!(j->tasks = calloc((size_t)n_tasks, sizeof *j->tasks)) || !(j->treqs = calloc((size_t)n_tasks, sizeof *j->treqs)) ||
@@ -330,6 +329,20 @@ static prepare_result job_prepare(srv_request *r, srv_job *j, const proto_predic
             return PREPARE_FAILED;
         }
     }
+    /* extractive QA answers from a context: the text_pair (the question is the text). A QA task the
+     * request names is refused an input without one; left out ("every task"), it answers null there,
+     * so a registry holding a QA task still serves unpaired texts to its other tasks */
+    for (int k = 0; k < j->n_tasks && p->n_tasks > 0; k++) {
+        if (store_task_head_type(j->tasks[k]) != ENG_HEAD_QA) continue;
+        for (int i = 0; i < p->n_inputs; i++)
+            if (!p->inputs[i].pair) {
+                *code = ENG_TEXT_PAIR_REQUIRED;
+                snprintf(msg, msz,
+                         "task \"%s\" answers questions: inputs[%d] needs {\"text\": question, \"text_pair\": context}%s",
+                         store_task_name(j->tasks[k]), i, p->inputs[i].ids ? " (token ids carry no context)" : "");
+                return PREPARE_FAILED;
+            }
+    }
     if (srv__job_tokenize(s, j, p, code, msg, msz)) return PREPARE_FAILED;
     /* a task evicted between the residency check and its acquisition here (the acquisition now
      * keeps it): the caller loads it and runs the request again; the cost model needs every task */
@@ -342,16 +355,10 @@ static prepare_result job_prepare(srv_request *r, srv_job *j, const proto_predic
 
 enum MHD_Result srv__predict(srv_request *r, const char *task, size_t task_len) {
     srv_server *s = r->srv;
-    if (atomic_load(&s->draining) || !atomic_load(&s->ready))
-        return srv__send_error(r, ENG_UNAVAILABLE, "the server is %s; retry on another replica",
-                          atomic_load(&s->draining) ? "draining" : "starting");
-    const char *ct = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Type");
-    if (!srv__media_type_is(ct, "application/json"))
-        return srv__send_error(r, ENG_MEDIA_TYPE, "Content-Type must be application/json (got %.100s)", ct ? ct : "none");
-    if (r->too_large)
-        return srv__send_error(r, ENG_TOO_LARGE, "request body over the limit of %zu bytes", s->cfg.max_body_bytes);
-    proto_limits lim = {.max_inputs = s->cfg.max_inputs, .max_tasks = s->cfg.max_tasks, .max_text_bytes = s->cfg.max_body_bytes};
-    proto_err pe = {0};
+    enum MHD_Result ans = MHD_YES;
+    if (srv__refuse_unready(r, &ans) || srv__refuse_json_body(r, &ans)) return ans;
+    proto_limits lim = srv__proto_limits(s);
+    eng_err pe = {0};
     int rc;
     char tname[SRV_TASK_NAME_MAX];
     if (r->route == SRV_ROUTE_V2_INFER) {
@@ -362,10 +369,11 @@ enum MHD_Result srv__predict(srv_request *r, const char *task, size_t task_len) 
     } else {
         rc = proto_predict_parse(r->body ? r->body : "", r->body_len, &lim, &r->preq, &pe);
     }
-    if (rc) return srv__send_error(r, srv_status_of_proto(rc), "%s", pe.msg);
-    if (r->route == SRV_ROUTE_V2_INFER && r->preq.v2_outputs && (rc = check_v2_outputs(r, tname)))
+    if (rc) return srv__send_error(r, (eng_status)rc, "%s", pe.msg);
+    char answers[160];
+    if (r->route == SRV_ROUTE_V2_INFER && r->preq.v2_outputs && check_v2_outputs(r, tname, answers, sizeof answers))
         return srv__send_error(r, ENG_INVALID_ARGUMENT, "\"outputs\" asks for a tensor task \"%.100s\" does not answer (it answers %s)",
-                               tname, rc == 1 ? "label, score, scores" : rc == 2 ? "value" : "result");
+                               tname, answers);
     /* tasks not resident (a memory budget): load them on the pool, then run this again */
     if (tasks_missing(r)) return load_then_retry(r);
     srv_job *j = calloc(1, sizeof *j);

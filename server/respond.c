@@ -1,6 +1,7 @@
 /* respond.c - a job's engine outputs become its response body: scores from the head, the label,
- * tagging entries, the best QA span, the request's share of the batch plan (explain), then proto's
- * encoders. Runs on the worker that ran the batch, so the loop only resumes connections.
+ * tagging tokens or entities, the QA answer (engine/answer.h: the same code as the command line's),
+ * the request's share of the batch plan (explain), then proto's encoders. Runs on the worker that
+ * ran the batch, so the loop only resumes connections.
  *
  * Also the one mapping of engine head types to wire kinds, used for results and task listings. */
 #define _GNU_SOURCE
@@ -12,11 +13,9 @@
 
 #include "adapters_store/store.h"
 #include "clock.h"
+#include "engine/answer.h"
 #include "engine/task.h"
 #include "http_status.h"
-
-/* A QA answer spans at most this many tokens (the usual SQuAD post-processing limit). */
-#define QA_MAX_ANSWER_TOKENS 30
 
 proto_head_kind srv__wire_head_kind(int head_type) {
     switch (head_type) {
@@ -34,38 +33,41 @@ void srv__job_fail(srv_job *j, eng_status code, const char *msg) {
     j->status = srv_error_body(code, msg, &j->body, &j->body_len);
 }
 
-/* Best QA span: tokens of the context (the pair when there is one), end within QA_MAX_ANSWER_TOKENS of start;
- * score = p_start * p_end with softmax over the context tokens. */
-static void qa_span(const eng_tok_encoding *e, const proto_text *t, const float *lg, proto_task_result *r) {
-    int ctx = t->pair ? 1 : 0, n = (int)e->n;
-    float ms = -INFINITY, me = -INFINITY;
-    for (int i = 0; i < n; i++)
-        if (e->seq_ids[i] == ctx) {
-            if (lg[2 * i] > ms) ms = lg[2 * i];
-            if (lg[2 * i + 1] > me) me = lg[2 * i + 1];
-        }
-    if (ms == -INFINITY) return;
-    double zs = 0, ze = 0;
-    for (int i = 0; i < n; i++)
-        if (e->seq_ids[i] == ctx) zs += exp(lg[2 * i] - ms), ze += exp(lg[2 * i + 1] - me);
-    float best = -INFINITY;
-    int bs = -1, be = -1;
-    for (int i = 0; i < n; i++) {
-        if (e->seq_ids[i] != ctx) continue;
-        for (int k = i; k < n && k < i + QA_MAX_ANSWER_TOKENS && e->seq_ids[k] == ctx; k++) {
-            float sc = lg[2 * i] + lg[2 * k + 1];
-            if (sc > best) best = sc, bs = i, be = k;
-        }
-    }
-    if (bs < 0) return;
-    const char *src = ctx ? t->pair : t->text;
+/* The QA answer: eng_qa_best_span over the context (the text_pair: predict.c refuses QA without
+ * one), mapped to code point offsets and the bytes of the pair. */
+static void qa_answer(const eng_tok_encoding *e, const proto_text *t, const float *lg, proto_task_result *r) {
+    eng_qa_span sp;
+    if (!t->pair || eng_qa_best_span(lg, e->seq_ids, (int)e->n, 1, ENG_QA_MAX_ANSWER_TOKENS, &sp)) return;
     r->has_answer = 1;
-    r->ans_start = e->offsets[2 * bs];
-    r->ans_end = e->offsets[2 * be + 1];
-    r->ans_score = (float)(exp(lg[2 * bs] - ms) / zs * exp(lg[2 * be + 1] - me) / ze);
-    int32_t b0 = e->byte_offsets[2 * bs], b1 = e->byte_offsets[2 * be + 1];
-    r->ans_text = src + b0;
+    r->ans_start = e->offsets[2 * sp.start];
+    r->ans_end = e->offsets[2 * sp.end + 1];
+    r->ans_score = sp.score;
+    int32_t b0 = e->byte_offsets[2 * sp.start], b1 = e->byte_offsets[2 * sp.end + 1];
+    r->ans_text = t->pair + b0;
     r->ans_text_len = b1 > b0 ? (size_t)(b1 - b0) : 0;
+}
+
+/* Tagging entities (eng_tag_entities) as wire entities with offsets and words; ents and flags are
+ * scratch of n + 1 entries. Ids inputs have no text: no subwords, empty words. Returns the count. */
+static int tag_entities(const srv_job *j, int i, const float *p, int n, int k, const char *const *labels, proto_aggregation agg,
+                        eng_tag_entity *ents, uint8_t *sub, proto_entity *out) {
+    const eng_tok_encoding *e = &j->enc[i];
+    const proto_text *t = &j->texts[i];
+    memset(sub, 0, (size_t)n);
+    if (!t->ids && (size_t)n == e->n)
+        eng_tok_subword_flags(store_model_tokenizer(j->model), e, t->text, t->len, t->pair, t->pair_len, sub);
+    eng_tag_aggregation a = agg == PROTO_AGG_SIMPLE ? ENG_TAG_AGG_SIMPLE : agg == PROTO_AGG_FIRST ? ENG_TAG_AGG_FIRST : ENG_TAG_AGG_NONE;
+    int m = eng_tag_entities(p, n, k, e->special_mask, sub, e->seq_ids, labels, a, ents);
+    for (int x = 0; x < m; x++) {
+        const eng_tag_entity *g = &ents[x];
+        const char *src = g->seq == 1 ? t->pair : t->text;
+        int32_t b0 = e->byte_offsets[2 * g->first], b1 = e->byte_offsets[2 * g->last + 1];
+        out[x] = (proto_entity){.name = a == ENG_TAG_AGG_NONE ? labels[g->label] : eng_tag_group_name(labels[g->label]),
+                                .score = g->score, .start = e->offsets[2 * g->first], .end = e->offsets[2 * g->last + 1],
+                                .seq = g->seq, .word = src && b1 > b0 ? src + b0 : NULL,
+                                .word_len = src && b1 > b0 ? (size_t)(b1 - b0) : 0};
+    }
+    return m;
 }
 
 /* This request's share of the batch plan (see proto_explain). Its rows, streams and trunks per layer
@@ -111,13 +113,32 @@ static int explain_share(const srv_job *j, const eng_plan_stats *st, int *rows, 
     return 0;
 }
 
+/* The request's tasks that run an AdapterFusion, with the children each keeps, into fv (n_tasks). */
+static void explain_fusions(const srv_job *j, proto_fusion_view *fv, proto_explain *ex) {
+    for (int k = 0; k < j->n_tasks; k++) {
+        const char *const *names;
+        int n = eng_task_fusion_children(j->treqs[k].task, &names);
+        if (n > 0)
+            fv[ex->n_fusions++] = (proto_fusion_view){.task = store_task_name(j->tasks[k]), .children = names,
+                                                      .kept = eng_task_fusion_kept(j->treqs[k].task), .n = n};
+    }
+    ex->fusions = fv;
+}
+
 void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats *stats) {
     size_t nr = (size_t)j->n_inputs * j->n_tasks;
     proto_task_result *res = calloc(nr, sizeof *res);
     float **bufs = calloc(nr, sizeof *bufs);
     proto_tag **tags = calloc(nr, sizeof *tags);
+    proto_entity **ents = calloc(nr, sizeof *ents);
     int *tokens = calloc((size_t)j->n_inputs, sizeof *tokens);
-    int bad = !res || !bufs || !tags || !tokens;
+    int max_n = 0;
+    for (int i = 0; i < j->n_inputs; i++) max_n = (int)j->enc[i].n > max_n ? (int)j->enc[i].n : max_n;
+    eng_tag_entity *scratch = malloc(((size_t)max_n + 1) * sizeof *scratch);
+    uint8_t *sub = malloc((size_t)max_n + 1);
+    int bad = !res || !bufs || !tags || !ents || !tokens || !scratch || !sub;
+    /* v2 has no per-token list: its default is the pipeline's "none" */
+    proto_aggregation agg = j->aggregation == PROTO_AGG_TOKENS && j->form == SRV_ANSWER_V2 ? PROTO_AGG_NONE : j->aggregation;
     for (int i = 0; !bad && i < j->n_inputs; i++) {
         const eng_tok_encoding *e = &j->enc[i];
         tokens[i] = (int)e->n;
@@ -157,6 +178,16 @@ void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats
                 break;
             case PROTO_HEAD_TAGGING: {
                 int n = (int)e->n < o->n_rows ? (int)e->n : o->n_rows;
+                r->aggregation = agg;
+                if (agg != PROTO_AGG_TOKENS) {
+                    if (!(ents[idx] = calloc((size_t)n + 1, sizeof *ents[idx]))) {
+                        bad = 1;
+                        break;
+                    }
+                    r->n_entities = tag_entities(j, i, p, n, o->num_labels, r->labels, agg, scratch, sub, ents[idx]);
+                    r->entities = ents[idx];
+                    break;
+                }
                 if (!(tags[idx] = calloc((size_t)n + 1, sizeof *tags[idx]))) {
                     bad = 1;
                     break;
@@ -172,7 +203,7 @@ void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats
                 break;
             }
             case PROTO_HEAD_QA:
-                if (o->num_labels == 2 && o->n_rows == (int)e->n && !j->texts[i].ids) qa_span(e, &j->texts[i], o->logits, r);
+                if (o->num_labels == 2 && o->n_rows == (int)e->n && !j->texts[i].ids) qa_answer(e, &j->texts[i], o->logits, r);
                 break;
             }
         }
@@ -180,11 +211,14 @@ void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats
     proto_explain ex = {0};
     int *xrows = NULL;
     double *xms = NULL;
+    proto_fusion_view *xfv = NULL;
     if (stats && j->ret_explain && !bad) {
         int L = stats->n_layers;
         xrows = calloc((size_t)3 * L + 1, sizeof *xrows);
         xms = calloc((size_t)L + 1, sizeof *xms);
-        if (!xrows || !xms || explain_share(j, stats, xrows, xrows + L, xrows + 2 * L, xms, &ex)) bad = 1;
+        xfv = calloc((size_t)j->n_tasks + 1, sizeof *xfv);
+        if (!xrows || !xms || !xfv || explain_share(j, stats, xrows, xrows + L, xrows + 2 * L, xms, &ex)) bad = 1;
+        else explain_fusions(j, xfv, &ex);
     }
     if (!bad) {
         j->t_end = srv__now();
@@ -196,6 +230,7 @@ void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats
                                  .tokens = tokens,
                                  .truncated = j->truncated,
                                  .ret_scores = j->ret_scores,
+                                 .v2_outputs = j->v2_outputs,
                                  .queue_ms = (j->t_start - j->t_submit) * 1e3,
                                  .inference_ms = (j->t_end - j->t_start) * 1e3,
                                  .total_ms = (j->t_end - j->t_request) * 1e3,
@@ -213,7 +248,9 @@ void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats
     if (bad) srv__job_fail(j, ENG_NO_MEMORY, "out of memory building the response");
     for (size_t i = 0; i < nr && bufs; i++) free(bufs[i]);
     for (size_t i = 0; i < nr && tags; i++) free(tags[i]);
-    free(bufs), free(tags), free(res), free(tokens), free(xrows), free(xms);
+    for (size_t i = 0; i < nr && ents; i++) free(ents[i]);
+    free(bufs), free(tags), free(ents), free(res), free(tokens), free(xrows), free(xms), free(xfv), free(scratch);
+    free(sub);
 }
 
 

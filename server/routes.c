@@ -38,6 +38,7 @@ static void fill_task_info(store_task *t, proto_task_info *ti) {
                             .skip_max = store_task_skip_max(t), .skip_default = store_task_skip_default(t),
                             .bytes = store_task_bytes(t), .resident = store_task_resident(t)};
     ti->fallback_reason = store_task_fallback(t, &ti->fallback_from);
+    ti->fusion.n = store_task_fusion(t, &ti->fusion.children, &ti->fusion.kept);
 }
 
 /* Versions listed per task in GET /v1/tasks and /v2/models/{task}. */

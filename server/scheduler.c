@@ -133,7 +133,9 @@ static void run_jobs(srv_sched *q, eng_state *st, srv_job *jobs, int n_jobs, boo
     if (rc == 0 && observe && jobs->cost)
         eng_cost_observe(jobs->cost, store_model_engine(jobs->model), in, n_in, (srv__now() - t_start) * 1e3);
     if (rc == 0) {
-        srv__metrics_batch(q->p.metrics, n_jobs, n_in, toks, srv__now() - t_start);
+        double dt = srv__now() - t_start;
+        srv__metrics_batch(q->p.metrics, n_jobs, n_in, toks, dt);
+        srv__metrics_precision(q->p.metrics, eng_model_precision(store_model_engine(jobs->model)).name, toks, dt);
         size_t off = 0;
         for (srv_job *j = jobs; j; j = j->next) {
             q->hooks.respond(q->hooks.ctx, j, outs + off, want_stats ? &stats : NULL);
@@ -187,7 +189,9 @@ static void run_embeds(srv_sched *q, eng_state *st, srv_job *jobs, int n_jobs) {
         rc = eng_encode(m, st, &b, hidden, pooled, &err);
     }
     if (rc == 0) {
-        srv__metrics_batch(q->p.metrics, n_jobs, n_in, toks, srv__now() - t_start);
+        double dt = srv__now() - t_start;
+        srv__metrics_batch(q->p.metrics, n_jobs, n_in, toks, dt);
+        srv__metrics_precision(q->p.metrics, eng_model_precision(m).name, toks, dt);
         size_t row = 0, seq = 0;
         for (srv_job *j = jobs; j; j = j->next) {
             q->hooks.respond_embed(q->hooks.ctx, j, hidden + row * H, pooled ? pooled + seq * H : NULL);

@@ -54,3 +54,8 @@ double bench_sgemm_peak(eng_pool *pool, int reps) {
     eng_free_aligned(A), eng_free_aligned(W), eng_free_aligned(C);
     return best < 1e30 ? 2.0 * M * N * (double)K / (best * 1e6) : 0;
 }
+
+void bench_random_ids(int32_t *ids, int n, unsigned seed, int lo, int hi) {
+    unsigned s = seed;
+    for (int i = 0; i < n; i++) ids[i] = (int32_t)((unsigned)lo + test_rand_bits(&s) % (unsigned)(hi - lo));
+}

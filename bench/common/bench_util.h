@@ -4,8 +4,11 @@
 #ifndef ADAPTERD_BENCH_UTIL_H
 #define ADAPTERD_BENCH_UTIL_H
 
+#include <stdint.h>
+
 #include "engine/model.h"
 #include "math/pool.h"
+#include "test_rand.h" /* the one LCG: test_rand_bits, frand */
 
 /* Monotonic time in milliseconds. */
 double bench_now_ms(void);
@@ -15,6 +18,9 @@ double bench_median(double *v, int n);
 
 /* Parses "1,8,64" into at most max ints; returns the count. */
 int bench_parse_list(const char *s, int *v, int max);
+
+/* n token ids drawn from [lo, hi) by the LCG seeded with seed: the same inputs on every run. */
+void bench_random_ids(int32_t *ids, int n, unsigned seed, int lo, int hi);
 
 /* Best GFLOP/s of a 2048 x 3072 x 768 product through eng_gemm on pool, over reps runs after two
  * warm-ups; 0 when memory runs out. */

@@ -3,7 +3,7 @@
  *   bench_encoder --model DIR [--threads N] [--reps R] [--batch-reps R] [--workloads latency,batch]
  *                 [--precision fp32|bf16|int8] [--json]
  *
- * Workloads (issue: foundation): one 128-token sequence (latency, --reps runs) and 32 sequences of
+ * Workloads: one 128-token sequence (latency, --reps runs) and 32 sequences of
  * 128 tokens (throughput, --batch-reps runs, default reps/2), random ids, after two warm-up runs.
  * bench/encoder/run.sh runs it next to the PyTorch and ONNX Runtime peers. Prints medians and the achieved GFLOP/s of the encoder
  * (its matrix products and attention, counted exactly) next to the best GFLOP/s of a large GEMM
@@ -39,11 +39,7 @@ static int run(const eng_model *m, eng_state *st, int n_seq, int len, int reps, 
     float *out = eng_alloc_aligned(sizeof(float) * (size_t)n * c->hidden);
     double *t = malloc(sizeof(double) * reps);
     if (!ids || !lens || !out || !t) return -1;
-    unsigned s = 42;
-    for (int i = 0; i < n; i++) {
-        s = s * 1664525u + 1013904223u;
-        ids[i] = (int32_t)((s >> 8) % (unsigned)c->vocab);
-    }
+    bench_random_ids(ids, n, 42, 0, c->vocab);
     for (int i = 0; i < n_seq; i++) lens[i] = len;
     eng_batch b = {.n_seq = n_seq, .ids = ids, .seq_len = lens};
     eng_err e;

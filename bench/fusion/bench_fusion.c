@@ -1,4 +1,4 @@
-/* bench_fusion.c - AdapterFusion pruning (issue 4): speed-up at k = 8, 4, 2 of 8 adapters and the max change in
+/* bench_fusion.c - AdapterFusion pruning: speed-up at k = 8, 4, 2 of 8 adapters and the max change in
  * logits, with the calibration of the AdapterDrop paper (section 5).
  *
  *   bench_fusion --model DIR --fusion-case DIR --tokenizer DIR --data sst2_dev.tsv [--calib 200] [--heldout 200]
@@ -111,6 +111,7 @@ int main(int argc, char **argv) {
     snprintf(hdir, sizeof hdir, "%s/head", case_dir);
     eng_task_params p = eng_task_default_params();
     p.fusion_dir = fdir, p.head_dir = hdir;
+    p.keep_pruned = 1; /* calibrates and re-prunes: every child stays loaded */
     eng_task *t;
     if (eng_task_load(m, dp, 8, &p, &t, &e)) {
         fprintf(stderr, "bench: %s\n", e.msg);
@@ -165,11 +166,7 @@ int main(int argc, char **argv) {
     /* random 128-token inputs for the speed runs */
     int len = 128;
     int32_t *ids = malloc(sizeof(int32_t) * batch * len);
-    unsigned s = 42;
-    for (int i = 0; i < batch * len; i++) {
-        s = s * 1664525u + 1013904223u;
-        ids[i] = (int32_t)(1000 + (s >> 8) % (unsigned)(cfg->vocab - 1000));
-    }
+    bench_random_ids(ids, batch * len, 42, 1000, cfg->vocab);
     eng_input *rin = calloc((size_t)batch, sizeof *rin);
     for (int i = 0; i < batch; i++) rin[i] = (eng_input){.ids = ids + (size_t)i * len, .len = len};
     if (json)

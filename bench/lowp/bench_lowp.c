@@ -26,10 +26,7 @@
 
 static void fill(float *x, size_t n, unsigned seed, float scale) {
     unsigned s = seed;
-    for (size_t i = 0; i < n; i++) {
-        s = s * 1664525u + 1013904223u;
-        x[i] = scale * ((float)(s >> 8) / (float)(1u << 24) - 0.5f);
-    }
+    for (size_t i = 0; i < n; i++) x[i] = scale * frand(&s, -0.5f, 0.5f);
 }
 
 static void loadavg(char *buf, int n) {

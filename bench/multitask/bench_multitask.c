@@ -1,4 +1,4 @@
-/* bench_multitask.c - many tasks on the same input in one packed pass (issue 5, bench/multitask).
+/* bench_multitask.c - many tasks on the same input in one packed pass (bench/multitask).
  *
  *   bench_multitask --model DIR --tasks DIR [--threads N] [--reps R] [--batch-reps R] [--counts 1,2,4,8,16]
  *                   [--skips 0,5] [--batch 8] [--len 128] [--fusion-ks 8,4,2] [--profile T,SKIP]
@@ -209,6 +209,7 @@ int main(int argc, char **argv) {
         eng_task_params fp = p;
         fp.fusion_dir = fdir;
         fp.head_dir = hdir;
+        fp.keep_pruned = 1; /* prunes to each k in turn: every child stays loaded */
         if (eng_task_load(m, dp, 8, &fp, &fusion, &e)) {
             fprintf(stderr, "bench: %s\n", e.msg);
             return 1;
@@ -220,11 +221,7 @@ int main(int argc, char **argv) {
     eng_model_precision_info pi = eng_model_precision(m);
     double isa = bench_isa_peak(eng_state_pool(st), pi.precision);
     ctx c = {m, st, malloc(sizeof(int32_t) * (size_t)batch * len), len};
-    unsigned s = 42;
-    for (int i = 0; i < batch * len; i++) {
-        s = s * 1664525u + 1013904223u;
-        c.ids[i] = (int32_t)(1000 + (s >> 8) % (unsigned)(cfg->vocab - 1000));
-    }
+    bench_random_ids(c.ids, batch * len, 42, 1000, cfg->vocab);
     for (int i = 0; i < batch; i++) c.ids[(size_t)i * len] = 101, c.ids[(size_t)i * len + len - 1] = 102;
     if (json)
         printf("{\"kind\":\"setup\",\"blas_core\":\"%s\",\"threads\":%d,\"sgemm_peak_gflops\":%.1f,\"batch\":%d,"

@@ -51,10 +51,8 @@ int main(int argc, char **argv) {
             float *Wd = malloc(sizeof(float) * d * H), *Wu = malloc(sizeof(float) * H * d);
             if (!Wd || !Wu) return 1;
             for (int i = 0; i < d * H; i++) {
-                s = s * 1664525u + 1013904223u;
-                Wd[i] = (double)(s >> 8) / (1 << 24) < sp[si] ? 0.0f : 0.01f * (float)((s >> 4) % 200 - 100);
-                s = s * 1664525u + 1013904223u;
-                Wu[i] = (double)(s >> 8) / (1 << 24) < sp[si] ? 0.0f : 0.01f * (float)((s >> 4) % 200 - 100);
+                Wd[i] = frand(&s, 0, 1) < sp[si] ? 0.0f : 0.01f * (float)((int)test_rand_below(&s, 200) - 100);
+                Wu[i] = frand(&s, 0, 1) < sp[si] ? 0.0f : 0.01f * (float)((int)test_rand_below(&s, 200) - 100);
             }
             eng_sparse *sd = eng_sparse_from_dense(Wd, d, H), *su = eng_sparse_from_dense(Wu, H, d);
             if (!sd || !su) return 1;

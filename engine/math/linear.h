@@ -1,5 +1,5 @@
-/* linear.h - one packed Linear layer in any precision: what the encoder will hold per backbone
- * weight once models carry a precision (engine-internal).
+/* linear.h - one packed Linear layer in any precision: what the encoder holds for each backbone
+ * weight, in the model's precision (eng_model_params.precision; engine-internal).
  *
  * It puts the float32 packed path (blas.h: eng_pack_linear, eng_pgemm) and the bf16 and int8 ones
  * (gemm_lowp.h) behind one struct, so that switching a model's precision changes what is packed at

@@ -17,6 +17,10 @@ int eng_fusion_calibrate(const eng_model *m, eng_state *st, const eng_task *t, c
     const char *const *names;
     int n = eng_task_fusion_children(t, &names), L = eng_model_config(m)->n_layers, rc = 0;
     if (n < 1) return eng_err_set(err, ENG_INVALID_ARGUMENT, "task '%s' has no fusion", eng_task_name(t));
+    if (eng_task_fusion_freed(t))
+        return eng_err_set(err, ENG_INVALID_ARGUMENT,
+                           "task '%s': its pruned adapters were freed at load; load it with keep_pruned to calibrate",
+                           eng_task_name(t));
     double *sums = calloc((size_t)L * n, sizeof *sums), *rows = calloc((size_t)L, sizeof *rows);
     eng_input *in = malloc((size_t)n_inputs * sizeof *in);
     eng_task_out *outs = calloc((size_t)n_inputs, sizeof *outs);

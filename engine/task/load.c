@@ -71,6 +71,7 @@ int eng_task_load(const eng_model *m, const char *const *dirs, int n_dirs, const
             }
     }
     if (!rc && p->fusion_dir) rc = eng__fusion_apply_saved(t, p->fusion_dir, err);
+    if (!rc && p->fusion_dir && !p->keep_pruned) eng__fusion_free_pruned(t, c->hidden);
     /* head */
     if (!rc) {
         const char *last = dirs[n_dirs - 1];

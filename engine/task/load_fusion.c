@@ -68,7 +68,7 @@ int eng__load_fusion(eng_load_ctx *x, const char *dir, eng_loaded_bn *lbs, int n
         rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory");
         goto done;
     }
-    for (int i = 0; i < n_children; i++) x->t->fuse_names[i] = lbs[order[i]].name;
+    for (int i = 0; i < n_children; i++) x->t->fuse_names[i] = lbs[order[i]].name, x->t->fuse_kept[i] = 1;
     x->t->n_fuse_names = n_children;
     char mid[1100];
     snprintf(mid, sizeof mid, "adapter_fusion_layer.%s.", fname);
@@ -144,6 +144,47 @@ done:
 }
 
 /* ---- a saved pruning ---- */
+
+/* Frees one float array of a pruned child, n floats, when the task owns it. */
+static void release_f32(eng_task *t, float **p, size_t n) {
+    if (*p && eng__task_release(t, *p)) t->bytes -= n * sizeof(float);
+    *p = NULL;
+}
+
+static void release_sparse(eng_task *t, eng_sparse **sp) {
+    for (size_t i = 0; *sp && i < t->n_sparse; i++)
+        if (t->sparse[i] == *sp) {
+            t->bytes -= eng_sparse_bytes(*sp);
+            eng_sparse_free(*sp);
+            t->sparse[i] = NULL;
+        }
+    *sp = NULL;
+}
+
+void eng__fusion_free_pruned(eng_task *t, int H) {
+    for (int l = 0; l < t->n_layers; l++)
+        for (eng_site_pos s = 0; s < ENG_SITE_COUNT; s++) {
+            eng_site *site = eng__layer_site_mut(&t->layers[l], s);
+            for (int i = 0; i < site->n_fuse; i++) {
+                eng_bottleneck *bn = site->fuse[i];
+                if (site->fuse_keep[i]) continue;
+                size_t d = (size_t)bn->d, h = (size_t)H;
+                release_f32(t, &bn->w_down, d * h);
+                release_f32(t, &bn->w_up, d * h);
+                release_sparse(t, &bn->down_sp);
+                release_sparse(t, &bn->up_sp);
+                release_f32(t, &bn->b_down, d);
+                release_f32(t, &bn->b_up, h);
+                release_f32(t, &bn->scaling_vec, h);
+                release_f32(t, &bn->ln_before_g, h);
+                release_f32(t, &bn->ln_before_b, h);
+                release_f32(t, &bn->ln_after_g, h);
+                release_f32(t, &bn->ln_after_b, h);
+                release_f32(t, &bn->gate_w, h);
+                t->fuse_freed = 1;
+            }
+        }
+}
 
 int eng__fusion_apply_saved(eng_task *t, const char *fusion_dir, eng_err *err) {
     char path[PATH_MAX];

@@ -38,13 +38,14 @@ void *eng__task_keep(eng_task *t, void *p) {
 void *eng__task_alloc(eng_task *t, size_t bytes) { return eng__task_keep(t, calloc(1, bytes ? bytes : 1)); }
 
 /* Frees p early (it was eng__task_alloc'd); its slot in the list is cleared. */
-void eng__task_release(eng_task *t, void *p) {
-    for (size_t i = t->n_allocs; i-- > 0;)
+int eng__task_release(eng_task *t, void *p) {
+    for (size_t i = t->n_allocs; p && i-- > 0;)
         if (t->allocs[i] == p) {
             free(p);
             t->allocs[i] = NULL;
-            return;
+            return 1;
         }
+    return 0;
 }
 
 char *eng__task_strdup(eng_task *t, const char *s) {
@@ -121,12 +122,21 @@ int eng_task_fusion_children(const eng_task *t, const char *const **names) {
     return t->n_fuse_names;
 }
 
+const uint8_t *eng_task_fusion_kept(const eng_task *t) { return t->n_fuse_names ? t->fuse_kept : NULL; }
+int eng_task_fusion_freed(const eng_task *t) { return t->fuse_freed; }
+
 int eng_task_prune_fusion(eng_task *t, const uint8_t *keep, int n, eng_err *err) {
     if (n != t->n_fuse_names)
         return eng_err_set(err, ENG_INVALID_ARGUMENT, "the fusion has %d adapters, got %d flags", t->n_fuse_names, n);
     int kept = 0;
     for (int i = 0; i < n; i++) kept += keep[i] != 0;
     if (kept < 1) return eng_err_set(err, ENG_INVALID_ARGUMENT, "pruning must keep at least one adapter");
+    for (int i = 0; i < n; i++)
+        if (keep[i] && !t->fuse_kept[i] && t->fuse_freed)
+            return eng_err_set(err, ENG_INVALID_ARGUMENT,
+                               "adapter '%s' was pruned and its weights freed at load (eng_task_params.keep_pruned)",
+                               t->fuse_names[i]);
+    for (int i = 0; i < n; i++) t->fuse_kept[i] = keep[i] != 0;
     for (int l = 0; l < t->n_layers; l++)
         for (eng_site_pos s = 0; s < ENG_SITE_COUNT; s++) {
             eng_site *site = eng__layer_site_mut(&t->layers[l], s);

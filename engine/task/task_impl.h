@@ -33,6 +33,8 @@ struct eng_task {
     size_t n_sparse, cap_sparse;
     char **fuse_names;         /* (n_fuse_names) children of the fusion, in fusion order */
     int n_fuse_names;
+    uint8_t fuse_kept[ENG_MAX_FUSE]; /* (n_fuse_names) 1: the child runs (eng_task_prune_fusion) */
+    int fuse_freed;            /* the pruned children's weights were freed (eng__fusion_free_pruned) */
     const eng_task_params *params; /* while loading only (the pace callback) */
 };
 
@@ -58,8 +60,8 @@ typedef struct {
 void *eng__task_keep(eng_task *t, void *p);
 /* Zeroed bytes owned by the task, or NULL. */
 void *eng__task_alloc(eng_task *t, size_t bytes);
-/* Frees p (from eng__task_alloc) before the task goes. */
-void eng__task_release(eng_task *t, void *p);
+/* Frees p (from eng__task_alloc) before the task goes; returns 1, or 0 when p is not the task's. */
+int eng__task_release(eng_task *t, void *p);
 char *eng__task_strdup(eng_task *t, const char *s);
 /* Hands a CSR matrix to the task (counted in its bytes). Returns 0 or ENG_NO_MEMORY (sp not taken). */
 int eng__task_add_sparse(eng_task *t, eng_sparse *sp, eng_err *err);
@@ -131,5 +133,9 @@ int eng__load_peft_head(eng_load_ctx *x, eng_st_file *f);
 int eng__load_fusion(eng_load_ctx *x, const char *dir, eng_loaded_bn *lbs, int n);
 /* Applies <fusion_dir>/fusion_pruning.json to t when it exists. */
 int eng__fusion_apply_saved(eng_task *t, const char *fusion_dir, eng_err *err);
+/* Frees the weights of every fusion child a site does not run (fuse_keep 0) and takes them off the
+ * task's bytes. Their settings stay: a site's last child gives the pre and post steps even when
+ * pruned (task/adapter.c). */
+void eng__fusion_free_pruned(eng_task *t, int hidden);
 
 #endif

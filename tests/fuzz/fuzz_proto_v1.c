@@ -31,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     proto_limits lim = proto_default_limits();
     lim.max_inputs = 16, lim.max_tasks = 8, lim.max_text_bytes = 4096;
     proto_predict_req req;
-    proto_err err;
+    eng_err err;
     memset(&req, 0, sizeof req);
     const char *body = (const char *)data + 1;
     size_t len = size - 1;

@@ -13,7 +13,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     proto_limits lim = proto_default_limits();
     lim.max_inputs = 16, lim.max_tasks = 8, lim.max_text_bytes = 4096;
     proto_predict_req req;
-    proto_err err;
+    eng_err err;
     memset(&req, 0, sizeof req);
     if (proto_v2_infer_parse((const char *)data, size, "task", &lim, &req, &err) == 0) {
         unsigned h = req.v2_outputs;

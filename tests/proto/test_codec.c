@@ -7,7 +7,7 @@
 
 #include "proto/proto.h"
 
-static int parse(const char *body, proto_predict_req *r, proto_err *e) {
+static int parse(const char *body, proto_predict_req *r, eng_err *e) {
     proto_limits lim = proto_default_limits();
     lim.max_inputs = 3;
     lim.max_tasks = 2;
@@ -16,7 +16,7 @@ static int parse(const char *body, proto_predict_req *r, proto_err *e) {
 
 Test(codec, inputs_string_list_and_pairs) {
     proto_predict_req r;
-    proto_err e;
+    eng_err e;
     cr_assert_eq(parse("{\"inputs\":\"hello\"}", &r, &e), 0, "%s", e.msg);
     cr_assert_eq(r.n_inputs, 1);
     cr_assert_eq(r.inputs[0].len, 5);
@@ -47,33 +47,33 @@ Test(codec, refusals_name_the_field) {
         int code;
         const char *needle;
     } cases[] = {
-        {"{", PROTO_MALFORMED, "not valid JSON"},
-        {"[]", PROTO_MALFORMED, "JSON object"},
-        {"{\"inputs\":\"a\",\"inputs\":\"b\"}", PROTO_MALFORMED, "duplicate"},
-        {"{}", PROTO_INVALID, "\"inputs\" is required"},
-        {"{\"inputs\":[]}", PROTO_INVALID, "empty"},
-        {"{\"inputs\":[true]}", PROTO_INVALID, "inputs[0]"},
-        {"{\"inputs\":[1,-2]}", PROTO_INVALID, "inputs[1]"},
-        {"{\"inputs\":[[1,2],[\"a\"]]}", PROTO_INVALID, "inputs[1][0]"},
-        {"{\"inputs\":[{\"ids\":[]}]}", PROTO_INVALID, "inputs[0].ids is empty"},
-        {"{\"inputs\":[{\"ids\":[1],\"type_ids\":[0,1]}]}", PROTO_INVALID, "type_ids"},
-        {"{\"inputs\":[{\"ids\":[1],\"text\":\"a\"}]}", PROTO_INVALID, "unknown field \"text\""},
-        {"{\"inputs\":[{\"txt\":\"a\"}]}", PROTO_INVALID, "inputs[0].text"},
-        {"{\"inputs\":[\"a\",\"b\",\"c\",\"d\"]}", PROTO_LIMIT, "limit of 3"},
-        {"{\"inputs\":\"a\",\"tasks\":[\"x\",\"y\",\"z\"]}", PROTO_LIMIT, "limit of 2"},
-        {"{\"inputs\":\"a\",\"tasks\":[\"x\",\"x\"]}", PROTO_INVALID, "twice"},
-        {"{\"inputs\":\"a\",\"tasks\":[]}", PROTO_INVALID, "empty"},
-        {"{\"inputs\":\"a\",\"skip\":-1}", PROTO_INVALID, "skip"},
-        {"{\"inputs\":\"a\",\"skip\":{\"x\":\"1\"}}", PROTO_INVALID, "skip.x"},
-        {"{\"inputs\":\"a\",\"budget\":1.5}", PROTO_INVALID, "budget"},
-        {"{\"inputs\":\"a\",\"budget\":0.5,\"skip\":1}", PROTO_INVALID, "not both"},
-        {"{\"inputs\":\"a\",\"return\":{\"logit\":true}}", PROTO_INVALID, "logit"},
-        {"{\"inputs\":\"a\",\"truncate\":1}", PROTO_INVALID, "truncate"},
-        {"{\"inputs\":\"a\",\"extra\":1}", PROTO_INVALID, "extra"},
+        {"{", ENG_MALFORMED, "not valid JSON"},
+        {"[]", ENG_MALFORMED, "JSON object"},
+        {"{\"inputs\":\"a\",\"inputs\":\"b\"}", ENG_MALFORMED, "duplicate"},
+        {"{}", ENG_INVALID_ARGUMENT, "\"inputs\" is required"},
+        {"{\"inputs\":[]}", ENG_INVALID_ARGUMENT, "empty"},
+        {"{\"inputs\":[true]}", ENG_INVALID_ARGUMENT, "inputs[0]"},
+        {"{\"inputs\":[1,-2]}", ENG_INVALID_ARGUMENT, "inputs[1]"},
+        {"{\"inputs\":[[1,2],[\"a\"]]}", ENG_INVALID_ARGUMENT, "inputs[1][0]"},
+        {"{\"inputs\":[{\"ids\":[]}]}", ENG_INVALID_ARGUMENT, "inputs[0].ids is empty"},
+        {"{\"inputs\":[{\"ids\":[1],\"type_ids\":[0,1]}]}", ENG_INVALID_ARGUMENT, "type_ids"},
+        {"{\"inputs\":[{\"ids\":[1],\"text\":\"a\"}]}", ENG_INVALID_ARGUMENT, "unknown field \"text\""},
+        {"{\"inputs\":[{\"txt\":\"a\"}]}", ENG_INVALID_ARGUMENT, "inputs[0].text"},
+        {"{\"inputs\":[\"a\",\"b\",\"c\",\"d\"]}", ENG_LIMIT, "limit of 3"},
+        {"{\"inputs\":\"a\",\"tasks\":[\"x\",\"y\",\"z\"]}", ENG_LIMIT, "limit of 2"},
+        {"{\"inputs\":\"a\",\"tasks\":[\"x\",\"x\"]}", ENG_INVALID_ARGUMENT, "twice"},
+        {"{\"inputs\":\"a\",\"tasks\":[]}", ENG_INVALID_ARGUMENT, "empty"},
+        {"{\"inputs\":\"a\",\"skip\":-1}", ENG_INVALID_ARGUMENT, "skip"},
+        {"{\"inputs\":\"a\",\"skip\":{\"x\":\"1\"}}", ENG_INVALID_ARGUMENT, "skip.x"},
+        {"{\"inputs\":\"a\",\"budget\":1.5}", ENG_INVALID_ARGUMENT, "budget"},
+        {"{\"inputs\":\"a\",\"budget\":0.5,\"skip\":1}", ENG_INVALID_ARGUMENT, "not both"},
+        {"{\"inputs\":\"a\",\"return\":{\"logit\":true}}", ENG_INVALID_ARGUMENT, "logit"},
+        {"{\"inputs\":\"a\",\"truncate\":1}", ENG_INVALID_ARGUMENT, "truncate"},
+        {"{\"inputs\":\"a\",\"extra\":1}", ENG_INVALID_ARGUMENT, "extra"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         proto_predict_req r;
-        proto_err e = {0};
+        eng_err e = {0};
         int rc = parse(cases[i].body, &r, &e);
         cr_expect_eq(rc, cases[i].code, "%s: got %d (%s)", cases[i].body, rc, e.msg);
         cr_expect(strstr(e.msg, cases[i].needle), "%s: message '%s' lacks '%s'", cases[i].body, e.msg, cases[i].needle);
@@ -83,7 +83,7 @@ Test(codec, refusals_name_the_field) {
 
 Test(codec, v2_infer_request) {
     proto_predict_req r;
-    proto_err e;
+    eng_err e;
     const char *b = "{\"inputs\":[{\"name\":\"text\",\"shape\":[2],\"datatype\":\"BYTES\",\"data\":[\"a\",\"b\"]},"
                     "{\"name\":\"text_pair\",\"shape\":[2],\"datatype\":\"BYTES\",\"data\":[\"c\",\"d\"]}],"
                     "\"parameters\":{\"skip\":1}}";
@@ -94,7 +94,7 @@ Test(codec, v2_infer_request) {
     cr_assert_eq(r.skip, 1);
     proto_predict_free(&r);
     const char *bad = "{\"inputs\":[{\"name\":\"text\",\"shape\":[3],\"datatype\":\"BYTES\",\"data\":[\"a\"]}]}";
-    cr_assert_eq(proto_v2_infer_parse(bad, strlen(bad), "t", NULL, &r, &e), PROTO_INVALID);
+    cr_assert_eq(proto_v2_infer_parse(bad, strlen(bad), "t", NULL, &r, &e), ENG_INVALID_ARGUMENT);
     cr_assert(strstr(e.msg, "shape"));
 }
 
@@ -175,7 +175,7 @@ Test(codec, error_and_openapi) {
 
 Test(codec, token_ids_as_inputs) {
     proto_predict_req r;
-    proto_err e = {0};
+    eng_err e = {0};
     const char *b = "{\"inputs\":[\"text\",[101,7,102],{\"ids\":[5,6],\"type_ids\":[0,1]}]}";
     cr_assert_eq(proto_predict_parse(b, strlen(b), NULL, &r, &e), 0, "%s", e.msg);
     cr_assert_eq(r.n_inputs, 3);
@@ -198,7 +198,7 @@ Test(codec, token_ids_as_inputs) {
 
 Test(codec, embed_and_tokenize_requests) {
     proto_predict_req r;
-    proto_err e = {0};
+    eng_err e = {0};
     const char *b = "{\"inputs\":\"a\"}";
     cr_assert_eq(proto_embed_parse(b, strlen(b), NULL, &r, &e), 0, "%s", e.msg);
     cr_expect_eq(r.normalize, 1, "TEI's default");
@@ -227,7 +227,7 @@ Test(codec, embed_and_tokenize_requests) {
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc = bad[i].tokenize ? proto_tokenize_parse(bad[i].body, strlen(bad[i].body), NULL, &r, &e)
                                  : proto_embed_parse(bad[i].body, strlen(bad[i].body), NULL, &r, &e);
-        cr_expect_eq(rc, PROTO_INVALID, "%s", bad[i].body);
+        cr_expect_eq(rc, ENG_INVALID_ARGUMENT, "%s", bad[i].body);
         cr_expect(strstr(e.msg, bad[i].needle), "%s: '%s' lacks '%s'", bad[i].body, e.msg, bad[i].needle);
         cr_expect_null(r.inputs);
     }
@@ -261,18 +261,18 @@ Test(codec, embed_answer_round_trips_floats) {
 /* v2: a second input tensor of one name was silently dropped; outputs that do not exist were ignored. */
 Test(codec, v2_duplicate_inputs_and_unknown_outputs_are_invalid) {
     proto_predict_req r;
-    proto_err e;
+    eng_err e;
     const char *dup = "{\"inputs\":[{\"name\":\"text\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"a\"]},"
                       "{\"name\":\"text\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"b\"]}]}";
-    cr_expect_eq(proto_v2_infer_parse(dup, strlen(dup), "t", NULL, &r, &e), PROTO_INVALID);
+    cr_expect_eq(proto_v2_infer_parse(dup, strlen(dup), "t", NULL, &r, &e), ENG_INVALID_ARGUMENT);
     cr_expect(strstr(e.msg, "second tensor named \"text\""), "%s", e.msg);
     const char *unknown = "{\"inputs\":[{\"name\":\"text\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"a\"]}],"
                           "\"outputs\":[{\"name\":\"label\"},{\"name\":\"logits\"}]}";
-    cr_expect_eq(proto_v2_infer_parse(unknown, strlen(unknown), "t", NULL, &r, &e), PROTO_INVALID);
+    cr_expect_eq(proto_v2_infer_parse(unknown, strlen(unknown), "t", NULL, &r, &e), ENG_INVALID_ARGUMENT);
     cr_expect(strstr(e.msg, "unknown output \"logits\""), "%s", e.msg);
     const char *twice = "{\"inputs\":[{\"name\":\"text\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"a\"]}],"
                         "\"outputs\":[{\"name\":\"score\"},{\"name\":\"score\"}]}";
-    cr_expect_eq(proto_v2_infer_parse(twice, strlen(twice), "t", NULL, &r, &e), PROTO_INVALID);
+    cr_expect_eq(proto_v2_infer_parse(twice, strlen(twice), "t", NULL, &r, &e), ENG_INVALID_ARGUMENT);
     const char *ok = "{\"inputs\":[{\"name\":\"text\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"a\"]}],"
                      "\"outputs\":[{\"name\":\"label\"},{\"name\":\"scores\"}]}";
     cr_assert_eq(proto_v2_infer_parse(ok, strlen(ok), "t", NULL, &r, &e), 0, "%s", e.msg);
@@ -282,7 +282,7 @@ Test(codec, v2_duplicate_inputs_and_unknown_outputs_are_invalid) {
 
 Test(codec, tasks_named_with_a_version) {
     proto_predict_req r;
-    proto_err e;
+    eng_err e;
     cr_assert_eq(parse("{\"inputs\":\"x\",\"tasks\":[{\"name\":\"a\",\"version\":\"2\"},\"b@7\"]}", &r, &e), 0, "%s", e.msg);
     cr_assert_eq(r.n_tasks, 2);
     cr_expect_str_eq(r.tasks[0], "a@2", "the object form reads as name@version");
@@ -300,7 +300,98 @@ Test(codec, tasks_named_with_a_version) {
         {"{\"inputs\":\"x\",\"tasks\":[{\"name\":\"a@1\"}]}", "'@'"},
         {"{\"inputs\":\"x\",\"tasks\":[3]}", "must be a task name"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        cr_expect_eq(parse(bad[i][0], &r, &e), PROTO_INVALID, "%s", bad[i][0]);
+        cr_expect_eq(parse(bad[i][0], &r, &e), ENG_INVALID_ARGUMENT, "%s", bad[i][0]);
         cr_expect(strstr(e.msg, bad[i][1]), "%s: %s", bad[i][0], e.msg);
     }
+}
+
+Test(codec, aggregation_is_parsed_in_v1_and_v2) {
+    proto_predict_req r;
+    eng_err e;
+    cr_assert_eq(parse("{\"inputs\":\"a\"}", &r, &e), 0, "%s", e.msg);
+    cr_expect_eq(r.aggregation, PROTO_AGG_TOKENS, "left out: the per-token list");
+    proto_predict_free(&r);
+    cr_assert_eq(parse("{\"inputs\":\"a\",\"aggregation\":\"first\"}", &r, &e), 0, "%s", e.msg);
+    cr_expect_eq(r.aggregation, PROTO_AGG_FIRST);
+    proto_predict_free(&r);
+    cr_expect_eq(parse("{\"inputs\":\"a\",\"aggregation\":\"max\"}", &r, &e), ENG_INVALID_ARGUMENT);
+    cr_expect_eq(parse("{\"inputs\":\"a\",\"aggregation\":1}", &r, &e), ENG_INVALID_ARGUMENT);
+    const char *v2 = "{\"inputs\":[{\"name\":\"text\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"x\"]}],"
+                     "\"parameters\":{\"aggregation\":\"simple\"},\"outputs\":[{\"name\":\"entity\"},{\"name\":\"input\"}]}";
+    cr_assert_eq(proto_v2_infer_parse(v2, strlen(v2), "ner", NULL, &r, &e), 0, "%s", e.msg);
+    cr_expect_eq(r.aggregation, PROTO_AGG_SIMPLE);
+    cr_expect_eq(r.v2_outputs, PROTO_V2_OUT_ENTITY | PROTO_V2_OUT_INPUT);
+    proto_predict_free(&r);
+}
+
+static json_t *v2_out(json_t *d, const char *name) {
+    json_t *o = json_object_get(d, "outputs");
+    for (size_t i = 0; i < json_array_size(o); i++)
+        if (!strcmp(json_string_value(json_object_get(json_array_get(o, i), "name")), name)) return json_array_get(o, i);
+    return NULL;
+}
+
+/* Typed v2 tensors: QA per input, tagging one row per entity over all inputs, multi-label's labels
+ * [N, K] padded with "" (every label over 0.5, however many); "outputs" filters. */
+Test(codec, v2_typed_outputs) {
+    const char *ctx = "john is in paris";
+    proto_task_result qa[2] = {{.task = "qa", .version = "1", .kind = PROTO_HEAD_QA, .has_answer = 1, .ans_start = 11,
+                                .ans_end = 16, .ans_score = 0.5f, .ans_text = ctx + 11, .ans_text_len = 5},
+                               {.task = "qa", .version = "1", .kind = PROTO_HEAD_QA}};
+    proto_predict_resp pr = {.request_id = "r", .model = "m", .n_inputs = 2, .n_tasks = 1, .results = qa};
+    size_t len;
+    char *s = proto_v2_infer_encode(&pr, &len);
+    json_t *d = json_loads(s, 0, NULL);
+    cr_assert(d, "%s", s);
+    cr_expect_eq(json_array_size(json_object_get(d, "outputs")), 4);
+    cr_expect_str_eq(json_string_value(json_array_get(json_object_get(v2_out(d, "answer"), "data"), 0)), "paris");
+    cr_expect_str_eq(json_string_value(json_object_get(v2_out(d, "start"), "datatype")), "INT32");
+    cr_expect_eq(json_integer_value(json_array_get(json_object_get(v2_out(d, "end"), "data"), 0)), 16);
+    cr_expect_eq(json_integer_value(json_array_get(json_object_get(v2_out(d, "start"), "data"), 1)), -1, "no answer: -1");
+    json_decref(d), free(s);
+
+    proto_entity e0[] = {{.name = "PER", .score = 0.9f, .start = 0, .end = 4, .word = ctx, .word_len = 4},
+                         {.name = "LOC", .score = 0.8f, .start = 11, .end = 16, .word = ctx + 11, .word_len = 5}};
+    proto_entity e1[] = {{.name = "LOC", .score = 0.7f, .start = 0, .end = 5, .word = "paris", .word_len = 5}};
+    proto_task_result tg[2] = {
+        {.task = "ner", .version = "1", .kind = PROTO_HEAD_TAGGING, .aggregation = PROTO_AGG_SIMPLE, .entities = e0, .n_entities = 2},
+        {.task = "ner", .version = "1", .kind = PROTO_HEAD_TAGGING, .aggregation = PROTO_AGG_SIMPLE, .entities = e1, .n_entities = 1}};
+    pr.results = tg;
+    s = proto_v2_infer_encode(&pr, &len);
+    d = json_loads(s, 0, NULL);
+    cr_assert(d, "%s", s);
+    json_t *in = v2_out(d, "input"), *w = v2_out(d, "word");
+    cr_expect_eq(json_integer_value(json_array_get(json_object_get(in, "shape"), 0)), 3, "M = 3 entities");
+    cr_expect_eq(json_integer_value(json_array_get(json_object_get(in, "data"), 2)), 1);
+    cr_expect_str_eq(json_string_value(json_array_get(json_object_get(w, "data"), 1)), "paris");
+    json_decref(d), free(s);
+    pr.v2_outputs = PROTO_V2_OUT_ENTITY;
+    s = proto_v2_infer_encode(&pr, &len);
+    d = json_loads(s, 0, NULL);
+    cr_expect_eq(json_array_size(json_object_get(d, "outputs")), 1, "\"outputs\" filters: %s", s);
+    json_decref(d), free(s);
+
+    const char *labels[] = {"a", "b", "c"};
+    float sc[] = {0.9f, 0.2f, 0.6f};
+    proto_task_result ml = {.task = "ml", .version = "1", .kind = PROTO_HEAD_MULTILABEL, .n_labels = 3, .labels = labels, .scores = sc};
+    pr = (proto_predict_resp){.request_id = "r", .model = "m", .n_inputs = 1, .n_tasks = 1, .results = &ml};
+    s = proto_v2_infer_encode(&pr, &len);
+    d = json_loads(s, 0, NULL);
+    json_t *lb = v2_out(d, "labels");
+    cr_assert(lb, "%s", s);
+    cr_expect_eq(json_integer_value(json_array_get(json_object_get(lb, "shape"), 1)), 3);
+    cr_expect_str_eq(json_string_value(json_array_get(json_object_get(lb, "data"), 0)), "a");
+    cr_expect_str_eq(json_string_value(json_array_get(json_object_get(lb, "data"), 1)), "c");
+    cr_expect_str_eq(json_string_value(json_array_get(json_object_get(lb, "data"), 2)), "");
+    cr_expect_str_eq(json_string_value(json_array_get(json_object_get(v2_out(d, "label"), "data"), 0)), "a", "the top label");
+    json_decref(d), free(s);
+
+    proto_task_info ti = {.name = "ml", .version = "1", .head = PROTO_HEAD_MULTILABEL, .head_known = 1, .n_labels = 3};
+    s = proto_v2_model_encode(&ti, &len);
+    d = json_loads(s, 0, NULL);
+    json_t *mo = json_object_get(d, "outputs");
+    cr_assert_eq(json_array_size(mo), 4, "%s", s);
+    cr_expect_str_eq(json_string_value(json_object_get(json_array_get(mo, 3), "name")), "labels");
+    cr_expect_eq(json_integer_value(json_array_get(json_object_get(json_array_get(mo, 3), "shape"), 1)), 3);
+    json_decref(d), free(s);
 }

@@ -3,7 +3,10 @@
 #include "http_client.h"
 
 #include <curl/curl.h>
+#include <limits.h>
+#include <math.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,9 +77,8 @@ int ts_start(test_server *s, const char *const *args, const char *const *env) {
     return -1;
 }
 
-int ts_stop(test_server *s) {
-    kill(s->pid, SIGTERM);
-    for (int i = 0; i < 2000; i++) {
+int ts_wait_exit(test_server *s, int bound_ms) {
+    for (int waited = 0; waited <= bound_ms; waited += 10) {
         int st;
         if (waitpid(s->pid, &st, WNOHANG) == s->pid) return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
         ts_sleep_ms(10);
@@ -84,6 +86,11 @@ int ts_stop(test_server *s) {
     kill(s->pid, SIGKILL);
     waitpid(s->pid, NULL, 0);
     return -1;
+}
+
+int ts_stop(test_server *s) {
+    kill(s->pid, SIGTERM);
+    return ts_wait_exit(s, 20000);
 }
 
 static size_t on_body(char *p, size_t sz, size_t n, void *ud) {
@@ -117,26 +124,25 @@ static size_t on_header(char *p, size_t sz, size_t n, void *ud) {
     return sz * n;
 }
 
-int ts_http(const test_server *s, const char *method, const char *path, const char *body, const char *ctype,
-            const char *extra_header, ts_resp *out) {
+/* One request: body of len bytes (NULL: none) with the given Content-Type line (NULL: curl's own);
+ * "Expect: 100-continue" only when expect_continue. */
+static int perform(const test_server *s, const char *method, const char *path, const void *body, size_t len,
+                   const char *ctype_line, int expect_continue, const char *extra_header, ts_resp *out) {
     memset(out, 0, sizeof *out);
     CURL *c = curl_easy_init();
     if (!c) return -1;
-    char url[512], ct[160];
+    char url[512];
     snprintf(url, sizeof url, "http://127.0.0.1:%d%s", s->port, path);
     struct curl_slist *h = NULL;
-    if (body) {
-        snprintf(ct, sizeof ct, "Content-Type: %s", ctype ? ctype : "application/json");
-        h = curl_slist_append(h, ct);
-    }
-    h = curl_slist_append(h, "Expect:");
+    if (ctype_line) h = curl_slist_append(h, ctype_line);
+    h = curl_slist_append(h, expect_continue ? "Expect: 100-continue" : "Expect:");
     if (extra_header) h = curl_slist_append(h, extra_header);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
     if (body) {
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
     }
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
@@ -150,6 +156,27 @@ int ts_http(const test_server *s, const char *method, const char *path, const ch
     curl_easy_cleanup(c);
     if (!out->body) out->body = calloc(1, 1);
     return rc == CURLE_OK ? 0 : -1;
+}
+
+int ts_http(const test_server *s, const char *method, const char *path, const char *body, const char *ctype,
+            const char *extra_header, ts_resp *out) {
+    char ct[160];
+    snprintf(ct, sizeof ct, "Content-Type: %s", ctype ? ctype : "application/json");
+    return perform(s, method, path, body, body ? strlen(body) : 0, body ? ct : NULL, 0, extra_header, out);
+}
+
+long ts_request(const test_server *s, const char *method, const char *path, const void *body, size_t len,
+                const char *ctype, const char *extra_header, json_t **out) {
+    char ct[160];
+    if (ctype) snprintf(ct, sizeof ct, "Content-Type: %s", ctype);
+    ts_resp r;
+    /* a large body waits for "100 Continue", so a refusal (413) arrives before the body is sent
+     * rather than racing a connection reset */
+    int rc = perform(s, method, path, body, len, ctype ? ct : NULL, len > (1u << 20), extra_header, &r);
+    if (out) *out = !rc && r.body && *r.body ? json_loads(r.body, 0, NULL) : NULL;
+    long status = rc ? -1 : r.status;
+    ts_resp_free(&r);
+    return status;
 }
 
 void ts_resp_free(ts_resp *r) {
@@ -274,3 +301,95 @@ int ts_sh(const char *fmt, ...) {
     if (n < 0 || (size_t)n >= sizeof cmd) return -1;
     return system(cmd);
 }
+
+char *ts_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *b = NULL;
+    long n = -1;
+    if (!fseek(f, 0, SEEK_END) && (n = ftell(f)) >= 0 && !fseek(f, 0, SEEK_SET) && (b = malloc((size_t)n + 1))) {
+        if (fread(b, 1, (size_t)n, f) == (size_t)n) {
+            b[n] = '\0';
+            *len = (size_t)n;
+        } else {
+            free(b);
+            b = NULL;
+        }
+    }
+    fclose(f);
+    return b;
+}
+
+char *ts_tgz_of(const char *dir, size_t *len) {
+    static atomic_int seq;
+    char tgz[256];
+    snprintf(tgz, sizeof tgz, "adapterd-test-%d-%d.tgz", (int)getpid(), atomic_fetch_add(&seq, 1));
+    char *b = ts_sh("tar -C %s -chzf %s .", dir, tgz) == 0 ? ts_read_file(tgz, len) : NULL;
+    unlink(tgz);
+    return b;
+}
+
+char *ts_registry_new(const char *name) {
+    char tmpl[256];
+    if (snprintf(tmpl, sizeof tmpl, "%s-XXXXXX", name) >= (int)sizeof tmpl || !mkdtemp(tmpl)) return NULL;
+    char *dir = realpath(tmpl, NULL);
+    if (dir && ts_sh("mkdir -p %s/models %s/tasks && cp -rL %s/registry/models/bert-tiny %s/models/ && "
+                     "cp -rL %s/registry/tasks/cls_lora %s/tasks/cls",
+                     dir, dir, ADAPTERD_FIXTURES, dir, ADAPTERD_FIXTURES, dir) != 0) {
+        ts_sh("rm -rf %s", dir);
+        free(dir);
+        dir = NULL;
+    }
+    return dir;
+}
+
+long ts_metric(const test_server *s, const char *name) {
+    ts_resp r;
+    if (ts_http(s, "GET", "/metrics", NULL, NULL, NULL, &r)) return -1;
+    size_t n = strlen(name);
+    long v = -1;
+    /* the sample line: name at the start of a line, then a space and the value */
+    for (const char *p = strstr(r.body, name); p; p = strstr(p + 1, name)) {
+        if ((p == r.body || p[-1] == '\n') && p[n] == ' ') {
+            v = strtol(p + n + 1, NULL, 10);
+            break;
+        }
+    }
+    ts_resp_free(&r);
+    return v;
+}
+
+long ts_wait_metric(const test_server *s, const char *name, long at_least, int bound_ms) {
+    long v = ts_metric(s, name);
+    for (int waited = 0; v < at_least && waited < bound_ms; waited += 10) {
+        ts_sleep_ms(10);
+        v = ts_metric(s, name);
+    }
+    return v;
+}
+
+int ts_scores_close(json_t *a, json_t *b, double tol) {
+    if (json_object_size(a) != json_object_size(b) || !json_object_size(a)) return 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach(a, k, v) {
+        json_t *w = json_object_get(b, k);
+        if (!w || !(fabs(json_number_value(v) - json_number_value(w)) <= tol)) return 0;
+    }
+    return 1;
+}
+
+static void *post_main(void *arg) {
+    ts_post *p = arg;
+    if (ts_http(p->s, "POST", p->path, p->body, NULL, NULL, &p->resp)) p->resp.status = -1;
+    return NULL;
+}
+
+int ts_post_start(ts_post *p, const test_server *s, const char *path, const char *body) {
+    p->s = s, p->path = path, p->body = body;
+    memset(&p->resp, 0, sizeof p->resp);
+    p->resp.status = -1;
+    return pthread_create(&p->th, NULL, post_main, p) ? -1 : 0;
+}
+
+void ts_post_join(ts_post *p) { pthread_join(p->th, NULL); }

@@ -22,16 +22,6 @@
 #define TOKEN "t0ken"
 #define AUTH "Authorization: Bearer " TOKEN
 
-/* A registry in a fresh temporary directory: the bert-tiny model and task cls (versions 0, 1 of
- * the fixture cls_lora), files copied (no links). */
-static char *make_registry(void) {
-    char *dir = strdup("adapterd-admin-XXXXXX");
-    cr_assert(mkdtemp(dir));
-    ts_sh_ok("mkdir -p %s/models %s/tasks && cp -rL %s/registry/models/bert-tiny %s/models/ && cp -rL %s/registry/tasks/cls_lora %s/tasks/cls",
-       dir, dir, ADAPTERD_FIXTURES, dir, ADAPTERD_FIXTURES, dir);
-    return dir;
-}
-
 static void start_on(test_server *s, const char *reg, const char *extra1, const char *extra2) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const char *args[] = {"--registry", reg, "--admin-token", TOKEN, "--max-upload-bytes", "2000000",
@@ -40,78 +30,22 @@ static void start_on(test_server *s, const char *reg, const char *extra1, const 
     cr_assert_eq(ts_start(s, args, NULL), 0, "server did not start on %s", reg);
 }
 
-/* ---- a tiny HTTP client for binary bodies ---- */
-
-static size_t on_body(char *p, size_t sz, size_t n, void *ud) {
-    ts_resp *r = ud;
-    char *nb = realloc(r->body, r->len + sz * n + 1);
-    memcpy(nb + r->len, p, sz * n);
-    r->body = nb;
-    r->len += sz * n;
-    r->body[r->len] = '\0';
-    return sz * n;
-}
-
-static long req(const test_server *s, const char *method, const char *path, const void *body, size_t len,
-                const char *ctype, const char *auth, json_t **out) {
-    ts_resp r = {0};
-    CURL *c = curl_easy_init();
-    char url[512], ct[128];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", s->port, path);
-    /* large bodies keep "Expect: 100-continue", so a 413 arrives before the body is sent (no reset race) */
-    struct curl_slist *h = curl_slist_append(NULL, len > (1u << 20) ? "Expect: 100-continue" : "Expect:");
-    if (ctype) snprintf(ct, sizeof ct, "Content-Type: %s", ctype), h = curl_slist_append(h, ct);
-    if (auth) h = curl_slist_append(h, auth);
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    if (body) {
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
-    }
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &r);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    long status = -1;
-    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    curl_slist_free_all(h);
-    curl_easy_cleanup(c);
-    if (out) *out = r.body ? json_loads(r.body, 0, NULL) : NULL;
-    free(r.body);
-    return status;
-}
-
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    cr_assert(f, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    *len = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc(*len + 1);
-    cr_assert_eq(fread(b, 1, *len, f), *len);
-    fclose(f);
-    return b;
-}
-
 /* Uploads the folder src (its contents become the version) as a .tar.gz; returns the status. */
 static long upload_dir(const test_server *s, const char *task, int version, const char *src, int activate, json_t **out) {
-    char tgz[256], path[256];
-    snprintf(tgz, sizeof tgz, "adapterd-up-%d-%d.tgz", (int)getpid(), version);
-    ts_sh_ok("tar -C %s -chzf %s .", src, tgz);
+    char path[256];
     size_t len;
-    char *b = slurp(tgz, &len);
+    char *b = ts_tgz_of(src, &len);
+    cr_assert(b, "cannot pack %s", src);
     snprintf(path, sizeof path, "/v1/tasks/%s/versions/%d%s", task, version, activate ? "?activate=true" : "");
-    long st = req(s, "PUT", path, b, len, "application/gzip", AUTH, out);
+    long st = ts_request(s, "PUT", path, b, len, "application/gzip", AUTH, out);
     free(b);
-    unlink(tgz);
     return st;
 }
 
 static long upload_raw(const test_server *s, const char *task, int version, const void *b, size_t len, json_t **out) {
     char path[256];
     snprintf(path, sizeof path, "/v1/tasks/%s/versions/%d", task, version);
-    return req(s, "PUT", path, b, len, "application/x-tar", AUTH, out);
+    return ts_request(s, "PUT", path, b, len, "application/x-tar", AUTH, out);
 }
 
 /* One ustar entry (header + padded data) appended to buf at *off. */
@@ -158,7 +92,7 @@ static int predict(const test_server *s, const char *task, char *version, size_t
     char body[256];
     snprintf(body, sizeof body, "{\"inputs\":\"the movie was great\",\"tasks\":[\"%s\"]}", task);
     json_t *d = NULL;
-    long st = req(s, "POST", "/v1/predict", body, strlen(body), "application/json", NULL, &d);
+    long st = ts_request(s, "POST", "/v1/predict", body, strlen(body), "application/json", NULL, &d);
     if (st != 200) {
         json_decref(d);
         return (int)st;
@@ -170,42 +104,34 @@ static int predict(const test_server *s, const char *task, char *version, size_t
     return 200;
 }
 
-static int close_scores(json_t *a, json_t *b) {
-    if (json_object_size(a) != json_object_size(b) || !json_object_size(a)) return 0;
-    const char *k;
-    json_t *v;
-    json_object_foreach(a, k, v) {
-        json_t *w = json_object_get(b, k);
-        if (!w || fabs(json_number_value(v) - json_number_value(w)) > 1e-5) return 0;
-    }
-    return 1;
-}
+/* Two score maps of one version (or of one adapter in two layouts) agree to 1e-5. */
+static int close_scores(json_t *a, json_t *b) { return ts_scores_close(a, b, 1e-5); }
 
 static const char *current_of(json_t *versions_doc) { return json_string_value(json_object_get(versions_doc, "current")); }
 
 /* ---- tests ---- */
 
 Test(admin, routes_need_the_token, .timeout = 60) {
-    char *reg = make_registry();
+    char *reg = ts_registry_ok("adapterd-admin");
     test_server s;
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const char *args[] = {"--registry", reg, NULL};
     cr_assert_eq(ts_start(&s, args, NULL), 0);
     json_t *d = NULL;
-    cr_expect_eq(req(&s, "GET", "/v1/tasks/cls/versions", NULL, 0, NULL, AUTH, &d), 404, "admin off: 404");
+    cr_expect_eq(ts_request(&s, "GET", "/v1/tasks/cls/versions", NULL, 0, NULL, AUTH, &d), 404, "admin off: 404");
     json_decref(d);
-    cr_expect_eq(req(&s, "POST", "/v2/repository/index", "", 0, NULL, AUTH, NULL), 404);
+    cr_expect_eq(ts_request(&s, "POST", "/v2/repository/index", "", 0, NULL, AUTH, NULL), 404);
     cr_assert_eq(ts_stop(&s), 0);
     start_on(&s, reg, NULL, NULL);
-    cr_expect_eq(req(&s, "GET", "/v1/tasks/cls/versions", NULL, 0, NULL, NULL, &d), 401, "no token: 401");
+    cr_expect_eq(ts_request(&s, "GET", "/v1/tasks/cls/versions", NULL, 0, NULL, NULL, &d), 401, "no token: 401");
     cr_expect_str_eq(json_string_value(json_object_get(json_object_get(d, "error"), "code")), "unauthenticated");
     json_decref(d);
-    cr_expect_eq(req(&s, "GET", "/v1/tasks/cls/versions", NULL, 0, NULL, "Authorization: Bearer nope", NULL), 401);
-    cr_expect_eq(req(&s, "GET", "/v1/tasks/cls/versions", NULL, 0, NULL, AUTH, &d), 200);
+    cr_expect_eq(ts_request(&s, "GET", "/v1/tasks/cls/versions", NULL, 0, NULL, "Authorization: Bearer nope", NULL), 401);
+    cr_expect_eq(ts_request(&s, "GET", "/v1/tasks/cls/versions", NULL, 0, NULL, AUTH, &d), 200);
     cr_expect_str_eq(current_of(d), "1");
     cr_expect_eq(json_array_size(json_object_get(d, "versions")), 2);
     json_decref(d);
-    cr_expect_eq(req(&s, "POST", "/v2/repository/index", "", 0, NULL, AUTH, &d), 200);
+    cr_expect_eq(ts_request(&s, "POST", "/v2/repository/index", "", 0, NULL, AUTH, &d), 200);
     cr_expect_eq(json_array_size(d), 1);
     json_decref(d);
     cr_assert_eq(ts_stop(&s), 0);
@@ -214,7 +140,7 @@ Test(admin, routes_need_the_token, .timeout = 60) {
 }
 
 Test(admin, upload_activate_roll_back_delete, .timeout = 60) {
-    char *reg = make_registry();
+    char *reg = ts_registry_ok("adapterd-admin");
     test_server s;
     start_on(&s, reg, NULL, NULL);
     char v[32];
@@ -228,35 +154,35 @@ Test(admin, upload_activate_roll_back_delete, .timeout = 60) {
     cr_assert_eq(predict(&s, "cls", v, sizeof v, NULL), 200);
     cr_expect_str_eq(v, "1", "an upload does not move current");
     /* activate */
-    cr_assert_eq(req(&s, "POST", "/v1/tasks/cls:activate", "{\"version\":\"2\"}", 15, "application/json", AUTH, &d), 200);
+    cr_assert_eq(ts_request(&s, "POST", "/v1/tasks/cls:activate", "{\"version\":\"2\"}", 15, "application/json", AUTH, &d), 200);
     cr_expect_str_eq(current_of(d), "2");
     json_decref(d);
     cr_assert_eq(predict(&s, "cls", v, sizeof v, &sc2), 200);
     cr_expect_str_eq(v, "2");
     cr_expect(!close_scores(sc1, sc2), "versions 1 and 2 answer differently");
     /* roll back */
-    cr_assert_eq(req(&s, "POST", "/v1/tasks/cls:activate", "{\"version\":1}", 13, "application/json", AUTH, NULL), 200);
+    cr_assert_eq(ts_request(&s, "POST", "/v1/tasks/cls:activate", "{\"version\":1}", 13, "application/json", AUTH, NULL), 200);
     cr_assert_eq(predict(&s, "cls", v, sizeof v, &sc), 200);
     cr_expect_str_eq(v, "1");
     cr_expect(close_scores(sc, sc1), "rolled back: the same answers as before");
     json_decref(sc);
-    cr_expect_eq(req(&s, "POST", "/v1/tasks/cls:activate", "{\"version\":\"9\"}", 15, "application/json", AUTH, NULL), 404);
+    cr_expect_eq(ts_request(&s, "POST", "/v1/tasks/cls:activate", "{\"version\":\"9\"}", 15, "application/json", AUTH, NULL), 404);
     /* deletes: not the current one while others exist; a version; the whole task */
-    cr_expect_eq(req(&s, "DELETE", "/v1/tasks/cls/versions/1", NULL, 0, NULL, AUTH, NULL), 422);
-    cr_expect_eq(req(&s, "DELETE", "/v1/tasks/cls/versions/2", NULL, 0, NULL, AUTH, &d), 200);
+    cr_expect_eq(ts_request(&s, "DELETE", "/v1/tasks/cls/versions/1", NULL, 0, NULL, AUTH, NULL), 422);
+    cr_expect_eq(ts_request(&s, "DELETE", "/v1/tasks/cls/versions/2", NULL, 0, NULL, AUTH, &d), 200);
     cr_expect_eq(json_array_size(json_object_get(d, "versions")), 2);
     json_decref(d);
     struct stat st;
     char p[512];
     snprintf(p, sizeof p, "%s/tasks/cls/2", reg);
     cr_expect_neq(stat(p, &st), 0, "a deleted version's files are gone");
-    cr_expect_eq(req(&s, "DELETE", "/v1/tasks/cls", NULL, 0, NULL, AUTH, NULL), 200);
+    cr_expect_eq(ts_request(&s, "DELETE", "/v1/tasks/cls", NULL, 0, NULL, AUTH, NULL), 200);
     cr_expect_eq(predict(&s, "cls", v, sizeof v, NULL), 404);
     /* a new task by upload, activated at once; KServe load / unload */
     cr_assert_eq(upload_dir(&s, "fresh", 1, AD "/ia3/adapters", 1, NULL), 201);
     cr_expect_eq(predict(&s, "fresh", v, sizeof v, NULL), 200);
-    cr_expect_eq(req(&s, "POST", "/v2/repository/models/fresh/unload", "", 0, NULL, AUTH, NULL), 200);
-    cr_expect_eq(req(&s, "POST", "/v2/repository/models/fresh/load", "", 0, NULL, AUTH, &d), 200);
+    cr_expect_eq(ts_request(&s, "POST", "/v2/repository/models/fresh/unload", "", 0, NULL, AUTH, NULL), 200);
+    cr_expect_eq(ts_request(&s, "POST", "/v2/repository/models/fresh/load", "", 0, NULL, AUTH, &d), 200);
     cr_expect_str_eq(json_string_value(json_object_get(d, "state")), "READY");
     json_decref(d);
     json_decref(sc1), json_decref(sc2);
@@ -266,7 +192,7 @@ Test(admin, upload_activate_roll_back_delete, .timeout = 60) {
 }
 
 Test(admin, bad_uploads_are_rejected_with_the_reason, .timeout = 60) {
-    char *reg = make_registry();
+    char *reg = ts_registry_ok("adapterd-admin");
     test_server s;
     start_on(&s, reg, NULL, NULL);
     char work[256], cmd[2048];
@@ -342,7 +268,7 @@ Test(admin, bad_uploads_are_rejected_with_the_reason, .timeout = 60) {
     cr_assert_eq(deflate(&z, Z_FINISH), Z_STREAM_END);
     size_t gzn = z.total_out;
     deflateEnd(&z);
-    REJECT(req(&s, "PUT", "/v1/tasks/cls/versions/7", gz, gzn, "application/gzip", AUTH, &d), 413, "too_large",
+    REJECT(ts_request(&s, "PUT", "/v1/tasks/cls/versions/7", gz, gzn, "application/gzip", AUTH, &d), 413, "too_large",
                     "unpacks", "gzip bomb");
     json_decref(d);
     free(gz), free(zeros), free(buf);
@@ -356,7 +282,7 @@ Test(admin, bad_uploads_are_rejected_with_the_reason, .timeout = 60) {
     snprintf(cmd, sizeof cmd, "test -z \"$(ls -A %s/tasks | grep -v '^cls$')\" && test ! -e %s/tasks/cls/7", reg, reg);
     cr_expect_eq(system(cmd), 0, "rejected uploads leave no files in tasks/");
     cr_assert_eq(ts_stop(&s), 0);
-    ts_sh_ok("rm -rf %s %s", reg, work);
+    ts_sh_ok("rm -rf %s %s", work, reg); /* work first: it is named through reg */
     free(reg);
 }
 
@@ -369,19 +295,8 @@ static int wait_version(const test_server *s, const char *task, const char *want
     return 0;
 }
 
-static long metric(const test_server *s, const char *name) {
-    ts_resp r;
-    if (ts_http(s, "GET", "/metrics", NULL, NULL, NULL, &r)) return -1;
-    const char *p = strstr(r.body, name);
-    long v = -1;
-    while (p && p > r.body && p[-1] != '\n') p = strstr(p + 1, name);
-    if (p) v = strtol(p + strlen(name) + 1, NULL, 10);
-    ts_resp_free(&r);
-    return v;
-}
-
 Test(admin, watch_loads_renamed_versions_and_reports_changed_files, .timeout = 60) {
-    char *reg = make_registry();
+    char *reg = ts_registry_ok("adapterd-admin");
     test_server s;
     start_on(&s, reg, NULL, NULL);
     /* a writer copies into a '.' name and renames: picked up, and numbered above 1 it becomes current */
@@ -395,33 +310,31 @@ Test(admin, watch_loads_renamed_versions_and_reports_changed_files, .timeout = 6
     /* a broken version dropped in is rejected (logged, counted), the task keeps serving */
     ts_sh_ok("mkdir -p %s/tasks/cls/.b && cp -rL %s/lora_ah/adapters/lora %s/tasks/cls/.b/ && truncate -s 100 %s/tasks/cls/.b/lora/adapter.safetensors && mv %s/tasks/cls/.b %s/tasks/cls/6",
        reg, AD, reg, reg, reg, reg);
-    for (int i = 0; i < 60 && metric(&s, "adapterd_adapter_load_failures_total") < 1; i++) ts_sleep_ms(50);
-    cr_expect_geq(metric(&s, "adapterd_adapter_load_failures_total"), 1);
+    cr_expect_geq(ts_wait_metric(&s, "adapterd_adapter_load_failures_total", 1, 3000), 1);
     char v[32];
     cr_assert_eq(predict(&s, "cls", v, sizeof v, NULL), 200);
     cr_expect_str_eq(v, "5");
     /* versions are immutable: a file changed inside one is reported, not reloaded */
     ts_sh_ok("echo ' ' >> %s/tasks/cls/5/sst/adapter_config.json", reg);
-    for (int i = 0; i < 60 && metric(&s, "adapterd_registry_changed_versions_total") < 1; i++) ts_sleep_ms(50);
-    cr_expect_eq(metric(&s, "adapterd_registry_changed_versions_total"), 1);
+    cr_expect_eq(ts_wait_metric(&s, "adapterd_registry_changed_versions_total", 1, 3000), 1);
     cr_assert_eq(ts_stop(&s), 0);
     ts_sh_ok("rm -rf %s", reg);
     free(reg);
 }
 
 Test(admin, restart_keeps_the_registry_state, .timeout = 60) {
-    char *reg = make_registry();
+    char *reg = ts_registry_ok("adapterd-admin");
     test_server s;
     start_on(&s, reg, NULL, NULL);
     json_t *d = NULL;
     cr_assert_eq(upload_dir(&s, "cls", 2, AD "/seq_bn_st/adapters", 0, NULL), 201);
     cr_assert_eq(upload_dir(&s, "cls", 3, AD "/ia3/adapters", 0, NULL), 201);
-    cr_assert_eq(req(&s, "POST", "/v1/tasks/cls:activate", "{\"version\":\"2\"}", 15, "application/json", AUTH, NULL), 200);
-    cr_assert_eq(req(&s, "POST", "/v1/tasks/cls:pin", "", 0, NULL, AUTH, NULL), 200);
-    cr_assert_eq(req(&s, "DELETE", "/v1/tasks/cls/versions/0", NULL, 0, NULL, AUTH, NULL), 200);
+    cr_assert_eq(ts_request(&s, "POST", "/v1/tasks/cls:activate", "{\"version\":\"2\"}", 15, "application/json", AUTH, NULL), 200);
+    cr_assert_eq(ts_request(&s, "POST", "/v1/tasks/cls:pin", "", 0, NULL, AUTH, NULL), 200);
+    cr_assert_eq(ts_request(&s, "DELETE", "/v1/tasks/cls/versions/0", NULL, 0, NULL, AUTH, NULL), 200);
     cr_assert_eq(ts_stop(&s), 0);
     start_on(&s, reg, NULL, NULL);
-    cr_assert_eq(req(&s, "GET", "/v1/tasks/cls/versions", NULL, 0, NULL, AUTH, &d), 200);
+    cr_assert_eq(ts_request(&s, "GET", "/v1/tasks/cls/versions", NULL, 0, NULL, AUTH, &d), 200);
     cr_expect_str_eq(current_of(d), "2", "the activated version survives a restart (not the highest, 3)");
     json_t *vs = json_object_get(d, "versions");
     cr_expect_eq(json_array_size(vs), 3, "versions 1, 2, 3 (0 was deleted)");
@@ -434,7 +347,7 @@ Test(admin, restart_keeps_the_registry_state, .timeout = 60) {
 }
 
 Test(admin, budget_loads_lazily_and_evicts_least_recently_used, .timeout = 60) {
-    char *reg = make_registry();
+    char *reg = ts_registry_ok("adapterd-admin");
     /* four tasks of ~41 KB (LoRA), one pinned by task.json; room for about two */
     ts_sh_ok("for t in a b c; do mkdir -p %s/tasks/$t/1 && cp -rL %s/lora_ah/adapters/lora %s/tasks/$t/1/; done", reg, AD, reg);
     ts_sh_ok("mkdir -p %s/tasks/p/1 && cp -rL %s/lora_ah/adapters/lora %s/tasks/p/1/ && echo '{\"pinned\": true}' > %s/tasks/p/1/task.json",
@@ -443,34 +356,34 @@ Test(admin, budget_loads_lazily_and_evicts_least_recently_used, .timeout = 60) {
     test_server s;
     start_on(&s, reg, "--adapter-memory", "100000");
     json_t *d = NULL;
-    cr_assert_eq(req(&s, "GET", "/v1/tasks/a", NULL, 0, NULL, NULL, &d), 200);
+    cr_assert_eq(ts_request(&s, "GET", "/v1/tasks/a", NULL, 0, NULL, NULL, &d), 200);
     cr_expect(json_is_false(json_object_get(d, "resident")), "lazy: a is not loaded before its first request");
     cr_expect(json_is_null(json_object_get(d, "head")), "head unknown before the first load");
     json_decref(d);
-    cr_expect_eq(metric(&s, "adapterd_tasks_resident"), 1, "only the pinned task at start");
+    cr_expect_eq(ts_metric(&s, "adapterd_tasks_resident"), 1, "only the pinned task at start");
     char v[32];
     cr_assert_eq(predict(&s, "a", v, sizeof v, NULL), 200);
     cr_assert_eq(predict(&s, "b", v, sizeof v, NULL), 200);
     cr_assert_eq(predict(&s, "c", v, sizeof v, NULL), 200);
-    cr_expect_geq(metric(&s, "adapterd_adapter_evictions_total"), 2, "a and b were evicted for c");
-    cr_expect_eq(metric(&s, "adapterd_adapter_loads_total"), 4);
-    cr_expect_eq(metric(&s, "adapterd_tasks_resident"), 2, "p (pinned) and c");
-    cr_assert_eq(req(&s, "GET", "/v1/tasks/p", NULL, 0, NULL, NULL, &d), 200);
+    cr_expect_geq(ts_metric(&s, "adapterd_adapter_evictions_total"), 2, "a and b were evicted for c");
+    cr_expect_eq(ts_metric(&s, "adapterd_adapter_loads_total"), 4);
+    cr_expect_eq(ts_metric(&s, "adapterd_tasks_resident"), 2, "p (pinned) and c");
+    cr_assert_eq(ts_request(&s, "GET", "/v1/tasks/p", NULL, 0, NULL, NULL, &d), 200);
     cr_expect(json_is_true(json_object_get(d, "resident")), "pinned tasks are never evicted");
     json_decref(d);
-    cr_assert_eq(req(&s, "GET", "/v1/tasks/a", NULL, 0, NULL, NULL, &d), 200);
+    cr_assert_eq(ts_request(&s, "GET", "/v1/tasks/a", NULL, 0, NULL, NULL, &d), 200);
     cr_expect(json_is_false(json_object_get(d, "resident")));
     json_decref(d);
     /* the response says how long the request waited for its load (timing.load_ms), and only then */
     const char *body = "{\"inputs\":\"the movie was great\",\"tasks\":[\"a\"]}";
-    cr_assert_eq(req(&s, "POST", "/v1/predict", body, strlen(body), "application/json", NULL, &d), 200,
+    cr_assert_eq(ts_request(&s, "POST", "/v1/predict", body, strlen(body), "application/json", NULL, &d), 200,
                  "an evicted task loads again on demand");
     json_t *tm = json_object_get(d, "timing");
     double load = json_number_value(json_object_get(tm, "load_ms"));
     cr_expect(load > 0, "a lazy load's time is in timing.load_ms");
     cr_expect_geq(json_number_value(json_object_get(tm, "total_ms")), load, "total_ms includes the load");
     json_decref(d);
-    cr_assert_eq(req(&s, "POST", "/v1/predict", body, strlen(body), "application/json", NULL, &d), 200);
+    cr_assert_eq(ts_request(&s, "POST", "/v1/predict", body, strlen(body), "application/json", NULL, &d), 200);
     cr_expect_null(json_object_get(json_object_get(d, "timing"), "load_ms"), "a resident task loads nothing");
     json_decref(d);
     cr_assert_eq(ts_stop(&s), 0);
@@ -490,14 +403,14 @@ static double first_predict_seconds(const char *reg, const char *rate, long *byt
     clock_gettime(CLOCK_MONOTONIC, &t0);
     cr_assert_eq(predict(&s, "a", v, sizeof v, NULL), 200);
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    *bytes = metric(&s, "adapterd_adapter_bytes");
+    *bytes = ts_metric(&s, "adapterd_adapter_bytes");
     cr_assert_eq(ts_stop(&s), 0);
     return (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
 }
 
 Test(admin, load_rate_paces_large_loads, .timeout = 60) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    char *reg = make_registry();
+    char *reg = ts_registry_ok("adapterd-admin");
     ts_sh_ok("mkdir -p %s/tasks/a/1 && cp -rL %s/lora_ah/adapters/lora %s/tasks/a/1/ && rm -rf %s/tasks/cls", reg, AD, reg, reg);
     long bytes = 0, bytes0 = 0;
     double paced = first_predict_seconds(reg, "50000", &bytes);
@@ -542,7 +455,7 @@ static void *soak_client(void *arg) {
 }
 
 Test(admin, soak_versions_change_under_traffic, .timeout = 120) {
-    char *reg = make_registry();
+    char *reg = ts_registry_ok("adapterd-admin");
     start_on(&soak_srv, reg, NULL, NULL);
     char v[32];
     /* each source's answer alone, as versions of a probe task */
@@ -576,7 +489,7 @@ Test(admin, soak_versions_change_under_traffic, .timeout = 120) {
     int resident = 0;
     for (int tries = 0; tries < 40; tries++) {
         json_t *d = NULL;
-        cr_assert_eq(req(&soak_srv, "GET", "/v1/tasks/soak/versions", NULL, 0, NULL, AUTH, &d), 200);
+        cr_assert_eq(ts_request(&soak_srv, "GET", "/v1/tasks/soak/versions", NULL, 0, NULL, AUTH, &d), 200);
         resident = 0;
         size_t i;
         json_t *e;
@@ -595,7 +508,7 @@ Test(admin, soak_versions_change_under_traffic, .timeout = 120) {
 /* ---- versions asked for by name, listed with their states ---- */
 
 Test(admin, versions_are_named_listed_and_unloaded, .timeout = 60) {
-    char *reg = make_registry();
+    char *reg = ts_registry_ok("adapterd-admin");
     test_server s;
     start_on(&s, reg, NULL, NULL);
     char v[32];
@@ -606,7 +519,7 @@ Test(admin, versions_are_named_listed_and_unloaded, .timeout = 60) {
     cr_assert_eq(predict(&s, "cls@2", v, sizeof v, NULL), 200);
     json_t *all = NULL;
     const char *b2 = "{\"inputs\":\"the movie was great\",\"tasks\":[\"cls@2\"]}";
-    cr_assert_eq(req(&s, "POST", "/v1/predict", b2, strlen(b2), "application/json", NULL, &all), 200);
+    cr_assert_eq(ts_request(&s, "POST", "/v1/predict", b2, strlen(b2), "application/json", NULL, &all), 200);
     json_t *t = json_object_get(json_object_get(json_array_get(json_object_get(all, "results"), 0), "tasks"), "cls");
     cr_assert(t, "the answer is keyed by the task's name: %s", json_dumps(all, 0));
     cr_expect_str_eq(json_string_value(json_object_get(t, "version")), "2", "the answer names the version used");
@@ -619,7 +532,7 @@ Test(admin, versions_are_named_listed_and_unloaded, .timeout = 60) {
     json_decref(sc);
     /* the object form names the same version */
     const char *bo = "{\"inputs\":\"the movie was great\",\"tasks\":[{\"name\":\"cls\",\"version\":\"2\"}]}";
-    cr_assert_eq(req(&s, "POST", "/v1/predict", bo, strlen(bo), "application/json", NULL, &all), 200);
+    cr_assert_eq(ts_request(&s, "POST", "/v1/predict", bo, strlen(bo), "application/json", NULL, &all), 200);
     t = json_object_get(json_object_get(json_array_get(json_object_get(all, "results"), 0), "tasks"), "cls");
     cr_expect_str_eq(json_string_value(json_object_get(t, "version")), "2");
     cr_expect(close_scores(json_object_get(t, "scores"), sc2), "object form: the scores of cls@2");
@@ -629,23 +542,23 @@ Test(admin, versions_are_named_listed_and_unloaded, .timeout = 60) {
     const char *bad[] = {"{\"inputs\":\"x\",\"tasks\":[\"cls\",\"cls@2\"]}", "{\"inputs\":\"x\",\"tasks\":[{\"version\":\"2\"}]}",
                          "{\"inputs\":\"x\",\"tasks\":[{\"name\":\"cls\",\"v\":\"2\"}]}"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        long st = req(&s, "POST", "/v1/predict", bad[i], strlen(bad[i]), "application/json", NULL, &d);
+        long st = ts_request(&s, "POST", "/v1/predict", bad[i], strlen(bad[i]), "application/json", NULL, &d);
         cr_expect(st == 400 || st == 422, "%s: %ld", bad[i], st);
         json_decref(d);
     }
     /* KServe's versioned infer */
     const char *vb = "{\"inputs\":[{\"name\":\"text\",\"datatype\":\"BYTES\",\"shape\":[1],\"data\":[\"the movie was great\"]}]}";
-    cr_assert_eq(req(&s, "POST", "/v2/models/cls/versions/2/infer", vb, strlen(vb), "application/json", NULL, &d), 200);
+    cr_assert_eq(ts_request(&s, "POST", "/v2/models/cls/versions/2/infer", vb, strlen(vb), "application/json", NULL, &d), 200);
     cr_expect_str_eq(json_string_value(json_object_get(d, "model_version")), "2");
     cr_expect_str_eq(json_string_value(json_object_get(d, "model_name")), "cls");
     json_decref(d);
-    cr_assert_eq(req(&s, "POST", "/v2/models/cls/versions/1/infer", vb, strlen(vb), "application/json", NULL, &d), 200);
+    cr_assert_eq(ts_request(&s, "POST", "/v2/models/cls/versions/1/infer", vb, strlen(vb), "application/json", NULL, &d), 200);
     cr_expect_str_eq(json_string_value(json_object_get(d, "model_version")), "1");
     json_decref(d);
-    cr_expect_eq(req(&s, "POST", "/v2/models/cls/versions/7/infer", vb, strlen(vb), "application/json", NULL, NULL), 404);
+    cr_expect_eq(ts_request(&s, "POST", "/v2/models/cls/versions/7/infer", vb, strlen(vb), "application/json", NULL, NULL), 404);
     /* listings: every version with its state, bytes and when it was added */
     time_t now = time(NULL);
-    cr_assert_eq(req(&s, "GET", "/v1/tasks/cls", NULL, 0, NULL, NULL, &d), 200);
+    cr_assert_eq(ts_request(&s, "GET", "/v1/tasks/cls", NULL, 0, NULL, NULL, &d), 200);
     json_t *vs = json_object_get(d, "versions");
     cr_assert_eq(json_array_size(vs), 3, "versions 0, 1, 2: %s", json_dumps(d, 0));
     json_t *v0 = json_array_get(vs, 0), *v1 = json_array_get(vs, 1), *v2 = json_array_get(vs, 2);
@@ -660,23 +573,23 @@ Test(admin, versions_are_named_listed_and_unloaded, .timeout = 60) {
     json_int_t added = json_integer_value(json_object_get(v2, "added"));
     cr_expect(added > now - 600 && added <= now + 5, "version 2 was added just now: %lld", (long long)added);
     json_decref(d);
-    cr_assert_eq(req(&s, "GET", "/v1/tasks", NULL, 0, NULL, NULL, &d), 200);
+    cr_assert_eq(ts_request(&s, "GET", "/v1/tasks", NULL, 0, NULL, NULL, &d), 200);
     cr_expect_eq(json_array_size(json_object_get(json_array_get(json_object_get(d, "tasks"), 0), "versions")), 3);
     json_decref(d);
-    cr_assert_eq(req(&s, "GET", "/v2/models/cls", NULL, 0, NULL, NULL, &d), 200);
+    cr_assert_eq(ts_request(&s, "GET", "/v2/models/cls", NULL, 0, NULL, NULL, &d), 200);
     vs = json_object_get(d, "versions");
     cr_expect(json_array_size(vs) == 3 && !strcmp(json_string_value(json_array_get(vs, 2)) ?: "", "2"), "%s", json_dumps(d, 0));
     json_decref(d);
     /* KServe: unloaded is not ready; a request loads it again */
-    cr_assert_eq(req(&s, "GET", "/v2/models/cls/ready", NULL, 0, NULL, NULL, &d), 200);
+    cr_assert_eq(ts_request(&s, "GET", "/v2/models/cls/ready", NULL, 0, NULL, NULL, &d), 200);
     cr_expect(json_is_true(json_object_get(d, "ready")));
     json_decref(d);
-    cr_assert_eq(req(&s, "POST", "/v2/repository/models/cls/unload", "", 0, NULL, AUTH, NULL), 200);
-    cr_assert_eq(req(&s, "GET", "/v2/models/cls/ready", NULL, 0, NULL, NULL, &d), 200);
+    cr_assert_eq(ts_request(&s, "POST", "/v2/repository/models/cls/unload", "", 0, NULL, AUTH, NULL), 200);
+    cr_assert_eq(ts_request(&s, "GET", "/v2/models/cls/ready", NULL, 0, NULL, NULL, &d), 200);
     cr_expect(json_is_false(json_object_get(d, "ready")), "unloaded: not ready");
     json_decref(d);
     cr_assert_eq(predict(&s, "cls", v, sizeof v, NULL), 200);
-    cr_assert_eq(req(&s, "GET", "/v2/models/cls/ready", NULL, 0, NULL, NULL, &d), 200);
+    cr_assert_eq(ts_request(&s, "GET", "/v2/models/cls/ready", NULL, 0, NULL, NULL, &d), 200);
     cr_expect(json_is_true(json_object_get(d, "ready")), "loaded again by a request");
     json_decref(d);
     json_decref(sc1), json_decref(sc2);
@@ -690,7 +603,7 @@ static json_t *scores_of(const test_server *s, const char *task, const char *v) 
     char body[256];
     snprintf(body, sizeof body, "{\"inputs\":\"the movie was great\",\"tasks\":[\"%s@%s\"]}", task, v);
     json_t *d = NULL;
-    cr_assert_eq(req(s, "POST", "/v1/predict", body, strlen(body), "application/json", NULL, &d), 200, "%s@%s", task, v);
+    cr_assert_eq(ts_request(s, "POST", "/v1/predict", body, strlen(body), "application/json", NULL, &d), 200, "%s@%s", task, v);
     json_t *t = json_object_get(json_object_get(json_array_get(json_object_get(d, "results"), 0), "tasks"), task);
     cr_assert_str_eq(json_string_value(json_object_get(t, "version")), v);
     json_t *sc = json_incref(json_object_get(t, "scores"));
@@ -699,7 +612,7 @@ static json_t *scores_of(const test_server *s, const char *task, const char *v) 
 }
 
 Test(admin, a_version_folder_may_be_one_saved_adapter, .timeout = 60) {
-    char *reg = make_registry();
+    char *reg = ts_registry_ok("adapterd-admin");
     test_server s;
     start_on(&s, reg, NULL, NULL);
     json_t *d = NULL;
@@ -712,13 +625,13 @@ Test(admin, a_version_folder_may_be_one_saved_adapter, .timeout = 60) {
     cr_expect(close_scores(a, b), "one adapter, two layouts, the same answers");
     json_decref(a), json_decref(b);
     /* GET /v1/tasks/{name} shows where the current version's parts are and where that came from */
-    cr_assert_eq(req(&s, "GET", "/v1/tasks/cls", NULL, 0, NULL, NULL, &d), 200);
+    cr_assert_eq(ts_request(&s, "GET", "/v1/tasks/cls", NULL, 0, NULL, NULL, &d), 200);
     json_t *lay = json_object_get(d, "layout");
     cr_expect_str_eq(json_string_value(json_object_get(lay, "from")) ?: "", "task.json", "%s", json_dumps(d, 0));
     cr_expect_str_eq(json_string_value(json_array_get(json_object_get(lay, "adapters"), 0)) ?: "", "lora");
     json_decref(d);
-    cr_assert_eq(req(&s, "POST", "/v1/tasks/cls:activate", "{\"version\":\"3\"}", 15, "application/json", AUTH, NULL), 200);
-    cr_assert_eq(req(&s, "GET", "/v1/tasks/cls", NULL, 0, NULL, NULL, &d), 200);
+    cr_assert_eq(ts_request(&s, "POST", "/v1/tasks/cls:activate", "{\"version\":\"3\"}", 15, "application/json", AUTH, NULL), 200);
+    cr_assert_eq(ts_request(&s, "GET", "/v1/tasks/cls", NULL, 0, NULL, NULL, &d), 200);
     lay = json_object_get(d, "layout");
     cr_expect_str_eq(json_string_value(json_object_get(lay, "from")) ?: "", "inferred", "%s", json_dumps(d, 0));
     cr_expect_eq(json_array_size(json_object_get(lay, "adapters")), 1);

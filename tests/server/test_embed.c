@@ -24,7 +24,7 @@
 
 /* |server - reference| bound: the encoder unit test's (float32 engine vs float64 reference). */
 #define TOL 2e-5
-/* Packed in one batch vs alone (tests/engine/test_encoder.c's bound). */
+/* Packed in one batch vs alone (tests/engine/model/test_encoder.c's bound). */
 #define TOL_ALONE 1e-5
 
 static test_server srv;
@@ -283,6 +283,10 @@ Test(embed, text_and_its_ids_give_the_same_answers) {
 
 Test(embed, errors) {
     post_error("/v1/embed", "{\"inputs\":\"x\"}", "text/plain", 415, "unsupported_media_type");
+    /* the media type is compared whole, as for /v1/predict: a longer type that starts alike is refused */
+    post_error("/v1/embed", "{\"inputs\":\"x\"}", "application/jsonx", 415, "unsupported_media_type");
+    post_error("/v1/tokenize", "{\"inputs\":\"x\"}", "application/jsonx", 415, "unsupported_media_type");
+    post_error("/v1/predict", "{\"inputs\":\"x\"}", "application/jsonx", 415, "unsupported_media_type");
     post_error("/v1/embed", "{\"inputs\":", NULL, 400, "malformed");
     post_error("/v1/embed", "{\"inputs\":\"x\",\"pooling\":\"max\"}", NULL, 422, "invalid_argument");
     post_error("/v1/embed", "{\"inputs\":\"x\",\"model\":\"nope\"}", NULL, 404, "not_found");

@@ -30,13 +30,8 @@
 /* A registry in a fresh temporary folder (absolute path): bert-tiny, task cls (versions 0 and 1
  * of the fixture cls_lora) and task other (ia3), files copied. */
 static char *make_registry(void) {
-    char tmpl[] = "adapterd-faults-XXXXXX";
-    cr_assert(mkdtemp(tmpl));
-    char *dir = realpath(tmpl, NULL);
-    cr_assert(dir);
-    ts_sh_ok("mkdir -p %s/models %s/tasks/other/1 && cp -rL %s/registry/models/bert-tiny %s/models/ && "
-       "cp -rL %s/registry/tasks/cls_lora %s/tasks/cls && cp -rL %s/ia3/adapters/* %s/tasks/other/1/",
-       dir, dir, ADAPTERD_FIXTURES, dir, ADAPTERD_FIXTURES, dir, AD, dir);
+    char *dir = ts_registry_ok("adapterd-faults");
+    ts_sh_ok("mkdir -p %s/tasks/other/1 && cp -rL %s/ia3/adapters/* %s/tasks/other/1/", dir, AD, dir);
     return dir;
 }
 
@@ -46,61 +41,6 @@ static int start_on(test_server *s, const char *reg) {
     return ts_start(s, args, NULL);
 }
 
-/* ---- HTTP with binary bodies ---- */
-
-static size_t on_body(char *p, size_t sz, size_t n, void *ud) {
-    ts_resp *r = ud;
-    char *nb = realloc(r->body, r->len + sz * n + 1);
-    if (!nb) return 0;
-    memcpy(nb + r->len, p, sz * n);
-    r->body = nb;
-    r->len += sz * n;
-    r->body[r->len] = '\0';
-    return sz * n;
-}
-
-/* One request; returns the HTTP status, or -1 when no answer arrived (the server died). */
-static long req(const test_server *s, const char *method, const char *path, const void *body, size_t len,
-                const char *ctype, const char *auth, json_t **out) {
-    ts_resp r = {0};
-    CURL *c = curl_easy_init();
-    char url[512], ct[128];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", s->port, path);
-    struct curl_slist *h = curl_slist_append(NULL, "Expect:");
-    if (ctype) snprintf(ct, sizeof ct, "Content-Type: %s", ctype), h = curl_slist_append(h, ct);
-    if (auth) h = curl_slist_append(h, auth);
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    if (body) {
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
-    }
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &r);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    long status = -1;
-    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    curl_slist_free_all(h);
-    curl_easy_cleanup(c);
-    if (out) *out = r.body ? json_loads(r.body, 0, NULL) : NULL;
-    free(r.body);
-    return status;
-}
-
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    cr_assert(f, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    *len = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc(*len + 1);
-    cr_assert_eq(fread(b, 1, *len, f), *len);
-    fclose(f);
-    return b;
-}
-
 typedef struct {
     char *data;
     size_t len;
@@ -108,26 +48,23 @@ typedef struct {
 
 /* The folder src (its contents become a version) as a .tar.gz in memory. */
 static blob tgz_of(const char *src) {
-    char tgz[256];
-    snprintf(tgz, sizeof tgz, "adapterd-faults-%d.tgz", (int)getpid());
-    ts_sh_ok("tar -C %s -chzf %s .", src, tgz);
     blob b;
-    b.data = slurp(tgz, &b.len);
-    unlink(tgz);
+    b.data = ts_tgz_of(src, &b.len);
+    cr_assert(b.data, "cannot pack %s", src);
     return b;
 }
 
 static long upload(const test_server *s, const char *task, const char *version, const blob *b, int activate, json_t **out) {
     char path[256];
     snprintf(path, sizeof path, "/v1/tasks/%s/versions/%s%s", task, version, activate ? "?activate=true" : "");
-    return req(s, "PUT", path, b->data, b->len, "application/gzip", AUTH, out);
+    return ts_request(s, "PUT", path, b->data, b->len, "application/gzip", AUTH, out);
 }
 
 static long activate(const test_server *s, const char *task, const char *version) {
     char path[256], body[64];
     snprintf(path, sizeof path, "/v1/tasks/%s:activate", task);
     snprintf(body, sizeof body, "{\"version\":\"%s\"}", version);
-    return req(s, "POST", path, body, strlen(body), "application/json", AUTH, NULL);
+    return ts_request(s, "POST", path, body, strlen(body), "application/json", AUTH, NULL);
 }
 
 /* The version a predict of task answered, into version; returns the status. */
@@ -135,7 +72,7 @@ static long predict(const test_server *s, const char *task, char *version, size_
     char body[256];
     snprintf(body, sizeof body, "{\"inputs\":\"the movie was great\",\"tasks\":[\"%s\"]}", task);
     json_t *d = NULL;
-    long st = req(s, "POST", "/v1/predict", body, strlen(body), "application/json", NULL, &d);
+    long st = ts_request(s, "POST", "/v1/predict", body, strlen(body), "application/json", NULL, &d);
     if (st == 200 && version) {
         json_t *t = json_object_get(json_object_get(json_array_get(json_object_get(d, "results"), 0), "tasks"), task);
         snprintf(version, vn, "%s", json_string_value(json_object_get(t, "version")) ?: "");
@@ -149,7 +86,7 @@ static json_t *versions(const test_server *s, const char *task) {
     char path[256];
     snprintf(path, sizeof path, "/v1/tasks/%s/versions", task);
     json_t *d = NULL;
-    if (req(s, "GET", path, NULL, 0, NULL, AUTH, &d) != 200) {
+    if (ts_request(s, "GET", path, NULL, 0, NULL, AUTH, &d) != 200) {
         json_decref(d);
         return NULL;
     }
@@ -245,7 +182,7 @@ static void admin_op(admin_state *a) {
         snprintf(a->pending, sizeof a->pending, "%s", a->acked);
         a->tmp_pending = !a->tmp_acked;
         a->in_flight = 1;
-        st = a->tmp_acked ? req(&kill_srv, "DELETE", "/v1/tasks/tmp", NULL, 0, NULL, AUTH, NULL)
+        st = a->tmp_acked ? ts_request(&kill_srv, "DELETE", "/v1/tasks/tmp", NULL, 0, NULL, AUTH, NULL)
                           : upload(&kill_srv, "tmp", "1", &kill_src[2], 1, NULL);
         if (st < 0) return;
         a->in_flight = 0;
@@ -284,7 +221,7 @@ static void admin_op(admin_state *a) {
         a->in_flight = 1;
         char path[128];
         snprintf(path, sizeof path, "/v1/tasks/cls/versions/%s", v);
-        st = req(&kill_srv, "DELETE", path, NULL, 0, NULL, AUTH, NULL);
+        st = ts_request(&kill_srv, "DELETE", path, NULL, 0, NULL, AUTH, NULL);
         if (st < 0) return;
         a->in_flight = 0;
         admin_answer(st, 200, "delete", v);
@@ -304,10 +241,10 @@ static void *admin_client(void *arg) {
  * acknowledged (or the one a request cut by the kill was making), and nothing is left over. */
 static void check_restart(admin_state *a, const char *reg, int cycle) {
     json_t *d = NULL;
-    cr_assert_eq(req(&kill_srv, "GET", "/v1/tasks", NULL, 0, NULL, NULL, &d), 200, "cycle %d", cycle);
+    cr_assert_eq(ts_request(&kill_srv, "GET", "/v1/tasks", NULL, 0, NULL, NULL, &d), 200, "cycle %d", cycle);
     json_t *tasks = json_object_get(d, "tasks");
     /* task tmp exists as acknowledged, or as the request cut by the kill was making it */
-    long tmp_st = req(&kill_srv, "GET", "/v1/tasks/tmp", NULL, 0, NULL, NULL, NULL);
+    long tmp_st = ts_request(&kill_srv, "GET", "/v1/tasks/tmp", NULL, 0, NULL, NULL, NULL);
     int tmp = tmp_st == 200;
     cr_expect(tmp_st == 200 || tmp_st == 404, "cycle %d: GET /v1/tasks/tmp: %ld", cycle, tmp_st);
     cr_expect(tmp == a->tmp_acked || (a->in_flight && a->tmp_pending == tmp), "cycle %d: task tmp %s; acknowledged %s%s",
@@ -527,7 +464,7 @@ Test(faults, start_up_serves_every_good_task_and_lists_the_broken_versions, .tim
     cr_expect_str_eq(v, "1", "the newest good version serves");
     cr_expect_eq(predict(&s, "other", v, sizeof v), 200);
     json_t *d = NULL;
-    cr_assert_eq(req(&s, "GET", "/v1/tasks/cls", NULL, 0, NULL, NULL, &d), 200);
+    cr_assert_eq(ts_request(&s, "GET", "/v1/tasks/cls", NULL, 0, NULL, NULL, &d), 200);
     cr_expect_eq(ts_validate("GET", "/v1/tasks/{name}", 200, d, msg, sizeof msg), 0, "%s", msg);
     json_t *fb = json_object_get(d, "fallback");
     cr_expect_str_eq(json_string_value(json_object_get(fb, "version")) ?: "", "2", "the fallback is visible");
@@ -553,7 +490,7 @@ Test(faults, start_up_serves_every_good_task_and_lists_the_broken_versions, .tim
     }
     cr_expect_eq(failed, 2);
     json_decref(vs);
-    cr_expect_eq(req(&s, "GET", "/v1/tasks/bad", NULL, 0, NULL, NULL, NULL), 404, "a task with no good version is not served");
+    cr_expect_eq(ts_request(&s, "GET", "/v1/tasks/bad", NULL, 0, NULL, NULL, NULL), 404, "a task with no good version is not served");
     vs = versions(&s, "bad");
     cr_expect_eq(json_array_size(json_object_get(vs, "versions")), 1, "but its failed version is listed");
     json_decref(vs);
@@ -565,7 +502,7 @@ Test(faults, start_up_serves_every_good_task_and_lists_the_broken_versions, .tim
     cr_expect(m && strstr(m, "leading zero"), "%s", m ? m : "(none)");
     json_decref(d);
     free(b.data);
-    cr_expect_eq(req(&s, "DELETE", "/v1/tasks/cls/versions/2", NULL, 0, NULL, AUTH, NULL), 200);
+    cr_expect_eq(ts_request(&s, "DELETE", "/v1/tasks/cls/versions/2", NULL, 0, NULL, AUTH, NULL), 200);
     char p[PATH_MAX];
     snprintf(p, sizeof p, "%s/tasks/cls/2", reg);
     cr_expect_neq(access(p, F_OK), 0, "the failed version's folder is gone");

@@ -32,15 +32,6 @@ static double now_s(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* A registry in a fresh temporary directory: bert-tiny and task cls (the fixture cls_lora). */
-static char *make_registry(void) {
-    char *dir = strdup("adapterd-hard-XXXXXX");
-    cr_assert(mkdtemp(dir));
-    ts_sh_ok("mkdir -p %s/models %s/tasks && cp -rL %s/registry/models/bert-tiny %s/models/ && cp -rL %s/registry/tasks/cls_lora %s/tasks/cls",
-       dir, dir, ADAPTERD_FIXTURES, dir, ADAPTERD_FIXTURES, dir);
-    return dir;
-}
-
 /* Starts the server on reg with the admin token (unless admin is false) and extra args. */
 static void start(test_server *s, const char *reg, bool admin, const char *const *extra) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -132,7 +123,7 @@ static void expect_json_error(const char *reply, const char *code) {
 /* ---- item: URL decoding ---- */
 
 Test(hardening, encoded_nul_control_or_slash_in_a_segment_is_400, .timeout = 60) {
-    char *reg = make_registry();
+    char *reg = ts_registry_ok("adapterd-hard");
     test_server s;
     start(&s, reg, true, NULL);
     char reply[8192];
@@ -161,7 +152,7 @@ Test(hardening, encoded_nul_control_or_slash_in_a_segment_is_400, .timeout = 60)
     "PUT /v1/tasks/cls/versions/9 HTTP/1.1\r\nHost: t\r\nContent-Type: application/x-tar\r\nContent-Length: 100000000\r\n" auth "\r\n"
 
 Test(hardening, admin_is_refused_on_the_headers, .timeout = 60) {
-    char *reg = make_registry();
+    char *reg = ts_registry_ok("adapterd-hard");
     test_server s;
     char reply[8192];
     start(&s, reg, false, NULL);
@@ -196,7 +187,7 @@ Test(hardening, admin_is_refused_on_the_headers, .timeout = 60) {
 /* A chunked body (no Content-Length) that passes the limit is not read to its end: the server
  * answers 413 or, where libmicrohttpd cannot answer mid-body, closes the connection at once. */
 Test(hardening, streamed_body_over_the_limit_is_413_before_its_end, .timeout = 60) {
-    char *reg = make_registry();
+    char *reg = ts_registry_ok("adapterd-hard");
     test_server s;
     start(&s, reg, true, NULL);
     int fd = dial(&s);
@@ -247,7 +238,7 @@ static long peak_rss_kb(pid_t pid) {
 /* An upload's body goes to a file in the registry's upload area while it arrives, not to memory:
  * the file exists mid-upload, the server's peak RSS does not grow by the body, and nothing is left. */
 Test(hardening, uploads_stream_to_a_file_in_the_upload_area, .timeout = 90) {
-    char *reg = make_registry();
+    char *reg = ts_registry_ok("adapterd-hard");
     test_server s;
     start(&s, reg, true, NULL);
     long rss0 = peak_rss_kb(s.pid);
@@ -281,21 +272,6 @@ Test(hardening, uploads_stream_to_a_file_in_the_upload_area, .timeout = 90) {
 
 /* ---- item: the drain deadline ---- */
 
-typedef struct {
-    const test_server *s;
-    long status;
-    char body[1024];
-} drain_arg;
-
-static void *drain_client(void *arg) {
-    drain_arg *a = arg;
-    ts_resp r;
-    a->status = ts_http(a->s, "POST", "/v1/predict", "{\"inputs\":[\"the movie\",\"a song\"]}", NULL, NULL, &r) ? -1 : r.status;
-    snprintf(a->body, sizeof a->body, "%s", r.body ? r.body : "");
-    ts_resp_free(&r);
-    return NULL;
-}
-
 /* Requests still queued at the drain deadline get a JSON 503 and the process exits 0; it once
  * aborted inside libmicrohttpd (exit 134, "called while we have suspended connections") and the
  * clients got empty replies. The log's in-flight count is the number of requests (jobs were
@@ -317,24 +293,21 @@ Test(hardening, drain_deadline_answers_503_and_exits_0, .timeout = 60) {
     close(saved);
     cr_assert_eq(started, 0);
     enum { N = 6 };
-    pthread_t th[N];
-    drain_arg a[N];
-    for (int i = 0; i < N; i++) {
-        a[i] = (drain_arg){.s = &s};
-        pthread_create(&th[i], NULL, drain_client, &a[i]);
-    }
-    ts_sleep_ms(400);
+    ts_post a[N];
+    for (int i = 0; i < N; i++) cr_assert_eq(ts_post_start(&a[i], &s, "/v1/predict", "{\"inputs\":[\"the movie\",\"a song\"]}"), 0);
+    cr_assert_eq(ts_wait_metric(&s, "adapterd_queue_depth", N, 20000), N, "all requests queued before SIGTERM");
     kill(s.pid, SIGTERM);
-    for (int i = 0; i < N; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < N; i++) ts_post_join(&a[i]);
     int st = 0;
     for (int i = 0; i < 500 && waitpid(s.pid, &st, WNOHANG) != s.pid; i++) ts_sleep_ms(10);
     cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status %d (signal %d)", WIFEXITED(st) ? WEXITSTATUS(st) : -1,
               WIFSIGNALED(st) ? WTERMSIG(st) : 0);
     for (int i = 0; i < N; i++) {
-        cr_expect_eq(a[i].status, 503, "client %d: status %ld: %s", i, a[i].status, a[i].body);
+        cr_expect_eq(a[i].resp.status, 503, "client %d: status %ld: %s", i, a[i].resp.status, a[i].resp.body);
         char reply[1100];
-        snprintf(reply, sizeof reply, "HTTP/1.1 503\r\n\r\n%s", a[i].body);
-        if (a[i].status == 503) expect_json_error(reply, "unavailable");
+        snprintf(reply, sizeof reply, "HTTP/1.1 503\r\n\r\n%.1000s", a[i].resp.body);
+        if (a[i].resp.status == 503) expect_json_error(reply, "unavailable");
+        ts_resp_free(&a[i].resp);
     }
     char text[65536] = "";
     FILE *f = fopen(log, "r");
@@ -407,7 +380,7 @@ static void tar_put(unsigned char *b, size_t *off, const char *name, const char 
 /* A version that does not load is refused with the loader's reason, naming its files as the
  * archive does: never where the server keeps them. */
 Test(hardening, upload_errors_name_no_server_path, .timeout = 60) {
-    char *reg = make_registry();
+    char *reg = ts_registry_ok("adapterd-hard");
     test_server s;
     start(&s, reg, true, NULL);
     static unsigned char tarb[8192];
@@ -579,17 +552,7 @@ Test(hardening, drain_deadline_abandons_a_running_pass, .timeout = 60) {
     }
     /* once a job is queued the idle worker starts its pass within a millisecond (sanitizer builds
      * tokenize slowly, so a fixed delay would not do) */
-    for (int i = 0; i < 2000; i++) {
-        ts_resp m;
-        int depth = 0;
-        if (!ts_http(&s, "GET", "/metrics", NULL, NULL, NULL, &m) && m.body) {
-            const char *d = strstr(m.body, "\nadapterd_queue_depth ");
-            depth = d ? atoi(d + strlen("\nadapterd_queue_depth ")) : 0;
-        }
-        ts_resp_free(&m);
-        if (depth > 0) break;
-        ts_sleep_ms(5);
-    }
+    ts_wait_metric(&s, "adapterd_queue_depth", 1, 10000);
     ts_sleep_ms(20);
     kill(s.pid, SIGTERM);
     for (int i = 0; i < N; i++) pthread_join(th[i], NULL);

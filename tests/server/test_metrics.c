@@ -7,6 +7,7 @@
 
 #include "http_status.h"
 #include "metrics.h"
+#include "prom_text.h"
 
 static char *render(srv_metrics *m, srv_metrics_live live) {
     size_t len = 0;
@@ -101,4 +102,69 @@ Test(metrics, every_status_the_server_sends_has_its_own_label) {
     const unsigned more[] = {200, 201, 499};
     for (size_t i = 0; i < sizeof more / sizeof more[0]; i++) cr_expect(srv__metrics_code_known(more[i]), "%u", more[i]);
     cr_expect(!srv__metrics_code_known(299));
+}
+
+/* Per-precision figures: batches, tokens and seconds by the backbone precision they ran in; all
+ * three precisions always listed; unknown names are not counted. */
+Test(metrics, per_precision_batches_tokens_and_seconds) {
+    srv_metrics *m = srv__metrics_new(NULL);
+    cr_assert(m);
+    cr_assert(srv__metrics_precision(m, "fp32", 100, 0.25));
+    cr_assert(srv__metrics_precision(m, "fp32", 28, 0.5));
+    cr_assert(srv__metrics_precision(m, "int8", 64, 0.125));
+    cr_assert(!srv__metrics_precision(m, "fp16", 10, 1.0));
+    cr_assert(!srv__metrics_precision(m, NULL, 10, 1.0));
+    char *t = render(m, (srv_metrics_live){.ready = true});
+    has(t, "adapterd_inference_batches_total{precision=\"fp32\"} 2");
+    has(t, "adapterd_inference_tokens_total{precision=\"fp32\"} 128");
+    has(t, "adapterd_inference_seconds_total{precision=\"fp32\"} 0.75");
+    has(t, "adapterd_inference_batches_total{precision=\"int8\"} 1");
+    has(t, "adapterd_inference_tokens_total{precision=\"int8\"} 64");
+    has(t, "adapterd_inference_seconds_total{precision=\"int8\"} 0.125");
+    has(t, "adapterd_inference_tokens_total{precision=\"bf16\"} 0");
+    cr_expect_null(strstr(t, "fp16"));
+    free(t);
+    srv__metrics_free(m);
+}
+
+/* The whole text parses as Prometheus's exposition format, with every kind of series filled. */
+Test(metrics, the_text_is_valid_exposition_format) {
+    srv_metrics *m = srv__metrics_new(NULL);
+    cr_assert(m);
+    char msg[512];
+    char *t = render(m, (srv_metrics_live){0}); /* empty: families with no series */
+    cr_assert_eq(prom_check(t, msg, sizeof msg), 0, "%s\n%s", msg, t);
+    free(t);
+    srv__metrics_request(m, SRV_ROUTE_PREDICT, 200, 0.003);
+    srv__metrics_request(m, SRV_ROUTE_PREDICT, 299, 0.003);
+    srv__metrics_request(m, SRV_ROUTE_ADMIN_VERSION, 201, 0.2);
+    srv__metrics_task(m, "sentiment", 2, 3, 0.004);
+    srv__metrics_task(m, "topic.v-2_x", 70, 1, 0.2); /* a skip beyond the table, a name with . - _ */
+    srv__metrics_queue_wait(m, 0.5);
+    srv__metrics_lazy_load(m, 20);                   /* beyond the last bound */
+    srv__metrics_batch(m, 2, 4, 100, 0.25);
+    srv__metrics_precision(m, "bf16", 100, 0.25);
+    srv__metrics_adaptive(m, 3);
+    srv__metrics_latency_refused(m);
+    t = render(m, (srv_metrics_live){.queue_depth = 1, .ready = true});
+    cr_assert_eq(prom_check(t, msg, sizeof msg), 0, "%s\n%s", msg, t);
+    free(t);
+    srv__metrics_free(m);
+    /* the checker itself refuses what the format forbids */
+    static const char *const bad[] = {
+        "# TYPE a counter\na 1",                                   /* no final newline */
+        "a 1\n",                                                   /* no TYPE */
+        "# TYPE a counter\na{x=\"1\"} 1\na{x=\"1\"} 2\n",          /* a series twice */
+        "# TYPE a counter\n# TYPE a gauge\na 1\n",                 /* two TYPEs */
+        "# TYPE a counter\na 1\n# TYPE b counter\nb 1\na{y=\"2\"} 1\n", /* a family split */
+        "# TYPE a counter\na{x=1} 1\n",                            /* unquoted label */
+        "# TYPE a counter\na one\n",                               /* not a number */
+        "# TYPE h histogram\nh_bucket{le=\"1\"} 2\nh_bucket{le=\"+Inf\"} 1\nh_sum 1\nh_count 1\n", /* not cumulative */
+        "# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_bucket{le=\"+Inf\"} 2\nh_sum 1\nh_count 3\n", /* count != +Inf */
+        "# TYPE 1a counter\n1a 1\n",                               /* bad name */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        cr_expect_neq(prom_check(bad[i], msg, sizeof msg), 0, "accepted: %s", bad[i]);
+    cr_expect_eq(prom_check("# HELP a doc\n# TYPE a counter\na{x=\"q\\\"\\\\\"} 1 1700000000\n# a comment\n", msg, sizeof msg),
+                 0, "%s", msg);
 }

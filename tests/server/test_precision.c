@@ -22,8 +22,6 @@
 #define TINY ADAPTERD_FIXTURES "/registry/models/bert-tiny"
 #define ADAPTERD ADAPTERD_BINARY_DIR "/tools/adapterd"
 
-static void sh(const char *cmd) { cr_assert_eq(system(cmd), 0, "command failed: %s", cmd); }
-
 /* Skips the test when this CPU has no fast kernel for prec (the server refuses such a model). */
 static void need_fast(eng_precision prec) {
     eng_model_params p = eng_model_default_params();
@@ -39,20 +37,13 @@ static void need_fast(eng_precision prec) {
 /* Registry: models/bert-tiny with model.json {"precision": "int8"} and task cls (cls_lora), and
  * models/plain (bert-tiny again) without model.json and without tasks. */
 static char *make_registry(void) {
-    char *dir = strdup("adapterd-prec-XXXXXX"), cmd[2048];
-    cr_assert(mkdtemp(dir));
-    snprintf(cmd, sizeof cmd,
-             "mkdir -p %s/models %s/tasks && cp -rL %s %s/models/ && cp -rL %s %s/models/plain && "
-             "cp -rL %s/registry/tasks/cls_lora %s/tasks/cls && printf '{\"precision\": \"int8\"}' > %s/models/bert-tiny/model.json",
-             dir, dir, TINY, dir, TINY, dir, ADAPTERD_FIXTURES, dir, dir);
-    sh(cmd);
+    char *dir = ts_registry_ok("adapterd-prec");
+    ts_sh_ok("cp -rL %s %s/models/plain && printf '{\"precision\": \"int8\"}' > %s/models/bert-tiny/model.json", TINY, dir, dir);
     return dir;
 }
 
 static void remove_registry(char *dir) {
-    char cmd[1100];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    sh(cmd);
+    ts_sh_ok("rm -rf %s", dir);
     free(dir);
 }
 

@@ -35,15 +35,6 @@ static double now_ms(void) {
     return (double)ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
 
-/* The bert-tiny model and task cls (versions 0 and 1, LoRA), copied into the build tree. */
-static char *make_registry(void) {
-    char *dir = strdup(ADAPTERD_BINARY_DIR "/test-replicas-XXXXXX");
-    cr_assert(mkdtemp(dir));
-    ts_sh_ok("mkdir -p %s/models %s/tasks && cp -rL %s/registry/models/bert-tiny %s/models/ && cp -rL %s/registry/tasks/cls_lora %s/tasks/cls",
-       dir, dir, ADAPTERD_FIXTURES, dir, ADAPTERD_FIXTURES, dir);
-    return dir;
-}
-
 static void start_replica(test_server *s, const char *reg, const char *mode, const char *interval) {
     const char *args[] = {"--registry", reg, "--admin-token", "t0ken", "--watch", mode, "--watch-interval-ms", interval,
                           "--watch-debounce-ms", "20", NULL};
@@ -51,49 +42,17 @@ static void start_replica(test_server *s, const char *reg, const char *mode, con
 }
 
 static long call(const test_server *s, const char *method, const char *path, const char *body, json_t **out) {
-    ts_resp r = {0};
-    if (out) *out = NULL;
-    if (ts_http(s, method, path, body, NULL, AUTH, &r)) return -1;
-    if (out && r.body) *out = json_loads(r.body, 0, NULL);
-    long st = r.status;
-    ts_resp_free(&r);
-    return st;
+    return ts_request(s, method, path, body, body ? strlen(body) : 0, body ? "application/json" : NULL, AUTH, out);
 }
 
-/* Uploads the folder src as version `version` of task cls through s (curl: binary body). */
+/* Uploads the folder src as version `version` of task cls through s. */
 static long upload(const test_server *s, int version, const char *src, int activate) {
-    char tgz[512], url[256];
-    snprintf(tgz, sizeof tgz, ADAPTERD_BINARY_DIR "/test-replicas-%d-%d.tgz", (int)getpid(), version);
-    ts_sh_ok("tar -C %s -chzf %s .", src, tgz);
-    FILE *f = fopen(tgz, "rb");
-    cr_assert(f);
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)len);
-    cr_assert(b && fread(b, 1, (size_t)len, f) == (size_t)len);
-    fclose(f);
-    unlink(tgz);
-    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/tasks/cls/versions/%d%s", s->port, version,
-             activate ? "?activate=true" : "");
-    CURL *c = curl_easy_init();
-    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/gzip");
-    h = curl_slist_append(h, AUTH);
-    h = curl_slist_append(h, "Expect:");
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "PUT");
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, b);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, fwrite);
-    FILE *sink = fopen("/dev/null", "w");
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, sink);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
-    long st = -1;
-    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st);
-    fclose(sink);
-    curl_slist_free_all(h);
-    curl_easy_cleanup(c);
+    char path[128];
+    size_t len;
+    char *b = ts_tgz_of(src, &len);
+    cr_assert(b, "cannot pack %s", src);
+    snprintf(path, sizeof path, "/v1/tasks/cls/versions/%d%s", version, activate ? "?activate=true" : "");
+    long st = ts_request(s, "PUT", path, b, len, "application/gzip", AUTH, NULL);
     free(b);
     return st;
 }
@@ -109,16 +68,8 @@ static long predict(const test_server *s, char *version, size_t vn, json_t **sco
     return st;
 }
 
-static int same_scores(json_t *a, json_t *b) {
-    if (json_object_size(a) != json_object_size(b) || !json_object_size(a)) return 0;
-    const char *k;
-    json_t *v;
-    json_object_foreach(a, k, v) {
-        json_t *w = json_object_get(b, k);
-        if (!w || fabs(json_number_value(v) - json_number_value(w)) > 1e-6) return 0;
-    }
-    return 1;
-}
+/* Two processes that loaded the same files answer alike to 1e-6. */
+static int same_scores(json_t *a, json_t *b) { return ts_scores_close(a, b, 1e-6); }
 
 /* Milliseconds until s answers cls with version want (polled every 10 ms), or -1 after 10 s. */
 static double until_serves(const test_server *s, const char *want) {
@@ -193,7 +144,7 @@ static void *hammer(void *arg) {
 
 Test(replicas, changes_through_either_replica_reach_the_other_within_the_interval, .timeout = 120) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    char *reg = make_registry();
+    char *reg = ts_registry_ok("test-replicas");
     char iv[16], v[32];
     snprintf(iv, sizeof iv, "%d", INTERVAL_MS);
     test_server a;
@@ -293,7 +244,7 @@ Test(replicas, changes_through_either_replica_reach_the_other_within_the_interva
  * follows without waiting for a periodic rescan (here there is none). */
 Test(replicas, inotify_follows_the_state_file_without_polling, .timeout = 60) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    char *reg = make_registry();
+    char *reg = ts_registry_ok("test-replicas");
     test_server a, b;
     start_replica(&a, reg, "inotify", "0");
     start_replica(&b, reg, "inotify", "0");

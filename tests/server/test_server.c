@@ -16,6 +16,7 @@
 
 #include "engine/task.h"
 #include "http_client.h"
+#include "prom_text.h"
 #include "engine/run.h"
 #include "engine/tokenizer.h"
 
@@ -100,8 +101,12 @@ Test(server, metrics_are_prometheus_text) {
                           "adapterd_task_requests_total{task=\"cls_lora\"} 1",
                           "adapterd_task_skip_total{task=\"cls_lora\",skip=\"0\"} 1",
                           "adapterd_tasks_resident 7",
-                          "adapterd_task_resident{task=\"qa\"} 1"};
+                          "adapterd_task_resident{task=\"qa\"} 1",
+                          "adapterd_inference_tokens_total{precision=\"fp32\"} 4",
+                          "adapterd_inference_batches_total{precision=\"fp32\"} 1"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) cr_expect(strstr(r.body, want[i]), "missing %s in\n%s", want[i], r.body);
+    char msg[512];
+    cr_expect_eq(prom_check(r.body, msg, sizeof msg), 0, "not exposition format: %s\n%s", msg, r.body);
     ts_resp_free(&r);
 }
 
@@ -304,7 +309,9 @@ static const char *const tsets[] = {"[\"cls_lora\"]", "[\"peft\",\"ml\"]", "[\"n
 
 static char *body_for(int c, int i) {
     char *b = malloc(512);
-    snprintf(b, 512, "{\"inputs\":[\"%s\",\"%s\"],\"tasks\":%s}", texts[(c + i) % 8], texts[(c * 3 + i) % 8], tsets[(c + 2 * i) % 4]);
+    /* every input is a pair: QA needs its context */
+    snprintf(b, 512, "{\"inputs\":[{\"text\":\"%s\",\"text_pair\":\"%s\"},{\"text\":\"%s\",\"text_pair\":\"%s\"}],\"tasks\":%s}",
+             texts[(c + i) % 8], texts[(c + 5) % 8], texts[(c * 3 + i) % 8], texts[(i + 3) % 8], tsets[(c + 2 * i) % 4]);
     return b;
 }
 
@@ -374,47 +381,42 @@ Test(server, concurrent_clients_never_mix_answers) {
 
 /* ---- servers with their own settings ---- */
 
-typedef struct {
-    test_server *s;
-    long status;
-    char retry_after[32];
-} flood_arg;
+#define TWO_INPUTS "{\"inputs\":[\"the movie\",\"a song\"]}"
 
-static void *one_predict(void *arg) {
-    flood_arg *a = arg;
-    ts_resp r;
-    a->status = ts_http(a->s, "POST", "/v1/predict", "{\"inputs\":[\"the movie\",\"a song\"]}", NULL, NULL, &r) ? -1 : r.status;
-    snprintf(a->retry_after, sizeof a->retry_after, "%s", r.retry_after);
-    ts_resp_free(&r);
-    return NULL;
-}
-
+/* Every step waits for the state it needs (bounded), not for a fixed time: the requests are queued
+ * before SIGTERM, readiness has turned false before new work is tried, and the queued jobs are
+ * still queued then, so their 200s were answered by the drain. The batch's 3 s quiet window is the
+ * only margin, and it is one for a stalled machine, not a schedule. */
 Test(lifecycle, drain_on_sigterm_completes_in_flight_requests, .timeout = 60) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     test_server s;
-    /* a long batching wait keeps requests in flight when SIGTERM arrives */
-    const char *args[] = {"--max-wait-us", "400000", "--max-batch-tokens", "100000", NULL};
+    /* a batch closes only once no job has arrived for 3 s: the requests stay queued through SIGTERM */
+    const char *args[] = {"--max-wait-us", "3000000", "--max-batch-tokens", "100000", NULL};
     cr_assert_eq(ts_start(&s, args, NULL), 0);
     enum { N = 12 };
-    pthread_t th[N];
-    flood_arg a[N];
-    for (int i = 0; i < N; i++) {
-        a[i] = (flood_arg){.s = &s};
-        pthread_create(&th[i], NULL, one_predict, &a[i]);
-    }
-    ts_sleep_ms(150);
+    ts_post a[N];
+    for (int i = 0; i < N; i++) cr_assert_eq(ts_post_start(&a[i], &s, "/v1/predict", TWO_INPUTS), 0);
+    cr_assert_eq(ts_wait_metric(&s, "adapterd_queue_depth", N, 20000), N, "all requests queued before SIGTERM");
     kill(s.pid, SIGTERM);
-    ts_sleep_ms(20);
     ts_resp r;
-    cr_assert_eq(ts_http(&s, "GET", "/readyz", NULL, NULL, NULL, &r), 0);
-    cr_expect_eq(r.status, 503, "readiness turns false while draining");
-    ts_resp_free(&r);
+    int ready = 200;
+    for (int waited = 0; ready != 503 && waited < 20000; waited += 5) {
+        cr_assert_eq(ts_http(&s, "GET", "/readyz", NULL, NULL, NULL, &r), 0, "the server answers while draining");
+        ready = (int)r.status;
+        ts_resp_free(&r);
+        if (ready != 503) ts_sleep_ms(5);
+    }
+    cr_expect_eq(ready, 503, "readiness turns false while draining");
     cr_assert_eq(ts_http(&s, "POST", "/v1/predict", "{\"inputs\":\"x\"}", NULL, NULL, &r), 0);
     cr_expect_eq(r.status, 503, "new work is refused while draining");
     ts_resp_free(&r);
-    for (int i = 0; i < N; i++) pthread_join(th[i], NULL);
-    for (int i = 0; i < N; i++) cr_expect_eq(a[i].status, 200, "in-flight request %d: status %ld", i, a[i].status);
-    cr_assert_eq(ts_stop(&s), 0, "exit status after drain");
+    cr_expect_eq(ts_metric(&s, "adapterd_queue_depth"), N, "the in-flight requests were still queued when the drain began");
+    for (int i = 0; i < N; i++) {
+        ts_post_join(&a[i]);
+        cr_expect_eq(a[i].resp.status, 200, "in-flight request %d: status %ld", i, a[i].resp.status);
+        ts_resp_free(&a[i].resp);
+    }
+    cr_assert_eq(ts_wait_exit(&s, 20000), 0, "the drain ends the process, exit status 0");
 }
 
 Test(lifecycle, flood_gets_429_with_retry_after, .timeout = 60) {
@@ -423,21 +425,18 @@ Test(lifecycle, flood_gets_429_with_retry_after, .timeout = 60) {
     const char *args[] = {"--max-queue", "2", "--max-wait-us", "200000", NULL};
     cr_assert_eq(ts_start(&s, args, NULL), 0);
     enum { N = 16 };
-    pthread_t th[N];
-    flood_arg a[N];
-    for (int i = 0; i < N; i++) {
-        a[i] = (flood_arg){.s = &s};
-        pthread_create(&th[i], NULL, one_predict, &a[i]);
-    }
+    ts_post a[N];
+    for (int i = 0; i < N; i++) cr_assert_eq(ts_post_start(&a[i], &s, "/v1/predict", TWO_INPUTS), 0);
     int ok = 0, busy = 0;
     for (int i = 0; i < N; i++) {
-        pthread_join(th[i], NULL);
-        if (a[i].status == 200) ok++;
-        else if (a[i].status == 429) {
+        ts_post_join(&a[i]);
+        if (a[i].resp.status == 200) ok++;
+        else if (a[i].resp.status == 429) {
             busy++;
-            cr_expect(a[i].retry_after[0], "429 without Retry-After");
+            cr_expect(a[i].resp.retry_after[0], "429 without Retry-After");
         } else
-            cr_expect(0, "unexpected status %ld", a[i].status);
+            cr_expect(0, "unexpected status %ld", a[i].resp.status);
+        ts_resp_free(&a[i].resp);
     }
     cr_expect(ok >= 1 && busy >= 1, "%d ok, %d busy", ok, busy);
     cr_assert_eq(ts_stop(&s), 0);
@@ -577,22 +576,12 @@ Test(budget, latency_ms_chooses_skips_within_range_or_refuses, .timeout = 60) {
     cr_assert_eq(ts_stop(&s), 0);
 }
 
-typedef struct {
-    test_server *s;
-    const char *body;
-    json_t *doc;
-    long status;
-} post_arg;
-
-static void *post_thread(void *arg) {
-    post_arg *a = arg;
-    ts_resp r;
-    if (ts_http(a->s, "POST", "/v1/predict", a->body, NULL, NULL, &r) == 0) {
-        a->status = r.status;
-        a->doc = json_loads(r.body, 0, NULL);
-    }
-    ts_resp_free(&r);
-    return NULL;
+/* A ts_post's answer as JSON (NULL unless it is 200), freeing the text. */
+static json_t *joined_doc(ts_post *p) {
+    ts_post_join(p);
+    json_t *d = p->resp.status == 200 ? json_loads(p->resp.body, 0, NULL) : NULL;
+    ts_resp_free(&p->resp);
+    return d;
 }
 
 /* Adaptive mode with a 1 ms queue target and a 20 ms batching wait: every batch waits over the target,
@@ -604,34 +593,34 @@ Test(budget, adaptive_skips_raise_default_skips_under_load, .timeout = 60) {
     const char *args[] = {"--adaptive-skips", "true", "--target-queue-ms", "1", "--max-wait-us", "20000", NULL};
     cr_assert_eq(ts_start(&s, args, NULL), 0);
     enum { N = 8 };
-    pthread_t th[N];
-    post_arg a[N];
+    ts_post a[N];
+    json_t *doc[N];
     for (int i = 0; i < N; i++) {
         /* odd clients pin cls_lora at 0; peft allows only 0 */
-        a[i] = (post_arg){.s = &s, .body = i % 2 ? "{\"inputs\":\"the movie was great\",\"tasks\":[\"cls_lora\",\"peft\"],\"skip\":{\"cls_lora\":0}}"
-                                                 : "{\"inputs\":\"the movie was great\",\"tasks\":[\"cls_lora\",\"peft\"]}"};
-        pthread_create(&th[i], NULL, post_thread, &a[i]);
+        const char *body = i % 2 ? "{\"inputs\":\"the movie was great\",\"tasks\":[\"cls_lora\",\"peft\"],\"skip\":{\"cls_lora\":0}}"
+                                 : "{\"inputs\":\"the movie was great\",\"tasks\":[\"cls_lora\",\"peft\"]}";
+        cr_assert_eq(ts_post_start(&a[i], &s, "/v1/predict", body), 0);
     }
-    for (int i = 0; i < N; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < N; i++) doc[i] = joined_doc(&a[i]);
     for (int i = 0; i < N; i++) {
-        cr_assert_eq(a[i].status, 200);
+        cr_assert(doc[i], "request %d did not answer 200", i);
         char msg[512];
-        cr_assert_eq(ts_validate("POST", "/v1/predict", 200, a[i].doc, msg, sizeof msg), 0, "%s", msg);
+        cr_assert_eq(ts_validate("POST", "/v1/predict", 200, doc[i], msg, sizeof msg), 0, "%s", msg);
         if (i % 2) {
-            cr_expect_eq(skip_of(a[i].doc, 0, "cls_lora"), 0, "a pinned skip is never raised");
-            cr_expect_str_eq(source_of(a[i].doc, 0, "cls_lora"), "request");
+            cr_expect_eq(skip_of(doc[i], 0, "cls_lora"), 0, "a pinned skip is never raised");
+            cr_expect_str_eq(source_of(doc[i], 0, "cls_lora"), "request");
         } else {
-            cr_expect_eq(skip_of(a[i].doc, 0, "cls_lora"), 1, "default skip raised to the task's maximum");
-            cr_expect_str_eq(source_of(a[i].doc, 0, "cls_lora"), "adaptive");
+            cr_expect_eq(skip_of(doc[i], 0, "cls_lora"), 1, "default skip raised to the task's maximum");
+            cr_expect_str_eq(source_of(doc[i], 0, "cls_lora"), "adaptive");
         }
-        cr_expect_eq(skip_of(a[i].doc, 0, "peft"), 0, "peft allows only 0");
-        cr_expect_str_eq(source_of(a[i].doc, 0, "peft"), "default");
+        cr_expect_eq(skip_of(doc[i], 0, "peft"), 0, "peft allows only 0");
+        cr_expect_str_eq(source_of(doc[i], 0, "peft"), "default");
     }
     /* the raised answer is the skip-1 answer */
     json_t *d = post_ok(&s, "{\"inputs\":\"the movie was great\",\"tasks\":[\"cls_lora\",\"peft\"],\"skip\":{\"cls_lora\":1}}", 200);
-    cr_assert(same_results(json_object_get(task_of(d, 0, "cls_lora"), "scores"), json_object_get(task_of(a[0].doc, 0, "cls_lora"), "scores")));
+    cr_assert(same_results(json_object_get(task_of(d, 0, "cls_lora"), "scores"), json_object_get(task_of(doc[0], 0, "cls_lora"), "scores")));
     json_decref(d);
-    for (int i = 0; i < N; i++) json_decref(a[i].doc);
+    for (int i = 0; i < N; i++) json_decref(doc[i]);
     ts_resp r;
     cr_assert_eq(ts_http(&s, "GET", "/metrics", NULL, NULL, NULL, &r), 0);
     const char *p = strstr(r.body, "\nadapterd_adaptive_raises_total ");
@@ -667,24 +656,26 @@ Test(budget, latency_exceeded_when_the_pass_runs_over_the_target, .timeout = 60)
         o += (size_t)snprintf(hbody + o, 16384 - o, "%s\"the plot of this movie was thin but the music and the actors were "
                               "fine %d\"", i ? "," : "", i);
     snprintf(hbody + o, 16384 - o, "],\"tasks\":[\"cls_lora\",\"peft\",\"ml\"]}");
-    post_arg a[2] = {{.s = &s, .body = hbody}, {.s = &s, .body = lbody}};
-    pthread_t th[2];
-    for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, post_thread, &a[i]);
-    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    ts_post a[2];
+    cr_assert_eq(ts_post_start(&a[0], &s, "/v1/predict", hbody), 0);
+    cr_assert_eq(ts_post_start(&a[1], &s, "/v1/predict", lbody), 0);
+    json_t *doc[2];
     for (int i = 0; i < 2; i++) {
-        char *txt = a[i].doc ? json_dumps(a[i].doc, 0) : NULL;
-        cr_assert_eq(a[i].status, 200, "request %d: %s", i, txt ? txt : "?");
-        free(txt);
+        ts_post_join(&a[i]);
+        cr_assert_eq(a[i].resp.status, 200, "request %d: %s", i, a[i].resp.body ? a[i].resp.body : "?");
+        doc[i] = json_loads(a[i].resp.body, 0, NULL);
+        cr_assert(doc[i]);
+        ts_resp_free(&a[i].resp);
     }
-    json_t *tm = json_object_get(a[1].doc, "timing");
+    json_t *tm = json_object_get(doc[1], "timing");
     char msg[512];
-    cr_assert_eq(ts_validate("POST", "/v1/predict", 200, a[1].doc, msg, sizeof msg), 0, "%s", msg);
-    cr_assert_eq(json_integer_value(json_object_get(json_object_get(a[1].doc, "batch"), "requests")), 2, "one pass");
+    cr_assert_eq(ts_validate("POST", "/v1/predict", 200, doc[1], msg, sizeof msg), 0, "%s", msg);
+    cr_assert_eq(json_integer_value(json_object_get(json_object_get(doc[1], "batch"), "requests")), 2, "one pass");
     double inf = json_number_value(json_object_get(tm, "inference_ms"));
     cr_expect_gt(inf, 3 * p, "the pass took %g ms for a target of %g ms", inf, 3 * p);
     cr_expect(json_is_true(json_object_get(tm, "latency_exceeded")), "the response says the target was exceeded");
-    cr_expect_null(json_object_get(json_object_get(a[0].doc, "timing"), "latency_exceeded"), "no target, no flag");
-    for (int i = 0; i < 2; i++) json_decref(a[i].doc);
+    cr_expect_null(json_object_get(json_object_get(doc[0], "timing"), "latency_exceeded"), "no target, no flag");
+    for (int i = 0; i < 2; i++) json_decref(doc[i]);
     free(hbody);
     cr_assert_eq(ts_stop(&s), 0);
 }
@@ -696,20 +687,20 @@ Test(budget, explain_is_this_requests_share_of_the_batch, .timeout = 60) {
     test_server s;
     const char *args[] = {"--max-wait-us", "300000", NULL};
     cr_assert_eq(ts_start(&s, args, NULL), 0);
-    post_arg a[2] = {
-        {.s = &s, .body = "{\"inputs\":[\"the movie was great\",\"bad\"],\"tasks\":[\"cls_lora\",\"peft\"],\"skip\":{\"cls_lora\":1},"
-                          "\"return\":{\"explain\":true}}"},
-        {.s = &s, .body = "{\"inputs\":\"stock market news today\",\"tasks\":[\"ml\"],\"return\":{\"explain\":true}}"}};
-    pthread_t th[2];
-    for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, post_thread, &a[i]);
-    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    const char *body[2] = {"{\"inputs\":[\"the movie was great\",\"bad\"],\"tasks\":[\"cls_lora\",\"peft\"],\"skip\":{\"cls_lora\":1},"
+                           "\"return\":{\"explain\":true}}",
+                           "{\"inputs\":\"stock market news today\",\"tasks\":[\"ml\"],\"return\":{\"explain\":true}}"};
+    ts_post a[2];
+    json_t *doc[2];
+    for (int i = 0; i < 2; i++) cr_assert_eq(ts_post_start(&a[i], &s, "/v1/predict", body[i]), 0);
+    for (int i = 0; i < 2; i++) doc[i] = joined_doc(&a[i]);
     double share = 0;
     json_t *x[2];
     for (int i = 0; i < 2; i++) {
-        cr_assert_eq(a[i].status, 200);
+        cr_assert(doc[i], "request %d did not answer 200", i);
         char msg[512];
-        cr_assert_eq(ts_validate("POST", "/v1/predict", 200, a[i].doc, msg, sizeof msg), 0, "%s", msg);
-        x[i] = json_object_get(a[i].doc, "explain");
+        cr_assert_eq(ts_validate("POST", "/v1/predict", 200, doc[i], msg, sizeof msg), 0, "%s", msg);
+        x[i] = json_object_get(doc[i], "explain");
         cr_assert_str_eq(json_string_value(json_object_get(x[i], "scope")), "request");
         cr_assert_eq(json_integer_value(json_object_get(json_object_get(x[i], "batch"), "requests")), 2, "both in one batch");
         share += json_number_value(json_object_get(x[i], "share"));
@@ -727,7 +718,7 @@ Test(budget, explain_is_this_requests_share_of_the_batch, .timeout = 60) {
         json_int_t st = json_integer_value(json_object_get(e0, "streams")) + json_integer_value(json_object_get(e1, "streams"));
         cr_expect_eq(st, json_integer_value(json_object_get(json_object_get(e0, "batch"), "streams")), "layer %d: streams split exactly", l);
     }
-    for (int i = 0; i < 2; i++) json_decref(a[i].doc);
+    for (int i = 0; i < 2; i++) json_decref(doc[i]);
     cr_assert_eq(ts_stop(&s), 0);
 }
 
@@ -780,4 +771,315 @@ Test(budget, command_line_and_server_explain_agree, .timeout = 60) {
         json_decref(d);
     }
     cr_assert_eq(ts_stop(&s), 0);
+}
+
+/* ---- heads people can read: QA answers, tagging entities, typed v2 outputs ---- */
+
+/* Runs `adapterd predict` on the fixture registry's task folder with extra arguments; returns its JSON. */
+static json_t *cli_predict(const char *folder, const char *args) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s/tools/adapterd predict --model %s/registry/models/bert-tiny --adapter %s/registry/tasks/%s %s",
+             ADAPTERD_BINARY_DIR, ADAPTERD_FIXTURES, ADAPTERD_FIXTURES, folder, args);
+    FILE *p = popen(cmd, "r");
+    cr_assert(p);
+    static char out[1 << 20];
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    cr_assert_eq(pclose(p), 0, "%s", cmd);
+    json_t *d = json_loads(out, 0, NULL);
+    cr_assert(d, "not JSON: %s", out);
+    return d;
+}
+
+/* The issue this fixes: the command line answered a span starting at [SEP] with a summed-logit
+ * score while the server answered the context's text with a probability. Now one function answers
+ * both; both must give the same span of the context and the same probability (1e-5 relative: the
+ * server's batch and the command line's run are separate engine runs of the same tokens). */
+Test(server, qa_command_line_and_server_agree) {
+    static const char *const qs[][2] = {{"who is john", "john is a player in paris"},
+                                        {"where does he play", "he plays for a club in london and lives in paris"},
+                                        {"what", "the movie was great but the ending was bad"},
+                                        {"when", "in the morning"}};
+    for (size_t c = 0; c < sizeof qs / sizeof qs[0]; c++) {
+        char body[512], args[512];
+        snprintf(body, sizeof body, "{\"inputs\":[{\"text\":\"%s\",\"text_pair\":\"%s\"}],\"tasks\":[\"qa\"]}", qs[c][0], qs[c][1]);
+        json_t *d = call("POST", "/v1/predict", "/v1/predict", body, 200);
+        json_t *sa = json_object_get(json_object_get(json_object_get(json_array_get(json_object_get(d, "results"), 0), "tasks"), "qa"),
+                                     "answer");
+        snprintf(args, sizeof args, "--text '%s' --text-pair '%s'", qs[c][0], qs[c][1]);
+        json_t *cli = cli_predict("qa/1/squad", args);
+        json_t *ca = json_object_get(json_object_get(json_object_get(cli, "tasks"), "squad"), "answer");
+        cr_assert(json_is_object(sa) && json_is_object(ca), "both answer case %zu", c);
+        int s0 = (int)json_integer_value(json_object_get(sa, "start")), s1 = (int)json_integer_value(json_object_get(sa, "end"));
+        cr_expect(s0 >= 0 && s1 > s0 && s1 <= (int)strlen(qs[c][1]), "case %zu: [%d, %d) inside the context", c, s0, s1);
+        cr_expect_eq(json_integer_value(json_object_get(ca, "start")), s0, "case %zu start", c);
+        cr_expect_eq(json_integer_value(json_object_get(ca, "end")), s1, "case %zu end", c);
+        cr_expect_str_eq(json_string_value(json_object_get(ca, "text")), json_string_value(json_object_get(sa, "text")));
+        cr_expect_eq(strncmp(json_string_value(json_object_get(sa, "text")), qs[c][1] + s0, (size_t)(s1 - s0)), 0);
+        double ss = json_number_value(json_object_get(sa, "score")), cs = json_number_value(json_object_get(ca, "score"));
+        cr_expect(ss > 0 && ss <= 1 && fabs(ss - cs) <= 1e-5 * ss, "case %zu score: server %g, command line %g", c, ss, cs);
+        json_decref(d);
+        json_decref(cli);
+    }
+}
+
+Test(server, qa_without_text_pair_is_refused) {
+    expect_error("POST", "/v1/predict", "/v1/predict", "{\"inputs\":\"who is john\",\"tasks\":[\"qa\"]}", NULL, 422,
+                 "text_pair_required");
+    expect_error("POST", "/v1/predict", "/v1/predict", "{\"inputs\":[[2, 239, 3]],\"tasks\":[\"qa\"]}", NULL, 422,
+                 "text_pair_required");
+    /* every task (none named): the QA task answers null rather than refusing the other tasks' input */
+    json_t *d = call("POST", "/v1/predict", "/v1/predict", "{\"inputs\":\"who is john\"}", 200);
+    json_t *qa = json_object_get(json_object_get(json_array_get(json_object_get(d, "results"), 0), "tasks"), "qa");
+    cr_expect(json_is_null(json_object_get(qa, "answer")), "no context, no answer");
+    json_decref(d);
+    expect_error("POST", "/v2/models/qa/infer", "/v2/models/{task}/infer",
+                 "{\"inputs\":[{\"name\":\"text\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"who\"]}]}", NULL, 422,
+                 "text_pair_required");
+    expect_error("POST", "/v1/predict", "/v1/predict", "{\"inputs\":\"x\",\"tasks\":[\"ner\"],\"aggregation\":\"max\"}", NULL, 422,
+                 "invalid_argument");
+}
+
+/* Entities of every aggregation: the server's equal the command line's (same engine function), with
+ * character offsets whose text is the word; "first" never splits a word of several pieces. */
+Test(server, tagging_entities_agree_with_the_command_line) {
+    const char *text = "john is a player in paris and unhappy in london";
+    static const char *const aggs[] = {"none", "simple", "first"};
+    for (int a = 0; a < 3; a++) {
+        char body[512], args[512];
+        snprintf(body, sizeof body, "{\"inputs\":\"%s\",\"tasks\":[\"ner\"],\"aggregation\":\"%s\"}", text, aggs[a]);
+        json_t *d = call("POST", "/v1/predict", "/v1/predict", body, 200);
+        json_t *t = json_object_get(json_object_get(json_array_get(json_object_get(d, "results"), 0), "tasks"), "ner");
+        cr_assert_str_eq(json_string_value(json_object_get(t, "aggregation")), aggs[a]);
+        json_t *se = json_object_get(t, "entities");
+        snprintf(args, sizeof args, "--text '%s' --aggregation %s", text, aggs[a]);
+        json_t *cli = cli_predict("ner/1/ner", args);
+        json_t *ce = json_object_get(json_object_get(json_object_get(cli, "tasks"), "ner"), "entities");
+        cr_assert(json_is_array(se) && json_is_array(ce));
+        cr_assert_eq(json_array_size(se), json_array_size(ce), "%s: server %zu entities, command line %zu", aggs[a],
+                     json_array_size(se), json_array_size(ce));
+        cr_expect_gt(json_array_size(se), 0, "%s: the fixture tagger finds something", aggs[a]);
+        const char *key = a == 0 ? "entity" : "entity_group";
+        for (size_t i = 0; i < json_array_size(se); i++) {
+            json_t *x = json_array_get(se, i), *y = json_array_get(ce, i);
+            int s0 = (int)json_integer_value(json_object_get(x, "start")), s1 = (int)json_integer_value(json_object_get(x, "end"));
+            cr_expect_str_eq(json_string_value(json_object_get(x, key)), json_string_value(json_object_get(y, key)));
+            cr_expect_eq(s0, json_integer_value(json_object_get(y, "start")));
+            cr_expect_eq(s1, json_integer_value(json_object_get(y, "end")));
+            cr_expect(fabs(json_number_value(json_object_get(x, "score")) - json_number_value(json_object_get(y, "score"))) <= 1e-5);
+            cr_expect(s0 >= 0 && s1 > s0 && s1 <= (int)strlen(text));
+            cr_expect_eq(strncmp(json_string_value(json_object_get(x, "word")), text + s0, (size_t)(s1 - s0)), 0, "word = text[start:end]");
+            if (a == 2) /* whole words: start at the text's start or after a space, end at its end or before one */
+                cr_expect((s0 == 0 || text[s0 - 1] == ' ') && (text[s1] == '\0' || text[s1] == ' '), "first: [%d, %d)", s0, s1);
+            cr_expect_str_neq(json_string_value(json_object_get(x, key)), "O");
+        }
+        json_decref(d);
+        json_decref(cli);
+    }
+}
+
+static json_t *v2_output(json_t *d, const char *name) {
+    json_t *outs = json_object_get(d, "outputs");
+    for (size_t i = 0; i < json_array_size(outs); i++)
+        if (!strcmp(json_string_value(json_object_get(json_array_get(outs, i), "name")), name)) return json_array_get(outs, i);
+    return NULL;
+}
+
+/* v2 answers typed tensors for every head, and the model metadata names each with its datatype. */
+Test(server, kserve_v2_typed_outputs_match_metadata) {
+    static const struct {
+        const char *task, *body;
+    } cases[] = {
+        {"qa", "{\"inputs\":[{\"name\":\"text\",\"shape\":[2],\"datatype\":\"BYTES\",\"data\":[\"who is john\",\"where\"]},"
+               "{\"name\":\"text_pair\",\"shape\":[2],\"datatype\":\"BYTES\",\"data\":[\"john is a player in paris\",\"in london\"]}]}"},
+        {"ner", "{\"inputs\":[{\"name\":\"text\",\"shape\":[2],\"datatype\":\"BYTES\",\"data\":[\"john is in paris\",\"unhappy london\"]}],"
+                "\"parameters\":{\"aggregation\":\"simple\"}}"},
+        {"ml", "{\"inputs\":[{\"name\":\"text\",\"shape\":[2],\"datatype\":\"BYTES\",\"data\":[\"great movie\",\"bad\"]}]}"},
+        {"cls_lora", "{\"inputs\":[{\"name\":\"text\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"great movie\"]}]}"},
+        {"reg", "{\"inputs\":[{\"name\":\"text\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"great movie\"]}]}"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char path[128];
+        snprintf(path, sizeof path, "/v2/models/%s", cases[c].task);
+        json_t *meta = call("GET", path, "/v2/models/{task}", NULL, 200);
+        snprintf(path, sizeof path, "/v2/models/%s/infer", cases[c].task);
+        json_t *d = call("POST", path, "/v2/models/{task}/infer", cases[c].body, 200);
+        json_t *mo = json_object_get(meta, "outputs"), *outs = json_object_get(d, "outputs");
+        cr_assert_eq(json_array_size(mo), json_array_size(outs), "%s: metadata lists %zu outputs, infer answers %zu", cases[c].task,
+                     json_array_size(mo), json_array_size(outs));
+        for (size_t i = 0; i < json_array_size(outs); i++) {
+            json_t *o = json_array_get(outs, i), *m = json_array_get(mo, i);
+            cr_expect_str_eq(json_string_value(json_object_get(o, "name")), json_string_value(json_object_get(m, "name")));
+            cr_expect_str_eq(json_string_value(json_object_get(o, "datatype")), json_string_value(json_object_get(m, "datatype")));
+            json_t *sh = json_object_get(o, "shape"), *msh = json_object_get(m, "shape");
+            cr_expect_eq(json_array_size(sh), json_array_size(msh), "%s.%s rank", cases[c].task, json_string_value(json_object_get(o, "name")));
+            size_t want = 1;
+            for (size_t k = 0; k < json_array_size(sh); k++) want *= (size_t)json_integer_value(json_array_get(sh, k));
+            cr_expect_eq(json_array_size(json_object_get(o, "data")), want, "%s.%s: data fills the shape", cases[c].task,
+                         json_string_value(json_object_get(o, "name")));
+            cr_expect(!json_is_string(json_array_get(json_object_get(o, "data"), 0)) ||
+                          json_string_value(json_array_get(json_object_get(o, "data"), 0))[0] != '{',
+                      "no JSON inside a BYTES tensor");
+        }
+        if (!strcmp(cases[c].task, "qa")) {
+            json_t *ans = v2_output(d, "answer"), *st = v2_output(d, "start"), *en = v2_output(d, "end");
+            cr_assert(ans && st && en && v2_output(d, "score"));
+            cr_expect_str_eq(json_string_value(json_object_get(st, "datatype")), "INT32");
+            int s0 = (int)json_integer_value(json_array_get(json_object_get(st, "data"), 0));
+            int s1 = (int)json_integer_value(json_array_get(json_object_get(en, "data"), 0));
+            cr_expect_eq(strncmp(json_string_value(json_array_get(json_object_get(ans, "data"), 0)), "john is a player in paris" + s0,
+                                 (size_t)(s1 - s0)),
+                         0);
+        } else if (!strcmp(cases[c].task, "ner")) {
+            json_t *in = v2_output(d, "input");
+            cr_assert(in && v2_output(d, "entity") && v2_output(d, "word"));
+            for (size_t k = 1; k < json_array_size(json_object_get(in, "data")); k++)
+                cr_expect_geq(json_integer_value(json_array_get(json_object_get(in, "data"), k)),
+                              json_integer_value(json_array_get(json_object_get(in, "data"), k - 1)), "entities in input order");
+        } else if (!strcmp(cases[c].task, "ml")) {
+            /* labels: [N, K], the labels over 0.5 then ""; the same labels v1 lists */
+            json_t *lb = v2_output(d, "labels"), *sc = v2_output(d, "scores");
+            cr_assert(lb && sc);
+            size_t K = (size_t)json_integer_value(json_array_get(json_object_get(lb, "shape"), 1));
+            json_t *v1 = call("POST", "/v1/predict", "/v1/predict", "{\"inputs\":[\"great movie\",\"bad\"],\"tasks\":[\"ml\"]}", 200);
+            for (size_t i = 0; i < 2; i++) {
+                json_t *want = json_object_get(json_object_get(json_object_get(json_array_get(json_object_get(v1, "results"), i), "tasks"), "ml"),
+                                               "labels");
+                size_t k = 0;
+                for (; k < K && json_string_value(json_array_get(json_object_get(lb, "data"), i * K + k))[0]; k++)
+                    cr_expect_str_eq(json_string_value(json_array_get(json_object_get(lb, "data"), i * K + k)),
+                                     json_string_value(json_array_get(want, k)));
+                cr_expect_eq(k, json_array_size(want), "input %zu: every label over the threshold", i);
+            }
+            json_decref(v1);
+        }
+        json_decref(meta);
+        json_decref(d);
+    }
+    expect_error("POST", "/v2/models/qa/infer", "/v2/models/{task}/infer",
+                 "{\"inputs\":[{\"name\":\"text\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"w\"]},"
+                 "{\"name\":\"text_pair\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"c\"]}],\"outputs\":[{\"name\":\"label\"}]}",
+                 NULL, 422, "invalid_argument");
+}
+
+/* Adapter names the same everywhere: GET /v1/tasks/{name} and `adapterd predict` name a task's
+ * adapter forms alike, in AdapterHub's config vocabulary (docs/REGISTRY.md). */
+Test(server, adapter_names_agree_with_the_command_line) {
+    static const char *const known[] = {"seq_bn", "double_seq_bn", "par_bn", "prefix_tuning", "lora", "ia3", "fusion", NULL};
+    static const char *const tasks[][2] = {{"ner", "ner/1/ner"}, {"cls_lora", "cls_lora/1/lora"}, {"peft", "peft/1/peft_task"}};
+    for (size_t c = 0; c < sizeof tasks / sizeof tasks[0]; c++) {
+        char path[128];
+        snprintf(path, sizeof path, "/v1/tasks/%s", tasks[c][0]);
+        json_t *d = call("GET", path, "/v1/tasks/{name}", NULL, 200);
+        json_t *cli = cli_predict(tasks[c][1], "--text 'the movie'");
+        const char *srv_kind = json_string_value(json_object_get(d, "adapters"));
+        json_t *tr = NULL;
+        const char *k;
+        json_t *v;
+        json_object_foreach(json_object_get(cli, "tasks"), k, v) tr = v;
+        cr_assert(srv_kind && tr, "%s: both name the adapters", tasks[c][0]);
+        cr_expect_str_eq(srv_kind, json_string_value(json_object_get(tr, "kind")), "%s", tasks[c][0]);
+        char buf[128];
+        snprintf(buf, sizeof buf, "%s", srv_kind);
+        for (char *save = NULL, *part = strtok_r(buf, "+", &save); part; part = strtok_r(NULL, "+", &save)) {
+            int ok = 0;
+            for (int i = 0; known[i]; i++) ok |= !strcmp(part, known[i]);
+            cr_expect(ok, "%s: \"%s\" is not one of AdapterHub's config names", tasks[c][0], part);
+        }
+        json_decref(d);
+        json_decref(cli);
+    }
+}
+
+/* ---- a pruned fusion is visible ---- */
+
+/* A registry whose task "fusion" has version 1 (4 adapters) and version 2, the same files with a
+ * fusion_pruning.json keeping t1 and t3. GET /v1/tasks/{name}, the server's explain and the command
+ * line's explain name the kept and the pruned adapters; version 2 holds fewer bytes (the load freed
+ * the pruned adapters' weights) and answers as the command line does with the pruned folder. */
+static json_t *get_ok(test_server *s, const char *path) {
+    ts_resp r;
+    cr_assert_eq(ts_http(s, "GET", path, NULL, NULL, NULL, &r), 0);
+    cr_assert_eq(r.status, 200, "%s: %s", path, r.body);
+    json_t *d = json_loads(r.body, 0, NULL);
+    cr_assert(d, "not JSON: %s", r.body);
+    char msg[512];
+    cr_assert_eq(ts_validate("GET", "/v1/tasks/{name}", 200, d, msg, sizeof msg), 0, "%s\n%s", msg, r.body);
+    ts_resp_free(&r);
+    return d;
+}
+
+static void expect_names(json_t *a, const char *const *want, int n, const char *what) {
+    cr_assert_eq(json_array_size(a), (size_t)n, "%s: %zu names", what, json_array_size(a));
+    for (int i = 0; i < n; i++)
+        cr_assert_str_eq(json_string_value(json_array_get(a, (size_t)i)), want[i], "%s[%d]", what, i);
+}
+
+Test(fusion_view, pruned_fusion_is_listed_explained_and_smaller, .timeout = 90) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    char reg[] = "adapterd-fusionview-XXXXXX";
+    cr_assert(mkdtemp(reg));
+    cr_assert_eq(ts_sh("mkdir -p '%s/tasks/fusion' && cp -rL '%s/registry/models' '%s/' && "
+                       "cp -rL '%s/registry/tasks/fusion/1' '%s/tasks/fusion/1' && "
+                       "cp -rL '%s/registry/tasks/fusion/1' '%s/tasks/fusion/2' && "
+                       "printf '{\"keep\": [\"t1\", \"t3\"]}' > '%s/tasks/fusion/2/fusion/fusion_pruning.json'",
+                       reg, ADAPTERD_FIXTURES, reg, ADAPTERD_FIXTURES, reg, ADAPTERD_FIXTURES, reg, reg), 0);
+    test_server s;
+    const char *args[] = {"--registry", reg, NULL};
+    cr_assert_eq(ts_start(&s, args, NULL), 0);
+    static const char *const kept[] = {"t1", "t3"}, *const pruned[] = {"t0", "t2"}, *const all[] = {"t0", "t1", "t2", "t3"};
+
+    json_t *d = get_ok(&s, "/v1/tasks/fusion");
+    cr_assert_str_eq(json_string_value(json_object_get(d, "version")), "2");
+    json_t *fu = json_object_get(d, "fusion");
+    expect_names(json_object_get(fu, "kept"), kept, 2, "GET kept");
+    expect_names(json_object_get(fu, "pruned"), pruned, 2, "GET pruned");
+    json_decref(d);
+
+    /* explain, current (pruned) version and version 1 */
+    json_t *p2 = post_ok(&s, "{\"inputs\":\"the movie was great\",\"tasks\":[\"fusion\"],\"return\":{\"explain\":true}}", 200);
+    fu = json_object_get(json_object_get(json_object_get(p2, "explain"), "fusion"), "fusion");
+    expect_names(json_object_get(fu, "kept"), kept, 2, "explain kept");
+    expect_names(json_object_get(fu, "pruned"), pruned, 2, "explain pruned");
+    json_t *p1 = post_ok(&s, "{\"inputs\":\"the movie was great\",\"tasks\":[\"fusion@1\"],\"return\":{\"explain\":true}}", 200);
+    fu = json_object_get(json_object_get(json_object_get(p1, "explain"), "fusion"), "fusion");
+    expect_names(json_object_get(fu, "kept"), all, 4, "v1 kept");
+    expect_names(json_object_get(fu, "pruned"), NULL, 0, "v1 pruned");
+    json_decref(p1);
+    json_t *p0 = post_ok(&s, "{\"inputs\":\"the movie was great\",\"tasks\":[\"fusion\"]}", 200);
+    cr_assert_null(json_object_get(json_object_get(p0, "explain"), "fusion"), "no explain asked");
+    json_decref(p0);
+
+    /* both versions are now loaded: the pruned one holds fewer bytes */
+    d = get_ok(&s, "/v1/tasks/fusion");
+    json_t *vs = json_object_get(d, "versions");
+    cr_assert_eq(json_array_size(vs), 2);
+    json_int_t b1 = json_integer_value(json_object_get(json_array_get(vs, 0), "bytes"));
+    json_int_t b2 = json_integer_value(json_object_get(json_array_get(vs, 1), "bytes"));
+    cr_log_info("fusion v1 (4 adapters) %lld bytes, v2 (2 kept) %lld bytes", (long long)b1, (long long)b2);
+    cr_assert(b1 > 0 && b2 > 0 && b2 < b1, "v1 %lld bytes, v2 %lld", (long long)b1, (long long)b2);
+    cr_assert_eq(json_integer_value(json_object_get(d, "bytes")), b2);
+    json_decref(d);
+
+    /* the command line on the pruned folder: the same kept set and the same logits */
+    char cmd[4096], out[65536];
+    snprintf(cmd, sizeof cmd,
+             "%s/tools/adapterd predict --model %s/models/bert-tiny --adapter %s/tasks/fusion/2/t0 --adapter "
+             "%s/tasks/fusion/2/t1 --adapter %s/tasks/fusion/2/t2 --adapter %s/tasks/fusion/2/t3 --fusion "
+             "%s/tasks/fusion/2/fusion --head %s/tasks/fusion/2/head --text 'the movie was great' --explain",
+             ADAPTERD_BINARY_DIR, reg, reg, reg, reg, reg, reg, reg);
+    FILE *p = popen(cmd, "r");
+    cr_assert(p);
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    cr_assert_eq(pclose(p), 0, "%s", cmd);
+    json_t *cli = json_loads(out, 0, NULL);
+    cr_assert(cli, "not JSON: %s", out);
+    cr_assert(json_equal(json_object_get(json_object_get(cli, "plan"), "fusion"),
+                         json_object_get(json_object_get(p2, "explain"), "fusion")),
+              "command line %s vs server", out);
+    json_decref(cli);
+    json_decref(p2);
+    cr_assert_eq(ts_stop(&s), 0);
+    cr_assert_eq(ts_sh("rm -rf '%s'", reg), 0);
 }

@@ -6,7 +6,12 @@
  *
  * FILE holds one text per line (a TSV's first column is used). The mean attention of every adapter
  * per fusion layer and the kept set are printed as JSON and written to DIR/fusion_pruning.json,
- * which the loader applies from then on (so the server keeps the pruning across restarts). */
+ * which the loader applies from then on (so the server keeps the pruning across restarts). It also
+ * runs the calibration texts through the whole fusion and through the pruned one and prints how
+ * often their labels agree: the cost of the pruning on the very texts it was chosen from.
+ *
+ * The task is loaded with every child (keep_pruned), and a pruning saved before is undone first,
+ * so running the command again recalibrates from the whole fusion. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,8 +35,13 @@ int cmd_fusion_prune(int argc, char **argv) {
             printf("usage: adapterd fusion-prune --model DIR --adapter DIR [--adapter DIR ...] --fusion DIR [--head DIR]\n"
                    "                             --calib FILE --keep K [--max-texts N] [--dry-run] [--threads N]\n\n"
                    "Runs up to N texts of FILE (one per line, or a TSV's first column) through the fusion, prints each\n"
-                   "adapter's mean attention per fusion layer, keeps the K adapters with the largest total and writes\n"
-                   "DIR/fusion_pruning.json (applied whenever the fusion is loaded) unless --dry-run.\n");
+                   "adapter's mean attention per fusion layer (\"layers\") and summed over layers (\"adapters\"), keeps\n"
+                   "the K adapters with the largest sum and writes DIR/fusion_pruning.json (applied whenever the fusion\n"
+                   "is loaded: the server then frees the other adapters' weights) unless --dry-run. It also runs the texts\n"
+                   "through the whole and the pruned fusion and prints how often their labels agree\n"
+                   "(\"label_agreement\"; token heads: every token's label). A pruning saved before is ignored: the\n"
+                   "calibration always starts from every adapter. To serve the result, prune a copy of the version and\n"
+                   "upload it as a new one (docs/REGISTRY.md).\n");
             return 0;
         }
         if (!strcmp(a, "--dry-run")) {
@@ -69,6 +79,8 @@ int cmd_fusion_prune(int argc, char **argv) {
     eng_tok_encoding *enc = calloc((size_t)max_texts, sizeof *enc);
     eng_input *in = calloc((size_t)max_texts, sizeof *in);
     double *mean = NULL;
+    eng_task_out *whole = NULL, *pruned = NULL;
+    int have_whole = 0, have_pruned = 0;
     FILE *f = fopen(calib, "r");
     if (!enc || !in) {
         eng_err_set(&err, ENG_NO_MEMORY, "out of memory");
@@ -82,6 +94,7 @@ int cmd_fusion_prune(int argc, char **argv) {
     eng_task_params tp = eng_task_default_params();
     tp.fusion_dir = fusion;
     tp.head_dir = head;
+    tp.keep_pruned = 1; /* calibration and the whole-fusion labels need every child */
     if (eng_task_load(m, adapters, n_adapters, &tp, &t, &err)) goto fail;
     const char *const *names;
     int N = eng_task_fusion_children(t, &names), L = eng_model_config(m)->n_layers;
@@ -89,6 +102,9 @@ int cmd_fusion_prune(int argc, char **argv) {
         eng_err_set(&err, ENG_INVALID_ARGUMENT, "--keep %d but the fusion has %d adapters", keep_k, N);
         goto fail;
     }
+    uint8_t all[ENG_MAX_FUSE];
+    memset(all, 1, sizeof all);
+    if (eng_task_prune_fusion(t, all, N, &err)) goto fail; /* undo a saved pruning */
     char line[65536];
     eng_tok_params p = eng_tok_default_params();
     while (n < max_texts && fgets(line, sizeof line, f)) {
@@ -108,10 +124,42 @@ int cmd_fusion_prune(int argc, char **argv) {
         eng_err_set(&err, ENG_NO_MEMORY, "out of memory");
         goto fail;
     }
+    eng_task_req req = {t, 0};
+    for (int i = 0; i < n; i++) in[i].tasks = &req, in[i].n_tasks = 1;
+    if (!(whole = calloc((size_t)n, sizeof *whole)) || !(pruned = calloc((size_t)n, sizeof *pruned))) {
+        eng_err_set(&err, ENG_NO_MEMORY, "out of memory");
+        goto fail;
+    }
+    if (eng_run(m, st, in, n, whole, NULL, &err)) goto fail;
+    have_whole = 1;
     if (eng_fusion_calibrate(m, st, t, in, n, mean, &err)) goto fail;
     uint8_t keep[ENG_MAX_FUSE];
     eng_fusion_choose(mean, L, N, keep_k, keep);
-    printf("{\"calibration_texts\":%d,\"adapters\":[", n);
+    if (eng_task_prune_fusion(t, keep, N, &err) || eng_run(m, st, in, n, pruned, NULL, &err)) goto fail;
+    have_pruned = 1;
+    int agree = 0;
+    for (int i = 0; i < n; i++) {
+        int same = 1, C = whole[i].num_labels;
+        for (int r = 0; same && r < whole[i].n_rows; r++)
+            same = eng_argmax(whole[i].logits + (size_t)r * C, C) == eng_argmax(pruned[i].logits + (size_t)r * C, C);
+        agree += same;
+    }
+    printf("{\"calibration_texts\":%d,\"layers\":[", n);
+    for (int l = 0, first = 1; l < L; l++) {
+        double sum = 0;
+        for (int i = 0; i < N; i++) sum += mean[(size_t)l * N + i];
+        if (sum == 0) continue; /* no fusion in this layer */
+        printf("%s{\"layer\":%d,\"attention\":{", first ? "" : ",", l);
+        first = 0;
+        for (int i = 0; i < N; i++) {
+            printf("%s", i ? "," : "");
+            cli_print_json_string(names[i], strlen(names[i]));
+            printf(":%.6f", mean[(size_t)l * N + i]);
+        }
+        printf("}}");
+    }
+    printf("],\"label_agreement\":{\"agree\":%d,\"texts\":%d,\"share\":%.4f},\"adapters\":[", agree, n,
+           (double)agree / n);
     for (int i = 0; i < N; i++) {
         double tot = 0;
         for (int l = 0; l < L; l++) tot += mean[(size_t)l * N + i];
@@ -132,6 +180,10 @@ out:
     free(enc);
     free(in);
     free(mean);
+    if (have_whole) eng_task_outs_free(whole, n);
+    if (have_pruned) eng_task_outs_free(pruned, n);
+    free(whole);
+    free(pruned);
     eng_state_free(st);
     eng_task_free(t);
     eng_tokenizer_free(tok);

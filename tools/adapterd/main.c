@@ -22,6 +22,7 @@ static const cli_command commands[] = {
     {"fusion-prune", cmd_fusion_prune, "calibrate an AdapterFusion and keep its k most-attended adapters"},
     {"predict", cmd_predict, "run task adapters + heads on a text and print labels and scores as JSON"},
     {"serve", cmd_serve, "serve a registry of tasks over HTTP/JSON (and KServe v2)"},
+    {"sparsify", cmd_sparsify, "write a sparse copy of a bottleneck adapter (largest weights kept)"},
     {"tokenize", cmd_tokenize, "tokenize a text (or pair) and print ids, tokens and offsets as JSON"},
     {"version", cmd_version, "print the version and the BLAS core in use"},
 };

@@ -197,6 +197,10 @@ const eng_head *store_task_head(const store_task *t);
 int store_task_head_type(const store_task *t);
 /* Adapter forms ("seq_bn", ...) once loaded, else "". */
 const char *store_task_kind(const store_task *t);
+/* The children of the version's AdapterFusion once loaded, in fusion order: returns their count
+ * (0: no fusion, or not loaded yet) and sets *names and *kept (1: runs, 0: pruned by its
+ * fusion_pruning.json, whose weights the load freed). Borrowed, like the accessors above. */
+int store_task_fusion(const store_task *t, const char *const **names, const uint8_t **kept);
 /* Labels: task.json's, else the head's id2label, else "LABEL_<i>"; num_labels entries (0 before
  * the first load when task.json names none). */
 const char *const *store_task_labels(const store_task *t);

@@ -16,7 +16,8 @@
 #include "engine/task.h"
 
 /* Runs inputs (their task lists are ignored: t runs at skip 0, with every child of its fusion,
- * whatever its pruning) and fills mean (L, n_children) with each child's mean attention weight per
+ * whatever its pruning, so t must be loaded with eng_task_params.keep_pruned when a pruning was
+ * saved: ENG_INVALID_ARGUMENT otherwise) and fills mean (L, n_children) with each child's mean attention weight per
  * layer (0 for layers without fusion). Returns 0 or a negative eng_status. */
 int eng_fusion_calibrate(const eng_model *m, eng_state *st, const eng_task *t, const eng_input *inputs, int n_inputs,
                          double *mean, eng_err *err);

@@ -70,6 +70,10 @@ typedef struct {
      * holds; NULL for none. A server uses it to pace large loads (adapters_store). */
     void (*pace)(void *ctx, size_t bytes);
     void *pace_ctx;
+    /* A saved fusion pruning (fusion_pruning.json) drops children: 0 (default) frees their weights
+     * at load, so the task holds (and eng_task_bytes reports) only what it runs; 1 keeps them, for
+     * calibration and for comparing the pruned fusion with the whole one (`adapterd fusion-prune`). */
+    int keep_pruned;
 } eng_task_params;
 
 eng_task_params eng_task_default_params(void);
@@ -116,8 +120,17 @@ int eng_task_set_skips(eng_task *t, eng_skip_range r, eng_err *err);
 /* Names of the fusion's children in fusion order (borrowed); returns their count (0: no fusion). */
 int eng_task_fusion_children(const eng_task *t, const char *const **names);
 
-/* Keep only the children whose keep[i] is 1 (in fusion order); at least one must stay. For the
- * owner of a task before it is shared: a task that workers run must not change. */
+/* Which children run: (n children) flags in fusion order, 1 kept, 0 pruned (borrowed; all 1 when
+ * unpruned, NULL without a fusion). */
+const uint8_t *eng_task_fusion_kept(const eng_task *t);
+
+/* 1 when the pruned children's weights were freed at load (eng_task_params.keep_pruned 0): the task
+ * can then neither be calibrated nor get those children back. */
+int eng_task_fusion_freed(const eng_task *t);
+
+/* Keep only the children whose keep[i] is 1 (in fusion order); at least one must stay; all 1 undoes
+ * a pruning unless its children were freed (ENG_INVALID_ARGUMENT). For the owner of a task before
+ * it is shared: a task that workers run must not change. */
 int eng_task_prune_fusion(eng_task *t, const uint8_t *keep, int n, eng_err *err);
 
 #endif

@@ -111,6 +111,15 @@ eng_tok_params eng_tok_default_params(void);
 int eng_tok_encode(const eng_tokenizer *tok, const char *text, size_t len, const char *pair,
                    size_t pair_len, const eng_tok_params *p, eng_tok_encoding *out, eng_err *err);
 
+/* Marks in out (enc->n) the tokens that continue the word of the token before them, as Hugging
+ * Face's token-classification pipeline decides it from a fast tokenizer's output (its is_subword):
+ * WordPiece: the token's vocabulary string and the text it covers differ in length in code points
+ * ("##kel" covering "kel"); byte-level BPE (no continuing-subword prefix): the token does not start
+ * the text and neither the character before it nor its first character is a space. text/pair are
+ * the inputs given to eng_tok_encode; special tokens get 0. Does not fail. */
+void eng_tok_subword_flags(const eng_tokenizer *tok, const eng_tok_encoding *enc, const char *text, size_t len,
+                           const char *pair, size_t pair_len, uint8_t *out);
+
 /* Frees the arrays of enc and zeroes it; safe on a zeroed encoding and on NULL. */
 void eng_tok_encoding_free(eng_tok_encoding *enc);
 

@@ -6,33 +6,18 @@
  * proto/openapi.yaml, which documents it. The YAML is converted to JSON at build time and served
  * as /openapi.json.
  *
- * Errors: PROTO_MALFORMED means the body is not JSON or not the document type asked for (HTTP 400);
- * PROTO_INVALID means valid JSON with invalid values (422); PROTO_LIMIT a configured limit (422);
- * the mapping to HTTP is the server's (server/http_status.c). proto has its own small error type
- * rather than the engine's eng_err: the codec must build and be tested without the engine, and its
- * four codes are all a client needs to know about a body. */
+ * Errors are entries of adapterd's one error table (engine/status.h, the leaf library adapterd_status
+ * that proto links without the rest of the engine), filled into an eng_err: ENG_MALFORMED means the
+ * body is not JSON or not the document type asked for (HTTP 400); ENG_INVALID_ARGUMENT means valid
+ * JSON with invalid values (422); ENG_LIMIT a configured limit (422); ENG_NO_MEMORY out of memory.
+ * The mapping to HTTP is the server's (server/http_status.c). */
 #ifndef ADAPTERD_PROTO_H
 #define ADAPTERD_PROTO_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum {
-    PROTO_OK = 0,
-    PROTO_MALFORMED = -1,
-    PROTO_INVALID = -2,
-    PROTO_LIMIT = -3,
-    PROTO_NO_MEMORY = -4,
-} proto_status;
-
-typedef struct {
-    proto_status code;
-    char msg[256];
-} proto_err;
-
-/* Sets err (when not NULL) to code and the printf-style message, cut to fit; returns code, so a
- * check reads `return proto_err_set(err, PROTO_INVALID, "\"skip\" must be ...")`. */
-int proto_err_set(proto_err *err, proto_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+#include "engine/status.h"
 
 typedef struct {
     int max_inputs;          /* inputs per request */
@@ -72,6 +57,14 @@ typedef struct {
     int skip;
 } proto_skip;
 
+/* "aggregation": how tagging tasks answer. */
+typedef enum {
+    PROTO_AGG_TOKENS = 0,    /* not given: v1 lists every token ("tokens"); v2 answers as PROTO_AGG_NONE */
+    PROTO_AGG_NONE,          /* "entities", one per token, "O" left out */
+    PROTO_AGG_SIMPLE,        /* "entities" grouped by label (B-/I- merged) */
+    PROTO_AGG_FIRST,         /* tokens merged into words (the first token's label), then grouped */
+} proto_aggregation;
+
 typedef struct {
     void *doc_;              /* internal: the parsed document that owns the strings */
     proto_text *inputs;      /* (n_inputs) */
@@ -85,6 +78,7 @@ typedef struct {
     double latency_ms;       /* > 0, or -1 when not given: target for this request's predicted engine time */
     int ret_scores, ret_logits, ret_explain;
     int truncate;
+    proto_aggregation aggregation; /* "aggregation" */
     int32_t *ids_;           /* internal: storage of the inputs' ids and type ids */
     /* POST /v1/embed and /v1/tokenize (proto_embed_parse, proto_tokenize_parse) */
     const char *model;       /* "model", or NULL: the registry's only model */
@@ -94,36 +88,45 @@ typedef struct {
     unsigned v2_outputs;     /* v2: the "outputs" asked for, PROTO_V2_OUT_* bits; 0: all */
 } proto_predict_req;
 
-/* The output tensors a v2 answer can hold: label, score, scores (classification and multi-label),
- * value (regression), result (tagging and QA). */
+/* The output tensors a v2 answer can hold; which ones a task answers depends on its head
+ * (proto_v2_outputs_of): label, score, scores (classification; multi-label adds labels), value
+ * (regression), answer, start, end, score (QA), entity, score, word, start, end, seq, input
+ * (tagging). */
 #define PROTO_V2_OUT_LABEL 1u
 #define PROTO_V2_OUT_SCORE 2u
 #define PROTO_V2_OUT_SCORES 4u
 #define PROTO_V2_OUT_VALUE 8u
-#define PROTO_V2_OUT_RESULT 16u
+#define PROTO_V2_OUT_LABELS 16u
+#define PROTO_V2_OUT_ANSWER 32u
+#define PROTO_V2_OUT_START 64u
+#define PROTO_V2_OUT_END 128u
+#define PROTO_V2_OUT_ENTITY 256u
+#define PROTO_V2_OUT_WORD 512u
+#define PROTO_V2_OUT_SEQ 1024u
+#define PROTO_V2_OUT_INPUT 2048u
 
 /* Parses a POST /v1/predict body (len bytes). Returns 0 and fills *out (release with
- * proto_predict_free), or a negative proto_status with err->msg naming the field; *out then owns
+ * proto_predict_free), or a negative eng_status with err->msg naming the field; *out then owns
  * nothing. */
-int proto_predict_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *out, proto_err *err);
+int proto_predict_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *out, eng_err *err);
 
 /* Parses a KServe v2 POST /v2/models/{task}/infer body: a BYTES input tensor named "text" (any
  * name when it is the only one) with shape [N] and an optional "text_pair" of the same shape;
  * "parameters" may carry skip, budget and truncate. tasks is set to {task}; ret_scores on. Two
  * input tensors of one name, or an "outputs" entry that names no output tensor (or one twice),
- * are PROTO_INVALID; the outputs asked for go to v2_outputs. */
+ * are ENG_INVALID_ARGUMENT; the outputs asked for go to v2_outputs. */
 int proto_v2_infer_parse(const char *body, size_t len, const char *task, const proto_limits *lim, proto_predict_req *out,
-                         proto_err *err);
+                         eng_err *err);
 
 /* Parses a POST /v1/embed body, in the shape of text-embeddings-inference's /embed: "inputs" (a
  * string, ids, or an array of strings / ids / {"text", "text_pair"} / {"ids", "type_ids"}),
  * "normalize" (default true), "truncate" (default false), "truncation_direction" ("right" only),
  * "pooling" and "model". Same contract as proto_predict_parse. */
-int proto_embed_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *out, proto_err *err);
+int proto_embed_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *out, eng_err *err);
 
 /* Parses a POST /v1/tokenize body: "inputs" (texts or {"text", "text_pair"}, no ids),
  * "add_special_tokens" (default true), "model". Same contract as proto_predict_parse. */
-int proto_tokenize_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *out, proto_err *err);
+int proto_tokenize_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *out, eng_err *err);
 
 /* Releases what a parse filled; safe on a zeroed struct. */
 void proto_predict_free(proto_predict_req *r);
@@ -141,6 +144,14 @@ typedef enum {
 /* Name used on the wire: "classification", "multilabel", "regression", "tagging", "qa". */
 const char *proto_head_kind_name(proto_head_kind k);
 
+/* Wire name of an aggregation: "none", "simple", "first" ("tokens" for PROTO_AGG_TOKENS). */
+const char *proto_aggregation_name(proto_aggregation a);
+
+/* The output tensors a v2 answer for a task with this head holds (PROTO_V2_OUT_* bits); their
+ * names, comma separated, into buf (n bytes, cut to fit). */
+unsigned proto_v2_outputs_of(proto_head_kind k);
+void proto_v2_outputs_describe(proto_head_kind k, char *buf, size_t n);
+
 /* A token of a tagging result; offsets are [start, end) in code points of the text it came from. */
 typedef struct {
     int32_t start, end;
@@ -148,6 +159,16 @@ typedef struct {
     int label;
     float score;
 } proto_tag;
+
+/* An entity of a tagging result ("aggregation" given). */
+typedef struct {
+    const char *name;        /* the token's label (none) or the group's name (simple, first), e.g. "PER" */
+    float score;
+    int32_t start, end;      /* [start, end) in code points of the text it came from */
+    int seq;                 /* 0: text, 1: text_pair */
+    const char *word;        /* that span of the text, UTF-8 (word_len bytes) */
+    size_t word_len;
+} proto_entity;
 
 typedef struct {
     const char *task, *version;
@@ -164,6 +185,9 @@ typedef struct {
     float value;             /* regression */
     const proto_tag *tags;   /* tagging: (n_tags), special tokens left out */
     int n_tags;
+    proto_aggregation aggregation; /* tagging: PROTO_AGG_TOKENS answers tags, others entities */
+    const proto_entity *entities;  /* tagging: (n_entities) */
+    int n_entities;
     int has_answer;          /* QA: best span in text_pair (the context) */
     int32_t ans_start, ans_end;
     float ans_score;
@@ -175,6 +199,15 @@ typedef struct {
  * are exact (the plan's structure for its inputs and skips); its times are the batch's measured
  * times attributed in proportion to its rows per layer, its tokens (embedding) and its outputs
  * (heads). The batch's own figures come alongside. */
+/* A task's AdapterFusion children as served: names in fusion order, kept[i] 1 when the child runs,
+ * 0 when a saved pruning dropped it. */
+typedef struct {
+    const char *task;                                /* the task's name (explain), or NULL */
+    const char *const *children;
+    const uint8_t *kept;
+    int n;
+} proto_fusion_view;
+
 typedef struct {
     int n_layers;
     const int *rows, *streams, *trunks;              /* (n_layers) this request's */
@@ -185,6 +218,8 @@ typedef struct {
     double gflop, share;                             /* this request's work, its share of the batch's */
     double batch_gflop, batch_total_ms;
     int batch_requests, batch_inputs, batch_tokens;
+    const proto_fusion_view *fusions;                /* (n_fusions) the request's tasks that have a fusion */
+    int n_fusions;
 } proto_explain;
 
 typedef struct {
@@ -195,6 +230,7 @@ typedef struct {
     const int *tokens;                /* (n_inputs) tokens per input */
     const int *truncated;             /* (n_inputs) 1 when the input was cut */
     int ret_scores;
+    unsigned v2_outputs;              /* v2: the output tensors asked for (PROTO_V2_OUT_*); 0: all */
     double queue_ms, inference_ms, total_ms;
     double latency_target_ms, predicted_ms;           /* "latency_ms" asked and the cost model's prediction; -1: none */
     double load_ms;                   /* time spent loading the request's tasks first (lazy loading); 0: none */
@@ -205,8 +241,9 @@ typedef struct {
 /* Each encoder returns a malloc'd NUL-terminated JSON text and its length in *len, or NULL when
  * out of memory. The caller frees it. */
 char *proto_predict_encode(const proto_predict_resp *r, size_t *len);
-/* KServe v2 response for one task: outputs "label" (BYTES), "score" (FP32), "scores" (FP32, [N, K])
- * for classification/multilabel, "value" for regression, "result" (BYTES, the v1 JSON) otherwise. */
+/* KServe v2 response for one task: typed output tensors by head (proto_v2_outputs_of; the ones asked
+ * for when v2_outputs is set), every input's answer in one tensor per output: [N] per input, [N, K]
+ * per label (scores; multi-label's labels), [M] per entity for tagging (input says whose). */
 char *proto_v2_infer_encode(const proto_predict_resp *r, size_t *len);
 /* POST /v1/embed's answer, a bare JSON array as text-embeddings-inference gives it: vectors
  * (n_vec, dim) row-major. rows NULL: one vector per input, [[f, ...], ...]; else input i owns the
@@ -261,6 +298,7 @@ typedef struct {
     const char *const *layout_adapters;
     int layout_n_adapters;
     const char *layout_fusion, *layout_head;     /* NULL: none */
+    proto_fusion_view fusion;                    /* n 0: no fusion (or not loaded yet) */
 } proto_task_info;
 
 typedef struct {

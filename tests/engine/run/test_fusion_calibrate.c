@@ -15,10 +15,11 @@
 #include "engine/fusion.h"
 #include "engine/run.h"
 #include "io/safetensors.h"
+#include "io/tensor_file.h"
 #include "ref_case.h"
 #include "test_tmp.h"
 
-static void load_case(const char *name, eng_model **m, eng_task **t, const char *fusion_dir_override) {
+static void load_case_p(const char *name, eng_model **m, eng_task **t, const char *fusion_dir_override, int keep_pruned) {
     char dir[PATH_MAX], msg[512];
     snprintf(dir, sizeof dir, "%s/adapters/bert-tiny/%s", ADAPTERD_FIXTURES, name);
     ref_case c;
@@ -27,8 +28,13 @@ static void load_case(const char *name, eng_model **m, eng_task **t, const char 
     cr_assert_eq(eng_model_load(c.backbone, m, &e), 0, "%s", e.msg);
     eng_task_params p = ref_case_params(&c);
     if (fusion_dir_override) p.fusion_dir = fusion_dir_override;
+    p.keep_pruned = keep_pruned;
     cr_assert_eq(ref_case_load_task(&c, *m, &p, t, &e), 0, "%s", e.msg);
     ref_case_close(&c);
+}
+
+static void load_case(const char *name, eng_model **m, eng_task **t, const char *fusion_dir_override) {
+    load_case_p(name, m, t, fusion_dir_override, 0);
 }
 
 Test(fusion_calibrate, calibration_matches_reference_attention) {
@@ -138,6 +144,87 @@ Test(fusion_calibrate, saved_pruning_is_applied_on_load_and_changes_outputs) {
     eng_state_free(st);
     eng_task_free(t);
     eng_model_free(m);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+    cr_assert_eq(system(cmd), 0);
+}
+
+/* Float32 bytes of every tensor in an adapter folder's weights file: what loading it costs. */
+static size_t adapter_file_bytes(const char *dir) {
+    static const char *const files[] = {"adapter.safetensors", "pytorch_adapter.bin", NULL};
+    eng_st_file *f;
+    eng_err e = {0};
+    cr_assert_eq(eng__tensors_open_first(dir, files, &f, &e), 0, "%s", e.msg);
+    size_t b = 0;
+    for (size_t i = 0; i < eng_st_count(f); i++) b += (size_t)eng_st_at(f, i)->numel * sizeof(float);
+    eng_st_close(f);
+    return b;
+}
+
+Test(fusion_calibrate, pruned_children_are_freed_at_load) {
+    char tmp[1024], cmd[2048];
+    cr_assert(mkdtemp(test_tmp_template(tmp, sizeof tmp, "prunefree")));
+    snprintf(cmd, sizeof cmd, "cp %s/adapters/bert-tiny/fusion_dynamic_n3/fusion/* %s/", ADAPTERD_FIXTURES, tmp);
+    cr_assert_eq(system(cmd), 0);
+    eng_model *m0, *m;
+    eng_task *whole, *kept, *freed;
+    eng_err e = {0};
+    load_case("fusion_dynamic_n3", &m0, &whole, tmp);
+    uint8_t keep[3] = {0, 1, 0};
+    double mean[64] = {0};
+    cr_assert_eq(eng_fusion_save_pruning(whole, tmp, mean, eng_model_config(m0)->n_layers, keep, 0, &e), 0, "%s", e.msg);
+    load_case_p("fusion_dynamic_n3", &m, &kept, tmp, 1);
+    eng_model *m2;
+    load_case_p("fusion_dynamic_n3", &m2, &freed, tmp, 0);
+
+    /* what each load says it runs */
+    const uint8_t *k1 = eng_task_fusion_kept(kept), *k2 = eng_task_fusion_kept(freed);
+    cr_assert(k1 && k2);
+    for (int i = 0; i < 3; i++) cr_assert(k1[i] == keep[i] && k2[i] == keep[i], "child %d", i);
+    cr_assert(!eng_task_fusion_freed(kept) && eng_task_fusion_freed(freed));
+    cr_assert_eq(eng_task_bytes(whole), eng_task_bytes(kept), "keep_pruned holds every child");
+
+    /* the bytes that go are exactly those of the two dropped adapters' files */
+    char d0[1200], d2[1200];
+    snprintf(d0, sizeof d0, "%s/adapters/bert-tiny/fusion_dynamic_n3/adapters/t0", ADAPTERD_FIXTURES);
+    snprintf(d2, sizeof d2, "%s/adapters/bert-tiny/fusion_dynamic_n3/adapters/t2", ADAPTERD_FIXTURES);
+    size_t dropped = adapter_file_bytes(d0) + adapter_file_bytes(d2);
+    cr_log_info("fusion of 3, 1 kept: %zu bytes held, %zu with the pruned children", eng_task_bytes(freed),
+                eng_task_bytes(kept));
+    cr_assert_gt(dropped, 0);
+    cr_assert_eq(eng_task_bytes(kept) - eng_task_bytes(freed), dropped, "freed %zu bytes, the dropped files hold %zu",
+                 eng_task_bytes(kept) - eng_task_bytes(freed), dropped);
+
+    /* the freed task computes what the pruned one does */
+    int32_t ids[] = {101, 17, 400, 23, 9, 102};
+    eng_task_req r1 = {kept, 0}, r2 = {freed, 1};
+    eng_input in1 = {.ids = ids, .len = 6, .tasks = &r1, .n_tasks = 1}, in2 = in1;
+    in2.tasks = &r2;
+    eng_state *st = eng_state_new(2);
+    eng_task_out o1, o2;
+    cr_assert_eq(eng_task_set_skips(freed, (eng_skip_range){0, 1, 0}, &e), 0, "%s", e.msg);
+    cr_assert_eq(eng_task_set_skips(kept, (eng_skip_range){0, 1, 0}, &e), 0, "%s", e.msg);
+    for (int skip = 0; skip < 2; skip++) {
+        r1.skip = r2.skip = skip;
+        cr_assert_eq(eng_run(m, st, &in1, 1, &o1, NULL, &e), 0, "%s", e.msg);
+        cr_assert_eq(eng_run(m2, st, &in2, 1, &o2, NULL, &e), 0, "%s", e.msg);
+        for (int i = 0; i < o1.num_labels; i++)
+            cr_assert_eq(o1.logits[i], o2.logits[i], "skip %d logit %d: %g vs %g", skip, i, o1.logits[i], o2.logits[i]);
+        eng_task_outs_free(&o1, 1), eng_task_outs_free(&o2, 1);
+    }
+
+    /* what needs the dropped weights is refused, not run on freed memory */
+    double probe[64];
+    eng_err e2 = {0};
+    cr_assert_eq(eng_fusion_calibrate(m2, st, freed, &in2, 1, probe, &e2), ENG_INVALID_ARGUMENT);
+    cr_assert(strstr(e2.msg, "keep_pruned"), "%s", e2.msg);
+    uint8_t all[3] = {1, 1, 1};
+    cr_assert_eq(eng_task_prune_fusion(freed, all, 3, &e2), ENG_INVALID_ARGUMENT);
+    cr_assert_eq(eng_task_prune_fusion(kept, all, 3, &e), 0, "%s", e.msg); /* kept weights: undone */
+    cr_assert_eq(eng_fusion_calibrate(m, st, kept, &in1, 1, probe, &e), 0, "%s", e.msg);
+
+    eng_state_free(st);
+    eng_task_free(whole), eng_task_free(kept), eng_task_free(freed);
+    eng_model_free(m0), eng_model_free(m), eng_model_free(m2);
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
     cr_assert_eq(system(cmd), 0);
 }

@@ -1,0 +1,85 @@
+/* answer.h - from a head's per-token outputs to what a person reads: the answer span of extractive
+ * QA and the entities of token tagging.
+ *
+ * Both the server and the command line turn engine outputs into answers; they call these functions
+ * so the two can never disagree. The functions are pure: they read logits or probabilities and the
+ * encoding's per-token arrays (eng_tok_encoding) and write token indexes; mapping tokens to text
+ * (offsets) and to JSON is the caller's. No allocation, no locks: safe from any thread.
+ *
+ *     eng_qa_span s;
+ *     if (eng_qa_best_span(out->logits, enc.seq_ids, (int)enc.n, 1, ENG_QA_MAX_ANSWER_TOKENS, &s) == 0)
+ *         printf("[%d, %d) p=%g\n", enc.offsets[2 * s.start], enc.offsets[2 * s.end + 1], s.score);
+ *
+ * QA span (the definition the API documents):
+ *   - candidates are the token pairs (s, e) with s <= e < s + max_tokens, both tokens of the context
+ *     sequence (seq id context_seq: the text_pair), every token between them too; special tokens
+ *     ([CLS], [SEP]) and the question are never part of an answer;
+ *   - p_start = softmax of the start logits over the context tokens only, p_end likewise for the
+ *     end logits; the span's score is p_start[s] * p_end[e], the probability of the span when start
+ *     and end are drawn independently from the context;
+ *   - the best span has the highest score; on equal scores the earliest start, then the earliest end.
+ *
+ * Tagging entities follow the aggregation strategies of Hugging Face's token-classification
+ * pipeline (see eng_tag_entities). */
+#ifndef ADAPTERD_ENGINE_ANSWER_H
+#define ADAPTERD_ENGINE_ANSWER_H
+
+#include <stdint.h>
+
+/* An answer spans at most this many tokens unless asked otherwise (the usual SQuAD post-processing
+ * limit, also Hugging Face's question-answering pipeline default max_answer_len). */
+#define ENG_QA_MAX_ANSWER_TOKENS 30
+
+typedef struct {
+    int start, end; /* token indexes, inclusive: the answer is tokens start..end */
+    float score;    /* p_start[start] * p_end[end], in [0, 1] */
+} eng_qa_span;
+
+/* Finds the best answer span (definition above). logits: (n, 2) start and end logit per token, as
+ * an ENG_HEAD_QA head gives them; seq_ids: (n) the encoding's sequence ids. Returns 0 and fills
+ * *out, or ENG_NOT_FOUND when no token belongs to context_seq (an empty context), or
+ * ENG_INVALID_ARGUMENT when max_tokens < 1. */
+int eng_qa_best_span(const float *logits, const int8_t *seq_ids, int n, int context_seq, int max_tokens,
+                     eng_qa_span *out);
+
+/* How tagged tokens become entities, as the token-classification pipeline's aggregation_strategy. */
+typedef enum {
+    ENG_TAG_AGG_NONE,   /* one entity per token: its argmax label and probability */
+    ENG_TAG_AGG_SIMPLE, /* tokens as in NONE, then neighbours grouped by label (B-/I- merged) */
+    ENG_TAG_AGG_FIRST,  /* tokens first merged into words, a word taking its first token's label
+                           and score; then words grouped as in SIMPLE */
+} eng_tag_aggregation;
+
+/* Wire names "none", "simple", "first"; parse returns -1 for anything else. */
+const char *eng_tag_aggregation_name(eng_tag_aggregation a);
+int eng_tag_aggregation_parse(const char *s);
+
+typedef struct {
+    int label;       /* the label of the entity's first token (NONE, SIMPLE) or first word (FIRST);
+                        grouped entities are named eng_tag_group_name(labels[label]) */
+    float score;     /* NONE: the token's probability; SIMPLE: the mean over the group's tokens;
+                        FIRST: the mean over its words of each word's first-token probability */
+    int first, last; /* token indexes, inclusive */
+    int seq;         /* the sequence the tokens belong to (0 text, 1 text_pair) */
+} eng_tag_entity;
+
+/* Groups tagged tokens into entities. probs: (n, k) per-token probabilities (eng_head_probs);
+ * skip: (n) 1 for tokens that are never part of an entity (special tokens); subword: (n) 1 for
+ * tokens that continue the word of the token before (eng_tok_subword_flags), read by FIRST only;
+ * seq_ids: (n); labels: (k) names. As the pipeline does:
+ *   - a label's prefix "B-" or "I-" splits it into (B|I, tag); any other label is (I, itself);
+ *   - SIMPLE / FIRST: an entity continues the group before it when its tag is the group's last
+ *     tag and it is not a B; a group is named after its first member's label without the text
+ *     up to the first '-' ("B-PER" -> "PER", "O" -> "O");
+ *   - entities labelled (NONE) or named (SIMPLE, FIRST) "O" are left out.
+ * Unlike the pipeline (which knows one text only) words and groups never cross from the text to
+ * the text_pair. NaN probabilities are left out of means, as numpy's nanmean does.
+ * Writes at most n entities to out (n) in token order; returns their number. */
+int eng_tag_entities(const float *probs, int n, int k, const uint8_t *skip, const uint8_t *subword, const int8_t *seq_ids,
+                     const char *const *labels, eng_tag_aggregation agg, eng_tag_entity *out);
+
+/* The name of a group: label after its first '-' ("B-PER" -> "PER"), the label itself without one.
+ * Points into label. */
+const char *eng_tag_group_name(const char *label);
+
+#endif
