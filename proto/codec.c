@@ -824,10 +824,16 @@ char *proto_predict_encode(const proto_predict_resp *r, size_t *len) {
         json_decref(o);
         return NULL;
     }
-    if (o && r->latency_target_ms > 0) {
-        json_t *tm = json_object_get(o, "timing");
+    json_t *tm = o ? json_object_get(o, "timing") : NULL;
+    if (tm && r->load_ms > 0 && json_object_set_new(tm, "load_ms", num(r->load_ms))) {
+        json_decref(o);
+        return NULL;
+    }
+    if (tm && r->latency_target_ms > 0) {
+        /* the target is on the engine's time, so it is judged on inference_ms (queue and load apart) */
         if (json_object_set_new(tm, "latency_target_ms", num(r->latency_target_ms)) ||
-            json_object_set_new(tm, "predicted_ms", num(r->predicted_ms))) {
+            json_object_set_new(tm, "predicted_ms", num(r->predicted_ms)) ||
+            json_object_set_new(tm, "latency_exceeded", json_boolean(r->inference_ms > r->latency_target_ms))) {
             json_decref(o);
             return NULL;
         }

@@ -47,6 +47,7 @@ typedef struct {
     size_t len;
     store_task **held;           /* (n_held) references loaded for this request, kept until it ends */
     int n_held, rounds;
+    double load_s;               /* seconds spent loading tasks for this request (lazy loading) */
     char name[SRV_NAME_MAX], version[SRV_VERSION_MAX]; /* admin: the route's task and version */
     bool activate;               /* admin: ?activate=true on upload, pin (true) or unpin */
 } srv_offload;
@@ -97,8 +98,9 @@ struct srv_server {
     uv_loop_t loop;
     srv_sched *sched;
     srv_metrics *metrics;
-    /* cost models measured at start-up, one per model (read-only once serving); the server holds a
-     * reference to each model so a key can never be reused by another model */
+    /* cost models measured at start-up, one per model (their corrections are updated lock-free by
+     * the workers); the server holds a reference to each model so a key can never be reused by
+     * another model */
     int n_costs;
     store_model **cost_models;       /* (n_costs) references */
     eng_cost_model *costs;           /* (n_costs) */
@@ -114,7 +116,7 @@ struct srv_server {
 };
 
 /* The cost model measured for model m at start-up (server.c), or NULL (a model loaded later has none). */
-static inline const eng_cost_model *srv__cost_model(const srv_server *s, const store_model *m) {
+static inline eng_cost_model *srv__cost_model(const srv_server *s, const store_model *m) {
     for (int i = 0; i < s->n_costs; i++)
         if (s->cost_models[i] == m) return &s->costs[i];
     return NULL;

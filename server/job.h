@@ -48,6 +48,8 @@ typedef struct srv_job {
     srv_skip_source *skip_src;   /* (n_tasks) */
     int adaptive_raised;         /* layers the scheduler added over all tasks (0: none) */
     double latency_ms, predicted_ms; /* "latency_ms" and the cost model's prediction; -1 when not asked */
+    eng_cost_model *cost;        /* the model's cost model (server-owned), told each pass's time; NULL: none */
+    double load_ms;              /* time the request waited for its tasks to load; 0: none */
     eng_tok_encoding *enc;       /* (n_inputs) */
     int *truncated;              /* (n_inputs) 1 when the input was cut */
     const proto_text *texts;     /* (n_inputs) borrowed from the parsed request */

@@ -168,7 +168,10 @@ static void load_tasks(srv_request *r) {
             return;
         }
     }
-    if (loaded) srv__metrics_lazy_load(r->srv->metrics, srv__now() - t0);
+    if (loaded) {
+        srv__metrics_lazy_load(r->srv->metrics, srv__now() - t0);
+        r->off.load_s += srv__now() - t0;
+    }
 }
 
 static enum MHD_Result load_then_retry(srv_request *r) {
@@ -282,6 +285,7 @@ static prepare_result job_prepare(srv_request *r, srv_job *j, const proto_predic
     j->aggregation = p->aggregation;
     j->v2_outputs = p->v2_outputs;
     j->latency_ms = j->predicted_ms = -1;
+    j->load_ms = r->off.load_s * 1e3;
     if (!(j->tasks = calloc((size_t)n_tasks, sizeof *j->tasks)) || !(j->treqs = calloc((size_t)n_tasks, sizeof *j->treqs)) ||
         !(j->skip_src = calloc((size_t)n_tasks, sizeof *j->skip_src)) ||
         !(j->enc = calloc((size_t)p->n_inputs, sizeof *j->enc)) || !(j->truncated = calloc((size_t)p->n_inputs, sizeof(int)))) {
@@ -357,6 +361,7 @@ static prepare_result job_prepare(srv_request *r, srv_job *j, const proto_predic
      * keeps it): the caller loads it and runs the request again; the cost model needs every task */
     for (int k = 0; k < j->n_tasks; k++)
         if (!j->treqs[k].task) return PREPARE_RELOAD;
+    j->cost = srv__cost_model(s, j->model);
     if (p->latency_ms > 0 && plan_for_latency(s, j, p->latency_ms, code, msg, msz)) return PREPARE_FAILED;
     return PREPARE_READY;
 }

@@ -239,6 +239,7 @@ void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats
                                  .batch_tokens = j->batch_tokens,
                                  .latency_target_ms = j->latency_ms,
                                  .predicted_ms = j->predicted_ms,
+                                 .load_ms = j->load_ms,
                                  .explain = stats && j->ret_explain ? &ex : NULL};
         j->body = j->form == SRV_ANSWER_V2 ? proto_v2_infer_encode(&pr, &j->body_len) : proto_predict_encode(&pr, &j->body_len);
         j->status = 200;

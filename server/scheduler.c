@@ -55,6 +55,7 @@ typedef struct srv_worker {
     srv_batch *batch;        /* handed over by the loop; NULL when idle */
     bool busy;               /* loop's view: a batch is assigned and not yet reported done */
     srv_batch *running;      /* loop's view: that batch (its jobs stay linked until done) */
+    long passes;             /* the worker's: batches it ran */
     bool stop;
 } srv_worker;
 
@@ -99,8 +100,9 @@ int srv__sched_submit(srv_sched *q, srv_job *j) {
 /* ---- workers ---- */
 
 /* Runs jobs as one eng_run; on an engine error with several jobs, runs each alone so one bad
- * request cannot fail the others. Worker thread. */
-static void run_jobs(srv_sched *q, eng_state *st, srv_job *jobs, int n_jobs) {
+ * request cannot fail the others. The pass's time goes to the model's cost model when observe is
+ * set (not on a worker's first pass, which grows its scratch buffers). Worker thread. */
+static void run_jobs(srv_sched *q, eng_state *st, srv_job *jobs, int n_jobs, bool observe) {
     int n_in = 0, n_out = 0, toks = 0, want_stats = 0;
     for (srv_job *j = jobs; j; j = j->next) {
         n_in += j->n_inputs;
@@ -127,6 +129,9 @@ static void run_jobs(srv_sched *q, eng_state *st, srv_job *jobs, int n_jobs) {
                                   .tasks = j->treqs, .n_tasks = j->n_tasks};
     }
     int rc = eng_run(store_model_engine(jobs->model), st, in, n_in, outs, want_stats ? &stats : NULL, &err);
+    /* the pass's wall time corrects its model's cost model (one model per batch, so one cost model) */
+    if (rc == 0 && observe && jobs->cost)
+        eng_cost_observe(jobs->cost, store_model_engine(jobs->model), in, n_in, (srv__now() - t_start) * 1e3);
     if (rc == 0) {
         double dt = srv__now() - t_start;
         srv__metrics_batch(q->p.metrics, n_jobs, n_in, toks, dt);
@@ -142,7 +147,7 @@ static void run_jobs(srv_sched *q, eng_state *st, srv_job *jobs, int n_jobs) {
         for (srv_job *j = jobs, *nx; j; j = nx) {
             nx = j->next;
             j->next = NULL;
-            run_jobs(q, st, j, 1);
+            run_jobs(q, st, j, 1, observe);
             j->next = nx;
         }
     } else {
@@ -218,7 +223,7 @@ static void *worker_main(void *arg) {
         if (!b) break;
         double t0 = srv__now();
         if (b->jobs->form == SRV_ANSWER_EMBED) run_embeds(w->q, w->st, b->jobs, b->n_jobs);
-        else run_jobs(w->q, w->st, b->jobs, b->n_jobs);
+        else run_jobs(w->q, w->st, b->jobs, b->n_jobs, w->passes++ > 0);
         b->seconds = srv__now() - t0;
         /* the batch itself is the done record: no allocation on this path */
         srv__inbox_push(&w->q->done, &b->done);

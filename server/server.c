@@ -30,8 +30,10 @@
 #define CONN_SWEEP_MS 250
 /* Descriptors kept beyond the connection limit (registry files, the loop, logs). */
 #define FD_SPARE 256
-/* Tokens of the pass that measures each model's cost at start-up. */
-#define COST_CALIBRATION_TOKENS 128
+/* Largest packed rows the start-up calibration of each model's cost model times (shape classes
+ * 1, 4, 16, 64, 256, 1024 rows; a large model stops earlier, see eng_cost_calibrate); larger layers
+ * are priced at the largest class's rate. */
+#define COST_CALIBRATION_ROWS 1024
 /* How often a drain checks whether work is left, ms. */
 #define DRAIN_POLL_MS 5
 /* After the drain deadline, how long the answers get to reach their clients once no connection is
@@ -160,8 +162,9 @@ static void on_signal(uv_signal_t *h, int signum) {
     uv_timer_start(&c->drain_timer, drain_check, 0, DRAIN_POLL_MS);
 }
 
-/* Times one forward pass of each model on this machine (eng_cost_calibrate) for "latency_ms". Runs
- * before the workers start, so the measurement has the cores to itself. */
+/* Measures each model's cost model on this machine (eng_cost_calibrate: every shape class, with a
+ * worker's threads) for "latency_ms". Runs before the workers start, so the measurement has the
+ * cores to itself; the workers then correct it from the passes they run. */
 static int calibrate_costs(srv_server *s, eng_err *err) {
     int n = store_n_models(s->reg), rc = 0;
     s->cost_models = calloc((size_t)n + 1, sizeof *s->cost_models);
@@ -175,13 +178,18 @@ static int calibrate_costs(srv_server *s, eng_err *err) {
         store_model *m = store_model_acquire_at(s->reg, i);
         if (!m) continue;
         double t0 = srv__now();
-        if ((rc = eng_cost_calibrate(store_model_engine(m), st, COST_CALIBRATION_TOKENS, &s->costs[s->n_costs], err))) {
+        if ((rc = eng_cost_calibrate(store_model_engine(m), st, COST_CALIBRATION_ROWS, &s->costs[s->n_costs], err))) {
             eng_err_prefix(err, "cost model of %s", store_model_name(m));
             store_model_release(m);
             break;
         }
-        fprintf(stderr, "adapterd: cost model %s: %.3f ms/GFLOP (measured in %.0f ms)\n", store_model_name(m),
-                s->costs[s->n_costs].ms_per_gflop, (srv__now() - t0) * 1e3);
+        const eng_cost_model *cm = &s->costs[s->n_costs];
+        fprintf(stderr,
+                "adapterd: cost model %s (%s): %.3f ms/GFLOP on %d-row layers, %.3f on %d; %.3f ms per pass, %.3f per "
+                "head (measured in %.0f ms)\n",
+                store_model_name(m), eng_model_precision(store_model_engine(m)).name, cm->ms_per_gflop[0], cm->rows[0],
+                cm->ms_per_gflop[cm->n_classes - 1], cm->rows[cm->n_classes - 1], cm->pass_ms, cm->head_ms,
+                (srv__now() - t0) * 1e3);
         s->cost_models[s->n_costs++] = m;
     }
     eng_state_free(st);

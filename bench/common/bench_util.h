@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 
+#include "engine/model.h"
 #include "math/pool.h"
 #include "test_rand.h" /* the one LCG: test_rand_bits, frand */
 
@@ -24,5 +25,10 @@ void bench_random_ids(int32_t *ids, int n, unsigned seed, int lo, int hi);
 /* Best GFLOP/s of a 2048 x 3072 x 768 product through eng_gemm on pool, over reps runs after two
  * warm-ups; 0 when memory runs out. */
 double bench_sgemm_peak(eng_pool *pool, int reps);
+
+/* The instruction peak of precision p on every thread of pool, in G operations per second (a
+ * multiply-add is 2): fp32 vfmadd231ps, bf16 vdpbf16ps, int8 vpdpbusd on zmm, best of 5 runs of
+ * ~20 ms (bench_peak.c). 0 when the CPU lacks the instruction. */
+double bench_isa_peak(eng_pool *pool, eng_precision p);
 
 #endif

@@ -9,7 +9,10 @@
  * (its matrix products and attention, counted exactly) next to the best GFLOP/s of a large GEMM
  * run through the same thread split (the engine's achievable peak on this machine and core).
  * --precision loads the model with its backbone Linear layers in bf16 or int8 (engine/model.h);
- * the peak stays the float32 one. bench/encoder/run_precision.sh compares the three precisions. */
+ * the sgemm peak stays the float32 one, and the instruction peak of the model's precision
+ * (bench_isa_peak: vfmadd231ps, vdpbf16ps or vpdpbusd on every thread) is measured in the same run,
+ * before and after the passes, the better kept (a burst of other load during one measurement would
+ * otherwise inflate the share). bench/encoder/run_precision.sh compares the three precisions. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,19 +91,25 @@ int main(int argc, char **argv) {
     eng_state *st = eng_state_new(threads);
     if (!st) return 1;
     double peak = bench_sgemm_peak(eng_state_pool(st), 5), lat = 0, thr = 0;
+    double isa = bench_isa_peak(eng_state_pool(st), eng_model_precision(m).precision);
     if ((do_lat && run(m, st, 1, 128, reps, &lat)) || (do_thr && run(m, st, 32, 128, batch_reps, &thr))) return 1;
     const eng_config *c = eng_model_config(m);
     double g1 = encoder_flops(c, 1, 128) / (lat * 1e6), g32 = encoder_flops(c, 32, 128) / (thr * 1e6);
+    double isa2 = bench_isa_peak(eng_state_pool(st), eng_model_precision(m).precision);
+    if (isa2 > isa) isa = isa2;
     if (json)
         printf("{\"engine\":\"adapterd\",\"blas_core\":\"%s\",\"threads\":%d,\"latency_1x128_ms\":%.3f,"
                "\"batch_32x128_ms\":%.3f,\"gflops_1x128\":%.1f,\"gflops_32x128\":%.1f,\"sgemm_peak_gflops\":%.1f,"
-               "\"precision\":\"%s\",\"kernel\":\"%s\"}\n",
-               eng_blas_core(), threads, lat, thr, g1, g32, peak, eng_model_precision(m).name, eng_model_precision(m).kernel);
+               "\"precision\":\"%s\",\"kernel\":\"%s\",\"precision_peak_gops\":%.1f}\n",
+               eng_blas_core(), threads, lat, thr, g1, g32, peak, eng_model_precision(m).name, eng_model_precision(m).kernel,
+               isa);
     else
         printf("adapterd  %s (%s), core %s, %d threads\n  1x128:  %.2f ms median (%.1f GFLOP/s)\n  32x128: %.2f ms median "
-               "(%.1f seq/s, %.1f GFLOP/s = %.0f%% of sgemm peak %.1f GFLOP/s)\n",
+               "(%.1f seq/s, %.1f GFLOP/s = %.0f%% of sgemm peak %.1f GFLOP/s)\n  %s instruction peak %.1f G/s: "
+               "1x128 %.0f%%, 32x128 %.0f%%\n",
                eng_model_precision(m).name, eng_model_precision(m).kernel, eng_blas_core(), threads, lat, g1, thr,
-               32000.0 / thr, g32, 100.0 * g32 / peak, peak);
+               32000.0 / thr, g32, 100.0 * g32 / peak, peak, eng_model_precision(m).name, isa, 100.0 * g1 / isa,
+               100.0 * g32 / isa);
     eng_state_free(st);
     eng_model_free(m);
     return 0;

@@ -13,7 +13,8 @@
 #                                 (qint8 weights, activations quantized per call; the quantized engine is the
 #                                 one torch reports, printed in the table)
 # Workloads 1x128 (latency) and 32x128 (throughput), medians of --reps / --batch-reps runs after warm-up, then
-# the median over --rounds. When $ADAPTERD_PAUSE_PIDFILE names a file holding the pid of a running process (a
+# the median over --rounds. Each adapterd precision is also stated as a share of its own instruction peak
+# (vfmadd231ps, vdpbf16ps, vpdpbusd on every thread: bench_isa_peak), measured by the same bench_encoder run. When $ADAPTERD_PAUSE_PIDFILE names a file holding the pid of a running process (a
 # training job sharing the machine), that process is stopped (SIGSTOP) while each peer is timed and continued
 # (SIGCONT) after, also on exit. The 1-minute load average is printed for each peer.
 set -euo pipefail
@@ -102,10 +103,17 @@ res = []
 for p in precisions.split(","):
     a = rows("adapterd-%s.*.json" % p)
     if a:
-        res.append(("adapterd " + p, statistics.median(x["latency_1x128_ms"] for x in a),
-                    statistics.median(x["batch_32x128_ms"] for x in a), loads("adapterd-%s.*.load" % p),
-                    "%s kernel, OpenBLAS %s, fp32 sgemm peak %.0f GFLOP/s" % (a[0]["kernel"], a[0]["blas_core"],
-                                                                           statistics.median(x["sgemm_peak_gflops"] for x in a))))
+        lat = statistics.median(x["latency_1x128_ms"] for x in a)
+        thr = statistics.median(x["batch_32x128_ms"] for x in a)
+        pk = [x["precision_peak_gops"] for x in a if x.get("precision_peak_gops")]
+        own = ""
+        if pk:
+            pk = statistics.median(pk)
+            own = ", %s peak %.0f G/s: %.0f%% / %.0f%% of it" % (p, pk, 100 * flops(1) / lat / 1e6 / pk,
+                                                                 100 * flops(32) / thr / 1e6 / pk)
+        res.append(("adapterd " + p, lat, thr, loads("adapterd-%s.*.load" % p),
+                    "%s kernel, OpenBLAS %s, fp32 sgemm peak %.0f GFLOP/s%s" % (
+                        a[0]["kernel"], a[0]["blas_core"], statistics.median(x["sgemm_peak_gflops"] for x in a), own)))
 for q, name in (("none", "PyTorch fp32"), ("int8-dynamic", "PyTorch int8 dyn")):
     l, b = rows("pytorch-%s.*.lat.json" % q), rows("pytorch-%s.*.batch.json" % q)
     if l and b:

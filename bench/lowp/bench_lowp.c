@@ -9,10 +9,9 @@
  * activation conversion included. Every rep runs the three precisions in turn, so drift in the
  * machine's load falls on all of them alike; medians over reps.
  *
- * Peaks: a loop of independent vfmadd231ps / vdpbf16ps / vpdpbusd on zmm registers, on every
- * thread of the pool at once (32, 64 and 128 operations per instruction and core). A product's
- * "share" is its GFLOP/s (GOP/s for int8) over that peak. */
-#include <immintrin.h>
+ * Peaks: bench_isa_peak (bench/common/bench_peak.c), a loop of independent vfmadd231ps /
+ * vdpbf16ps / vpdpbusd on zmm registers on every thread of the pool at once. A product's "share"
+ * is its GFLOP/s (GOP/s for int8) over that peak. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,68 +23,6 @@
 #include "core/tensor.h"
 #include "math/cpu.h"
 #include "math/gemm_lowp.h"
-
-#define CHAINS 16 /* independent accumulators: more than latency x throughput of each instruction */
-#define PEAK_ITERS 4000000L /* ~20 ms per thread and instruction */
-
-static volatile float sink;
-
-__attribute__((target("avx512f"))) static void loop_fma(long n) {
-    __m512 acc[CHAINS], a = _mm512_set1_ps(1.0000001f), b = _mm512_set1_ps(1e-7f);
-    for (int r = 0; r < CHAINS; r++) acc[r] = _mm512_set1_ps((float)r);
-    for (long i = 0; i < n; i++)
-#pragma GCC unroll 16
-        for (int r = 0; r < CHAINS; r++) acc[r] = _mm512_fmadd_ps(acc[r], a, b);
-    for (int r = 1; r < CHAINS; r++) acc[0] = _mm512_add_ps(acc[0], acc[r]);
-    sink = _mm512_reduce_add_ps(acc[0]);
-}
-
-__attribute__((target("avx512f,avx512bf16"))) static void loop_bf16(long n) {
-    __m512 acc[CHAINS];
-    __m512bh a = _mm512_cvtne2ps_pbh(_mm512_set1_ps(0.5f), _mm512_set1_ps(0.25f)), b = a;
-    for (int r = 0; r < CHAINS; r++) acc[r] = _mm512_set1_ps((float)r);
-    for (long i = 0; i < n; i++)
-#pragma GCC unroll 16
-        for (int r = 0; r < CHAINS; r++) acc[r] = _mm512_dpbf16_ps(acc[r], a, b);
-    for (int r = 1; r < CHAINS; r++) acc[0] = _mm512_add_ps(acc[0], acc[r]);
-    sink = _mm512_reduce_add_ps(acc[0]);
-}
-
-__attribute__((target("avx512f,avx512vnni"))) static void loop_vnni(long n) {
-    __m512i acc[CHAINS], a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
-    for (int r = 0; r < CHAINS; r++) acc[r] = _mm512_set1_epi32(r);
-    for (long i = 0; i < n; i++)
-#pragma GCC unroll 16
-        for (int r = 0; r < CHAINS; r++) acc[r] = _mm512_dpbusd_epi32(acc[r], a, b);
-    for (int r = 1; r < CHAINS; r++) acc[0] = _mm512_add_epi32(acc[0], acc[r]);
-    sink = (float)_mm512_reduce_add_epi32(acc[0]);
-}
-
-typedef struct {
-    int which;
-} peak_job;
-
-static void peak_task(void *ctx, int task, int worker) {
-    (void)task, (void)worker;
-    int w = ((peak_job *)ctx)->which;
-    if (w == 0) loop_fma(PEAK_ITERS);
-    if (w == 1) loop_bf16(PEAK_ITERS);
-    if (w == 2) loop_vnni(PEAK_ITERS);
-}
-
-/* Best of 5 runs, in G operations per second, all threads together. */
-static double peak(eng_pool *pool, int which) {
-    static const double ops[3] = {32, 64, 128};
-    peak_job j = {which};
-    double best = 1e30;
-    for (int r = 0; r < 5; r++) {
-        double t = bench_now_ms();
-        eng_pool_run(pool, eng_pool_size(pool), peak_task, &j);
-        t = bench_now_ms() - t;
-        if (t < best) best = t;
-    }
-    return ops[which] * CHAINS * (double)PEAK_ITERS * eng_pool_size(pool) / (best * 1e6);
-}
 
 static void fill(float *x, size_t n, unsigned seed, float scale) {
     unsigned s = seed;
@@ -132,7 +69,7 @@ int main(int argc, char **argv) {
     /* the peaks are measured before and after the products, and the better of the two kept: a
      * burst of other load during one measurement would otherwise inflate every share */
     double pk[3];
-    for (int w = 0; w < 3; w++) pk[w] = peak(pool, w);
+    for (int w = 0; w < 3; w++) pk[w] = bench_isa_peak(pool, (eng_precision)w);
     printf("peaks before (all threads): fp32 FMA %.1f GFLOP/s, bf16 dot %.1f GFLOP/s, int8 dot %.1f GOP/s\n", pk[0],
            pk[1], pk[2]);
     printf("shares below are of the better of the peaks before and after\n\n");
@@ -200,7 +137,7 @@ int main(int argc, char **argv) {
             free(W), free(bias), free(t);
         }
     double after[3];
-    for (int w = 0; w < 3; w++) after[w] = peak(pool, w), pk[w] = after[w] > pk[w] ? after[w] : pk[w];
+    for (int w = 0; w < 3; w++) after[w] = bench_isa_peak(pool, (eng_precision)w), pk[w] = after[w] > pk[w] ? after[w] : pk[w];
     printf("peaks after  (all threads): fp32 FMA %.1f GFLOP/s, bf16 dot %.1f GFLOP/s, int8 dot %.1f GOP/s\n\n",
            after[0], after[1], after[2]);
     printf("%5s %5s %5s | %9s %6s %5s | %9s %6s %5s %6s | %9s %6s %5s %6s\n", "M", "K", "N", "fp32 ms", "GF/s", "peak",

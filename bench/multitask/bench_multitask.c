@@ -1,7 +1,8 @@
 /* bench_multitask.c - many tasks on the same input in one packed pass (bench/multitask).
  *
  *   bench_multitask --model DIR --tasks DIR [--threads N] [--reps R] [--batch-reps R] [--counts 1,2,4,8,16]
- *                   [--skips 0,5] [--batch 8] [--len 128] [--fusion-ks 8,4,2] [--profile T,SKIP] [--json]
+ *                   [--skips 0,5] [--batch 8] [--len 128] [--fusion-ks 8,4,2] [--profile T,SKIP]
+ *                   [--precision fp32|bf16|int8] [--json]
  *
  * --tasks DIR holds task00..task15 (seq_bn + head) and fusion8/ as bench/multitask/gen_tasks.py writes them.
  * For every T in --counts and skip in --skips, on random 128-token inputs (1 input: latency; --batch inputs:
@@ -13,8 +14,12 @@
  * to the sgemm peak measured in this run through the engine's own split (as bench/encoder does). The "floor" of a
  * plan is its GFLOP at that peak. Fusion: the fusion8 task (8 adapters) at each skip, pruned to the first k
  * children with eng_task_prune_fusion (the cost does not depend on which k are kept; bench/fusion calibrates).
- * --profile T,SKIP prints the per-layer stats of that joint throughput plan. One JSON object per line with
- * --json (run.sh collects them), else a table. */
+ * --profile T,SKIP prints the per-layer stats of that joint throughput plan. --precision runs the backbone's
+ * Linear layers in bf16 or int8 (engine/model.h; adapters, heads, attention stay float32); the setup line then
+ * also gives the instruction peak of that precision (bench_isa_peak), measured after the sgemm peak, and a
+ * last line ("kind":"peak_after") measures it again after the plans, so run.sh states each precision's share
+ * of the better of the two. One JSON object per line with --json (run.sh collects
+ * them), else a table. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,6 +147,7 @@ int main(int argc, char **argv) {
     int threads = (int)sysconf(_SC_NPROCESSORS_ONLN), reps = 3, batch_reps = 2, json = 0, batch = 8, len = 128;
     int counts[8] = {1, 2, 4, 8, 16}, n_counts = 5, skips[8] = {0, 5}, n_skips = 2, ks[8] = {8, 4, 2}, n_ks = 3;
     int prof_t = 8, prof_skip = 5;
+    const char *prec = "fp32";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--model") && i + 1 < argc) model_dir = argv[++i];
         else if (!strcmp(argv[i], "--tasks") && i + 1 < argc) tasks_dir = argv[++i];
@@ -157,18 +163,22 @@ int main(int argc, char **argv) {
             int v[2] = {-1, -1};
             bench_parse_list(argv[++i], v, 2);
             prof_t = v[0], prof_skip = v[1];
-        } else if (!strcmp(argv[i], "--json")) json = 1;
+        } else if (!strcmp(argv[i], "--precision") && i + 1 < argc) prec = argv[++i];
+        else if (!strcmp(argv[i], "--json")) json = 1;
         else {
             fprintf(stderr, "usage: bench_multitask --model DIR --tasks DIR [--threads N] [--reps R] [--batch-reps R] "
                             "[--counts 1,2,4,8,16] [--skips 0,5] [--batch 8] [--len 128] [--fusion-ks 8,4,2] "
-                            "[--profile T,SKIP] [--json]\n");
+                            "[--profile T,SKIP] [--precision fp32|bf16|int8] [--json]\n");
             return 2;
         }
     }
-    if (!model_dir || !tasks_dir || reps < 1 || batch_reps < 1 || batch < 1 || batch > 64) return 2;
+    if (!model_dir || !tasks_dir || reps < 1 || batch_reps < 1 || batch < 1 || batch > 64 || eng_precision_parse(prec) < 0)
+        return 2;
     eng_model *m;
     eng_err e;
-    if (eng_model_load(model_dir, &m, &e)) {
+    eng_model_params mp = eng_model_default_params();
+    mp.precision = (eng_precision)eng_precision_parse(prec);
+    if (eng_model_load_params(model_dir, &mp, &m, &e)) {
         fprintf(stderr, "bench: %s\n", e.msg);
         return 1;
     }
@@ -208,16 +218,22 @@ int main(int argc, char **argv) {
     eng_state *st = eng_state_new(threads);
     if (!st) return 1;
     double peak = bench_sgemm_peak(eng_state_pool(st), 5);
+    eng_model_precision_info pi = eng_model_precision(m);
+    double isa = bench_isa_peak(eng_state_pool(st), pi.precision);
     ctx c = {m, st, malloc(sizeof(int32_t) * (size_t)batch * len), len};
     bench_random_ids(c.ids, batch * len, 42, 1000, cfg->vocab);
     for (int i = 0; i < batch; i++) c.ids[(size_t)i * len] = 101, c.ids[(size_t)i * len + len - 1] = 102;
     if (json)
         printf("{\"kind\":\"setup\",\"blas_core\":\"%s\",\"threads\":%d,\"sgemm_peak_gflops\":%.1f,\"batch\":%d,"
-               "\"len\":%d,\"task_kind\":\"%s\",\"task_mb\":%.2f}\n",
-               eng_blas_core(), threads, peak, batch, len, eng_task_kind(tasks[0]), eng_task_bytes(tasks[0]) / 1e6);
+               "\"len\":%d,\"task_kind\":\"%s\",\"task_mb\":%.2f,\"precision\":\"%s\",\"kernel\":\"%s\","
+               "\"precision_peak_gops\":%.1f}\n",
+               eng_blas_core(), threads, peak, batch, len, eng_task_kind(tasks[0]), eng_task_bytes(tasks[0]) / 1e6,
+               pi.name, pi.kernel, isa);
     else
-        printf("adapterd core %s, %d threads, sgemm peak %.1f GFLOP/s; inputs of %d tokens; tasks %s (%.2f MB each)\n",
-               eng_blas_core(), threads, peak, len, eng_task_kind(tasks[0]), eng_task_bytes(tasks[0]) / 1e6);
+        printf("adapterd %s (%s), core %s, %d threads, sgemm peak %.1f GFLOP/s, %s instruction peak %.1f G/s; inputs of "
+               "%d tokens; tasks %s (%.2f MB each)\n",
+               pi.name, pi.kernel, eng_blas_core(), threads, peak, pi.name, isa, len, eng_task_kind(tasks[0]),
+               eng_task_bytes(tasks[0]) / 1e6);
     if (!json)
         printf("%-9s %3s %4s %3s  %10s %10s %8s  %8s %8s %6s  %9s %8s\n", "workload", "T", "skip", "in", "joint ms",
                "separate", "speedup", "GFLOP", "GFLOP/s", "%peak", "floor ms", "max|d|");
@@ -284,6 +300,9 @@ int main(int argc, char **argv) {
                 eng_plan_stats_free(&r.stats);
                 fflush(stdout);
             }
+    double isa2 = bench_isa_peak(eng_state_pool(st), pi.precision);
+    if (json) printf("{\"kind\":\"peak_after\",\"precision_peak_gops\":%.1f}\n", isa2);
+    else printf("%s instruction peak after the plans: %.1f G/s\n", pi.name, isa2);
     for (int k = 0; k < max_t; k++) eng_task_free(tasks[k]);
     eng_task_free(fusion);
     free(c.ids);

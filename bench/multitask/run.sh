@@ -4,8 +4,8 @@
 #
 #   bench/multitask/run.sh [--build DIR | --bin PATH] [--threads N] [--core NAME|auto] [--reps N]
 #                          [--batch-reps N] [--batch N] [--counts 1,2,4,8,16] [--skips 0,5] [--fusion-ks 8,4,2]
-#                          [--rounds N] [--peers adapterd,pytorch] [--cache DIR] [--json FILE] [--keep DIR]
-#                          [--prepare-only]
+#                          [--rounds N] [--peers adapterd,pytorch] [--precisions fp32,bf16,int8] [--cache DIR]
+#                          [--json FILE] [--keep DIR] [--prepare-only]
 #
 # What it does, in order:
 #  1. builds bench_multitask (Release, into --build, default build-mt/) when --bin is not given and it is missing;
@@ -13,14 +13,16 @@
 #     (gen_encoder.py --arch bert --shape base, full 30522 vocab; the same directory and stamp bench/encoder uses)
 #     and the tasks (bench/multitask/gen_tasks.py: task00..task15 = Pfeiffer seq_bn + 2-layer head each, and
 #     fusion8 = gen_adapters.py's fusion_dynamic_n8 case), reused while tools/reference and gen_tasks.py are unchanged;
-#  3. runs, --rounds times: (a) adapterd (bench_multitask --json: joint pass and T separate eng_run calls,
-#     interleaved, plus the sgemm peak through the engine's split), (b) the PyTorch peer (peer_torch.py:
+#  3. runs, --rounds times: (a) adapterd once per precision of --precisions (bench_multitask --precision P
+#     --json: joint pass and T separate eng_run calls, interleaved, plus the sgemm peak through the engine's
+#     split and the instruction peak of P, both in the same run), (b) the PyTorch peer (peer_torch.py:
 #     Parallel(T tasks) with skip_layers, float32, torch.set_num_threads(N), OpenBLAS N threads,
 #     OMP_WAIT_POLICY=PASSIVE as tools/reference/bench_encoder.py gives the encoder peer);
 #     workloads: 1 input of 128 tokens (latency) and --batch inputs of 128 tokens (throughput, default 8);
-#  4. prints the CPU, the load average around each peer, the core each peer really ran with, the medians over
-#     rounds of each round's medians, GFLOP/s of adapterd's plans (eng_plan_stats) next to the sgemm peak and
-#     each plan's FLOP floor, the speed-ups, the targets of issue 5, and the per-layer profile of T=8 skip 5.
+#  4. prints (report.py) the CPU, the load average around each peer, the core each peer really ran with, the
+#     medians over rounds of each round's medians, per precision: GFLOP/s of adapterd's plans (eng_plan_stats)
+#     as a share of that precision's peak and each plan's FLOP floor, the speed-up vs separate next to the FLOP
+#     ratio (the most sharing can gain), vs PyTorch float32, and the per-layer profile of T=8 skip 5.
 #
 # OpenBLAS core: OPENBLAS_CORETYPE is removed from the environment (OpenBLAS's own detection for both peers)
 # unless --core NAME is given, which sets it for both.
@@ -31,7 +33,7 @@ PY=${ADAPTERD_PYTHON:-/usr/bin/python3}
 
 build="$root/build-mt" bin="" threads=$(nproc) core=auto reps=3 batch_reps=2 batch=8 rounds=1
 counts=1,2,4,8,16 skips=0,5 fks=8,4,2
-peers=adapterd,pytorch cache="${XDG_CACHE_HOME:-$HOME/.cache}/adapterd/bench" json_out="" keep="" prepare=0
+peers=adapterd,pytorch precisions=fp32,bf16,int8 cache="${XDG_CACHE_HOME:-$HOME/.cache}/adapterd/bench" json_out="" keep="" prepare=0
 usage() { sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case $1 in
@@ -47,6 +49,7 @@ while [ $# -gt 0 ]; do
     --fusion-ks) fks=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --peers) peers=$2; shift 2 ;;
+    --precisions) precisions=$2; shift 2 ;;
     --cache) cache=$2; shift 2 ;;
     --json) json_out=$2; shift 2 ;;
     --keep) keep=$2; shift 2 ;;
@@ -90,12 +93,14 @@ fi
 loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
 for r in $(seq 1 "$rounds"); do
   if has_peer adapterd; then
-    echo "$(loadavg)" > "$out/adapterd.$r.load"
-    note "round $r/$rounds: adapterd (load $(loadavg))"
-    "$bin" --model "$model" --tasks "$tasks" --threads "$threads" --reps "$reps" --batch-reps "$batch_reps" \
-      --batch "$batch" --counts "$counts" --skips "$skips" --fusion-ks "$fks" --json > "$out/adapterd.$r.json" \
-      || { note "adapterd failed"; rm -f "$out/adapterd.$r.json"; }
-    echo "$(loadavg)" >> "$out/adapterd.$r.load"
+    for p in ${precisions//,/ }; do
+      echo "$(loadavg)" > "$out/adapterd-$p.$r.load"
+      note "round $r/$rounds: adapterd $p (load $(loadavg))"
+      "$bin" --model "$model" --tasks "$tasks" --threads "$threads" --reps "$reps" --batch-reps "$batch_reps" \
+        --batch "$batch" --counts "$counts" --skips "$skips" --fusion-ks "$fks" --precision "$p" --json \
+        > "$out/adapterd-$p.$r.json" || { note "adapterd $p failed"; rm -f "$out/adapterd-$p.$r.json"; }
+      echo "$(loadavg)" >> "$out/adapterd-$p.$r.load"
+    done
   fi
   if has_peer pytorch && [ $have_torch = 1 ]; then
     echo "$(loadavg)" > "$out/pytorch.$r.load"

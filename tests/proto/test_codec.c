@@ -133,6 +133,33 @@ Test(codec, predict_response_shape) {
     free(s);
 }
 
+/* timing: latency_exceeded is inference_ms > latency_target_ms, present only with a target; load_ms only
+ * when a load happened. */
+Test(codec, predict_timing_flags) {
+    proto_task_result res[1] = {{.task = "sent", .version = "1", .kind = PROTO_HEAD_REGRESSION, .n_rows = 1}};
+    int tokens[] = {5};
+    struct {
+        double target, inference, load;
+        int has_flag, exceeded, has_load;
+    } cases[] = {{-1, 9, 0, 0, 0, 0}, {10, 9, 0, 1, 0, 0}, {10, 10, 0, 1, 0, 0}, {10, 10.5, 3.5, 1, 1, 1}, {-1, 9, 2, 0, 0, 1}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        proto_predict_resp pr = {.request_id = "r", .model = "m", .n_inputs = 1, .n_tasks = 1, .results = res,
+                                 .tokens = tokens, .inference_ms = cases[c].inference, .total_ms = 20,
+                                 .latency_target_ms = cases[c].target, .predicted_ms = cases[c].target > 0 ? 8 : -1,
+                                 .load_ms = cases[c].load};
+        size_t len;
+        char *s = proto_predict_encode(&pr, &len);
+        cr_assert(s);
+        json_t *d = json_loads(s, 0, NULL), *tm = json_object_get(d, "timing"), *x = json_object_get(tm, "latency_exceeded");
+        cr_assert_eq(x != NULL, cases[c].has_flag, "case %zu: %s", c, s);
+        if (x) cr_assert_eq(json_is_true(x), cases[c].exceeded, "case %zu: %s", c, s);
+        cr_assert_eq(json_object_get(tm, "load_ms") != NULL, cases[c].has_load, "case %zu: %s", c, s);
+        if (cases[c].has_load) cr_assert_float_eq(json_number_value(json_object_get(tm, "load_ms")), cases[c].load, 1e-9);
+        json_decref(d);
+        free(s);
+    }
+}
+
 Test(codec, error_and_openapi) {
     size_t len;
     char *s = proto_error_encode("busy", "queue \"full\"", &len);

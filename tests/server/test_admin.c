@@ -374,7 +374,18 @@ Test(admin, budget_loads_lazily_and_evicts_least_recently_used, .timeout = 60) {
     cr_assert_eq(ts_request(&s, "GET", "/v1/tasks/a", NULL, 0, NULL, NULL, &d), 200);
     cr_expect(json_is_false(json_object_get(d, "resident")));
     json_decref(d);
-    cr_assert_eq(predict(&s, "a", v, sizeof v, NULL), 200, "an evicted task loads again on demand");
+    /* the response says how long the request waited for its load (timing.load_ms), and only then */
+    const char *body = "{\"inputs\":\"the movie was great\",\"tasks\":[\"a\"]}";
+    cr_assert_eq(ts_request(&s, "POST", "/v1/predict", body, strlen(body), "application/json", NULL, &d), 200,
+                 "an evicted task loads again on demand");
+    json_t *tm = json_object_get(d, "timing");
+    double load = json_number_value(json_object_get(tm, "load_ms"));
+    cr_expect(load > 0, "a lazy load's time is in timing.load_ms");
+    cr_expect_geq(json_number_value(json_object_get(tm, "total_ms")), load, "total_ms includes the load");
+    json_decref(d);
+    cr_assert_eq(ts_request(&s, "POST", "/v1/predict", body, strlen(body), "application/json", NULL, &d), 200);
+    cr_expect_null(json_object_get(json_object_get(d, "timing"), "load_ms"), "a resident task loads nothing");
+    json_decref(d);
     cr_assert_eq(ts_stop(&s), 0);
     ts_sh_ok("rm -rf %s", reg);
     free(reg);

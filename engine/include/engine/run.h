@@ -18,6 +18,7 @@
 #ifndef ADAPTERD_ENGINE_RUN_H
 #define ADAPTERD_ENGINE_RUN_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "engine/task.h"
@@ -73,18 +74,56 @@ void eng_plan_stats_free(eng_plan_stats *s);
  * linear in between, rounded to the nearest layer. */
 int eng_skip_for_budget(const eng_task *t, double budget);
 
-/* Measured cost of the model on this machine: one forward pass timed at start-up. */
+/* ---- the cost model ----
+ * Predicted wall time of a plan, measured on this machine for this model (so for its precision and
+ * size) at start-up, and corrected by the passes actually run. A pass costs a fixed part (set-up,
+ * the embedding, one head per task output) plus, per layer, the layer's work in GFLOP (backbone
+ * products and attention of every live stream, the adapters of every task group) times a rate that
+ * depends on the layer's packed rows (a 4-row product runs far below the kernel's peak, a 256-row one
+ * near it), plus a cost per sequence in the layer (attention set-up). The rate is measured per shape
+ * class (rows 1, 4, 16, 64, 256, ...: all layers on that many rows, best of a few passes) and
+ * interpolated between classes on a log scale. What calibration misses (load from other processes,
+ * cache effects of real batches, adapter kernels) is learnt from the passes run: per class, an
+ * exponentially weighted mean of log(measured / calibrated prediction), each pass's step clamped. */
+
+/* Shape classes: rows 4^k, k < ENG_COST_CLASSES. */
+#define ENG_COST_CLASSES 6
+
 typedef struct {
-    double ms_per_gflop;   /* wall time per GFLOP of plan work, measured on a 128-token pass */
-    int hidden, intermediate, n_layers;
+    int n_classes;                          /* classes measured: rows 4^k up to the calibration's rows, or
+                                             * fewer when a pass of 64 rows or more already took 40 ms */
+    int rows[ENG_COST_CLASSES];             /* packed rows of each class's timed passes */
+    double ms_per_gflop[ENG_COST_CLASSES];  /* best wall time of one layer per GFLOP at those rows */
+    double embed_ms_per_row;                /* the embedding, per input token */
+    double pass_ms;                         /* fixed cost of a pass beyond its layers and embedding */
+    double head_ms;                         /* one task output's pooler and head */
+    double seq_ms;                          /* one sequence (stream) in one layer: attention set-up */
+    double calibration_ms;                  /* how long the calibration took */
+    /* corrections learnt from passes run (eng_cost_observe): any thread, lock-free */
+    _Atomic double log_ratio[ENG_COST_CLASSES]; /* mean log(measured / calibrated), exponentially weighted */
+    atomic_int n_observed[ENG_COST_CLASSES];  /* passes observed, counted up to a few (0: none yet) */
 } eng_cost_model;
 
-/* Times a forward pass of `tokens` random tokens (default 128 when 0) and fills cm. */
-int eng_cost_calibrate(const eng_model *m, eng_state *st, int tokens, eng_cost_model *cm, eng_err *err);
+/* Measures cm on m with st's threads (run it with the cores as the workers will have them): every
+ * shape class up to `rows` packed rows (0: 256), the embedding, a pass's fixed cost and a head. A
+ * few hundred ms on a bert-base model. Corrections start empty. Returns 0 or a negative eng_status. */
+int eng_cost_calibrate(const eng_model *m, eng_state *st, int rows, eng_cost_model *cm, eng_err *err);
 
-/* Work of a plan in GFLOP, and its predicted wall time in ms, for the inputs' current skips. */
+/* Work of a plan in GFLOP, and its predicted wall time in ms, for the inputs' current skips:
+ * eng_cost_predict applies the correction of the plan's shape class (the class of its largest layer;
+ * a class with no pass observed yet borrows the nearest observed one), eng_cost_predict_calibrated
+ * does not. Any thread. */
 double eng_plan_gflop(const eng_model *m, const eng_input *inputs, int n_inputs);
 double eng_cost_predict(const eng_cost_model *cm, const eng_model *m, const eng_input *inputs, int n_inputs);
+double eng_cost_predict_calibrated(const eng_cost_model *cm, const eng_model *m, const eng_input *inputs, int n_inputs);
+
+/* A pass of these inputs (eng_run) took measured_ms: updates the correction of its shape class.
+ * Any thread, concurrently with predictions and other observations (no lock). */
+void eng_cost_observe(eng_cost_model *cm, const eng_model *m, const eng_input *inputs, int n_inputs, double measured_ms);
+
+/* The factor eng_cost_predict applies to a plan whose largest layer has `rows` packed rows (1 when
+ * nothing was observed). */
+double eng_cost_correction(const eng_cost_model *cm, int rows);
 
 /* Raises skips (within each task's range, one layer at a time, always on the task with the most
  * room left) until the predicted time is at most target_ms. The inputs' task arrays are updated in

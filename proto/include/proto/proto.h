@@ -233,6 +233,7 @@ typedef struct {
     unsigned v2_outputs;              /* v2: the output tensors asked for (PROTO_V2_OUT_*); 0: all */
     double queue_ms, inference_ms, total_ms;
     double latency_target_ms, predicted_ms;           /* "latency_ms" asked and the cost model's prediction; -1: none */
+    double load_ms;                   /* time spent loading the request's tasks first (lazy loading); 0: none */
     int batch_requests, batch_inputs, batch_tokens;
     const proto_explain *explain;     /* NULL unless asked */
 } proto_predict_resp;

@@ -72,7 +72,8 @@ Test(budget, latency_target_raises_skips_within_range) {
     eng_state *st = eng_state_new(1);
     eng_cost_model cm;
     cr_assert_eq(eng_cost_calibrate(m, st, 32, &cm, &e), 0, "%s", e.msg);
-    cr_assert_gt(cm.ms_per_gflop, 0);
+    cr_assert_eq(cm.n_classes, 3, "rows 1, 4, 16 up to 32");
+    for (int k = 0; k < cm.n_classes; k++) cr_assert_gt(cm.ms_per_gflop[k], 0);
     cr_assert_eq(eng_task_set_skips(t1, (eng_skip_range){0, 2, 0}, &e), 0);
     cr_assert_eq(eng_task_set_skips(t2, (eng_skip_range){0, 1, 0}, &e), 0);
     int32_t ids[30] = {0};
