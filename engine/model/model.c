@@ -26,6 +26,8 @@
 
 /* max_position_embeddings when config.json leaves it out (BERT's table). */
 #define DEFAULT_MAX_POS 512
+/* A config.json is a few hundred bytes; anything past this is not one. */
+#define CONFIG_MAX_BYTES ((size_t)1 << 20)
 
 
 /* ---- config.json ---- */
@@ -43,13 +45,11 @@ static int json_int(json_t *o, const char *k, int def, int *out, const char *pat
     return 0;
 }
 
-static int parse_config(const char *path, eng_config *c, eng_err *err) {
+/* Parses the text of a config.json (len bytes, need not be NUL-terminated); path names it in messages. */
+static int parse_config(const char *text, size_t len, const char *path, eng_config *c, eng_err *err) {
     json_error_t je;
-    json_t *root = json_load_file(path, 0, &je);
-    if (!root) {
-        if (!eng_file_exists(path)) return eng_err_set(err, ENG_NOT_FOUND, "%s: not found", path);
-        return eng_err_set(err, ENG_FORMAT, "%s: invalid JSON at line %d: %s", path, je.line, je.text);
-    }
+    json_t *root = json_loadb(text, len, 0, &je);
+    if (!root) return eng_err_set(err, ENG_FORMAT, "%s: invalid JSON at line %d: %s", path, je.line, je.text);
     int rc = 0;
     memset(c, 0, sizeof *c);
     const char *mt = json_string_value(json_object_get(root, "model_type"));
@@ -463,6 +463,19 @@ int eng_model_load(const char *dir, eng_model **out, eng_err *err) {
 
 int eng_model_load_params(const char *dir, const eng_model_params *p, eng_model **out, eng_err *err) {
     *out = NULL;
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    char *text = NULL;
+    size_t len = 0;
+    int rc = eng__file_read(path, CONFIG_MAX_BYTES, &text, &len, err);
+    if (!rc) rc = eng_model_load_config(dir, text, len, p, out, err);
+    free(text);
+    return rc;
+}
+
+int eng_model_load_config(const char *dir, const char *config_json, size_t len, const eng_model_params *p,
+                          eng_model **out, eng_err *err) {
+    *out = NULL;
     eng_prec prec = (eng_prec)p->precision;
     if (prec != ENG_PREC_F32 && prec != ENG_PREC_BF16 && prec != ENG_PREC_INT8)
         return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s: unknown precision %d", dir, (int)p->precision);
@@ -478,7 +491,7 @@ int eng_model_load_params(const char *dir, const eng_model_params *p, eng_model 
     m->prec = prec;
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/config.json", dir);
-    int rc = parse_config(path, &m->cfg, err);
+    int rc = parse_config(config_json, len, path, &m->cfg, err);
     if (rc) {
         eng_model_free(m);
         return rc;

@@ -54,7 +54,7 @@ static int head_layer(eng_load_ctx *x, int i, const eng_st_tensor *w, const eng_
 /* AdapterHub flex head: head_config.json + heads.<name>.<idx>.{weight,bias}. */
 int eng__load_adapterhub_head(eng_load_ctx *x, const char *dir) {
     eng_err *err = x->err;
-    json_t *j = eng__json_object_load(dir, "head_config.json", err);
+    json_t *j = eng__task_config(x, dir, "head_config.json");
     if (!j) return err->code;
     json_t *hc = json_object_get(j, "config");
     const char *name = eng__jstr(j, "name");
