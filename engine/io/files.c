@@ -54,13 +54,13 @@ json_t *eng__json_object_load(const char *dir, const char *name, eng_err *err) {
     }
     char *text = NULL;
     size_t len = 0;
-    if (eng__file_read(p, JSON_CONFIG_MAX_BYTES, &text, &len, err)) return NULL;
+    if (eng_file_read(p, JSON_CONFIG_MAX_BYTES, &text, &len, err)) return NULL;
     json_t *j = eng__json_object_parse(text, len, p, err);
     free(text);
     return j;
 }
 
-int eng__file_read(const char *path, size_t max, char **out, size_t *len, eng_err *err) {
+int eng_file_read(const char *path, size_t max, char **out, size_t *len, eng_err *err) {
     *out = NULL;
     *len = 0;
     if (!eng_file_exists(path)) return eng_err_set(err, ENG_NOT_FOUND, "%s: not found", path);

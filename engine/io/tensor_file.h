@@ -32,17 +32,11 @@ int eng__tensor_check_shape(const eng_st_tensor *t, int64_t d0, int64_t d1, cons
  * dtype that does not convert. */
 int eng__tensor_load_f32(const eng_st_tensor *t, int64_t d0, int64_t d1, const char *label, float *dst, eng_err *err);
 
-/* Reads the whole file at path into a new NUL-terminated buffer (*out, freed by the caller; *len bytes
- * before the NUL). ENG_NOT_FOUND when path is not a regular file, ENG_TOO_LARGE when it holds more than
- * max bytes, ENG_IO on a read error. The loaders that also parse from memory read through this, so
- * a file and a buffer take the same parse code. */
-int eng__file_read(const char *path, size_t max, char **out, size_t *len, eng_err *err);
-
 /* Parses len bytes of text, which must hold a JSON object; returns it (release with json_decref) or
  * NULL with ENG_FORMAT (bad JSON, not an object) in err, label opening the message. */
 json_t *eng__json_object_parse(const char *text, size_t len, const char *label, eng_err *err);
 
-/* Reads dir/name (eng__file_read, up to 64 MiB) and parses it with eng__json_object_parse, the file's
+/* Reads dir/name (eng_file_read, up to 64 MiB) and parses it with eng__json_object_parse, the file's
  * path as the label; ENG_NOT_FOUND when there is no such file. */
 json_t *eng__json_object_load(const char *dir, const char *name, eng_err *err);
 

@@ -467,7 +467,7 @@ int eng_model_load_params(const char *dir, const eng_model_params *p, eng_model 
     snprintf(path, sizeof path, "%s/config.json", dir);
     char *text = NULL;
     size_t len = 0;
-    int rc = eng__file_read(path, CONFIG_MAX_BYTES, &text, &len, err);
+    int rc = eng_file_read(path, CONFIG_MAX_BYTES, &text, &len, err);
     if (!rc) rc = eng_model_load_config(dir, text, len, p, out, err);
     free(text);
     return rc;
