@@ -3,7 +3,9 @@
  * and other configs as saved) with the fuzzed input standing for one config file of it;
  * a task that loads is queried and freed. FUZZ_FILE names the fuzzed file. The option byte picks the
  * fixture folder. The input reaches the loader from memory (eng__task_load_texts: the parse code the
- * file's bytes go through), so an execution writes no file. */
+ * file's bytes go through), so an execution writes no file. With FUZZ_HEAD_DIR the picked folder is
+ * the task's head folder (eng_task_params.head_dir, as task.json's "head" names one) over the
+ * first fixture's adapter, so each execution loads that folder's head, not its adapter again. */
 #ifndef ADAPTERD_TESTS_FUZZ_TASK_COMMON_H
 #define ADAPTERD_TESTS_FUZZ_TASK_COMMON_H
 
@@ -51,6 +53,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     eng_task *t = NULL;
     eng_err err;
     const char *dirs[1] = {dir};
+#ifdef FUZZ_HEAD_DIR
+    dirs[0] = g_dirs[0];
+    p.head_dir = dir;
+#endif
     eng__task_text text = {.dir = dir, .name = FUZZ_FILE, .text = (const char *)data + 1, .len = size - 1};
     int rc = eng__task_load_texts(g_model, dirs, 1, &p, &text, 1, &t, &err);
     fuzz_log(FUZZ_FILE, rc, err.msg);
