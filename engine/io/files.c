@@ -5,6 +5,7 @@
 #include <jansson.h>
 #include <limits.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,20 +67,21 @@ int eng_file_read(const char *path, size_t max, char **out, size_t *len, eng_err
     if (!eng_file_exists(path)) return eng_err_set(err, ENG_NOT_FOUND, "%s: not found", path);
     FILE *f = fopen(path, "rb");
     if (!f) return eng_err_set(err, ENG_IO, "%s: %s", path, strerror(errno));
-    size_t cap = 4096, n = 0;
+    /* read up to max + 1 bytes: one more than max is enough to refuse */
+    size_t lim = max < SIZE_MAX - 1 ? max + 1 : SIZE_MAX - 1, cap = lim < 4096 ? lim : 4096, n = 0;
     char *buf = malloc(cap + 1);
     int rc = buf ? 0 : eng_err_set(err, ENG_NO_MEMORY, "out of memory reading %s", path);
     while (!rc) {
         n += fread(buf + n, 1, cap - n, f);
+        if (n > max) {
+            rc = eng_err_set(err, ENG_TOO_LARGE, "%s: larger than %zu bytes", path, max);
+            break;
+        }
         if (n < cap) {
             if (ferror(f)) rc = eng_err_set(err, ENG_IO, "%s: read error", path);
             break;
         }
-        if (cap >= max) {
-            rc = eng_err_set(err, ENG_TOO_LARGE, "%s: larger than %zu bytes", path, max);
-            break;
-        }
-        size_t ncap = cap > max / 2 ? max : cap * 2;
+        size_t ncap = cap > lim / 2 ? lim : cap * 2;
         char *nb = realloc(buf, ncap + 1);
         if (!nb) {
             rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory reading %s", path);
