@@ -1657,6 +1657,10 @@ int store__version_check(store_registry *r, const char *name, const char *vdir, 
     if (!rc) rc = validate(r, t, &et, &dt, err);
     eng_task_free(et);
     if (t) task_destroy(t);
+    pthread_mutex_lock(&r->mu);
+    if (rc) broken_add_locked(r, name, version, err->msg);
+    else broken_remove_locked(r, name, version);
+    pthread_mutex_unlock(&r->mu);
     return rc;
 }
 

@@ -5,8 +5,8 @@
  * memory (store__version_check: the metadata parse a scan or an upload runs on the file's bytes,
  * then every weight loaded), so nothing is written and the model is not reloaded. The first byte
  * is an option byte kept for the corpus format (it used to pick the registry's residency, which
- * this path does not depend on). A broken task.json must be refused with a reason (a scan lists
- * such a version as failed), never crash. */
+ * this path does not depend on). A broken task.json must be refused with a reason and the version
+ * listed as failed with it (store_versions), never crash; an accepted one is not listed as failed. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,8 +55,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (g_ready < 0) g_ready = setup() == 0;
     if (!g_ready || size < 1) return 0;
     eng_err err = {0};
-    int rc = store__version_check(g_r, "t", g_ver, (const char *)data + 1, size - 1, &err);
+    int rc = store__version_check(g_r, "fz", g_ver, (const char *)data + 1, size - 1, &err);
     fuzz_log("version", rc, err.msg);
-    if (rc && !err.msg[0]) abort(); /* a refused version is listed with its reason */
+    store_version_info v[4];
+    int n = store_versions(g_r, "fz", v, 4), failed = 0;
+    for (int i = 0; i < n && i < 4; i++) failed += !strcmp(v[i].version, "1") && !strcmp(v[i].state, "failed") && v[i].reason[0];
+    if (rc ? !err.msg[0] || failed != 1 : failed != 0) abort(); /* refused: listed once with its reason */
     return 0;
 }
