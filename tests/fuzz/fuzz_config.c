@@ -1,5 +1,5 @@
 /* fuzz_config.c - a model folder's config.json (engine/model/model.c) against real weights: the
- * option byte picks one of the fixture models (BERT, RoBERTa, DistilBERT, a bf16 sharded BERT),
+ * option byte picks one of the micro fixture models (BERT, RoBERTa, DistilBERT, a bf16 sharded BERT),
  * the rest of the input is its config.json. The text goes to the loader from memory
  * (eng_model_load_config, the parse code eng_model_load runs on the file's bytes) and the weights
  * are read from the fixture folder itself, so an execution writes no file. The loader must refuse
@@ -14,8 +14,10 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static const char *const models[] = {"models/bert-tiny", "models/roberta-tiny", "models/distilbert-tiny",
-                                     "models/bert-tiny-bf16-sharded"};
+/* The micro fixtures (hidden 8, vocab 32): every loader path of the tiny ones at 1/70 of the bytes,
+ * which each execution converts and packs. */
+static const char *const models[] = {"models/bert-micro", "models/roberta-micro", "models/distilbert-micro",
+                                     "models/bert-micro-bf16-sharded"};
 #define N_MODELS (sizeof models / sizeof models[0])
 
 static char dirs[N_MODELS][512];

@@ -38,6 +38,18 @@ Test(encoder, matches_reference_all_fixtures) {
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) check(models[i], 2);
 }
 
+/* The micro fixtures (the config.json fuzz harness's weights) hold the single case only. */
+Test(encoder, micro_fixtures_match_reference) {
+    static const char *micro[] = {"bert-micro", "roberta-micro", "distilbert-micro", "bert-micro-bf16-sharded"};
+    for (size_t i = 0; i < sizeof micro / sizeof micro[0]; i++) {
+        char dir[1024], msg[1024];
+        fixture_path(dir, sizeof dir, micro[i], NULL);
+        encoder_check_result r;
+        cr_assert_eq(encoder_check(dir, 2, TOL, 1e-5f, &r, msg, sizeof msg), 0, "%s: %s", micro[i], msg);
+        cr_assert_eq(r.cases, 1, "%s: %d expected cases", micro[i], r.cases);
+    }
+}
+
 Test(encoder, thread_counts_agree) {
     check("bert-tiny", 1);
     check("roberta-tiny", 3);
