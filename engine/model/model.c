@@ -11,6 +11,7 @@
  * ignored. */
 #include <jansson.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -301,11 +302,14 @@ static int load_packed(loader *ld, const char *const *names, int n, int out, int
     return rc;
 }
 
+/* Floats of alignment padding the arena adds to its tensors. */
+static size_t arena_pad(const eng_config *c) { return (size_t)16 * 40 * ((size_t)c->n_layers + 1); }
+
 static size_t arena_size(const eng_config *c) {
-    size_t H = (size_t)c->hidden, I = (size_t)c->intermediate, pad = 16 * 40;
+    size_t H = (size_t)c->hidden, I = (size_t)c->intermediate;
     size_t per_layer = 3 * H + H + 2 * H + I + H + 2 * H; /* biases and LayerNorms: the weights are eng_linear */
     size_t n = (size_t)c->vocab * H + (size_t)c->max_pos * H + (size_t)c->type_vocab * H + 2 * H + H * H + H;
-    return n + per_layer * (size_t)c->n_layers + pad * ((size_t)c->n_layers + 1);
+    return n + per_layer * (size_t)c->n_layers + arena_pad(c);
 }
 
 /* Base-model namespaces: tensors starting with one of these (after the prefix) must be consumed. */
@@ -401,11 +405,26 @@ static int load_weights(eng_model *m, ckpt *k, eng_prec prec, eng_err *err) {
         c->vocab = (int)t->shape[0];
     }
     m->arena_floats = arena_size(c);
+    size_t H3 = (size_t)3 * c->hidden, I1 = (size_t)c->intermediate, staging = (H3 > I1 ? H3 : I1) * (size_t)c->hidden;
+    /* Everything allocated below is sized from config.json, and the float32 arena and the staging
+     * buffer each hold a subset of the checkpoint's values. A config that implies more floats than
+     * the checkpoint holds is refused before any of it is allocated: a hostile
+     * max_position_embeddings of 10^8 asked for gigabytes that a shape check would refuse later. */
+    size_t total = 0;
+    for (int i = 0; i < k->n; i++)
+        for (size_t j = 0; j < eng_st_count(k->files[i]); j++) {
+            int64_t n = eng_st_at(k->files[i], j)->numel;
+            total = n > 0 && (uint64_t)n < SIZE_MAX - total ? total + (size_t)n : (n > 0 ? SIZE_MAX : total);
+        }
+    if (m->arena_floats - arena_pad(c) > total || staging > total)
+        return eng_err_set(err, ENG_SHAPE,
+                           "config.json implies %zu weights (hidden %d, intermediate %d, vocab %d, positions %d, token "
+                           "types %d) but the checkpoint holds %zu values",
+                           m->arena_floats - arena_pad(c) > staging ? m->arena_floats - arena_pad(c) : staging, c->hidden,
+                           c->intermediate, c->vocab, c->max_pos, c->type_vocab, total);
     m->arena = eng_alloc_aligned(m->arena_floats * sizeof(float));
     if (!m->arena) return eng_err_set(err, ENG_NO_MEMORY, "cannot allocate %zu MB of weights", m->arena_floats / 262144);
-    size_t H3 = (size_t)3 * c->hidden, I1 = (size_t)c->intermediate;
-    loader ld = {k, prefix, m->arena, 0, m->arena_floats, malloc(sizeof(float) * (H3 > I1 ? H3 : I1) * (size_t)c->hidden),
-                 prec, 0};
+    loader ld = {k, prefix, m->arena, 0, m->arena_floats, malloc(sizeof(float) * staging), prec, 0};
     if (!ld.tmp) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
     int rc = load_tensors(&ld, c, &m->w, err);
     free(ld.tmp);

@@ -353,3 +353,29 @@ Test(encoder, file_read_limits) {
     cr_expect_null(text);
     cr_expect_eq(eng_file_read(dir, 1 << 20, &text, &len, &e), ENG_NOT_FOUND, "a folder is not a file");
 }
+
+/* Found by the config.json fuzz harness: max_position_embeddings 165555555 over the micro weights
+ * sized a 5 GB arena before the position table's shape was checked. A config that implies more
+ * weights than the checkpoint holds is refused before anything is allocated from it: here the
+ * arena would be 10^18 bytes, which fails (ENG_NO_MEMORY, or an ASan report) where it is tried. */
+Test(encoder, config_larger_than_checkpoint_is_refused_before_allocating) {
+    char dir[1024];
+    fixture_path(dir, sizeof dir, "bert-micro", NULL);
+    static const char *const configs[] = {
+        "{\"model_type\": \"bert\", \"hidden_size\": 536870000, \"num_hidden_layers\": 2, \"num_attention_heads\": 2, "
+        "\"intermediate_size\": 16, \"vocab_size\": 32, \"max_position_embeddings\": 536870000}",
+        "{\"model_type\": \"bert\", \"hidden_size\": 8, \"num_hidden_layers\": 2, \"num_attention_heads\": 2, "
+        "\"intermediate_size\": 536870000, \"vocab_size\": 32, \"max_position_embeddings\": 16}",
+        "{\"model_type\": \"bert\", \"hidden_size\": 8, \"num_hidden_layers\": 2, \"num_attention_heads\": 2, "
+        "\"intermediate_size\": 16, \"vocab_size\": 32, \"max_position_embeddings\": 165555555}",
+    };
+    for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {
+        eng_model *m = NULL;
+        eng_model_params p = eng_model_default_params();
+        eng_err e = {0};
+        cr_expect_eq(eng_model_load_config(dir, configs[i], strlen(configs[i]), &p, &m, &e), ENG_SHAPE, "config %zu: %s", i,
+                     e.msg);
+        cr_expect(strstr(e.msg, "checkpoint holds") != NULL, "config %zu: %s", i, e.msg);
+        cr_expect_null(m);
+    }
+}
