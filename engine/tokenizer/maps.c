@@ -4,9 +4,10 @@
  * Vocabulary lookups are the inner loop of WordPiece (one per candidate sub-word) so the map is a
  * flat open-addressing table of entry indexes with the keys in one buffer, compared by length first.
  * The BPE word cache is the only mutable state a loaded tokenizer has: 64 shards, each a
- * direct-mapped table of fixed-size entries (512, fewer for a small vocabulary) behind its own mutex, so concurrent encodes rarely
- * meet on a lock and a miss costs one memcmp. Entries are overwritten on collision (no LRU list):
- * repeated words in real text hit, rare words are simply recomputed. */
+ * direct-mapped table of fixed-size entries (512, fewer for a small vocabulary) behind its own
+ * mutex, so concurrent encodes rarely meet on a lock and a miss costs one memcmp. Entries are
+ * overwritten on collision (no LRU list): repeated words in real text hit, rare words are simply
+ * recomputed. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
