@@ -1,5 +1,7 @@
 /* load_common.c - what the task loaders share: config fields, activation names, AdapterHub's
  * module names for the two bottleneck sites. */
+#include <float.h>
+#include <limits.h>
 #include <string.h>
 
 #include "task/task_impl.h"
@@ -14,6 +16,16 @@ int eng__jbool(json_t *o, const char *k, int def) {
 double eng__jnum(json_t *o, const char *k, double def) {
     json_t *v = json_object_get(o, k);
     return json_is_number(v) ? json_number_value(v) : def;
+}
+
+int eng__jint(json_t *o, const char *k, int def) {
+    double v = eng__jnum(o, k, def);
+    return v >= (double)INT_MAX ? INT_MAX : v <= (double)INT_MIN ? INT_MIN : (int)v;
+}
+
+float eng__jfloat(json_t *o, const char *k, float def) {
+    double v = eng__jnum(o, k, def);
+    return v >= (double)FLT_MAX ? FLT_MAX : v <= -(double)FLT_MAX ? -FLT_MAX : (float)v;
 }
 
 int eng__parse_act(const char *name, int legacy, eng_act *out, const char *where, eng_err *err) {

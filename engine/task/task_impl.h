@@ -106,6 +106,10 @@ const char *eng__jstr(json_t *o, const char *k);
 int eng__jbool(json_t *o, const char *k, int def);
 /* o[k] as a number, def when absent or not a number. */
 double eng__jnum(json_t *o, const char *k, double def);
+/* eng__jnum converted to int or float, clamped to the type's range first: a config's 1e300 becomes
+ * INT_MAX (or FLT_MAX), which the shape checks then refuse, instead of an undefined conversion. */
+int eng__jint(json_t *o, const char *k, int def);
+float eng__jfloat(json_t *o, const char *k, float def);
 /* An activation name of an adapter or head config (NULL: identity). legacy: the config predates
  * the library's "version" field, when "gelu" meant the tanh form. ENG_UNSUPPORTED naming `where`. */
 int eng__parse_act(const char *name, int legacy, eng_act *out, const char *where, eng_err *err);
