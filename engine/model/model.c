@@ -73,7 +73,12 @@ static int parse_config(const char *text, size_t len, const char *path, eng_conf
             (rc = json_int(root, "pad_token_id", is_bert ? 0 : 1, &c->pad_id, path, err)))
             goto done;
         json_t *eps = json_object_get(root, "layer_norm_eps");
-        c->ln_eps = json_is_number(eps) ? (float)json_number_value(eps) : 1e-12f;
+        double ev = json_is_number(eps) ? json_number_value(eps) : 1e-12;
+        if (!(ev > 0 && ev < 1)) { /* 0 or less makes LayerNorm divide by zero or take a negative root */
+            rc = eng_err_set(err, ENG_FORMAT, "%s: layer_norm_eps must be a number in (0, 1)", path);
+            goto done;
+        }
+        c->ln_eps = (float)ev;
         act = json_string_value(json_object_get(root, "hidden_act"));
         if (!act) act = "gelu";
         const char *pet = json_string_value(json_object_get(root, "position_embedding_type"));

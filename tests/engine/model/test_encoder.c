@@ -379,3 +379,24 @@ Test(encoder, config_larger_than_checkpoint_is_refused_before_allocating) {
         cr_expect_null(m);
     }
 }
+
+/* Found by the config.json fuzz harness (UBSan): "layer_norm_eps": -1 made LayerNorm take the root
+ * of a negative variance, and the NaN reached a float-to-int conversion in the GELU's exp. */
+Test(encoder, layer_norm_eps_must_be_positive) {
+    char dir[1024];
+    fixture_path(dir, sizeof dir, "bert-micro", NULL);
+    static const char *const eps[] = {"-1", "0", "1e300"};
+    for (size_t i = 0; i < sizeof eps / sizeof eps[0]; i++) {
+        char cfg[512];
+        snprintf(cfg, sizeof cfg,
+                 "{\"model_type\": \"bert\", \"hidden_size\": 8, \"num_hidden_layers\": 2, \"num_attention_heads\": 2, "
+                 "\"intermediate_size\": 16, \"vocab_size\": 32, \"max_position_embeddings\": 16, \"layer_norm_eps\": %s}",
+                 eps[i]);
+        eng_model *m = NULL;
+        eng_model_params p = eng_model_default_params();
+        eng_err e = {0};
+        cr_expect_eq(eng_model_load_config(dir, cfg, strlen(cfg), &p, &m, &e), ENG_FORMAT, "eps %s: %s", eps[i], e.msg);
+        cr_expect(strstr(e.msg, "layer_norm_eps") != NULL, "%s", e.msg);
+        cr_expect_null(m);
+    }
+}
