@@ -38,6 +38,7 @@
  * newest good version, and says so (store_task_fallback). */
 #define _GNU_SOURCE
 #include "adapters_store/store.h"
+#include "engine/files.h"
 
 #include <assert.h>
 #include <dirent.h>
@@ -59,6 +60,7 @@
 #include "engine/files.h"
 
 #define STATE_FILE ".adapterd-state.json"
+#define TASK_JSON_MAX_BYTES ((size_t)16 << 20) /* labels of a large tagging task are kilobytes */
 #define NFTW_FDS 16 /* directories a tree walk keeps open at once */
 #define STATE_LOCK ".adapterd-state.lock"
 
@@ -554,9 +556,10 @@ static int json_int_field(json_t *o, const char *k, int def, int *out, eng_err *
 static int sub_name_ok(const char *s) { return s && *s && !strstr(s, "..") && s[0] != '/'; }
 
 /* Reads version vname of task name in vdir: task.json or the folders' configs, the model, skips.
- * Returns 0 and a new unlisted task with refs 1, or a negative status. */
-static int meta_read(store_registry *r, const char *name, const char *vname, const char *vdir, store_task **out,
-                     eng_err *err) {
+ * task_json (len bytes) is the text of the version's task.json, NULL when it has none (meta_read
+ * reads the file). Returns 0 and a new unlisted task with refs 1, or a negative status. */
+static int meta_parse(store_registry *r, const char *name, const char *vname, const char *vdir, const char *task_json,
+                      size_t len, store_task **out, eng_err *err) {
     char path[PATH_MAX];
     char **subs = NULL;
     int ns = 0, rc = 0;
@@ -572,9 +575,9 @@ static int meta_read(store_registry *r, const char *name, const char *vname, con
         goto fail;
     }
     pathf(path, sizeof path, "%s/task.json", vdir);
-    if (access(path, F_OK) == 0) {
+    if (task_json) {
         json_error_t je;
-        if (!(cfg = json_load_file(path, 0, &je)) || !json_is_object(cfg)) {
+        if (!(cfg = json_loadb(task_json, len, 0, &je)) || !json_is_object(cfg)) {
             rc = eng_err_set(err, ENG_FORMAT, "%s:%d: %s", path, je.line, cfg ? "not a JSON object" : je.text);
             goto fail;
         }
@@ -707,6 +710,22 @@ fail:
     json_decref(cfg);
     free_strs(subs, ns);
     task_destroy(t);
+    return rc;
+}
+
+/* meta_parse of vdir's own task.json, read whole when there is one. */
+static int meta_read(store_registry *r, const char *name, const char *vname, const char *vdir, store_task **out,
+                     eng_err *err) {
+    char path[PATH_MAX];
+    pathf(path, sizeof path, "%s/task.json", vdir);
+    char *text = NULL;
+    size_t len = 0;
+    if (access(path, F_OK) == 0) {
+        int rc = eng_file_read(path, TASK_JSON_MAX_BYTES, &text, &len, err);
+        if (rc) return rc;
+    }
+    int rc = meta_parse(r, name, vname, vdir, text, len, out, err);
+    free(text);
     return rc;
 }
 
@@ -1713,6 +1732,24 @@ static int list_validated(store_registry *r, store_task *t, eng_task *et, double
     pthread_mutex_unlock(&r->mu);
     free_detached(&d);
     return 0;
+}
+
+int store__version_check(store_registry *r, const char *name, const char *vdir, const char *task_json, size_t len,
+                         eng_err *err) {
+    store_task *t = NULL;
+    eng_task *et = NULL;
+    double dt = 0;
+    const char *slash = strrchr(vdir, '/'), *version = slash ? slash + 1 : vdir;
+    int rc = task_json ? meta_parse(r, name, version, vdir, task_json, len, &t, err)
+                       : meta_read(r, name, version, vdir, &t, err);
+    if (!rc) rc = validate(r, t, &et, &dt, err);
+    eng_task_free(et);
+    if (t) task_destroy(t);
+    pthread_mutex_lock(&r->mu);
+    if (rc) broken_add_locked(r, name, version, err->msg);
+    else broken_remove_locked(r, name, version);
+    pthread_mutex_unlock(&r->mu);
+    return rc;
 }
 
 int store_version_add(store_registry *r, const char *name, const char *version, const char *staged, int activate,

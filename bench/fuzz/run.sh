@@ -6,13 +6,16 @@
 #         -DADAPTERD_BUILD_TESTS=OFF -DADAPTERD_BUILD_BENCH=OFF
 #     cmake --build build-fuzz -j2 --target fuzz_url ...   (or the whole build)
 #     bench/fuzz/run.sh [--seconds N] [--build DIR] [--only name[,name...]] [--jobs J] [--report]
+#                       [--scratch DIR]
 # Each harness starts from its committed seeds (tests/fuzz/corpus/<name>) and regressions, and grows
 # a working corpus in DIR/fuzz/corpus/<name> kept between runs. Crash inputs land in
 # DIR/fuzz/artifacts/<name>/; minimise one with `DIR/tests/fuzz/fuzz_<name> -minimize_crash=1 FILE`,
 # fix the bug and commit the input under tests/fuzz/regressions/<name>/. Every run appends its
 # figures to DIR/fuzz/totals.tsv, and the last table sums that ledger: the executions per harness
 # over all runs of this build folder (the issue's target is 10 million each).
-# --jobs J runs J harnesses at once (each single-threaded); runs are `nice`d.
+# --jobs J runs J harnesses at once (each single-threaded); runs are `nice`d. --scratch DIR is where
+# the harnesses run (DIR/<name>; default fuzz/run of the build folder): tar extracts every input there
+# and task_json keeps its scratch registry there, so a memory file system (tmpfs) spares the disk.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -22,6 +25,7 @@ build="$root/build-fuzz"
 only=""
 jobs=1
 report_only=0 # --report: print and record the figures of the last logs without running
+scratch=""
 all="proto_v1 proto_v2 url tar safetensors torch_bin tokenizer config adapter_config head_config task_json"
 
 while [ $# -gt 0 ]; do
@@ -31,6 +35,7 @@ while [ $# -gt 0 ]; do
     --only) only=${2//,/ }; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
     --report) report_only=1; shift ;;
+    --scratch) mkdir -p "$2"; scratch=$(cd "$2" && pwd); shift 2 ;;
     -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
     esac
@@ -39,6 +44,7 @@ names=${only:-$all}
 bin="$build/tests/fuzz"
 out="$build/fuzz"
 mkdir -p "$out/logs" "$out/run"
+scratch=${scratch:-$out/run}
 for n in $names; do
     if [ ! -x "$bin/fuzz_$n" ]; then
         echo "missing $bin/fuzz_$n: configure with CC=clang -DADAPTERD_FUZZ=ON and build it" >&2
@@ -79,11 +85,11 @@ make_dict() {
 run_one() {
     local n=$1 dirs dict
     dict=$(make_dict "$n")
-    mkdir -p "$out/corpus/$n" "$out/artifacts/$n" "$out/run/$n"
+    mkdir -p "$out/corpus/$n" "$out/artifacts/$n" "$scratch/$n"
     dirs=("$out/corpus/$n" "$root/tests/fuzz/corpus/$n")
     [ -d "$root/tests/fuzz/regressions/$n" ] && dirs+=("$root/tests/fuzz/regressions/$n")
     # the harnesses make their scratch folders in the working directory
-    (cd "$out/run/$n" && nice "$bin/fuzz_$n" -max_total_time="$seconds" -print_final_stats=1 -timeout=20 \
+    (cd "$scratch/$n" && nice "$bin/fuzz_$n" -max_total_time="$seconds" -print_final_stats=1 -timeout=20 \
         -rss_limit_mb=2048 -max_len=65536 -dict="$dict" -artifact_prefix="$out/artifacts/$n/" "${dirs[@]}" \
         >"$out/logs/$n.log" 2>&1) || true
 }

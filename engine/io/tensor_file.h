@@ -32,8 +32,12 @@ int eng__tensor_check_shape(const eng_st_tensor *t, int64_t d0, int64_t d1, cons
  * dtype that does not convert. */
 int eng__tensor_load_f32(const eng_st_tensor *t, int64_t d0, int64_t d1, const char *label, float *dst, eng_err *err);
 
-/* Loads dir/name, which must hold a JSON object; returns it (release with json_decref) or NULL with
- * ENG_NOT_FOUND (no such file) or ENG_FORMAT (bad JSON, not an object) in err. */
+/* Parses len bytes of text, which must hold a JSON object; returns it (release with json_decref) or
+ * NULL with ENG_FORMAT (bad JSON, not an object) in err, label opening the message. */
+json_t *eng__json_object_parse(const char *text, size_t len, const char *label, eng_err *err);
+
+/* Reads dir/name (eng_file_read, up to 64 MiB) and parses it with eng__json_object_parse, the file's
+ * path as the label; ENG_NOT_FOUND when there is no such file. */
 json_t *eng__json_object_load(const char *dir, const char *name, eng_err *err);
 
 #endif

@@ -11,6 +11,7 @@
  * ignored. */
 #include <jansson.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,8 @@
 
 /* max_position_embeddings when config.json leaves it out (BERT's table). */
 #define DEFAULT_MAX_POS 512
+/* A config.json is a few hundred bytes; anything past this is not one. */
+#define CONFIG_MAX_BYTES ((size_t)1 << 20)
 
 
 /* ---- config.json ---- */
@@ -43,13 +46,11 @@ static int json_int(json_t *o, const char *k, int def, int *out, const char *pat
     return 0;
 }
 
-static int parse_config(const char *path, eng_config *c, eng_err *err) {
+/* Parses the text of a config.json (len bytes, need not be NUL-terminated); path names it in messages. */
+static int parse_config(const char *text, size_t len, const char *path, eng_config *c, eng_err *err) {
     json_error_t je;
-    json_t *root = json_load_file(path, 0, &je);
-    if (!root) {
-        if (!eng_file_exists(path)) return eng_err_set(err, ENG_NOT_FOUND, "%s: not found", path);
-        return eng_err_set(err, ENG_FORMAT, "%s: invalid JSON at line %d: %s", path, je.line, je.text);
-    }
+    json_t *root = json_loadb(text, len, 0, &je);
+    if (!root) return eng_err_set(err, ENG_FORMAT, "%s: invalid JSON at line %d: %s", path, je.line, je.text);
     int rc = 0;
     memset(c, 0, sizeof *c);
     const char *mt = json_string_value(json_object_get(root, "model_type"));
@@ -72,7 +73,12 @@ static int parse_config(const char *path, eng_config *c, eng_err *err) {
             (rc = json_int(root, "pad_token_id", is_bert ? 0 : 1, &c->pad_id, path, err)))
             goto done;
         json_t *eps = json_object_get(root, "layer_norm_eps");
-        c->ln_eps = json_is_number(eps) ? (float)json_number_value(eps) : 1e-12f;
+        double ev = json_is_number(eps) ? json_number_value(eps) : 1e-12;
+        if (!(ev > 0 && ev < 1)) { /* 0 or less makes LayerNorm divide by zero or take a negative root */
+            rc = eng_err_set(err, ENG_FORMAT, "%s: layer_norm_eps must be a number in (0, 1)", path);
+            goto done;
+        }
+        c->ln_eps = (float)ev;
         act = json_string_value(json_object_get(root, "hidden_act"));
         if (!act) act = "gelu";
         const char *pet = json_string_value(json_object_get(root, "position_embedding_type"));
@@ -301,11 +307,14 @@ static int load_packed(loader *ld, const char *const *names, int n, int out, int
     return rc;
 }
 
+/* Floats of alignment padding the arena adds to its tensors. */
+static size_t arena_pad(const eng_config *c) { return (size_t)16 * 40 * ((size_t)c->n_layers + 1); }
+
 static size_t arena_size(const eng_config *c) {
-    size_t H = (size_t)c->hidden, I = (size_t)c->intermediate, pad = 16 * 40;
+    size_t H = (size_t)c->hidden, I = (size_t)c->intermediate;
     size_t per_layer = 3 * H + H + 2 * H + I + H + 2 * H; /* biases and LayerNorms: the weights are eng_linear */
     size_t n = (size_t)c->vocab * H + (size_t)c->max_pos * H + (size_t)c->type_vocab * H + 2 * H + H * H + H;
-    return n + per_layer * (size_t)c->n_layers + pad * ((size_t)c->n_layers + 1);
+    return n + per_layer * (size_t)c->n_layers + arena_pad(c);
 }
 
 /* Base-model namespaces: tensors starting with one of these (after the prefix) must be consumed. */
@@ -401,11 +410,26 @@ static int load_weights(eng_model *m, ckpt *k, eng_prec prec, eng_err *err) {
         c->vocab = (int)t->shape[0];
     }
     m->arena_floats = arena_size(c);
+    size_t H3 = (size_t)3 * c->hidden, I1 = (size_t)c->intermediate, staging = (H3 > I1 ? H3 : I1) * (size_t)c->hidden;
+    /* Everything allocated below is sized from config.json, and the float32 arena and the staging
+     * buffer each hold a subset of the checkpoint's values. A config that implies more floats than
+     * the checkpoint holds is refused before any of it is allocated: a hostile
+     * max_position_embeddings of 10^8 asked for gigabytes that a shape check would refuse later. */
+    size_t total = 0;
+    for (int i = 0; i < k->n; i++)
+        for (size_t j = 0; j < eng_st_count(k->files[i]); j++) {
+            int64_t n = eng_st_at(k->files[i], j)->numel;
+            total = n > 0 && (uint64_t)n < SIZE_MAX - total ? total + (size_t)n : (n > 0 ? SIZE_MAX : total);
+        }
+    if (m->arena_floats - arena_pad(c) > total || staging > total)
+        return eng_err_set(err, ENG_SHAPE,
+                           "config.json implies %zu weights (hidden %d, intermediate %d, vocab %d, positions %d, token "
+                           "types %d) but the checkpoint holds %zu values",
+                           m->arena_floats - arena_pad(c) > staging ? m->arena_floats - arena_pad(c) : staging, c->hidden,
+                           c->intermediate, c->vocab, c->max_pos, c->type_vocab, total);
     m->arena = eng_alloc_aligned(m->arena_floats * sizeof(float));
     if (!m->arena) return eng_err_set(err, ENG_NO_MEMORY, "cannot allocate %zu MB of weights", m->arena_floats / 262144);
-    size_t H3 = (size_t)3 * c->hidden, I1 = (size_t)c->intermediate;
-    loader ld = {k, prefix, m->arena, 0, m->arena_floats, malloc(sizeof(float) * (H3 > I1 ? H3 : I1) * (size_t)c->hidden),
-                 prec, 0};
+    loader ld = {k, prefix, m->arena, 0, m->arena_floats, malloc(sizeof(float) * staging), prec, 0};
     if (!ld.tmp) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
     int rc = load_tensors(&ld, c, &m->w, err);
     free(ld.tmp);
@@ -463,6 +487,19 @@ int eng_model_load(const char *dir, eng_model **out, eng_err *err) {
 
 int eng_model_load_params(const char *dir, const eng_model_params *p, eng_model **out, eng_err *err) {
     *out = NULL;
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    char *text = NULL;
+    size_t len = 0;
+    int rc = eng_file_read(path, CONFIG_MAX_BYTES, &text, &len, err);
+    if (!rc) rc = eng_model_load_config(dir, text, len, p, out, err);
+    free(text);
+    return rc;
+}
+
+int eng_model_load_config(const char *dir, const char *config_json, size_t len, const eng_model_params *p,
+                          eng_model **out, eng_err *err) {
+    *out = NULL;
     eng_prec prec = (eng_prec)p->precision;
     if (prec != ENG_PREC_F32 && prec != ENG_PREC_BF16 && prec != ENG_PREC_INT8)
         return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s: unknown precision %d", dir, (int)p->precision);
@@ -478,7 +515,7 @@ int eng_model_load_params(const char *dir, const eng_model_params *p, eng_model 
     m->prec = prec;
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/config.json", dir);
-    int rc = parse_config(path, &m->cfg, err);
+    int rc = parse_config(config_json, len, path, &m->cfg, err);
     if (rc) {
         eng_model_free(m);
         return rc;

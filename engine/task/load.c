@@ -6,6 +6,8 @@
  * folders are then assembled, per layer and site, into a Stack or the children of a fusion
  * (task/load_fusion.c), and a head is loaded (task/load_head.c). All weights are converted to
  * float32 into allocations owned by the task (task/task.c). */
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +17,11 @@
 
 int eng_task_load(const eng_model *m, const char *const *dirs, int n_dirs, const eng_task_params *p, eng_task **out,
                   eng_err *err) {
+    return eng__task_load_texts(m, dirs, n_dirs, p, NULL, 0, out, err);
+}
+
+int eng__task_load_texts(const eng_model *m, const char *const *dirs, int n_dirs, const eng_task_params *p,
+                         const eng__task_text *texts, int n_texts, eng_task **out, eng_err *err) {
     *out = NULL;
     eng_task_params defp = eng_task_default_params();
     if (!p) p = &defp;
@@ -31,8 +38,8 @@ int eng_task_load(const eng_model *m, const char *const *dirs, int n_dirs, const
     eng_st_file *peft_head = NULL;
     int peft = 0;
     for (int i = 0; i < n_dirs && !rc; i++) {
-        eng_load_ctx x = {m, c, t, dirs[i], err};
-        json_t *cj = eng__json_object_load(dirs[i], "adapter_config.json", err);
+        eng_load_ctx x = {m, c, t, dirs[i], err, texts, n_texts};
+        json_t *cj = eng__task_config(&x, dirs[i], "adapter_config.json");
         if (!cj) {
             rc = err->code;
             break;
@@ -53,7 +60,7 @@ int eng_task_load(const eng_model *m, const char *const *dirs, int n_dirs, const
     }
     /* assemble bottleneck sites: a Stack of all, or the fusion's children */
     if (!rc && p->fusion_dir) {
-        eng_load_ctx x = {m, c, t, p->fusion_dir, err};
+        eng_load_ctx x = {m, c, t, p->fusion_dir, err, texts, n_texts};
         rc = eng__load_fusion(&x, p->fusion_dir, lbs, n_dirs);
     } else if (!rc) {
         for (int l = 0; l < c->n_layers && !rc; l++)
@@ -75,10 +82,10 @@ int eng_task_load(const eng_model *m, const char *const *dirs, int n_dirs, const
     /* head */
     if (!rc) {
         const char *last = dirs[n_dirs - 1];
-        eng_load_ctx x = {m, c, t, p->head_dir ? p->head_dir : last, err};
+        eng_load_ctx x = {m, c, t, p->head_dir ? p->head_dir : last, err, texts, n_texts};
         if (p->head_dir) rc = eng__load_adapterhub_head(&x, p->head_dir);
         else if (peft && peft_head) rc = eng__load_peft_head(&x, peft_head);
-        else if (eng_file_exists_in(last, "head_config.json")) rc = eng__load_adapterhub_head(&x, last);
+        else if (eng__task_has_config(&x, last, "head_config.json")) rc = eng__load_adapterhub_head(&x, last);
         else rc = eng_err_set(err, ENG_NOT_FOUND, "%s: no prediction head (head_config.json or PEFT modules_to_save)", last);
     }
     eng_st_close(peft_head);

@@ -103,7 +103,7 @@ static int parse_one_config(json_t *c, int legacy, const char *version, ah_cfg *
             else return eng_err_set(err, ENG_UNSUPPORTED, "%s: scaling '%s' is not supported", where, s);
             o->scaling = 1.0f;
         } else {
-            o->scaling = (float)eng__jnum(c, "scaling", 1.0);
+            o->scaling = eng__jfloat(c, "scaling", 1.0f);
         }
         if (o->phm)
             return eng_err_set(err, ENG_UNSUPPORTED, "%s: Compacter (phm_layer) adapters are not supported", where);
@@ -111,8 +111,8 @@ static int parse_one_config(json_t *c, int legacy, const char *version, ah_cfg *
             return eng_err_set(err, ENG_UNSUPPORTED, "%s: invertible adapters (inv_adapter) are not supported", where);
     } else if (!strcmp(arch, "lora")) {
         o->is_lora = 1;
-        o->r = (float)eng__jnum(c, "r", 8);
-        o->alpha = (float)eng__jnum(c, "alpha", 8);
+        o->r = eng__jfloat(c, "r", 8);
+        o->alpha = eng__jfloat(c, "alpha", 8);
         const char *mode = eng__jstr(c, "composition_mode");
         o->composition_scale = mode && !strcmp(mode, "scale");
         o->lora_gating = eng__jbool(c, "use_gating", 0);
@@ -126,7 +126,7 @@ static int parse_one_config(json_t *c, int legacy, const char *version, ah_cfg *
         o->is_prefix = 1;
         o->prefix_flat = eng__jbool(c, "flat", 0);
         o->prefix_gating = eng__jbool(c, "use_gating", 0);
-        o->prefix_length = (int)eng__jnum(c, "prefix_length", 0);
+        o->prefix_length = eng__jint(c, "prefix_length", 0);
         if ((rc = eng__parse_act(eng__jstr(c, "non_linearity") ? eng__jstr(c, "non_linearity") : "tanh", 0, &o->prefix_act, where,
                             err)))
             return rc;

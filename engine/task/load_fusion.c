@@ -15,7 +15,7 @@
 
 int eng__load_fusion(eng_load_ctx *x, const char *dir, eng_loaded_bn *lbs, int n) {
     eng_err *err = x->err;
-    json_t *j = eng__json_object_load(dir, "adapter_fusion_config.json", err);
+    json_t *j = eng__task_config(x, dir, "adapter_fusion_config.json");
     if (!j) return err->code;
     json_t *fc = json_object_get(j, "config");
     const char *fname = eng__jstr(j, "name");

@@ -54,7 +54,7 @@ static int head_layer(eng_load_ctx *x, int i, const eng_st_tensor *w, const eng_
 /* AdapterHub flex head: head_config.json + heads.<name>.<idx>.{weight,bias}. */
 int eng__load_adapterhub_head(eng_load_ctx *x, const char *dir) {
     eng_err *err = x->err;
-    json_t *j = eng__json_object_load(dir, "head_config.json", err);
+    json_t *j = eng__task_config(x, dir, "head_config.json");
     if (!j) return err->code;
     json_t *hc = json_object_get(j, "config");
     const char *name = eng__jstr(j, "name");
@@ -67,7 +67,7 @@ int eng__load_adapterhub_head(eng_load_ctx *x, const char *dir) {
     }
     const char *type = eng__jstr(hc, "head_type");
     eng_head *h = &x->t->head;
-    int num_labels = (int)eng__jnum(hc, "num_labels", 2), layers = (int)eng__jnum(hc, "layers", 2);
+    int num_labels = eng__jint(hc, "num_labels", 2), layers = eng__jint(hc, "layers", 2);
     if (!type) type = "classification";
     if (!strcmp(type, "classification")) h->type = num_labels == 1 ? ENG_HEAD_REGRESSION : ENG_HEAD_CLASSIFICATION;
     else if (!strcmp(type, "multilabel_classification")) h->type = ENG_HEAD_MULTILABEL;

@@ -26,7 +26,7 @@ int eng__load_peft(eng_load_ctx *x, json_t *cfgj, eng_st_file **head_file) {
     json_t *ap = json_object_get(cfgj, "alpha_pattern"), *rp = json_object_get(cfgj, "rank_pattern");
     if ((json_is_object(ap) && json_object_size(ap)) || (!adalora && json_is_object(rp) && json_object_size(rp)))
         return eng_err_set(x->err, ENG_UNSUPPORTED, "%s: alpha_pattern / rank_pattern are not supported", x->dir);
-    float alpha = (float)eng__jnum(cfgj, "lora_alpha", 8);
+    float alpha = eng__jfloat(cfgj, "lora_alpha", 8);
     int rslora = eng__jbool(cfgj, "use_rslora", 0);
     static const char *files[] = {"adapter_model.safetensors", "adapter_model.bin", NULL};
     eng_st_file *f;

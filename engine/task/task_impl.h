@@ -45,6 +45,13 @@ typedef struct {
     eng_bottleneck *at[ENG_SITE_COUNT]; /* (n_layers) each, calloc'd; NULL when the site has none */
 } eng_loaded_bn;
 
+/* The text of one config file of a task's folders, given from memory (eng__task_load_texts). */
+typedef struct {
+    const char *dir, *name; /* stands for dir/name */
+    const char *text;       /* len bytes, no NUL needed */
+    size_t len;
+} eng__task_text;
+
 /* What every loader function works on: one folder of one task being loaded. */
 typedef struct {
     const eng_model *m;
@@ -52,7 +59,23 @@ typedef struct {
     eng_task *t;
     const char *dir;
     eng_err *err;
+    const eng__task_text *texts; /* configs given from memory (eng__task_load_texts), or NULL */
+    int n_texts;
 } eng_load_ctx;
+
+/* The config dir/name as a JSON object: parsed from the matching given text when there is one, else
+ * read from the folder (eng__json_object_load). NULL with err set on failure. */
+json_t *eng__task_config(const eng_load_ctx *x, const char *dir, const char *name);
+/* Is there a config dir/name, given or in the folder? */
+int eng__task_has_config(const eng_load_ctx *x, const char *dir, const char *name);
+
+/* eng_task_load, with the texts of some of the folders' configs given from memory: a loader that
+ * would read texts[i].dir/texts[i].name (adapter_config.json, head_config.json,
+ * adapter_fusion_config.json) parses texts[i].text instead, with the code the file's bytes go
+ * through; everything else, weights included, is read from the folders. eng_task_load is this with
+ * no texts. For the fuzz harnesses: a config can be tried against real weights without writing it. */
+int eng__task_load_texts(const eng_model *m, const char *const *dirs, int n_dirs, const eng_task_params *p,
+                         const eng__task_text *texts, int n_texts, eng_task **out, eng_err *err);
 
 /* ---- ownership (task.c): every allocation of a task is freed by eng_task_free ---- */
 
@@ -85,6 +108,10 @@ const char *eng__jstr(json_t *o, const char *k);
 int eng__jbool(json_t *o, const char *k, int def);
 /* o[k] as a number, def when absent or not a number. */
 double eng__jnum(json_t *o, const char *k, double def);
+/* eng__jnum converted to int or float, clamped to the type's range first: a config's 1e300 becomes
+ * INT_MAX (or FLT_MAX), which the shape checks then refuse, instead of an undefined conversion. */
+int eng__jint(json_t *o, const char *k, int def);
+float eng__jfloat(json_t *o, const char *k, float def);
 /* An activation name of an adapter or head config (NULL: identity). legacy: the config predates
  * the library's "version" field, when "gelu" meant the tanh form. ENG_UNSUPPORTED naming `where`. */
 int eng__parse_act(const char *name, int legacy, eng_act *out, const char *where, eng_err *err);

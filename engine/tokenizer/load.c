@@ -6,7 +6,10 @@
  * rather than approximated, because a tokenizer that is almost right gives silently wrong ids.
  * Without tokenizer.json the same structure is built from vocab.txt (WordPiece, the BERT pipeline
  * Hugging Face's converter builds) or vocab.json + merges.txt (byte-level BPE, RoBERTa's template
- * when <s> and </s> exist), with flags and special tokens from tokenizer_config.json. */
+ * when <s> and </s> exist), with flags and special tokens from tokenizer_config.json.
+ *
+ * Everything is parsed from memory (eng_tokenizer_load_files); eng_tokenizer_load reads the files
+ * the folder has into memory first, so both take the same parse code. */
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -21,16 +24,18 @@
 /* Largest token id accepted. The id table is sized by the largest id, so one huge id in a small file
  * would allocate gigabytes; real vocabularies of this family stay under 300k. */
 #define MAX_TOKEN_ID ((1 << 22) - 1)
+/* Largest tokenizer file read (XLM-R's tokenizer.json is 17 MB). */
+#define TOKENIZER_FILE_MAX_BYTES ((size_t)1 << 30)
 
 /* ints_as_real: tokenizer_config.json holds model_max_length = 1e30 written as an integer, which
  * jansson refuses as an integer. */
-static int load_json(const char *dir, const char *name, bool ints_as_real, json_t **out, eng_err *err) {
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+static int load_json(const eng_tok_files *f, const eng_tok_text *src, const char *name, bool ints_as_real, json_t **out,
+                     eng_err *err) {
     json_error_t je;
-    *out = json_load_file(path, JSON_DECODE_ANY | (ints_as_real ? JSON_DECODE_INT_AS_REAL : 0), &je);
+    *out = json_loadb(src->text, src->len, JSON_DECODE_ANY | (ints_as_real ? JSON_DECODE_INT_AS_REAL : 0), &je);
     if (!*out)
-        return eng_err_set(err, ENG_FORMAT, "%s: %s (line %d, column %d)", path, je.text, je.line, je.column);
+        return eng_err_set(err, ENG_FORMAT, "%s%s%s: %s (line %d, column %d)", f->dir ? f->dir : "", f->dir ? "/" : "",
+                           name, je.text, je.line, je.column);
     return 0;
 }
 
@@ -370,9 +375,9 @@ static int parse_pre_tokenizer(eng_tokenizer *tok, const json_t *p, eng_err *err
     return eng_err_set(err, ENG_UNSUPPORTED, "tokenizer.json: pre_tokenizer type %s is not supported", type ? type : "?");
 }
 
-static int load_tokenizer_json(eng_tokenizer *tok, const char *dir, eng_err *err) {
+static int load_tokenizer_json(eng_tokenizer *tok, const eng_tok_files *f, eng_err *err) {
     json_t *j;
-    int rc = load_json(dir, "tokenizer.json", false, &j, err);
+    int rc = load_json(f, &f->tokenizer_json, "tokenizer.json", false, &j, err);
     if (rc) return rc;
     rc = parse_model(tok, json_object_get(j, "model"), err);
     if (!rc) rc = parse_normalizer(tok, json_object_get(j, "normalizer"), err);
@@ -408,33 +413,6 @@ static int load_tokenizer_json(eng_tokenizer *tok, const char *dir, eng_err *err
 
 /* ---- vocab.txt / vocab.json + merges.txt ---- */
 
-static int read_file(const char *dir, const char *name, char **out, size_t *n, eng_err *err) {
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "rb");
-    if (!f) return eng_err_set(err, ENG_IO, "%s: %s", path, strerror(errno));
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t r = fread(buf + len, 1, cap - len, f);
-        len += r;
-        if (len < cap) break;
-        char *nb = realloc(buf, cap * 2);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    fclose(f);
-    if (!buf) return eng_err_set(err, ENG_NO_MEMORY, "out of memory reading %s", path);
-    *out = buf;
-    *n = len;
-    return 0;
-}
-
 /* Added tokens from tokenizer_config.json's added_tokens_decoder, or the given defaults. */
 static int config_added(eng_tokenizer *tok, const json_t *cfg, const char *const *defaults, bool normalized,
                         const char *lstrip_one, eng_err *err) {
@@ -462,11 +440,10 @@ static int config_added(eng_tokenizer *tok, const json_t *cfg, const char *const
     return 0;
 }
 
-static int load_vocab_txt(eng_tokenizer *tok, const char *dir, const json_t *cfg, eng_err *err) {
-    char *buf;
-    size_t n;
-    int rc = read_file(dir, "vocab.txt", &buf, &n, err);
-    if (rc) return rc;
+static int load_vocab_txt(eng_tokenizer *tok, const eng_tok_files *f, const json_t *cfg, eng_err *err) {
+    const char *buf = f->vocab_txt.text;
+    size_t n = f->vocab_txt.len;
+    int rc = 0;
     int32_t id = 0;
     for (size_t i = 0; i < n && !rc;) {
         size_t j = i;
@@ -476,7 +453,6 @@ static int load_vocab_txt(eng_tokenizer *tok, const char *dir, const json_t *cfg
         rc = set_vocab(tok, buf + i, e - i, id++, err);
         i = j + 1;
     }
-    free(buf);
     if (rc) return rc;
     tok->kind = ENG_TOK_WORDPIECE;
     tok->pretok = ENG__PRETOK_BERT;
@@ -494,9 +470,9 @@ static int load_vocab_txt(eng_tokenizer *tok, const char *dir, const json_t *cfg
     return tpl_cls_sep(tok, ci, si, false, err);
 }
 
-static int load_vocab_json(eng_tokenizer *tok, const char *dir, const json_t *cfg, eng_err *err) {
+static int load_vocab_json(eng_tokenizer *tok, const eng_tok_files *f, const json_t *cfg, eng_err *err) {
     json_t *v;
-    int rc = load_json(dir, "vocab.json", false, &v, err);
+    int rc = load_json(f, &f->vocab_json, "vocab.json", false, &v, err);
     if (rc) return rc;
     const char *k;
     json_t *val;
@@ -519,10 +495,8 @@ static int load_vocab_json(eng_tokenizer *tok, const char *dir, const json_t *cf
     tok->unk_id = -1; /* as converted by Hugging Face: unknown bytes cannot happen in byte-level BPE */
     rc = bpe_init_syms(tok, err);
     if (rc) return rc;
-    char *buf;
-    size_t n;
-    rc = read_file(dir, "merges.txt", &buf, &n, err);
-    if (rc) return rc;
+    const char *buf = f->merges_txt.text;
+    size_t n = f->merges_txt.len;
     int32_t rank = 0;
     for (size_t i = 0; i < n && !rc;) {
         size_t j = i;
@@ -540,7 +514,6 @@ static int load_vocab_json(eng_tokenizer *tok, const char *dir, const json_t *cf
         }
         i = j + 1;
     }
-    free(buf);
     if (rc) return rc;
     static const char *const defaults[] = {"<s>", "<pad>", "</s>", "<unk>", "<mask>", NULL};
     rc = config_added(tok, cfg, defaults, true, "<mask>", err);
@@ -554,23 +527,31 @@ static int load_vocab_json(eng_tokenizer *tok, const char *dir, const json_t *cf
 /* ---- finishing ---- */
 
 static int build_buckets(eng_tokenizer *tok, bool normalized, int32_t **bucket, eng_err *err) {
+    /* one pass to count per first byte, one to fill: the added tokens are read twice, not 512 times */
+    int cnt[256] = {0}, fill[256] = {0};
+    for (int i = 0; i < tok->n_added; i++) {
+        const eng__added_token *a = &tok->added[i];
+        bool in_norm = a->normalized && tok->norm != ENG__NORM_NONE;
+        if (in_norm == normalized) cnt[(uint8_t)a->content[0]]++;
+    }
     for (int c = 0; c < 256; c++) {
-        int cnt = 0;
-        for (int i = 0; i < tok->n_added; i++) {
-            const eng__added_token *a = &tok->added[i];
-            bool in_norm = a->normalized && tok->norm != ENG__NORM_NONE;
-            if (in_norm == normalized && (uint8_t)a->content[0] == c) cnt++;
-        }
-        if (!cnt) continue;
-        int32_t *b = malloc((size_t)(cnt + 1) * sizeof *b);
-        if (!b) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
-        int k = 0;
-        for (int i = 0; i < tok->n_added; i++) {
-            const eng__added_token *a = &tok->added[i];
-            bool in_norm = a->normalized && tok->norm != ENG__NORM_NONE;
-            if (in_norm == normalized && (uint8_t)a->content[0] == c) b[k++] = i;
-        }
-        /* longest first, so the first match is the longest (the trie of transformers.js) */
+        if (!cnt[c]) continue;
+        if (!(bucket[c] = malloc((size_t)(cnt[c] + 1) * sizeof *bucket[c])))
+            return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+        if (normalized) tok->has_norm_added = true;
+    }
+    for (int i = 0; i < tok->n_added; i++) {
+        const eng__added_token *a = &tok->added[i];
+        bool in_norm = a->normalized && tok->norm != ENG__NORM_NONE;
+        uint8_t c = (uint8_t)a->content[0];
+        if (in_norm == normalized) bucket[c][fill[c]++] = i;
+    }
+    for (int c = 0; c < 256; c++) {
+        int32_t *b = bucket[c];
+        int k = fill[c];
+        if (!b) continue;
+        /* longest first, so the first match is the longest (the trie of transformers.js); stable, so
+         * tokens of one length keep their order */
         for (int x = 1; x < k; x++)
             for (int y = x; y > 0 && tok->added[b[y]].len > tok->added[b[y - 1]].len; y--) {
                 int32_t t = b[y];
@@ -578,8 +559,6 @@ static int build_buckets(eng_tokenizer *tok, bool normalized, int32_t **bucket, 
                 b[y - 1] = t;
             }
         b[k] = -1;
-        bucket[c] = b;
-        if (normalized) tok->has_norm_added = true;
     }
     return 0;
 }
@@ -621,7 +600,7 @@ static int finish(eng_tokenizer *tok, const json_t *cfg, eng_err *err) {
         tok->re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &ec, &eo, NULL);
         if (!tok->re) return eng_err_set(err, ENG_INTERNAL, "cannot compile the GPT-2 split pattern (pcre2 error %d)", ec);
         (void)pcre2_jit_compile(tok->re, PCRE2_JIT_COMPLETE); /* falls back to the interpreter */
-        tok->cache = eng__bpe_cache_new();
+        tok->cache = eng__bpe_cache_new(tok->n_ids);
         if (!tok->cache) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
     }
 
@@ -642,10 +621,41 @@ static int finish(eng_tokenizer *tok, const json_t *cfg, eng_err *err) {
     return 0;
 }
 
+/* A tokenizer file of the folder read whole into *t (its buffer kept in *buf, to free); absent files
+ * are left NULL. */
+static int read_tok_file(const char *dir, const char *name, eng_tok_text *t, char **buf, eng_err *err) {
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path)
+        return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s/%s: path too long", dir, name);
+    if (!eng_file_exists(path)) return 0;
+    int rc = eng_file_read(path, TOKENIZER_FILE_MAX_BYTES, buf, &t->len, err);
+    if (!rc) t->text = *buf;
+    return rc;
+}
+
 int eng_tokenizer_load(const char *model_dir, eng_tokenizer **out, eng_err *err) {
     if (!out) return eng_err_set(err, ENG_INVALID_ARGUMENT, "eng_tokenizer_load: out is NULL");
     *out = NULL;
     if (!model_dir) return eng_err_set(err, ENG_INVALID_ARGUMENT, "eng_tokenizer_load: model_dir is NULL");
+    eng_tok_files f = {.dir = model_dir};
+    char *bufs[3] = {NULL, NULL, NULL};
+    /* only the files the precedence below will use are read */
+    int rc = read_tok_file(model_dir, "tokenizer_config.json", &f.tokenizer_config_json, &bufs[0], err);
+    if (!rc) rc = read_tok_file(model_dir, "tokenizer.json", &f.tokenizer_json, &bufs[1], err);
+    if (!rc && !f.tokenizer_json.text) rc = read_tok_file(model_dir, "vocab.txt", &f.vocab_txt, &bufs[1], err);
+    if (!rc && !f.tokenizer_json.text && !f.vocab_txt.text && eng_file_exists_in(model_dir, "merges.txt")) {
+        rc = read_tok_file(model_dir, "vocab.json", &f.vocab_json, &bufs[1], err);
+        if (!rc && f.vocab_json.text) rc = read_tok_file(model_dir, "merges.txt", &f.merges_txt, &bufs[2], err);
+    }
+    if (!rc) rc = eng_tokenizer_load_files(&f, out, err);
+    for (int i = 0; i < 3; i++) free(bufs[i]);
+    return rc;
+}
+
+int eng_tokenizer_load_files(const eng_tok_files *f, eng_tokenizer **out, eng_err *err) {
+    if (!out) return eng_err_set(err, ENG_INVALID_ARGUMENT, "eng_tokenizer_load_files: out is NULL");
+    *out = NULL;
+    if (!f) return eng_err_set(err, ENG_INVALID_ARGUMENT, "eng_tokenizer_load_files: f is NULL");
     eng_tokenizer *tok = calloc(1, sizeof *tok);
     if (!tok) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
     tok->unk_id = tok->special_unk_id = tok->cls_id = tok->sep_id = tok->pad_id = tok->mask_id = -1;
@@ -654,15 +664,14 @@ int eng_tokenizer_load(const char *model_dir, eng_tokenizer **out, eng_err *err)
 
     json_t *cfg = NULL;
     int rc = 0;
-    if (eng_file_exists_in(model_dir, "tokenizer_config.json")) rc = load_json(model_dir, "tokenizer_config.json", true, &cfg, err);
+    if (f->tokenizer_config_json.text) rc = load_json(f, &f->tokenizer_config_json, "tokenizer_config.json", true, &cfg, err);
     if (!rc) {
-        if (eng_file_exists_in(model_dir, "tokenizer.json")) rc = load_tokenizer_json(tok, model_dir, err);
-        else if (eng_file_exists_in(model_dir, "vocab.txt")) rc = load_vocab_txt(tok, model_dir, cfg, err);
-        else if (eng_file_exists_in(model_dir, "vocab.json") && eng_file_exists_in(model_dir, "merges.txt"))
-            rc = load_vocab_json(tok, model_dir, cfg, err);
+        if (f->tokenizer_json.text) rc = load_tokenizer_json(tok, f, err);
+        else if (f->vocab_txt.text) rc = load_vocab_txt(tok, f, cfg, err);
+        else if (f->vocab_json.text && f->merges_txt.text) rc = load_vocab_json(tok, f, cfg, err);
         else
-            rc = eng_err_set(err, ENG_NOT_FOUND,
-                             "%s: no tokenizer.json, vocab.txt or vocab.json + merges.txt", model_dir);
+            rc = eng_err_set(err, ENG_NOT_FOUND, "%s: no tokenizer.json, vocab.txt or vocab.json + merges.txt",
+                             f->dir ? f->dir : "tokenizer");
     }
     if (!rc) rc = finish(tok, cfg, err);
     json_decref(cfg);

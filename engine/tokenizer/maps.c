@@ -4,9 +4,10 @@
  * Vocabulary lookups are the inner loop of WordPiece (one per candidate sub-word) so the map is a
  * flat open-addressing table of entry indexes with the keys in one buffer, compared by length first.
  * The BPE word cache is the only mutable state a loaded tokenizer has: 64 shards, each a
- * direct-mapped table of fixed-size entries behind its own mutex, so concurrent encodes rarely
- * meet on a lock and a miss costs one memcmp. Entries are overwritten on collision (no LRU list):
- * repeated words in real text hit, rare words are simply recomputed. */
+ * direct-mapped table of fixed-size entries (512, fewer for a small vocabulary) behind its own
+ * mutex, so concurrent encodes rarely meet on a lock and a miss costs one memcmp. Entries are
+ * overwritten on collision (no LRU list): repeated words in real text hit, rare words are simply
+ * recomputed. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,7 +165,8 @@ void eng__pairmap_free(eng__pairmap *m) {
 /* ---- word cache ---- */
 
 #define CACHE_SHARDS 64
-#define CACHE_WAYS 512 /* entries per shard: 64 * 512 * 128 B = 4 MiB */
+#define CACHE_WAYS_MAX 512 /* entries per shard at most: 64 * 512 * 128 B = 4 MiB */
+#define CACHE_WAYS_MIN 4
 
 typedef struct {
     uint64_t hash; /* 0 = empty */
@@ -175,41 +177,53 @@ typedef struct {
 } cache_entry;
 
 typedef struct {
-    pthread_mutex_t mu;
-    cache_entry e[CACHE_WAYS];
-    char pad[64];
-} cache_shard;
+    _Alignas(64) pthread_mutex_t mu; /* one cache line or more each: shards do not share lines */
+} cache_lock;
 
 struct eng__bpe_cache {
-    cache_shard shard[CACHE_SHARDS];
+    uint32_t ways;        /* entries per shard, a power of two */
+    cache_lock lock[CACHE_SHARDS];
+    cache_entry *e;       /* (CACHE_SHARDS, ways) */
 };
 
-eng__bpe_cache *eng__bpe_cache_new(void) {
+eng__bpe_cache *eng__bpe_cache_new(int32_t n_ids) {
+    /* one way per 64 vocabulary entries: the real vocabularies of this family (30k-250k) get the
+     * largest cache, a test vocabulary of a few dozen tokens does not pay 4 MiB for each load */
+    uint32_t ways = CACHE_WAYS_MIN;
+    while (ways < CACHE_WAYS_MAX && (int64_t)ways * 64 < n_ids) ways *= 2;
     eng__bpe_cache *c = calloc(1, sizeof *c);
     if (!c) return NULL;
-    for (int i = 0; i < CACHE_SHARDS; i++) pthread_mutex_init(&c->shard[i].mu, NULL);
+    c->e = calloc((size_t)CACHE_SHARDS * ways, sizeof *c->e);
+    if (!c->e) {
+        free(c);
+        return NULL;
+    }
+    c->ways = ways;
+    for (int i = 0; i < CACHE_SHARDS; i++) pthread_mutex_init(&c->lock[i].mu, NULL);
     return c;
 }
 
 void eng__bpe_cache_free(eng__bpe_cache *c) {
     if (!c) return;
-    for (int i = 0; i < CACHE_SHARDS; i++) pthread_mutex_destroy(&c->shard[i].mu);
+    for (int i = 0; i < CACHE_SHARDS; i++) pthread_mutex_destroy(&c->lock[i].mu);
+    free(c->e);
     free(c);
 }
 
 int eng__bpe_cache_get(eng__bpe_cache *c, const uint8_t *w, size_t n, int32_t *ids, uint8_t *ends) {
     if (n > ENG__CACHE_KEY_MAX) return -1;
     uint64_t h = eng__hash_bytes(w, n) | 1;
-    cache_shard *s = &c->shard[h % CACHE_SHARDS];
-    cache_entry *e = &s->e[(h >> 8) % CACHE_WAYS];
+    size_t s = h % CACHE_SHARDS;
+    pthread_mutex_t *mu = &c->lock[s].mu;
+    cache_entry *e = &c->e[s * c->ways + ((h >> 8) & (c->ways - 1))];
     int r = -1;
-    pthread_mutex_lock(&s->mu);
+    pthread_mutex_lock(mu);
     if (e->hash == h && e->klen == n && !memcmp(e->key, w, n)) {
         r = e->ntok;
         memcpy(ids, e->ids, (size_t)r * sizeof *ids);
         memcpy(ends, e->ends, (size_t)r);
     }
-    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(mu);
     return r;
 }
 
@@ -217,16 +231,17 @@ void eng__bpe_cache_put(eng__bpe_cache *c, const uint8_t *w, size_t n, const int
                         const uint8_t *ends, int ntok) {
     if (n > ENG__CACHE_KEY_MAX || ntok > ENG__CACHE_TOK_MAX || ntok < 0) return;
     uint64_t h = eng__hash_bytes(w, n) | 1;
-    cache_shard *s = &c->shard[h % CACHE_SHARDS];
-    cache_entry *e = &s->e[(h >> 8) % CACHE_WAYS];
-    pthread_mutex_lock(&s->mu);
+    size_t s = h % CACHE_SHARDS;
+    pthread_mutex_t *mu = &c->lock[s].mu;
+    cache_entry *e = &c->e[s * c->ways + ((h >> 8) & (c->ways - 1))];
+    pthread_mutex_lock(mu);
     e->hash = h;
     e->klen = (uint8_t)n;
     e->ntok = (uint8_t)ntok;
     memcpy(e->key, w, n);
     memcpy(e->ids, ids, (size_t)ntok * sizeof *ids);
     memcpy(e->ends, ends, (size_t)ntok);
-    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(mu);
 }
 
 /* ---- token lists (the models' output, eng__toklist) ---- */

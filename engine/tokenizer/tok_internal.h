@@ -59,7 +59,8 @@ typedef struct {
 #define ENG__CACHE_KEY_MAX 40
 #define ENG__CACHE_TOK_MAX 14
 typedef struct eng__bpe_cache eng__bpe_cache;
-eng__bpe_cache *eng__bpe_cache_new(void);
+/* A cache sized to a vocabulary of n_ids tokens (at most 4 MiB); NULL when out of memory. */
+eng__bpe_cache *eng__bpe_cache_new(int32_t n_ids);
 void eng__bpe_cache_free(eng__bpe_cache *c);
 /* Looks up word; on a hit copies ids and token end offsets (bytes within the word) and returns the
  * token count, else returns -1. */

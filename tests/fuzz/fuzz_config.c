@@ -1,41 +1,36 @@
 /* fuzz_config.c - a model folder's config.json (engine/model/model.c) against real weights: the
- * option byte picks one of the fixture models (BERT, RoBERTa, DistilBERT, a bf16 sharded BERT),
- * the rest of the input is its config.json. The loader must refuse every config the weights do not
- * match, naming what is wrong, and never read outside a tensor. A model that loads is run once on
- * a short sequence of in-range ids, so a config that passed validation wrongly shows under ASan. */
+ * option byte picks one of the micro fixture models (BERT, RoBERTa, DistilBERT, a bf16 sharded BERT),
+ * the rest of the input is its config.json. The text goes to the loader from memory
+ * (eng_model_load_config, the parse code eng_model_load runs on the file's bytes) and the weights
+ * are read from the fixture folder itself, so an execution writes no file. The loader must refuse
+ * every config the weights do not match, naming what is wrong, and never read outside a tensor. A
+ * model that loads is run once on a short sequence of in-range ids, so a config that passed
+ * validation wrongly shows under ASan. */
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "engine/model.h"
-#include "fuzz_fixture.h"
+#include "fuzz_util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static const char *const models[] = {"models/bert-tiny", "models/roberta-tiny", "models/distilbert-tiny",
-                                     "models/bert-tiny-bf16-sharded"};
+/* The micro fixtures (hidden 8, vocab 32): every loader path of the tiny ones at 1/70 of the bytes,
+ * which each execution converts and packs. */
+static const char *const models[] = {"models/bert-micro", "models/roberta-micro", "models/distilbert-micro",
+                                     "models/bert-micro-bf16-sharded"};
 #define N_MODELS (sizeof models / sizeof models[0])
 
 static char dirs[N_MODELS][512];
-static int ready = -1;
-
-static int setup(void) {
-    const char *scratch = fuzz_scratch("config");
-    if (!scratch) return -1;
-    for (size_t i = 0; i < N_MODELS; i++) {
-        snprintf(dirs[i], sizeof dirs[i], "%s/m%zu", scratch, i);
-        if (fuzz_copy_fixture(models[i], dirs[i])) return -1;
-    }
-    return 0;
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (ready < 0) ready = setup() == 0;
-    if (!ready || size < 1) return 0;
-    const char *dir = dirs[data[0] % N_MODELS];
-    if (fuzz_write(dir, "config.json", data + 1, size - 1)) return 0;
+    if (size < 1) return 0;
+    size_t k = data[0] % N_MODELS;
+    if (!dirs[k][0]) snprintf(dirs[k], sizeof dirs[k], "%s/%s", ADAPTERD_FIXTURES, models[k]);
+    const char *dir = dirs[k];
     eng_model *m = NULL;
     eng_err err;
-    int rc = eng_model_load(dir, &m, &err);
+    eng_model_params mp = eng_model_default_params();
+    int rc = eng_model_load_config(dir, (const char *)data + 1, size - 1, &mp, &m, &err);
     fuzz_log("config", rc, err.msg);
     if (rc) return 0;
     const eng_config *c = eng_model_config(m);

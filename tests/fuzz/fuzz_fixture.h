@@ -1,7 +1,7 @@
-/* fuzz_fixture.h - for the harnesses of files read from a folder next to real weights (config.json,
- * adapter_config.json, head_config.json, task.json): copies of the project's test fixtures into the
- * scratch directory, made once per process, so each execution rewrites only the fuzzed file.
- * ADAPTERD_FIXTURES is the fixtures folder, given by the build. */
+/* fuzz_fixture.h - copies of the project's test fixtures into a scratch folder, made once per
+ * process, for the harness that needs a writable registry around them (fuzz_task_json.c); the
+ * other harnesses read the fixtures in place. ADAPTERD_FIXTURES is the fixtures folder, given by
+ * the build. */
 #ifndef ADAPTERD_TESTS_FUZZ_FIXTURE_H
 #define ADAPTERD_TESTS_FUZZ_FIXTURE_H
 

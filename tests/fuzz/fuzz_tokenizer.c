@@ -4,8 +4,9 @@
  * Input: one byte of options, then parts separated by FUZZ_SEP: [first file, second file,
  * tokenizer_config.json, text]. The option byte's low two bits pick the layout (0 tokenizer.json,
  * 1 vocab.txt, 2 vocab.json + merges.txt), bit 2 splits the text into a pair, the high bits a
- * max_length. The files go to the scratch directory, the tokenizer loads from there, and the text
- * is encoded. An encoding must hold only ids of the vocabulary and byte offsets inside its text. */
+ * max_length. The files reach the loader from memory (eng_tokenizer_load_files, the parse code
+ * eng_tokenizer_load runs on a folder's files), and the text is encoded. An encoding must hold only
+ * ids of the vocabulary and byte offsets inside its text. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,31 +16,24 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static const char *const files[] = {"tokenizer.json", "vocab.txt", "vocab.json", "merges.txt", "tokenizer_config.json"};
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
-    const char *dir = fuzz_scratch("tok");
-    if (!dir) return 0;
     uint8_t opt = data[0];
     fuzz_part part[FUZZ_MAX_PARTS];
     fuzz_split(data + 1, size - 1, part, FUZZ_MAX_PARTS);
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) fuzz_unlink(dir, files[i]);
-    int rc = 0;
+    /* a present file may be empty: text is never NULL for the files of the chosen layout */
+    eng_tok_text first = {(const char *)part[0].p, part[0].n}, second = {(const char *)part[1].p, part[1].n};
+    eng_tok_files f = {.dir = NULL};
     switch (opt & 3) {
-    case 0: rc = fuzz_write(dir, "tokenizer.json", part[0].p, part[0].n); break;
-    case 1: rc = fuzz_write(dir, "vocab.txt", part[0].p, part[0].n); break;
-    default:
-        rc = fuzz_write(dir, "vocab.json", part[0].p, part[0].n);
-        if (!rc) rc = fuzz_write(dir, "merges.txt", part[1].p, part[1].n);
-        break;
+    case 0: f.tokenizer_json = first; break;
+    case 1: f.vocab_txt = first; break;
+    default: f.vocab_json = first, f.merges_txt = second; break;
     }
-    if (!rc && part[2].n) rc = fuzz_write(dir, "tokenizer_config.json", part[2].p, part[2].n);
-    if (rc) return 0;
+    if (part[2].n) f.tokenizer_config_json = (eng_tok_text){(const char *)part[2].p, part[2].n};
 
     eng_tokenizer *tok = NULL;
     eng_err err;
-    rc = eng_tokenizer_load(dir, &tok, &err);
+    int rc = eng_tokenizer_load_files(&f, &tok, &err);
     fuzz_log("tokenizer", rc, err.msg);
     if (rc) return 0;
     const char *text = (const char *)part[3].p, *pair = NULL;

@@ -1,5 +1,6 @@
 /* fuzz_util.h - helpers shared by the fuzz harnesses: splitting one input into several files, and
- * a scratch directory under the working directory for the loaders that read files by path. */
+ * a scratch directory under the working directory for the two harnesses that need one (a scratch
+ * registry, tar extraction). */
 #ifndef ADAPTERD_TESTS_FUZZ_UTIL_H
 #define ADAPTERD_TESTS_FUZZ_UTIL_H
 
@@ -49,23 +50,6 @@ static inline int fuzz_split(const uint8_t *data, size_t size, fuzz_part *parts,
     return k + 1;
 }
 
-/* A NUL-terminated copy of a part (or NULL when out of memory); the caller frees it. */
-static inline char *fuzz_strdup(const fuzz_part *p) {
-    char *s = malloc(p->n + 1);
-    if (s) memcpy(s, p->p, p->n), s[p->n] = '\0';
-    return s;
-}
-
-/* Writes n bytes to dir/name, replacing it; returns 0 or -1. */
-static inline int fuzz_write(const char *dir, const char *name, const void *data, size_t n) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    if (!f) return -1;
-    size_t w = n ? fwrite(data, 1, n, f) : 0;
-    return fclose(f) == 0 && w == n ? 0 : -1;
-}
-
 /* Copies the file src to dir/name; returns 0 or -1. */
 static inline int fuzz_copy(const char *src, const char *dir, const char *name) {
     FILE *f = fopen(src, "rb");
@@ -80,13 +64,6 @@ static inline int fuzz_copy(const char *src, const char *dir, const char *name) 
     fclose(f);
     if (o && fclose(o)) rc = -1;
     return rc;
-}
-
-/* Removes dir/name if present. */
-static inline void fuzz_unlink(const char *dir, const char *name) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    unlink(path);
 }
 
 static inline int fuzz__rm_visit(const char *path, const struct stat *sb, int type, struct FTW *ftw) {

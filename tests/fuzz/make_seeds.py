@@ -140,8 +140,8 @@ put("tokenizer", b"\x01" + read("registry", "models", "bert-tiny", "vocab.txt") 
 put("tokenizer", b"\x06" + json.dumps(bpe_vocab).encode() + SEP + ("#version: 0.2\n" + "\n".join(merges)).encode() +
     SEP + b'{"add_prefix_space": true}' + SEP + b"hello world hello")
 
-# --- config.json: option byte picks bert-tiny, roberta-tiny, distilbert-tiny, bert-tiny-bf16-sharded ---
-for i, m in enumerate(["bert-tiny", "roberta-tiny", "distilbert-tiny", "bert-tiny-bf16-sharded"]):
+# --- config.json: option byte picks bert-micro, roberta-micro, distilbert-micro, bert-micro-bf16-sharded ---
+for i, m in enumerate(["bert-micro", "roberta-micro", "distilbert-micro", "bert-micro-bf16-sharded"]):
     put("config", bytes([i]) + read("models", m, "config.json"))
 
 # --- adapter_config.json / head_config.json: option byte picks the folder (fuzz_task_common.h order) ---

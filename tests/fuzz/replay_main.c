@@ -14,6 +14,13 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv) __attribute__((weak));
 
+/* In the sanitizer build, one allocation past 2 GiB is an error, as it is for libFuzzer when it
+ * fuzzes (its malloc limit is bench/fuzz/run.sh's -rss_limit_mb=2048): an input that made a parser
+ * ask for gigabytes fails its replay too, instead of passing on an overcommitted allocation. Read
+ * only by ASan; ASAN_OPTIONS still overrides it. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "max_allocation_size_mb=2048"; }
+
 static int run_file(const char *path) {
     FILE *f = fopen(path, "rb");
     if (!f) {

@@ -12,3 +12,10 @@ $gen --arch bert       --seed 1 --dtype f32  --no-prefix               --act gel
 $gen --arch roberta    --seed 2 --dtype f32  --prefix --head           --act gelu     --out "$out/roberta-tiny"
 $gen --arch distilbert --seed 3 --dtype f16  --no-prefix               --act gelu     --out "$out/distilbert-tiny"
 $gen --arch bert       --seed 4 --dtype bf16 --no-prefix --shards 2    --act gelu_new --out "$out/bert-tiny-bf16-sharded"
+
+# the same four at hidden 8, vocab 32 (the config.json fuzz harness loads one per execution)
+micro="$py $here/gen_encoder.py --shape custom --hidden 8 --layers 2 --heads 2 --intermediate 16 --vocab 32 --max-pos 16 --cases single --check"
+$micro --arch bert       --seed 1 --dtype f32  --no-prefix               --act gelu     --out "$out/bert-micro"
+$micro --arch roberta    --seed 2 --dtype f32  --prefix --head           --act gelu     --max-pos 18 --out "$out/roberta-micro"
+$micro --arch distilbert --seed 3 --dtype f16  --no-prefix               --act gelu     --out "$out/distilbert-micro"
+$micro --arch bert       --seed 4 --dtype bf16 --no-prefix --shards 2    --act gelu_new --out "$out/bert-micro-bf16-sharded"

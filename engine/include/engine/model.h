@@ -83,6 +83,11 @@ eng_model_params eng_model_default_params(void);
  * eng_model_load is eng_model_load_params with the default params (float32). */
 int eng_model_load(const char *dir, eng_model **out, eng_err *err);
 int eng_model_load_params(const char *dir, const eng_model_params *p, eng_model **out, eng_err *err);
+/* eng_model_load_params with the text of config.json given (len bytes, no NUL needed) instead of
+ * read from dir/config.json; the weights are still read from dir, and messages still name
+ * dir/config.json. eng_model_load_params reads the file and calls this. */
+int eng_model_load_config(const char *dir, const char *config_json, size_t len, const eng_model_params *p,
+                          eng_model **out, eng_err *err);
 void eng_model_free(eng_model *m);
 
 /* The precision asked for in dir/model.json ({"precision": "bf16"}): 0 with *out set, 0 with *out

@@ -92,6 +92,23 @@ typedef struct {
  * pre-tokenizer, model or post-processor type this module does not implement) with *out = NULL. */
 int eng_tokenizer_load(const char *model_dir, eng_tokenizer **out, eng_err *err);
 
+/* One tokenizer file's bytes (len, no NUL needed); text NULL: the file is absent. */
+typedef struct {
+    const char *text;
+    size_t len;
+} eng_tok_text;
+
+/* The files a tokenizer is built from, given from memory; they are used with the precedence of
+ * eng_tokenizer_load (tokenizer.json, else vocab.txt, else vocab.json + merges.txt). */
+typedef struct {
+    eng_tok_text tokenizer_json, vocab_txt, vocab_json, merges_txt, tokenizer_config_json;
+    const char *dir; /* names the files in messages ("dir/tokenizer.json"); NULL: bare names */
+} eng_tok_files;
+
+/* eng_tokenizer_load from files given in memory, borrowed for the call only. eng_tokenizer_load
+ * reads the folder's files and calls this, so both run the same parse code. Same returns. */
+int eng_tokenizer_load_files(const eng_tok_files *f, eng_tokenizer **out, eng_err *err);
+
 /* Releases a tokenizer; no encode may be running on it. eng_tokenizer_free(NULL) does nothing. */
 void eng_tokenizer_free(eng_tokenizer *tok);
 

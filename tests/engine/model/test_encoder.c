@@ -14,6 +14,7 @@
 
 #include "encoder_check.h"
 #include "test_tmp.h"
+#include "engine/files.h"
 #include "engine/model.h"
 
 #define TOL 2e-5f
@@ -35,6 +36,18 @@ static void check(const char *name, int threads) {
 
 Test(encoder, matches_reference_all_fixtures) {
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) check(models[i], 2);
+}
+
+/* The micro fixtures (the config.json fuzz harness's weights) hold the single case only. */
+Test(encoder, micro_fixtures_match_reference) {
+    static const char *micro[] = {"bert-micro", "roberta-micro", "distilbert-micro", "bert-micro-bf16-sharded"};
+    for (size_t i = 0; i < sizeof micro / sizeof micro[0]; i++) {
+        char dir[1024], msg[1024];
+        fixture_path(dir, sizeof dir, micro[i], NULL);
+        encoder_check_result r;
+        cr_assert_eq(encoder_check(dir, 2, TOL, 1e-5f, &r, msg, sizeof msg), 0, "%s: %s", micro[i], msg);
+        cr_assert_eq(r.cases, 1, "%s: %d expected cases", micro[i], r.cases);
+    }
 }
 
 Test(encoder, thread_counts_agree) {
@@ -273,4 +286,117 @@ Test(encoder, model_json_precision) {
     cr_assert_eq(prec, ENG_PRECISION_BF16);
     unlink(p);
     rmdir(tmp);
+}
+
+/* eng_model_load_config with the bytes of config.json builds the model eng_model_load builds from
+ * the folder (same config, same hidden states), and refuses a cut-short or swapped config from
+ * memory as it would from the file. */
+Test(encoder, load_config_from_memory_matches_folder) {
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+        char dir[1024], path[1100];
+        fixture_path(dir, sizeof dir, models[i], NULL);
+        snprintf(path, sizeof path, "%s/config.json", dir);
+        char *text = NULL;
+        size_t len = 0;
+        eng_err e = {0};
+        cr_assert_eq(eng_file_read(path, 1 << 20, &text, &len, &e), 0, "%s", e.msg);
+        eng_model *a = NULL, *b = NULL;
+        eng_model_params p = eng_model_default_params();
+        cr_assert_eq(eng_model_load(dir, &a, &e), 0, "%s", e.msg);
+        cr_assert_eq(eng_model_load_config(dir, text, len, &p, &b, &e), 0, "%s", e.msg);
+        cr_expect_arr_eq(eng_model_config(a), eng_model_config(b), sizeof(eng_config), "%s", models[i]);
+        int32_t ids[5] = {2, 7, 11, 5, 3}, seq_len = 5;
+        int h = eng_model_config(a)->hidden;
+        eng_batch batch = {.n_seq = 1, .ids = ids, .type_ids = NULL, .seq_len = &seq_len};
+        float *ha = calloc((size_t)5 * h, sizeof *ha), *hb = calloc((size_t)5 * h, sizeof *hb);
+        eng_state *st = eng_state_new(1);
+        cr_assert(ha && hb && st);
+        cr_assert_eq(eng_encode(a, st, &batch, ha, NULL, &e), 0, "%s", e.msg);
+        cr_assert_eq(eng_encode(b, st, &batch, hb, NULL, &e), 0, "%s", e.msg);
+        cr_expect_arr_eq(ha, hb, (size_t)5 * h * sizeof *ha, "%s: same weights, same config, same states", models[i]);
+        eng_state_free(st);
+        free(ha);
+        free(hb);
+        eng_model_free(b);
+        cr_expect_eq(eng_model_load_config(dir, text, len / 2, &p, &b, &e), ENG_FORMAT, "%s", e.msg);
+        cr_expect_null(b);
+        cr_expect(strstr(e.msg, "config.json") != NULL, "%s", e.msg);
+        eng_model_free(a);
+        free(text);
+    }
+    char dir[1024];
+    fixture_path(dir, sizeof dir, "bert-tiny", NULL);
+    eng_model *m = NULL;
+    eng_model_params p = eng_model_default_params();
+    eng_err e = {0};
+    static const char distil[] = "{\"model_type\": \"distilbert\", \"dim\": 64, \"n_layers\": 2, \"n_heads\": 4, "
+                                 "\"hidden_dim\": 128, \"vocab_size\": 1024, \"max_position_embeddings\": 64}";
+    cr_expect_neq(eng_model_load_config(dir, distil, sizeof distil - 1, &p, &m, &e), 0, "BERT weights, DistilBERT config");
+    cr_expect_null(m);
+}
+
+/* eng_file_read: the whole file, or a refusal past the limit or for what is not a regular file. */
+Test(encoder, file_read_limits) {
+    char dir[1024], path[1100];
+    fixture_path(dir, sizeof dir, "bert-tiny", NULL);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0);
+    char *text = NULL;
+    size_t len = 0;
+    eng_err e = {0};
+    cr_assert_eq(eng_file_read(path, (size_t)st.st_size, &text, &len, &e), 0, "%s", e.msg);
+    cr_expect_eq(len, (size_t)st.st_size);
+    cr_expect_eq(text[len], '\0');
+    free(text);
+    cr_expect_eq(eng_file_read(path, (size_t)st.st_size - 1, &text, &len, &e), ENG_TOO_LARGE, "%s", e.msg);
+    cr_expect_null(text);
+    cr_expect_eq(eng_file_read(dir, 1 << 20, &text, &len, &e), ENG_NOT_FOUND, "a folder is not a file");
+}
+
+/* Found by the config.json fuzz harness: max_position_embeddings 165555555 over the micro weights
+ * sized a 5 GB arena before the position table's shape was checked. A config that implies more
+ * weights than the checkpoint holds is refused before anything is allocated from it: here the
+ * arena would be 10^18 bytes, which fails (ENG_NO_MEMORY, or an ASan report) where it is tried. */
+Test(encoder, config_larger_than_checkpoint_is_refused_before_allocating) {
+    char dir[1024];
+    fixture_path(dir, sizeof dir, "bert-micro", NULL);
+    static const char *const configs[] = {
+        "{\"model_type\": \"bert\", \"hidden_size\": 536870000, \"num_hidden_layers\": 2, \"num_attention_heads\": 2, "
+        "\"intermediate_size\": 16, \"vocab_size\": 32, \"max_position_embeddings\": 536870000}",
+        "{\"model_type\": \"bert\", \"hidden_size\": 8, \"num_hidden_layers\": 2, \"num_attention_heads\": 2, "
+        "\"intermediate_size\": 536870000, \"vocab_size\": 32, \"max_position_embeddings\": 16}",
+        "{\"model_type\": \"bert\", \"hidden_size\": 8, \"num_hidden_layers\": 2, \"num_attention_heads\": 2, "
+        "\"intermediate_size\": 16, \"vocab_size\": 32, \"max_position_embeddings\": 165555555}",
+    };
+    for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {
+        eng_model *m = NULL;
+        eng_model_params p = eng_model_default_params();
+        eng_err e = {0};
+        cr_expect_eq(eng_model_load_config(dir, configs[i], strlen(configs[i]), &p, &m, &e), ENG_SHAPE, "config %zu: %s", i,
+                     e.msg);
+        cr_expect(strstr(e.msg, "checkpoint holds") != NULL, "config %zu: %s", i, e.msg);
+        cr_expect_null(m);
+    }
+}
+
+/* Found by the config.json fuzz harness (UBSan): "layer_norm_eps": -1 made LayerNorm take the root
+ * of a negative variance, and the NaN reached a float-to-int conversion in the GELU's exp. */
+Test(encoder, layer_norm_eps_must_be_positive) {
+    char dir[1024];
+    fixture_path(dir, sizeof dir, "bert-micro", NULL);
+    static const char *const eps[] = {"-1", "0", "1e300"};
+    for (size_t i = 0; i < sizeof eps / sizeof eps[0]; i++) {
+        char cfg[512];
+        snprintf(cfg, sizeof cfg,
+                 "{\"model_type\": \"bert\", \"hidden_size\": 8, \"num_hidden_layers\": 2, \"num_attention_heads\": 2, "
+                 "\"intermediate_size\": 16, \"vocab_size\": 32, \"max_position_embeddings\": 16, \"layer_norm_eps\": %s}",
+                 eps[i]);
+        eng_model *m = NULL;
+        eng_model_params p = eng_model_default_params();
+        eng_err e = {0};
+        cr_expect_eq(eng_model_load_config(dir, cfg, strlen(cfg), &p, &m, &e), ENG_FORMAT, "eps %s: %s", eps[i], e.msg);
+        cr_expect(strstr(e.msg, "layer_norm_eps") != NULL, "%s", e.msg);
+        cr_expect_null(m);
+    }
 }

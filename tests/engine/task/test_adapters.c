@@ -6,10 +6,14 @@
  * ~1e-6). Each case's largest reference logit is printed so a vanishing check would show. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <float.h>
+#include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "ref_case.h"
+#include "task/task_impl.h"
 #include "task_check.h"
 
 static int check_backbone(const char *backbone, int threads) {
@@ -77,4 +81,22 @@ Test(adapters, forms_are_named_as_adapterhub_configs) {
         eng_model_free(m);
         ref_case_close(&rc);
     }
+}
+
+/* Found by the head_config.json fuzz harness (UBSan): "layers": 2222222223 was converted to int
+ * with a plain cast, which is undefined past INT_MAX. Config numbers are clamped to the type's
+ * range first, so the shape checks refuse them. */
+Test(adapters, config_numbers_are_clamped_not_cast) {
+    json_t *o = json_pack("{s:f, s:f, s:f, s:i, s:s}", "big", 1e300, "neg", -1e300, "frac", 3.75, "int", 7, "str", "9");
+    cr_assert_not_null(o);
+    cr_expect_eq(eng__jint(o, "big", 2), INT_MAX);
+    cr_expect_eq(eng__jint(o, "neg", 2), INT_MIN);
+    cr_expect_eq(eng__jint(o, "frac", 2), 3);
+    cr_expect_eq(eng__jint(o, "int", 2), 7);
+    cr_expect_eq(eng__jint(o, "str", 2), 2, "not a number: the default");
+    cr_expect_eq(eng__jint(o, "absent", 2), 2);
+    cr_expect_eq(eng__jfloat(o, "big", 1.0f), FLT_MAX);
+    cr_expect_eq(eng__jfloat(o, "neg", 1.0f), -FLT_MAX);
+    cr_expect_eq(eng__jfloat(o, "frac", 1.0f), 3.75f);
+    json_decref(o);
 }

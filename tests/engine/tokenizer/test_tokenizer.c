@@ -616,3 +616,97 @@ Test(tokenizer, encoding_alloc_gives_separate_zeroed_arrays) {
         cr_assert(!e.ids && !e.n, "free zeroes the encoding");
     }
 }
+
+/* Reads dir/name whole into a new buffer (NULL when absent). */
+static char *slurp(const char *dir, const char *name, size_t *len) {
+    char p[1024];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    char *buf = NULL;
+    eng_err err = {0};
+    *len = 0;
+    if (!eng_file_exists(p)) return NULL;
+    cr_assert_eq(eng_file_read(p, (size_t)1 << 30, &buf, len, &err), 0, "%s", err.msg);
+    return buf;
+}
+
+static void expect_same_encodings(const eng_tokenizer *a, const eng_tokenizer *b, const char *const *texts, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        eng_tok_encoding x = enc(a, texts[i]), y = enc(b, texts[i]);
+        cr_expect_eq(x.n, y.n, "%s", texts[i]);
+        if (x.n == y.n) {
+            cr_expect_arr_eq(x.ids, y.ids, x.n * sizeof *x.ids, "%s", texts[i]);
+            cr_expect_arr_eq(x.byte_offsets, y.byte_offsets, 2 * x.n * sizeof *x.byte_offsets, "%s", texts[i]);
+        }
+        eng_tok_encoding_free(&x);
+        eng_tok_encoding_free(&y);
+    }
+}
+
+/* eng_tokenizer_load_files on a folder's bytes builds the tokenizer eng_tokenizer_load builds from
+ * the folder (tokenizer.json and the vocab-file fallbacks), and a tokenizer.json that is cut short
+ * is refused from memory as from a file. */
+Test(tokenizer, load_files_matches_folder) {
+    need_shared_tokenizers();
+    static const char *texts[] = {"Hello world!", "Crème brûlée [MASK] <mask> 你好 😀", "don't  stop\tme\n", ""};
+    const char *dirs[] = {BERT_DIR, ROBERTA_DIR};
+    for (int k = 0; k < 2; k++) {
+        char *bufs[3];
+        eng_tok_files f = {.dir = dirs[k]};
+        bufs[0] = slurp(dirs[k], "tokenizer.json", &f.tokenizer_json.len);
+        bufs[1] = slurp(dirs[k], "tokenizer_config.json", &f.tokenizer_config_json.len);
+        bufs[2] = NULL;
+        f.tokenizer_json.text = bufs[0], f.tokenizer_config_json.text = bufs[1];
+        cr_assert_not_null(bufs[0]);
+        eng_tokenizer *a = load(dirs[k]), *b = NULL;
+        eng_err err = {0};
+        cr_assert_eq(eng_tokenizer_load_files(&f, &b, &err), 0, "%s", err.msg);
+        expect_same_encodings(a, b, texts, sizeof texts / sizeof *texts);
+        eng_tokenizer_free(b);
+        f.tokenizer_json.len /= 2;
+        cr_expect_eq(eng_tokenizer_load_files(&f, &b, &err), ENG_FORMAT, "%s", err.msg);
+        cr_expect(strstr(err.msg, "tokenizer.json") != NULL, "%s", err.msg);
+        eng_tokenizer_free(a);
+        for (int i = 0; i < 3; i++) free(bufs[i]);
+    }
+    eng_tok_files none = {.dir = NULL};
+    eng_tokenizer *t = (eng_tokenizer *)1;
+    eng_err err = {0};
+    cr_expect_eq(eng_tokenizer_load_files(&none, &t, &err), ENG_NOT_FOUND, "%s", err.msg);
+    cr_expect_null(t);
+}
+
+/* The BPE word cache sized for a small vocabulary (4 ways a shard, 256 entries) under 729 distinct
+ * words: a lookup either misses or returns exactly what was stored for that word, never another
+ * word's tokens, and the words stored last are found. */
+Test(tokenizer, small_bpe_cache_never_mixes_words) {
+    eng__bpe_cache *c = eng__bpe_cache_new(9);
+    cr_assert_not_null(c);
+    enum { N = 729 }; /* every 6-letter word over {a, b, c} */
+    char w[N][6];
+    for (int x = 0; x < N; x++)
+        for (int i = 0, v = x; i < 6; i++, v /= 3) w[x][i] = (char)('a' + v % 3);
+    int hits = 0, misses = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int x = 0; x < N; x++) {
+            int32_t ids[ENG__CACHE_TOK_MAX];
+            uint8_t ends[ENG__CACHE_TOK_MAX];
+            int k = eng__bpe_cache_get(c, (const uint8_t *)w[x], 6, ids, ends);
+            if (k < 0) {
+                misses++;
+                int32_t put_ids[3] = {x, x + 1000, x + 2000};
+                uint8_t put_ends[3] = {1, 3, 6};
+                eng__bpe_cache_put(c, (const uint8_t *)w[x], 6, put_ids, put_ends, 3);
+                continue;
+            }
+            hits++;
+            cr_expect_eq(k, 3, "word %d", x);
+            cr_expect(ids[0] == x && ids[1] == x + 1000 && ids[2] == x + 2000, "word %d got the tokens of %d", x, ids[0]);
+            cr_expect(ends[0] == 1 && ends[1] == 3 && ends[2] == 6, "word %d", x);
+        }
+    cr_expect_gt(misses, N, "a 256-entry cache cannot hold 729 words");
+    cr_expect_gt(hits, 0);
+    int32_t ids[ENG__CACHE_TOK_MAX];
+    uint8_t ends[ENG__CACHE_TOK_MAX];
+    cr_expect_eq(eng__bpe_cache_get(c, (const uint8_t *)w[N - 1], 6, ids, ends), 3, "the last word stored is found");
+    eng__bpe_cache_free(c);
+}
