@@ -27,6 +27,12 @@ Forms (`--form`):
   full       full fine-tuning of the encoder + head (the yardstick; not saved)
   fusion     AdapterFusion (dynamic preset) over --children adapter folders (bottlenecks, frozen) + a new head
 
+Tasks (`--task`): the sentence classification tasks of data.TASKS (AdapterHub's 2-layer tanh classification head
+on [CLS]) and `wnut`, WNUT-17 named-entity tagging: BIO tags of six entity types, each word's label on its first word
+piece (the other pieces are ignored by the loss and by the evaluation), a 1-layer tagging head on every token as
+AdapterHub's add_tagging_head makes it, evaluated by entity F1 under seqeval's default (conlleval) chunk rules on the
+WNUT-17 test sentences.
+
 Robust AdapterDrop (`--drop-max K`): each batch runs with the adapters of layers 0..s-1 dropped, s uniform in
 0..K, so one adapter serves every skip 0..K (Rücklé et al., 2021).  The result JSON holds PyTorch accuracy and
 macro-F1 on the task's held-out split at every skip 0..--eval-skips.
@@ -56,6 +62,7 @@ import wordpiece  # noqa: E402
 A.F64 = torch.float32   # train and evaluate in float32 (see the module comment)
 
 AH_FORMS = ("pfeiffer", "houlsby", "parallel", "lora", "ia3", "prefix", "mam", "adamix", "sparse")
+TAGGING = ("wnut",)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -69,6 +76,33 @@ def load_split(data_dir, task, split, tok, max_len, limit=None, seed=0):
         rows = rng.sample(rows, limit)
     lid = {l: i for i, l in enumerate(labels)}
     return [(tok.encode_single(t, max_len), lid[l]) for t, l in rows], labels
+
+
+def load_tagging(data_dir, split, tok, max_len, limit=None, seed=0):
+    """WNUT-17 sentences as (ids, token labels, first-piece position of each word or None, gold word tags).  A word's
+    pieces are the word pieces of its pre-tokens; its label goes on the first piece and the others get -100 (ignored),
+    as token classification is usually trained (label_all_tokens off).  A sentence longer than max_len pieces is cut
+    at a word boundary; the words cut off (and the rare word that normalizes to nothing) have no position and count
+    as predicted O."""
+    rel = data.WNUT_TRAIN if split == "train" else data.WNUT_TEST
+    sents = data.read_conll(data.ds(data_dir, rel))
+    if limit and len(sents) > limit:
+        sents = random.Random(seed).sample(sents, limit)
+    lid = {l: i for i, l in enumerate(data.WNUT_LABELS)}
+    rows = []
+    for words, tags in sents:
+        ids, labs, first, full = [wordpiece.CLS], [-100], [], False
+        for w, t in zip(words, tags):
+            pieces = [p for pt in wordpiece.pre_tokenize(w) for p in tok.word_ids(pt)]
+            full = full or len(ids) + len(pieces) > max_len - 1
+            if full or not pieces:
+                first.append(None)
+                continue
+            first.append(len(ids))
+            ids += pieces
+            labs += [lid[t]] + [-100] * (len(pieces) - 1)
+        rows.append((ids + [wordpiece.SEP], labs + [-100], first, tags))
+    return rows, list(data.WNUT_LABELS)
 
 
 def batches(rows, bs, shuffle, rng):
@@ -94,7 +128,12 @@ def collate(rows, b):
         s = rows[j][0]
         ids[r, :len(s)] = torch.tensor(s)
         mask[r, :len(s)] = 1
-    y = torch.tensor([rows[j][1] for j in b])
+    if isinstance(rows[b[0]][1], list):           # tagging: one label per token, -100 where none
+        y = torch.full((len(b), T), -100, dtype=torch.int64)
+        for r, j in enumerate(b):
+            y[r, :len(rows[j][1])] = torch.tensor(rows[j][1])
+    else:
+        y = torch.tensor([rows[j][1] for j in b])
     return ids, mask, y
 
 
@@ -256,7 +295,12 @@ class Task:
         if f == "adamix":
             self.adamix = AdaMix(self.bn[0], args.experts, rng)
             self.params = self.adamix.params()
-        if f == "peft_lora":
+        if args.task in TAGGING:
+            if f in ("peft_lora", "fusion", "full"):
+                raise SystemExit(f"--task {args.task}: form {f} is not wired for tagging")
+            self.head = A.Head(args.head_name or name, "tagging", cfg, g, num_labels=n, layers=1,
+                               activation="tanh", labels=labels)
+        elif f == "peft_lora":
             self.head = A.HFHead(cfg, g, num_labels=n)
             self.head.t["classifier.weight"] = torch.randn((n, cfg.hidden), generator=g.g) * 0.02
             self.head.t["classifier.bias"] = torch.zeros(n)
@@ -361,6 +405,52 @@ def metrics(pred, gold, n):
     return acc, sum(f1s) / n
 
 
+def chunks(tags):
+    """Entities (type, start, end) of one BIO tag sequence by seqeval's default rules (those of conlleval): a chunk
+    starts at B-X, or at I-X when the previous tag is O or of another type; it ends before O, before B-, and before
+    a tag of another type."""
+    out = []
+    start, typ = None, None
+    for i, t in enumerate(list(tags) + ["O"]):
+        tag, _, ty = t.partition("-")
+        if start is not None and (tag in ("B", "O") or ty != typ):
+            out.append((typ, start, i - 1))
+            start = None
+        if tag == "B" or (tag == "I" and start is None):
+            start, typ = i, ty
+    return out
+
+
+def entity_metrics(pred_tags, gold_tags):
+    """seqeval's classification_report figures: micro precision, recall and F1 over exact entity matches, the mean of
+    the per-type F1s (macro), and the word-level tag accuracy."""
+    pred, gold = set(), set()
+    for k, (p, g) in enumerate(zip(pred_tags, gold_tags)):
+        pred |= {(k,) + c for c in chunks(p)}
+        gold |= {(k,) + c for c in chunks(g)}
+    ok = pred & gold
+
+    def prf(pr, go, hit):
+        pre = len(hit) / len(pr) if pr else 0.0
+        rec = len(hit) / len(go) if go else 0.0
+        return pre, rec, (2 * pre * rec / (pre + rec) if pre + rec else 0.0)
+
+    pre, rec, f1 = prf(pred, gold, ok)
+    types = sorted({c[1] for c in gold})
+    per = {t: prf({c for c in pred if c[1] == t}, {c for c in gold if c[1] == t}, {c for c in ok if c[1] == t})[2]
+           for t in types}
+    words = sum(len(g) for g in gold_tags)
+    acc = sum(a == b for p, g in zip(pred_tags, gold_tags) for a, b in zip(p, g)) / max(1, words)
+    return {"entity_f1": f1, "entity_precision": pre, "entity_recall": rec, "entities_gold": len(gold),
+            "entities_pred": len(pred), "macro_f1": sum(per.values()) / max(1, len(per)), "per_type_f1": per,
+            "accuracy": acc}
+
+
+def word_tags(row, pred, labels):
+    """Predicted tag of each word of a tagging row: its first piece's, O when it has none."""
+    return [labels[pred[pos]] if pos is not None else "O" for pos in row[2]]
+
+
 def evaluate(task, rows, skip, bs=64):
     pred = [None] * len(rows)
     with torch.no_grad():
@@ -376,7 +466,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True, help="encoder directory (HF BertModel)")
     ap.add_argument("--data", default=data.default_data_dir())
-    ap.add_argument("--task", required=True, choices=sorted(data.TASKS))
+    ap.add_argument("--task", required=True, choices=sorted(data.TASKS) + list(TAGGING))
     ap.add_argument("--form", required=True)
     ap.add_argument("--name", required=True, help="adapter (and head) name")
     ap.add_argument("--head-name", default=None)
@@ -406,8 +496,12 @@ def main():
     t0 = time.time()
     cfg, W = load_encoder(args.model)
     tok = wordpiece.WordPiece.from_dir(args.model)
-    train, labels = load_split(args.data, args.task, "train", tok, args.max_len, args.max_train, args.seed)
-    dev, _ = load_split(args.data, args.task, "eval", tok, args.max_len, args.max_eval, args.seed)
+    if args.task in TAGGING:
+        train, labels = load_tagging(args.data, "train", tok, args.max_len, args.max_train, args.seed)
+        dev, _ = load_tagging(args.data, "eval", tok, args.max_len, args.max_eval, args.seed)
+    else:
+        train, labels = load_split(args.data, args.task, "train", tok, args.max_len, args.max_train, args.seed)
+        dev, _ = load_split(args.data, args.task, "eval", tok, args.max_len, args.max_eval, args.seed)
     task = Task(args, cfg, W, labels, rng)
     lr = args.lr or {"full": 1e-4, "prefix": 5e-3, "mam": 2e-3, "ia3": 5e-3, "fusion": 1e-3}.get(args.form, 1e-3)
     opt = torch.optim.AdamW(task.params, lr=lr, weight_decay=0.01 if args.form == "full" else 0.0)
@@ -433,7 +527,8 @@ def main():
             skip = rng.randint(0, args.drop_max) if args.drop_max else 0
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
                 lg = task.logits(ids, mask, skip, True)
-            loss = torch.nn.functional.cross_entropy(lg.float(), y)
+            loss = torch.nn.functional.cross_entropy(lg.float().reshape(-1, lg.shape[-1]), y.reshape(-1),
+                                                     ignore_index=-100)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(task.params, 1.0)
@@ -464,6 +559,13 @@ def main():
     top = args.eval_skips if args.eval_skips is not None else args.drop_max
     for s in range(0, top + 1):
         pred = evaluate(task, dev, s)
+        if args.task in TAGGING:
+            m = entity_metrics([word_tags(r, p, labels) for r, p in zip(dev, pred)], [r[3] for r in dev])
+            res["skips"][str(s)] = m
+            print(f"eval {args.task}/{args.form} skip {s}: entity F1 {m['entity_f1']:.4f} (P {m['entity_precision']:.4f}"
+                  f" R {m['entity_recall']:.4f}, {m['entities_pred']} predicted, {m['entities_gold']} gold) "
+                  f"word accuracy {m['accuracy']:.4f}", flush=True)
+            continue
         acc, f1 = metrics(pred, gold, len(labels))
         res["skips"][str(s)] = {"accuracy": acc, "macro_f1": f1}
         print(f"eval {args.task}/{args.form} skip {s}: accuracy {acc:.4f} macro-F1 {f1:.4f}", flush=True)
