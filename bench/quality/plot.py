@@ -4,7 +4,7 @@
     bench/quality/plot.py --quality bench/quality/results.json --results REGISTRY/results.json \
                           [--curve WORK/pretrain/curve.csv] --out docs
 
-- quality_skip.png: accuracy vs AdapterDrop skip for each task measured through the server, with the control
+- quality_skip.png: accuracy (entity F1 for the tagger) vs AdapterDrop skip for each task measured through the server, with the control
   adapter (trained without AdapterDrop, PyTorch evaluation on the same held-out split) dashed;
 - quality_latency.png: accuracy vs the plan's GFLOP (default) or the median engine time of one input (--x ms, on a
   quiet CPU), one point per skip (the shape of the AdapterDrop paper's Figure 2);
@@ -21,7 +21,16 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-MAIN = ["sentiment", "topic", "question", "emotion"]
+MAIN = ["sentiment", "topic", "question", "emotion", "entities"]
+
+
+def score(v):
+    """The task's figure: entity F1 for the tagger, accuracy for the others (%)."""
+    return 100 * v.get("entity_f1", v["accuracy"])
+
+
+def label(name):
+    return f"{name} (entity F1)" if name == "entities" else name
 
 
 def main():
@@ -43,14 +52,14 @@ def main():
         if not t:
             continue
         sk = sorted(int(s) for s in t["skips"])
-        ax.plot(sk, [100 * t["skips"][str(s)]["accuracy"] for s in sk], marker="o", label=f"{name} (robust)")
+        ax.plot(sk, [score(t["skips"][str(s)]) for s in sk], marker="o", label=f"{label(name)} (robust)")
     ctl = res.get("sst2-control")
     if ctl:
         sk = sorted(int(s) for s in ctl["skips"])
         ax.plot(sk, [100 * ctl["skips"][str(s)]["accuracy"] for s in sk], marker="x", linestyle="--",
                 color="C0", label="sentiment control (no AdapterDrop)")
     ax.set_xlabel("AdapterDrop skip (layers without adapters)")
-    ax.set_ylabel("held-out accuracy (%)")
+    ax.set_ylabel("held-out accuracy / entity F1 (%)")
     ax.set_title("Accuracy vs skip, 6-layer encoder")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
@@ -65,13 +74,13 @@ def main():
         sk = sorted(int(s) for s in t["skips"])
         key = "gflop_1_input" if args.x == "gflop" else "median_ms_1_input"
         xs = [t["skips"][str(s)][key] for s in sk]
-        ys = [100 * t["skips"][str(s)]["accuracy"] for s in sk]
-        ax.plot(xs, ys, marker="o", label=name)
+        ys = [score(t["skips"][str(s)]) for s in sk]
+        ax.plot(xs, ys, marker="o", label=label(name))
         for s, x, y in zip(sk, xs, ys):
             ax.annotate(str(s), (x, y), textcoords="offset points", xytext=(3, 3), fontsize=7)
     ax.set_xlabel("GFLOP of one median-length input (plan)" if args.x == "gflop"
                   else "median engine time, one input (ms)")
-    ax.set_ylabel("held-out accuracy (%)")
+    ax.set_ylabel("held-out accuracy / entity F1 (%)")
     ax.set_title("Accuracy vs work (labels: skip)" if args.x == "gflop" else "Accuracy vs latency (labels: skip)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
