@@ -6,7 +6,8 @@ models/<NAME>/ is WORK/encoder (config.json, model.safetensors in F16, the token
 WORK/tasks becomes tasks/<public name>/1/ with its folder as saved and a task.json naming the labels and the
 AdapterDrop skips.  The allowed skips come from the measured curve: the deepest skip, up to what the adapter was
 trained for (--drop-max), whose held-out accuracy (entity F1 for tagging) is at least --keep (default 0.97) of the
-skip-0 figure; the default skip is 0.  Writes DIR/results.json: every result JSON of WORK/tasks, for the README tables.
+skip-0 figure; the default skip is 0.  Writes DIR/results.json: every result JSON of WORK/tasks (paths relative to WORK), for the README
+tables (bench/quality/tables.py).
 """
 
 import argparse
@@ -124,6 +125,10 @@ def main():
         res["public_name"] = pub
         if res["form"] == "fusion":
             prune_variants(args, res, d, pub, mdir)
+    for res in results.values():   # paths relative to the work directory: the file is committed for the tables
+        res["model"] = os.path.relpath(res["model"], args.work)
+        if "children" in res:
+            res["children"] = [os.path.relpath(c, args.work) for c in res["children"]]
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump(results, f, indent=1, sort_keys=True)
         f.write("\n")
