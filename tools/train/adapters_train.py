@@ -450,6 +450,8 @@ def main():
     ap.add_argument("--lr", type=float, default=None)
     ap.add_argument("--experts", type=int, default=4)
     ap.add_argument("--sparsity", type=float, default=0.8)
+    ap.add_argument("--o-weight", type=float, default=1.0,
+                    help="tagging: loss weight of the O tag (below 1 trades precision for recall on rare entities)")
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True)
@@ -475,6 +477,10 @@ def main():
     n_steps = max(1, int(math.ceil(len(train) / args.batch) * args.epochs))
     warm = max(1, n_steps // 16)
     prune_at = n_steps // 2 if args.form == "sparse" else None
+    cw = None
+    if args.task in TAGGING and args.o_weight != 1.0:
+        cw = torch.ones(len(labels))
+        cw[labels.index("O")] = args.o_weight
     print(f"train {args.task}/{args.form} '{args.name}': {len(train)} rows, {n_steps} steps of {args.batch}, lr {lr}, "
           f"drop-max {args.drop_max}, {task.n_trainable()} trainable parameters", flush=True)
     step, seen_tok = 0, 0
@@ -495,7 +501,7 @@ def main():
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
                 lg = task.logits(ids, mask, skip, True)
             loss = torch.nn.functional.cross_entropy(lg.float().reshape(-1, lg.shape[-1]), y.reshape(-1),
-                                                     ignore_index=-100)
+                                                     weight=cw, ignore_index=-100)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(task.params, 1.0)
@@ -517,6 +523,8 @@ def main():
            "drop_max": args.drop_max, "epochs": args.epochs, "train_rows": len(train), "eval_rows": len(dev),
            "trainable_params": task.n_trainable(), "train_seconds": round(train_s, 1), "lr": lr,
            "labels": labels, "seed": args.seed, "skips": {}}
+    if cw is not None:
+        res["o_weight"] = args.o_weight
     if args.form == "fusion":
         res["children"] = [os.path.abspath(c) for c in args.children.split(",")]
     if task.mask:
