@@ -59,6 +59,8 @@ def main():
         rows = {v.get("pytorch_rows") for v in t["skips"].values()} - {None}
         agree = f"{100 * min(ag):.2f}% ({max(rows):,} rows)" if ag else ""
         ff = t.get("full_finetune")
+        if not ff and f"{name}-full" in tr:       # the yardstick's own evaluation (PyTorch, up to 2,000 rows)
+            ff = tr[f"{name}-full"]["skips"]["0"]
         ffs = af(ff) if ff else ""
         g = [t["skips"][s]["gflop_1_input"] for s in sorted(t["skips"], key=int)]
         gs = f"{g[0]:.3f}, {g[-1]:.3f}" if g else ""
