@@ -73,12 +73,13 @@ def main():
     if e:
         print()
         print("| entities (WNUT-17 test sentences) | entity F1 | precision | recall | word accuracy | "
-              "PyTorch entity F1 | word agreement | GFLOP |")
+              "PyTorch entity F1 on its rows (server, same rows) | word agreement | GFLOP |")
         print("|---|---|---|---|---|---|---|---|")
         for s in sorted(e["skips"], key=int):
             v = e["skips"][s]
             print(f"| skip {s} ({e['rows']:,}) | {pct(v['entity_f1'])} | {pct(v['entity_precision'])} | "
-                  f"{pct(v['entity_recall'])} | {pct(v['accuracy'])} | {pct(v.get('pytorch_entity_f1'))} | "
+                  f"{pct(v['entity_recall'])} | {pct(v['accuracy'])} | {pct(v.get('pytorch_entity_f1'))} "
+                  f"({pct(v.get('server_entity_f1_same_rows'))}, {v.get('pytorch_rows', 0):,} rows) | "
                   f"{pct(v.get('label_agreement'))} | {v['gflop_1_input']:.3f} |")
 
     fus = sorted((n for n in qt if n.startswith("sentiment-fusion")),
