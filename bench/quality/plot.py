@@ -4,11 +4,12 @@
     bench/quality/plot.py --quality bench/quality/results.json --results REGISTRY/results.json \
                           [--curve WORK/pretrain/curve.csv] --out docs
 
-- quality_skip.png: accuracy vs AdapterDrop skip for each task measured through the server, with the control
+- quality_skip.png: accuracy (entity F1 for the tagger) vs AdapterDrop skip for each task measured through the server, with the control
   adapter (trained without AdapterDrop, PyTorch evaluation on the same held-out split) dashed;
 - quality_latency.png: accuracy vs the plan's GFLOP (default) or the median engine time of one input (--x ms, on a
   quiet CPU), one point per skip (the shape of the AdapterDrop paper's Figure 2);
-- pretrain_curve.png: MLM validation loss vs pretraining tokens.
+- pretrain_curve.png: MLM validation loss vs pretraining tokens, with (--adapter-curve, tools/train/curve.sh's
+  curve.tsv) the SST-2 dev accuracy of an adapter trained on each encoder snapshot.
 """
 
 import argparse
@@ -21,7 +22,16 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-MAIN = ["sentiment", "topic", "question", "emotion"]
+MAIN = ["sentiment", "topic", "question", "emotion", "entities"]
+
+
+def score(v):
+    """The task's figure: entity F1 for the tagger, accuracy for the others (%)."""
+    return 100 * v.get("entity_f1", v["accuracy"])
+
+
+def label(name):
+    return f"{name} (entity F1)" if name == "entities" else name
 
 
 def main():
@@ -29,6 +39,7 @@ def main():
     ap.add_argument("--quality", required=True)
     ap.add_argument("--results", default=None, help="registry results.json (tools/train/registry.py)")
     ap.add_argument("--curve", default=None)
+    ap.add_argument("--adapter-curve", default=None, help="WORK/curve/curve.tsv (tools/train/curve.sh)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--x", choices=("gflop", "ms"), default="gflop",
                     help="second plot's x axis: the plan's GFLOP (stable) or the median engine ms (needs a quiet CPU)")
@@ -43,14 +54,14 @@ def main():
         if not t:
             continue
         sk = sorted(int(s) for s in t["skips"])
-        ax.plot(sk, [100 * t["skips"][str(s)]["accuracy"] for s in sk], marker="o", label=f"{name} (robust)")
+        ax.plot(sk, [score(t["skips"][str(s)]) for s in sk], marker="o", label=f"{label(name)} (robust)")
     ctl = res.get("sst2-control")
     if ctl:
         sk = sorted(int(s) for s in ctl["skips"])
         ax.plot(sk, [100 * ctl["skips"][str(s)]["accuracy"] for s in sk], marker="x", linestyle="--",
                 color="C0", label="sentiment control (no AdapterDrop)")
     ax.set_xlabel("AdapterDrop skip (layers without adapters)")
-    ax.set_ylabel("held-out accuracy (%)")
+    ax.set_ylabel("held-out accuracy / entity F1 (%)")
     ax.set_title("Accuracy vs skip, 6-layer encoder")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
@@ -65,13 +76,13 @@ def main():
         sk = sorted(int(s) for s in t["skips"])
         key = "gflop_1_input" if args.x == "gflop" else "median_ms_1_input"
         xs = [t["skips"][str(s)][key] for s in sk]
-        ys = [100 * t["skips"][str(s)]["accuracy"] for s in sk]
-        ax.plot(xs, ys, marker="o", label=name)
+        ys = [score(t["skips"][str(s)]) for s in sk]
+        ax.plot(xs, ys, marker="o", label=label(name))
         for s, x, y in zip(sk, xs, ys):
             ax.annotate(str(s), (x, y), textcoords="offset points", xytext=(3, 3), fontsize=7)
     ax.set_xlabel("GFLOP of one median-length input (plan)" if args.x == "gflop"
                   else "median engine time, one input (ms)")
-    ax.set_ylabel("held-out accuracy (%)")
+    ax.set_ylabel("held-out accuracy / entity F1 (%)")
     ax.set_title("Accuracy vs work (labels: skip)" if args.x == "gflop" else "Accuracy vs latency (labels: skip)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
@@ -91,6 +102,14 @@ def main():
         ax.set_ylabel("MLM validation loss (held-out articles)")
         ax.set_title("Pretraining curve")
         ax.grid(alpha=0.3)
+        if args.adapter_curve:
+            with open(args.adapter_curve) as f:
+                rows = list(csv.DictReader(f, delimiter="\t"))
+            ax2 = ax.twinx()
+            ax2.plot([int(r["tokens_M"]) for r in rows], [100 * float(r["sst2_dev_accuracy"]) for r in rows],
+                     marker="s", color="C1", label="SST-2 dev accuracy of an adapter on the snapshot")
+            ax2.set_ylabel("SST-2 dev accuracy (%)", color="C1")
+            ax2.legend(fontsize=8, loc="upper right")
         fig.tight_layout()
         fig.savefig(os.path.join(args.out, "pretrain_curve.png"), dpi=110)
 

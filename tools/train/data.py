@@ -35,6 +35,9 @@ TASKS = {
 WNUT_TRAIN = "wnut17/wnut17train.conll"
 WNUT_DEV = "wnut17/emerging.dev.conll"
 WNUT_TEST = "wnut17/emerging.test.annotated"
+# WNUT-17 BIO tags in id order: O, then B-/I- of the six entity types (alphabetical)
+WNUT_TYPES = ["corporation", "creative-work", "group", "location", "person", "product"]
+WNUT_LABELS = ["O"] + [f"{p}-{t}" for t in WNUT_TYPES for p in ("B", "I")]
 
 
 def default_data_dir():

@@ -5,8 +5,9 @@
 models/<NAME>/ is WORK/encoder (config.json, model.safetensors in F16, the tokenizer files); each trained task in
 WORK/tasks becomes tasks/<public name>/1/ with its folder as saved and a task.json naming the labels and the
 AdapterDrop skips.  The allowed skips come from the measured curve: the deepest skip, up to what the adapter was
-trained for (--drop-max), whose held-out accuracy is at least --keep (default 0.97) of the skip-0 accuracy; the
-default skip is 0.  Writes DIR/results.json: every result JSON of WORK/tasks, for the README tables.
+trained for (--drop-max), whose held-out accuracy (entity F1 for tagging) is at least --keep (default 0.97) of the
+skip-0 figure; the default skip is 0.  Writes DIR/results.json: every result JSON of WORK/tasks (paths relative to WORK), for the README
+tables (bench/quality/tables.py).
 """
 
 import argparse
@@ -26,11 +27,13 @@ PUBLIC = {
     "agnews-houlsby": "topic-houlsby", "emotion-parallel": "emotion-parallel", "emotion-lora": "emotion-lora",
     "trec-peft": "question-peft", "trec-ia3": "question-ia3", "sst2-mam": "sentiment-mam",
     "emotion-prefix": "emotion-prefix", "sst2-adamix": "sentiment-adamix", "agnews-sparse": "topic-sparse",
+    "wnut": "entities",
 }
 
 
 def skip_range(res, keep):
-    sk = {int(k): v["accuracy"] for k, v in res["skips"].items()}
+    """Tagging tasks are judged by entity F1, the others by accuracy."""
+    sk = {int(k): v.get("entity_f1", v["accuracy"]) for k, v in res["skips"].items()}
     top = 0
     for s in range(1, res.get("drop_max", 0) + 1):
         if s in sk and sk[s] >= keep * sk[0]:
@@ -122,6 +125,10 @@ def main():
         res["public_name"] = pub
         if res["form"] == "fusion":
             prune_variants(args, res, d, pub, mdir)
+    for res in results.values():   # paths relative to the work directory: the file is committed for the tables
+        res["model"] = os.path.relpath(res["model"], args.work)
+        if "children" in res:
+            res["children"] = [os.path.relpath(c, args.work) for c in res["children"]]
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump(results, f, indent=1, sort_keys=True)
         f.write("\n")
