@@ -1,7 +1,7 @@
 /* bench_encoder.c - adapterd's encoder latency and throughput, next to the sgemm peak of the same run.
  *
  *   bench_encoder --model DIR [--threads N] [--reps R] [--batch-reps R] [--workloads latency,batch]
- *                 [--precision fp32|bf16|int8] [--json]
+ *                 [--precision fp32|bf16|int8] [--keep-denormals] [--json]
  *
  * Workloads: one 128-token sequence (latency, --reps runs) and 32 sequences of
  * 128 tokens (throughput, --batch-reps runs, default reps/2), random ids, after two warm-up runs.
@@ -22,6 +22,7 @@
 #include "bench_util.h"
 #include "core/state.h"
 #include "math/blas.h"
+#include "math/cpu.h"
 #include "engine/model.h"
 
 /* FLOPs of one forward pass over n_seq sequences of len tokens. */
@@ -68,13 +69,14 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--batch-reps") && i + 1 < argc) batch_reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--precision") && i + 1 < argc) prec = argv[++i];
         else if (!strcmp(argv[i], "--json")) json = 1;
+        else if (!strcmp(argv[i], "--keep-denormals")) eng_cpu_keep_denormals(1); /* what FTZ/DAZ are worth */
         else if (!strcmp(argv[i], "--workloads") && i + 1 < argc) { /* for profiling one of them */
             do_lat = strstr(argv[i + 1], "latency") != NULL;
             do_thr = strstr(argv[++i], "batch") != NULL;
         }
         else {
             fprintf(stderr, "usage: bench_encoder --model DIR [--threads N] [--reps R] [--batch-reps R] [--workloads latency,batch] "
-                            "[--precision fp32|bf16|int8] [--json]\n");
+                            "[--precision fp32|bf16|int8] [--keep-denormals] [--json]\n");
             return 2;
         }
     }

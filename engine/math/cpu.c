@@ -89,10 +89,18 @@ void eng_cpu_describe(unsigned f, char *buf, int n) {
 #define MXCSR_DAZ (1u << 6)
 #define MXCSR_FTZ (1u << 15)
 
+static atomic_int keep_denormals;
+
+void eng_cpu_keep_denormals(int keep) { atomic_store(&keep_denormals, keep != 0); }
+
 void eng_cpu_flush_denormals(void) {
 #if CPU_X86
     unsigned csr = _mm_getcsr();
-    if ((csr & (MXCSR_DAZ | MXCSR_FTZ)) != (MXCSR_DAZ | MXCSR_FTZ)) _mm_setcsr(csr | MXCSR_DAZ | MXCSR_FTZ);
+    if (atomic_load_explicit(&keep_denormals, memory_order_relaxed)) {
+        if (csr & (MXCSR_DAZ | MXCSR_FTZ)) _mm_setcsr(csr & ~(unsigned)(MXCSR_DAZ | MXCSR_FTZ));
+    } else if ((csr & (MXCSR_DAZ | MXCSR_FTZ)) != (MXCSR_DAZ | MXCSR_FTZ)) {
+        _mm_setcsr(csr | MXCSR_DAZ | MXCSR_FTZ);
+    }
 #endif
 }
 

@@ -35,6 +35,10 @@ void eng_cpu_describe(unsigned features, char *buf, int n);
  * already set (one read); a no-op on other architectures. */
 void eng_cpu_flush_denormals(void);
 
+/* For benchmarks that measure what flushing is worth: with keep set, eng_cpu_flush_denormals clears
+ * FTZ and DAZ instead (threads apply it at their next call). Process-wide; the product never sets it. */
+void eng_cpu_keep_denormals(int keep);
+
 /* Nonzero when the calling thread flushes denormals (both FTZ and DAZ set). */
 int eng_cpu_denormals_flushed(void);
 
