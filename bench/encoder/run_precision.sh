@@ -9,6 +9,7 @@
 #   adapterd fp32 / bf16 / int8   bench_encoder --precision P (the backbone's four Linear layers in P; attention,
 #                                 LayerNorm, softmax stay float32)
 #   PyTorch fp32                  tools/reference/bench_encoder.py (the reference module, torch's fused ops)
+#   ONNX Runtime fp32             bench/peers/bench_ort.mjs (onnxruntime-node, CPU EP) on the checkpoint's ONNX export
 #   PyTorch int8 dynamic          the same with every Linear through torch.ao.quantization.quantize_dynamic
 #                                 (qint8 weights, activations quantized per call; the quantized engine is the
 #                                 one torch reports, printed in the table)
@@ -59,6 +60,22 @@ loadavg() { cut -d' ' -f1 /proc/loadavg; }
 have_torch=0
 "$PY" -c 'import torch' 2>/dev/null && have_torch=1
 [ $have_torch = 1 ] || note "skipping the PyTorch peers: $PY cannot import torch"
+# ONNX Runtime float32 (bench/peers/bench_ort.mjs, npm onnxruntime-node, CPU EP), on the same checkpoint exported
+# once to ONNX, as bench/encoder/run.sh runs it; skipped with a message when node or the package is missing.
+onnx="$cache/bert-base.onnx" ort_ok=0
+if ! command -v node >/dev/null; then
+  note "skipping ONNX Runtime: no node"
+elif ! (cd "$root/bench/peers" && node -e "require.resolve('onnxruntime-node')" 2>/dev/null); then
+  note "skipping ONNX Runtime: onnxruntime-node missing; run (cd bench/peers && npm ci)"
+elif [ ! -s "$onnx" ] && [ $have_torch = 0 ]; then
+  note "skipping ONNX Runtime: no $onnx and no torch to export it"
+else
+  if [ ! -s "$onnx" ]; then
+    note "exporting $onnx (opset 14)"
+    "$PY" "$root/tools/reference/export_onnx.py" --model "$model" --out "$onnx.tmp" >/dev/null && mv "$onnx.tmp" "$onnx"
+  fi
+  [ -s "$onnx" ] && ort_ok=1
+fi
 
 for r in $(seq 1 "$rounds"); do
   for p in ${precisions//,/ }; do
@@ -81,6 +98,14 @@ for r in $(seq 1 "$rounds"); do
         > "$out/pytorch-$q.$r.batch.json" || { note "PyTorch $q failed"; rm -f "$out"/pytorch-$q.$r.*.json; }
       resume
     done
+  fi
+  if [ $ort_ok = 1 ]; then
+    pause
+    echo "$(loadavg)" > "$out/ort.$r.load"
+    note "round $r: ONNX Runtime fp32 (load $(loadavg))"
+    (cd "$root/bench/peers" && node bench_ort.mjs --model "$onnx" --threads "$threads" --iters "$reps" \
+      --batch-iters "$batch_reps" --warmup 2) > "$out/ort.$r.json" || { note "ONNX Runtime failed"; rm -f "$out/ort.$r.json"; }
+    resume
   fi
 done
 
@@ -121,6 +146,11 @@ for q, name in (("none", "PyTorch fp32"), ("int8-dynamic", "PyTorch int8 dyn")):
                     statistics.median(x["batch_32x128_ms"] for x in b), loads("pytorch-%s.*.load" % q),
                     "torch %s, OpenBLAS %s%s" % (l[0]["torch"], l[0].get("openblas_core"),
                                                   ", quantized engine " + l[0]["quantized_engine"] if q != "none" else "")))
+o = rows("ort.*.json")
+if o:
+    res.append(("ONNX Runtime fp32", statistics.median(x["latency_1x128_ms"] for x in o),
+                statistics.median(x["batch_32x128_ms"] for x in o), loads("ort.*.load"),
+                "onnxruntime-node %s, CPU execution provider, graph optimization all" % o[0].get("ort")))
 print()
 print("encoder by precision, bert-base shapes (12 layers, H 768, FFN 3072), 1x128 and 32x128 tokens")
 print("machine: %s, %d online CPUs; %s threads per peer; paused during timing: %s" % (cpu, os.cpu_count(), threads, paused))
@@ -131,7 +161,7 @@ for n, lat, thr, ld, notes in res:
 print("(medians; load = 1-minute load average when the peer started)")
 d = {n: (lat, thr) for n, lat, thr, _, _ in res}
 print()
-for base in ("adapterd fp32", "PyTorch fp32", "PyTorch int8 dyn"):
+for base in ("adapterd fp32", "PyTorch fp32", "PyTorch int8 dyn", "ONNX Runtime fp32"):
     if base not in d:
         continue
     for n in ("adapterd bf16", "adapterd int8"):
