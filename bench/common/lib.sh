@@ -8,6 +8,9 @@
 #   bench_backbone CACHE          makes CACHE/bert-base once with the reference (bert-base shapes, seed 0),
 #                                 regenerated when tools/reference changes; sets $bench_stamp; returns 1
 #                                 when it is missing and torch is not importable
+#   bench_ort CACHE               checks that ONNX Runtime can run (node + npm onnxruntime-node in bench/peers)
+#                                 and exports CACHE/bert-base to CACHE/bert-base.onnx once; returns 1, with a
+#                                 note saying why, when the peer must be skipped
 
 bench_set_core() {
   local core=$1 threads=$2
@@ -50,4 +53,23 @@ bench_backbone() {
   note "generating $model (bert-base shapes, reference seed 0)"
   "$PY" "$root/tools/reference/gen_encoder.py" --arch bert --shape base --cases single --out "$model" >/dev/null
   echo "$bench_stamp" > "$model/.stamp"
+}
+
+bench_ort() {
+  local model=$1/bert-base onnx=$1/bert-base.onnx
+  if ! command -v node >/dev/null; then
+    note "skipping ONNX Runtime: node is not installed (scripts/setup.sh installs it)"
+    return 1
+  fi
+  if ! (cd "$root/bench/peers" && node -e "require.resolve('onnxruntime-node')" 2>/dev/null); then
+    note "skipping ONNX Runtime: onnxruntime-node missing; run (cd bench/peers && npm ci)"
+    return 1
+  fi
+  [ -s "$onnx" ] && return 0
+  if ! "$PY" -c 'import torch' 2>/dev/null; then
+    note "skipping ONNX Runtime: no $onnx and no torch to export it"
+    return 1
+  fi
+  note "exporting $onnx (opset 14)"
+  "$PY" "$root/tools/reference/export_onnx.py" --model "$model" --out "$onnx.tmp" >/dev/null && mv "$onnx.tmp" "$onnx"
 }

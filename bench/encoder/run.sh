@@ -64,22 +64,7 @@ model="$cache/bert-base" onnx="$cache/bert-base.onnx"
 bench_backbone "$cache" || exit 1
 
 ort_ok=0
-if has_peer ort; then
-  if ! command -v node >/dev/null; then
-    note "skipping ONNX Runtime: node is not installed (scripts/setup.sh installs it)"
-  elif ! (cd "$root/bench/peers" && node -e "require.resolve('onnxruntime-node')" 2>/dev/null); then
-    note "skipping ONNX Runtime: onnxruntime-node missing; run (cd bench/peers && npm ci)"
-  elif [ ! -s "$onnx" ] && [ $have_torch = 0 ]; then
-    note "skipping ONNX Runtime: no $onnx and no torch to export it"
-  else
-    if [ ! -s "$onnx" ]; then
-      note "exporting $onnx (opset 14)"
-      "$PY" "$root/tools/reference/export_onnx.py" --model "$model" --out "$onnx.tmp" >/dev/null
-      mv "$onnx.tmp" "$onnx"
-    fi
-    ort_ok=1
-  fi
-fi
+if has_peer ort && bench_ort "$cache"; then ort_ok=1; fi
 if has_peer pytorch && [ $have_torch = 0 ]; then
   note "skipping PyTorch: $PY cannot import torch (Debian python3-torch)"
 fi

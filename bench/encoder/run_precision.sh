@@ -63,19 +63,7 @@ have_torch=0
 # ONNX Runtime float32 (bench/peers/bench_ort.mjs, npm onnxruntime-node, CPU EP), on the same checkpoint exported
 # once to ONNX, as bench/encoder/run.sh runs it; skipped with a message when node or the package is missing.
 onnx="$cache/bert-base.onnx" ort_ok=0
-if ! command -v node >/dev/null; then
-  note "skipping ONNX Runtime: no node"
-elif ! (cd "$root/bench/peers" && node -e "require.resolve('onnxruntime-node')" 2>/dev/null); then
-  note "skipping ONNX Runtime: onnxruntime-node missing; run (cd bench/peers && npm ci)"
-elif [ ! -s "$onnx" ] && [ $have_torch = 0 ]; then
-  note "skipping ONNX Runtime: no $onnx and no torch to export it"
-else
-  if [ ! -s "$onnx" ]; then
-    note "exporting $onnx (opset 14)"
-    "$PY" "$root/tools/reference/export_onnx.py" --model "$model" --out "$onnx.tmp" >/dev/null && mv "$onnx.tmp" "$onnx"
-  fi
-  [ -s "$onnx" ] && ort_ok=1
-fi
+bench_ort "$cache" && ort_ok=1
 
 for r in $(seq 1 "$rounds"); do
   for p in ${precisions//,/ }; do
