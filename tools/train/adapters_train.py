@@ -19,8 +19,9 @@ Forms (`--form`):
   prefix     AdapterHub prefix tuning (30 positions, reparametrised through a 64-wide MLP) + head
   mam        AdapterHub MAM union: prefix tuning + parallel adapter, + head
   peft_lora  PEFT LoRA r 8 alpha 16 on query, value, classifier in modules_to_save (BertForSequenceClassification)
-  adamix     AdaMix: seq_bn with 4 experts per projection, one picked at random per batch (stochastic routing),
-             averaged at inference; saved as `deepspeed_experts.<m>` keys + config["adamix"]
+  adamix     AdaMix: seq_bn with 4 experts of the down projection and a shared up projection, one expert picked at
+             random per batch and layer (stochastic routing) with a consistency loss between two routes, averaged
+             at inference; saved as `deepspeed_experts.<m>` keys + config["adamix"]
   sparse     SparseAdapter: seq_bn at reduction factor 4 trained dense, then pruned by magnitude to --sparsity
              (default 0.8) zeros per matrix and trained on with the mask fixed; zeros are stored as such and
              adapterd keeps such matrices in CSR
@@ -200,31 +201,47 @@ def head_trainable(head):
 
 
 class AdaMix:
-    """M experts for each down/up projection of a seq_bn adapter; training routes every batch through one random
-    expert per projection and layer; inference (and the saved merge) uses their average."""
+    """AdaMix as its authors' recipe runs it (microsoft/AdaMix, `--sharing_down 0 --sharing_up 1
+    --use_consistency_loss 1 --inference_level 3`): M experts of the down projection of a seq_bn adapter, all
+    starting from the same initialisation, and one up projection shared by them. Training routes each batch through
+    one random expert per layer (stochastic routing), twice, and adds a consistency loss between the two routes
+    (`consistency`); inference, and the saved merge, use the experts' average. Without the shared up projection and
+    the consistency loss the experts drift apart and their average is no adapter at all (measured on SST-2: 64.1%
+    against 75.1% for one Pfeiffer adapter)."""
 
     def __init__(self, bn, m, rng):
         self.bn, self.m, self.rng = bn, m, rng
         self.experts = {}
         for key, t in bn.p.items():
-            for proj in ("down", "up"):
-                for part in ("weight", "bias"):
-                    n = f"{proj}.{part}"
-                    self.experts[(key, n)] = [t[n].detach().clone().requires_grad_(True) for _ in range(m)]
+            for part in ("weight", "bias"):
+                self.experts[(key, f"down.{part}")] = [t[f"down.{part}"].detach().clone().requires_grad_(True)
+                                                       for _ in range(m)]
+                self.experts[(key, f"up.{part}")] = [t[f"up.{part}"]]      # shared: make_trainable made it a leaf
 
     def params(self):
         return [e for es in self.experts.values() for e in es]
 
     def route(self, train):
         for (key, n), es in self.experts.items():
-            self.bn._p64[key][n] = es[self.rng.randrange(self.m)] if train else torch.stack(es).mean(0)
+            self.bn._p64[key][n] = es[self.rng.randrange(len(es))] if train else torch.stack(es).mean(0)
 
     def merged(self):
         with torch.no_grad():
             for (key, n), es in self.experts.items():
                 self.bn.p[key][n] = torch.stack(es).mean(0)
 
+    @staticmethod
+    def consistency(a, b):
+        """The symmetric KL divergence between the label distributions of two routes (AdaMix's consistency
+        regularisation), per row, averaged."""
+        la, lb = torch.log_softmax(a, -1), torch.log_softmax(b, -1)
+        kl = torch.nn.functional.kl_div
+        return 0.5 * (kl(la, lb, log_target=True, reduction="batchmean") +
+                      kl(lb, la, log_target=True, reduction="batchmean"))
+
     def state_dict(self, arch):
+        """The MixtureSoup layout: `<proj>.deepspeed_experts.<m>.<param>`; the shared up projection is a soup of
+        one expert, as the AdaMix code saves it with --sharing_up 1."""
         sd = self.bn.state_dict(arch)
         out = collections.OrderedDict()
         for k, v in sd.items():
@@ -449,6 +466,7 @@ def main():
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--lr", type=float, default=None)
     ap.add_argument("--experts", type=int, default=4)
+    ap.add_argument("--consistency", type=float, default=1.0, help="adamix: weight of the consistency loss")
     ap.add_argument("--sparsity", type=float, default=0.8)
     ap.add_argument("--o-weight", type=float, default=1.0,
                     help="tagging: loss weight of the O tag (below 1 trades precision for recall on rare entities)")
@@ -502,6 +520,14 @@ def main():
                 lg = task.logits(ids, mask, skip, True)
             loss = torch.nn.functional.cross_entropy(lg.float().reshape(-1, lg.shape[-1]), y.reshape(-1),
                                                      weight=cw, ignore_index=-100)
+            if task.adamix is not None:
+                # a second route through other experts: its loss, and the consistency between the two
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+                    lg2 = task.logits(ids, mask, skip, True)
+                loss2 = torch.nn.functional.cross_entropy(lg2.float().reshape(-1, lg2.shape[-1]), y.reshape(-1),
+                                                          weight=cw, ignore_index=-100)
+                loss = 0.5 * (loss + loss2) + args.consistency * AdaMix.consistency(
+                    lg.float().reshape(-1, lg.shape[-1]), lg2.float().reshape(-1, lg2.shape[-1]))
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(task.params, 1.0)

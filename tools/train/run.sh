@@ -4,7 +4,7 @@
 # yardsticks, an AdapterFusion), each checked against `adapterd predict`, and the example registry assembled.
 #
 #   tools/train/run.sh [--work DIR] [--data DIR] [--adapterd BIN] [--pretrain-steps N] [--no-pretrain]
-#                      [--adapters main|all] [--smoke]
+#                      [--adapters main|all] [--jobs N] [--smoke]
 #
 # ADAPTERD_TRAIN_NICE: niceness increment of the training processes (default 10; 0 under an outer `nice`).
 # Resumable: every stage leaves its result in WORK and is skipped when rerun; pretraining resumes from its last
@@ -12,6 +12,8 @@
 # checkout (never inside it: checkpoints and optimizer state stay out of git). --no-pretrain trains the adapters on
 # the last checkpoint as it stands (another process may be pretraining: pause it with SIGSTOP, see pretrain.pid).
 # --adapters main stops after the registry's main tasks (four robust Pfeiffer adapters, the control, the fusion).
+# --jobs 2 trains two adapters at a time, one thread each (two single-threaded runs use 2 cores better than one
+# run on two threads: its small GEMMs leave the second thread waiting at every barrier).
 # Order: the registry's tasks and the fusion first (the registry is assembled right after them, so the quality
 # bench can start), then the WNUT-17 tagger, the full fine-tuning yardsticks, the other adapter forms, and the
 # registry again with everything. Each stage prints its wall time and appends it to WORK/times.tsv.
@@ -28,6 +30,7 @@ STEPS=12000
 PRETRAIN=1
 SMOKE=0
 ADAPTERS=all
+JOBS=1
 while [ $# -gt 0 ]; do
     case "$1" in
         --work) WORK=$2; shift 2 ;;
@@ -36,6 +39,7 @@ while [ $# -gt 0 ]; do
         --pretrain-steps) STEPS=$2; shift 2 ;;
         --no-pretrain) PRETRAIN=0; shift ;;
         --adapters) ADAPTERS=$2; shift 2 ;;
+        --jobs) JOBS=$2; shift 2 ;;
         --smoke) SMOKE=1; shift ;;
         -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
         *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
@@ -83,24 +87,24 @@ else
     PREP=""
     MODEL=""
     TRAIN="--max-eval 2000"
-    # The registry's adapters: rows and epochs per task, about 0.4-0.8M training tokens each (SST-2 phrases ~13
-    # pieces, AG News ~55 at --max-len 64, TREC ~15, emotion ~24); TREC (5,452) and emotion (16,000) are used
-    # whole. Under a load average of 14, SST-2's 30,000 rows took 9 minutes at nice 15, so these are sized for
-    # ~30 minutes for the four, the control and the fusion at nice 5.
-    SST2="--max-train 30000 --epochs 1"
-    AGNEWS="--max-train 12000 --epochs 1"
-    TREC="--max-train 6000 --epochs 5"
-    EMOTION="--max-train 16000 --epochs 2"
+    # The registry's adapters: rows and epochs per task. Measured on an idle core (one thread, bf16), an adapter
+    # trains at ~5,000 tokens/s (SST-2 phrases ~13 pieces, AG News ~55 at --max-len 64, TREC ~15, emotion ~24),
+    # so every training row of SST-2 (67k) and AG News (40k) fits: ~3 and ~7 minutes per epoch. Adapters need more
+    # epochs than full fine-tuning (emotion: 73.7% after 2 epochs on the session-4 encoder, still climbing).
+    SST2="--max-train 70000 --epochs 1"
+    AGNEWS="--max-train 40000 --epochs 1"
+    TREC="--max-train 6000 --epochs 8"
+    EMOTION="--max-train 16000 --epochs 4"
     FUSION="--max-train 10000 --epochs 1"
     # the tagger: O weighted 0.2 in the loss; on the 20M-token encoder, 2 epochs: entity F1 1.1 unweighted at
     # 2e-3 (27 entities predicted for 1,079), 6.1 weighted at 5e-3
     WNUT="--epochs 5 --max-len 128 --lr 5e-3 --o-weight 0.2"
-    # full fine-tuning yardsticks: the same rows, at most 2 epochs (the usual recipe; a step costs ~1.5 adapter steps)
+    # full fine-tuning yardsticks: the same rows, 1-3 epochs (the usual recipe; a step costs ~1.5 adapter steps)
     FULL_SST2=$SST2 FULL_AGNEWS=$AGNEWS
-    FULL_TREC="--max-train 6000 --epochs 2"
-    FULL_EMOTION="--max-train 16000 --epochs 2"
-    # the other adapter forms: about half the registry adapters' tokens each (they show the forms, not the tasks)
-    FORM_SST2="--max-train 15000 --epochs 1"
+    FULL_TREC="--max-train 6000 --epochs 3"
+    FULL_EMOTION="--max-train 16000 --epochs 3"
+    # the other adapter forms: fewer tokens than the registry adapters (they show the forms, not the tasks)
+    FORM_SST2="--max-train 30000 --epochs 1"
     FORM_AGNEWS="--max-train 6000 --epochs 1"
     FORM_TREC="--max-train 6000 --epochs 2"
     FORM_EMOTION="--max-train 16000 --epochs 1"
@@ -157,7 +161,7 @@ train() {
         t0=$(date +%s)
         # shellcheck disable=SC2086
         nice -n "$NICE" "$PY" "$T/adapters_train.py" --model "$ENC" --task "$task" --form "$form" --name "$name" \
-            --out "$AD/$name" $TRAIN $per "$@"
+            --out "$AD/$name" --threads "$THREADS" $TRAIN $per "$@"
         since "$t0" "train $name"
     fi
     if [ "$form" != full ] && [ "$form" != fusion ]; then
@@ -165,13 +169,31 @@ train() {
             --text "the match was great" --text "How far is it from Denver to Aspen ?"
     fi
 }
-# Robust AdapterDrop Pfeiffer adapters for the four tasks (skips 0..2: a third of the 6 layers), the registry's tasks
-train sst2 pfeiffer sst2 --drop-max 2
-train agnews pfeiffer agnews --drop-max 2
-train trec pfeiffer trec --drop-max 2
-train emotion pfeiffer emotion --drop-max 2
-# The control: the same SST-2 adapter without AdapterDrop, evaluated at the same skips
-train sst2 pfeiffer sst2-control --eval-skips 2
+# par A B: the stage lists A and B (functions) one after the other, or side by side with --jobs 2
+THREADS=2
+if [ "$JOBS" -gt 1 ]; then THREADS=1; fi
+par() {
+    if [ "$JOBS" -gt 1 ]; then
+        "$1" & p=$!
+        "$2"
+        wait "$p"
+    else
+        "$1"
+        "$2"
+    fi
+}
+# Robust AdapterDrop Pfeiffer adapters for the four tasks (skips 0..2: a third of the 6 layers), the registry's
+# tasks, and the control: the same SST-2 adapter without AdapterDrop, evaluated at the same skips
+main_a() {
+    train agnews pfeiffer agnews --drop-max 2
+    train sst2 pfeiffer sst2 --drop-max 2
+}
+main_b() {
+    train emotion pfeiffer emotion --drop-max 2
+    train trec pfeiffer trec --drop-max 2
+    train sst2 pfeiffer sst2-control --eval-skips 2
+}
+par main_a main_b
 # AdapterFusion for SST-2 over the five Pfeiffer adapters (pruned to k = 4, 2, 1 in the registry)
 if [ ! -f "$AD/fusion-sst2.json" ]; then
     log "train fusion-sst2"
@@ -193,22 +215,27 @@ if [ "$ADAPTERS" = main ]; then
     log "done (main tasks): registry in $WORK/registry"
     exit 0
 fi
-# WNUT-17 named-entity tagging (robust AdapterDrop as the others)
-train wnut pfeiffer wnut --drop-max 2
-# Full fine-tuning yardsticks (same encoder, same rows as the registry's adapters, at most 2 epochs)
-for task in sst2 agnews trec emotion; do
-    train "$task" full "$task-full"
-done
-# One task each in the other forms
-train agnews houlsby agnews-houlsby --other --drop-max 2
-train emotion parallel emotion-parallel --other --drop-max 2
-train emotion lora emotion-lora --other --drop-max 2
-train trec peft_lora trec-peft --other --drop-max 2
-train trec ia3 trec-ia3 --other --drop-max 2
-train sst2 mam sst2-mam --other --drop-max 2 --fmt bin
-train emotion prefix emotion-prefix --other --drop-max 2
-train sst2 adamix sst2-adamix --other --drop-max 2
-train agnews sparse agnews-sparse --other --drop-max 2
+# WNUT-17 named-entity tagging (robust AdapterDrop as the others); the full fine-tuning yardsticks (same encoder,
+# same rows as the registry's adapters); one task each in the other forms
+rest_a() {
+    train agnews full agnews-full
+    train sst2 full sst2-full
+    train wnut pfeiffer wnut --drop-max 2
+    train agnews houlsby agnews-houlsby --other --drop-max 2
+    train sst2 mam sst2-mam --other --drop-max 2 --fmt bin
+    train sst2 adamix sst2-adamix --other --drop-max 2
+}
+rest_b() {
+    train emotion full emotion-full
+    train trec full trec-full
+    train emotion parallel emotion-parallel --other --drop-max 2
+    train emotion lora emotion-lora --other --drop-max 2
+    train trec peft_lora trec-peft --other --drop-max 2
+    train trec ia3 trec-ia3 --other --drop-max 2
+    train emotion prefix emotion-prefix --other --drop-max 2
+    train agnews sparse agnews-sparse --other --drop-max 2
+}
+par rest_a rest_b
 
 # -- 4. the example registry ---------------------------------------------------------------------------------
 t0=$(date +%s)
