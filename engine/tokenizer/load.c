@@ -613,6 +613,18 @@ static int finish(eng_tokenizer *tok, const json_t *cfg, eng_err *err) {
     tok->mask_id = vocab_id(tok, (n = token_name(cfg, "mask_token")) ? n : wp ? "[MASK]" : "<mask>");
     tok->special_unk_id = vocab_id(tok, (n = token_name(cfg, "unk_token")) ? n : wp ? "[UNK]" : "<unk>");
 
+    /* the post-processor's special tokens are given by id: each must be one of the vocabulary's */
+    const eng__template *tpls[2] = {&tok->single, &tok->pair};
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < tpls[k]->n; i++)
+            for (int j = 0; j < tpls[k]->items[i].n_ids; j++) {
+                int32_t id = tpls[k]->items[i].ids[j];
+                if (id < 0 || id >= tok->n_ids)
+                    return eng_err_set(err, ENG_FORMAT,
+                                       "tokenizer.json: post_processor special token id %d is not in the vocabulary "
+                                       "(ids 0..%d)", id, tok->n_ids - 1);
+            }
+
     if (!tok->max_length) {
         const json_t *m = json_object_get(cfg, "model_max_length");
         double v = json_is_number(m) ? json_number_value(m) : 0;

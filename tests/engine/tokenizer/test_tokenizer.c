@@ -710,3 +710,48 @@ Test(tokenizer, small_bpe_cache_never_mixes_words) {
     cr_expect_eq(eng__bpe_cache_get(c, (const uint8_t *)w[N - 1], 6, ids, ends), 3, "the last word stored is found");
     eng__bpe_cache_free(c);
 }
+
+/* A post-processor whose special token ids are not ids of the vocabulary (found by fuzz_tokenizer:
+ * TemplateProcessing's "[CLS]" with "ids": [22] over a 14-entry vocabulary encoded id 22, which
+ * the model's embedding table does not have) is refused at load, naming the id; the same file
+ * with the id in range loads and encodes it. Also BertProcessing's [token, id] pairs. */
+Test(tokenizer, post_processor_ids_must_be_in_the_vocabulary) {
+    static const char *fmt =
+        "{\"model\": {\"type\": \"WordPiece\", \"unk_token\": \"[UNK]\", \"continuing_subword_prefix\": \"##\","
+        " \"vocab\": {\"[PAD]\": 0, \"[UNK]\": 1, \"[CLS]\": 2, \"[SEP]\": 3, \"hello\": 4}},"
+        " \"normalizer\": {\"type\": \"BertNormalizer\", \"lowercase\": true},"
+        " \"pre_tokenizer\": {\"type\": \"BertPreTokenizer\"}, \"post_processor\": %s}";
+    static const char *tpl =
+        "{\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"[CLS]\", \"type_id\": 0}},"
+        " {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}], \"pair\": [{\"Sequence\": {\"id\": \"A\", \"type_id\": 0}},"
+        " {\"Sequence\": {\"id\": \"B\", \"type_id\": 1}}], \"special_tokens\": {\"[CLS]\": {\"id\": \"[CLS]\","
+        " \"ids\": [%d], \"tokens\": [\"[CLS]\"]}}}";
+    static const char *bert = "{\"type\": \"BertProcessing\", \"cls\": [\"[CLS]\", %d], \"sep\": [\"[SEP]\", 3]}";
+    const char *pps[2] = {tpl, bert};
+    for (int k = 0; k < 2; k++)
+        for (int id = -1; id <= 5; id++) {
+            char pp[1024], json[2048];
+            snprintf(pp, sizeof pp, pps[k], id);
+            snprintf(json, sizeof json, fmt, pp);
+            eng_tok_files f = {.dir = NULL, .tokenizer_json = {json, strlen(json)}};
+            eng_tokenizer *t = NULL;
+            eng_err err = {0};
+            int rc = eng_tokenizer_load_files(&f, &t, &err);
+            if (id < 0 || id > 4) {
+                cr_expect_eq(rc, ENG_FORMAT, "post_processor %d, id %d: %s", k, id, err.msg);
+                char want[32];
+                snprintf(want, sizeof want, "id %d is not in the vocabulary", id);
+                cr_expect(strstr(err.msg, want) != NULL, "%s", err.msg);
+                cr_expect_null(t);
+                continue;
+            }
+            cr_assert_eq(rc, 0, "post_processor %d, id %d: %s", k, id, err.msg);
+            eng_tok_params p = eng_tok_default_params();
+            eng_tok_encoding enc;
+            cr_assert_eq(eng_tok_encode(t, "hello", 5, NULL, 0, &p, &enc, &err), 0, "%s", err.msg);
+            cr_expect_geq(enc.n, 2);
+            cr_expect_eq(enc.ids[0], id);
+            eng_tok_encoding_free(&enc);
+            eng_tokenizer_free(t);
+        }
+}
