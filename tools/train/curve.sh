@@ -1,5 +1,6 @@
 #!/bin/sh
-# curve.sh - adapter accuracy vs pretraining tokens: one SST-2 Pfeiffer adapter (8,000 training rows, one epoch)
+# curve.sh - adapter accuracy vs pretraining tokens: one SST-2 Pfeiffer adapter (8,000 training rows, one epoch,
+# rate 2e-3: the rate every point of the curve was measured at, kept when the default changed)
 # on each encoder snapshot the pretraining exported (WORK/pretrain/encoders/tok<N>M), evaluated on SST-2 dev.
 #
 #   tools/train/curve.sh [--work DIR] [--data DIR]
@@ -24,7 +25,7 @@ for enc in "$WORK"/pretrain/encoders/tok*M; do
     snap=$(basename "$enc")
     if [ ! -f "$WORK/curve/$snap.json" ]; then
         nice "$PY" "$ROOT/tools/train/adapters_train.py" --model "$enc" --data "$DATA" --task sst2 --form pfeiffer \
-            --name sst2 --out "$WORK/curve/$snap" --max-train 8000 --epochs 1 >/dev/null
+            --name sst2 --out "$WORK/curve/$snap" --max-train 8000 --epochs 1 --lr 2e-3 >/dev/null
     fi
 done
 "$PY" - "$WORK/curve" <<'PYEOF'
