@@ -163,6 +163,7 @@ static int parse_template(eng_tokenizer *tok, const json_t *pp, const json_t *li
     const json_t *specials = json_object_get(pp, "special_tokens");
     size_t i;
     const json_t *item;
+    int seen[2] = {0, 0}; /* A, B: the encoder sizes an encoding for each sequence once */
     if (!json_is_array(list)) return eng_err_set(err, ENG_FORMAT, "TemplateProcessing: template is not a list");
     json_array_foreach(list, i, item) {
         const json_t *sp = json_object_get(item, "SpecialToken");
@@ -185,6 +186,9 @@ static int parse_template(eng_tokenizer *tok, const json_t *pp, const json_t *li
             const char *id = json_string_value(json_object_get(sq, "id"));
             if (!id || (strcmp(id, "A") && strcmp(id, "B")))
                 return eng_err_set(err, ENG_FORMAT, "TemplateProcessing: sequence id must be A or B");
+            if (seen[id[0] == 'B']++)
+                return eng_err_set(err, ENG_UNSUPPORTED, "TemplateProcessing: sequence %s appears twice in a template",
+                                   id);
             int rc = tpl_add(t, id[0] == 'A' ? ENG__TPL_SEQ_A : ENG__TPL_SEQ_B,
                              (int32_t)json_integer_value(json_object_get(sq, "type_id")), NULL, 0, err);
             if (rc) return rc;

@@ -755,3 +755,39 @@ Test(tokenizer, post_processor_ids_must_be_in_the_vocabulary) {
             eng_tokenizer_free(t);
         }
 }
+
+/* A template naming a sequence twice (found by fuzz_tokenizer: a pair template with B twice wrote
+ * past the encoding, which is sized for each sequence once) is refused at load, naming the
+ * sequence; the same template with B once loads and encodes a pair. */
+Test(tokenizer, template_sequence_twice_is_refused) {
+    static const char *fmt =
+        "{\"model\": {\"type\": \"WordPiece\", \"unk_token\": \"[UNK]\", \"continuing_subword_prefix\": \"##\","
+        " \"vocab\": {\"[PAD]\": 0, \"[UNK]\": 1, \"[CLS]\": 2, \"[SEP]\": 3, \"hello\": 4}},"
+        " \"normalizer\": {\"type\": \"BertNormalizer\", \"lowercase\": true},"
+        " \"pre_tokenizer\": {\"type\": \"BertPreTokenizer\"}, \"post_processor\": {\"type\": \"TemplateProcessing\","
+        " \"single\": [{\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}], \"pair\": [{\"Sequence\": {\"id\": \"A\","
+        " \"type_id\": 0}}, {\"SpecialToken\": {\"id\": \"[SEP]\", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"B\","
+        " \"type_id\": 1}}%s], \"special_tokens\": {\"[SEP]\": {\"id\": \"[SEP]\", \"ids\": [3],"
+        " \"tokens\": [\"[SEP]\"]}}}}";
+    for (int twice = 0; twice < 2; twice++) {
+        char json[2048];
+        snprintf(json, sizeof json, fmt, twice ? ", {\"Sequence\": {\"id\": \"B\", \"type_id\": 1}}" : "");
+        eng_tok_files f = {.dir = NULL, .tokenizer_json = {json, strlen(json)}};
+        eng_tokenizer *t = NULL;
+        eng_err err = {0};
+        int rc = eng_tokenizer_load_files(&f, &t, &err);
+        if (twice) {
+            cr_expect_eq(rc, ENG_UNSUPPORTED, "%s", err.msg);
+            cr_expect(strstr(err.msg, "sequence B appears twice") != NULL, "%s", err.msg);
+            cr_expect_null(t);
+            continue;
+        }
+        cr_assert_eq(rc, 0, "%s", err.msg);
+        eng_tok_params p = eng_tok_default_params();
+        eng_tok_encoding enc;
+        cr_assert_eq(eng_tok_encode(t, "hello", 5, "hello hello", 11, &p, &enc, &err), 0, "%s", err.msg);
+        cr_expect_eq(enc.n, 4); /* hello [SEP] hello hello */
+        eng_tok_encoding_free(&enc);
+        eng_tokenizer_free(t);
+    }
+}
