@@ -347,8 +347,6 @@ class Task:
         return self.head.forward(h, pooled)
 
     def n_trainable(self):
-        if self.args.form == "adamix":
-            return sum(p.numel() for p in self.params)
         return sum(p.numel() for p in self.params)
 
     # -- sparse --
