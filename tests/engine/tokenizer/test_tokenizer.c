@@ -711,16 +711,19 @@ Test(tokenizer, small_bpe_cache_never_mixes_words) {
     eng__bpe_cache_free(c);
 }
 
+/* The start of a tokenizer.json of five WordPiece tokens, up to its post_processor's value. */
+#define TINY_WORDPIECE_JSON                                                                                      \
+    "{\"model\": {\"type\": \"WordPiece\", \"unk_token\": \"[UNK]\", \"continuing_subword_prefix\": \"##\","   \
+    " \"vocab\": {\"[PAD]\": 0, \"[UNK]\": 1, \"[CLS]\": 2, \"[SEP]\": 3, \"hello\": 4}},"                      \
+    " \"normalizer\": {\"type\": \"BertNormalizer\", \"lowercase\": true},"                                    \
+    " \"pre_tokenizer\": {\"type\": \"BertPreTokenizer\"}, \"post_processor\": "
+
 /* A post-processor whose special token ids are not ids of the vocabulary (found by fuzz_tokenizer:
  * TemplateProcessing's "[CLS]" with "ids": [22] over a 14-entry vocabulary encoded id 22, which
  * the model's embedding table does not have) is refused at load, naming the id; the same file
  * with the id in range loads and encodes it. Also BertProcessing's [token, id] pairs. */
 Test(tokenizer, post_processor_ids_must_be_in_the_vocabulary) {
-    static const char *fmt =
-        "{\"model\": {\"type\": \"WordPiece\", \"unk_token\": \"[UNK]\", \"continuing_subword_prefix\": \"##\","
-        " \"vocab\": {\"[PAD]\": 0, \"[UNK]\": 1, \"[CLS]\": 2, \"[SEP]\": 3, \"hello\": 4}},"
-        " \"normalizer\": {\"type\": \"BertNormalizer\", \"lowercase\": true},"
-        " \"pre_tokenizer\": {\"type\": \"BertPreTokenizer\"}, \"post_processor\": %s}";
+    static const char *fmt = TINY_WORDPIECE_JSON "%s}";
     static const char *tpl =
         "{\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"[CLS]\", \"type_id\": 0}},"
         " {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}], \"pair\": [{\"Sequence\": {\"id\": \"A\", \"type_id\": 0}},"
@@ -761,10 +764,7 @@ Test(tokenizer, post_processor_ids_must_be_in_the_vocabulary) {
  * sequence; the same template with B once loads and encodes a pair. */
 Test(tokenizer, template_sequence_twice_is_refused) {
     static const char *fmt =
-        "{\"model\": {\"type\": \"WordPiece\", \"unk_token\": \"[UNK]\", \"continuing_subword_prefix\": \"##\","
-        " \"vocab\": {\"[PAD]\": 0, \"[UNK]\": 1, \"[CLS]\": 2, \"[SEP]\": 3, \"hello\": 4}},"
-        " \"normalizer\": {\"type\": \"BertNormalizer\", \"lowercase\": true},"
-        " \"pre_tokenizer\": {\"type\": \"BertPreTokenizer\"}, \"post_processor\": {\"type\": \"TemplateProcessing\","
+        TINY_WORDPIECE_JSON "{\"type\": \"TemplateProcessing\","
         " \"single\": [{\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}], \"pair\": [{\"Sequence\": {\"id\": \"A\","
         " \"type_id\": 0}}, {\"SpecialToken\": {\"id\": \"[SEP]\", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"B\","
         " \"type_id\": 1}}%s], \"special_tokens\": {\"[SEP]\": {\"id\": \"[SEP]\", \"ids\": [3],"
