@@ -8,8 +8,9 @@
   adapter (trained without AdapterDrop, PyTorch evaluation on the same held-out split) dashed;
 - quality_latency.png: accuracy vs the plan's GFLOP (default) or the median engine time of one input (--x ms, on a
   quiet CPU), one point per skip (the shape of the AdapterDrop paper's Figure 2);
-- pretrain_curve.png: MLM validation loss vs pretraining tokens, with (--adapter-curve, tools/train/curve.sh's
-  curve.tsv) the SST-2 dev accuracy of an adapter trained on each encoder snapshot.
+- pretrain_curve.png: MLM validation loss vs pretraining tokens, with (--adapter-curve [LABEL=]PATH, repeatable:
+  tools/train/curve.sh's curve.tsv per recipe) the SST-2 dev accuracy of an adapter trained on each encoder
+  snapshot.
 """
 
 import argparse
@@ -39,7 +40,8 @@ def main():
     ap.add_argument("--quality", required=True)
     ap.add_argument("--results", default=None, help="registry results.json (tools/train/registry.py)")
     ap.add_argument("--curve", default=None)
-    ap.add_argument("--adapter-curve", default=None, help="WORK/curve/curve.tsv (tools/train/curve.sh)")
+    ap.add_argument("--adapter-curve", action="append", default=[],
+                    help="[LABEL=]WORK/curve/curve.tsv (tools/train/curve.sh); repeat for several recipes")
     ap.add_argument("--out", required=True)
     ap.add_argument("--x", choices=("gflop", "ms"), default="gflop",
                     help="second plot's x axis: the plan's GFLOP (stable) or the median engine ms (needs a quiet CPU)")
@@ -103,13 +105,16 @@ def main():
         ax.set_title("Pretraining curve")
         ax.grid(alpha=0.3)
         if args.adapter_curve:
-            with open(args.adapter_curve) as f:
-                rows = list(csv.DictReader(f, delimiter="\t"))
             ax2 = ax.twinx()
-            ax2.plot([int(r["tokens_M"]) for r in rows], [100 * float(r["sst2_dev_accuracy"]) for r in rows],
-                     marker="s", color="C1", label="SST-2 dev accuracy of an adapter on the snapshot")
-            ax2.set_ylabel("SST-2 dev accuracy (%)", color="C1")
-            ax2.legend(fontsize=8, loc="upper right")
+            for i, spec in enumerate(args.adapter_curve):
+                label, _, path = spec.rpartition("=")
+                with open(path) as f:
+                    rows = list(csv.DictReader(f, delimiter="\t"))
+                ax2.plot([int(r["tokens_M"]) for r in rows], [100 * float(r["sst2_dev_accuracy"]) for r in rows],
+                         marker="s", color=f"C{i + 1}", label=f"SST-2 dev accuracy of an adapter on the snapshot"
+                         + (f" ({label})" if label else ""))
+            ax2.set_ylabel("SST-2 dev accuracy (%)")
+            ax2.legend(fontsize=7, loc="upper right")
         fig.tight_layout()
         fig.savefig(os.path.join(args.out, "pretrain_curve.png"), dpi=110)
 
