@@ -280,7 +280,8 @@ class Task:
             self.bn = [A.Bottleneck(name, A.bn_config("seq_bn", reduction_factor=args.reduction or 8), cfg, g,
                                     zero=True)]
         elif f == "houlsby":
-            self.bn = [A.Bottleneck(name, A.bn_config("double_seq_bn", reduction_factor=16), cfg, g, zero=True)]
+            self.bn = [A.Bottleneck(name, A.bn_config("double_seq_bn", reduction_factor=args.reduction or 16), cfg, g,
+                                    zero=True)]
         elif f == "parallel":
             self.bn = [A.Bottleneck(name, A.bn_config("par_bn", reduction_factor=4), cfg, g, zero=True)]
         elif f in ("adamix", "sparse"):
@@ -464,7 +465,8 @@ def main():
     ap.add_argument("--max-len", type=int, default=64)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--lr", type=float, default=None)
-    ap.add_argument("--reduction", type=int, default=None, help="pfeiffer: bottleneck reduction factor (default 8)")
+    ap.add_argument("--reduction", type=int, default=None,
+                    help="pfeiffer, houlsby: bottleneck reduction factor (default 8, 16)")
     ap.add_argument("--experts", type=int, default=4)
     ap.add_argument("--consistency", type=float, default=1.0, help="adamix: weight of the consistency loss")
     ap.add_argument("--sparsity", type=float, default=0.8)
