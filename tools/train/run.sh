@@ -93,7 +93,8 @@ else
     # session-5 encoder (annealed, MLM loss 5.91) adapters learn slowly at 2e-3 and with a narrow bottleneck
     # (reduction 8, d = 32); measured (emotion, 4 epochs): 56.1% at 2e-3, 66.1% at 1e-3, 76.7% at 1e-3 with
     # reduction 2 (d = 128, 8 epochs at reduction 8: 76.65%); SST-2 70.8%, 72.5%, 74.4%. AG News (85.1%) and TREC
-    # (85.8%) were trained at 2e-3 with reduction 8 before that was known, and are kept.
+    # (85.8%) were trained at 2e-3 with reduction 8 before that was known, and are kept. The same recipes on the
+    # session-6 encoder (69.9M tokens, MLM loss 4.89): SST-2 75.7%, AG News 86.1%, TREC 86.2%, emotion 80.4%.
     SST2="--max-train 70000 --epochs 1 --reduction 2"
     AGNEWS="--max-train 40000 --epochs 1 --lr 2e-3"
     TREC="--max-train 6000 --epochs 8 --lr 2e-3"
