@@ -107,12 +107,12 @@ def main():
         if args.adapter_curve:
             ax2 = ax.twinx()
             for i, spec in enumerate(args.adapter_curve):
-                label, _, path = spec.rpartition("=")
+                recipe, _, path = spec.rpartition("=")
                 with open(path) as f:
                     rows = list(csv.DictReader(f, delimiter="\t"))
                 ax2.plot([int(r["tokens_M"]) for r in rows], [100 * float(r["sst2_dev_accuracy"]) for r in rows],
                          marker="s", color=f"C{i + 1}", label=f"SST-2 dev accuracy of an adapter on the snapshot"
-                         + (f" ({label})" if label else ""))
+                         + (f" ({recipe})" if recipe else ""))
             ax2.set_ylabel("SST-2 dev accuracy (%)")
             ax2.legend(fontsize=7, loc="upper right")
         fig.tight_layout()
