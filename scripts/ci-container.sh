@@ -106,7 +106,7 @@ echo "ci-container: ready $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN {prin
 
 # the README's sample request
 body=$(curl -sf "http://127.0.0.1:$PORT/v1/predict" -H 'Content-Type: application/json' \
-  -d '{"inputs": ["the match was great", "i feel so sad that the shares fell again"], "tasks": ["sentiment", "topic", "emotion"]}')
+  -d '{"inputs": ["the team played a wonderful game", "i feel so sad that the shares fell again"], "tasks": ["sentiment", "topic", "emotion"]}')
 python3 - "$body" <<'PY'
 import json, sys
 d = json.loads(sys.argv[1])
