@@ -4,7 +4,7 @@
 # yardsticks, an AdapterFusion), each checked against `adapterd predict`, and the example registry assembled.
 #
 #   tools/train/run.sh [--work DIR] [--data DIR] [--adapterd BIN] [--pretrain-steps N] [--no-pretrain]
-#                      [--adapters main|all] [--jobs N] [--smoke]
+#                      [--adapters main|all] [--jobs N] [--example DIR] [--smoke]
 #
 # ADAPTERD_TRAIN_NICE: niceness increment of the training processes (default 10; 0 under an outer `nice`).
 # Resumable: every stage leaves its result in WORK and is skipped when rerun; pretraining resumes from its last
@@ -17,6 +17,8 @@
 # Order: the registry's tasks and the fusion first (the registry is assembled right after them, so the quality
 # bench can start), then the WNUT-17 tagger, the full fine-tuning yardsticks, the other adapter forms, and the
 # registry again with everything. Each stage prints its wall time and appends it to WORK/times.tsv.
+# --example DIR: where the example registry's subset goes (default WORK/example; `--example examples/registry`
+# rewrites the shipped one, tools/train/example.py).
 # --smoke runs every stage on a few rows with a tiny encoder (CI: a minute or two); it exits 77 (skip) when torch
 # or the data directory is missing.
 set -eu
@@ -31,6 +33,7 @@ PRETRAIN=1
 SMOKE=0
 ADAPTERS=all
 JOBS=1
+EXAMPLE=
 while [ $# -gt 0 ]; do
     case "$1" in
         --work) WORK=$2; shift 2 ;;
@@ -40,8 +43,9 @@ while [ $# -gt 0 ]; do
         --no-pretrain) PRETRAIN=0; shift ;;
         --adapters) ADAPTERS=$2; shift 2 ;;
         --jobs) JOBS=$2; shift 2 ;;
+        --example) EXAMPLE=$2; shift 2 ;;
         --smoke) SMOKE=1; shift ;;
-        -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
         *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -250,4 +254,5 @@ par rest_a rest_b
 t0=$(date +%s)
 "$PY" "$T/registry.py" --work "$WORK" --out "$WORK/registry" --adapterd "$BIN" --data "$DATA"
 since "$t0" "registry (all)"
+"$PY" "$T/example.py" --registry "$WORK/registry" --out "${EXAMPLE:-$WORK/example}"
 log "done: registry in $WORK/registry, results in $AD/*.json, stage wall times in $WORK/times.tsv"
