@@ -6,8 +6,10 @@
 
 - quality_skip.png: accuracy (entity F1 for the tagger) vs AdapterDrop skip for each task measured through the server, with the control
   adapter (trained without AdapterDrop, PyTorch evaluation on the same held-out split) dashed;
-- quality_latency.png: accuracy vs the plan's GFLOP (default) or the median engine time of one input (--x ms, on a
-  quiet CPU), one point per skip (the shape of the AdapterDrop paper's Figure 2);
+- quality_latency.png: each task's accuracy per skip against the speed-up of one request asking all the main tasks
+  at that skip over skip 0 (AdapterDrop's shared layers; from the plan's GFLOP, default, or the median engine time,
+  --x ms, of a quiet run given by --multitask): the shape of the AdapterDrop paper's Figure 2. Without multi-task
+  figures, accuracy against one task's own GFLOP or time per skip;
 - pretrain_curve.png: MLM validation loss vs pretraining tokens, with (--adapter-curve [LABEL=]PATH, repeatable:
   tools/train/curve.sh's curve.tsv per recipe) the SST-2 dev accuracy of an adapter trained on each encoder
   snapshot.
@@ -22,6 +24,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 MAIN = ["sentiment", "topic", "question", "emotion", "entities"]
 
@@ -42,6 +45,8 @@ def main():
     ap.add_argument("--curve", default=None)
     ap.add_argument("--adapter-curve", action="append", default=[],
                     help="[LABEL=]WORK/curve/curve.tsv (tools/train/curve.sh); repeat for several recipes")
+    ap.add_argument("--multitask", default=None,
+                    help="results file whose multi-task timing quality_latency.png uses (default: --quality's)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--x", choices=("gflop", "ms"), default="gflop",
                     help="second plot's x axis: the plan's GFLOP (stable) or the median engine ms (needs a quiet CPU)")
@@ -61,8 +66,9 @@ def main():
     if ctl:
         sk = sorted(int(s) for s in ctl["skips"])
         ax.plot(sk, [100 * ctl["skips"][str(s)]["accuracy"] for s in sk], marker="x", linestyle="--",
-                color="C0", label="sentiment control (no AdapterDrop)")
+                color="C0", label="sentiment control (no AdapterDrop; PyTorch)")
     ax.set_xlabel("AdapterDrop skip (layers without adapters)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("held-out accuracy / entity F1 (%)")
     ax.set_title("Accuracy vs skip, 6-layer encoder")
     ax.grid(alpha=0.3)
@@ -71,21 +77,38 @@ def main():
     fig.savefig(os.path.join(args.out, "quality_skip.png"), dpi=110)
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    for name in MAIN:
-        t = q["tasks"].get(name)
-        if not t:
-            continue
-        sk = sorted(int(s) for s in t["skips"])
-        key = "gflop_1_input" if args.x == "gflop" else "median_ms_1_input"
-        xs = [t["skips"][str(s)][key] for s in sk]
-        ys = [score(t["skips"][str(s)]) for s in sk]
-        ax.plot(xs, ys, marker="o", label=label(name))
-        for s, x, y in zip(sk, xs, ys):
-            ax.annotate(str(s), (x, y), textcoords="offset points", xytext=(3, 3), fontsize=7)
-    ax.set_xlabel("GFLOP of one median-length input (plan)" if args.x == "gflop"
-                  else "median engine time, one input (ms)")
+    key = "gflop_1_input" if args.x == "gflop" else "median_ms_1_input"
+    mt = (json.load(open(args.multitask)) if args.multitask else q).get("multitask")
+    if mt:
+        # AdapterDrop's trade-off: each task's accuracy at skip s against the speed-up of one request asking all
+        # the tasks at skip s over the same request at skip 0 (the shape of the AdapterDrop paper's Figure 2)
+        base = mt["skips"]["0"][key]
+        for name in mt["tasks"]:
+            t = q["tasks"].get(name)
+            sk = [s for s in sorted(int(s) for s in mt["skips"]) if t and str(s) in t["skips"]]
+            xs = [base / mt["skips"][str(s)][key] for s in sk]
+            ys = [score(t["skips"][str(s)]) for s in sk]
+            ax.plot(xs, ys, marker="o", label=label(name))
+            for s, x, y in zip(sk, xs, ys):
+                ax.annotate(str(s), (x, y), textcoords="offset points", xytext=(3, 3), fontsize=7)
+        what = "plan GFLOP" if args.x == "gflop" else "median engine time"
+        ax.set_xlabel(f"speed-up of one request asking all {len(mt['tasks'])} tasks, over skip 0 ({what})")
+        ax.set_title("Accuracy vs shared layers (labels: skip)")
+    else:
+        for name in MAIN:
+            t = q["tasks"].get(name)
+            if not t:
+                continue
+            sk = sorted(int(s) for s in t["skips"])
+            xs = [t["skips"][str(s)][key] for s in sk]
+            ys = [score(t["skips"][str(s)]) for s in sk]
+            ax.plot(xs, ys, marker="o", label=label(name))
+            for s, x, y in zip(sk, xs, ys):
+                ax.annotate(str(s), (x, y), textcoords="offset points", xytext=(3, 3), fontsize=7)
+        ax.set_xlabel("GFLOP of one median-length input (plan)" if args.x == "gflop"
+                      else "median engine time, one input (ms)")
+        ax.set_title("Accuracy vs work (labels: skip)" if args.x == "gflop" else "Accuracy vs latency (labels: skip)")
     ax.set_ylabel("held-out accuracy / entity F1 (%)")
-    ax.set_title("Accuracy vs work (labels: skip)" if args.x == "gflop" else "Accuracy vs latency (labels: skip)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()

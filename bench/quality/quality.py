@@ -9,7 +9,9 @@ agreement) and the full fine-tuning yardstick of the same encoder.
 
 Per task and skip: accuracy and macro-F1 over the rows (32 inputs per request, the skip given per request), the
 median engine time of single-input requests (`timing.inference_ms`, 21 requests of one median-length row) and the
-plan's GFLOP for that input (`return.explain`).  The tagging task (`entities`, WNUT-17 test) is scored by entity F1
+plan's GFLOP for that input (`return.explain`).  When two or more of the four main tasks are measured, the same
+is measured for one request asking all of them at each skip they all allow (`multitask` in the output: AdapterDrop
+shares the skipped layers between the tasks of a request).  The tagging task (`entities`, WNUT-17 test) is scored by entity F1
 (tools/train/tagging.py, seqeval's rules): each sentence is sent as its words joined by spaces and each word takes
 the label of the first returned token that starts inside it, as the tagger was trained (first word piece).
 --precision serves the backbone in bf16 or int8 (`adapterd serve --precision`, for models without a model.json);
@@ -37,6 +39,8 @@ import tagging  # noqa: E402  (standard library only)
 # task name prefix -> (dataset file of the held-out split, label list order is the task's)
 SPLITS = {"sentiment": "sst2/dev.tsv", "topic": "ag_news/test.tsv", "question": "trec/test.tsv",
           "emotion": "emotion/validation.tsv"}
+# the tasks asked for together in the multi-task measurement (AdapterDrop's shared lower layers)
+MULTI = ["sentiment", "topic", "question", "emotion"]
 YARD = {"sentiment": "sst2-full", "topic": "agnews-full", "question": "trec-full", "emotion": "emotion-full"}
 # tagging tasks: name prefix -> CoNLL file of the held-out split
 TAGGING = {"entities": "wnut17/emerging.test.annotated"}
@@ -140,10 +144,11 @@ def start_server(args, tmp):
 
 
 def latency(port, name, text, s):
-    """Median engine time of 20 single-input requests and the plan's GFLOP (explain) for `text` at skip s."""
+    """Median engine time of 20 single-input requests and the plan's GFLOP (explain) for `text` at skip s; `name`
+    is a task or a list of tasks asked for in one request."""
     lat, gflop = [], None
     for j in range(21):
-        body = {"inputs": [text], "tasks": [name], "skip": s}
+        body = {"inputs": [text], "tasks": name if isinstance(name, list) else [name], "skip": s}
         if j == 0:
             body["return"] = {"explain": True}
         out = post(port, body)
@@ -152,6 +157,21 @@ def latency(port, name, text, s):
         else:
             lat.append(out["timing"]["inference_ms"])
     return statistics.median(lat), gflop
+
+
+def multitask(port, names, tasks):
+    """AdapterDrop's sharing: one request asking every task of `names` for one input, at each skip all of them
+    allow. The input is the median-length one of the tasks' median inputs; skip 0 is every task's own pass through
+    all the layers, skip s shares the s lowest layers between them."""
+    meds = sorted((tasks[n]["median_text"] for n in names), key=len)
+    text = meds[len(meds) // 2]
+    top = min(max(int(s) for s in tasks[n]["skips"]) for n in names)
+    out = {"tasks": names, "text": text, "skips": {}}
+    for s in range(top + 1):
+        ms, gflop = latency(port, names, text, s)
+        out["skips"][str(s)] = {"median_ms_1_input": ms, "gflop_1_input": gflop}
+        print(f"{len(names)} tasks in one request, skip {s}: {ms:.2f} ms {gflop} GFLOP", flush=True)
+    return out
 
 
 def tag_task(args, port, name, t):
@@ -280,25 +300,18 @@ def main():
                         out = post(port, {"inputs": texts[i:i + 32], "tasks": [name], "skip": s})
                         pred += [res["tasks"][name]["label"] for res in out["results"]]
                     acc, f1 = metrics(pred, gold, labels or sorted(set(gold)))
-                    lat = []
-                    gflop = None
-                    for j in range(21):
-                        body = {"inputs": [med], "tasks": [name], "skip": s}
-                        if j == 0:
-                            body["return"] = {"explain": True}
-                        out = post(port, body)
-                        if j == 0:
-                            gflop = out.get("explain", {}).get("gflop")
-                        else:
-                            lat.append(out["timing"]["inference_ms"])
+                    ms, gflop = latency(port, name, med, s)
                     r["skips"][str(s)] = {"accuracy": acc, "macro_f1": f1, "server_pred": pred,
-                                          "median_ms_1_input": statistics.median(lat), "gflop_1_input": gflop}
+                                          "median_ms_1_input": ms, "gflop_1_input": gflop}
                     print(f"{name} skip {s}: accuracy {acc:.4f} macro-F1 {f1:.4f} "
-                          f"{statistics.median(lat):.2f} ms {gflop} GFLOP (median input, {len(rows)} rows)",
-                          flush=True)
+                          f"{ms:.2f} ms {gflop} GFLOP (median input, {len(rows)} rows)", flush=True)
+                r["median_text"] = med
                 results["tasks"][name] = r
                 if model_dir is None:
                     model_dir = os.path.join(args.registry, "models", t.get("model", ""))
+            multi = [n for n in MULTI if n in results["tasks"]]
+            if len(multi) > 1:
+                results["multitask"] = multitask(port, multi, results["tasks"])
         finally:
             proc.terminate()
             proc.wait()
@@ -348,6 +361,7 @@ def main():
     results["machine"]["loadavg_end"] = os.getloadavg()[0]
     for r in results["tasks"].values():
         r.pop("sents", None)
+        r.pop("median_text", None)
         for v in r["skips"].values():
             v.pop("server_pred", None)
     if args.out:
