@@ -38,6 +38,14 @@ def label(name):
     return f"{name} (entity F1)" if name == "entities" else name
 
 
+def plot_skips(ax, name, t, sk, xs):
+    """One task's line: its score at each skip of `sk` against `xs`, each point labelled with its skip."""
+    ys = [score(t["skips"][str(s)]) for s in sk]
+    ax.plot(xs, ys, marker="o", label=label(name))
+    for s, x, y in zip(sk, xs, ys):
+        ax.annotate(str(s), (x, y), textcoords="offset points", xytext=(3, 3), fontsize=7)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quality", required=True)
@@ -86,11 +94,7 @@ def main():
         for name in mt["tasks"]:
             t = q["tasks"].get(name)
             sk = [s for s in sorted(int(s) for s in mt["skips"]) if t and str(s) in t["skips"]]
-            xs = [base / mt["skips"][str(s)][key] for s in sk]
-            ys = [score(t["skips"][str(s)]) for s in sk]
-            ax.plot(xs, ys, marker="o", label=label(name))
-            for s, x, y in zip(sk, xs, ys):
-                ax.annotate(str(s), (x, y), textcoords="offset points", xytext=(3, 3), fontsize=7)
+            plot_skips(ax, name, t, sk, [base / mt["skips"][str(s)][key] for s in sk])
         what = "plan GFLOP" if args.x == "gflop" else "median engine time"
         ax.set_xlabel(f"speed-up of one request asking all {len(mt['tasks'])} tasks, over skip 0 ({what})")
         ax.set_title("Accuracy vs shared layers (labels: skip)")
@@ -100,11 +104,7 @@ def main():
             if not t:
                 continue
             sk = sorted(int(s) for s in t["skips"])
-            xs = [t["skips"][str(s)][key] for s in sk]
-            ys = [score(t["skips"][str(s)]) for s in sk]
-            ax.plot(xs, ys, marker="o", label=label(name))
-            for s, x, y in zip(sk, xs, ys):
-                ax.annotate(str(s), (x, y), textcoords="offset points", xytext=(3, 3), fontsize=7)
+            plot_skips(ax, name, t, sk, [t["skips"][str(s)][key] for s in sk])
         ax.set_xlabel("GFLOP of one median-length input (plan)" if args.x == "gflop"
                       else "median engine time, one input (ms)")
         ax.set_title("Accuracy vs work (labels: skip)" if args.x == "gflop" else "Accuracy vs latency (labels: skip)")

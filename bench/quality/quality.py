@@ -159,12 +159,12 @@ def latency(port, name, text, s):
     return statistics.median(lat), gflop
 
 
-def multitask(port, names, tasks):
+def multitask(port, names, tasks, meds):
     """AdapterDrop's sharing: one request asking every task of `names` for one input, at each skip all of them
     allow. The input is the median-length one of the tasks' median inputs; skip 0 is every task's own pass through
     all the layers, skip s shares the s lowest layers between them."""
-    meds = sorted((tasks[n]["median_text"] for n in names), key=len)
-    text = meds[len(meds) // 2]
+    cand = sorted((meds[n] for n in names), key=len)
+    text = cand[len(cand) // 2]
     top = min(max(int(s) for s in tasks[n]["skips"]) for n in names)
     out = {"tasks": names, "text": text, "skips": {}}
     for s in range(top + 1):
@@ -266,6 +266,7 @@ def main():
     names = sorted(os.listdir(tasks_dir)) if not args.tasks else args.tasks.split(",")
     names = [n for n in names if n.split("-")[0] in SPLITS or n.split("-")[0] in TAGGING]
     model_dir = None
+    meds = {}  # task -> its median-length input, the multi-task request picks among them
     results = {"registry": os.path.relpath(args.registry, ROOT), "rows_limit": args.rows, "tasks": {},
                "machine": machine(args)}
     print(f"quality.py: {json.dumps(results['machine'])}", flush=True)
@@ -305,13 +306,13 @@ def main():
                                           "median_ms_1_input": ms, "gflop_1_input": gflop}
                     print(f"{name} skip {s}: accuracy {acc:.4f} macro-F1 {f1:.4f} "
                           f"{ms:.2f} ms {gflop} GFLOP (median input, {len(rows)} rows)", flush=True)
-                r["median_text"] = med
+                meds[name] = med
                 results["tasks"][name] = r
                 if model_dir is None:
                     model_dir = os.path.join(args.registry, "models", t.get("model", ""))
             multi = [n for n in MULTI if n in results["tasks"]]
             if len(multi) > 1:
-                results["multitask"] = multitask(port, multi, results["tasks"])
+                results["multitask"] = multitask(port, multi, results["tasks"], meds)
         finally:
             proc.terminate()
             proc.wait()
@@ -361,7 +362,6 @@ def main():
     results["machine"]["loadavg_end"] = os.getloadavg()[0]
     for r in results["tasks"].values():
         r.pop("sents", None)
-        r.pop("median_text", None)
         for v in r["skips"].values():
             v.pop("server_pred", None)
     if args.out:
