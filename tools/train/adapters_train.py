@@ -28,6 +28,11 @@ Forms (`--form`):
   full       full fine-tuning of the encoder + head (the yardstick; not saved)
   fusion     AdapterFusion (dynamic preset) over --children adapter folders (bottlenecks, frozen) + a new head
 
+`--adapter-ln before|after|both` (pfeiffer, houlsby) adds AdapterHub's adapter-internal LayerNorms (`ln_before`,
+`ln_after`: `adapter_norm_before` / `adapter_norm_after` keys), trainable, initialised as nn.LayerNorm is (1, 0).
+With `before` the zero-initialised adapter still starts as the identity; with `after` it does not (the new
+LayerNorm normalises the sublayer's output before the original one).
+
 Tasks (`--task`): the sentence classification tasks of data.TASKS (AdapterHub's 2-layer tanh classification head
 on [CLS]) and `wnut`, WNUT-17 named-entity tagging: BIO tags of six entity types, each word's label on its first word
 piece (the other pieces are ignored by the loss and by the evaluation), a 1-layer tagging head on every token as
@@ -276,12 +281,15 @@ class Task:
         self.union = None
         self.params = []
         n = len(labels)
+        ln = dict(ln_before=args.adapter_ln in ("before", "both"), ln_after=args.adapter_ln in ("after", "both"))
+        if args.adapter_ln != "none" and f not in ("pfeiffer", "houlsby"):
+            raise SystemExit(f"--adapter-ln: form {f} is not wired for it (pfeiffer, houlsby)")
         if f == "pfeiffer":
-            self.bn = [A.Bottleneck(name, A.bn_config("seq_bn", reduction_factor=args.reduction or 8), cfg, g,
+            self.bn = [A.Bottleneck(name, A.bn_config("seq_bn", reduction_factor=args.reduction or 8, **ln), cfg, g,
                                     zero=True)]
         elif f == "houlsby":
-            self.bn = [A.Bottleneck(name, A.bn_config("double_seq_bn", reduction_factor=args.reduction or 16), cfg, g,
-                                    zero=True)]
+            self.bn = [A.Bottleneck(name, A.bn_config("double_seq_bn", reduction_factor=args.reduction or 16, **ln),
+                                    cfg, g, zero=True)]
         elif f == "parallel":
             self.bn = [A.Bottleneck(name, A.bn_config("par_bn", reduction_factor=4), cfg, g, zero=True)]
         elif f in ("adamix", "sparse"):
@@ -316,6 +324,12 @@ class Task:
             self.params += list(self.W.values())
         else:
             raise SystemExit(f"unknown form {f}")
+        for bn in self.bn:                          # adapter-internal LayerNorms start as nn.LayerNorm does
+            for t in bn.p.values():
+                for k in ("ln_before", "ln_after"):
+                    if k + ".weight" in t:
+                        t[k + ".weight"].fill_(1.0)
+                        t[k + ".bias"].zero_()
         self.params += make_trainable(self.bn + self.linear + self.prefixes)
         if f == "adamix":
             self.adamix = AdaMix(self.bn[0], args.experts, rng)
@@ -467,6 +481,8 @@ def main():
     ap.add_argument("--lr", type=float, default=None)
     ap.add_argument("--reduction", type=int, default=None,
                     help="pfeiffer, houlsby: bottleneck reduction factor (default 8, 16)")
+    ap.add_argument("--adapter-ln", default="none", choices=("none", "before", "after", "both"),
+                    help="pfeiffer, houlsby: trainable LayerNorms inside the adapter (AdapterHub ln_before / ln_after)")
     ap.add_argument("--experts", type=int, default=4)
     ap.add_argument("--consistency", type=float, default=1.0, help="adamix: weight of the consistency loss")
     ap.add_argument("--sparsity", type=float, default=0.8)
