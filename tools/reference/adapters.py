@@ -36,6 +36,10 @@ import encoder as E  # noqa: E402
 import st  # noqa: E402
 
 F64 = torch.float64
+# Training only: BERT's hidden and attention dropout probability in `forward` (after the embeddings, on the attention
+# probabilities, on each sublayer's output before its residual), as the backbone runs under model.train() while its
+# adapters train.  0 (the default, and always at inference) leaves the float64 reference math untouched.
+DROPOUT = 0.0
 ADAPTERS_VERSION = "adapters.1.1.0"
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -723,7 +727,7 @@ class Head:
             z = pooled if c.get("use_pooler") else hidden[:, 0]
         n = len(self.linears)
         for j, (_, w, b) in enumerate(self.linears):
-            z = lin(z, w.to(F64), None if b is None else b.to(F64))
+            z = lin(_drop(z), w.to(F64), None if b is None else b.to(F64))   # the head's Dropout before each Linear
             if j < n - 1:
                 z = act(c["activation_function"], z)
         return z
@@ -805,7 +809,7 @@ def forward(cfg, W, input_ids, attention_mask, token_type_ids, setup, fusion_sta
     H, nH = cfg.hidden, cfg.heads
     hd = H // nH
     add_mask = (1.0 - attention_mask.to(F64)) * torch.finfo(F64).min
-    x = embeddings(cfg, W, input_ids, token_type_ids)
+    x = _drop(embeddings(cfg, W, input_ids, token_type_ids))
     fm = fam(cfg.arch)
     for i in range(cfg.layers):
         on = i >= setup.skip
@@ -841,15 +845,19 @@ def forward(cfg, W, input_ids, attention_mask, token_type_ids, setup, fusion_sta
                     v = torch.cat([vp.expand(B, -1, -1, -1), v], dim=2)
                     m = torch.cat([torch.zeros(B, P, dtype=F64), m], dim=1)
         s = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(hd) + m[:, None, None, :]
-        ctx = torch.matmul(torch.softmax(s, dim=-1), v).transpose(1, 2).reshape(B, T, H)
-        h = L("o", ctx)
+        ctx = torch.matmul(_drop(torch.softmax(s, dim=-1)), v).transpose(1, 2).reshape(B, T, H)
+        h = _drop(L("o", ctx))
         a = bottleneck_block(setup, i, "mh_adapter", h, x, LN1, attention_mask, on, fusion_stats)
-        f = L("f2", E.activation(cfg.act, L("f1", a)))
+        f = _drop(L("f2", E.activation(cfg.act, L("f1", a))))
         x = bottleneck_block(setup, i, "output_adapter", f, a, LN2, attention_mask, on, fusion_stats)
     pooled = None
     if "pooler.dense.weight" in W:
         pooled = torch.tanh(lin(x[:, 0], W["pooler.dense.weight"], W["pooler.dense.bias"]))
     return x, pooled
+
+
+def _drop(t):
+    return torch.nn.functional.dropout(t, DROPOUT, True) if DROPOUT else t
 
 
 def bottleneck_block(setup, i, loc, h, x, LN, tokmask, on, fusion_stats=None):

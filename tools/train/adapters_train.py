@@ -18,6 +18,8 @@ Forms (`--form`):
   ia3        AdapterHub (IA)^3 on k, v, intermediate + head
   prefix     AdapterHub prefix tuning (30 positions, reparametrised through a 64-wide MLP) + head
   mam        AdapterHub MAM union: prefix tuning + parallel adapter, + head
+  pfeiffer_lora  AdapterHub ConfigUnion of seq_bn (as pfeiffer) and LoRA (r --lora-r, alpha 2r) on the attention
+             matrices --lora-matrices (default q,k,v): the FFN adapter plus a change to where each token attends
   peft_lora  PEFT LoRA r 8 alpha 16 on query, value, classifier in modules_to_save (BertForSequenceClassification)
   adamix     AdaMix: seq_bn with 4 experts of the down projection and a shared up projection, one expert picked at
              random per batch and layer (stochastic routing) with a consistency loss between two routes, averaged
@@ -72,7 +74,7 @@ import wordpiece  # noqa: E402
 
 A.F64 = torch.float32   # train and evaluate in float32 (see the module comment)
 
-AH_FORMS = ("pfeiffer", "houlsby", "parallel", "lora", "ia3", "prefix", "mam", "adamix", "sparse")
+AH_FORMS = ("pfeiffer", "pfeiffer_lora", "houlsby", "parallel", "lora", "ia3", "prefix", "mam", "adamix", "sparse")
 TAGGING = ("wnut",)
 
 
@@ -286,11 +288,16 @@ class Task:
         self.params = []
         n = len(labels)
         ln = dict(ln_before=args.adapter_ln in ("before", "both"), ln_after=args.adapter_ln in ("after", "both"))
-        if args.adapter_ln != "none" and f not in ("pfeiffer", "houlsby"):
-            raise SystemExit(f"--adapter-ln: form {f} is not wired for it (pfeiffer, houlsby)")
-        if f == "pfeiffer":
+        if args.adapter_ln != "none" and f not in ("pfeiffer", "pfeiffer_lora", "houlsby"):
+            raise SystemExit(f"--adapter-ln: form {f} is not wired for it (pfeiffer, pfeiffer_lora, houlsby)")
+        if f in ("pfeiffer", "pfeiffer_lora"):
             self.bn = [A.Bottleneck(name, A.bn_config("seq_bn", reduction_factor=args.reduction or 8, **ln), cfg, g,
                                     zero=True)]
+            if f == "pfeiffer_lora":
+                r = args.lora_r
+                self.linear = [A.AHLoRA(name, A.lora_config(r=r, alpha=2 * r, attn_matrices=args.lora_matrices.split(",")),
+                                        cfg, g, zero=True)]
+                self.union = self.bn + self.linear
         elif f == "houlsby":
             self.bn = [A.Bottleneck(name, A.bn_config("double_seq_bn", reduction_factor=args.reduction or 16, **ln),
                                     cfg, g, zero=True)]
@@ -361,6 +368,7 @@ class Task:
         return A.Setup(self.bn, self.fusion, self.linear, self.prefixes, skip)
 
     def logits(self, ids, mask, skip, train):
+        A.DROPOUT = self.args.dropout if train else 0.0
         s = self.setup(skip, train)
         h, pooled = A.forward(self.cfg, self.W, ids, mask, torch.zeros_like(ids), s)
         return self.head.forward(h, pooled)
@@ -421,6 +429,20 @@ class Task:
             return
         adapter = (self.bn + self.linear + self.prefixes)[0]
         A.save_adapterhub(out, cfg, adapter, mn, fmt=fmt, head=self.head, union_children=self.union)
+        if args.save_f16:
+            path = os.path.join(out, "adapter.safetensors")
+            sd, meta = st.load_file(path)
+            st.save_file({k: v.half() for k, v in sd.items()}, path, meta)
+
+    def round_f16(self):
+        """--save-f16: the adapter's tensors rounded to float16 before the evaluation, so that the figures are those
+        of the saved file (as `save_adapter` writes a model loaded in float16)."""
+        if self.args.form not in AH_FORMS or self.args.form == "adamix":
+            raise SystemExit(f"--save-f16: form {self.args.form} is not wired for it")
+        with torch.no_grad():
+            for o in self.bn + self.linear + self.prefixes:
+                for d, k in leaves(o):
+                    d[k].copy_(d[k].half().float())
 
     def detach_all(self):
         for o in self.bn + self.linear + self.prefixes + ([self.fusion] if self.fusion else []):
@@ -489,6 +511,13 @@ def main():
                     help="hold N training rows out of training and report accuracy on them too (choosing recipes)")
     ap.add_argument("--adapter-ln", default="none", choices=("none", "before", "after", "both"),
                     help="pfeiffer, houlsby: trainable LayerNorms inside the adapter (AdapterHub ln_before / ln_after)")
+    ap.add_argument("--lora-r", type=int, default=8, help="pfeiffer_lora: LoRA rank (alpha is twice it)")
+    ap.add_argument("--lora-matrices", default="q,k,v", help="pfeiffer_lora: attention matrices LoRA adapts")
+    ap.add_argument("--dropout", type=float, default=0.0,
+                    help="training only: the frozen backbone's hidden and attention dropout (BERT's 0.1), as under "
+                         "model.train(); also the head's input")
+    ap.add_argument("--save-f16", action="store_true",
+                    help="AdapterHub forms (safetensors): store the adapter's weights in float16 (the head stays float32)")
     ap.add_argument("--experts", type=int, default=4)
     ap.add_argument("--consistency", type=float, default=1.0, help="adamix: weight of the consistency loss")
     ap.add_argument("--sparsity", type=float, default=0.8)
@@ -577,6 +606,8 @@ def main():
                 run_l, run_n = 0.0, 0
     if task.adamix is not None:
         task.adamix.merged()
+    if args.save_f16:
+        task.round_f16()
     train_s = time.time() - t0
     res = {"task": args.task, "form": args.form, "name": args.name, "model": os.path.abspath(args.model),
            "drop_max": args.drop_max, "epochs": args.epochs, "train_rows": len(train), "eval_rows": len(dev),

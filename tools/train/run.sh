@@ -11,7 +11,7 @@
 # checkpoint (WORK/pretrain/state.pt). WORK defaults to $ADAPTERD_TRAIN_DIR, else ../train-cache beside the
 # checkout (never inside it: checkpoints and optimizer state stay out of git). --no-pretrain trains the adapters on
 # the last checkpoint as it stands (another process may be pretraining: pause it with SIGSTOP, see pretrain.pid).
-# --adapters main stops after the registry's main tasks (four robust Pfeiffer adapters, the control, the fusion).
+# --adapters main stops after the registry's main tasks (four robust adapters, the control, the fusion).
 # --jobs 2 trains two adapters at a time, one thread each (two single-threaded runs use 2 cores better than one
 # run on two threads: its small GEMMs leave the second thread waiting at every barrier).
 # Order: the registry's tasks and the fusion first (the registry is assembled right after them, so the quality
@@ -102,7 +102,10 @@ else
     # session-6 encoder (69.9M tokens, MLM loss 4.89): SST-2 75.7%, AG News 86.1%, TREC 86.2%, emotion 80.4%.
     # SST-2 on the session-6 encoder: 1 epoch 75.7%, 2 epochs 76.7%, 4 epochs 76.6% (one run each)
     SST2="--max-train 70000 --epochs 2 --reduction 2"
-    AGNEWS="--max-train 40000 --epochs 1 --lr 2e-3"
+    # AG News (session 10, chosen on 2,000 training rows held out, never on the test split): the Pfeiffer adapter at
+    # 2e-3 x 1 epoch 88.15% on the holdout, at 1e-3 x 2 epochs 88.70%, and with a rank-8 LoRA on q, k, v beside it
+    # (form pfeiffer_lora, one AdapterHub ConfigUnion) 89.15%
+    AGNEWS="--max-train 40000 --epochs 2 --lr 1e-3"
     TREC="--max-train 6000 --epochs 8 --lr 2e-3"
     # emotion was undertrained at 4 epochs: 8 give 85.8% on the session-6 encoder (4: 80.4%)
     EMOTION="--max-train 16000 --epochs 8 --reduction 2"
@@ -195,11 +198,14 @@ par() {
         "$2"
     fi
 }
-# Robust AdapterDrop Pfeiffer adapters for the four tasks (skips 0..2: a third of the 6 layers), the registry's
-# tasks, and the control: the same SST-2 adapter without AdapterDrop, evaluated at the same skips
+# Robust AdapterDrop adapters for the four tasks (skips 0..2: a third of the 6 layers; Pfeiffer, AG News with a LoRA
+# beside it), the registry's tasks, and the control: the same SST-2 adapter without AdapterDrop, at the same skips
 main_a() {
-    train agnews pfeiffer agnews --drop-max 2
+    # float16 weights keep the example registry under its 30 MB with the LoRA added
+    train agnews pfeiffer_lora agnews --drop-max 2 --save-f16
     train sst2 pfeiffer sst2 --drop-max 2
+    # the fusion's AG News child: a Pfeiffer adapter (named agnews too; the fusion mixes bottleneck adapters)
+    train agnews pfeiffer agnews-pfeiffer --drop-max 2 --epochs 1 --lr 2e-3 --name agnews
 }
 main_b() {
     train emotion pfeiffer emotion --drop-max 2
@@ -213,11 +219,11 @@ if [ ! -f "$AD/fusion-sst2.json" ]; then
     t0=$(date +%s)
     # shellcheck disable=SC2086
     nice -n "$NICE" "$PY" "$T/adapters_train.py" --model "$ENC" --task sst2 --form fusion --name fusion-sst2 \
-        --head-name sst2-fusion --children "$AD/sst2,$AD/agnews,$AD/trec,$AD/emotion,$AD/sst2-control" --fmt bin \
+        --head-name sst2-fusion --children "$AD/sst2,$AD/agnews-pfeiffer,$AD/trec,$AD/emotion,$AD/sst2-control" --fmt bin \
         --out "$AD/fusion-sst2" $TRAIN $FUSION
     since "$t0" "train fusion-sst2"
 fi
-"$PY" "$T/check_task.py" --model "$ENC" --adapter "$AD/sst2" --adapter "$AD/agnews" --adapter "$AD/trec" \
+"$PY" "$T/check_task.py" --model "$ENC" --adapter "$AD/sst2" --adapter "$AD/agnews-pfeiffer" --adapter "$AD/trec" \
     --adapter "$AD/emotion" --adapter "$AD/sst2-control" --fusion "$AD/fusion-sst2/fusion" \
     --head "$AD/fusion-sst2/head" --adapterd "$BIN" --text "the match was great"
 # The registry of the main tasks now, so that the quality bench can start on it while the rest trains
