@@ -44,6 +44,19 @@ int eng__load_peft(eng_load_ctx *x, json_t *cfgj, eng_st_file **head_file) {
         int layer;
         const char *r = eng__hf_parse_layer(k, &layer);
         if (!r) { /* modules_to_save: the head, handled by load_head */
+            /* ...but never a LoRA of the embeddings (lora_embedding_A/B) or embeddings saved whole
+             * (save_embedding_layers): skipping them would serve another model's answers */
+            if (strstr(k, "lora_")) {
+                rc = eng_err_set(x->err, ENG_UNSUPPORTED,
+                                 "%s: tensor '%s': LoRA outside the encoder layers (e.g. on the embeddings) is not supported",
+                                 x->dir, ts->name);
+                break;
+            }
+            if (strstr(k, "embeddings.")) {
+                rc = eng_err_set(x->err, ENG_UNSUPPORTED,
+                                 "%s: tensor '%s': embeddings saved with the adapter are not supported", x->dir, ts->name);
+                break;
+            }
             n_head++;
             continue;
         }

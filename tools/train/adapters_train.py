@@ -331,8 +331,10 @@ class Task:
             self.fusion.p = {k: dict(t) for k, t in self.fusion.p.items()}
             self.params += make_trainable([self.fusion])
         elif f == "full":
-            self.W = {k: v.clone().requires_grad_(True) for k, v in W.items()}
-            self.params += list(self.W.values())
+            frozen = ((lambda k: k.startswith("embeddings.")) if args.freeze_embeddings else
+                      (lambda k: not k.startswith("embeddings.")) if args.only_embeddings else (lambda k: False))
+            self.W = {k: v.clone().requires_grad_(not frozen(k)) for k, v in W.items()}
+            self.params += [v for k, v in self.W.items() if not frozen(k)]
         else:
             raise SystemExit(f"unknown form {f}")
         for bn in self.bn:                          # adapter-internal LayerNorms start as nn.LayerNorm does
@@ -516,6 +518,10 @@ def main():
     ap.add_argument("--dropout", type=float, default=0.0,
                     help="training only: the frozen backbone's hidden and attention dropout (BERT's 0.1), as under "
                          "model.train(); also the head's input")
+    ap.add_argument("--freeze-embeddings", action="store_true",
+                    help="full: fine-tune every layer but keep the embeddings frozen (what adapters cannot change)")
+    ap.add_argument("--only-embeddings", action="store_true",
+                    help="full: fine-tune only the embeddings (and the head), every layer frozen")
     ap.add_argument("--save-f16", action="store_true",
                     help="AdapterHub forms (safetensors): store the adapter's weights in float16 (the head stays float32)")
     ap.add_argument("--experts", type=int, default=4)

@@ -10,11 +10,16 @@
 #include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "io/safetensors.h"
+#include "io/safetensors_write.h"
 #include "ref_case.h"
 #include "task/task_impl.h"
 #include "task_check.h"
+#include "test_tmp.h"
 
 static int check_backbone(const char *backbone, int threads) {
     char root[1024], dir[1200];
@@ -99,4 +104,66 @@ Test(adapters, config_numbers_are_clamped_not_cast) {
     cr_expect_eq(eng__jfloat(o, "neg", 1.0f), -FLT_MAX);
     cr_expect_eq(eng__jfloat(o, "frac", 1.0f), 3.75f);
     json_decref(o);
+}
+
+/* A PEFT folder may hold tensors outside the encoder layers that are not its modules_to_save head: a
+ * LoRA of the word embeddings (lora_embedding_A / B, PEFT's Embedding LoRA) or the embeddings saved
+ * whole (save_embedding_layers). The loader used to count every such tensor as head and skip it, so
+ * the task loaded and answered as if the embeddings were the base model's. Each is now refused,
+ * naming the tensor. The folders are the peft_lora fixture plus the one extra tensor. */
+Test(adapters, peft_tensors_on_the_embeddings_are_refused) {
+    static const struct {
+        const char *name;
+        int64_t d0, d1;
+    } extra[] = {{"base_model.model.bert.embeddings.word_embeddings.lora_embedding_A", 8, 0},
+                 {"base_model.model.bert.embeddings.word_embeddings.weight", 0, 0}};
+    char c[1200], msg[512];
+    snprintf(c, sizeof c, "%s/adapters/bert-tiny/peft_lora", ADAPTERD_FIXTURES);
+    ref_case rc;
+    cr_assert_eq(ref_case_open(&rc, ADAPTERD_FIXTURES, c, msg, sizeof msg), 0, "%s", msg);
+    eng_model *m = NULL;
+    eng_err e = {0};
+    cr_assert_eq(eng_model_load(rc.backbone, &m, &e), 0, "%s", e.msg);
+    const eng_config *cfg = eng_model_config(m);
+    char src[1400], tmpl[PATH_MAX];
+    snprintf(src, sizeof src, "%s/adapters/peft_task", c);
+    for (size_t k = 0; k < sizeof extra / sizeof extra[0]; k++) {
+        char path[PATH_MAX + 64], dir[PATH_MAX];
+        snprintf(path, sizeof path, "%s/adapter_model.safetensors", src);
+        eng_st_file *f = NULL;
+        cr_assert_eq(eng_st_open(path, &f, &e), 0, "%s", e.msg);
+        size_t n = eng_st_count(f);
+        eng_st_tensor *ts = calloc(n + 1, sizeof *ts);
+        cr_assert_not_null(ts);
+        for (size_t i = 0; i < n; i++) ts[i] = *eng_st_at(f, i);
+        /* the extra tensor: [8, vocab] for the LoRA A, [vocab, hidden] for whole embeddings */
+        int64_t d0 = extra[k].d0 ? extra[k].d0 : cfg->vocab, d1 = extra[k].d0 ? cfg->vocab : cfg->hidden;
+        float *zeros = calloc((size_t)(d0 * d1), sizeof *zeros);
+        cr_assert_not_null(zeros);
+        ts[n] = (eng_st_tensor){.name = extra[k].name, .dtype = ENG_DT_F32, .ndim = 2, .shape = {d0, d1},
+                                .numel = d0 * d1, .data = zeros, .nbytes = (size_t)(d0 * d1) * sizeof *zeros};
+        strcpy(dir, test_tmp_template(tmpl, sizeof tmpl, "peft-emb"));
+        cr_assert_not_null(mkdtemp(dir));
+        char out[PATH_MAX + 64], cfgsrc[PATH_MAX + 64], cfgdst[PATH_MAX + 64];
+        snprintf(out, sizeof out, "%s/adapter_model.safetensors", dir);
+        cr_assert_eq(eng_st_write(out, ts, n + 1, NULL, 0, &e), 0, "%s", e.msg);
+        snprintf(cfgsrc, sizeof cfgsrc, "%s/adapter_config.json", src);
+        snprintf(cfgdst, sizeof cfgdst, "%s/adapter_config.json", dir);
+        cr_assert_eq(symlink(cfgsrc, cfgdst), 0);
+        eng_task *t = NULL;
+        const char *dirs[1] = {dir};
+        eng_err le = {0};
+        int r = eng_task_load(m, dirs, 1, NULL, &t, &le);
+        cr_expect_eq(r, ENG_UNSUPPORTED, "%s: loaded (%d) %s", extra[k].name, r, le.msg);
+        cr_expect(strstr(le.msg, extra[k].name) != NULL, "the message names the tensor: %s", le.msg);
+        if (!r) eng_task_free(t);
+        unlink(cfgdst);
+        unlink(out);
+        rmdir(dir);
+        free(zeros);
+        free(ts);
+        eng_st_close(f);
+    }
+    eng_model_free(m);
+    ref_case_close(&rc);
 }
