@@ -40,6 +40,9 @@ F64 = torch.float64
 # probabilities, on each sublayer's output before its residual), as the backbone runs under model.train() while its
 # adapters train.  0 (the default, and always at inference) leaves the float64 reference math untouched.
 DROPOUT = 0.0
+# Training prototype only: a callable input_ids -> [B, T, H] added to the word embeddings at skip 0 (PEFT's LoRA on
+# word_embeddings, trained by adapters_train.py --emb-lora; no reader or writer here knows it yet).  None by default.
+EMB_DELTA = None
 ADAPTERS_VERSION = "adapters.1.1.0"
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -793,9 +796,12 @@ class Setup:
         self.linear, self.prefixes, self.skip = list(linear), list(prefixes), skip
 
 
-def embeddings(cfg, W, input_ids, token_type_ids):
+def embeddings(cfg, W, input_ids, token_type_ids, word_delta=None):
+    """word_delta: [B, T, H] added to the word embeddings (an embedding LoRA's update), or None."""
     pos = E.position_ids(cfg, input_ids)
     x = W["embeddings.word_embeddings.weight"][input_ids] + W["embeddings.position_embeddings.weight"][pos]
+    if word_delta is not None:
+        x = x + word_delta
     if cfg.arch != "distilbert":
         x = x + W["embeddings.token_type_embeddings.weight"][token_type_ids]
     return E.layer_norm(x, W["embeddings.LayerNorm.weight"], W["embeddings.LayerNorm.bias"], cfg.eps)
@@ -809,7 +815,8 @@ def forward(cfg, W, input_ids, attention_mask, token_type_ids, setup, fusion_sta
     H, nH = cfg.hidden, cfg.heads
     hd = H // nH
     add_mask = (1.0 - attention_mask.to(F64)) * torch.finfo(F64).min
-    x = _drop(embeddings(cfg, W, input_ids, token_type_ids))
+    delta = EMB_DELTA(input_ids) if EMB_DELTA is not None and setup.skip == 0 else None
+    x = _drop(embeddings(cfg, W, input_ids, token_type_ids, delta))
     fm = fam(cfg.arch)
     for i in range(cfg.layers):
         on = i >= setup.skip

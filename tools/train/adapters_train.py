@@ -361,6 +361,16 @@ class Task:
                                activation="tanh", labels=labels)
         self.params += head_trainable(self.head)
         self.mask = None
+        self.emb = None
+        if args.emb_lora:                           # PEFT's Embedding LoRA: A zeros, B normal, scaling alpha / r
+            r = args.emb_lora
+            self.emb = (torch.zeros(r, cfg.vocab, requires_grad=True),
+                        torch.randn((cfg.hidden, r), generator=g.g).requires_grad_(True))
+            self.params += list(self.emb)
+
+    def emb_delta(self, ids):
+        a, b = self.emb
+        return torch.nn.functional.embedding(ids, a.t()) @ b.t() * 2.0   # alpha 2r
 
     def setup(self, skip, train):
         for p in self.prefixes:
@@ -371,6 +381,7 @@ class Task:
 
     def logits(self, ids, mask, skip, train):
         A.DROPOUT = self.args.dropout if train else 0.0
+        A.EMB_DELTA = self.emb_delta if self.emb is not None else None
         s = self.setup(skip, train)
         h, pooled = A.forward(self.cfg, self.W, ids, mask, torch.zeros_like(ids), s)
         return self.head.forward(h, pooled)
@@ -405,7 +416,7 @@ class Task:
         mn = args.base_model_name
         if os.path.exists(out):
             shutil.rmtree(out)
-        if f == "full":
+        if f == "full" or args.emb_lora:            # --emb-lora is a measurement: nothing reads it yet
             return
         if f == "peft_lora":
             pe = self.linear[0]
@@ -522,6 +533,9 @@ def main():
                     help="full: fine-tune every layer but keep the embeddings frozen (what adapters cannot change)")
     ap.add_argument("--only-embeddings", action="store_true",
                     help="full: fine-tune only the embeddings (and the head), every layer frozen")
+    ap.add_argument("--emb-lora", type=int, default=0,
+                    help="prototype (not saved): PEFT's LoRA of rank R on the word embeddings beside the adapter, "
+                         "active at skip 0 only (AdapterDrop drops it first)")
     ap.add_argument("--save-f16", action="store_true",
                     help="AdapterHub forms (safetensors): store the adapter's weights in float16 (the head stays float32)")
     ap.add_argument("--experts", type=int, default=4)
