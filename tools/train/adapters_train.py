@@ -20,7 +20,8 @@ Forms (`--form`):
   mam        AdapterHub MAM union: prefix tuning + parallel adapter, + head
   pfeiffer_lora  AdapterHub ConfigUnion of seq_bn (as pfeiffer) and LoRA (r --lora-r, alpha 2r) on the attention
              matrices --lora-matrices (default q,k,v): the FFN adapter plus a change to where each token attends
-  peft_lora  PEFT LoRA r 8 alpha 16 on query, value, classifier in modules_to_save (BertForSequenceClassification)
+  peft_lora  PEFT LoRA (r --lora-r 8, alpha 2r) on --peft-targets (query, value), classifier in modules_to_save
+             (BertForSequenceClassification)
   adamix     AdaMix: seq_bn with 4 experts of the down projection and a shared up projection, one expert picked at
              random per batch and layer (stochastic routing) with a consistency loss between two routes, averaged
              at inference; saved as `deepspeed_experts.<m>` keys + config["adamix"]
@@ -317,8 +318,8 @@ class Task:
             self.bn = [A.Bottleneck(name, A.bn_config("par_bn", reduction_factor=4), cfg, g, zero=True)]
             self.union = self.prefixes + self.bn
         elif f == "peft_lora":
-            c = A.peft_config(cfg.arch, target_modules=("query", "value"), r=8, lora_alpha=16,
-                              base_model=args.base_model_name)
+            c = A.peft_config(cfg.arch, target_modules=args.peft_targets.split(","), r=args.lora_r,
+                              lora_alpha=2 * args.lora_r, base_model=args.base_model_name)
             c["inference_mode"] = True
             self.linear = [A.PeftLoRA(name, c, cfg, g, zero=True)]
         elif f == "fusion":
@@ -524,7 +525,9 @@ def main():
                     help="hold N training rows out of training and report accuracy on them too (choosing recipes)")
     ap.add_argument("--adapter-ln", default="none", choices=("none", "before", "after", "both"),
                     help="pfeiffer, houlsby: trainable LayerNorms inside the adapter (AdapterHub ln_before / ln_after)")
-    ap.add_argument("--lora-r", type=int, default=8, help="pfeiffer_lora: LoRA rank (alpha is twice it)")
+    ap.add_argument("--lora-r", type=int, default=8, help="pfeiffer_lora, peft_lora: LoRA rank (alpha is twice it)")
+    ap.add_argument("--peft-targets", default="query,value",
+                    help="peft_lora: target_modules (PEFT's names: query, key, value, dense, ...)")
     ap.add_argument("--lora-matrices", default="q,k,v", help="pfeiffer_lora: attention matrices LoRA adapts")
     ap.add_argument("--dropout", type=float, default=0.0,
                     help="training only: the frozen backbone's hidden and attention dropout (BERT's 0.1), as under "
