@@ -40,9 +40,6 @@ F64 = torch.float64
 # probabilities, on each sublayer's output before its residual), as the backbone runs under model.train() while its
 # adapters train.  0 (the default, and always at inference) leaves the float64 reference math untouched.
 DROPOUT = 0.0
-# Training prototype only: a callable input_ids -> [B, T, H] added to the word embeddings at skip 0 (PEFT's LoRA on
-# word_embeddings, trained by adapters_train.py --emb-lora; no reader or writer here knows it yet).  None by default.
-EMB_DELTA = None
 ADAPTERS_VERSION = "adapters.1.1.0"
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -789,11 +786,14 @@ class HFHead:
 class Setup:
     """What is active for one task.  bn_stack: bottleneck adapters in Stack order (each acts where it has a module);
     fusion: a Fusion (replaces the stack at its locations); linear: LoRA-like deltas (applied in order); prefixes:
-    prefix tunings in Stack order; skip: AdapterDrop count (layers 0..skip-1 plain)."""
+    prefix tunings in Stack order; skip: AdapterDrop count (layers 0..skip-1 plain); word_delta: a callable
+    input_ids -> [B, T, H] added to the word embeddings at skip 0 (PEFT's LoRA on word_embeddings; only the training
+    prototype adapters_train.py --emb-lora makes one, no reader or writer here knows it yet)."""
 
-    def __init__(self, bn_stack=(), fusion=None, linear=(), prefixes=(), skip=0):
+    def __init__(self, bn_stack=(), fusion=None, linear=(), prefixes=(), skip=0, word_delta=None):
         self.bn_stack, self.fusion = list(bn_stack), fusion
         self.linear, self.prefixes, self.skip = list(linear), list(prefixes), skip
+        self.word_delta = word_delta
 
 
 def embeddings(cfg, W, input_ids, token_type_ids, word_delta=None):
@@ -815,7 +815,7 @@ def forward(cfg, W, input_ids, attention_mask, token_type_ids, setup, fusion_sta
     H, nH = cfg.hidden, cfg.heads
     hd = H // nH
     add_mask = (1.0 - attention_mask.to(F64)) * torch.finfo(F64).min
-    delta = EMB_DELTA(input_ids) if EMB_DELTA is not None and setup.skip == 0 else None
+    delta = setup.word_delta(input_ids) if setup.word_delta is not None and setup.skip == 0 else None
     x = _drop(embeddings(cfg, W, input_ids, token_type_ids, delta))
     fm = fam(cfg.arch)
     for i in range(cfg.layers):

@@ -291,6 +291,8 @@ class Task:
         ln = dict(ln_before=args.adapter_ln in ("before", "both"), ln_after=args.adapter_ln in ("after", "both"))
         if args.adapter_ln != "none" and f not in ("pfeiffer", "pfeiffer_lora", "houlsby"):
             raise SystemExit(f"--adapter-ln: form {f} is not wired for it (pfeiffer, pfeiffer_lora, houlsby)")
+        if args.save_f16 and (f not in AH_FORMS or f == "adamix"):
+            raise SystemExit(f"--save-f16: form {f} is not wired for it")
         if f in ("pfeiffer", "pfeiffer_lora"):
             self.bn = [A.Bottleneck(name, A.bn_config("seq_bn", reduction_factor=args.reduction or 8, **ln), cfg, g,
                                     zero=True)]
@@ -332,10 +334,11 @@ class Task:
             self.fusion.p = {k: dict(t) for k, t in self.fusion.p.items()}
             self.params += make_trainable([self.fusion])
         elif f == "full":
-            frozen = ((lambda k: k.startswith("embeddings.")) if args.freeze_embeddings else
-                      (lambda k: not k.startswith("embeddings.")) if args.only_embeddings else (lambda k: False))
-            self.W = {k: v.clone().requires_grad_(not frozen(k)) for k, v in W.items()}
-            self.params += [v for k, v in self.W.items() if not frozen(k)]
+            def trains(k):
+                emb = k.startswith("embeddings.")
+                return not (emb and args.freeze_embeddings) and (emb or not args.only_embeddings)
+            self.W = {k: v.clone().requires_grad_(trains(k)) for k, v in W.items()}
+            self.params += [v for v in self.W.values() if v.requires_grad]
         else:
             raise SystemExit(f"unknown form {f}")
         for bn in self.bn:                          # adapter-internal LayerNorms start as nn.LayerNorm does
@@ -378,11 +381,11 @@ class Task:
             p.kv = p._compute()
         if self.adamix is not None:
             self.adamix.route(train)
-        return A.Setup(self.bn, self.fusion, self.linear, self.prefixes, skip)
+        return A.Setup(self.bn, self.fusion, self.linear, self.prefixes, skip,
+                       self.emb_delta if self.emb is not None else None)
 
     def logits(self, ids, mask, skip, train):
         A.DROPOUT = self.args.dropout if train else 0.0
-        A.EMB_DELTA = self.emb_delta if self.emb is not None else None
         s = self.setup(skip, train)
         h, pooled = A.forward(self.cfg, self.W, ids, mask, torch.zeros_like(ids), s)
         return self.head.forward(h, pooled)
@@ -441,18 +444,16 @@ class Task:
             st.save_file(dict(sd), os.path.join(out, "adapter.safetensors"))
             A.save_head(out, cfg, self.head, mn, fmt="safetensors")
             return
+        if args.save_f16:                           # already rounded (round_f16): the cast is exact
+            for o in self.bn + self.linear + self.prefixes:
+                for d, k in leaves(o):
+                    d[k] = d[k].half()
         adapter = (self.bn + self.linear + self.prefixes)[0]
         A.save_adapterhub(out, cfg, adapter, mn, fmt=fmt, head=self.head, union_children=self.union)
-        if args.save_f16:
-            path = os.path.join(out, "adapter.safetensors")
-            sd, meta = st.load_file(path)
-            st.save_file({k: v.half() for k, v in sd.items()}, path, meta)
 
     def round_f16(self):
         """--save-f16: the adapter's tensors rounded to float16 before the evaluation, so that the figures are those
         of the saved file (as `save_adapter` writes a model loaded in float16)."""
-        if self.args.form not in AH_FORMS or self.args.form == "adamix":
-            raise SystemExit(f"--save-f16: form {self.args.form} is not wired for it")
         with torch.no_grad():
             for o in self.bn + self.linear + self.prefixes:
                 for d, k in leaves(o):

@@ -125,17 +125,17 @@ Test(adapters, peft_tensors_on_the_embeddings_are_refused) {
     eng_err e = {0};
     cr_assert_eq(eng_model_load(rc.backbone, &m, &e), 0, "%s", e.msg);
     const eng_config *cfg = eng_model_config(m);
-    char src[1400], tmpl[PATH_MAX];
+    char src[1400], tmpl[PATH_MAX], path[PATH_MAX + 64];
     snprintf(src, sizeof src, "%s/adapters/peft_task", c);
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", src);
+    eng_st_file *f = NULL;
+    cr_assert_eq(eng_st_open(path, &f, &e), 0, "%s", e.msg);
+    size_t n = eng_st_count(f);
+    eng_st_tensor *ts = calloc(n + 1, sizeof *ts); /* the fixture's tensors, then the extra one */
+    cr_assert_not_null(ts);
+    for (size_t i = 0; i < n; i++) ts[i] = *eng_st_at(f, i);
     for (size_t k = 0; k < sizeof extra / sizeof extra[0]; k++) {
-        char path[PATH_MAX + 64], dir[PATH_MAX];
-        snprintf(path, sizeof path, "%s/adapter_model.safetensors", src);
-        eng_st_file *f = NULL;
-        cr_assert_eq(eng_st_open(path, &f, &e), 0, "%s", e.msg);
-        size_t n = eng_st_count(f);
-        eng_st_tensor *ts = calloc(n + 1, sizeof *ts);
-        cr_assert_not_null(ts);
-        for (size_t i = 0; i < n; i++) ts[i] = *eng_st_at(f, i);
+        char dir[PATH_MAX];
         /* the extra tensor: [8, vocab] for the LoRA A, [vocab, hidden] for whole embeddings */
         int64_t d0 = extra[k].d0 ? extra[k].d0 : cfg->vocab, d1 = extra[k].d0 ? cfg->vocab : cfg->hidden;
         float *zeros = calloc((size_t)(d0 * d1), sizeof *zeros);
@@ -161,9 +161,9 @@ Test(adapters, peft_tensors_on_the_embeddings_are_refused) {
         unlink(out);
         rmdir(dir);
         free(zeros);
-        free(ts);
-        eng_st_close(f);
     }
+    free(ts);
+    eng_st_close(f);
     eng_model_free(m);
     ref_case_close(&rc);
 }
