@@ -97,6 +97,7 @@ typedef struct {
     const eng_model *m;
     const eng_batch *b;
     const int32_t *pos;
+    const eng_emb_lora *const *row_lora; /* (rows) or NULL */
     float *x;
     int rows, chunk;
 } emb_job;
@@ -111,6 +112,16 @@ static void emb_task(void *ctx, int task, int worker) {
         float *y = j->x + (size_t)r * H;
         const float *we = w->word_emb + (size_t)j->b->ids[r] * H, *pe = w->pos_emb + (size_t)j->pos[r] * H;
         for (int i = 0; i < H; i++) y[i] = we[i] + pe[i];
+        const eng_emb_lora *lo = j->row_lora ? j->row_lora[r] : NULL;
+        if (lo) { /* y += scaling * B a_t */
+            const float *a = lo->a_t + (size_t)j->b->ids[r] * lo->r;
+            for (int i = 0; i < H; i++) {
+                const float *bi = lo->b + (size_t)i * lo->r;
+                float d = 0;
+                for (int k = 0; k < lo->r; k++) d += bi[k] * a[k];
+                y[i] += lo->scaling * d;
+            }
+        }
         if (w->type_emb) {
             const float *te = w->type_emb + (size_t)(j->b->type_ids ? j->b->type_ids[r] : 0) * H;
             for (int i = 0; i < H; i++) y[i] += te[i];
@@ -134,6 +145,11 @@ static int batch_tokens(const eng_batch *b, size_t *n_tokens, int *max_len, eng_
 }
 
 int eng_embed(const eng_model *m, eng_state *st, const eng_batch *b, float *x, eng_err *err) {
+    return eng_embed_lora(m, st, b, NULL, x, err);
+}
+
+int eng_embed_lora(const eng_model *m, eng_state *st, const eng_batch *b, const eng_emb_lora *const *seq_lora, float *x,
+                   eng_err *err) {
     const eng_config *c = eng_model_config(m);
     size_t n = 0;
     int max_len = 0, rc;
@@ -165,9 +181,16 @@ int eng_embed(const eng_model *m, eng_state *st, const eng_batch *b, float *x, e
             st->pos[r] = p;
         }
     }
+    const eng_emb_lora **row_lora = NULL;
+    for (int s = 0; seq_lora && s < b->n_seq && !row_lora; s++)
+        if (seq_lora[s] && !(row_lora = malloc(n * sizeof *row_lora)))
+            return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    for (int s = 0, r0 = 0; row_lora && s < b->n_seq; r0 += b->seq_len[s++])
+        for (int t = 0; t < b->seq_len[s]; t++) row_lora[r0 + t] = seq_lora[s];
     int tasks = eng_pool_size(st->pool) * 4;
-    emb_job j = {m, b, st->pos, x, (int)n, (int)((n + (size_t)tasks - 1) / (size_t)tasks)};
+    emb_job j = {m, b, st->pos, row_lora, x, (int)n, (int)((n + (size_t)tasks - 1) / (size_t)tasks)};
     eng_pool_run(st->pool, tasks, emb_task, &j);
+    free(row_lora);
     return 0;
 }
 

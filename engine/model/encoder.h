@@ -23,6 +23,11 @@ typedef struct {
 
 /* Embeds a batch into x (n_tokens, H). Validates ids; returns 0 or ENG_INVALID_ARGUMENT. */
 int eng_embed(const eng_model *m, eng_state *st, const eng_batch *b, float *x, eng_err *err);
+/* eng_embed with, per sequence s, seq_lora[s]'s update added to its word embeddings before the
+ * LayerNorm (NULL entries, or seq_lora NULL: none). Also ENG_NO_MEMORY. */
+struct eng_emb_lora;
+int eng_embed_lora(const eng_model *m, eng_state *st, const eng_batch *b, const struct eng_emb_lora *const *seq_lora,
+                   float *x, eng_err *err);
 
 /* A task stream that splits off a trunk inside layer l: the trunk's rows [trunk_row0, +len) run
  * the layer up to the output site, and the task's output-site adapters (its only modules in this

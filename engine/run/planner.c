@@ -7,7 +7,8 @@
  * model/encoder.h), so that layer's attention and FFN run once for all such tasks. Before a layer
  * where streams are born or die, the live streams are re-packed into a fresh row block (trunks first, then each task's streams together), so that each layer is one
  * eng_layer_forward over contiguous rows with one group per task. Births and deaths happen only at
- * the distinct start layers, so re-packing is rare. */
+ * the distinct start layers, so re-packing is rare. A task with a LoRA on the word embeddings,
+ * asked at skip 0, is born at layer 0 from its own embedded rows, embedded with the trunks. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -25,6 +26,7 @@ typedef struct {
     int start;            /* first layer with the task's adapters (0 for trunks) */
     int born;             /* first layer the stream runs as its own rows: start, or start + 1 for a late split */
     int32_t late_row;     /* late split: its rows in the late buffer, -1 otherwise */
+    int32_t emb_row;      /* own embeddings (a LoRA on them, skip 0): its rows in the embedded block, else -1 */
     int out;              /* index into outs for task streams */
     int32_t row;          /* first row in the current block, -1 when not live */
     int32_t len;
@@ -59,7 +61,7 @@ int eng_run(const eng_model *m, eng_state *st, const eng_input *inputs, int n_in
     int L = c->n_layers, H = c->hidden, rc = 0;
     double t_start = now_ms();
     if (n_inputs < 1) return eng_err_set(err, ENG_INVALID_ARGUMENT, "no inputs");
-    int n_outs = 0, n_tokens = 0;
+    int n_outs = 0, n_tokens = 0, n_emb_tokens = 0, n_emb = 0;
     for (int i = 0; i < n_inputs; i++) {
         if (inputs[i].len < 1) return eng_err_set(err, ENG_INVALID_ARGUMENT, "input %d is empty", i);
         if (inputs[i].n_tasks < 0) return eng_err_set(err, ENG_INVALID_ARGUMENT, "input %d: bad task count", i);
@@ -72,6 +74,9 @@ int eng_run(const eng_model *m, eng_state *st, const eng_input *inputs, int n_in
         }
         n_outs += inputs[i].n_tasks;
         n_tokens += inputs[i].len;
+        for (int k = 0; k < inputs[i].n_tasks; k++)
+            if (inputs[i].tasks[k].skip == 0 && eng_task_emb_lora(inputs[i].tasks[k].task))
+                n_emb_tokens += inputs[i].len, n_emb++;
     }
     memset(outs, 0, (size_t)n_outs * sizeof *outs);
     if (stats) {
@@ -92,8 +97,11 @@ int eng_run(const eng_model *m, eng_state *st, const eng_input *inputs, int n_in
     int n_streams = n_inputs + n_outs;
     stream *sv = calloc((size_t)n_streams, sizeof *sv);
     int *trunk_until = calloc((size_t)n_inputs, sizeof *trunk_until); /* trunk needed as input of layers < this */
-    int32_t *ids = malloc((size_t)n_tokens * sizeof *ids), *types = malloc((size_t)n_tokens * sizeof *types),
-            *lens = malloc((size_t)n_inputs * sizeof *lens);
+    /* the embedded block: every input once (the trunks), then once more per stream with its own embeddings */
+    size_t n_embed = (size_t)n_tokens + (size_t)n_emb_tokens;
+    int32_t *ids = malloc(n_embed * sizeof *ids), *types = malloc(n_embed * sizeof *types),
+            *lens = malloc((size_t)(n_inputs + n_emb) * sizeof *lens);
+    const eng_emb_lora **seq_lora = n_emb ? calloc((size_t)(n_inputs + n_emb), sizeof *seq_lora) : NULL;
     int *order = malloc((size_t)n_streams * sizeof *order);
     eng_seg *segs = malloc((size_t)n_streams * sizeof *segs);
     eng_group *groups = malloc((size_t)(n_streams + 1) * sizeof *groups);
@@ -103,7 +111,8 @@ int eng_run(const eng_model *m, eng_state *st, const eng_input *inputs, int n_in
     size_t max_rows = (size_t)n_tokens * (size_t)(1 + (n_outs > 0 ? n_outs : 0));
     /* row blocks live in the state's scratch: a serving worker reuses them batch after batch */
     float *xa = eng__state_scratch(st, ENG_SCRATCH_X0, max_rows * H), *xb = eng__state_scratch(st, ENG_SCRATCH_X1, max_rows * H);
-    if (!sv || !trunk_until || !ids || !types || !lens || !order || !segs || !groups || !gtask || !late || !xa || !xb) {
+    if (!sv || !trunk_until || !ids || !types || !lens || !order || !segs || !groups || !gtask || !late || !xa || !xb ||
+        (n_emb && !seq_lora)) {
         rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory for %d inputs x %d tasks", n_inputs, n_outs);
         goto done;
     }
@@ -116,8 +125,8 @@ int eng_run(const eng_model *m, eng_state *st, const eng_input *inputs, int n_in
         else
             memset(types + off, 0, (size_t)inputs[i].len * sizeof *types);
         lens[i] = inputs[i].len;
-        sv[i] = (stream){.input = i, .task = NULL, .start = 0, .born = 0, .late_row = -1, .out = -1, .row = off,
-                         .len = inputs[i].len};
+        sv[i] = (stream){.input = i, .task = NULL, .start = 0, .born = 0, .late_row = -1, .emb_row = -1, .out = -1,
+                         .row = off, .len = inputs[i].len};
         for (int k = 0; k < inputs[i].n_tasks; k++, o++) {
             const eng_task_req *r = &inputs[i].tasks[k];
             int start = eng_task_first_layer(r->task);
@@ -125,14 +134,27 @@ int eng_run(const eng_model *m, eng_state *st, const eng_input *inputs, int n_in
             outs[o].start_layer = start;
             int born = eng_task_split_layer(r->task, r->skip);
             sv[n_inputs + o] = (stream){.input = i, .task = r->task, .start = start, .born = born, .late_row = -1,
-                                        .out = o, .row = -1, .len = inputs[i].len};
+                                        .emb_row = -1, .out = o, .row = -1, .len = inputs[i].len};
             if (born > trunk_until[i]) trunk_until[i] = born;
         }
         off += inputs[i].len;
     }
-    eng_batch b = {.n_seq = n_inputs, .ids = ids, .type_ids = types, .seq_len = lens};
+    /* streams with their own embeddings: their input again, after the trunks, with the task's LoRA */
+    int n_seq = n_inputs;
+    for (int s = n_inputs; s < n_streams; s++) {
+        const eng_emb_lora *lo = eng_task_emb_lora(sv[s].task);
+        if (!lo || sv[s].born != 0) continue; /* born at 0 with a LoRA on the embeddings: asked at skip 0 */
+        int from = sv[sv[s].input].row;
+        memcpy(ids + off, ids + from, (size_t)sv[s].len * sizeof *ids);
+        memcpy(types + off, types + from, (size_t)sv[s].len * sizeof *types);
+        lens[n_seq] = sv[s].len;
+        seq_lora[n_seq++] = lo;
+        sv[s].emb_row = off;
+        off += sv[s].len;
+    }
+    eng_batch b = {.n_seq = n_seq, .ids = ids, .type_ids = types, .seq_len = lens};
     double t0 = now_ms();
-    if ((rc = eng_embed(m, st, &b, xa, err))) goto done;
+    if ((rc = eng_embed_lora(m, st, &b, seq_lora, xa, err))) goto done;
     if (stats) stats->embed_ms = now_ms() - t0;
 
     int rows = n_tokens, n_groups = 0, n_segs = 0, dirty = 1;
@@ -163,9 +185,11 @@ int eng_run(const eng_model *m, eng_state *st, const eng_input *inputs, int n_in
                 /* a newborn copies its trunk, or its late-split rows */
                 const float *from = S->row >= 0      ? xa + (size_t)S->row * H
                                     : S->late_row >= 0 ? late_buf + (size_t)S->late_row * H
+                                    : S->emb_row >= 0  ? xa + (size_t)S->emb_row * H /* only at layer 0 */
                                                        : xa + (size_t)sv[S->input].row * H;
                 memcpy(xb + (size_t)row * H, from, (size_t)S->len * H * sizeof(float));
                 S->late_row = -1;
+                S->emb_row = -1;
                 segs[n_segs++] = (eng_seg){row, S->len};
                 if (q > 0 && sv[order[q - 1]].task == S->task) {
                     groups[n_groups - 1].rows += S->len;
@@ -264,6 +288,7 @@ done:
     free(ids);
     free(types);
     free(lens);
+    free(seq_lora);
     free(order);
     free(segs);
     free(groups);

@@ -88,6 +88,17 @@ typedef struct {
     float gate_b;
 } eng_lora;
 
+/* LoRA on the word embeddings (PEFT's lora.Embedding on `word_embeddings`): the embedding of token t
+ * gains scaling * B a_t, a_t = A[:, t], before the embedding LayerNorm. It sits below every layer,
+ * so it acts only at skip 0 (AdapterDrop drops it first); a stream with one embeds its own rows
+ * (run/planner.c). */
+typedef struct eng_emb_lora {
+    int r;
+    float *a_t;              /* (vocab, r): A transposed, so that a token's column is one row */
+    float *b;                /* (H, r) */
+    float scaling;
+} eng_emb_lora;
+
 /* (IA)^3 on one Linear: y = (x W^T + b) * l. */
 typedef struct {
     int out;
@@ -107,6 +118,9 @@ typedef struct eng_task_layer {
 
 /* Does layer adapter `a` change anything at all? */
 int eng_task_layer_active(const eng_task_layer *a);
+
+/* The task's LoRA on the word embeddings, or NULL (borrowed, lives as long as t). */
+const eng_emb_lora *eng_task_emb_lora(const eng_task *t);
 
 /* Per-layer adapters, (L) entries (borrowed, live as long as t). */
 const eng_task_layer *eng_task_layers(const eng_task *t);

@@ -1,7 +1,9 @@
 /* load.c - eng_task_load: a task from the folders AdapterHub `adapters` and PEFT save.
  *
  * A folder is recognised by its config: `adapter_config.json` with a "config" envelope is
- * AdapterHub's (task/load_adapterhub.c), with "peft_type" PEFT's (task/load_peft.c). Weights come
+ * AdapterHub's (task/load_adapterhub.c), with "peft_type" PEFT's (task/load_peft.c): one per task, on
+ * its own or, without a head, beside AdapterHub folders (its LoRAs act where they sit, the Stack's
+ * bottlenecks where theirs do, a Linear never taking two LoRAs). Weights come
  * from safetensors or torch.save .bin files (io/tensor_file.h). The bottleneck modules of all
  * folders are then assembled, per layer and site, into a Stack or the children of a fusion
  * (task/load_fusion.c), and a head is loaded (task/load_head.c). All weights are converted to
@@ -36,7 +38,7 @@ int eng__task_load_texts(const eng_model *m, const char *const *dirs, int n_dirs
     eng_loaded_bn *lbs = calloc((size_t)n_dirs, sizeof *lbs);
     int rc = t->layers && lbs ? 0 : eng_err_set(err, ENG_NO_MEMORY, "out of memory");
     eng_st_file *peft_head = NULL;
-    int peft = 0;
+    int peft = 0; /* 1 + the index of the PEFT folder, 0 for none */
     for (int i = 0; i < n_dirs && !rc; i++) {
         eng_load_ctx x = {m, c, t, dirs[i], err, texts, n_texts};
         json_t *cj = eng__task_config(&x, dirs[i], "adapter_config.json");
@@ -45,14 +47,23 @@ int eng__task_load_texts(const eng_model *m, const char *const *dirs, int n_dirs
             break;
         }
         if (json_object_get(cj, "peft_type")) {
-            if (n_dirs > 1 || p->fusion_dir)
-                rc = eng_err_set(err, ENG_UNSUPPORTED, "%s: a PEFT adapter must be a task of its own", dirs[i]);
-            else {
-                rc = eng__load_peft(&x, cj, &peft_head);
-                peft = 1;
-                const char *slash = strrchr(dirs[i], '/');
-                lbs[i].name = eng__task_strdup(t, slash && slash[1] ? slash + 1 : dirs[i]);
+            /* beside other folders only without a head of its own (e.g. a LoRA on the word embeddings
+             * under an AdapterHub adapter and its head): one task has one head */
+            eng_st_file *h = NULL;
+            if (p->fusion_dir)
+                rc = eng_err_set(err, ENG_UNSUPPORTED, "%s: a PEFT adapter cannot be fused", dirs[i]);
+            else if (peft)
+                rc = eng_err_set(err, ENG_UNSUPPORTED, "%s: a task takes one PEFT folder", dirs[i]);
+            else if (!(rc = eng__load_peft(&x, cj, &h)) && h && n_dirs > 1) {
+                rc = eng_err_set(err, ENG_UNSUPPORTED,
+                                 "%s: a PEFT adapter with a modules_to_save head must be a task of its own", dirs[i]);
+                eng_st_close(h);
+                h = NULL;
             }
+            if (h) peft_head = h;
+            peft = i + 1;
+            const char *slash = strrchr(dirs[i], '/');
+            if (!rc) lbs[i].name = eng__task_strdup(t, slash && slash[1] ? slash + 1 : dirs[i]);
         } else {
             rc = eng__load_adapterhub(&x, cj, &lbs[i], p->sparse_threshold);
         }
@@ -81,7 +92,8 @@ int eng__task_load_texts(const eng_model *m, const char *const *dirs, int n_dirs
     if (!rc && p->fusion_dir && !p->keep_pruned) eng__fusion_free_pruned(t, c->hidden);
     /* head */
     if (!rc) {
-        const char *last = dirs[n_dirs - 1];
+        /* the last folder's, passing over a PEFT folder without one */
+        const char *last = dirs[peft == n_dirs && n_dirs > 1 ? n_dirs - 2 : n_dirs - 1];
         eng_load_ctx x = {m, c, t, p->head_dir ? p->head_dir : last, err, texts, n_texts};
         if (p->head_dir) rc = eng__load_adapterhub_head(&x, p->head_dir);
         else if (peft && peft_head) rc = eng__load_peft_head(&x, peft_head);

@@ -42,6 +42,9 @@ int eng__lora_finish(eng_load_ctx *x, eng_lora_raw *raw, eng_lora_form form, flo
                 /* the vector l is saved as (out, 1) */
                 if (w->rB != 1)
                     return eng_err_set(x->err, ENG_SHAPE, "%s: (IA)^3 tensor '%s' must be (%d, 1)", x->dir, w->tB->name, out);
+                if (x->t->layers[l].ia3[k])
+                    return eng_err_set(x->err, ENG_UNSUPPORTED, "%s: tensor '%s': layer %d's Linear already has an "
+                                       "(IA)^3 vector from an earlier folder", x->dir, w->tB->name, l);
                 eng_ia3 *ia = eng__task_alloc(x->t, sizeof *ia);
                 if (!ia) return eng_err_set(x->err, ENG_NO_MEMORY, "out of memory");
                 ia->out = out;
@@ -59,6 +62,9 @@ int eng__lora_finish(eng_load_ctx *x, eng_lora_raw *raw, eng_lora_form form, flo
             if (w->E && (w->tE->shape[0] != w->rA || w->tE->shape[1] != 1))
                 return eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' must be (%d, 1) for the rank of '%s'", x->dir,
                                    w->tE->name, w->rA, w->tA->name);
+            if (x->t->layers[l].lora[k])
+                return eng_err_set(x->err, ENG_UNSUPPORTED, "%s: tensor '%s': layer %d's Linear already has a LoRA from "
+                                   "an earlier folder (two LoRAs on one Linear are not supported)", x->dir, w->tA->name, l);
             eng_lora *lo = lora_at(x->t, l, (eng_lin)k);
             if (!lo) return eng_err_set(x->err, ENG_NO_MEMORY, "out of memory");
             int r = w->rA;

@@ -1,14 +1,41 @@
 /* load_peft.c - a LoRA / AdaLoRA folder as PEFT's save_pretrained writes it.
  *
  * `adapter_config.json` carries "peft_type"; the weights name the backbone's Linear layers under
- * "base_model.model.". Tensors outside the layers are the modules_to_save head, which
- * task/load_head.c reads from the same file. */
+ * "base_model.model.". Outside the layers: a LoRA on the word embeddings (lora_embedding_A / _B,
+ * task/layer.h), and the modules_to_save head, which task/load_head.c reads from the same file. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "io/hf_keys.h"
 #include "io/tensor_file.h"
 #include "task/task_impl.h"
+
+/* The embedding LoRA's A (r, vocab) and B (H, r) into the task: A is kept transposed, each token's
+ * r values together. */
+static int emb_finish(eng_load_ctx *x, eng_lora_raw *e, int rslora, float alpha) {
+    const eng_config *c = x->c;
+    eng_task *t = x->t;
+    if (!e->A || !e->B)
+        return eng_err_set(x->err, ENG_FORMAT, "%s: tensor '%s': the embedding LoRA lacks %s", x->dir,
+                           (e->A ? e->tA : e->tB)->name, e->A ? "lora_embedding_B" : "lora_embedding_A");
+    if (t->emb.r) return eng_err_set(x->err, ENG_UNSUPPORTED, "%s: a second LoRA on the word embeddings", x->dir);
+    int r = e->rA;
+    if (e->tA->shape[1] != c->vocab)
+        return eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' has %lld columns; the vocabulary has %d", x->dir,
+                           e->tA->name, (long long)e->tA->shape[1], c->vocab);
+    if (e->tB->shape[0] != c->hidden || e->rB != r)
+        return eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' is (%lld, %d); the embedding LoRA needs (%d, %d)", x->dir,
+                           e->tB->name, (long long)e->tB->shape[0], e->rB, c->hidden, r);
+    if (r < 1) return eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' has rank 0", x->dir, e->tA->name);
+    float *at = eng__task_alloc(t, (size_t)c->vocab * (size_t)r * sizeof *at);
+    if (!at) return eng_err_set(x->err, ENG_NO_MEMORY, "out of memory");
+    for (int i = 0; i < r; i++)
+        for (int v = 0; v < c->vocab; v++) at[(size_t)v * r + i] = e->A[(size_t)i * c->vocab + v];
+    eng__task_release(t, e->A); /* its bytes stay counted: at has the same size */
+    t->emb = (eng_emb_lora){r, at, e->B, rslora ? alpha / sqrtf((float)r) : alpha / (float)r};
+    return 0;
+}
 
 int eng__load_peft(eng_load_ctx *x, json_t *cfgj, eng_st_file **head_file) {
     const eng_config *c = x->c;
@@ -38,23 +65,36 @@ int eng__load_peft(eng_load_ctx *x, json_t *cfgj, eng_st_file **head_file) {
         return eng_err_set(x->err, ENG_NO_MEMORY, "out of memory");
     }
     int n_head = 0;
+    eng_lora_raw emb = {0}; /* lora_embedding_A (r, vocab) and lora_embedding_B (H, r) */
     for (size_t i = 0; i < eng_st_count(f) && !rc; i++) {
         const eng_st_tensor *ts = eng_st_at(f, i);
         const char *k = eng__hf_strip_base(ts->name);
         int layer;
         const char *r = eng__hf_parse_layer(k, &layer);
-        if (!r) { /* modules_to_save: the head, handled by load_head */
-            /* ...but never a LoRA of the embeddings (lora_embedding_A/B) or embeddings saved whole
-             * (save_embedding_layers): skipping them would serve another model's answers */
+        if (!r) { /* the embedding LoRA, or modules_to_save: the head, handled by load_head */
+            int is_ea = !strcmp(k, "embeddings.word_embeddings.lora_embedding_A"),
+                is_eb = !strcmp(k, "embeddings.word_embeddings.lora_embedding_B");
+            if (is_ea || is_eb) {
+                if (adalora) {
+                    rc = eng_err_set(x->err, ENG_UNSUPPORTED, "%s: tensor '%s': AdaLoRA has no embedding LoRA", x->dir,
+                                     ts->name);
+                    break;
+                }
+                rc = eng__lora_tensor(x, is_ea, 0, ts, &emb);
+                continue;
+            }
+            /* ...but never another LoRA outside the layers (position or token type embeddings) or
+             * embeddings saved whole (save_embedding_layers): skipping them would serve another
+             * model's answers */
             if (strstr(k, "lora_")) {
                 rc = eng_err_set(x->err, ENG_UNSUPPORTED,
-                                 "%s: tensor '%s': LoRA outside the encoder layers (e.g. on the embeddings) is not supported",
+                                 "%s: tensor '%s': LoRA outside the encoder layers is supported only on "
+                                 "embeddings.word_embeddings",
                                  x->dir, ts->name);
                 break;
             }
             if (strstr(k, "embeddings.")) {
-                rc = eng_err_set(x->err, ENG_UNSUPPORTED,
-                                 "%s: tensor '%s': embeddings saved with the adapter are not supported", x->dir, ts->name);
+                rc = eng_err_set(x->err, ENG_UNSUPPORTED, "%s: tensor '%s': embeddings saved with the adapter are not supported", x->dir, ts->name);
                 break;
             }
             n_head++;
@@ -86,8 +126,14 @@ int eng__load_peft(eng_load_ctx *x, json_t *cfgj, eng_st_file **head_file) {
         if (adalora && raw[i].A && !raw[i].E)
             rc = eng_err_set(x->err, ENG_SHAPE, "%s: AdaLoRA tensor '%s' has no lora_E", x->dir, raw[i].tA->name);
     eng_lora_form form = adalora ? ENG_LORA_FORM_ADALORA : rslora ? ENG_LORA_FORM_RSLORA : ENG_LORA_FORM_LORA;
+    int n_lora = 0;
+    for (int i = 0; i < c->n_layers * ENG_LIN_COUNT; i++) n_lora += raw[i].A || raw[i].B;
+    if (!rc && !n_lora && !emb.A && !emb.B)
+        rc = eng_err_set(x->err, ENG_FORMAT, "%s: no LoRA weights (lora_A / lora_B or lora_embedding_A / _B)", x->dir);
     if (!rc) rc = eng__lora_finish(x, raw, form, alpha, 0);
-    if (!rc) eng__task_kind_add(x->t, adalora ? "adalora" : "lora");
+    if (!rc && (emb.A || emb.B)) rc = emb_finish(x, &emb, rslora, alpha);
+    if (!rc && n_lora) eng__task_kind_add(x->t, adalora ? "adalora" : "lora");
+    if (!rc && emb.A) eng__task_kind_add(x->t, "embedding_lora");
     free(raw);
     if (!rc && n_head) {
         *head_file = f;

@@ -101,7 +101,9 @@ const char *eng_task_name(const eng_task *t) { return t->name; }
 const eng_head *eng_task_head(const eng_task *t) { return &t->head; }
 const eng_task_layer *eng_task_layers(const eng_task *t) { return t->layers; }
 int eng_task_first_layer(const eng_task *t) { return t->first_layer; }
+const eng_emb_lora *eng_task_emb_lora(const eng_task *t) { return t->emb.r ? &t->emb : NULL; }
 int eng_task_split_layer(const eng_task *t, int skip) {
+    if (skip == 0 && t->emb.r) return 0; /* its own embeddings: its stream runs from the start */
     int start = skip > t->first_layer ? skip : t->first_layer;
     return start < t->n_layers && eng__late_split_ok(&t->layers[start]) ? start + 1 : start;
 }

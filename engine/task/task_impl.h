@@ -25,6 +25,7 @@ struct eng_task {
     char kind[96];             /* "lora+prefix", ... (eng_task_kind) */
     int n_layers, first_layer;
     eng_task_layer *layers;    /* (n_layers) */
+    eng_emb_lora emb;          /* r == 0: none */
     eng_head head;
     size_t bytes;
     void **allocs;             /* everything malloc'd for this task */

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Adapter parity at base shapes: every adapter form / head / fusion case of tools/reference/gen_adapters.py on
-# generated bert-base, roberta-base and distilbert-base shaped backbones (vocab reduced to 2000: adapters never touch
-# the embeddings), plus the real AdapterHub / PEFT checkpoints in DATA_DIR/adapters read in place (never copied),
+# generated bert-base, roberta-base and distilbert-base shaped backbones (vocab reduced to 2000: only the
+# embedding-LoRA cases touch the embeddings, with A [r, 2000]), plus the real AdapterHub / PEFT checkpoints in DATA_DIR/adapters read in place (never copied),
 # each at AdapterDrop skips 0 and 5, checked by the C engine at 1e-4.
 #   adapter_parity.sh PARITY_BIN REFERENCE_DIR WORK_DIR DATA_DIR
 # Generated data is cached in WORK_DIR and regenerated when the reference sources, this script or the real files

@@ -541,7 +541,9 @@ class PeftLoRA:
 
     LoRA:    y += (x A^T B^T) * s,  s = lora_alpha / r  (rsLoRA: lora_alpha / sqrt(r))
     AdaLoRA: y += (x (A*E)^T B^T) * scaling / (ranknum + 1e-5),  scaling = lora_alpha if > 0 else r,
-             ranknum = init_r (not saved; PEFT sets it to init_r when it builds the layer and keeps it on resize)."""
+             ranknum = init_r (not saved; PEFT sets it to init_r when it builds the layer and keeps it on resize).
+    With "word_embeddings" among target_modules (LoRA only), PEFT's lora.Embedding on the word embeddings:
+             e(t) += B A[:, t] * s, lora_embedding_A [r, vocab], lora_embedding_B [H, r] (.emb; word_delta)."""
 
     def __init__(self, name, config, cfg, rng, strength=1.0, zero=False):
         self.name, self.config, self.cfg = name, config, cfg
@@ -559,6 +561,13 @@ class PeftLoRA:
         self.roles = peft_target_roles(cfg.arch, config["target_modules"])
         self.p = {}
         H, I = cfg.hidden, cfg.inter
+        self.emb = None
+        if any(t == "word_embeddings" or t.endswith(".word_embeddings") for t in config["target_modules"]):
+            assert not self.ada, "AdaLoRA has no embedding LoRA"
+            self.emb = {"A": rng.normal((r, cfg.vocab), 1.0), "B": rng.normal((H, r), strength / math.sqrt(r) / self.scaling)}
+            if zero:
+                self.emb["A"].zero_()      # PEFT initialises the embedding LoRA's A to zeros (B normal)
+            self.emb_scaling = self.scaling
         shapes = {"q": (H, H), "k": (H, H), "v": (H, H), "o": (H, H), "f1": (H, I), "f2": (I, H)}
         for i in range(cfg.layers):
             for role in self.roles:
@@ -580,6 +589,13 @@ class PeftLoRA:
         A = t["A"] * t["E"] if self.ada else t["A"]
         return y + (x @ A.T @ t["B"].T) * self.scaling
 
+    def word_delta(self, input_ids):
+        """[B, T, H] added to the word embeddings, or None (PEFT lora.Embedding: F.embedding(x, A^T) @ B^T * s)."""
+        if self.emb is None:
+            return None
+        a, b = self.emb["A"].to(F64), self.emb["B"].to(F64)
+        return torch.nn.functional.embedding(input_ids, a.t()) @ b.t() * self.emb_scaling
+
     def state_dict(self, arch):
         sd = collections.OrderedDict()
         pre = "base_model.model." + base_prefix(arch)
@@ -592,6 +608,10 @@ class PeftLoRA:
             else:
                 sd[k + "lora_A.weight"] = t["A"]
                 sd[k + "lora_B.weight"] = t["B"]
+        if self.emb is not None:
+            k = pre + "embeddings.word_embeddings."
+            sd[k + "lora_embedding_A"] = self.emb["A"]
+            sd[k + "lora_embedding_B"] = self.emb["B"]
         for k, v in (self.head or {}).items():
             sd["base_model.model." + k] = v
         return sd
@@ -787,8 +807,8 @@ class Setup:
     """What is active for one task.  bn_stack: bottleneck adapters in Stack order (each acts where it has a module);
     fusion: a Fusion (replaces the stack at its locations); linear: LoRA-like deltas (applied in order); prefixes:
     prefix tunings in Stack order; skip: AdapterDrop count (layers 0..skip-1 plain); word_delta: a callable
-    input_ids -> [B, T, H] added to the word embeddings at skip 0 (PEFT's LoRA on word_embeddings; only the training
-    prototype adapters_train.py --emb-lora makes one, no reader or writer here knows it yet)."""
+    input_ids -> [B, T, H] added to the word embeddings at skip 0, besides those of the `linear` modules that have
+    one (PeftLoRA's embedding LoRA). Below every layer, it is dropped at every skip >= 1."""
 
     def __init__(self, bn_stack=(), fusion=None, linear=(), prefixes=(), skip=0, word_delta=None):
         self.bn_stack, self.fusion = list(bn_stack), fusion
@@ -815,7 +835,12 @@ def forward(cfg, W, input_ids, attention_mask, token_type_ids, setup, fusion_sta
     H, nH = cfg.hidden, cfg.heads
     hd = H // nH
     add_mask = (1.0 - attention_mask.to(F64)) * torch.finfo(F64).min
-    delta = setup.word_delta(input_ids) if setup.word_delta is not None and setup.skip == 0 else None
+    delta = None
+    if setup.skip == 0:
+        for d in [setup.word_delta] + [getattr(m, "word_delta", None) for m in setup.linear]:
+            dd = d(input_ids) if d is not None else None
+            if dd is not None:
+                delta = dd if delta is None else delta + dd
     x = _drop(embeddings(cfg, W, input_ids, token_type_ids, delta))
     fm = fam(cfg.arch)
     for i in range(cfg.layers):
@@ -1275,7 +1300,7 @@ def read_peft(folder, cfg):
         raise ValueError(f"{folder}: LoRA bias terms are not supported by the reader")
     sd, where = read_weights(folder, ["adapter_model"])
     roles = {v: k for k, v in LINEAR_PATHS[fam(cfg.arch)].items()}
-    p, head, modnames = {}, collections.OrderedDict(), {}
+    p, head, modnames, emb = {}, collections.OrderedDict(), {}, {}
     for key, v in sd.items():
         if not key.startswith("base_model.model."):
             raise ValueError(f"{where}: unexpected key {key!r}")
@@ -1284,6 +1309,14 @@ def read_peft(folder, cfg):
         if rest is None:
             if ".original_module." in k:
                 continue
+            m = re.match(r"^" + _BASE_RE + r"embeddings\.word_embeddings\.lora_embedding_([AB])$", k)
+            if m:
+                if pt != "LORA":
+                    raise ValueError(f"{where}: {key}: an embedding LoRA in a {pt} folder")
+                emb[m.group(1)] = v.to(torch.float32)
+                continue
+            if "lora_" in k or "embeddings." in k:
+                raise ValueError(f"{where}: {key}: only the word embeddings take a LoRA outside the layers")
             k = re.sub(r"\.modules_to_save\.[^.]+\.", ".", k)
             head[k] = v.to(torch.float32)
             continue
@@ -1308,11 +1341,22 @@ def read_peft(folder, cfg):
             if rr != r:
                 raise ValueError(f"{where}: {modnames[mk]}: lora_A has rank {r}, config says {rr}")
             scalings[mk] = aa / math.sqrt(r) if c.get("use_rslora") else aa / r
-    if not p:
+    emb_scaling = None
+    if emb:
+        if set(emb) != {"A", "B"}:
+            raise ValueError(f"{where}: the embedding LoRA has only lora_embedding_{sorted(emb)[0]}")
+        r = emb["A"].shape[0]
+        if emb["A"].shape[1] != cfg.vocab or tuple(emb["B"].shape) != (cfg.hidden, r):
+            raise ValueError(f"{where}: embedding LoRA A {tuple(emb['A'].shape)}, B {tuple(emb['B'].shape)} do not "
+                             f"fit vocabulary {cfg.vocab}, hidden {cfg.hidden}")
+        a = c["lora_alpha"]
+        emb_scaling = a / math.sqrt(r) if c.get("use_rslora") else a / r
+    if not p and not emb:
         raise ValueError(f"{where}: no LoRA weights")
     o = _new(LoadedPeftLoRA, name=os.path.basename(os.path.normpath(folder)), config=c, cfg=cfg, kind="peft", ada=ada,
              r=None, scaling=None, scalings=scalings, roles=sorted({k[1] for k in p}), p=p,
-             _p64={k: {n: v.to(F64) for n, v in t.items()} for k, t in p.items()}, head=head)
+             _p64={k: {n: v.to(F64) for n, v in t.items()} for k, t in p.items()}, head=head,
+             emb=emb or None, emb_scaling=emb_scaling)
     o.hf_head = None
     if head:
         want = {"bert": {"classifier.weight", "classifier.bias"},
@@ -1335,15 +1379,21 @@ class LoadedTask:
         self.fmt = None
         self.names = []
         bns = []
-        for d in adapter_dirs:
+        n_peft = 0
+        for j, d in enumerate(adapter_dirs):
             if os.path.exists(os.path.join(d, "adapter_config.json")) and \
                     "peft_type" in read_json(os.path.join(d, "adapter_config.json")):
-                if len(adapter_dirs) != 1 or fusion_dir:
-                    raise ValueError(f"{d}: a PEFT adapter is a task on its own")
-                self.fmt = "peft"
+                # one per task: on its own, or headless beside AdapterHub folders (whose last folder has the head)
+                n_peft += 1
+                if n_peft > 1 or fusion_dir:
+                    raise ValueError(f"{d}: a task takes one PEFT folder, never fused")
                 pe = read_peft(d, cfg)
+                if pe.hf_head is not None and len(adapter_dirs) > 1:
+                    raise ValueError(f"{d}: a PEFT folder with a head is a task on its own")
+                self.fmt = self.fmt or "peft"
                 self.linear.append(pe)
-                self.head = pe.hf_head
+                if len(adapter_dirs) == 1:
+                    self.head = pe.hf_head
                 self.names.append(pe.name)
                 continue
             self.fmt = "adapterhub"

@@ -122,6 +122,24 @@ def peft(peft_type, targets_by_fam, notes, r=8, lora_alpha=16, use_rslora=False,
     return build
 
 
+def peft_emb_stack_case(cfg, rng):
+    c = Case(notes="A seq_bn adapter with its head (AdapterHub) and, after it in the list, a PEFT folder holding only "
+                   "a LoRA on the word embeddings (target_modules [word_embeddings], r 4, lora_alpha 8: scaling 2; "
+                   "lora_embedding_A [4, vocab], lora_embedding_B [H, 4]; no modules_to_save): the word embedding of "
+                   "token t gains B A[:, t] * 2 before the embedding LayerNorm, at skip 0 only. No head dir: the "
+                   "head is the last folder's that has one.")
+    bn = A.Bottleneck("sst", A.bn_config("seq_bn"), cfg, rng)
+    conf = A.peft_config(cfg.arch, "LORA", ["word_embeddings"], r=4, lora_alpha=8, base_model=model_name(cfg))
+    conf["modules_to_save"] = None
+    pe = A.PeftLoRA("emb", conf, cfg, rng, strength=0.5)
+    head = cls_head(cfg, rng, "sst", layers=2)
+    c.bn_stack, c.linear, c.head = [bn], [pe], head
+    c.adapters = ["adapters/sst", "adapters/emb"]
+    c.saves.append(("adapters/sst", lambda d: A.save_adapterhub(d, cfg, bn, model_name(cfg), "st", head)))
+    c.saves.append(("adapters/emb", lambda d: A.save_peft(d, cfg, pe)))
+    return c
+
+
 def prefix_case(flat, notes, name="prefix_task", P=8, bn=32, config_says_flat=None):
     def build(cfg, rng):
         c = Case(notes=notes)
@@ -297,6 +315,12 @@ reg("peft_adalora", peft("ADALORA", {"bert": ["query", "value", "attention.outpu
                          "PEFT AdaLoRA (init_r 6, lora_alpha 2, rank_pattern null as in the real agnews file): keys "
                          "lora_A [6,in], lora_B [out,6], lora_E [6,1] without .weight; ranknum not saved; "
                          "delta = x (A*E)^T B^T * lora_alpha / (init_r + 1e-5).", lora_alpha=2, init_r=6))
+reg("peft_lora_embedding", peft("LORA", {"bert": ["query", "value", "word_embeddings"],
+                                         "distilbert": ["q_lin", "v_lin", "word_embeddings"]},
+                                "PEFT LoRA r=8 lora_alpha=16 on query, value and the word embeddings (lora.Embedding: "
+                                "lora_embedding_A [8, vocab], lora_embedding_B [H, 8], no .weight; e(t) += B A[:, t] "
+                                "* 2 before the embedding LayerNorm, at skip 0 only); head in modules_to_save."))
+reg("peft_embedding_stack", peft_emb_stack_case)
 # 6: prefix tuning, MAM
 reg("prefix", prefix_case(False, "Prefix tuning reparametrised (P=8, bottleneck 32, tanh): keys "
                           "<base>.prefix_tuning.prefix_tunings.prefix_task.self_prefix.{wte,control_trans.0,"

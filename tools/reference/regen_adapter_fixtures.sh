@@ -14,6 +14,6 @@ gen="$py $here/gen_adapters.py --skips 0,1"
 rm -rf "$out/bert-tiny" "$out/roberta-tiny" "$out/distilbert-tiny"
 $gen --backbone "$models/bert-tiny" --case all --exclude fusion_dynamic_houlsby_n3 --out "$out/bert-tiny"
 $gen --backbone "$models/roberta-tiny" --out "$out/roberta-tiny" \
-     --case seq_bn_bin,double_seq_bn_st,par_bn,lora_ah,peft_lora,peft_adalora,prefix,stack_madx
+     --case seq_bn_bin,double_seq_bn_st,par_bn,lora_ah,peft_lora,peft_adalora,peft_lora_embedding,prefix,stack_madx
 $gen --backbone "$models/distilbert-tiny" --out "$out/distilbert-tiny" \
-     --case seq_bn_bin,double_seq_bn_bin,lora_ah,ia3,peft_lora,peft_rslora,prefix_flat,fusion_static_n4
+     --case seq_bn_bin,double_seq_bn_bin,lora_ah,ia3,peft_lora,peft_rslora,peft_embedding_stack,prefix_flat,fusion_static_n4

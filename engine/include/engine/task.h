@@ -92,7 +92,8 @@ const eng_head *eng_task_head(const eng_task *t);
 int eng_task_first_layer(const eng_task *t);
 /* The layer from which the task's own stream runs when a request asks for skip: its start layer
  * (max of skip and its first adapter layer), or one later when the adapters there sit only at the
- * layer's output site (a late split: the shared trunk runs that layer's attention and FFN for it).
+ * layer's output site (a late split: the shared trunk runs that layer's attention and FFN for it);
+ * 0 at skip 0 when the task has a LoRA on the word embeddings (its stream embeds its own rows).
  * The planner (eng_run) and anyone who reports its plan per request use this one rule. */
 int eng_task_split_layer(const eng_task *t, int skip);
 /* Bytes of weights the task holds. */

@@ -106,17 +106,20 @@ Test(adapters, config_numbers_are_clamped_not_cast) {
     json_decref(o);
 }
 
-/* A PEFT folder may hold tensors outside the encoder layers that are not its modules_to_save head: a
- * LoRA of the word embeddings (lora_embedding_A / B, PEFT's Embedding LoRA) or the embeddings saved
- * whole (save_embedding_layers). The loader used to count every such tensor as head and skip it, so
- * the task loaded and answered as if the embeddings were the base model's. Each is now refused,
- * naming the tensor. The folders are the peft_lora fixture plus the one extra tensor. */
+/* A PEFT folder may hold tensors outside the encoder layers that are not its modules_to_save head. A
+ * LoRA of the word embeddings is read (the peft_lora_embedding fixture, checked above against the
+ * reference); a LoRA of another embedding, the embeddings saved whole (save_embedding_layers), or an
+ * embedding LoRA with one of its two matrices are refused, naming the tensor (until session 10 the
+ * loader counted every such tensor as head and answered as if the embeddings were the base
+ * model's). The folders are the peft_lora fixture plus the one extra tensor. */
 Test(adapters, peft_tensors_on_the_embeddings_are_refused) {
     static const struct {
         const char *name;
         int64_t d0, d1;
-    } extra[] = {{"base_model.model.bert.embeddings.word_embeddings.lora_embedding_A", 8, 0},
-                 {"base_model.model.bert.embeddings.word_embeddings.weight", 0, 0}};
+        eng_status code;
+    } extra[] = {{"base_model.model.bert.embeddings.position_embeddings.lora_embedding_A", 8, 0, ENG_UNSUPPORTED},
+                 {"base_model.model.bert.embeddings.word_embeddings.lora_embedding_A", 8, 0, ENG_FORMAT},
+                 {"base_model.model.bert.embeddings.word_embeddings.weight", 0, 0, ENG_UNSUPPORTED}};
     char c[1200], msg[512];
     snprintf(c, sizeof c, "%s/adapters/bert-tiny/peft_lora", ADAPTERD_FIXTURES);
     ref_case rc;
@@ -154,7 +157,7 @@ Test(adapters, peft_tensors_on_the_embeddings_are_refused) {
         const char *dirs[1] = {dir};
         eng_err le = {0};
         int r = eng_task_load(m, dirs, 1, NULL, &t, &le);
-        cr_expect_eq(r, ENG_UNSUPPORTED, "%s: loaded (%d) %s", extra[k].name, r, le.msg);
+        cr_expect_eq(r, extra[k].code, "%s: loaded (%d) %s", extra[k].name, r, le.msg);
         cr_expect(strstr(le.msg, extra[k].name) != NULL, "the message names the tensor: %s", le.msg);
         if (!r) eng_task_free(t);
         unlink(cfgdst);
@@ -166,4 +169,59 @@ Test(adapters, peft_tensors_on_the_embeddings_are_refused) {
     eng_st_close(f);
     eng_model_free(m);
     ref_case_close(&rc);
+}
+
+/* How folders combine into one task: a PEFT folder without a head may sit beside AdapterHub ones
+ * (the peft_embedding_stack fixture), but one with a modules_to_save head must be a task of its own,
+ * a task takes one PEFT folder, and no Linear takes two LoRAs (the second folder's used to overwrite
+ * the first's). An embedding LoRA made for another vocabulary is refused by its shape. */
+Test(adapters, folders_combine_only_where_the_math_is_defined) {
+    char model[1200], fx[1200];
+    snprintf(model, sizeof model, "%s/models/bert-tiny", ADAPTERD_FIXTURES);
+    snprintf(fx, sizeof fx, "%s/adapters/bert-tiny", ADAPTERD_FIXTURES);
+    eng_model *m = NULL;
+    eng_err e = {0};
+    cr_assert_eq(eng_model_load(model, &m, &e), 0, "%s", e.msg);
+    static const struct {
+        const char *a, *b, *why;
+        eng_status code;
+    } cases[] = {
+        {"seq_bn_st/adapters/sst", "peft_lora/adapters/peft_task", "modules_to_save head", ENG_UNSUPPORTED},
+        {"peft_embedding_stack/adapters/emb", "peft_embedding_stack/adapters/emb", "one PEFT folder", ENG_UNSUPPORTED},
+        {"lora_ah/adapters/lora", "lora_ah/adapters/lora", "already has a LoRA", ENG_UNSUPPORTED},
+        {"ia3/adapters/ia3", "ia3/adapters/ia3", "already has an (IA)^3", ENG_UNSUPPORTED},
+        {"peft_embedding_stack/adapters/sst", "peft_embedding_stack/adapters/emb", NULL, ENG_OK},
+        {"peft_embedding_stack/adapters/emb", "peft_embedding_stack/adapters/sst", NULL, ENG_OK},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char a[1400], b[1400];
+        snprintf(a, sizeof a, "%s/%s", fx, cases[i].a);
+        snprintf(b, sizeof b, "%s/%s", fx, cases[i].b);
+        const char *dirs[2] = {a, b};
+        eng_task *t = NULL;
+        eng_err le = {0};
+        int r = eng_task_load(m, dirs, 2, NULL, &t, &le);
+        cr_expect_eq(r, cases[i].code, "%s + %s: %d %s", cases[i].a, cases[i].b, r, le.msg);
+        if (cases[i].why) cr_expect(strstr(le.msg, cases[i].why) != NULL, "%s + %s: %s", cases[i].a, cases[i].b, le.msg);
+        if (!r) {
+            cr_expect_not_null(eng_task_emb_lora(t));
+            const char *kind = eng_task_kind(t);
+            cr_expect(strstr(kind, "seq_bn") && strstr(kind, "embedding_lora"), "kind %s", kind);
+            cr_expect_eq(eng_task_head(t)->num_labels, 2, "the head is the AdapterHub folder's, wherever it sits");
+        }
+        eng_task_free(t);
+    }
+    eng_model_free(m);
+    /* the embedding LoRA of a 1,024-word vocabulary on a model with another */
+    snprintf(model, sizeof model, "%s/models/bert-micro", ADAPTERD_FIXTURES);
+    cr_assert_eq(eng_model_load(model, &m, &e), 0, "%s", e.msg);
+    char d[1400];
+    snprintf(d, sizeof d, "%s/peft_embedding_stack/adapters/emb", fx);
+    const char *dirs[1] = {d};
+    eng_task *t = NULL;
+    eng_err le = {0};
+    cr_expect_eq(eng_task_load(m, dirs, 1, NULL, &t, &le), ENG_SHAPE, "%s", le.msg);
+    cr_expect(strstr(le.msg, "lora_embedding_A") && strstr(le.msg, "vocabulary"), "%s", le.msg);
+    eng_task_free(t);
+    eng_model_free(m);
 }
