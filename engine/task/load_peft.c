@@ -24,9 +24,12 @@ static int emb_finish(eng_load_ctx *x, eng_lora_raw *e, int rslora, float alpha)
     if (e->tA->shape[1] != c->vocab)
         return eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' has %lld columns; the vocabulary has %d", x->dir,
                            e->tA->name, (long long)e->tA->shape[1], c->vocab);
-    if (e->tB->shape[0] != c->hidden || e->rB != r)
-        return eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' is (%lld, %d); the embedding LoRA needs (%d, %d)", x->dir,
-                           e->tB->name, (long long)e->tB->shape[0], e->rB, c->hidden, r);
+    if (e->rB != r) /* the ranks meet in the product: name both */
+        return eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' has rank %d, '%s' has rank %d", x->dir, e->tA->name, r,
+                           e->tB->name, e->rB);
+    if (e->tB->shape[0] != c->hidden)
+        return eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' has %lld rows; the hidden size is %d", x->dir, e->tB->name,
+                           (long long)e->tB->shape[0], c->hidden);
     if (r < 1) return eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' has rank 0", x->dir, e->tA->name);
     float *at = eng__task_alloc(t, (size_t)c->vocab * (size_t)r * sizeof *at);
     if (!at) return eng_err_set(x->err, ENG_NO_MEMORY, "out of memory");

@@ -420,11 +420,17 @@ class Task:
         mn = args.base_model_name
         if os.path.exists(out):
             shutil.rmtree(out)
-        if f == "full" or args.emb_lora:            # --emb-lora is a measurement: nothing reads it yet
+        if f == "full":
             return
+        if args.emb_lora and f != "peft_lora":
+            self.save_emb_lora(out + "-embedding")
         if f == "peft_lora":
             pe = self.linear[0]
             pe.head = {k: v.detach() for k, v in self.head.t.items()}
+            if args.emb_lora:                       # one PEFT folder: the layers' LoRAs and the embeddings'
+                pe.emb = {"A": self.emb[0].detach(), "B": self.emb[1].detach()}
+                pe.emb_scaling = 2.0
+                pe.config["target_modules"] = list(pe.config["target_modules"]) + ["word_embeddings"]
             pe.config["base_model_name_or_path"] = mn
             A.save_peft(out, cfg, pe)
             return
@@ -451,6 +457,21 @@ class Task:
         adapter = (self.bn + self.linear + self.prefixes)[0]
         A.save_adapterhub(out, cfg, adapter, mn, fmt=fmt, head=self.head, union_children=self.union)
 
+    def save_emb_lora(self, out):
+        """--emb-lora: the LoRA on the word embeddings as PEFT saves one (a folder of its own, no head: the task's
+        head is the AdapterHub folder's; adapterd and the reference take it beside that folder)."""
+        args, cfg = self.args, self.cfg
+        r = args.emb_lora
+        conf = A.peft_config(cfg.arch, "LORA", ["word_embeddings"], r=r, lora_alpha=2 * r,
+                             base_model=args.base_model_name, task_type="FEATURE_EXTRACTION")
+        conf["modules_to_save"] = None
+        pe = A.PeftLoRA(os.path.basename(out), conf, cfg, A.Rng(0), zero=True)
+        a, b = (t.detach() for t in self.emb)
+        pe.emb = {"A": a.half() if args.save_f16 else a, "B": b.half() if args.save_f16 else b}
+        if os.path.exists(out):
+            shutil.rmtree(out)
+        A.save_peft(out, cfg, pe)
+
     def round_f16(self):
         """--save-f16: the adapter's tensors rounded to float16 before the evaluation, so that the figures are those
         of the saved file (as `save_adapter` writes a model loaded in float16)."""
@@ -458,6 +479,8 @@ class Task:
             for o in self.bn + self.linear + self.prefixes:
                 for d, k in leaves(o):
                     d[k].copy_(d[k].half().float())
+            for t in self.emb or ():
+                t.copy_(t.half().float())
 
     def detach_all(self):
         for o in self.bn + self.linear + self.prefixes + ([self.fusion] if self.fusion else []):
@@ -538,8 +561,9 @@ def main():
     ap.add_argument("--only-embeddings", action="store_true",
                     help="full: fine-tune only the embeddings (and the head), every layer frozen")
     ap.add_argument("--emb-lora", type=int, default=0,
-                    help="prototype (not saved): PEFT's LoRA of rank R on the word embeddings beside the adapter, "
-                         "active at skip 0 only (AdapterDrop drops it first)")
+                    help="PEFT's LoRA of rank R (alpha 2R) on the word embeddings beside the adapter, active at skip 0 "
+                         "only (AdapterDrop drops it first); saved as a PEFT folder OUT-embedding (peft_lora: in "
+                         "the same folder)")
     ap.add_argument("--save-f16", action="store_true",
                     help="AdapterHub forms (safetensors): store the adapter's weights in float16 (the head stays float32)")
     ap.add_argument("--experts", type=int, default=4)
@@ -641,6 +665,8 @@ def main():
         res["o_weight"] = args.o_weight
     if args.form == "fusion":
         res["children"] = [os.path.abspath(c) for c in args.children.split(",")]
+    if args.emb_lora and args.form != "peft_lora":
+        res["embedding_lora"] = {"r": args.emb_lora, "folder": os.path.basename(args.out.rstrip("/")) + "-embedding"}
     if task.mask:
         z = sum(int((w == 0).sum()) for w, _ in task.mask)
         res["sparsity"] = z / sum(w.numel() for w, _ in task.mask)

@@ -3,7 +3,8 @@
     registry.py --work WORK --out DIR [--model-name NAME]
 
 models/<NAME>/ is WORK/encoder (config.json, model.safetensors in F16, the tokenizer files); each trained task in
-WORK/tasks becomes tasks/<public name>/1/ with its folder as saved and a task.json naming the labels and the
+WORK/tasks becomes tasks/<public name>/1/ with its folder as saved (and the PEFT folder of its LoRA on the word
+embeddings, when it was trained with one, after it in the Stack) and a task.json naming the labels and the
 AdapterDrop skips.  The allowed skips come from the measured curve: the deepest skip, up to what the adapter was
 trained for (--drop-max), whose held-out accuracy (entity F1 for tagging) is at least --keep (default 0.97) of the
 skip-0 figure; the default skip is 0.  Writes DIR/results.json: every result JSON of WORK/tasks (paths relative to WORK), for the README
@@ -115,8 +116,13 @@ def main():
                 continue
             d = os.path.join(args.out, "tasks", pub, "1")
             shutil.copytree(src, os.path.join(d, name))
+            ads = [name]
+            emb = res.get("embedding_lora")        # a PEFT folder beside the adapter: its LoRA on the embeddings
+            if emb:
+                shutil.copytree(os.path.join(tasks, emb["folder"]), os.path.join(d, emb["folder"]))
+                ads.append(emb["folder"])
             top = skip_range(res, args.keep)
-            tj = {"model": args.model_name, "adapters": [name], "fusion": None,
+            tj = {"model": args.model_name, "adapters": ads, "fusion": None,
                   "head": None if res["form"] == "peft_lora" else name,
                   "skips": {"min": 0, "max": top, "default": 0}, "labels": res["labels"]}
         with open(os.path.join(d, "task.json"), "w") as f:

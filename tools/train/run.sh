@@ -181,7 +181,10 @@ train() {
         since "$t0" "train $name"
     fi
     if [ "$form" != full ] && [ "$form" != fusion ]; then
-        "$PY" "$T/check_task.py" --model "$ENC" --adapter "$AD/$name" --adapterd "$BIN" --skips 0,2 \
+        # with --emb-lora the task is a Stack: the adapter and head, then the PEFT folder of the embeddings' LoRA
+        stack=$AD/$name
+        if [ -d "$AD/$name-embedding" ]; then stack=$stack,$AD/$name-embedding; fi
+        "$PY" "$T/check_task.py" --model "$ENC" --adapter "$stack" --adapterd "$BIN" --skips 0,2 \
             --text "the match was great" --text "How far is it from Denver to Aspen ?"
     fi
 }
