@@ -806,14 +806,12 @@ class HFHead:
 class Setup:
     """What is active for one task.  bn_stack: bottleneck adapters in Stack order (each acts where it has a module);
     fusion: a Fusion (replaces the stack at its locations); linear: LoRA-like deltas (applied in order); prefixes:
-    prefix tunings in Stack order; skip: AdapterDrop count (layers 0..skip-1 plain); word_delta: a callable
-    input_ids -> [B, T, H] added to the word embeddings at skip 0, besides those of the `linear` modules that have
-    one (PeftLoRA's embedding LoRA). Below every layer, it is dropped at every skip >= 1."""
+    prefix tunings in Stack order; skip: AdapterDrop count (layers 0..skip-1 plain). A `linear` module's
+    word_delta (PeftLoRA's LoRA on the word embeddings) sits below every layer: it acts at skip 0 only."""
 
-    def __init__(self, bn_stack=(), fusion=None, linear=(), prefixes=(), skip=0, word_delta=None):
+    def __init__(self, bn_stack=(), fusion=None, linear=(), prefixes=(), skip=0):
         self.bn_stack, self.fusion = list(bn_stack), fusion
         self.linear, self.prefixes, self.skip = list(linear), list(prefixes), skip
-        self.word_delta = word_delta
 
 
 def embeddings(cfg, W, input_ids, token_type_ids, word_delta=None):
@@ -837,7 +835,7 @@ def forward(cfg, W, input_ids, attention_mask, token_type_ids, setup, fusion_sta
     add_mask = (1.0 - attention_mask.to(F64)) * torch.finfo(F64).min
     delta = None
     if setup.skip == 0:
-        for d in [setup.word_delta] + [getattr(m, "word_delta", None) for m in setup.linear]:
+        for d in [getattr(m, "word_delta", None) for m in setup.linear]:
             dd = d(input_ids) if d is not None else None
             if dd is not None:
                 delta = dd if delta is None else delta + dd

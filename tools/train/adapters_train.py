@@ -365,24 +365,35 @@ class Task:
                                activation="tanh", labels=labels)
         self.params += head_trainable(self.head)
         self.mask = None
-        self.emb = None
-        if args.emb_lora:                           # PEFT's Embedding LoRA: A zeros, B normal, scaling alpha / r
+        # --emb-lora: PEFT's LoRA on the word embeddings (the reference's PeftLoRA computes and saves it); for
+        # peft_lora in the task's own PEFT folder, else in a headless one of its own (saved as OUT-embedding)
+        self.emb_lora = None
+        if args.emb_lora:
             r = args.emb_lora
-            self.emb = (torch.zeros(r, cfg.vocab, requires_grad=True),
-                        torch.randn((cfg.hidden, r), generator=g.g).requires_grad_(True))
-            self.params += list(self.emb)
-
-    def emb_delta(self, ids):
-        a, b = self.emb
-        return torch.nn.functional.embedding(ids, a.t()) @ b.t() * 2.0   # alpha 2r
+            if f == "peft_lora":
+                if r != args.lora_r:
+                    raise SystemExit("--emb-lora with peft_lora: one PEFT folder has one rank (give --lora-r the same)")
+                pe = self.linear[0]
+                pe.config["target_modules"] = list(pe.config["target_modules"]) + ["word_embeddings"]
+            else:
+                conf = A.peft_config(cfg.arch, "LORA", ["word_embeddings"], r=r, lora_alpha=2 * r,
+                                     base_model=args.base_model_name, task_type="FEATURE_EXTRACTION")
+                conf["modules_to_save"] = None
+                pe = A.PeftLoRA(name + "-embedding", conf, cfg, A.Rng(0))
+            # PEFT's initialisation: A zeros, B normal; scaling alpha / r = 2
+            pe.emb = {"A": torch.zeros(r, cfg.vocab, requires_grad=True),
+                      "B": torch.randn((cfg.hidden, r), generator=g.g).requires_grad_(True)}
+            pe.emb_scaling = 2.0
+            self.params += list(pe.emb.values())
+            self.emb_lora = pe
 
     def setup(self, skip, train):
         for p in self.prefixes:
             p.kv = p._compute()
         if self.adamix is not None:
             self.adamix.route(train)
-        return A.Setup(self.bn, self.fusion, self.linear, self.prefixes, skip,
-                       self.emb_delta if self.emb is not None else None)
+        own = [self.emb_lora] if self.emb_lora is not None and self.emb_lora not in self.linear else []
+        return A.Setup(self.bn, self.fusion, self.linear + own, self.prefixes, skip)
 
     def logits(self, ids, mask, skip, train):
         A.DROPOUT = self.args.dropout if train else 0.0
@@ -422,15 +433,15 @@ class Task:
             shutil.rmtree(out)
         if f == "full":
             return
-        if args.emb_lora and f != "peft_lora":
-            self.save_emb_lora(out + "-embedding")
+        if self.emb_lora is not None:               # already rounded (round_f16): the cast is exact
+            e = self.emb_lora
+            e.emb = {k: (v.detach().half() if args.save_f16 else v.detach()) for k, v in e.emb.items()}
+            if f != "peft_lora":
+                shutil.rmtree(out + "-embedding", ignore_errors=True)
+                A.save_peft(out + "-embedding", cfg, e)
         if f == "peft_lora":
             pe = self.linear[0]
             pe.head = {k: v.detach() for k, v in self.head.t.items()}
-            if args.emb_lora:                       # one PEFT folder: the layers' LoRAs and the embeddings'
-                pe.emb = {"A": self.emb[0].detach(), "B": self.emb[1].detach()}
-                pe.emb_scaling = 2.0
-                pe.config["target_modules"] = list(pe.config["target_modules"]) + ["word_embeddings"]
             pe.config["base_model_name_or_path"] = mn
             A.save_peft(out, cfg, pe)
             return
@@ -457,21 +468,6 @@ class Task:
         adapter = (self.bn + self.linear + self.prefixes)[0]
         A.save_adapterhub(out, cfg, adapter, mn, fmt=fmt, head=self.head, union_children=self.union)
 
-    def save_emb_lora(self, out):
-        """--emb-lora: the LoRA on the word embeddings as PEFT saves one (a folder of its own, no head: the task's
-        head is the AdapterHub folder's; adapterd and the reference take it beside that folder)."""
-        args, cfg = self.args, self.cfg
-        r = args.emb_lora
-        conf = A.peft_config(cfg.arch, "LORA", ["word_embeddings"], r=r, lora_alpha=2 * r,
-                             base_model=args.base_model_name, task_type="FEATURE_EXTRACTION")
-        conf["modules_to_save"] = None
-        pe = A.PeftLoRA(os.path.basename(out), conf, cfg, A.Rng(0), zero=True)
-        a, b = (t.detach() for t in self.emb)
-        pe.emb = {"A": a.half() if args.save_f16 else a, "B": b.half() if args.save_f16 else b}
-        if os.path.exists(out):
-            shutil.rmtree(out)
-        A.save_peft(out, cfg, pe)
-
     def round_f16(self):
         """--save-f16: the adapter's tensors rounded to float16 before the evaluation, so that the figures are those
         of the saved file (as `save_adapter` writes a model loaded in float16)."""
@@ -479,7 +475,7 @@ class Task:
             for o in self.bn + self.linear + self.prefixes:
                 for d, k in leaves(o):
                     d[k].copy_(d[k].half().float())
-            for t in self.emb or ():
+            for t in (self.emb_lora.emb.values() if self.emb_lora is not None else ()):
                 t.copy_(t.half().float())
 
     def detach_all(self):
