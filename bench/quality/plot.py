@@ -69,7 +69,14 @@ def main():
         if not t:
             continue
         sk = sorted(int(s) for s in t["skips"])
-        ax.plot(sk, [score(t["skips"][str(s)]) for s in sk], marker="o", label=f"{label(name)} (robust)")
+        line, = ax.plot(sk, [score(t["skips"][str(s)]) for s in sk], marker="o", label=f"{label(name)} (robust)")
+        # skips its task.json does not allow: the trained task's PyTorch figures, hollow, dotted
+        tr = next((r for r in res.values() if r.get("public_name") == name), None)
+        more = sorted(int(s) for s in tr["skips"] if int(s) > sk[-1]) if tr else []
+        if more:
+            ax.plot([sk[-1]] + more, [score(t["skips"][str(sk[-1])])] + [score(tr["skips"][str(s)]) for s in more],
+                    marker="o", markerfacecolor="white", linestyle=":", color=line.get_color(),
+                    label=f"{label(name)}, beyond its task.json range (PyTorch)")
     ctl = res.get("sst2-control")
     if ctl:
         sk = sorted(int(s) for s in ctl["skips"])

@@ -58,8 +58,9 @@ if [ "$PLOTS_ONLY" = 0 ]; then
 fi
 "$PY" $Q/tables.py --quality $Q/results.json --training $Q/training.json \
     --precision $Q/results-bf16.json --precision $Q/results-int8.json --registry "$R" > "$WORK/quality-tables.md"
-set -- --quality $Q/results.json --results $Q/training.json --multitask $Q/results-quiet.json \
-    --curve "$WORK/pretrain/curve.csv" --out docs
+set -- --quality $Q/results.json --results $Q/training.json --multitask $Q/results-quiet.json --out docs
+# the pretraining curve only where this work directory pretrained (run.sh --no-pretrain on a copied encoder has none)
+if [ -f "$WORK/pretrain/curve.csv" ]; then set -- "$@" --curve "$WORK/pretrain/curve.csv"; fi
 if [ -f "$WORK/curve/curve.tsv" ]; then set -- "$@" --adapter-curve "2e-3, d = 32=$WORK/curve/curve.tsv"; fi
 if [ -f "$WORK/curve-registry/curve.tsv" ]; then
     set -- "$@" --adapter-curve "1e-3, d = 128=$WORK/curve-registry/curve.tsv"

@@ -126,7 +126,8 @@ def main():
     for n, r in forms:
         key = "entity_f1" if "entity_f1" in r["skips"].get("0", {}) else "accuracy"
         cells = [pct(r["skips"][s][key]) if s in r["skips"] else "" for s in ("0", "1", "2")]
-        print(f"| {n} | {r['form']} | {r['task']} | {r['trainable_params']:,} | {r['train_rows']:,} x "
+        frozen = f" (+{r['frozen_params']:,} frozen)" if r.get("frozen_params") else ""
+        print(f"| {n} | {r['form']} | {r['task']} | {r['trainable_params']:,}{frozen} | {r['train_rows']:,} x "
               f"{r['epochs']:g} | {' | '.join(cells)} | {r['train_seconds']:.0f} |")
 
     if args.times and os.path.exists(args.times):

@@ -46,6 +46,15 @@ piece (the other pieces are ignored by the loss and by the evaluation), a 1-laye
 AdapterHub's add_tagging_head makes it, evaluated by entity F1 under seqeval's default (conlleval) chunk rules on the
 WNUT-17 test sentences.
 
+Two stages for a task whose embedding LoRA only helps at skip 0 (`--frozen-adapter DIR --emb-lora R`): the
+adapter and head saved in DIR (a robust AdapterDrop run) are read back and frozen, and only the embedding LoRA
+trains, at skip 0; the run saves the adapter again unchanged beside OUT-embedding.  Every skip >= 1 is then exactly
+that adapter's, and skip 0 adds the vocabulary update on top of it.
+
+`--teacher DIR[,DIR]` distils from a trained task (read as a Stack, run at skip 0, frozen) at every skip the student
+trains: (1 - a) cross-entropy + a T^2 KL(teacher || student), a = --distill, T = --temperature.  `--leave-out I,J`
+(pfeiffer, houlsby) leaves layers without the adapter (AdapterHub's leave_out).
+
 Robust AdapterDrop (`--drop-max K`): each batch runs with the adapters of layers 0..s-1 dropped, s uniform in
 0..K, so one adapter serves every skip 0..K (Rücklé et al., 2021).  The result JSON holds PyTorch accuracy and
 macro-F1 on the task's held-out split at every skip 0..--eval-skips.
@@ -289,6 +298,10 @@ class Task:
         self.params = []
         n = len(labels)
         ln = dict(ln_before=args.adapter_ln in ("before", "both"), ln_after=args.adapter_ln in ("after", "both"))
+        if args.leave_out:
+            if f not in ("pfeiffer", "houlsby"):
+                raise SystemExit(f"--leave-out: form {f} is not wired for it (pfeiffer, houlsby)")
+            ln["leave_out"] = [int(i) for i in args.leave_out.split(",")]
         if args.adapter_ln != "none" and f not in ("pfeiffer", "pfeiffer_lora", "houlsby"):
             raise SystemExit(f"--adapter-ln: form {f} is not wired for it (pfeiffer, pfeiffer_lora, houlsby)")
         if args.save_f16 and (f not in AH_FORMS or f == "adamix"):
@@ -365,6 +378,22 @@ class Task:
                                activation="tanh", labels=labels)
         self.params += head_trainable(self.head)
         self.mask = None
+        if args.frozen_adapter:
+            # the adapter and head saved in that folder, frozen: only the embedding LoRA below trains
+            if f not in ("pfeiffer", "houlsby", "parallel"):
+                raise SystemExit(f"--frozen-adapter: form {f} is not wired for it")
+            if not args.emb_lora:
+                raise SystemExit("--frozen-adapter trains the embedding LoRA only: give --emb-lora R")
+            _, comps, head = A.read_adapterhub(args.frozen_adapter, cfg)
+            if head is None or A.head_labels(head) != list(labels):
+                raise SystemExit(f"--frozen-adapter {args.frozen_adapter}: no head, or not the labels {labels}")
+            self.bn = [o for o in comps if isinstance(o, A.Bottleneck)]
+            self.linear = [o for o in comps if isinstance(o, A.AHLoRA)]
+            self.prefixes = [o for o in comps if isinstance(o, A.Prefix)]
+            self.union = comps if len(comps) > 1 else None
+            self.head, self.params = head, []
+            self.frozen_params = sum(t.numel() for o in comps for d, k in leaves(o) for t in [d[k]]) + \
+                sum(w.numel() + (0 if b is None else b.numel()) for _, w, b in head.linears)
         # --emb-lora: PEFT's LoRA on the word embeddings (the reference's PeftLoRA computes and saves it); for
         # peft_lora in the task's own PEFT folder, else in a headless one of its own (saved as OUT-embedding)
         self.emb_lora = None
@@ -545,6 +574,8 @@ def main():
                     help="hold N training rows out of training and report accuracy on them too (choosing recipes)")
     ap.add_argument("--adapter-ln", default="none", choices=("none", "before", "after", "both"),
                     help="pfeiffer, houlsby: trainable LayerNorms inside the adapter (AdapterHub ln_before / ln_after)")
+    ap.add_argument("--leave-out", default=None, metavar="I,J",
+                    help="pfeiffer, houlsby: layers without the adapter (AdapterHub's leave_out)")
     ap.add_argument("--lora-r", type=int, default=8, help="pfeiffer_lora, peft_lora: LoRA rank (alpha is twice it)")
     ap.add_argument("--peft-targets", default="query,value",
                     help="peft_lora: target_modules (PEFT's names: query, key, value, dense, ...)")
@@ -560,6 +591,14 @@ def main():
                     help="PEFT's LoRA of rank R (alpha 2R) on the word embeddings beside the adapter, active at skip 0 "
                          "only (AdapterDrop drops it first); saved as a PEFT folder OUT-embedding (peft_lora: in "
                          "the same folder)")
+    ap.add_argument("--frozen-adapter", default=None, metavar="DIR",
+                    help="with --emb-lora: train only the embedding LoRA, at skip 0, beside the adapter and head saved "
+                         "in DIR (AdapterHub, kept frozen and saved again): every skip >= 1 stays that adapter's")
+    ap.add_argument("--teacher", default=None, metavar="DIR[,DIR]",
+                    help="distil from this trained task (its folders as a Stack, run at skip 0, frozen): the loss is "
+                         "(1 - a) * cross-entropy + a * T^2 * KL(teacher || student) at temperature T")
+    ap.add_argument("--distill", type=float, default=0.5, help="--teacher: the weight a of the teacher's term")
+    ap.add_argument("--temperature", type=float, default=2.0, help="--teacher: T")
     ap.add_argument("--save-f16", action="store_true",
                     help="AdapterHub forms (safetensors): store the adapter's weights in float16 (the head stays float32)")
     ap.add_argument("--experts", type=int, default=4)
@@ -592,6 +631,13 @@ def main():
         random.Random(args.seed + 1).shuffle(train)
         train, hold = train[:-args.holdout], train[-args.holdout:]
     task = Task(args, cfg, W, labels, rng)
+    teacher = None
+    if args.teacher:
+        if args.task in TAGGING:
+            raise SystemExit("--teacher: sentence tasks only")
+        teacher = A.LoadedTask(cfg, args.teacher.split(","))
+        if teacher.labels != list(labels):
+            raise SystemExit(f"--teacher {args.teacher}: labels {teacher.labels}, the task's are {labels}")
     # default rates: 1e-3 for bottleneck and LoRA adapters. On the plateau encoder of session 4, 2e-3 did better
     # (1e-3 left SST-2 at train loss 0.53 after an epoch); on the annealed one of session 5, 2e-3 stalls: emotion
     # (4 epochs) 56.1% at 2e-3 against 66.1% at 1e-3, SST-2 70.8% against 72.5%. Higher rates for the forms with
@@ -621,7 +667,7 @@ def main():
             for gr in opt.param_groups:
                 gr["lr"] = lr * min((step + 1) / warm, max(0.0, (n_steps - step) / max(1, n_steps - warm)))
             ids, mask, y = collate(train, b)
-            skip = rng.randint(0, args.drop_max) if args.drop_max else 0
+            skip = rng.randint(0, args.drop_max) if args.drop_max and not args.frozen_adapter else 0
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
                 lg = task.logits(ids, mask, skip, True)
             loss = torch.nn.functional.cross_entropy(lg.float().reshape(-1, lg.shape[-1]), y.reshape(-1),
@@ -634,6 +680,14 @@ def main():
                                                           weight=cw, ignore_index=-100)
                 loss = 0.5 * (loss + loss2) + args.consistency * AdaMix.consistency(
                     lg.float().reshape(-1, lg.shape[-1]), lg2.float().reshape(-1, lg2.shape[-1]))
+            if teacher is not None:
+                with torch.no_grad():
+                    h, pooled = A.forward(cfg, W, ids, mask, torch.zeros_like(ids), teacher.setup(0))
+                    tl = teacher.head.forward(h, pooled).float()
+                T = args.temperature
+                kl = torch.nn.functional.kl_div(torch.log_softmax(lg.float() / T, -1), torch.log_softmax(tl / T, -1),
+                                                log_target=True, reduction="batchmean")
+                loss = (1 - args.distill) * loss + args.distill * T * T * kl
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(task.params, 1.0)
@@ -663,6 +717,12 @@ def main():
         res["children"] = [os.path.abspath(c) for c in args.children.split(",")]
     if args.emb_lora and args.form != "peft_lora":
         res["embedding_lora"] = {"r": args.emb_lora, "folder": os.path.basename(args.out.rstrip("/")) + "-embedding"}
+    if teacher is not None:
+        res["teacher"] = {"folders": [os.path.basename(os.path.normpath(d)) for d in args.teacher.split(",")],
+                          "weight": args.distill, "temperature": args.temperature}
+    if args.frozen_adapter:
+        res["frozen_adapter"] = os.path.basename(os.path.normpath(args.frozen_adapter))
+        res["frozen_params"] = task.frozen_params
     if task.mask:
         z = sum(int((w == 0).sum()) for w, _ in task.mask)
         res["sparsity"] = z / sum(w.numel() for w, _ in task.mask)
