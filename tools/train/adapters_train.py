@@ -385,12 +385,11 @@ class Task:
             if not args.emb_lora:
                 raise SystemExit("--frozen-adapter trains the embedding LoRA only: give --emb-lora R")
             _, comps, head = A.read_adapterhub(args.frozen_adapter, cfg)
+            if len(comps) != 1 or not isinstance(comps[0], A.Bottleneck):
+                raise SystemExit(f"--frozen-adapter {args.frozen_adapter}: not one bottleneck adapter")
             if head is None or A.head_labels(head) != list(labels):
                 raise SystemExit(f"--frozen-adapter {args.frozen_adapter}: no head, or not the labels {labels}")
-            self.bn = [o for o in comps if isinstance(o, A.Bottleneck)]
-            self.linear = [o for o in comps if isinstance(o, A.AHLoRA)]
-            self.prefixes = [o for o in comps if isinstance(o, A.Prefix)]
-            self.union = comps if len(comps) > 1 else None
+            self.bn, self.linear, self.prefixes, self.union = comps, [], [], None
             self.head, self.params = head, []
             self.frozen_params = sum(t.numel() for o in comps for d, k in leaves(o) for t in [d[k]]) + \
                 sum(w.numel() + (0 if b is None else b.numel()) for _, w, b in head.linears)
@@ -682,6 +681,7 @@ def main():
                     lg.float().reshape(-1, lg.shape[-1]), lg2.float().reshape(-1, lg2.shape[-1]))
             if teacher is not None:
                 with torch.no_grad():
+                    A.DROPOUT = 0.0                 # the teacher as it serves
                     h, pooled = A.forward(cfg, W, ids, mask, torch.zeros_like(ids), teacher.setup(0))
                     tl = teacher.head.forward(h, pooled).float()
                 T = args.temperature
