@@ -32,6 +32,12 @@ typedef struct {
     int32_t len;
 } stream;
 
+/* The LoRA on the word embeddings a stream born at `born` embeds its own rows with: a task that has
+ * one is born at layer 0 exactly when asked at skip 0 (eng_task_split_layer). NULL otherwise. */
+static const eng_emb_lora *own_embedding(const eng_task *t, int born) {
+    return born == 0 ? eng_task_emb_lora(t) : NULL;
+}
+
 static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -71,12 +77,10 @@ int eng_run(const eng_model *m, eng_state *st, const eng_input *inputs, int n_in
             if (r->skip < 0 || r->skip > L)
                 return eng_err_set(err, ENG_INVALID_ARGUMENT, "input %d, task '%s': skip %d outside 0..%d", i,
                                    eng_task_name(r->task), r->skip, L);
+            if (own_embedding(r->task, eng_task_split_layer(r->task, r->skip))) n_emb_tokens += inputs[i].len, n_emb++;
         }
         n_outs += inputs[i].n_tasks;
         n_tokens += inputs[i].len;
-        for (int k = 0; k < inputs[i].n_tasks; k++)
-            if (inputs[i].tasks[k].skip == 0 && eng_task_emb_lora(inputs[i].tasks[k].task))
-                n_emb_tokens += inputs[i].len, n_emb++;
     }
     memset(outs, 0, (size_t)n_outs * sizeof *outs);
     if (stats) {
@@ -142,8 +146,8 @@ int eng_run(const eng_model *m, eng_state *st, const eng_input *inputs, int n_in
     /* streams with their own embeddings: their input again, after the trunks, with the task's LoRA */
     int n_seq = n_inputs;
     for (int s = n_inputs; s < n_streams; s++) {
-        const eng_emb_lora *lo = eng_task_emb_lora(sv[s].task);
-        if (!lo || sv[s].born != 0) continue; /* born at 0 with a LoRA on the embeddings: asked at skip 0 */
+        const eng_emb_lora *lo = own_embedding(sv[s].task, sv[s].born);
+        if (!lo) continue;
         int from = sv[sv[s].input].row;
         memcpy(ids + off, ids + from, (size_t)sv[s].len * sizeof *ids);
         memcpy(types + off, types + from, (size_t)sv[s].len * sizeof *types);

@@ -391,7 +391,7 @@ class Task:
                 raise SystemExit(f"--frozen-adapter {args.frozen_adapter}: no head, or not the labels {labels}")
             self.bn, self.linear, self.prefixes, self.union = comps, [], [], None
             self.head, self.params = head, []
-            self.frozen_params = sum(t.numel() for o in comps for d, k in leaves(o) for t in [d[k]]) + \
+            self.frozen_params = sum(d[k].numel() for d, k in leaves(comps[0])) + \
                 sum(w.numel() + (0 if b is None else b.numel()) for _, w, b in head.linears)
         # --emb-lora: PEFT's LoRA on the word embeddings (the reference's PeftLoRA computes and saves it); for
         # peft_lora in the task's own PEFT folder, else in a headless one of its own (saved as OUT-embedding)
@@ -408,10 +408,10 @@ class Task:
                                      base_model=args.base_model_name, task_type="FEATURE_EXTRACTION")
                 conf["modules_to_save"] = None
                 pe = A.PeftLoRA(name + "-embedding", conf, cfg, A.Rng(0))
-            # PEFT's initialisation: A zeros, B normal; scaling alpha / r = 2
+            # PEFT's initialisation: A zeros, B normal; scaling alpha / r, the folder's (2)
             pe.emb = {"A": torch.zeros(r, cfg.vocab, requires_grad=True),
                       "B": torch.randn((cfg.hidden, r), generator=g.g).requires_grad_(True)}
-            pe.emb_scaling = 2.0
+            pe.emb_scaling = pe.scaling
             self.params += list(pe.emb.values())
             self.emb_lora = pe
 
