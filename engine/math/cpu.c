@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -21,6 +22,37 @@
 static pthread_once_t detect_once = PTHREAD_ONCE_INIT;
 static unsigned detected;
 static atomic_uint mask = ENG_CPU_ALL;
+static unsigned env_cap = ENG_CPU_ALL; /* ADAPTERD_CPU_LEVEL's features: no restriction goes above it */
+
+#define F_V3 ENG_CPU_AVX2
+#define F_V4 (ENG_CPU_AVX2 | ENG_CPU_AVX512)
+static const struct {
+    const char *name;
+    unsigned mask;
+} levels[] = { /* lowest first; eng_cpu_level_of takes the last whose features are all there */
+    {"baseline", 0},
+    {"avx2", F_V3},
+    {"avx_vnni", F_V3 | ENG_CPU_AVX_VNNI},
+    {"avx512", F_V4},
+    {"avx512_vnni", F_V4 | ENG_CPU_AVX512_VNNI},
+    {"avx512_bf16", F_V4 | ENG_CPU_AVX512_VNNI | ENG_CPU_AVX512_BF16},
+};
+#define N_LEVELS (sizeof levels / sizeof levels[0])
+
+long long eng_cpu_level_mask(const char *name) {
+    if (!name) return -1;
+    if (!strcasecmp(name, "native")) return (long long)ENG_CPU_ALL;
+    for (size_t i = 0; i < N_LEVELS; i++)
+        if (!strcasecmp(name, levels[i].name)) return (long long)levels[i].mask;
+    return -1;
+}
+
+const char *eng_cpu_level_of(unsigned f) {
+    const char *best = levels[0].name;
+    for (size_t i = 1; i < N_LEVELS; i++)
+        if ((f & levels[i].mask) == levels[i].mask) best = levels[i].name;
+    return best;
+}
 
 #if CPU_X86
 static unsigned long long xgetbv0(void) {
@@ -54,6 +86,43 @@ static void detect(void) {
     if ((f & ENG_CPU_AVX2) && ((a71 >> 4) & 1)) f |= ENG_CPU_AVX_VNNI;
     detected = f;
 #endif
+    long long cap = eng_cpu_level_mask(getenv(ENG_CPU_LEVEL_ENV)); /* unknown names: eng_cpu_level_check says so */
+    if (cap >= 0) env_cap = (unsigned)cap;
+    atomic_store(&mask, env_cap);
+}
+
+unsigned eng_cpu_detected(void) {
+    pthread_once(&detect_once, detect);
+    return detected;
+}
+
+int eng_cpu_level_check(const char *name, char *msg, int n) {
+    if (n > 0) msg[0] = '\0';
+    if (!name) name = getenv(ENG_CPU_LEVEL_ENV);
+    if (!name) return 0;
+    long long m = eng_cpu_level_mask(name);
+    if (m < 0) {
+        int len = snprintf(msg, (size_t)(n > 0 ? n : 0), "unknown CPU level \"%s\" (known: native", name);
+        for (size_t i = 0; i < N_LEVELS && len >= 0 && len < n; i++)
+            len += snprintf(msg + len, (size_t)(n - len), ", %s", levels[i].name);
+        if (len >= 0 && len < n) snprintf(msg + len, (size_t)(n - len), ")");
+        return -1;
+    }
+    unsigned lack = (unsigned)m & ~eng_cpu_detected();
+    if ((unsigned)m == ENG_CPU_ALL || !lack) return 0;
+    char need[128], have[128];
+    eng_cpu_describe(lack, need, sizeof need);
+    eng_cpu_describe(eng_cpu_detected(), have, sizeof have);
+    snprintf(msg, (size_t)(n > 0 ? n : 0), "CPU level %s needs %s, which this CPU lacks (it has: %s)", name, need, have);
+    return -1;
+}
+
+int eng_cpu_set_level(const char *name) {
+    long long m = eng_cpu_level_mask(name);
+    if (m < 0) return -1;
+    pthread_once(&detect_once, detect);
+    eng_cpu_restrict((unsigned)m);
+    return 0;
 }
 
 unsigned eng_cpu_features(void) {
@@ -63,7 +132,10 @@ unsigned eng_cpu_features(void) {
 
 int eng_cpu_has(unsigned f) { return (eng_cpu_features() & f) == f; }
 
-void eng_cpu_restrict(unsigned m) { atomic_store(&mask, m); }
+void eng_cpu_restrict(unsigned m) {
+    pthread_once(&detect_once, detect); /* reads the environment's cap */
+    atomic_store(&mask, m & env_cap);
+}
 
 void eng_cpu_describe(unsigned f, char *buf, int n) {
     static const struct {

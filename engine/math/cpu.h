@@ -1,9 +1,10 @@
-/* cpu.h - what this CPU can run, detected once, and the floating-point mode of engine threads.
+/* cpu.h - what this CPU can run, detected once, the level cap, and the floating-point mode of
+ * engine threads.
  *
- * Kernels that need an instruction set beyond the build's baseline are compiled with per-function
- * target attributes (so they exist even in a portable -DADAPTERD_NATIVE=OFF build) and run only
- * where eng_cpu_has() says the CPU and the operating system support them; everything else runs
- * portable C. This file is the one place that asks the CPU. */
+ * Every kernel exists once per x86 level in every build (math/x86/, each file compiled with its
+ * own -march; math/kern.h fills the table that picks among them). This file is the one place that
+ * asks the CPU; the table reads its answer. A level cap (ADAPTERD_CPU_LEVEL, `--cpu-level`) lowers
+ * what counts as present, so tests and benchmarks run every path a machine has. */
 #ifndef ADAPTERD_ENGINE_MATH_CPU_H
 #define ADAPTERD_ENGINE_MATH_CPU_H
 
@@ -21,11 +22,39 @@ unsigned eng_cpu_features(void);
 /* Nonzero when every feature bit in f is available. */
 int eng_cpu_has(unsigned f);
 
-/* Keeps only the features in mask from now on (ENG_CPU_ALL restores the detected set), so that
- * tests and benchmarks can run the portable and intermediate paths on a CPU that has more.
+/* Keeps only the features in mask from now on (ENG_CPU_ALL restores the detected set, within the
+ * ADAPTERD_CPU_LEVEL cap, which nothing raises), so that tests and benchmarks can run the portable
+ * and intermediate paths on a CPU that has more.
  * Not synchronised with running products: call it between them. */
 #define ENG_CPU_ALL (~0u)
 void eng_cpu_restrict(unsigned mask);
+
+/* Levels, as a cap: each names a feature set; the features in use are the detected ones within it.
+ *   baseline     x86-64 (SSE2): the portable C kernels
+ *   avx2         x86-64-v3: AVX2 + FMA (AMD Zen 1-3, Intel Haswell to Alder Lake's P cores' AVX2)
+ *   avx_vnni     avx2 + AVX-VNNI (vpdpbusd on ymm: Alder Lake and later, Zen 5)
+ *   avx512       x86-64-v4: AVX-512 F/BW/DQ/VL (Skylake-X)
+ *   avx512_vnni  avx512 + VNNI (Cascade Lake, Ice Lake)
+ *   avx512_bf16  avx512_vnni + BF16 (Cooper Lake, Sapphire Rapids, Zen 4 and later)
+ *   native       everything detected (the default)
+ * The cap starts from the environment variable ADAPTERD_CPU_LEVEL when it names a level (read on
+ * first detection). eng_cpu_level_mask: the level's features, or -1 for an unknown name. */
+#define ENG_CPU_LEVEL_ENV "ADAPTERD_CPU_LEVEL"
+long long eng_cpu_level_mask(const char *name);
+
+/* The highest level name whose features are all in f ("baseline" at least). Static string. */
+const char *eng_cpu_level_of(unsigned f);
+
+/* The features the CPU and OS offer, before any cap. */
+unsigned eng_cpu_detected(void);
+
+/* Checks a level name against this CPU: 0 when it names a level whose features the CPU has; else
+ * -1 with a sentence in msg (n bytes): an unknown name (the known ones listed), or the features
+ * the CPU lacks. name NULL checks ADAPTERD_CPU_LEVEL (0 when unset). */
+int eng_cpu_level_check(const char *name, char *msg, int n);
+
+/* Caps the features at a level (as eng_cpu_restrict); -1 for an unknown name. */
+int eng_cpu_set_level(const char *name);
 
 /* Writes the feature names ("avx2 avx512 avx512_bf16 ...", or "none") into buf (n bytes). */
 void eng_cpu_describe(unsigned features, char *buf, int n);

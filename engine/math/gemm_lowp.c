@@ -1,5 +1,6 @@
 /* gemm_lowp.c - packing, activation conversion, threading and the portable kernels of the bf16 and
- * int8 products (gemm_lowp.h); the AVX-512 kernels are in gemm_bf16.c and gemm_int8.c.
+ * int8 products (gemm_lowp.h); the vector kernels are in x86/ (avx2_lowp.c, avx_vnni.c,
+ * avx512_bf16.c, avx512_vnni.c), chosen by kern.h.
  *
  * A product runs in two steps. The first converts the activations once into the workspace: bf16
  * rows, or u8 rows with one scale per row; large inputs in a pool region, rows split over the
@@ -21,7 +22,7 @@
 #include <string.h>
 
 #include "core/tensor.h"
-#include "math/cpu.h"
+#include "math/kern.h"
 
 #define NR ENG__LP_NR
 #define MR ENG__LP_MR
@@ -32,10 +33,13 @@
 static int group(eng_prec p) { return p == ENG_PREC_BF16 ? 2 : 4; }
 static int elem_bytes(eng_prec p) { return p == ENG_PREC_BF16 ? 2 : 1; }
 static int round_up(int x, int m) { return (x + m - 1) / m * m; }
-/* Bytes per converted row: whole 64-byte lines (at least one), so the vector converters store full
- * vectors. */
-static size_t ws_ld(eng_prec p, int K) {
-    int b = round_up(round_up(K, group(p)) * elem_bytes(p), 64);
+/* Bytes per converted row of act_bytes a value: whole 64-byte lines (at least one), so the vector
+ * converters store full vectors. The kernels differ in what they store (kern.h: bf16 2 or 4 bytes,
+ * int8 1 or 2); a workspace is sized for the widest, so that one sized before a cap changed still
+ * fits. */
+#define ACT_BYTES_MAX(p) ((p) == ENG_PREC_BF16 ? 4 : 2)
+static size_t ws_ld(eng_prec p, int K, int act_bytes) {
+    int b = round_up(round_up(K, group(p)) * act_bytes, 64);
     return (size_t)(b > 64 ? b : 64);
 }
 
@@ -133,12 +137,12 @@ float eng_lp_weight(const eng_lp_weights *w, int n, int k) {
 
 size_t eng_lp_ws_bytes(eng_prec prec, int M, int K) {
     if (M <= 0) return 0;
-    return ws_ld(prec, K) * (size_t)M + (prec == ENG_PREC_INT8 ? sizeof(float) * (size_t)M : 0);
+    return ws_ld(prec, K, ACT_BYTES_MAX(prec)) * (size_t)M + (prec == ENG_PREC_INT8 ? sizeof(float) * (size_t)M : 0);
 }
 
 /* ---- portable kernels ---- */
 
-static void bf16_rows_c(const float *A, int lda, int K, int kp, int m0, int m1, uint8_t *ws, size_t ldws,
+void eng__bf16_c_rows(const float *A, int lda, int K, int kp, int m0, int m1, uint8_t *ws, size_t ldws,
                         float *scales) {
     (void)scales;
     for (int m = m0; m < m1; m++) {
@@ -149,7 +153,7 @@ static void bf16_rows_c(const float *A, int lda, int K, int kp, int m0, int m1, 
     }
 }
 
-static void int8_rows_c(const float *A, int lda, int K, int kp, int m0, int m1, uint8_t *ws, size_t ldws,
+void eng__int8_c_rows(const float *A, int lda, int K, int kp, int m0, int m1, uint8_t *ws, size_t ldws,
                         float *scales) {
     for (int m = m0; m < m1; m++) {
         uint8_t *dst = ws + (size_t)m * ldws;
@@ -164,7 +168,7 @@ static float prefill(const eng__lp_tile *t, int i, int j) {
     return (t->bias ? t->bias[j] : 0.0f) + (t->res ? t->res[(size_t)i * t->ldr + j] : 0.0f);
 }
 
-static void bf16_tile_c(const eng__lp_tile *t) {
+void eng__bf16_c_tile(const eng__lp_tile *t) {
     const uint16_t *B = t->b;
     float acc[MR][NR];
     for (int i = 0; i < t->mr; i++)
@@ -181,7 +185,7 @@ static void bf16_tile_c(const eng__lp_tile *t) {
     for (int i = 0; i < t->mr; i++) memcpy(t->c + (size_t)i * t->ldc, acc[i], sizeof(float) * (size_t)t->w);
 }
 
-static void int8_tile_c(const eng__lp_tile *t) {
+void eng__int8_c_tile(const eng__lp_tile *t) {
     const int8_t *B = t->b;
     int32_t acc[MR][NR] = {{0}};
     for (int g = 0; g < t->kp / 4; g++, B += 4 * NR)
@@ -199,28 +203,17 @@ static void int8_tile_c(const eng__lp_tile *t) {
 
 /* ---- dispatch ---- */
 
-static void pick(eng_prec prec, eng__lp_rows_fn *rows, eng__lp_tile_fn *tile, const char **name) {
-    const char *n = "c";
-    if (prec == ENG_PREC_BF16) {
-        *rows = bf16_rows_c, *tile = bf16_tile_c;
-#if defined(__x86_64__)
-        if (eng_cpu_has(ENG_CPU_AVX512_BF16)) *rows = eng__bf16_rows_avx512, *tile = eng__bf16_tile_avx512, n = "avx512_bf16";
-#endif
-    } else {
-        *rows = int8_rows_c, *tile = int8_tile_c;
-#if defined(__x86_64__)
-        if (eng_cpu_has(ENG_CPU_AVX512_VNNI)) *rows = eng__int8_rows_avx512, *tile = eng__int8_tile_avx512, n = "avx512_vnni";
-#endif
-    }
-    if (name) *name = n;
+static void pick(eng_prec prec, eng__lp_rows_fn *rows, eng__lp_tile_fn *tile, int *act_bytes) {
+    const eng_kernels *k = eng_kern();
+    if (prec == ENG_PREC_BF16)
+        *rows = k->bf16_rows, *tile = k->bf16_tile, *act_bytes = k->bf16_act_bytes;
+    else
+        *rows = k->int8_rows, *tile = k->int8_tile, *act_bytes = k->int8_act_bytes;
 }
 
 const char *eng_lp_kernel(eng_prec prec) {
-    eng__lp_rows_fn r;
-    eng__lp_tile_fn t;
-    const char *n = "float32";
-    if (prec == ENG_PREC_BF16 || prec == ENG_PREC_INT8) pick(prec, &r, &t, &n);
-    return n;
+    const eng_kernels *k = eng_kern();
+    return prec == ENG_PREC_BF16 ? k->bf16 : prec == ENG_PREC_INT8 ? k->int8 : k->f32;
 }
 
 /* ---- the product ---- */
@@ -294,8 +287,9 @@ void eng_lp_gemm(eng_pool *pool, int M, const float *A, int lda, const eng_lp_we
                  const eng_epilogue *ep, void *ws) {
     if (M <= 0 || w->N <= 0) return;
     lp_job j = {.M = M, .lda = lda, .ldc = ldc, .A = A, .w = w, .C = C, .ep = ep, .ws = ws};
-    pick(w->prec, &j.rows, &j.tile, NULL);
-    j.ldws = ws_ld(w->prec, w->K);
+    int act_bytes;
+    pick(w->prec, &j.rows, &j.tile, &act_bytes);
+    j.ldws = ws_ld(w->prec, w->K, act_bytes);
     j.scales = w->prec == ENG_PREC_INT8 ? (float *)((uint8_t *)ws + j.ldws * (size_t)M) : NULL;
     int mc = (int)(MC_BYTES / j.ldws) / MR * MR;
     j.mc = mc < MR ? MR : mc > MC_MAX ? MC_MAX : mc;

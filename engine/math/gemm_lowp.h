@@ -16,9 +16,9 @@
  * Use: pack once (eng_lp_pack), then per product give a workspace of eng_lp_ws_bytes(prec, M, K)
  * bytes (64-byte aligned, reusable; the converted activations live there) to eng_lp_gemm.
  *
- * Kernels: AVX-512 BF16 and AVX-512 VNNI where eng_cpu_has() says so (math/cpu.h), else portable C
- * that computes the same quantized products (bf16 slowly, int8 exactly). eng_lp_kernel() names the
- * one that runs. */
+ * Kernels: one per x86 level (kern.h): AVX-512 BF16 / VNNI, AVX-VNNI, AVX2 (bf16 widened to float32
+ * in registers, int8 through vpmaddwd), and portable C, all computing the same quantized products
+ * (int8 exactly). eng_lp_kernel() names the one that runs. */
 #ifndef ADAPTERD_ENGINE_MATH_GEMM_LOWP_H
 #define ADAPTERD_ENGINE_MATH_GEMM_LOWP_H
 
@@ -64,8 +64,9 @@ void eng_lp_gemm(eng_pool *pool, int M, const float *A, int lda, const eng_lp_we
  * q[n][k] (without the scale) for int8. For tests and diagnostics. */
 float eng_lp_weight(const eng_lp_weights *w, int n, int k);
 
-/* Name of the kernel eng_lp_gemm runs for prec on this CPU now: "avx512_bf16", "avx512_vnni" or
- * "c". Static string. */
+/* Name of the kernel eng_lp_gemm runs for prec on this CPU now (kern.h): "avx512_bf16",
+ * "avx512_vnni", "avx_vnni", "avx2" or "c"; for ENG_PREC_F32 the float32 packed kernel's. Static
+ * string. */
 const char *eng_lp_kernel(eng_prec prec);
 
 /* x rounded to bfloat16, to nearest even, as vcvtne2ps2bf16 does it: subnormal inputs and outputs
@@ -73,7 +74,7 @@ const char *eng_lp_kernel(eng_prec prec);
 uint16_t eng_bf16_from_f32(float x);
 float eng_f32_from_bf16(uint16_t h);
 
-/* ---- between gemm_lowp.c and the per-ISA kernels (gemm_bf16.c, gemm_int8.c) ---- */
+/* ---- between gemm_lowp.c and the per-level kernels (kern.h, x86/) ---- */
 
 #define ENG__LP_NR 48 /* output features per panel, as the float32 packed kernel */
 #define ENG__LP_MR 8  /* rows per micro-tile */
@@ -100,12 +101,5 @@ typedef struct {
 typedef void (*eng__lp_rows_fn)(const float *A, int lda, int K, int kp, int m0, int m1, uint8_t *ws, size_t ldws,
                                 float *scales);
 typedef void (*eng__lp_tile_fn)(const eng__lp_tile *t);
-
-void eng__bf16_rows_avx512(const float *A, int lda, int K, int kp, int m0, int m1, uint8_t *ws, size_t ldws,
-                           float *scales);
-void eng__bf16_tile_avx512(const eng__lp_tile *t);
-void eng__int8_rows_avx512(const float *A, int lda, int K, int kp, int m0, int m1, uint8_t *ws, size_t ldws,
-                           float *scales);
-void eng__int8_tile_avx512(const eng__lp_tile *t);
 
 #endif

@@ -7,9 +7,9 @@
  * and each product only streams them.
  *
  * Layout: panels of NR = 48 output features. Panel p holds W rows p*NR .. p*NR+NR-1, k-major:
- * P[(p*K + k)*NR + j] = W[p*NR + j][k], zero past N. One k step of the micro-kernel reads 48
- * contiguous floats (three cache lines) and 8 activations, and does 24 vector FMAs into 8 x 48
- * accumulators that stay in registers (24 of the 32 zmm registers).
+ * P[(p*K + k)*NR + j] = W[p*NR + j][k], zero past N. The micro-tile (8 rows x 48 features, over
+ * a KC slice) is this CPU's (kern.h): x86/avx512_gemm.c keeps the whole tile in 24 zmm registers,
+ * x86/avx2_gemm.c cuts it into 4 x 24 pieces for 16 ymm registers, the C one below runs anywhere.
  *
  * Blocking (per thread): the thread's panels are contiguous, so it streams its half of W once per
  * row block of MC rows; K is cut into KC steps so that a panel slice stays in L1 while all the row
@@ -22,14 +22,10 @@
  * Rounding: every KC step starts from zero and is added to C at its end, so a dot product of
  * length K is a sum of K/KC partial sums. One running sum over K = 3072 was 5x further from a
  * double-precision product than OpenBLAS; the blocked sum is as close (test_gemm_packed checks it).
- *
- * Without AVX-512 the same loops run in portable C (correct, slower); the layout is the same. */
+ */
 #include "math/blas.h"
 
-
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
+#include "math/kern.h"
 
 #define NR 48
 #define MR 8
@@ -67,68 +63,8 @@ typedef struct {
     const eng_epilogue *ep;
 } pgemm_job;
 
-#if defined(__AVX512F__)
-
-/* One tile: C[0..mr)[0..48) (columns masked to w) over k in [0, kc). init: start from the
- * prefill (bias, plus residual when the activation is the identity) instead of C. */
-static inline __attribute__((always_inline)) void tile(int mr, int kc, const float *A, int lda, const float *B,
-                                                       float *C, int ldc, int init, const float *bias,
-                                                       const float *res, int ldr, int w) {
-    __mmask16 mk[3];
-    for (int v = 0; v < 3; v++) {
-        int left = w - 16 * v;
-        mk[v] = left >= 16 ? (__mmask16)0xFFFF : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1);
-    }
-    __m512 acc[MR][3];
-#pragma GCC unroll 8
-    for (int i = 0; i < MR; i++) {
-        if (i >= mr) break;
-#pragma GCC unroll 3
-        for (int v = 0; v < 3; v++) {
-            __m512 s = _mm512_setzero_ps();
-            if (init && bias) s = _mm512_maskz_loadu_ps(mk[v], bias + 16 * v);
-            if (init && res) s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(mk[v], res + (size_t)i * ldr + 16 * v));
-            acc[i][v] = s;
-        }
-    }
-    for (int k = 0; k < kc; k++) {
-        __m512 b0 = _mm512_load_ps(B), b1 = _mm512_load_ps(B + 16), b2 = _mm512_load_ps(B + 32);
-        B += NR;
-#pragma GCC unroll 8
-        for (int i = 0; i < MR; i++) {
-            if (i >= mr) break;
-            __m512 a = _mm512_set1_ps(A[(size_t)i * lda + k]);
-            acc[i][0] = _mm512_fmadd_ps(a, b0, acc[i][0]);
-            acc[i][1] = _mm512_fmadd_ps(a, b1, acc[i][1]);
-            acc[i][2] = _mm512_fmadd_ps(a, b2, acc[i][2]);
-        }
-    }
-#pragma GCC unroll 8
-    for (int i = 0; i < MR; i++) {
-        if (i >= mr) break;
-#pragma GCC unroll 3
-        for (int v = 0; v < 3; v++) {
-            float *c = C + (size_t)i * ldc + 16 * v;
-            __m512 y = init ? acc[i][v] : _mm512_add_ps(_mm512_maskz_loadu_ps(mk[v], c), acc[i][v]);
-            _mm512_mask_storeu_ps(c, mk[v], y);
-        }
-    }
-}
-
-static void tile_any(int mr, int kc, const float *A, int lda, const float *B, float *C, int ldc, int init,
-                     const float *bias, const float *res, int ldr, int w) {
-    switch (mr) {
-#define TILE_CASE(r) \
-    case r: tile(r, kc, A, lda, B, C, ldc, init, bias, res, ldr, w); break;
-        TILE_CASE(8) TILE_CASE(7) TILE_CASE(6) TILE_CASE(5) TILE_CASE(4) TILE_CASE(3) TILE_CASE(2) TILE_CASE(1)
-#undef TILE_CASE
-    default: break;
-    }
-}
-
-#else
-
-static void tile_any(int mr, int kc, const float *A, int lda, const float *B, float *C, int ldc, int init,
+/* The portable tile (kern.h): the same loops in plain C. */
+void eng__f32_tile_c(int mr, int kc, const float *A, int lda, const float *B, float *C, int ldc, int init,
                      const float *bias, const float *res, int ldr, int w) {
     float acc[MR][NR];
     for (int i = 0; i < mr; i++)
@@ -146,13 +82,12 @@ static void tile_any(int mr, int kc, const float *A, int lda, const float *B, fl
         for (int j = 0; j < w; j++) C[(size_t)i * ldc + j] = init ? acc[i][j] : C[(size_t)i * ldc + j] + acc[i][j];
 }
 
-#endif
-
 /* One task: a contiguous run of panels, over all rows, with the epilogue applied per tile. */
 static void pgemm_task(void *ctx, int task, int worker) {
     (void)worker;
     const pgemm_job *j = ctx;
     const eng_epilogue *ep = j->ep;
+    eng__f32_tile_fn tile = eng_kern()->f32_tile;
     int panels = (j->N + NR - 1) / NR;
     int p0 = task * j->panels_per_task, p1 = p0 + j->panels_per_task < panels ? p0 + j->panels_per_task : panels;
     int act = ep && ep->act != ENG_ACT_IDENTITY;
@@ -176,7 +111,7 @@ static void pgemm_task(void *ctx, int task, int worker) {
                     for (size_t l = 0, o = (size_t)(i / MR) * per * 64; l < per && o < left; l++, o += 64)
                         __builtin_prefetch(next + o, 0, 2);
                     const float *res = res_pre ? res_pre + (size_t)m * ep->ldr + n0 : NULL;
-                    tile_any(mr, kc, j->A + (size_t)m * j->lda + k0, j->lda, B, j->C + (size_t)m * j->ldc + n0,
+                    tile(mr, kc, j->A + (size_t)m * j->lda + k0, j->lda, B, j->C + (size_t)m * j->ldc + n0,
                              j->ldc, k0 == 0, bias, res, ep ? ep->ldr : 0, w);
                 }
             }

@@ -27,8 +27,10 @@ eng_status eng_prec_check(eng_prec prec, eng_err *err) {
     if (strcmp(eng_lp_kernel(prec), "c")) return ENG_OK;
     char have[128];
     eng_cpu_describe(eng_cpu_features(), have, sizeof have);
-    return eng_err_set(err, ENG_UNSUPPORTED, "precision %s needs %s, which this CPU lacks (it has: %s)",
-                       eng_prec_name(prec), prec == ENG_PREC_BF16 ? "avx512_bf16" : "avx512_vnni", have);
+    return eng_err_set(err, ENG_UNSUPPORTED,
+                       "precision %s needs at least AVX2 + FMA (x86-64-v3), which this CPU%s lacks (it has: %s)",
+                       eng_prec_name(prec), eng_cpu_features() != eng_cpu_detected() ? ", as capped by the CPU level," : "",
+                       have);
 }
 
 eng_status eng_linear_pack(eng_linear *l, eng_prec prec, const float *W, int N, int K, int ldw, eng_err *err) {

@@ -32,9 +32,9 @@ int eng_prec_parse(const char *name);
 /* "fp32", "bf16" or "int8". Static string. */
 const char *eng_prec_name(eng_prec prec);
 
-/* ENG_OK when this CPU runs prec on a fast kernel now; else ENG_UNSUPPORTED with a sentence in err
- * naming what is missing (the portable kernels still compute it, 10-50x slower: a loader refuses,
- * or runs it only when asked to emulate). */
+/* ENG_OK when this CPU runs prec on a vector kernel now (any x86-64-v3 CPU or newer: kern.h); else
+ * ENG_UNSUPPORTED with a sentence in err naming what is missing (the portable kernels still compute
+ * it, 10-50x slower: a loader refuses, or runs it only when asked to emulate). */
 eng_status eng_prec_check(eng_prec prec, eng_err *err);
 
 /* Packs W (N,K; ldw), Linear layout, in prec into *l. Returns ENG_OK, or ENG_NO_MEMORY /

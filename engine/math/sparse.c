@@ -1,16 +1,15 @@
 /* sparse.c - CSR storage and a row-blocked sparse x dense product (see sparse.h).
  *
  * The product works on blocks of 16 input rows transposed into a (cols, 16) panel, so each stored
- * weight becomes one 16-wide multiply-add over contiguous floats (one AVX-512 FMA) instead of a
- * scalar gather; the (rows, 16) result panel is transposed back. Column indices are 16-bit, so a
+ * weight becomes one 16-wide multiply-add over contiguous floats (one AVX-512 FMA, two AVX2 ones)
+ * instead of a scalar gather; the (rows, 16) result panel is transposed back. Column indices are 16-bit, so a
  * kept weight costs 6 bytes (dense: 4), and CSR saves memory from about 35% zeros on. */
 #include "math/sparse.h"
 
 #include <stdlib.h>
 #include <string.h>
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
+
+#include "math/kern.h"
 
 #define BLK 16
 
@@ -90,35 +89,13 @@ void eng_sparse_gemm(const eng_sparse *s, int M, const float *X, int ldx, float 
         free(yt);
         return;
     }
+    eng__sparse_block_fn blk = eng_kern()->sparse_block; /* elem_impl.h, at this CPU's level */
     for (int m0 = 0; m0 < M; m0 += BLK) {
         int mb = M - m0 < BLK ? M - m0 : BLK;
         memset(xt, 0, (size_t)s->cols * BLK * sizeof *xt);
         for (int i = 0; i < mb; i++)
             for (int c = 0; c < s->cols; c++) xt[(size_t)c * BLK + i] = X[(size_t)(m0 + i) * ldx + c];
-        for (int r = 0; r < s->rows; r++) {
-            int32_t k = s->row_ptr[r], end = s->row_ptr[r + 1];
-#if defined(__AVX512F__)
-            /* four independent accumulators hide the FMA latency */
-            __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-            for (; k + 4 <= end; k += 4) {
-                a0 = _mm512_fmadd_ps(_mm512_set1_ps(s->val[k]), _mm512_loadu_ps(xt + (size_t)s->col[k] * BLK), a0);
-                a1 = _mm512_fmadd_ps(_mm512_set1_ps(s->val[k + 1]), _mm512_loadu_ps(xt + (size_t)s->col[k + 1] * BLK), a1);
-                a2 = _mm512_fmadd_ps(_mm512_set1_ps(s->val[k + 2]), _mm512_loadu_ps(xt + (size_t)s->col[k + 2] * BLK), a2);
-                a3 = _mm512_fmadd_ps(_mm512_set1_ps(s->val[k + 3]), _mm512_loadu_ps(xt + (size_t)s->col[k + 3] * BLK), a3);
-            }
-            for (; k < end; k++)
-                a0 = _mm512_fmadd_ps(_mm512_set1_ps(s->val[k]), _mm512_loadu_ps(xt + (size_t)s->col[k] * BLK), a0);
-            _mm512_storeu_ps(yt + (size_t)r * BLK, _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-#else
-            float acc[BLK] = {0};
-            for (; k < end; k++) {
-                const float *xc = xt + (size_t)s->col[k] * BLK;
-                float v = s->val[k];
-                for (int i = 0; i < BLK; i++) acc[i] += v * xc[i];
-            }
-            memcpy(yt + (size_t)r * BLK, acc, sizeof acc);
-#endif
-        }
+        blk(s, xt, yt);
         for (int i = 0; i < mb; i++)
             for (int r = 0; r < s->rows; r++) Y[(size_t)(m0 + i) * ldy + r] = yt[(size_t)r * BLK + i];
     }

@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -29,7 +30,7 @@ static int cpuinfo_flag(const char *flag) {
 Test(cpu, features_agree_with_the_kernel) {
     /* Linux lists a flag only when the CPU has it and the kernel enabled its register state. */
     if (cpuinfo_flag("fpu") < 0) cr_skip_test("no /proc/cpuinfo");
-    unsigned f = eng_cpu_features();
+    unsigned f = eng_cpu_detected(); /* what the CPU has, whatever level ADAPTERD_CPU_LEVEL caps */
     char desc[128];
     eng_cpu_describe(f, desc, sizeof desc);
     cr_log_info("detected: %s", desc);
@@ -43,7 +44,7 @@ Test(cpu, features_agree_with_the_kernel) {
 }
 
 Test(cpu, restrict_masks_and_restores) {
-    unsigned all = eng_cpu_features();
+    unsigned all = eng_cpu_features(); /* the detected set, or less under ADAPTERD_CPU_LEVEL */
     eng_cpu_restrict(ENG_CPU_AVX2);
     cr_assert_eq(eng_cpu_features(), all & ENG_CPU_AVX2);
     cr_assert(!eng_cpu_has(ENG_CPU_AVX512));
@@ -54,6 +55,43 @@ Test(cpu, restrict_masks_and_restores) {
     char buf[8];
     eng_cpu_describe(0, buf, sizeof buf);
     cr_assert_str_eq(buf, "none");
+}
+
+Test(cpu, levels_name_feature_sets) {
+    cr_assert_eq(eng_cpu_level_mask("baseline"), 0);
+    cr_assert_eq(eng_cpu_level_mask("AVX2"), ENG_CPU_AVX2);
+    cr_assert_eq(eng_cpu_level_mask("avx512"), ENG_CPU_AVX2 | ENG_CPU_AVX512);
+    cr_assert_eq(eng_cpu_level_mask("avx512_bf16"),
+                 ENG_CPU_AVX2 | ENG_CPU_AVX512 | ENG_CPU_AVX512_VNNI | ENG_CPU_AVX512_BF16);
+    cr_assert_eq(eng_cpu_level_mask("native"), (long long)ENG_CPU_ALL);
+    cr_assert_eq(eng_cpu_level_mask("sse9"), -1);
+    cr_assert_eq(eng_cpu_level_mask(NULL), -1);
+    const char *names[] = {"baseline", "avx2", "avx_vnni", "avx512", "avx512_vnni", "avx512_bf16"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) /* each level names itself back */
+        cr_assert_str_eq(eng_cpu_level_of((unsigned)eng_cpu_level_mask(names[i])), names[i]);
+    cr_assert_str_eq(eng_cpu_level_of(ENG_CPU_AVX2 | ENG_CPU_AVX512_BF16), "avx2"); /* bf16 without avx512 */
+}
+
+Test(cpu, level_check_explains) {
+    char msg[256];
+    cr_assert_eq(eng_cpu_level_check("baseline", msg, sizeof msg), 0);
+    cr_assert_eq(eng_cpu_level_check("native", msg, sizeof msg), 0);
+    cr_assert_eq(eng_cpu_level_check("avx3", msg, sizeof msg), -1);
+    cr_assert(strstr(msg, "unknown CPU level \"avx3\"") && strstr(msg, "avx512_bf16"), "%s", msg);
+    unsigned have = eng_cpu_detected();
+    int rc = eng_cpu_level_check("avx512_bf16", msg, sizeof msg);
+    int full = (have & (unsigned)eng_cpu_level_mask("avx512_bf16")) == (unsigned)eng_cpu_level_mask("avx512_bf16");
+    cr_assert_eq(rc, full ? 0 : -1, "%s", msg);
+    if (!full) cr_assert(strstr(msg, "lacks"), "%s", msg);
+}
+
+/* Each test runs in a process of its own, so the variable is read at this first detection. */
+Test(cpu, environment_caps_and_nothing_raises_it) {
+    setenv(ENG_CPU_LEVEL_ENV, "baseline", 1);
+    cr_assert_eq(eng_cpu_features(), 0u);
+    eng_cpu_restrict(ENG_CPU_ALL);
+    cr_assert_eq(eng_cpu_features(), 0u);
+    cr_assert_eq(eng_cpu_detected() & ENG_CPU_AVX2, (unsigned)(cpuinfo_flag("avx2") == 1 && cpuinfo_flag("fma") == 1) * ENG_CPU_AVX2);
 }
 
 typedef struct {

@@ -1,7 +1,7 @@
-/* test_gemm_lowp.c - the bf16 and int8 packed products (engine/math/gemm_lowp.c, gemm_bf16.c,
- * gemm_int8.c) against a double-precision reference of the same quantized math, on the fast kernel
- * this CPU runs and on the portable C kernel (forced with eng_cpu_restrict), so every build checks
- * both paths it can run.
+/* test_gemm_lowp.c - the bf16 and int8 packed products (engine/math/gemm_lowp.c, x86/avx2_lowp.c,
+ * avx_vnni.c, avx512_*.c) against a double-precision reference of the same quantized math, at every
+ * CPU level this machine has (test_levels.h: the portable C kernels, AVX2, AVX-VNNI, AVX-512 ...),
+ * so every kernel the machine can run is checked.
  *
  * The reference quantizes on its own, from the definitions in gemm_lowp.h (bf16: nearest even;
  * int8: scale = amax / 127, q = nearest-even(x * 127 / amax), activations per row, weights per
@@ -17,6 +17,7 @@
 #include "math/cpu.h"
 #include "math/gemm_lowp.h"
 
+#include "test_levels.h"
 #include "test_rand.h"
 
 #define U (1.0 / 16777216.0) /* float32 unit roundoff, 2^-24 */
@@ -153,18 +154,17 @@ static void check_all(eng_prec prec) {
     check(prec, 1400, 50, 770, 3, &bias_res, 14); /* over 1M activations: converted by the pool's threads */
 }
 
-static void on_both_paths(eng_prec prec) {
-    const char *fast = eng_lp_kernel(prec);
-    cr_log_info("%s: fast kernel %s", prec == ENG_PREC_BF16 ? "bf16" : "int8", fast);
-    check_all(prec);
+static void check_all_ctx(void *ctx) { check_all(*(eng_prec *)ctx); }
+
+static void on_every_level(eng_prec prec) {
+    cr_assert_geq(for_each_level(check_all_ctx, &prec), 1);
     eng_cpu_restrict(0);
     cr_assert_str_eq(eng_lp_kernel(prec), "c");
-    check_all(prec);
     eng_cpu_restrict(ENG_CPU_ALL);
 }
 
-Test(gemm_lowp, bf16_matches_reference) { on_both_paths(ENG_PREC_BF16); }
-Test(gemm_lowp, int8_matches_reference) { on_both_paths(ENG_PREC_INT8); }
+Test(gemm_lowp, bf16_matches_reference, .timeout = 300) { on_every_level(ENG_PREC_BF16); }
+Test(gemm_lowp, int8_matches_reference, .timeout = 300) { on_every_level(ENG_PREC_INT8); }
 
 /* With integer activations and weights whose largest magnitude is 127 in every row and feature,
  * both scales are exactly 1, every value is its own quantization, and C must equal the integer
@@ -202,12 +202,12 @@ static void check_int8_exact(void) {
     free(A), free(W), free(bias), free(C);
 }
 
-Test(gemm_lowp, int8_accumulation_is_exact) {
+static void check_int8_exact_ctx(void *ctx) {
+    (void)ctx;
     check_int8_exact();
-    eng_cpu_restrict(0);
-    check_int8_exact();
-    eng_cpu_restrict(ENG_CPU_ALL);
 }
+
+Test(gemm_lowp, int8_accumulation_is_exact) { for_each_level(check_int8_exact_ctx, NULL); }
 
 /* A whole bert-base FFN up-projection (64 x 768 -> 3072, bias and GELU) in each precision against
  * float32 inputs in double precision, with activations and weights in the ranges of a trained
@@ -308,14 +308,13 @@ static void check_non_finite(eng_prec prec) {
     eng_free_aligned(ws);
 }
 
-Test(gemm_lowp, non_finite_inputs_give_nan) {
-    for (int prec = ENG_PREC_BF16; prec <= ENG_PREC_INT8; prec++) {
-        check_non_finite((eng_prec)prec);
-        eng_cpu_restrict(0);
-        check_non_finite((eng_prec)prec);
-        eng_cpu_restrict(ENG_CPU_ALL);
-    }
+static void check_non_finite_ctx(void *ctx) {
+    (void)ctx;
+    check_non_finite(ENG_PREC_BF16);
+    check_non_finite(ENG_PREC_INT8);
 }
+
+Test(gemm_lowp, non_finite_inputs_give_nan) { for_each_level(check_non_finite_ctx, NULL); }
 
 Test(gemm_lowp, pack_refuses_float32) {
     eng_lp_weights w;

@@ -8,6 +8,7 @@
 #include "math/kernels.h"
 #include "core/tensor.h"
 
+#include "test_levels.h"
 #include "test_rand.h"
 
 /* eng_pgemm over packed weights against the double-precision reference: row tails of 1..7 below
@@ -48,8 +49,8 @@ static void check_pgemm(int M, int N, int K, int threads, const eng_epilogue *pr
     free(A), free(W), free(bias), free(R), free(C), free(E);
 }
 
-Test(gemm_packed, matches_reference) {
-    eng_blas_init();
+static void check_all(void *ctx) {
+    (void)ctx;
     eng_epilogue plain = {.act = ENG_ACT_IDENTITY}, bias = {.bias = (float *)1, .act = ENG_ACT_IDENTITY};
     eng_epilogue bias_res = {.bias = (float *)1, .act = ENG_ACT_IDENTITY, .residual = (float *)1};
     eng_epilogue gelu_res = {.bias = (float *)1, .act = ENG_ACT_GELU, .residual = (float *)1};
@@ -59,9 +60,17 @@ Test(gemm_packed, matches_reference) {
     check_pgemm(9, 1000, 33, 3, &plain, 9);      /* K shorter than a step */
     check_pgemm(33, 20, 64, 2, NULL, 10);        /* N narrower than a panel, no epilogue */
     check_pgemm(5, 50, 0, 2, &gelu_res, 11);     /* K = 0: C is the epilogue of zeros */
+    check_pgemm(13, 71, 29, 2, &bias_res, 12);    /* a 24-wide half panel and a partial one (AVX2 pieces) */
 }
 
-Test(gemm_packed, rounding_as_close_as_openblas) {
+/* every tile this CPU can run: the portable C one, AVX2's 4 x 24 pieces, AVX-512's 8 x 48 */
+Test(gemm_packed, matches_reference) {
+    eng_blas_init();
+    cr_assert_geq(for_each_level(check_all, NULL), 1);
+}
+
+static void rounding_as_close_as_openblas_at_level(void *ctx) {
+    (void)ctx;
     /* A long dot product (K = 3072, the FFN down-projection of bert-base): the packed product's
      * largest error against double precision stays within 1.5x of OpenBLAS's own. */
     unsigned s = 21;
@@ -86,6 +95,8 @@ Test(gemm_packed, rounding_as_close_as_openblas) {
     eng_free_aligned(P);
     free(A), free(W), free(E), free(C1), free(C2);
 }
+
+Test(gemm_packed, rounding_as_close_as_openblas) { cr_assert_geq(for_each_level(rounding_as_close_as_openblas_at_level, NULL), 1); }
 
 Test(gemm_packed, strided_pack_transposes_and_scales) {
     /* Attention packs its values as the transpose of a strided (L, d) slice and its keys scaled by

@@ -1,4 +1,5 @@
-/* test_kernels.c - each fast kernel against its reference (kernels.h, blas.h). */
+/* test_kernels.c - each fast kernel against its reference (kernels.h, blas.h), at every CPU level this
+ * machine has (test_levels.h). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -6,9 +7,11 @@
 #include "math/blas.h"
 #include "math/kernels.h"
 
+#include "test_levels.h"
 #include "test_rand.h"
 
-Test(kernels, activations_match_reference) {
+static void activations_match_reference_at_level(void *ctx) {
+    (void)ctx;
     /* Tolerances: the fast exp is ~2 ulp and erf's fit has fractional error 1.2e-7, so each
      * activation stays within 2e-6 relative + 2e-7 absolute of the double-precision reference. */
     enum { N = 20001 };
@@ -26,6 +29,8 @@ Test(kernels, activations_match_reference) {
     free(b);
 }
 
+Test(kernels, activations_match_reference) { cr_assert_geq(for_each_level(activations_match_reference_at_level, NULL), 1); }
+
 Test(kernels, act_names) {
     cr_assert_eq(eng_act_from_name("gelu"), ENG_ACT_GELU);
     cr_assert_eq(eng_act_from_name("swish"), ENG_ACT_SILU);
@@ -34,7 +39,8 @@ Test(kernels, act_names) {
     cr_assert_eq(eng_act_from_name("no-such-act"), -1);
 }
 
-Test(kernels, exp_relative_error) {
+static void exp_relative_error_at_level(void *ctx) {
+    (void)ctx;
     enum { N = 100000 };
     float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
     cr_assert(x && y);
@@ -48,7 +54,10 @@ Test(kernels, exp_relative_error) {
     free(y);
 }
 
-Test(kernels, layernorm_and_softmax) {
+Test(kernels, exp_relative_error) { cr_assert_geq(for_each_level(exp_relative_error_at_level, NULL), 1); }
+
+static void layernorm_and_softmax_at_level(void *ctx) {
+    (void)ctx;
     unsigned s = 7;
     enum { R = 5, D = 771 };
     float *a = malloc(R * D * sizeof *a), *b = malloc(R * D * sizeof *b), g[D], bb[D];
@@ -73,6 +82,8 @@ Test(kernels, layernorm_and_softmax) {
     free(a);
     free(b);
 }
+
+Test(kernels, layernorm_and_softmax) { cr_assert_geq(for_each_level(layernorm_and_softmax_at_level, NULL), 1); }
 
 Test(kernels, gemm_split_and_epilogue) {
     /* The pool-split GEMM with bias + GELU + residual against the double-precision reference, on

@@ -4,9 +4,11 @@
 
 #include "math/blas.h"
 #include "math/sparse.h"
+#include "test_levels.h"
 #include "test_rand.h"
 
-Test(sparse, product_matches_dense_at_each_sparsity) {
+static void product_matches_dense_at_each_sparsity_at_level(void *ctx) {
+    (void)ctx;
     unsigned s = 3;
     int rows = 48, cols = 77;
     for (int pct = 0; pct <= 100; pct += 20)
@@ -32,3 +34,5 @@ Test(sparse, product_matches_dense_at_each_sparsity) {
             free(W), free(X), free(Y), free(E);
         }
 }
+
+Test(sparse, product_matches_dense_at_each_sparsity) { cr_assert_geq(for_each_level(product_matches_dense_at_each_sparsity_at_level, NULL), 1); }

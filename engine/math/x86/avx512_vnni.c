@@ -1,4 +1,4 @@
-/* gemm_int8.c - the AVX-512 VNNI kernels of the int8 product (gemm_lowp.h): per-row quantization
+/* avx512_vnni.c - the AVX-512 VNNI kernels of the int8 product (gemm_lowp.h): per-row quantization
  * of the activations to u8 and an 8 x 48 micro-tile on vpdpbusd with the dequantization fused.
  *
  * One k step of the tile takes four k: three 64-byte loads of the panel (48 features x 4 int8),
@@ -6,9 +6,8 @@
  * the end each accumulator becomes float once: (sum - comp_n) * scale_n * scale_m + prefill.
  * Compiled with a target attribute, so it exists in a portable build and runs only where
  * eng_cpu_has(ENG_CPU_AVX512_VNNI) (gemm_lowp.c decides). */
-#include "math/gemm_lowp.h"
+#include "math/kern.h"
 
-#if defined(__x86_64__)
 #include <immintrin.h>
 #include <string.h>
 
@@ -19,16 +18,15 @@
 #pragma GCC optimize("no-tree-pre")
 #endif
 
-#define TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")))
 #define NR ENG__LP_NR
 #define MR ENG__LP_MR
 
-static inline __attribute__((always_inline)) TARGET __mmask16 lanes(int left) {
+static inline __attribute__((always_inline)) __mmask16 lanes(int left) {
     return left >= 16 ? (__mmask16)0xFFFF : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1);
 }
 
 /* The float operations of quant_row in gemm_lowp.c, sixteen at a time: the same bits. */
-TARGET void eng__int8_rows_avx512(const float *A, int lda, int K, int kp, int m0, int m1, uint8_t *ws, size_t ldws,
+void eng__int8_avx512_rows(const float *A, int lda, int K, int kp, int m0, int m1, uint8_t *ws, size_t ldws,
                                   float *scales) {
     for (int m = m0; m < m1; m++) {
         const float *src = A + (size_t)m * lda;
@@ -52,7 +50,7 @@ TARGET void eng__int8_rows_avx512(const float *A, int lda, int K, int kp, int m0
     }
 }
 
-static inline __attribute__((always_inline)) TARGET void tile(int mr, const eng__lp_tile *t) {
+static inline __attribute__((always_inline)) void tile(int mr, const eng__lp_tile *t) {
     __mmask16 mk[3] = {lanes(t->w), lanes(t->w - 16), lanes(t->w - 32)};
     __m512i acc[MR][3];
 #pragma GCC unroll 8
@@ -97,7 +95,7 @@ static inline __attribute__((always_inline)) TARGET void tile(int mr, const eng_
     }
 }
 
-TARGET void eng__int8_tile_avx512(const eng__lp_tile *t) {
+void eng__int8_avx512_tile(const eng__lp_tile *t) {
     switch (t->mr) {
 #define TILE_CASE(r) \
     case r: tile(r, t); break;
@@ -107,4 +105,3 @@ TARGET void eng__int8_tile_avx512(const eng__lp_tile *t) {
     }
 }
 
-#endif

@@ -1,26 +1,23 @@
-/* gemm_bf16.c - the AVX-512 BF16 kernels of the bf16 product (gemm_lowp.h): row conversion with
+/* avx512_bf16.c - the AVX-512 BF16 kernels of the bf16 product (gemm_lowp.h): row conversion with
  * vcvtne2ps2bf16 and an 8 x 48 micro-tile on vdpbf16ps.
  *
  * One k step of the tile takes a pair of k: three 64-byte loads of the panel (48 features x 2
  * bf16), eight 32-bit broadcasts of activation pairs, and 24 vdpbf16ps into 8 x 3 float32
  * accumulators held in registers, the float32 kernel's shape with twice the products per
- * instruction. Compiled with a target attribute, so it exists in a portable build and runs only
- * where eng_cpu_has(ENG_CPU_AVX512_BF16) (gemm_lowp.c decides). */
-#include "math/gemm_lowp.h"
+ * instruction. Compiled for x86-64-v4 + AVX512-BF16 (engine/CMakeLists.txt); runs where kern.c says so. */
+#include "math/kern.h"
 
-#if defined(__x86_64__)
 #include <immintrin.h>
 #include <string.h>
 
-#define TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
 #define NR ENG__LP_NR
 #define MR ENG__LP_MR
 
-static inline __attribute__((always_inline)) TARGET __mmask16 lanes(int left) {
+static inline __attribute__((always_inline)) __mmask16 lanes(int left) {
     return left >= 16 ? (__mmask16)0xFFFF : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1);
 }
 
-TARGET void eng__bf16_rows_avx512(const float *A, int lda, int K, int kp, int m0, int m1, uint8_t *ws, size_t ldws,
+void eng__bf16_avx512_rows(const float *A, int lda, int K, int kp, int m0, int m1, uint8_t *ws, size_t ldws,
                                   float *scales) {
     (void)scales;
     for (int m = m0; m < m1; m++) {
@@ -35,7 +32,7 @@ TARGET void eng__bf16_rows_avx512(const float *A, int lda, int K, int kp, int m0
     }
 }
 
-static inline __attribute__((always_inline)) TARGET void tile(int mr, const eng__lp_tile *t) {
+static inline __attribute__((always_inline)) void tile(int mr, const eng__lp_tile *t) {
     __mmask16 mk[3] = {lanes(t->w), lanes(t->w - 16), lanes(t->w - 32)};
     __m512 acc[MR][3];
 #pragma GCC unroll 8
@@ -75,7 +72,7 @@ static inline __attribute__((always_inline)) TARGET void tile(int mr, const eng_
     }
 }
 
-TARGET void eng__bf16_tile_avx512(const eng__lp_tile *t) {
+void eng__bf16_avx512_tile(const eng__lp_tile *t) {
     switch (t->mr) {
 #define TILE_CASE(r) \
     case r: tile(r, t); break;
@@ -85,4 +82,3 @@ TARGET void eng__bf16_tile_avx512(const eng__lp_tile *t) {
     }
 }
 
-#endif

@@ -1,0 +1,66 @@
+/* kern.c - the kernel table (kern.h): the fallback chain, written once. */
+#include "math/kern.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "math/cpu.h"
+
+static void fill(eng_kernels *k, unsigned f) {
+    *k = (eng_kernels){.f32 = "c", .bf16 = "c", .int8 = "c", .elem = "c",
+                       .f32_tile = eng__f32_tile_c,
+                       .bf16_rows = eng__bf16_c_rows, .bf16_tile = eng__bf16_c_tile, .bf16_act_bytes = 2,
+                       .int8_rows = eng__int8_c_rows, .int8_tile = eng__int8_c_tile, .int8_act_bytes = 1,
+                       .act_apply = eng__act_apply_c, .layernorm = eng__layernorm_c, .softmax_row = eng__softmax_row_c,
+                       .exp = eng__exp_c, .add = eng__add_c, .sparse_block = eng__sparse_block_c};
+    k->level = eng_cpu_level_of(f);
+#if defined(__x86_64__)
+    if (f & ENG_CPU_AVX2) {
+        k->f32 = k->bf16 = k->int8 = k->elem = "avx2";
+        k->f32_tile = eng__f32_tile_avx2;
+        k->bf16_rows = eng__bf16_avx2_rows, k->bf16_tile = eng__bf16_avx2_tile, k->bf16_act_bytes = 4;
+        k->int8_rows = eng__int8_avx2_rows, k->int8_tile = eng__int8_avx2_tile, k->int8_act_bytes = 2;
+        k->act_apply = eng__act_apply_avx2, k->layernorm = eng__layernorm_avx2, k->softmax_row = eng__softmax_row_avx2;
+        k->exp = eng__exp_avx2, k->add = eng__add_avx2, k->sparse_block = eng__sparse_block_avx2;
+    }
+    if (f & ENG_CPU_AVX_VNNI) {
+        k->int8 = "avx_vnni";
+        k->int8_rows = eng__int8_avx_vnni_rows, k->int8_tile = eng__int8_avx_vnni_tile, k->int8_act_bytes = 1;
+    }
+    if (f & ENG_CPU_AVX512) {
+        k->f32 = k->elem = "avx512";
+        k->f32_tile = eng__f32_tile_avx512;
+        k->act_apply = eng__act_apply_avx512, k->layernorm = eng__layernorm_avx512;
+        k->softmax_row = eng__softmax_row_avx512, k->exp = eng__exp_avx512, k->add = eng__add_avx512;
+        k->sparse_block = eng__sparse_block_avx512;
+    }
+    if (f & ENG_CPU_AVX512_BF16) {
+        k->bf16 = "avx512_bf16";
+        k->bf16_rows = eng__bf16_avx512_rows, k->bf16_tile = eng__bf16_avx512_tile, k->bf16_act_bytes = 2;
+    }
+    if (f & ENG_CPU_AVX512_VNNI) {
+        k->int8 = "avx512_vnni";
+        k->int8_rows = eng__int8_avx512_rows, k->int8_tile = eng__int8_avx512_tile, k->int8_act_bytes = 1;
+    }
+#endif
+}
+
+/* One table per feature set, filled on first use: a cap changed by a test (eng_cpu_restrict) selects
+ * another table instead of rewriting one that a running product may be reading. */
+#define SETS 32 /* the five feature bits of cpu.h */
+static eng_kernels tables[SETS];
+static atomic_int ready[SETS];
+static pthread_mutex_t fill_lock = PTHREAD_MUTEX_INITIALIZER;
+
+const eng_kernels *eng_kern(void) {
+    unsigned f = eng_cpu_features() & (SETS - 1);
+    if (!atomic_load_explicit(&ready[f], memory_order_acquire)) {
+        pthread_mutex_lock(&fill_lock);
+        if (!atomic_load_explicit(&ready[f], memory_order_relaxed)) {
+            fill(&tables[f], f);
+            atomic_store_explicit(&ready[f], 1, memory_order_release);
+        }
+        pthread_mutex_unlock(&fill_lock);
+    }
+    return &tables[f];
+}
