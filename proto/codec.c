@@ -1125,7 +1125,7 @@ char *proto_models_encode(const proto_model_info *m, int n, size_t *len) {
             a, json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:I,s:s,s:s,s:I}", "name", m[i].name, "model_type", m[i].model_type,
                          "hidden", m[i].hidden, "layers", m[i].layers, "max_tokens", m[i].max_tokens, "vocab", m[i].vocab,
                          "bytes", (json_int_t)m[i].bytes, "precision", m[i].precision ? m[i].precision : "fp32",
-                         "kernel", m[i].kernel ? m[i].kernel : "packed_f32", "packed_bytes",
+                         "kernel", m[i].kernel ? m[i].kernel : "c", "packed_bytes",
                          (json_int_t)m[i].packed_bytes));
     if (bad) {
         json_decref(a);

@@ -10,6 +10,8 @@
 
 #include "metrics.h"
 
+#include "engine/platform.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -334,6 +336,13 @@ char *srv__metrics_render(srv_metrics *m, const srv_metrics_live *live, size_t *
         put(&b, "adapterd_task_resident{task=\"%s\"} %d\n", store_task_name(t), store_task_resident(t));
         store_task_release(t);
     }
+    /* the CPU: its level, the level the kernels run at, and each precision's kernel family */
+    put(&b, "# HELP adapterd_cpu_info 1, labelled with the CPU's vector level (detected), the level the engine's kernels "
+            "run at (below --cpu-level / ADAPTERD_CPU_LEVEL) and the kernel family of each backbone precision.\n"
+            "# TYPE adapterd_cpu_info gauge\n"
+            "adapterd_cpu_info{detected=\"%s\",level=\"%s\",fp32=\"%s\",bf16=\"%s\",int8=\"%s\"} 1\n",
+        eng_cpu_level_detected(), eng_cpu_level(), eng_kernel_family("fp32"), eng_kernel_family("bf16"),
+        eng_kernel_family("int8"));
     /* the backbones: one series per model, its precision and kernel as labels */
     int n_models = m->reg ? store_n_models(m->reg) : 0;
     for (int pass = 0; pass < 2; pass++) {

@@ -27,8 +27,9 @@ void bench_random_ids(int32_t *ids, int n, unsigned seed, int lo, int hi);
 double bench_sgemm_peak(eng_pool *pool, int reps);
 
 /* The instruction peak of precision p on every thread of pool, in G operations per second (a
- * multiply-add is 2): fp32 vfmadd231ps, bf16 vdpbf16ps, int8 vpdpbusd on zmm, best of 5 runs of
- * ~20 ms (bench_peak.c). 0 when the CPU lacks the instruction. */
+ * multiply-add is 2), of the instruction the engine's kernel for p multiplies with at its level now
+ * (bench_peak.c: vfmadd231ps zmm/ymm, vdpbf16ps, vpdpbusd zmm/ymm, vpmaddwd), best of 5 runs of
+ * ~20 ms. 0 for the portable C kernels. */
 double bench_isa_peak(eng_pool *pool, eng_precision p);
 
 #endif

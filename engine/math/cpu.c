@@ -121,7 +121,8 @@ int eng_cpu_set_level(const char *name) {
     long long m = eng_cpu_level_mask(name);
     if (m < 0) return -1;
     pthread_once(&detect_once, detect);
-    eng_cpu_restrict((unsigned)m);
+    env_cap = (unsigned)m; /* replaces the environment's cap: a flag wins over the variable */
+    atomic_store(&mask, env_cap);
     return 0;
 }
 

@@ -53,7 +53,8 @@ unsigned eng_cpu_detected(void);
  * the CPU lacks. name NULL checks ADAPTERD_CPU_LEVEL (0 when unset). */
 int eng_cpu_level_check(const char *name, char *msg, int n);
 
-/* Caps the features at a level (as eng_cpu_restrict); -1 for an unknown name. */
+/* Caps the features at a level, in place of ADAPTERD_CPU_LEVEL's cap (a level above the CPU's keeps
+ * the CPU's features: eng_cpu_level_check first); -1 for an unknown name. */
 int eng_cpu_set_level(const char *name);
 
 /* Writes the feature names ("avx2 avx512 avx512_bf16 ...", or "none") into buf (n bytes). */

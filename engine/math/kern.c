@@ -3,7 +3,9 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <string.h>
 
+#include "engine/platform.h"
 #include "math/cpu.h"
 
 static void fill(eng_kernels *k, unsigned f) {
@@ -63,4 +65,24 @@ const eng_kernels *eng_kern(void) {
         pthread_mutex_unlock(&fill_lock);
     }
     return &tables[f];
+}
+
+/* ---- engine/platform.h ---- */
+
+const char *eng_cpu_level(void) { return eng_kern()->level; }
+
+const char *eng_cpu_level_detected(void) { return eng_cpu_level_of(eng_cpu_detected()); }
+
+const char *eng_kernel_family(const char *precision) {
+    const eng_kernels *k = eng_kern();
+    if (!precision) return NULL;
+    if (!strcmp(precision, "fp32")) return k->f32;
+    if (!strcmp(precision, "bf16")) return k->bf16;
+    if (!strcmp(precision, "int8")) return k->int8;
+    return NULL;
+}
+
+int eng_cpu_level_apply(const char *name, char *msg, int n) {
+    if (eng_cpu_level_check(name ? name : "", msg, n)) return -1;
+    return eng_cpu_set_level(name);
 }

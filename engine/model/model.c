@@ -476,7 +476,7 @@ int eng_model_json_precision(const char *dir, eng_precision *out, eng_err *err) 
 eng_model_precision_info eng_model_precision(const eng_model *m) {
     return (eng_model_precision_info){.precision = (eng_precision)m->prec,
                                       .name = eng_prec_name(m->prec),
-                                      .kernel = m->prec == ENG_PREC_F32 ? "packed_f32" : eng_lp_kernel(m->prec),
+                                      .kernel = eng_lp_kernel(m->prec),
                                       .packed_bytes = m->packed_bytes};
 }
 

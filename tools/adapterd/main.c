@@ -79,8 +79,37 @@ static int apply_blas_core(int *argc, char **argv) {
     return -1;
 }
 
+/* --cpu-level NAME (any position, any command) caps the engine's kernels at a level (baseline,
+ * avx2, avx_vnni, avx512, avx512_vnni, avx512_bf16, native), as ADAPTERD_CPU_LEVEL does; the flag
+ * wins over the variable. A level this CPU lacks, or an unknown name, is an error either way. */
+static int apply_cpu_level(int *argc, char **argv) {
+    const char *level = NULL;
+    int j = 0;
+    for (int i = 0; i < *argc; i++) {
+        if (!strcmp(argv[i], "--cpu-level")) {
+            if (i + 1 >= *argc) {
+                fprintf(stderr, "adapterd: --cpu-level needs a level (baseline, avx2, avx512, ..., native)\n");
+                return -1;
+            }
+            level = argv[++i];
+            continue;
+        }
+        argv[j++] = argv[i];
+    }
+    argv[j] = NULL;
+    *argc = j;
+    const char *name = level ? level : getenv("ADAPTERD_CPU_LEVEL");
+    char msg[256];
+    if (name && eng_cpu_level_apply(name, msg, sizeof msg)) {
+        fprintf(stderr, "adapterd: %s: %s\n", level ? "--cpu-level" : "ADAPTERD_CPU_LEVEL", msg);
+        return -1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (apply_blas_core(&argc, argv)) return 2;
+    if (apply_cpu_level(&argc, argv)) return 2;
     if (argc < 2) {
         usage(stderr);
         return 2;

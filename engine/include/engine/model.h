@@ -101,9 +101,10 @@ const eng_config *eng_model_config(const eng_model *m);
  * float32 rest). */
 size_t eng_model_bytes(const eng_model *m);
 
-/* How a model's backbone products run: its precision, the kernel that runs them on this CPU now
- * ("avx512_bf16", "avx512_vnni", "c" for the portable one; "packed_f32" for float32) and the bytes
- * of its packed backbone weights. Strings are static. */
+/* How a model's backbone products run: its precision, the kernel family that runs them on this CPU
+ * now (engine/platform.h, eng_kernel_family: "avx512", "avx512_bf16", "avx512_vnni", "avx_vnni",
+ * "avx2", or "c" for the portable one) and the bytes of its packed backbone weights. Strings are
+ * static. */
 typedef struct {
     eng_precision precision;
     const char *name;   /* eng_precision_name(precision) */

@@ -78,17 +78,24 @@ static inline __attribute__((always_inline)) void bf16_piece(int mr, const eng__
     const uint8_t *B = (const uint8_t *)t->b + (size_t)f0 * 4;
     int pairs = t->kp / 2;
     for (int kk = 0; kk < pairs; kk++, B += 2 * 2 * NR, a += 2) {
+        /* k's products for every row, then k+1's: one broadcast live at a time, and the odd
+         * weights made from the loads only once the even ones are done with (16 registers) */
         __m256i x0 = _mm256_loadu_si256((const __m256i *)B), x1 = _mm256_loadu_si256((const __m256i *)(B + 32));
-        __m256 e0 = _mm256_castsi256_ps(_mm256_slli_epi32(x0, 16)), o0 = _mm256_castsi256_ps(_mm256_and_si256(x0, hi));
-        __m256 e1 = _mm256_castsi256_ps(_mm256_slli_epi32(x1, 16)), o1 = _mm256_castsi256_ps(_mm256_and_si256(x1, hi));
+        __m256 w0 = _mm256_castsi256_ps(_mm256_slli_epi32(x0, 16)), w1 = _mm256_castsi256_ps(_mm256_slli_epi32(x1, 16));
 #pragma GCC unroll 4
         for (int i = 0; i < 4; i++) {
             if (i >= mr) break;
-            __m256 a0 = _mm256_broadcast_ss(a + (size_t)i * lda), a1 = _mm256_broadcast_ss(a + (size_t)i * lda + 1);
-            acc[i][0] = _mm256_fmadd_ps(a0, e0, acc[i][0]);
-            acc[i][1] = _mm256_fmadd_ps(a0, e1, acc[i][1]);
-            acc[i][0] = _mm256_fmadd_ps(a1, o0, acc[i][0]);
-            acc[i][1] = _mm256_fmadd_ps(a1, o1, acc[i][1]);
+            __m256 a0 = _mm256_broadcast_ss(a + (size_t)i * lda);
+            acc[i][0] = _mm256_fmadd_ps(a0, w0, acc[i][0]);
+            acc[i][1] = _mm256_fmadd_ps(a0, w1, acc[i][1]);
+        }
+        w0 = _mm256_castsi256_ps(_mm256_and_si256(x0, hi)), w1 = _mm256_castsi256_ps(_mm256_and_si256(x1, hi));
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) {
+            if (i >= mr) break;
+            __m256 a1 = _mm256_broadcast_ss(a + (size_t)i * lda + 1);
+            acc[i][0] = _mm256_fmadd_ps(a1, w0, acc[i][0]);
+            acc[i][1] = _mm256_fmadd_ps(a1, w1, acc[i][1]);
         }
     }
 #pragma GCC unroll 4
