@@ -5,10 +5,11 @@
 #
 # Stages: build (toolchain, compiles adapterd only), base (the shared libraries adapterd links and
 # a non-root user), example (base + examples/registry) and runtime (base + an empty /registry
-# volume; the default, being last). The kernels are built portable (ADAPTERD_NATIVE=OFF): an image
-# runs on other CPUs than the one that built it, but the backbone kernel then runs its plain C path:
-# on bert-base shapes a fifth of the native throughput. MARCH=x86-64-v4 (AVX-512 nodes: the native
-# figure) or x86-64-v3 (AVX2) builds for a CPU level instead; docs/OPERATIONS.md has the figures.
+# volume; the default, being last). One image for every x86-64 host: the build carries the engine's
+# kernels for each vector level (portable C, AVX2, AVX-VNNI, AVX-512, AVX512-VNNI / BF16; engine/
+# math/kern.h) and the server picks the best its CPU has when it starts (`adapterd version` and
+# /metrics' adapterd_cpu_info say which). No -march=native: it is the default build, the one the
+# tests and benchmarks measure.
 # podman keeps HEALTHCHECK only with --format docker.
 
 ARG BASE=debian:bookworm-slim
@@ -26,9 +27,8 @@ COPY proto/ proto/
 COPY adapters_store/ adapters_store/
 COPY server/ server/
 COPY tools/ tools/
-ARG MARCH=""
 RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DADAPTERD_NATIVE=OFF -DADAPTERD_BUILD_TESTS=OFF \
-      -DADAPTERD_BUILD_BENCH=OFF ${MARCH:+-DCMAKE_C_FLAGS=-march=${MARCH}} \
+      -DADAPTERD_BUILD_BENCH=OFF \
  && cmake --build build -j"$(nproc)" --target adapterd \
  && strip build/tools/adapterd
 

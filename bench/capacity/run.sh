@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# run.sh - capacity figures for docs/OPERATIONS.md, and what the container's portable build costs: the same
-# `adapterd serve` built several ways, measured in the same run, on the same registries and requests.
+# run.sh - capacity figures for docs/OPERATIONS.md: the same `adapterd serve` built or capped several ways,
+# measured in the same run, on the same registries and requests.
 #
-#   bench/capacity/run.sh [--peer NAME=DIR[:CFLAGS]]... [--cache DIR] [--threads 1,2] [--duration S]
+#   bench/capacity/run.sh [--peer NAME=DIR[:CFLAGS][@LEVEL]]... [--cache DIR] [--threads 1,2] [--duration S]
 #                         [--duration-base S] [--reps N] [--c N]
 #
-#  peers: native=build (-march=native: the packed kernel's AVX-512 path where the CPU has it) and
-#         portable=build-portable (-DADAPTERD_NATIVE=OFF, as the Dockerfile builds) unless --peer is given;
-#         a peer's DIR is built when it has no adapterd (ADAPTERD_NATIVE=ON for the name native, else OFF with
-#         CFLAGS, e.g. --peer v4=build-v4:-march=x86-64-v4 as the Dockerfile's MARCH=x86-64-v4); ratios are
-#         against the first peer;
+#  peers: image=build (the default build, as the Dockerfile builds it: every x86 level's kernels, the best
+#         chosen at start), image-avx2=build@avx2 (the same binary capped at AVX2, ADAPTERD_CPU_LEVEL) and
+#         native=build-native (-march=native) unless --peer is given; a peer's DIR is built when it has no
+#         adapterd (ADAPTERD_NATIVE=ON for the name native, else OFF with CFLAGS); @LEVEL caps its kernels
+#         (skipped with a message when the CPU lacks the level); ratios are against the first peer;
 #  registries: the example registry (README's sample request: 2 inputs x 3 tasks) and a bert-base shaped one
 #         (bench_backbone's model with the real bert-base-uncased tokenizer, one AdapterHub seq_bn task made by
 #         gen_adapters.py; one 12-token sentence per request);
@@ -37,11 +37,13 @@ while [ $# -gt 0 ]; do
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
-[ ${#peers[@]} -gt 0 ] || peers=("native=build" "portable=build-portable")
+[ ${#peers[@]} -gt 0 ] || peers=("image=build" "image-avx2=build@avx2" "native=build-native")
 durb=${durb:-$((dur * 3))}
-names=() dirs=()
+names=() dirs=() levels=()
 for p in "${peers[@]}"; do
-  name=${p%%=*} rest=${p#*=} dir=${rest%%:*} cflags=""
+  name=${p%%=*} rest=${p#*=} level=native
+  case $rest in *@*) level=${rest##*@} rest=${rest%@*} ;; esac
+  dir=${rest%%:*} cflags=""
   [ "$rest" != "$dir" ] && cflags=${rest#*:}
   case $dir in /*) ;; *) dir="$root/$dir" ;; esac
   nat=OFF
@@ -52,7 +54,11 @@ for p in "${peers[@]}"; do
       -DADAPTERD_BUILD_TESTS=OFF ${cflags:+"-DCMAKE_C_FLAGS=$cflags"} >/dev/null
     cmake --build "$dir" --target adapterd -j"$(nproc)" >/dev/null
   fi
-  names+=("$name") dirs+=("$dir")
+  if ! why=$("$dir/tools/adapterd" version --cpu-level "$level" 2>&1 >/dev/null); then
+    note "skipping peer $name: $why"
+    continue
+  fi
+  names+=("$name") dirs+=("$dir") levels+=("$level")
 done
 native=${dirs[0]}
 cache=${cache:-$native/bench-capacity-cache}
@@ -82,10 +88,10 @@ mkdir -p "$mreg/tasks" && rm -rf "$mreg/models" && mkdir -p "$mreg/models" &&
   cp -r "$breg/models/bert-base" "$mreg/models/"
 
 pid="" port=""
-start() { # BIN REGISTRY THREADS
+start() { # BIN REGISTRY THREADS [LEVEL]
   local pf="$cache/port"
   rm -f "$pf"
-  "$1" serve --registry "$2" --port 0 --port-file "$pf" --access-log false --threads "$3" --max-queue 4096 \
+  ADAPTERD_CPU_LEVEL=${4:-native} "$1" serve --registry "$2" --port 0 --port-file "$pf" --access-log false --threads "$3" --max-queue 4096 \
     2>"$cache/server.log" &
   pid=$!
   for _ in $(seq 1 600); do [ -s "$pf" ] && break; sleep 0.1; done
@@ -106,7 +112,7 @@ for r in example base; do
   for t in ${threads_list//,/ }; do
     for i in "${!names[@]}"; do
       b=${names[$i]}
-      start "${dirs[$i]}/tools/adapterd" "$reg" "$t"
+      start "${dirs[$i]}/tools/adapterd" "$reg" "$t" "${levels[$i]}"
       BENCH_BODY=$body wrk -t1 -c"$conc" -d"$((d / 2 + 2))s" --timeout 120s -s "$root/bench/http/predict.lua" \
         "http://127.0.0.1:$port/v1/predict" >/dev/null
       runs=""
@@ -128,7 +134,7 @@ done
 echo "memory (${names[0]} build, 1 thread, after start-up):"
 for r in example base model-only; do
   case $r in example) reg="$root/examples/registry" ;; base) reg=$breg ;; model-only) reg=$mreg ;; esac
-  start "$native/tools/adapterd" "$reg" 1
+  start "$native/tools/adapterd" "$reg" 1 "${levels[0]}"
   tasks=$(curl -s "http://127.0.0.1:$port/v1/tasks" | "$PY" -c '
 import json, sys
 d = json.load(sys.stdin)

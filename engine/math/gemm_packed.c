@@ -63,25 +63,6 @@ typedef struct {
     const eng_epilogue *ep;
 } pgemm_job;
 
-/* The portable tile (kern.h): the same loops in plain C. */
-void eng__f32_tile_c(int mr, int kc, const float *A, int lda, const float *B, float *C, int ldc, int init,
-                     const float *bias, const float *res, int ldr, int w) {
-    float acc[MR][NR];
-    for (int i = 0; i < mr; i++)
-        for (int j = 0; j < NR; j++) {
-            float s = 0.0f;
-            if (j < w && init) s = (bias ? bias[j] : 0.0f) + (res ? res[(size_t)i * ldr + j] : 0.0f);
-            acc[i][j] = s;
-        }
-    for (int k = 0; k < kc; k++, B += NR)
-        for (int i = 0; i < mr; i++) {
-            float a = A[(size_t)i * lda + k];
-            for (int j = 0; j < NR; j++) acc[i][j] += a * B[j];
-        }
-    for (int i = 0; i < mr; i++)
-        for (int j = 0; j < w; j++) C[(size_t)i * ldc + j] = init ? acc[i][j] : C[(size_t)i * ldc + j] + acc[i][j];
-}
-
 /* One task: a contiguous run of panels, over all rows, with the epilogue applied per tile. */
 static void pgemm_task(void *ctx, int task, int worker) {
     (void)worker;

@@ -74,6 +74,11 @@ void eng__f32_tile_avx2(int mr, int kc, const float *A, int lda, const float *B,
 void eng__f32_tile_avx512(int mr, int kc, const float *A, int lda, const float *B, float *C, int ldc, int init,
                           const float *bias, const float *res, int ldr, int w);
 
+/* Symmetric int8 of one row (portable.c; the vector converters compute the same float operations):
+ * scale = amax / 127, q[k * qstride] = nearest-even(x * 127 / amax); a NaN or an infinity gives
+ * q = 0 and a NaN scale, so the outputs are NaN as in float32. Returns the scale. */
+float eng__quant_row(const float *x, int K, int8_t *q, int qstride);
+
 #define ENG__LP_DECLARE(fam)                                                                               \
     void eng__##fam##_rows(const float *A, int lda, int K, int kp, int m0, int m1, uint8_t *ws, size_t ldws, \
                            float *scales);                                                                 \

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The whole encoder at every CPU level this machine has and in every precision, against the PyTorch
+# reference's float32 outputs (engine/math/kern.h: each level runs its own kernels).
+#   encoder_levels.sh PARITY_BIN ADAPTERD REFERENCE_DIR WORK_DIR
+# The model is encoder_parity.sh's bert-base-shaped checkpoint (12 layers, generated once, shared).
+# Tolerances on the largest difference of any hidden state (max |adapterd - reference|, LayerNorm-scale
+# values): fp32 1e-4 (float rounding: every level sums in float32); bf16 0.08 and int8 0.4, about 2.5x
+# the largest difference measured on this checkpoint at any level (bf16 0.031, int8 0.18 with the
+# AVX-512 kernels, docs in README "Precision"; int8's AVX2, AVX-VNNI and AVX-512 kernels give the same
+# bits, bf16's AVX2 kernel rounds its float32 sums differently from vdpbf16ps).
+# The portable level runs fp32 only: its bf16 kernel is 10-50x slower, and the models refuse it.
+set -euo pipefail
+bin=$1 adapterd=$2 ref=$3 work=$4
+PY=${ADAPTERD_PYTHON:-/usr/bin/python3}
+if ! "$PY" -c 'import torch' 2>/dev/null; then
+  echo "SKIP: $PY cannot import torch (install Debian's python3-torch)"
+  exit 77
+fi
+mkdir -p "$work"
+stamp=$(cat "$ref"/encoder.py "$ref"/gen_encoder.py "$ref"/st.py | sha256sum | cut -c1-16)
+d="$work/bert-base-f32"
+if [ "$(cat "$d/.stamp" 2>/dev/null)" != "$stamp" ]; then
+  rm -rf "$d"
+  echo "generating $d"
+  "$PY" "$ref/gen_encoder.py" --arch bert --shape base --seed 11 --dtype f32 --no-prefix --out "$d" >/dev/null
+  echo "$stamp" > "$d/.stamp"
+fi
+fail=0 ran=0
+for level in baseline avx2 avx_vnni avx512 native; do
+  if ! why=$("$adapterd" version --cpu-level "$level" 2>&1 >/dev/null); then
+    echo "level $level: skipped, ${why#adapterd: --cpu-level: }"
+    continue
+  fi
+  kernels=$("$adapterd" version --cpu-level "$level" | sed 's/.*"kernels":\(.*\)}/\1/')
+  for spec in "fp32 1e-4" "bf16 0.08" "int8 0.4"; do
+    set -- $spec
+    if [ "$level" = baseline ] && [ "$1" != fp32 ]; then continue; fi
+    echo "level $level ($kernels), $1:"
+    ran=$((ran + 1))
+    ADAPTERD_CPU_LEVEL=$level "$bin" --tol "$2" --precision "$1" "$d" || fail=1
+  done
+done
+echo "$ran level x precision runs"
+exit $fail
