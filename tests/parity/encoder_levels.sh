@@ -4,10 +4,10 @@
 #   encoder_levels.sh PARITY_BIN ADAPTERD REFERENCE_DIR WORK_DIR
 # The model is encoder_parity.sh's bert-base-shaped checkpoint (12 layers, generated once, shared).
 # Tolerances on the largest difference of any hidden state (max |adapterd - reference|, LayerNorm-scale
-# values): fp32 1e-4 (float rounding: every level sums in float32); bf16 0.08 and int8 0.4, about 2.5x
-# the largest difference measured on this checkpoint at any level (bf16 0.031, int8 0.18 with the
-# AVX-512 kernels, docs in README "Precision"; int8's AVX2, AVX-VNNI and AVX-512 kernels give the same
-# bits, bf16's AVX2 kernel rounds its float32 sums differently from vdpbf16ps).
+# values): fp32 1e-4 (float rounding: every level sums in float32; measured 1.3e-5 to 1.4e-5); bf16 0.08
+# and int8 0.4, about 1.8x the largest difference measured on this checkpoint at every level (bf16 0.043,
+# int8 0.216 at the AVX2, AVX-VNNI, AVX-512 and AVX512-BF16/VNNI levels, 2026-11-26; int8's kernels give
+# the same bits at every level, bf16's AVX2 kernel rounds its float32 sums apart from vdpbf16ps').
 # The portable level runs fp32 only: its bf16 kernel is 10-50x slower, and the models refuse it.
 set -euo pipefail
 bin=$1 adapterd=$2 ref=$3 work=$4

@@ -209,6 +209,53 @@ static void check_int8_exact_ctx(void *ctx) {
 
 Test(gemm_lowp, int8_accumulation_is_exact) { for_each_level(check_int8_exact_ctx, NULL); }
 
+/* int8 gives the same bits at every level: the integer sums are exact, the quantization is the same
+ * float operations, and the dequantization one fused multiply-add (the portable kernel rounds it
+ * twice, so it is held to the float32 rounding of that step instead). Odd shapes, bias + residual. */
+typedef struct {
+    int M, N, K;
+    const float *A, *bias, *R;
+    const eng_lp_weights *w;
+    float *first; /* the first vector level's output, NULL until it ran */
+    float *C;
+    void *ws;
+    int vector_levels;
+} same_bits_ctx;
+
+static void same_bits_at_level(void *ctx) {
+    same_bits_ctx *c = ctx;
+    eng_epilogue ep = {.bias = c->bias, .act = ENG_ACT_IDENTITY, .residual = c->R, .ldr = c->N};
+    eng_lp_gemm(NULL, c->M, c->A, c->K, c->w, c->C, c->N, &ep, c->ws);
+    const char *k = eng_lp_kernel(ENG_PREC_INT8);
+    if (!strcmp(k, "c")) return;
+    if (!c->vector_levels++) {
+        memcpy(c->first, c->C, sizeof(float) * (size_t)c->M * c->N);
+        return;
+    }
+    cr_assert(!memcmp(c->first, c->C, sizeof(float) * (size_t)c->M * c->N), "int8 kernel %s: other bits than the first", k);
+}
+
+Test(gemm_lowp, int8_same_bits_at_every_level) {
+    unsigned s = 77;
+    int M = 23, N = 101, K = 389;
+    float *A = malloc(sizeof(float) * M * K), *W = malloc(sizeof(float) * N * K), *bias = malloc(sizeof(float) * N);
+    float *R = malloc(sizeof(float) * M * N), *C = malloc(sizeof(float) * M * N), *first = malloc(sizeof(float) * M * N);
+    cr_assert(A && W && bias && R && C && first);
+    for (int i = 0; i < M * K; i++) A[i] = frand(&s, -3, 3);
+    for (int i = 0; i < N * K; i++) W[i] = frand(&s, -0.2f, 0.2f);
+    for (int i = 0; i < N; i++) bias[i] = frand(&s, -1, 1);
+    for (int i = 0; i < M * N; i++) R[i] = frand(&s, -1, 1);
+    eng_lp_weights w;
+    cr_assert_eq(eng_lp_pack(&w, ENG_PREC_INT8, W, N, K, K), 0);
+    same_bits_ctx c = {M, N, K, A, bias, R, &w, first, C, eng_alloc_aligned(eng_lp_ws_bytes(ENG_PREC_INT8, M, K)), 0};
+    cr_assert(c.ws);
+    for_each_level(same_bits_at_level, &c);
+    cr_log_info("%d vector int8 kernels compared", c.vector_levels);
+    eng_lp_release(&w);
+    eng_free_aligned(c.ws);
+    free(A), free(W), free(bias), free(R), free(C), free(first);
+}
+
 /* A whole bert-base FFN up-projection (64 x 768 -> 3072, bias and GELU) in each precision against
  * float32 inputs in double precision, with activations and weights in the ranges of a trained
  * encoder (LayerNorm output ~ N(0, 1), weights std ~0.03). Element bounds from the quantization
