@@ -3,6 +3,10 @@
 #   bench_set_core CORE THREADS   one OpenBLAS core and thread count for every peer ("auto": OpenBLAS's own
 #                                 detection, dropping an OPENBLAS_CORETYPE from the environment, with a note;
 #                                 the environment's value is kept in $bench_env_core)
+#   bench_set_level LEVEL         caps adapterd's kernels at a CPU level (ADAPTERD_CPU_LEVEL; "native": no cap)
+#                                 and PyTorch's own kernels alike (ATEN_CPU_CAPABILITY=avx2 at avx2 and avx_vnni,
+#                                 default at baseline); sets $bench_level_core to the OpenBLAS core that matches
+#                                 (Haswell, Prescott; empty above AVX2) and $bench_torch_cap
 #   bench_build BUILD TARGET      prints the path of build/bench/TARGET, building it (Release) when missing
 #   bench_metric URL NAME         prints an unlabelled sample of adapterd's /metrics at URL (NAME or NAME{})
 #   bench_backbone CACHE          makes CACHE/bert-base once with the reference (bert-base shapes, seed 0),
@@ -24,6 +28,16 @@ bench_set_core() {
   # No peer may start more threads than asked (torch's OpenMP, OpenBLAS's own pool); the peers set these too.
   export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
   return 0
+}
+
+bench_set_level() {
+  export ADAPTERD_CPU_LEVEL=$1
+  bench_level_core="" bench_torch_cap=""
+  case $1 in
+    avx2|avx_vnni) bench_level_core=Haswell bench_torch_cap=avx2 ;;
+    baseline) bench_level_core=Prescott bench_torch_cap=default ;;
+  esac
+  if [ -n "$bench_torch_cap" ]; then export ATEN_CPU_CAPABILITY=$bench_torch_cap; else unset ATEN_CPU_CAPABILITY; fi
 }
 
 bench_metric() {

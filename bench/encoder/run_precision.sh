@@ -3,7 +3,7 @@
 # PyTorch int8 dynamic quantization, in one run, on the same threads.
 #
 #   bench/encoder/run_precision.sh [--build DIR] [--threads N] [--reps N] [--batch-reps N] [--rounds N]
-#                                  [--cache DIR] [--precisions fp32,bf16,int8]
+#                                  [--cache DIR] [--precisions fp32,bf16,int8] [--cpu-level LEVEL]
 #
 # Peers, each on the same checkpoint (bench_backbone: bert-base shapes, reference seed 0):
 #   adapterd fp32 / bf16 / int8   bench_encoder --precision P (the backbone's four Linear layers in P; attention,
@@ -17,13 +17,15 @@
 # the median over --rounds. Each adapterd precision is also stated as a share of its own instruction peak
 # (vfmadd231ps, vdpbf16ps, vpdpbusd on every thread: bench_isa_peak), measured by the same bench_encoder run. When $ADAPTERD_PAUSE_PIDFILE names a file holding the pid of a running process (a
 # training job sharing the machine), that process is stopped (SIGSTOP) while each peer is timed and continued
-# (SIGCONT) after, also on exit. The 1-minute load average is printed for each peer.
+# (SIGCONT) after, also on exit. --cpu-level LEVEL (default ADAPTERD_CPU_LEVEL, else native) caps adapterd's kernels,
+# PyTorch's own and everybody's OpenBLAS core alike (bench/common/lib.sh, bench_set_level). The 1-minute load average is printed for each peer.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 PY=${ADAPTERD_PYTHON:-/usr/bin/python3}
 
 build="$root/build" threads=$(nproc) reps=20 batch_reps=5 rounds=1 precisions=fp32,bf16,int8
+level=${ADAPTERD_CPU_LEVEL:-native}
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/adapterd/bench"
 usage() { sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
@@ -35,13 +37,15 @@ while [ $# -gt 0 ]; do
     --rounds) rounds=$2; shift 2 ;;
     --cache) cache=$2; shift 2 ;;
     --precisions) precisions=$2; shift 2 ;;
+    --cpu-level) level=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "run_precision.sh: unknown argument $1" >&2; usage >&2; exit 2 ;;
   esac
 done
 note() { echo "bench: $*" >&2; }
 . "$root/bench/common/lib.sh"
-bench_set_core auto "$threads"
+bench_set_level "$level"
+bench_set_core "${bench_level_core:-auto}" "$threads"
 bin=$(bench_build "$build" bench_encoder)
 bench_backbone "$cache" || exit 1
 model="$cache/bert-base"

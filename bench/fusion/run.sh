@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run.sh - the AdapterFusion pruning benchmark of issue 4 in one command.
 #
-#   bench/fusion/run.sh [--build DIR | --bin PATH] [--threads N] [--core NAME|auto] [--reps N] [--batch-reps N]
+#   bench/fusion/run.sh [--build DIR | --bin PATH] [--threads N] [--core NAME|auto] [--cpu-level LEVEL] [--reps N] [--batch-reps N]
 #                       [--calib N] [--heldout N] [--skip S] [--cache DIR]
 #
 # Uses the bert-base backbone and the fusion8 case that bench/multitask/run.sh generates into the cache
@@ -12,14 +12,15 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-build="$root/build-mt" bin="" threads=$(nproc) core=auto reps=5 batch_reps=3 calib=200 heldout=200 skip=0
+build="$root/build-mt" bin="" threads=$(nproc) core=auto level=${ADAPTERD_CPU_LEVEL:-native} reps=5 batch_reps=3 calib=200 heldout=200 skip=0
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/adapterd/bench" data=${ADAPTERD_DATA_DIR:-$root/../shared/data}
 while [ $# -gt 0 ]; do
   case $1 in
     --build) build=$2; shift 2 ;;
     --bin) bin=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
-    --core) core=$2; shift 2 ;;
+    --core) core=$2; core_given=1; shift 2 ;;
+    --cpu-level) level=$2; shift 2 ;;
     --reps) reps=$2; shift 2 ;;
     --batch-reps) batch_reps=$2; shift 2 ;;
     --calib) calib=$2; shift 2 ;;
@@ -32,6 +33,8 @@ while [ $# -gt 0 ]; do
 done
 note() { echo "bench: $*" >&2; }
 . "$root/bench/common/lib.sh"
+bench_set_level "$level"
+[ "${core_given:-0}" = 1 ] || [ -z "$bench_level_core" ] || core=$bench_level_core
 bench_set_core "$core" "$threads"
 if [ -z "$bin" ]; then bin=$(bench_build "$build" bench_fusion); fi
 if [ ! -f "$cache/multitask-tasks/.stamp" ] || [ ! -f "$cache/bert-base/.stamp" ]; then

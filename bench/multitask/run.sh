@@ -2,7 +2,7 @@
 # run.sh - the multi-task benchmark of issue 5 in one command: adapterd's shared packed pass next to the same
 # engine running each task separately and to the PyTorch reference run AdapterHub-style, same run.
 #
-#   bench/multitask/run.sh [--build DIR | --bin PATH] [--threads N] [--core NAME|auto] [--reps N]
+#   bench/multitask/run.sh [--build DIR | --bin PATH] [--threads N] [--core NAME|auto] [--cpu-level LEVEL] [--reps N]
 #                          [--batch-reps N] [--batch N] [--counts 1,2,4,8,16] [--skips 0,5] [--fusion-ks 8,4,2]
 #                          [--rounds N] [--peers adapterd,pytorch] [--precisions fp32,bf16,int8] [--cache DIR]
 #                          [--json FILE] [--keep DIR] [--prepare-only]
@@ -31,7 +31,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 PY=${ADAPTERD_PYTHON:-/usr/bin/python3}
 
-build="$root/build-mt" bin="" threads=$(nproc) core=auto reps=3 batch_reps=2 batch=8 rounds=1
+build="$root/build-mt" bin="" threads=$(nproc) core=auto level=${ADAPTERD_CPU_LEVEL:-native} reps=3 batch_reps=2 batch=8 rounds=1
 counts=1,2,4,8,16 skips=0,5 fks=8,4,2
 peers=adapterd,pytorch precisions=fp32,bf16,int8 cache="${XDG_CACHE_HOME:-$HOME/.cache}/adapterd/bench" json_out="" keep="" prepare=0
 usage() { sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; }
@@ -40,7 +40,8 @@ while [ $# -gt 0 ]; do
     --build) build=$2; shift 2 ;;
     --bin) bin=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
-    --core) core=$2; shift 2 ;;
+    --core) core=$2; core_given=1; shift 2 ;;
+    --cpu-level) level=$2; shift 2 ;;
     --reps) reps=$2; shift 2 ;;
     --batch-reps) batch_reps=$2; shift 2 ;;
     --batch) batch=$2; shift 2 ;;
@@ -62,6 +63,8 @@ has_peer() { case ",$peers," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 note() { echo "bench: $*" >&2; }
 . "$root/bench/common/lib.sh"
 
+bench_set_level "$level"
+[ "${core_given:-0}" = 1 ] || [ -z "$bench_level_core" ] || core=$bench_level_core
 bench_set_core "$core" "$threads"
 
 if has_peer adapterd && [ -z "$bin" ] && [ $prepare = 0 ]; then bin=$(bench_build "$build" bench_multitask); fi
