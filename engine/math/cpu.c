@@ -13,6 +13,10 @@
 #include <string.h>
 #include <strings.h>
 
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #include <xmmintrin.h>
@@ -36,6 +40,7 @@ static const struct {
     {"avx512", F_V4},
     {"avx512_vnni", F_V4 | ENG_CPU_AVX512_VNNI},
     {"avx512_bf16", F_V4 | ENG_CPU_AVX512_VNNI | ENG_CPU_AVX512_BF16},
+    {"amx", F_V4 | ENG_CPU_AVX512_VNNI | ENG_CPU_AVX512_BF16 | ENG_CPU_AMX},
 };
 #define N_LEVELS (sizeof levels / sizeof levels[0])
 
@@ -70,8 +75,8 @@ static void detect(void) {
     if (!osxsave || !avx) return;
     unsigned long long xcr0 = xgetbv0();
     int ymm_os = (xcr0 & 0x6) == 0x6, zmm_os = (xcr0 & 0xE6) == 0xE6; /* SSE, AVX, opmask, zmm hi256/hi16 */
-    unsigned b7 = 0, c7 = 0, a71 = 0;
-    if (__get_cpuid_count(7, 0, &a, &b7, &c7, &d)) {
+    unsigned b7 = 0, c7 = 0, d7 = 0, a71 = 0;
+    if (__get_cpuid_count(7, 0, &a, &b7, &c7, &d7)) {
         unsigned max7 = a;
         if (max7 >= 1) __get_cpuid_count(7, 1, &a71, &b, &c, &d);
     }
@@ -84,6 +89,16 @@ static void detect(void) {
         if ((c7 >> 11) & 1) f |= ENG_CPU_AVX512_VNNI;
     }
     if ((f & ENG_CPU_AVX2) && ((a71 >> 4) & 1)) f |= ENG_CPU_AVX_VNNI;
+    /* AMX: TILE (edx bit 24), BF16 (22), INT8 (25), the OS saving XTILECFG and XTILEDATA (XCR0 bits 17,
+     * 18), and Linux granting this process the tile data state (arch_prctl ARCH_REQ_XCOMP_PERM, since
+     * 5.16): without the grant the first tile instruction kills the process. */
+    int amx = ((d7 >> 24) & 1) && ((d7 >> 22) & 1) && ((d7 >> 25) & 1) && (xcr0 & 0x60000) == 0x60000;
+#if defined(__linux__)
+    if (amx && (f & ENG_CPU_AVX512_BF16) && (f & ENG_CPU_AVX512_VNNI) && syscall(SYS_arch_prctl, 0x1023, 18) == 0)
+        f |= ENG_CPU_AMX;
+#else
+    (void)amx;
+#endif
     detected = f;
 #endif
     long long cap = eng_cpu_level_mask(getenv(ENG_CPU_LEVEL_ENV)); /* unknown names: eng_cpu_level_check says so */
@@ -146,7 +161,8 @@ void eng_cpu_describe(unsigned f, char *buf, int n) {
                  {ENG_CPU_AVX512, "avx512"},
                  {ENG_CPU_AVX512_BF16, "avx512_bf16"},
                  {ENG_CPU_AVX512_VNNI, "avx512_vnni"},
-                 {ENG_CPU_AVX_VNNI, "avx_vnni"}};
+                 {ENG_CPU_AVX_VNNI, "avx_vnni"},
+                 {ENG_CPU_AMX, "amx"}};
     if (n <= 0) return;
     buf[0] = '\0';
     int len = 0;

@@ -15,6 +15,8 @@
 #define ENG_CPU_AVX512_BF16 (1u << 2) /* vdpbf16ps, vcvtne2ps2bf16 (implies ENG_CPU_AVX512 here) */
 #define ENG_CPU_AVX512_VNNI (1u << 3) /* vpdpbusd on zmm (implies ENG_CPU_AVX512 here) */
 #define ENG_CPU_AVX_VNNI (1u << 4)    /* vpdpbusd on ymm with the VEX encoding (implies ENG_CPU_AVX2) */
+#define ENG_CPU_AMX (1u << 5)         /* AMX-TILE + AMX-BF16 + AMX-INT8, tile state enabled and granted by Linux
+                                       * (implies ENG_CPU_AVX512_BF16 and ENG_CPU_AVX512_VNNI here) */
 
 /* The features detected (CPUID and XGETBV, on first call) and not masked by eng_cpu_restrict. */
 unsigned eng_cpu_features(void);
@@ -36,6 +38,7 @@ void eng_cpu_restrict(unsigned mask);
  *   avx512       x86-64-v4: AVX-512 F/BW/DQ/VL (Skylake-X)
  *   avx512_vnni  avx512 + VNNI (Cascade Lake, Ice Lake)
  *   avx512_bf16  avx512_vnni + BF16 (Cooper Lake, Sapphire Rapids, Zen 4 and later)
+ *   amx          avx512_bf16 + AMX tiles for bf16 and int8 (Sapphire Rapids and later)
  *   native       everything detected (the default)
  * The cap starts from the environment variable ADAPTERD_CPU_LEVEL when it names a level (read on
  * first detection). eng_cpu_level_mask: the level's features, or -1 for an unknown name. */

@@ -25,12 +25,13 @@
 #include "math/kern.h"
 
 #define NR ENG__LP_NR
-#define MR ENG__LP_MR
 #define MC_BYTES (512u << 10) /* converted activation rows per row block */
 #define MC_MAX 512               /* rows per row block at most (the bound for a short K) */
 #define ROWS_SPLIT_MIN (1 << 20) /* activations converted on the caller alone below this many */
 
-static int group(eng_prec p) { return p == ENG_PREC_BF16 ? 2 : 4; }
+/* K is padded with zeros to whole AMX tiles (32 bf16 or 64 int8 k: one 64-byte row), so that every
+ * kernel can read the panels and the converted rows in its own steps; bert-base's K are multiples. */
+static int k_pad(eng_prec p) { return p == ENG_PREC_BF16 ? 32 : 64; }
 static int elem_bytes(eng_prec p) { return p == ENG_PREC_BF16 ? 2 : 1; }
 static int round_up(int x, int m) { return (x + m - 1) / m * m; }
 /* Bytes per converted row of act_bytes a value: whole 64-byte lines (at least one), so the vector
@@ -39,7 +40,7 @@ static int round_up(int x, int m) { return (x + m - 1) / m * m; }
  * fits. */
 #define ACT_BYTES_MAX(p) ((p) == ENG_PREC_BF16 ? 4 : 2)
 static size_t ws_ld(eng_prec p, int K, int act_bytes) {
-    int b = round_up(round_up(K, group(p)) * act_bytes, 64);
+    int b = round_up(round_up(K, k_pad(p)) * act_bytes, 64);
     return (size_t)(b > 64 ? b : 64);
 }
 
@@ -48,7 +49,7 @@ static size_t ws_ld(eng_prec p, int K, int act_bytes) {
 int eng_lp_pack(eng_lp_weights *w, eng_prec prec, const float *W, int N, int K, int ldw) {
     memset(w, 0, sizeof *w);
     if ((prec != ENG_PREC_BF16 && prec != ENG_PREC_INT8) || N < 0 || K < 0) return -1;
-    int g = group(prec), kp = round_up(K, g), panels = (N + NR - 1) / NR;
+    int kp = round_up(K, k_pad(prec)), panels = (N + NR - 1) / NR;
     size_t bytes = (size_t)panels * NR * (size_t)kp * (size_t)elem_bytes(prec);
     w->prec = prec, w->N = N, w->K = K, w->kp = kp;
     w->panels = eng_alloc_aligned(bytes ? bytes : 64);
@@ -108,12 +109,12 @@ size_t eng_lp_ws_bytes(eng_prec prec, int M, int K) {
 
 /* ---- dispatch ---- */
 
-static void pick(eng_prec prec, eng__lp_rows_fn *rows, eng__lp_tile_fn *tile, int *act_bytes) {
+static void pick(eng_prec prec, eng__lp_rows_fn *rows, eng__lp_tile_fn *tile, int *act_bytes, int *mr) {
     const eng_kernels *k = eng_kern();
     if (prec == ENG_PREC_BF16)
-        *rows = k->bf16_rows, *tile = k->bf16_tile, *act_bytes = k->bf16_act_bytes;
+        *rows = k->bf16_rows, *tile = k->bf16_tile, *act_bytes = k->bf16_act_bytes, *mr = k->bf16_mr;
     else
-        *rows = k->int8_rows, *tile = k->int8_tile, *act_bytes = k->int8_act_bytes;
+        *rows = k->int8_rows, *tile = k->int8_tile, *act_bytes = k->int8_act_bytes, *mr = k->int8_mr;
 }
 
 const char *eng_lp_kernel(eng_prec prec) {
@@ -124,7 +125,7 @@ const char *eng_lp_kernel(eng_prec prec) {
 /* ---- the product ---- */
 
 typedef struct {
-    int M, lda, ldc, rows_per_task, panels_per_task, mc;
+    int M, lda, ldc, rows_per_task, panels_per_task, mc, mr; /* mr: rows per tile call (kern.h) */
     size_t ldws;
     const float *A;
     const eng_lp_weights *w;
@@ -156,7 +157,7 @@ static void gemm_task(void *ctx, int task, int worker) {
     const char *end = (const char *)w->panels + (size_t)p1 * panel_bytes;
     for (int m0 = 0; m0 < j->M; m0 += j->mc) {
         int mb = j->M - m0 < j->mc ? j->M - m0 : j->mc;
-        size_t tiles = (size_t)(mb + MR - 1) / MR, lines = panel_bytes / 64;
+        size_t tiles = (size_t)(mb + j->mr - 1) / j->mr, lines = panel_bytes / 64;
         size_t per = (lines + tiles - 1) / tiles;
         for (int p = p0; p < p1; p++) {
             int n0 = p * NR, wd = w->N - n0 < NR ? w->N - n0 : NR;
@@ -171,12 +172,12 @@ static void gemm_task(void *ctx, int task, int worker) {
                               .ldr = ep ? ep->ldr : 0,
                               .b_scale = w->scale ? w->scale + n0 : NULL,
                               .b_comp = w->comp ? w->comp + n0 : NULL};
-            for (int i = 0; i < mb; i += MR) {
+            for (int i = 0; i < mb; i += j->mr) {
                 int m = m0 + i;
                 /* the thread's panels are one stream: fetch the next panel into L2, a share per tile */
-                for (size_t l = 0, o = (size_t)(i / MR) * per * 64; l < per && o < left; l++, o += 64)
+                for (size_t l = 0, o = (size_t)(i / j->mr) * per * 64; l < per && o < left; l++, o += 64)
                     __builtin_prefetch(next + o, 0, 2);
-                t.mr = mb - i < MR ? mb - i : MR;
+                t.mr = mb - i < j->mr ? mb - i : j->mr;
                 t.a = j->ws + (size_t)m * j->ldws;
                 t.c = j->C + (size_t)m * j->ldc + n0;
                 t.res = res_pre ? res_pre + (size_t)m * ep->ldr + n0 : NULL;
@@ -193,11 +194,11 @@ void eng_lp_gemm(eng_pool *pool, int M, const float *A, int lda, const eng_lp_we
     if (M <= 0 || w->N <= 0) return;
     lp_job j = {.M = M, .lda = lda, .ldc = ldc, .A = A, .w = w, .C = C, .ep = ep, .ws = ws};
     int act_bytes;
-    pick(w->prec, &j.rows, &j.tile, &act_bytes);
+    pick(w->prec, &j.rows, &j.tile, &act_bytes, &j.mr);
     j.ldws = ws_ld(w->prec, w->K, act_bytes);
     j.scales = w->prec == ENG_PREC_INT8 ? (float *)((uint8_t *)ws + j.ldws * (size_t)M) : NULL;
-    int mc = (int)(MC_BYTES / j.ldws) / MR * MR;
-    j.mc = mc < MR ? MR : mc > MC_MAX ? MC_MAX : mc;
+    int mc = (int)(MC_BYTES / j.ldws) / j.mr * j.mr;
+    j.mc = mc < j.mr ? j.mr : mc > MC_MAX ? MC_MAX : mc;
     int threads = eng_pool_size(pool), panels = (w->N + NR - 1) / NR;
     int split = 2.0 * M * w->N * (double)w->K >= ENG__SPLIT_MIN_FLOPS;
     /* converting a row costs a few cycles per 32 values: up to ~1M values (M = 128 at any bert-base K)

@@ -38,7 +38,7 @@ typedef enum {
 typedef struct {
     eng_prec prec;
     int N, K;
-    int kp;        /* K rounded up to the k group: 2 (bf16 pairs) or 4 (int8 quads), zeros past K */
+    int kp;        /* K rounded up to a whole AMX tile row, 32 (bf16) or 64 (int8) k, zeros past K */
     void *panels;  /* bf16: uint16 [panel][kp/2][48][2]; int8: int8 [panel][kp/4][48][4]; 64-byte aligned */
     float *scale;  /* (N) int8 only: scale_n, the float value of one step of q[n][.] */
     int32_t *comp; /* (N) int8 only: 128 * sum_k q[n][k] */

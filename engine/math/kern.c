@@ -13,6 +13,7 @@ static void fill(eng_kernels *k, unsigned f) {
                        .f32_tile = eng__f32_tile_c,
                        .bf16_rows = eng__bf16_c_rows, .bf16_tile = eng__bf16_c_tile, .bf16_act_bytes = 2,
                        .int8_rows = eng__int8_c_rows, .int8_tile = eng__int8_c_tile, .int8_act_bytes = 1,
+                       .bf16_mr = ENG__LP_MR, .int8_mr = ENG__LP_MR,
                        .act_apply = eng__act_apply_c, .layernorm = eng__layernorm_c, .softmax_row = eng__softmax_row_c,
                        .exp = eng__exp_c, .add = eng__add_c, .sparse_block = eng__sparse_block_c};
     k->level = eng_cpu_level_of(f);
@@ -44,12 +45,16 @@ static void fill(eng_kernels *k, unsigned f) {
         k->int8 = "avx512_vnni";
         k->int8_rows = eng__int8_avx512_rows, k->int8_tile = eng__int8_avx512_tile, k->int8_act_bytes = 1;
     }
+    if ((f & ENG_CPU_AMX) && (f & ENG_CPU_AVX512_BF16) && (f & ENG_CPU_AVX512_VNNI)) { /* AVX-512's row converters */
+        k->bf16 = "amx_bf16", k->bf16_tile = eng__bf16_amx_tile, k->bf16_mr = 16;
+        k->int8 = "amx_int8", k->int8_tile = eng__int8_amx_tile, k->int8_mr = 16;
+    }
 #endif
 }
 
 /* One table per feature set, filled on first use: a cap changed by a test (eng_cpu_restrict) selects
  * another table instead of rewriting one that a running product may be reading. */
-#define SETS 32 /* the five feature bits of cpu.h */
+#define SETS 64 /* the six feature bits of cpu.h */
 static eng_kernels tables[SETS];
 static atomic_int ready[SETS];
 static pthread_mutex_t fill_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -10,8 +10,8 @@
  *
  *   family        baseline     avx2 (x86-64-v3)        then, where the CPU has it
  *   fp32 packed   c            avx2 (4 x 24 ymm tiles)  avx512 (8 x 48 zmm tiles)
- *   bf16          c            avx2 (widened, FMA)      avx512_bf16 (vdpbf16ps)
- *   int8          c            avx2 (vpmaddwd)          avx_vnni (vpdpbusd ymm), avx512_vnni (zmm)
+ *   bf16          c            avx2 (widened, FMA)      avx512_bf16 (vdpbf16ps), amx_bf16 (tdpbf16ps)
+ *   int8          c            avx2 (vpmaddwd)          avx_vnni (vpdpbusd ymm), avx512_vnni (zmm), amx_int8 (tdpbusd)
  *   element-wise  c            avx2                     avx512 (one source, elem_impl.h, per level)
  *
  * Every variant computes the same math: the int8 ones bit for bit (exact integer sums, the same
@@ -42,6 +42,7 @@ typedef struct {
     eng__lp_rows_fn bf16_rows, int8_rows;
     eng__lp_tile_fn bf16_tile, int8_tile;
     int bf16_act_bytes, int8_act_bytes; /* bytes per converted activation value in the workspace */
+    int bf16_mr, int8_mr;               /* rows per tile call: ENG__LP_MR, or 16 for AMX's tiles */
     void (*act_apply)(eng_act act, float *x, size_t n);
     void (*layernorm)(float *x, size_t rows, size_t dim, const float *g, const float *b, float eps);
     void (*softmax_row)(float *x, size_t n);
@@ -90,5 +91,7 @@ ENG__LP_DECLARE(int8_avx2)
 ENG__LP_DECLARE(int8_avx_vnni)
 ENG__LP_DECLARE(bf16_avx512)
 ENG__LP_DECLARE(int8_avx512)
+void eng__bf16_amx_tile(const eng__lp_tile *t);
+void eng__int8_amx_tile(const eng__lp_tile *t);
 
 #endif

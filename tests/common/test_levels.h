@@ -11,7 +11,7 @@
 #include "math/kern.h"
 
 static inline int for_each_level(void (*check)(void *ctx), void *ctx) {
-    static const char *names[] = {"baseline", "avx2", "avx_vnni", "avx512", "avx512_vnni", "avx512_bf16"};
+    static const char *names[] = {"baseline", "avx2", "avx_vnni", "avx512", "avx512_vnni", "avx512_bf16", "amx"};
     eng_cpu_restrict(ENG_CPU_ALL);
     unsigned have = eng_cpu_features();
     int ran = 0;

@@ -45,8 +45,9 @@ Test(linear, runs_each_precision_like_its_kernel) {
             cr_assert_eq(eng_lp_pack(&q, (eng_prec)p, W, N, K, K), 0);
             eng_lp_gemm(pool, M, A, K, &q, C2, N, &ep, ws);
             eng_lp_release(&q);
-            /* 3 panels of 48 features x K rounded up to the k group, at 2 bytes or 1 (+ scale and sum) */
-            size_t want = p == ENG_PREC_BF16 ? (size_t)144 * 302 * 2 : (size_t)144 * 304 + 8 * (size_t)N;
+            /* 3 panels of 48 features x K rounded up to a whole AMX tile row (32 bf16, 64 int8 k), at 2 bytes
+             * or 1 (+ scale and sum) */
+            size_t want = p == ENG_PREC_BF16 ? (size_t)144 * 320 * 2 : (size_t)144 * 320 + 8 * (size_t)N;
             cr_assert_eq(eng_linear_bytes(&l), want);
         }
         cr_assert(!memcmp(C1, C2, sizeof(float) * M * N), "%s differs from its kernel", eng_prec_name((eng_prec)p));
