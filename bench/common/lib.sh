@@ -5,7 +5,8 @@
 #                                 the environment's value is kept in $bench_env_core)
 #   bench_set_level LEVEL         caps adapterd's kernels at a CPU level (ADAPTERD_CPU_LEVEL; "native": no cap)
 #                                 and PyTorch's own kernels alike (ATEN_CPU_CAPABILITY=avx2 at avx2 and avx_vnni,
-#                                 default at baseline); sets $bench_level_core to the OpenBLAS core that matches
+#                                 default at baseline; its oneDNN, which runs torch's int8, with ONEDNN_MAX_CPU_ISA
+#                                 and DNNL_MAX_CPU_ISA: AVX2, AVX2_VNNI, SSE41); sets $bench_level_core to the OpenBLAS core that matches
 #                                 (Haswell, Prescott; empty above AVX2) and $bench_torch_cap
 #   bench_build BUILD TARGET      prints the path of build/bench/TARGET, building it (Release) when missing
 #   bench_metric URL NAME         prints an unlabelled sample of adapterd's /metrics at URL (NAME or NAME{})
@@ -32,12 +33,17 @@ bench_set_core() {
 
 bench_set_level() {
   export ADAPTERD_CPU_LEVEL=$1
-  bench_level_core="" bench_torch_cap=""
+  bench_level_core="" bench_torch_cap="" onednn=""
   case $1 in
-    avx2|avx_vnni) bench_level_core=Haswell bench_torch_cap=avx2 ;;
-    baseline) bench_level_core=Prescott bench_torch_cap=default ;;
+    avx2) bench_level_core=Haswell bench_torch_cap=avx2 onednn=AVX2 ;;
+    avx_vnni) bench_level_core=Haswell bench_torch_cap=avx2 onednn=AVX2_VNNI ;;
+    avx512) onednn=AVX512_CORE ;;
+    avx512_vnni) onednn=AVX512_CORE_VNNI ;;
+    avx512_bf16) onednn=AVX512_CORE_BF16 ;;
+    baseline) bench_level_core=Prescott bench_torch_cap=default onednn=SSE41 ;;
   esac
   if [ -n "$bench_torch_cap" ]; then export ATEN_CPU_CAPABILITY=$bench_torch_cap; else unset ATEN_CPU_CAPABILITY; fi
+  if [ -n "$onednn" ]; then export ONEDNN_MAX_CPU_ISA=$onednn DNNL_MAX_CPU_ISA=$onednn; else unset ONEDNN_MAX_CPU_ISA DNNL_MAX_CPU_ISA; fi
 }
 
 bench_metric() {
