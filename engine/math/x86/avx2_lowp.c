@@ -14,6 +14,7 @@
  *   Pieces of 4 rows x 12 features: 12 accumulators, 3 widened weight vectors, 1 broadcast. The
  *   integer sums are the VNNI kernels' exactly (no offset to remove), so the outputs are the same. */
 #include "math/kern.h"
+#include "math/x86/avx2_quant.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -25,10 +26,6 @@
 #endif
 
 #define NR ENG__LP_NR
-
-static inline __m256i lanes(int left) {
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
 
 /* ---- bf16 ---- */
 
@@ -130,28 +127,15 @@ void eng__bf16_avx2_tile(const eng__lp_tile *t) {
 /* quant_row of gemm_lowp.c on 8 lanes at a time, the same float operations: q as int16. */
 void eng__int8_avx2_rows(const float *A, int lda, int K, int kp, int m0, int m1, uint8_t *ws, size_t ldws,
                          float *scales) {
-    const __m256 abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
     for (int m = m0; m < m1; m++) {
         const float *src = A + (size_t)m * lda;
         int16_t *dst = (int16_t *)(ws + (size_t)m * ldws);
-        __m256 mx = _mm256_setzero_ps(), nan = _mm256_setzero_ps();
-        for (int k = 0; k < K; k += 8) {
-            __m256 x = _mm256_maskload_ps(src + k, lanes(K - k));
-            mx = _mm256_max_ps(mx, _mm256_and_ps(x, abs));
-            nan = _mm256_or_ps(nan, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
-        }
-        float lane[8];
-        _mm256_storeu_ps(lane, mx);
-        float amax = 0.0f;
-        for (int i = 0; i < 8; i++) amax = lane[i] > amax ? lane[i] : amax;
-        int bad = _mm256_movemask_ps(nan) || amax > 3.4028235e38f; /* a NaN or an infinity: NaN outputs */
-        __m256 inv = _mm256_set1_ps(amax > 0.0f && !bad ? 127.0f / amax : 0.0f);
-        scales[m] = bad ? __builtin_nanf("") : amax / 127.0f;
+        __m256 inv;
+        scales[m] = row_scale(src, K, &inv);
         for (int k = 0; k < kp; k += 16) { /* 16 int16 per store; the row holds whole 64-byte lines */
-            __m256i q0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_maskload_ps(src + k, lanes(K - k)), inv));
-            __m256i q1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_maskload_ps(src + k + 8, lanes(K - k - 8)), inv));
-            __m256i q = _mm256_permute4x64_epi64(_mm256_packs_epi32(q0, q1), _MM_SHUFFLE(3, 1, 2, 0));
-            _mm256_storeu_si256((__m256i *)(dst + k), q);
+            __m256i q0, q1;
+            quant16(src, k, K, inv, &q0, &q1);
+            _mm256_storeu_si256((__m256i *)(dst + k), _mm256_permute4x64_epi64(_mm256_packs_epi32(q0, q1), _MM_SHUFFLE(3, 1, 2, 0)));
         }
     }
 }

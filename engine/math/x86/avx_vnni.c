@@ -7,6 +7,7 @@
  * features: 12 accumulators, 3 panel loads (8 features x 4 k each) and 1 broadcast per four k:
  * 32 products per instruction, twice avx2_lowp.c's vpmaddwd. */
 #include "math/kern.h"
+#include "math/x86/avx2_quant.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -17,36 +18,20 @@
 
 #define NR ENG__LP_NR
 
-static inline __m256i lanes(int left) {
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
 /* quant_row of gemm_lowp.c, eight lanes at a time: the same float operations, stored as q + 128. */
 void eng__int8_avx_vnni_rows(const float *A, int lda, int K, int kp, int m0, int m1, uint8_t *ws, size_t ldws,
                              float *scales) {
-    const __m256 abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    const __m256i off = _mm256_set1_epi32(128);
     for (int m = m0; m < m1; m++) {
         const float *src = A + (size_t)m * lda;
         uint8_t *dst = ws + (size_t)m * ldws;
-        __m256 mx = _mm256_setzero_ps(), nan = _mm256_setzero_ps();
-        for (int k = 0; k < K; k += 8) {
-            __m256 x = _mm256_maskload_ps(src + k, lanes(K - k));
-            mx = _mm256_max_ps(mx, _mm256_and_ps(x, abs));
-            nan = _mm256_or_ps(nan, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
-        }
-        float lane[8];
-        _mm256_storeu_ps(lane, mx);
-        float amax = 0.0f;
-        for (int i = 0; i < 8; i++) amax = lane[i] > amax ? lane[i] : amax;
-        int bad = _mm256_movemask_ps(nan) || amax > 3.4028235e38f;
-        __m256 inv = _mm256_set1_ps(amax > 0.0f && !bad ? 127.0f / amax : 0.0f);
-        scales[m] = bad ? __builtin_nanf("") : amax / 127.0f;
-        const __m256i off = _mm256_set1_epi32(128);
+        __m256 inv;
+        scales[m] = row_scale(src, K, &inv);
         for (int k = 0; k < kp; k += 16) { /* 16 bytes per store; lanes past K give 128 */
-            __m256i q0 = _mm256_add_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_maskload_ps(src + k, lanes(K - k)), inv)), off);
-            __m256i q1 = _mm256_add_epi32(
-                _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_maskload_ps(src + k + 8, lanes(K - k - 8)), inv)), off);
-            __m256i w16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(q0, q1), _MM_SHUFFLE(3, 1, 2, 0)); /* 0..255 */
+            __m256i q0, q1;
+            quant16(src, k, K, inv, &q0, &q1);
+            __m256i w16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(_mm256_add_epi32(q0, off), _mm256_add_epi32(q1, off)),
+                                                   _MM_SHUFFLE(3, 1, 2, 0)); /* 0..255 */
             __m128i b = _mm_packus_epi16(_mm256_castsi256_si128(w16), _mm256_extracti128_si256(w16, 1));
             _mm_storeu_si128((__m128i *)(dst + k), b);
         }
