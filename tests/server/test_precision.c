@@ -17,6 +17,7 @@
 #include "engine/model.h"
 #include "engine/run.h"
 #include "engine/task.h"
+#include "engine/platform.h"
 #include "engine/tokenizer.h"
 
 #define TINY ADAPTERD_FIXTURES "/registry/models/bert-tiny"
@@ -112,8 +113,10 @@ Test(precision, model_json_and_default_served_and_listed) {
     json_t *a = find_model(ms, "bert-tiny"), *b = find_model(ms, "plain");
     cr_assert_str_eq(json_string_value(json_object_get(a, "precision")), "int8"); /* model.json wins */
     cr_assert_str_eq(json_string_value(json_object_get(b, "precision")), "bf16"); /* --precision */
-    cr_assert_str_eq(json_string_value(json_object_get(a, "kernel")), "avx512_vnni");
-    cr_assert_str_eq(json_string_value(json_object_get(b, "kernel")), "avx512_bf16");
+    /* the kernel families this CPU runs (the server runs under the same ADAPTERD_CPU_LEVEL as this test) */
+    const char *k8 = eng_kernel_family("int8"), *k16 = eng_kernel_family("bf16");
+    cr_assert_str_eq(json_string_value(json_object_get(a, "kernel")), k8);
+    cr_assert_str_eq(json_string_value(json_object_get(b, "kernel")), k16);
     json_int_t pa = json_integer_value(json_object_get(a, "packed_bytes")),
                pb = json_integer_value(json_object_get(b, "packed_bytes"));
     cr_assert(pa > 0 && pa < pb, "int8 %lld, bf16 %lld packed bytes", (long long)pa, (long long)pb);
@@ -121,10 +124,14 @@ Test(precision, model_json_and_default_served_and_listed) {
 
     ts_resp r;
     cr_assert_eq(ts_http(&s, "GET", "/metrics", NULL, NULL, NULL, &r), 0);
-    cr_assert(strstr(r.body, "adapterd_model_info{model=\"bert-tiny\",precision=\"int8\",kernel=\"avx512_vnni\"} 1"), "%s",
-              r.body);
-    cr_assert(strstr(r.body, "adapterd_model_info{model=\"plain\",precision=\"bf16\",kernel=\"avx512_bf16\"} 1"), "%s",
-              r.body);
+    char want[256];
+    snprintf(want, sizeof want, "adapterd_model_info{model=\"bert-tiny\",precision=\"int8\",kernel=\"%s\"} 1", k8);
+    cr_assert(strstr(r.body, want), "%s", r.body);
+    snprintf(want, sizeof want, "adapterd_model_info{model=\"plain\",precision=\"bf16\",kernel=\"%s\"} 1", k16);
+    cr_assert(strstr(r.body, want), "%s", r.body);
+    snprintf(want, sizeof want, "adapterd_cpu_info{detected=\"%s\",level=\"%s\",fp32=\"%s\",bf16=\"%s\",int8=\"%s\"} 1",
+             eng_cpu_level_detected(), eng_cpu_level(), eng_kernel_family("fp32"), k16, k8);
+    cr_assert(strstr(r.body, want), "%s", r.body);
     ts_resp_free(&r);
 
     /* the server's logits are those of the engine with the model in int8, and not those in fp32 */
