@@ -14,7 +14,7 @@
  *   Pieces of 4 rows x 12 features: 12 accumulators, 3 widened weight vectors, 1 broadcast. The
  *   integer sums are the VNNI kernels' exactly (no offset to remove), so the outputs are the same. */
 #include "math/kern.h"
-#include "math/x86/avx2_quant.h"
+#include "math/x86/avx2_common.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -55,8 +55,8 @@ void eng__bf16_avx2_rows(const float *A, int lda, int K, int kp, int m0, int m1,
     }
 }
 
-static inline __attribute__((always_inline)) void bf16_piece(int mr, const eng__lp_tile *t, int f0, int w,
-                                                             const float *a) {
+static inline __attribute__((always_inline)) void bf16_piece(int mr, const eng__lp_tile *t, int f0, int w) {
+    const float *a = (const float *)t->a;
     __m256i mk[2] = {lanes(w), lanes(w - 8)};
     const __m256i hi = _mm256_set1_epi32((int)0xFFFF0000u);
     size_t lda = t->lda / sizeof(float);
@@ -103,24 +103,11 @@ static inline __attribute__((always_inline)) void bf16_piece(int mr, const eng__
     }
 }
 
-void eng__bf16_avx2_tile(const eng__lp_tile *t) {
-    for (int f0 = 0; f0 < t->w; f0 += 16) {
-        for (int r = 0; r < t->mr; r += 4) {
-            eng__lp_tile p = *t; /* rows r.. of the tile */
-            p.c = t->c + (size_t)r * t->ldc;
-            p.res = t->res ? t->res + (size_t)r * t->ldr : NULL;
-            const float *a = (const float *)(t->a + (size_t)r * t->lda);
-            int w = t->w - f0 < 16 ? t->w - f0 : 16;
-            switch (t->mr - r < 4 ? t->mr - r : 4) {
-#define PIECE(n) \
-    case n: bf16_piece(n, &p, f0, w, a); break;
-                PIECE(4) PIECE(3) PIECE(2) PIECE(1)
-#undef PIECE
-            default: break;
-            }
-        }
-    }
+static void bf16_piece_any(int mr, const eng__lp_tile *t, int f0, int w) {
+    switch (mr) { LP_PIECE_CASES(bf16_piece, t, f0, w) }
 }
+
+void eng__bf16_avx2_tile(const eng__lp_tile *t) { lp_pieces(t, 16, bf16_piece_any); }
 
 /* ---- int8 ---- */
 
@@ -140,8 +127,8 @@ void eng__int8_avx2_rows(const float *A, int lda, int K, int kp, int m0, int m1,
     }
 }
 
-static inline __attribute__((always_inline)) void int8_piece(int mr, const eng__lp_tile *t, int f0, int w,
-                                                             const uint8_t *a) {
+static inline __attribute__((always_inline)) void int8_piece(int mr, const eng__lp_tile *t, int f0, int w) {
+    const uint8_t *a = t->a;
     __m256i acc[4][3];
 #pragma GCC unroll 4
     for (int i = 0; i < 4; i++) {
@@ -187,22 +174,8 @@ static inline __attribute__((always_inline)) void int8_piece(int mr, const eng__
     }
 }
 
-void eng__int8_avx2_tile(const eng__lp_tile *t) {
-    for (int f0 = 0; f0 < t->w; f0 += 12) {
-        int w = t->w - f0 < 12 ? t->w - f0 : 12;
-        for (int r = 0; r < t->mr; r += 4) {
-            eng__lp_tile p = *t;
-            p.c = t->c + (size_t)r * t->ldc;
-            p.res = t->res ? t->res + (size_t)r * t->ldr : NULL;
-            p.a_scale = t->a_scale + r;
-            const uint8_t *a = t->a + (size_t)r * t->lda;
-            switch (t->mr - r < 4 ? t->mr - r : 4) {
-#define PIECE(n) \
-    case n: int8_piece(n, &p, f0, w, a); break;
-                PIECE(4) PIECE(3) PIECE(2) PIECE(1)
-#undef PIECE
-            default: break;
-            }
-        }
-    }
+static void int8_piece_any(int mr, const eng__lp_tile *t, int f0, int w) {
+    switch (mr) { LP_PIECE_CASES(int8_piece, t, f0, w) }
 }
+
+void eng__int8_avx2_tile(const eng__lp_tile *t) { lp_pieces(t, 12, int8_piece_any); }

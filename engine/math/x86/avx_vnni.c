@@ -7,7 +7,7 @@
  * features: 12 accumulators, 3 panel loads (8 features x 4 k each) and 1 broadcast per four k:
  * 32 products per instruction, twice avx2_lowp.c's vpmaddwd. */
 #include "math/kern.h"
-#include "math/x86/avx2_quant.h"
+#include "math/x86/avx2_common.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -38,8 +38,8 @@ void eng__int8_avx_vnni_rows(const float *A, int lda, int K, int kp, int m0, int
     }
 }
 
-static inline __attribute__((always_inline)) void piece(int mr, const eng__lp_tile *t, int f0, int w,
-                                                        const uint8_t *a) {
+static inline __attribute__((always_inline)) void piece(int mr, const eng__lp_tile *t, int f0, int w) {
+    const uint8_t *a = t->a;
     __m256i acc[4][3];
 #pragma GCC unroll 4
     for (int i = 0; i < 4; i++) {
@@ -83,22 +83,8 @@ static inline __attribute__((always_inline)) void piece(int mr, const eng__lp_ti
     }
 }
 
-void eng__int8_avx_vnni_tile(const eng__lp_tile *t) {
-    for (int f0 = 0; f0 < t->w; f0 += 24) {
-        int w = t->w - f0 < 24 ? t->w - f0 : 24;
-        for (int r = 0; r < t->mr; r += 4) {
-            eng__lp_tile p = *t;
-            p.c = t->c + (size_t)r * t->ldc;
-            p.res = t->res ? t->res + (size_t)r * t->ldr : NULL;
-            p.a_scale = t->a_scale + r;
-            const uint8_t *a = t->a + (size_t)r * t->lda;
-            switch (t->mr - r < 4 ? t->mr - r : 4) {
-#define PIECE(n) \
-    case n: piece(n, &p, f0, w, a); break;
-                PIECE(4) PIECE(3) PIECE(2) PIECE(1)
-#undef PIECE
-            default: break;
-            }
-        }
-    }
+static void piece_any(int mr, const eng__lp_tile *t, int f0, int w) {
+    switch (mr) { LP_PIECE_CASES(piece, t, f0, w) }
 }
+
+void eng__int8_avx_vnni_tile(const eng__lp_tile *t) { lp_pieces(t, 24, piece_any); }
