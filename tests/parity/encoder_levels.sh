@@ -11,20 +11,9 @@
 # The portable level runs fp32 only: its bf16 kernel is 10-50x slower, and the models refuse it.
 set -euo pipefail
 bin=$1 adapterd=$2 ref=$3 work=$4
-PY=${ADAPTERD_PYTHON:-/usr/bin/python3}
-if ! "$PY" -c 'import torch' 2>/dev/null; then
-  echo "SKIP: $PY cannot import torch (install Debian's python3-torch)"
-  exit 77
-fi
-mkdir -p "$work"
-stamp=$(cat "$ref"/encoder.py "$ref"/gen_encoder.py "$ref"/st.py | sha256sum | cut -c1-16)
-d="$work/bert-base-f32"
-if [ "$(cat "$d/.stamp" 2>/dev/null)" != "$stamp" ]; then
-  rm -rf "$d"
-  echo "generating $d"
-  "$PY" "$ref/gen_encoder.py" --arch bert --shape base --seed 11 --dtype f32 --no-prefix --out "$d" >/dev/null
-  echo "$stamp" > "$d/.stamp"
-fi
+. "$(dirname "$0")/encoder_models.sh"
+need_torch
+d=$(encoder_model "$ref" "$work" bert 11 f32 --no-prefix) # encoder_parity.sh's: generated once for both
 fail=0 ran=0
 for level in baseline avx2 avx_vnni avx512 native; do
   if ! why=$("$adapterd" version --cpu-level "$level" 2>&1 >/dev/null); then
