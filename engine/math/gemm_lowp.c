@@ -34,11 +34,8 @@
 static int k_pad(eng_prec p) { return p == ENG_PREC_BF16 ? 32 : 64; }
 static int elem_bytes(eng_prec p) { return p == ENG_PREC_BF16 ? 2 : 1; }
 static int round_up(int x, int m) { return (x + m - 1) / m * m; }
-/* Bytes per converted row of act_bytes a value: whole 64-byte lines (at least one), so the vector
- * converters store full vectors. The kernels differ in what they store (kern.h: bf16 2 or 4 bytes,
- * int8 1 or 2); a workspace is sized for the widest, so that one sized before a cap changed still
- * fits. */
-#define ACT_BYTES_MAX(p) ((p) == ENG_PREC_BF16 ? 4 : 2)
+/* Bytes per converted row of act_bytes a value (the kernels differ: kern.h, bf16 2 or 4 bytes, int8 1
+ * or 2): whole 64-byte lines (at least one), so the vector converters store full vectors. */
 static size_t ws_ld(eng_prec p, int K, int act_bytes) {
     int b = round_up(round_up(K, k_pad(p)) * act_bytes, 64);
     return (size_t)(b > 64 ? b : 64);
@@ -102,10 +99,6 @@ float eng_lp_weight(const eng_lp_weights *w, int n, int k) {
     return ((const int8_t *)w->panels)[base + ((size_t)(k / 4) * NR + n % NR) * 4 + (k & 3)];
 }
 
-size_t eng_lp_ws_bytes(eng_prec prec, int M, int K) {
-    if (M <= 0) return 0;
-    return ws_ld(prec, K, ACT_BYTES_MAX(prec)) * (size_t)M + (prec == ENG_PREC_INT8 ? sizeof(float) * (size_t)M : 0);
-}
 
 /* ---- dispatch ---- */
 
@@ -115,6 +108,15 @@ static void pick(eng_prec prec, eng__lp_rows_fn *rows, eng__lp_tile_fn *tile, in
         *rows = k->bf16_rows, *tile = k->bf16_tile, *act_bytes = k->bf16_act_bytes, *mr = k->bf16_mr;
     else
         *rows = k->int8_rows, *tile = k->int8_tile, *act_bytes = k->int8_act_bytes, *mr = k->int8_mr;
+}
+
+size_t eng_lp_ws_bytes(eng_prec prec, int M, int K) {
+    if (M <= 0) return 0;
+    eng__lp_rows_fn rows;
+    eng__lp_tile_fn tile;
+    int act_bytes, mr;
+    pick(prec, &rows, &tile, &act_bytes, &mr);
+    return ws_ld(prec, K, act_bytes) * (size_t)M + (prec == ENG_PREC_INT8 ? sizeof(float) * (size_t)M : 0);
 }
 
 const char *eng_lp_kernel(eng_prec prec) {

@@ -218,14 +218,16 @@ typedef struct {
     const eng_lp_weights *w;
     float *first; /* the first vector level's output, NULL until it ran */
     float *C;
-    void *ws;
     int vector_levels;
 } same_bits_ctx;
 
 static void same_bits_at_level(void *ctx) {
     same_bits_ctx *c = ctx;
     eng_epilogue ep = {.bias = c->bias, .act = ENG_ACT_IDENTITY, .residual = c->R, .ldr = c->N};
-    eng_lp_gemm(NULL, c->M, c->A, c->K, c->w, c->C, c->N, &ep, c->ws);
+    void *ws = eng_alloc_aligned(eng_lp_ws_bytes(ENG_PREC_INT8, c->M, c->K)); /* this level's layout */
+    cr_assert(ws);
+    eng_lp_gemm(NULL, c->M, c->A, c->K, c->w, c->C, c->N, &ep, ws);
+    eng_free_aligned(ws);
     const char *k = eng_lp_kernel(ENG_PREC_INT8);
     if (!strcmp(k, "c")) return;
     if (!c->vector_levels++) {
@@ -247,12 +249,10 @@ Test(gemm_lowp, int8_same_bits_at_every_level) {
     for (int i = 0; i < M * N; i++) R[i] = frand(&s, -1, 1);
     eng_lp_weights w;
     cr_assert_eq(eng_lp_pack(&w, ENG_PREC_INT8, W, N, K, K), 0);
-    same_bits_ctx c = {M, N, K, A, bias, R, &w, first, C, eng_alloc_aligned(eng_lp_ws_bytes(ENG_PREC_INT8, M, K)), 0};
-    cr_assert(c.ws);
+    same_bits_ctx c = {M, N, K, A, bias, R, &w, first, C, 0};
     for_each_level(same_bits_at_level, &c);
     cr_log_info("%d vector int8 kernels compared", c.vector_levels);
     eng_lp_release(&w);
-    eng_free_aligned(c.ws);
     free(A), free(W), free(bias), free(R), free(C), free(first);
 }
 
