@@ -19,6 +19,7 @@
  * row count than the thread's last call. The process asks Linux for the AMX state once
  * (arch_prctl(ARCH_REQ_XCOMP_PERM), cpu.c) before the features count as present. */
 #include "math/kern.h"
+#include "math/x86/avx512_common.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -48,10 +49,6 @@ static void configure(int mr) {
     __asm__ volatile("" : : "r"(&c) : "memory");
     _tile_loadconfig(&c);
     configured = mr;
-}
-
-static inline __mmask16 lanes(int left) {
-    return left >= 16 ? (__mmask16)0xFFFF : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1);
 }
 
 /* The accumulators out, one 16 x 48 block (row stride 48). */
@@ -110,13 +107,6 @@ void eng__int8_amx_tile(const eng__lp_tile *t) {
     __mmask16 mk[3] = {lanes(t->w), lanes(t->w - 16), lanes(t->w - 32)};
     for (int i = 0; i < t->mr; i++) {
         __m512 as = _mm512_set1_ps(t->a_scale[i]);
-        for (int v = 0; v < 3; v++) { /* the same operations as avx512_vnni.c's epilogue: the same bits */
-            __m512 pre = t->bias ? _mm512_maskz_loadu_ps(mk[v], t->bias + 16 * v) : _mm512_setzero_ps();
-            if (t->res) pre = _mm512_add_ps(pre, _mm512_maskz_loadu_ps(mk[v], t->res + (size_t)i * t->ldr + 16 * v));
-            __m512i comp = _mm512_maskz_loadu_epi32(mk[v], t->b_comp + 16 * v);
-            __m512 f = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_load_si512(acc + i * NR + 16 * v), comp));
-            __m512 s = _mm512_mul_ps(_mm512_maskz_loadu_ps(mk[v], t->b_scale + 16 * v), as);
-            _mm512_mask_storeu_ps(t->c + (size_t)i * t->ldc + 16 * v, mk[v], _mm512_fmadd_ps(f, s, pre));
-        }
+        for (int v = 0; v < 3; v++) int8_store(t, i, v, _mm512_load_si512(acc + i * NR + 16 * v), as, mk[v]);
     }
 }

@@ -6,16 +6,13 @@
  * accumulators held in registers, the float32 kernel's shape with twice the products per
  * instruction. Compiled for x86-64-v4 + AVX512-BF16 (engine/CMakeLists.txt); runs where kern.c says so. */
 #include "math/kern.h"
+#include "math/x86/avx512_common.h"
 
 #include <immintrin.h>
 #include <string.h>
 
 #define NR ENG__LP_NR
 #define MR ENG__LP_MR
-
-static inline __attribute__((always_inline)) __mmask16 lanes(int left) {
-    return left >= 16 ? (__mmask16)0xFFFF : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1);
-}
 
 void eng__bf16_avx512_rows(const float *A, int lda, int K, int kp, int m0, int m1, uint8_t *ws, size_t ldws,
                                   float *scales) {

@@ -3,6 +3,7 @@
  * One k step reads 48 contiguous floats of the panel (three zmm loads) and 8 activations, and does
  * 24 vector FMAs into 8 x 48 accumulators that stay in registers (24 of the 32 zmm registers). */
 #include "math/kern.h"
+#include "math/x86/avx512_common.h"
 
 #include <immintrin.h>
 
@@ -14,11 +15,7 @@
 static inline __attribute__((always_inline)) void tile(int mr, int kc, const float *A, int lda, const float *B,
                                                        float *C, int ldc, int init, const float *bias,
                                                        const float *res, int ldr, int w) {
-    __mmask16 mk[3];
-    for (int v = 0; v < 3; v++) {
-        int left = w - 16 * v;
-        mk[v] = left >= 16 ? (__mmask16)0xFFFF : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1);
-    }
+    __mmask16 mk[3] = {lanes(w), lanes(w - 16), lanes(w - 32)};
     __m512 acc[MR][3];
 #pragma GCC unroll 8
     for (int i = 0; i < MR; i++) {

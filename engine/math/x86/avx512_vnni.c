@@ -7,6 +7,7 @@
  * Compiled with a target attribute, so it exists in a portable build and runs only where
  * eng_cpu_has(ENG_CPU_AVX512_VNNI) (gemm_lowp.c decides). */
 #include "math/kern.h"
+#include "math/x86/avx512_common.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -20,10 +21,6 @@
 
 #define NR ENG__LP_NR
 #define MR ENG__LP_MR
-
-static inline __attribute__((always_inline)) __mmask16 lanes(int left) {
-    return left >= 16 ? (__mmask16)0xFFFF : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1);
-}
 
 /* The float operations of quant_row in gemm_lowp.c, sixteen at a time: the same bits. */
 void eng__int8_avx512_rows(const float *A, int lda, int K, int kp, int m0, int m1, uint8_t *ws, size_t ldws,
@@ -77,21 +74,12 @@ static inline __attribute__((always_inline)) void tile(int mr, const eng__lp_til
             acc[i][2] = _mm512_dpbusd_epi32(acc[i][2], x, b2);
         }
     }
-    /* The dequantization reloads its per-feature vectors for every row: loaded once before the
-     * rows, GCC kept them live across the k loop and spilled accumulators in it (2x slower). */
 #pragma GCC unroll 8
     for (int i = 0; i < MR; i++) {
         if (i >= mr) break;
         __m512 as = _mm512_set1_ps(t->a_scale[i]);
 #pragma GCC unroll 3
-        for (int v = 0; v < 3; v++) {
-            __m512 pre = t->bias ? _mm512_maskz_loadu_ps(mk[v], t->bias + 16 * v) : _mm512_setzero_ps();
-            if (t->res) pre = _mm512_add_ps(pre, _mm512_maskz_loadu_ps(mk[v], t->res + (size_t)i * t->ldr + 16 * v));
-            __m512i comp = _mm512_maskz_loadu_epi32(mk[v], t->b_comp + 16 * v);
-            __m512 f = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[i][v], comp));
-            __m512 s = _mm512_mul_ps(_mm512_maskz_loadu_ps(mk[v], t->b_scale + 16 * v), as);
-            _mm512_mask_storeu_ps(t->c + (size_t)i * t->ldc + 16 * v, mk[v], _mm512_fmadd_ps(f, s, pre));
-        }
+        for (int v = 0; v < 3; v++) int8_store(t, i, v, acc[i][v], as, mk[v]);
     }
 }
 
