@@ -34,6 +34,26 @@ static void usage(FILE *f) {
     fprintf(f, "\n`adapterd <command> --help` describes a command's options.\n");
 }
 
+/* Takes a global option `flag VALUE` (any position, any command) out of argv, setting *value to the
+ * last one given; -1, with a line on stderr, when the flag ends the command line. */
+static int take_global(int *argc, char **argv, const char *flag, const char *what, const char **value) {
+    int j = 0;
+    for (int i = 0; i < *argc; i++) {
+        if (!strcmp(argv[i], flag)) {
+            if (i + 1 >= *argc) {
+                fprintf(stderr, "adapterd: %s needs %s\n", flag, what);
+                return -1;
+            }
+            *value = argv[++i];
+            continue;
+        }
+        argv[j++] = argv[i];
+    }
+    argv[j] = NULL;
+    *argc = j;
+    return 0;
+}
+
 /* --blas-core NAME (any position, any command): OpenBLAS reads OPENBLAS_CORETYPE only when it
  * loads, so set it and re-execute this binary without the option. "auto" lets OpenBLAS detect,
  * and so does no option at all, except that a detection older than the CPU is corrected:
@@ -43,20 +63,7 @@ static void usage(FILE *f) {
  * a line on stderr. An OPENBLAS_CORETYPE from the environment or a named --blas-core is kept. */
 static int apply_blas_core(int *argc, char **argv) {
     const char *core = NULL;
-    int j = 0;
-    for (int i = 0; i < *argc; i++) {
-        if (!strcmp(argv[i], "--blas-core")) {
-            if (i + 1 >= *argc) {
-                fprintf(stderr, "adapterd: --blas-core needs a name (auto, Haswell, SkylakeX, Cooperlake, ...)\n");
-                return -1;
-            }
-            core = argv[++i];
-            continue;
-        }
-        argv[j++] = argv[i];
-    }
-    argv[j] = NULL;
-    *argc = j;
+    if (take_global(argc, argv, "--blas-core", "a name (auto, Haswell, SkylakeX, Cooperlake, ...)", &core)) return -1;
     const char *cur = getenv("OPENBLAS_CORETYPE");
     if (!core || (!strcasecmp(core, "auto") && !cur)) {
         const char *better = cur ? NULL : eng_blas_core_better();
@@ -84,20 +91,7 @@ static int apply_blas_core(int *argc, char **argv) {
  * wins over the variable. A level this CPU lacks, or an unknown name, is an error either way. */
 static int apply_cpu_level(int *argc, char **argv) {
     const char *level = NULL;
-    int j = 0;
-    for (int i = 0; i < *argc; i++) {
-        if (!strcmp(argv[i], "--cpu-level")) {
-            if (i + 1 >= *argc) {
-                fprintf(stderr, "adapterd: --cpu-level needs a level (baseline, avx2, avx512, ..., native)\n");
-                return -1;
-            }
-            level = argv[++i];
-            continue;
-        }
-        argv[j++] = argv[i];
-    }
-    argv[j] = NULL;
-    *argc = j;
+    if (take_global(argc, argv, "--cpu-level", "a level (baseline, avx2, avx512, ..., native)", &level)) return -1;
     const char *name = level ? level : getenv("ADAPTERD_CPU_LEVEL");
     char msg[256];
     if (name && eng_cpu_level_apply(name, msg, sizeof msg)) {
