@@ -268,6 +268,40 @@ typedef struct {
  * string for special tokens; start/stop in code points, null for special tokens). */
 char *proto_tokenize_encode(const proto_tokens *in, int n_inputs, size_t *len);
 
+/* `adapterd predict`'s answer for one input run on this machine: {"tasks": {NAME: ...}, "plan": ...}.
+ * Each task object is the one POST /v1/predict answers for that task (results[0].tasks.NAME; scores
+ * always, "version" and "skip_source" left out when NULL) plus "kind" (the adapter forms) and
+ * "start_layer" (the first layer with adapters). plan, when not NULL: {"tokens", "blas_core",
+ * "threads", "gflop", "embed_ms", "heads_ms", "total_ms", "layers": [{"layer", "streams", "trunks",
+ * "rows", "gflop", "ms"}, ...], "fusion": {TASK: {"kept", "pruned"}}} (fusion only when a task has
+ * one, as in the server's explain). */
+typedef struct {
+    int tokens, threads;
+    const char *blas_core;
+    double gflop, embed_ms, heads_ms, total_ms;
+    int n_layers;
+    const int *streams, *trunks, *rows;              /* (n_layers) */
+    const double *gflops, *ms;                       /* (n_layers) */
+    const proto_fusion_view *fusions;                /* (n_fusions) tasks with a fusion */
+    int n_fusions;
+} proto_local_plan;
+
+typedef struct {
+    int n_tasks;
+    const proto_task_result *results;                /* (n_tasks) the input's answer per task */
+    const char *const *kinds;                        /* (n_tasks) e.g. "seq_bn", "lora" */
+    const int *start_layers;                         /* (n_tasks) */
+    const proto_local_plan *plan;                    /* NULL: not asked */
+} proto_local_predict;
+
+char *proto_local_predict_encode(const proto_local_predict *p, size_t *len);
+
+/* The wire name of label i of a head: labels[i], or Hugging Face's default "LABEL_i" when labels
+ * or labels[i] is NULL (written into buf, n bytes; PROTO_LABEL_BUF is enough). Returns labels[i]
+ * or buf. Every encoder names labels through it. */
+#define PROTO_LABEL_BUF 24
+const char *proto_label_name(const char *const *labels, int i, char *buf, size_t n);
+
 /* {"error":{"code":code,"message":msg}} */
 char *proto_error_encode(const char *code, const char *msg, size_t *len);
 
@@ -331,9 +365,5 @@ const char *proto_openapi_json(size_t *len);
 /* The Redoc standalone bundle compiled in at build time (static, len bytes), or NULL when the build
  * did not find it (npm's `redoc` not installed). */
 const char *proto_redoc_js(size_t *len);
-
-/* The HTML page of GET /docs: Redoc rendering ./openapi.json, its script at docs/redoc.standalone.js
- * (relative URLs, so a path prefix added by a proxy keeps working); static, len bytes. */
-const char *proto_docs_html(size_t *len);
 
 #endif

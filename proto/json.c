@@ -1,0 +1,99 @@
+/* json.c - what every part of proto builds answers with: JSON values that cannot fail on a
+ * non-finite float, the dump every encoder ends with, label names with Hugging Face's LABEL_i
+ * fallback, a fusion's children, the wire names of enums, and the two small answers every route
+ * shares (errors, health). Depends on no other file of proto (see internal.h for the order). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+const char *proto_aggregation_name(proto_aggregation a) {
+    switch (a) {
+    case PROTO_AGG_TOKENS: return "tokens";
+    case PROTO_AGG_NONE: return "none";
+    case PROTO_AGG_SIMPLE: return "simple";
+    case PROTO_AGG_FIRST: return "first";
+    }
+    return "tokens";
+}
+
+const char *proto_head_kind_name(proto_head_kind k) {
+    switch (k) {
+    case PROTO_HEAD_CLASSIFICATION: return "classification";
+    case PROTO_HEAD_MULTILABEL: return "multilabel";
+    case PROTO_HEAD_REGRESSION: return "regression";
+    case PROTO_HEAD_TAGGING: return "tagging";
+    case PROTO_HEAD_QA: return "qa";
+    }
+    return "unknown";
+}
+
+const char *proto_pooling_name(proto_pooling p) {
+    switch (p) {
+    case PROTO_POOL_DEFAULT: return "default";
+    case PROTO_POOL_CLS: return "cls";
+    case PROTO_POOL_MEAN: return "mean";
+    case PROTO_POOL_POOLER: return "pooler";
+    case PROTO_POOL_NONE: return "none";
+    }
+    return "default";
+}
+
+json_t *proto__num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+/* Builders: each json_object_set_new consumes its value even on failure, so an allocation that
+ * fails leaves a NULL somewhere; the failure is checked once at the end by dumping. */
+char *proto__dump(json_t *j, size_t *len) {
+    if (!j) return NULL;
+    char *s = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(9));
+    json_decref(j);
+    if (s && len) *len = strlen(s);
+    return s;
+}
+
+json_t *proto__floats(const float *v, int n) {
+    json_t *a = json_array();
+    for (int i = 0; a && i < n; i++)
+        if (json_array_append_new(a, proto__num(v[i]))) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
+json_t *proto__strings(const char *const *s, int n) {
+    json_t *a = json_array();
+    int bad = !a;
+    for (int i = 0; !bad && i < n; i++) bad |= json_array_append_new(a, json_string(s[i]));
+    if (bad) {
+        json_decref(a);
+        return NULL;
+    }
+    return a;
+}
+
+json_t *proto__fusion_obj(const proto_fusion_view *f) {
+    json_t *o = json_pack("{s:[],s:[]}", "kept", "pruned");
+    for (int i = 0; o && i < f->n; i++)
+        if (json_array_append_new(json_object_get(o, f->kept[i] ? "kept" : "pruned"), json_string(f->children[i]))) {
+            json_decref(o);
+            o = NULL;
+        }
+    return o;
+}
+
+const char *proto_label_name(const char *const *labels, int i, char *buf, size_t n) {
+    if (labels && labels[i]) return labels[i];
+    snprintf(buf, n, "LABEL_%d", i);
+    return buf;
+}
+
+char *proto_error_encode(const char *code, const char *msg, size_t *len) {
+    return proto__dump(json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg), len);
+}
+
+char *proto_status_encode(const char *status, int ready, size_t *len) {
+    return proto__dump(json_pack("{s:s,s:b}", "status", status, "ready", ready), len);
+}

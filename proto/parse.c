@@ -1,0 +1,438 @@
+/* parse.c - the v1 request bodies (POST /v1/predict, /v1/embed, /v1/tokenize) into
+ * proto_predict_req, with jansson.
+ *
+ * Parsing keeps the jansson document alive inside the request struct and hands out borrowed
+ * pointers into it, so a request's texts are never copied. Every check names the field it refused,
+ * because a client fixing a request reads these messages. The pieces v2's parser reuses (the
+ * document, a text, the common parameters) are proto__ functions (internal.h); this file needs
+ * only json.c's names. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* Defaults of the limits (the server's options override them). */
+#define DEFAULT_MAX_INPUTS 64
+#define DEFAULT_MAX_TASKS 32
+#define DEFAULT_MAX_TEXT_BYTES (1 << 20)
+
+proto_limits proto_default_limits(void) {
+    return (proto_limits){.max_inputs = DEFAULT_MAX_INPUTS, .max_tasks = DEFAULT_MAX_TASKS,
+                          .max_text_bytes = DEFAULT_MAX_TEXT_BYTES};
+}
+
+void proto_predict_free(proto_predict_req *r) {
+    if (!r) return;
+    free(r->inputs);
+    free((void *)r->tasks);
+    free(r->skips);
+    free(r->ids_);
+    json_decref((json_t *)r->doc_);
+    memset(r, 0, sizeof *r);
+}
+
+void proto__req_init(proto_predict_req *r) {
+    memset(r, 0, sizeof *r);
+    r->skip = -1;
+    r->budget = -1;
+    r->latency_ms = -1;
+    r->ret_scores = 1;
+    r->truncate = 1;
+    r->normalize = 1;
+    r->add_special_tokens = 1;
+}
+
+json_t *proto__load_object(const char *body, size_t len, eng_err *err) {
+    json_error_t je;
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root) {
+        eng_err_set(err, ENG_MALFORMED, "body is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
+        return NULL;
+    }
+    if (!json_is_object(root)) {
+        json_decref(root);
+        eng_err_set(err, ENG_MALFORMED, "body must be a JSON object");
+        return NULL;
+    }
+    return root;
+}
+
+int proto__set_text(proto_text *t, json_t *s, json_t *pair, const proto_limits *lim, const char *where, eng_err *err) {
+    t->text = json_string_value(s);
+    t->len = json_string_length(s);
+    if (pair && !json_is_null(pair)) {
+        if (!json_is_string(pair)) return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s.text_pair must be a string", where);
+        t->pair = json_string_value(pair);
+        t->pair_len = json_string_length(pair);
+    }
+    if (t->len + t->pair_len > lim->max_text_bytes)
+        return eng_err_set(err, ENG_LIMIT, "%s is %zu bytes, over the limit of %zu", where, t->len + t->pair_len,
+                    lim->max_text_bytes);
+    return 0;
+}
+
+/* Largest token id accepted on the wire (the server checks it against the model's vocabulary). */
+#define MAX_TOKEN_ID 0x7fffffff
+
+/* An ids array: non-empty, integers 0..MAX_TOKEN_ID; returns its length or a negative status. */
+static int check_ids(json_t *a, const char *where, const char *field, eng_err *err) {
+    size_t n = json_array_size(a);
+    if (n == 0) return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s%s is empty", where, field);
+    if (n > (size_t)MAX_TOKEN_ID) return eng_err_set(err, ENG_LIMIT, "%s%s is too long", where, field);
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = json_array_get(a, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > MAX_TOKEN_ID)
+            return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s%s[%zu] must be a non-negative integer token id", where, field, i);
+    }
+    return (int)n;
+}
+
+static void copy_ids(json_t *a, int32_t *dst) {
+    for (size_t i = 0; i < json_array_size(a); i++) dst[i] = (int32_t)json_integer_value(json_array_get(a, i));
+}
+
+/* An input that is ids: [1, 2, 3] or {"ids": [...], "type_ids": [...]}. Sets *ids / *types (types
+ * may stay NULL); returns 1 when e is such an input, 0 when it is not, or a negative status. */
+static int ids_input(json_t *e, const char *where, json_t **ids, json_t **types, eng_err *err) {
+    *ids = *types = NULL;
+    if (json_is_array(e)) {
+        int n = check_ids(e, where, "", err);
+        if (n < 0) return n;
+        *ids = e;
+        return 1;
+    }
+    if (!json_is_object(e) || !json_object_get(e, "ids")) return 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach(e, k, v) {
+        if (strcmp(k, "ids") && strcmp(k, "type_ids"))
+            return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s: unknown field \"%.60s\" (ids, type_ids)", where, k);
+    }
+    json_t *a = json_object_get(e, "ids"), *t = json_object_get(e, "type_ids");
+    if (!json_is_array(a)) return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s.ids must be an array of token ids", where);
+    int n = check_ids(a, where, ".ids", err);
+    if (n < 0) return n;
+    if (t && !json_is_null(t)) {
+        if (!json_is_array(t) || json_array_size(t) != (size_t)n)
+            return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s.type_ids must be an array as long as ids", where);
+        int m = check_ids(t, where, ".type_ids", err);
+        if (m < 0) return m;
+        *types = t;
+    }
+    *ids = a;
+    return 1;
+}
+
+/* inputs: a string, one ids array, or an array of strings, ids arrays, {"text", "text_pair"} or
+ * {"ids", "type_ids"}. allow_ids 0 refuses ids (tokenize). Ids are copied into one buffer (r->ids_). */
+static int parse_inputs(json_t *in, const proto_limits *lim, int allow_ids, proto_predict_req *r, eng_err *err) {
+    if (!in) return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"inputs\" is required");
+    const char *shape = allow_ids ? "\"inputs\" must be a string, token ids, or an array of strings, of token ids, of "
+                                    "{\"text\", \"text_pair\"} or of {\"ids\", \"type_ids\"}"
+                                  : "\"inputs\" must be a string or an array of strings or of {\"text\", \"text_pair\"}";
+    if (!json_is_string(in) && !json_is_array(in)) return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s", shape);
+    /* a flat array of integers is one ids input */
+    int flat = json_is_array(in) && json_is_integer(json_array_get(in, 0));
+    size_t n = json_is_array(in) && !flat ? json_array_size(in) : 1;
+    if (json_is_array(in) && json_array_size(in) == 0) return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"inputs\" is empty");
+    if (n > (size_t)lim->max_inputs)
+        return eng_err_set(err, ENG_LIMIT, "\"inputs\" has %zu entries, over the limit of %d", n, lim->max_inputs);
+    if (!(r->inputs = calloc(n, sizeof *r->inputs))) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    r->n_inputs = (int)n;
+    if (json_is_string(in)) return proto__set_text(&r->inputs[0], in, NULL, lim, "inputs", err);
+    /* first pass: check every entry, count the ids */
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        json_t *e = flat ? in : json_array_get(in, i), *ids, *types;
+        char where[48];
+        snprintf(where, sizeof where, flat ? "inputs" : "inputs[%zu]", i);
+        int rc = ids_input(e, where, &ids, &types, err);
+        if (rc < 0) return rc;
+        if (rc == 1) {
+            if (!allow_ids) return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s: token ids are not accepted here; send text", where);
+            total += json_array_size(ids) * (types ? 2 : 1);
+            r->inputs[i].n_ids = (int)json_array_size(ids);
+            continue;
+        }
+        if (json_is_string(e)) {
+            rc = proto__set_text(&r->inputs[i], e, NULL, lim, where, err);
+        } else if (json_is_object(e)) {
+            json_t *t = json_object_get(e, "text");
+            if (!json_is_string(t)) return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s.text must be a string", where);
+            const char *k;
+            json_t *v;
+            json_object_foreach(e, k, v) {
+                if (strcmp(k, "text") && strcmp(k, "text_pair"))
+                    return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s: unknown field \"%.60s\"", where, k);
+            }
+            rc = proto__set_text(&r->inputs[i], t, json_object_get(e, "text_pair"), lim, where, err);
+        } else {
+            return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s: %s", where, shape);
+        }
+        if (rc) return rc;
+    }
+    if (!total) return 0;
+    if (!(r->ids_ = malloc(total * sizeof *r->ids_))) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    /* second pass: copy */
+    int32_t *o = r->ids_;
+    for (size_t i = 0; i < n; i++) {
+        json_t *e = flat ? in : json_array_get(in, i), *ids, *types;
+        if (ids_input(e, "", &ids, &types, NULL) != 1) continue;
+        copy_ids(ids, o);
+        r->inputs[i].ids = o;
+        o += json_array_size(ids);
+        if (types) {
+            copy_ids(types, o);
+            r->inputs[i].type_ids = o;
+            o += json_array_size(types);
+        }
+    }
+    return 0;
+}
+
+static int skip_value(json_t *v, const char *where, eng_err *err) {
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 1000)
+        return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s must be a non-negative integer", where);
+    return (int)json_integer_value(v);
+}
+
+int proto__parse_common(json_t *root, const proto_limits *lim, proto_predict_req *r, eng_err *err) {
+    json_t *v;
+    if ((v = json_object_get(root, "skip")) && !json_is_null(v)) {
+        if (json_is_object(v)) {
+            size_t n = json_object_size(v);
+            if (n > (size_t)lim->max_tasks)
+                return eng_err_set(err, ENG_LIMIT, "\"skip\" names %zu tasks, over the limit of %d", n, lim->max_tasks);
+            if (n && !(r->skips = calloc(n, sizeof *r->skips))) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+            const char *k;
+            json_t *s;
+            json_object_foreach(v, k, s) {
+                char where[96];
+                snprintf(where, sizeof where, "skip.%.80s", k);
+                int sk = skip_value(s, where, err);
+                if (sk < 0) return sk;
+                r->skips[r->n_skips++] = (proto_skip){k, sk};
+            }
+        } else {
+            if ((r->skip = skip_value(v, "\"skip\"", err)) < 0) return r->skip;
+        }
+    }
+    if ((v = json_object_get(root, "budget")) && !json_is_null(v)) {
+        if (!json_is_number(v) || json_number_value(v) < 0 || json_number_value(v) > 1)
+            return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"budget\" must be a number from 0 to 1");
+        r->budget = json_number_value(v);
+    }
+    if (r->budget >= 0 && (r->skip >= 0 || r->n_skips))
+        return eng_err_set(err, ENG_INVALID_ARGUMENT, "give either \"skip\" or \"budget\", not both");
+    if ((v = json_object_get(root, "latency_ms")) && !json_is_null(v)) {
+        if (!json_is_number(v) || !(json_number_value(v) > 0))
+            return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"latency_ms\" must be a positive number");
+        r->latency_ms = json_number_value(v);
+        if (r->budget >= 0 || r->skip >= 0 || r->n_skips)
+            return eng_err_set(err, ENG_INVALID_ARGUMENT, "give either \"latency_ms\" or \"skip\"/\"budget\", not both");
+    }
+    if ((v = json_object_get(root, "truncate")) && !json_is_null(v)) {
+        if (!json_is_boolean(v)) return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"truncate\" must be true or false");
+        r->truncate = json_is_true(v);
+    }
+    if ((v = json_object_get(root, "aggregation")) && !json_is_null(v)) {
+        const char *a = json_string_value(v);
+        if (a && !strcmp(a, "none")) r->aggregation = PROTO_AGG_NONE;
+        else if (a && !strcmp(a, "simple")) r->aggregation = PROTO_AGG_SIMPLE;
+        else if (a && !strcmp(a, "first")) r->aggregation = PROTO_AGG_FIRST;
+        else return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"aggregation\" must be \"none\", \"simple\" or \"first\"");
+    }
+    return 0;
+}
+
+/* A task named by object, {"name": "sentiment", "version": "2"} (version optional), is rewritten
+ * in place in the array as the string "sentiment@2", which the request then borrows like any
+ * other name (the document owns it). Returns 0 (also when the entry is not an object), or an error. */
+static int task_spec_of_object(json_t *arr, size_t i, eng_err *err) {
+    json_t *o = json_array_get(arr, i);
+    if (!json_is_object(o)) return 0;
+    const char *k, *name = NULL, *ver = NULL;
+    json_t *x;
+    json_object_foreach(o, k, x) {
+        const char **dst = !strcmp(k, "name") ? &name : !strcmp(k, "version") ? &ver : NULL;
+        if (!dst) return eng_err_set(err, ENG_INVALID_ARGUMENT, "tasks[%zu] has an unknown field \"%.80s\"", i, k);
+        if (!json_is_null(x) && !(*dst = json_string_value(x)))
+            return eng_err_set(err, ENG_INVALID_ARGUMENT, "tasks[%zu].%s must be a string", i, k);
+    }
+    if (!name || !*name) return eng_err_set(err, ENG_INVALID_ARGUMENT, "tasks[%zu] needs a \"name\"", i);
+    if (strchr(name, '@')) return eng_err_set(err, ENG_INVALID_ARGUMENT, "tasks[%zu].name holds '@'", i);
+    if (ver && !*ver) return eng_err_set(err, ENG_INVALID_ARGUMENT, "tasks[%zu].version is empty", i);
+    json_t *spec = ver ? json_sprintf("%s@%s", name, ver) : json_string(name);
+    if (!spec || json_array_set_new(arr, i, spec)) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    return 0;
+}
+
+int proto_predict_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *r, eng_err *err) {
+    proto_limits dl = proto_default_limits();
+    if (!lim) lim = &dl;
+    proto__req_init(r);
+    json_t *root = proto__load_object(body, len, err);
+    if (!root) return err ? err->code : ENG_MALFORMED;
+    r->doc_ = root;
+    int rc;
+    const char *k;
+    json_t *v;
+    json_object_foreach(root, k, v) {
+        if (strcmp(k, "inputs") && strcmp(k, "tasks") && strcmp(k, "skip") && strcmp(k, "budget") &&
+            strcmp(k, "latency_ms") && strcmp(k, "return") && strcmp(k, "truncate") && strcmp(k, "aggregation")) {
+            rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "unknown field \"%.80s\"", k);
+            goto bad;
+        }
+    }
+    if ((rc = parse_inputs(json_object_get(root, "inputs"), lim, 1, r, err))) goto bad;
+    if ((v = json_object_get(root, "tasks")) && !json_is_null(v)) {
+        if (json_is_string(v)) {
+            if (!(r->tasks = malloc(sizeof *r->tasks))) goto oom;
+            r->tasks[r->n_tasks++] = json_string_value(v);
+        } else if (json_is_array(v)) {
+            size_t n = json_array_size(v);
+            if (n == 0) {
+                rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "\"tasks\" is empty (leave it out for every task)");
+                goto bad;
+            }
+            if (n > (size_t)lim->max_tasks) {
+                rc = eng_err_set(err, ENG_LIMIT, "\"tasks\" has %zu entries, over the limit of %d", n, lim->max_tasks);
+                goto bad;
+            }
+            if (!(r->tasks = calloc(n, sizeof *r->tasks))) goto oom;
+            for (size_t i = 0; i < n; i++) {
+                if ((rc = task_spec_of_object(v, i, err))) goto bad;
+                const char *s = json_string_value(json_array_get(v, i));
+                if (!s) {
+                    rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "tasks[%zu] must be a task name, \"name@version\" or "
+                                                           "{\"name\": ..., \"version\": ...}", i);
+                    goto bad;
+                }
+                /* one version per task: the answer is keyed by task name */
+                size_t sn = strcspn(s, "@");
+                for (int j = 0; j < r->n_tasks; j++)
+                    if (strcspn(r->tasks[j], "@") == sn && !strncmp(r->tasks[j], s, sn)) {
+                        rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "task \"%.*s\" is named twice", (int)(sn > 80 ? 80 : sn), s);
+                        goto bad;
+                    }
+                r->tasks[r->n_tasks++] = s;
+            }
+        } else {
+            rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "\"tasks\" must be an array of task names");
+            goto bad;
+        }
+    }
+    if ((rc = proto__parse_common(root, lim, r, err))) goto bad;
+    if ((v = json_object_get(root, "return")) && !json_is_null(v)) {
+        if (!json_is_object(v)) {
+            rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "\"return\" must be an object {\"scores\", \"logits\", \"explain\"}");
+            goto bad;
+        }
+        json_t *b;
+        json_object_foreach(v, k, b) {
+            int *dst = !strcmp(k, "scores") ? &r->ret_scores
+                       : !strcmp(k, "logits") ? &r->ret_logits
+                       : !strcmp(k, "explain") ? &r->ret_explain
+                                               : NULL;
+            if (!dst) {
+                rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "return: unknown field \"%.80s\"", k);
+                goto bad;
+            }
+            if (!json_is_boolean(b)) {
+                rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "return.%s must be true or false", k);
+                goto bad;
+            }
+            *dst = json_is_true(b);
+        }
+    }
+    return 0;
+oom:
+    rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+bad:
+    proto_predict_free(r);
+    return rc;
+}
+
+static int bool_field(json_t *root, const char *key, int *dst, eng_err *err) {
+    json_t *v = json_object_get(root, key);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_boolean(v)) return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"%s\" must be true or false", key);
+    *dst = json_is_true(v);
+    return 0;
+}
+
+static int model_field(json_t *root, proto_predict_req *r, eng_err *err) {
+    json_t *v = json_object_get(root, "model");
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_string(v)) return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"model\" must be a model name (GET /v1/models)");
+    r->model = json_string_value(v);
+    return 0;
+}
+
+/* Refuses keys of root not in the NULL-terminated list. */
+static int known_keys(json_t *root, const char *const *keys, eng_err *err) {
+    const char *k;
+    json_t *v;
+    json_object_foreach(root, k, v) {
+        int ok = 0;
+        for (const char *const *q = keys; *q && !ok; q++) ok = !strcmp(k, *q);
+        if (!ok) return eng_err_set(err, ENG_INVALID_ARGUMENT, "unknown field \"%.80s\"", k);
+    }
+    return 0;
+}
+
+int proto_embed_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *r, eng_err *err) {
+    static const char *const keys[] = {"inputs", "normalize", "truncate", "truncation_direction", "pooling", "model", NULL};
+    proto_limits dl = proto_default_limits();
+    if (!lim) lim = &dl;
+    proto__req_init(r);
+    r->truncate = 0; /* as text-embeddings-inference: an input over the limit is refused unless asked */
+    json_t *root = proto__load_object(body, len, err), *v;
+    if (!root) return err ? err->code : ENG_MALFORMED;
+    r->doc_ = root;
+    int rc;
+    if ((rc = known_keys(root, keys, err)) || (rc = parse_inputs(json_object_get(root, "inputs"), lim, 1, r, err)) ||
+        (rc = bool_field(root, "normalize", &r->normalize, err)) || (rc = bool_field(root, "truncate", &r->truncate, err)) ||
+        (rc = model_field(root, r, err)))
+        goto bad;
+    if ((v = json_object_get(root, "truncation_direction")) && !json_is_null(v)) {
+        const char *d = json_string_value(v);
+        if (!d || (strcmp(d, "right") && strcmp(d, "Right"))) {
+            rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "\"truncation_direction\" must be \"right\" (the end of the text is cut)");
+            goto bad;
+        }
+    }
+    if ((v = json_object_get(root, "pooling")) && !json_is_null(v)) {
+        const char *p = json_string_value(v);
+        static const proto_pooling all[] = {PROTO_POOL_CLS, PROTO_POOL_MEAN, PROTO_POOL_POOLER, PROTO_POOL_NONE};
+        for (size_t i = 0; p && i < sizeof all / sizeof all[0]; i++)
+            if (!strcmp(p, proto_pooling_name(all[i]))) r->pooling = all[i];
+        if (r->pooling == PROTO_POOL_DEFAULT) {
+            rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "\"pooling\" must be \"cls\", \"mean\", \"pooler\" or \"none\"");
+            goto bad;
+        }
+    }
+    return 0;
+bad:
+    proto_predict_free(r);
+    return rc;
+}
+
+int proto_tokenize_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *r, eng_err *err) {
+    static const char *const keys[] = {"inputs", "add_special_tokens", "model", NULL};
+    proto_limits dl = proto_default_limits();
+    if (!lim) lim = &dl;
+    proto__req_init(r);
+    json_t *root = proto__load_object(body, len, err);
+    if (!root) return err ? err->code : ENG_MALFORMED;
+    r->doc_ = root;
+    int rc;
+    if ((rc = known_keys(root, keys, err)) || (rc = parse_inputs(json_object_get(root, "inputs"), lim, 0, r, err)) ||
+        (rc = bool_field(root, "add_special_tokens", &r->add_special_tokens, err)) || (rc = model_field(root, r, err)))
+        goto bad;
+    return 0;
+bad:
+    proto_predict_free(r);
+    return rc;
+}

@@ -1,0 +1,110 @@
+/* registry.c - the registry's answers: GET /v1/tasks (a page of served tasks, the unserved ones,
+ * a cursor to the next page), GET /v1/tasks/{name} (versions, layout, fallback) and GET
+ * /v1/models. The server copies what it shows out of the store into proto_task_info structs; this
+ * file only writes them. Built on json.c only. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* [{"version","state","resident","bytes","added"[,"reason"]}, ...]; the current version alone
+ * when the caller listed none. */
+static json_t *versions_of(const proto_task_info *t) {
+    proto_version_info cur = {.version = t->version, .state = "current", .resident = t->resident, .bytes = t->bytes};
+    const proto_version_info *v = t->versions ? t->versions : &cur;
+    int n = t->versions ? t->n_versions : 1;
+    json_t *a = json_array();
+    int bad = !a;
+    for (int i = 0; !bad && i < n; i++) {
+        json_t *o = json_pack("{s:s,s:s,s:b,s:I,s:o}", "version", v[i].version, "state", v[i].state, "resident",
+                              v[i].resident, "bytes", (json_int_t)v[i].bytes, "added",
+                              v[i].added ? json_integer(v[i].added) : json_null());
+        if (o && v[i].reason) bad |= json_object_set_new(o, "reason", json_string(v[i].reason));
+        bad |= json_array_append_new(a, o);
+    }
+    if (bad) {
+        json_decref(a);
+        return NULL;
+    }
+    return a;
+}
+
+static json_t *task_info(const proto_task_info *t) {
+    json_t *labels = proto__strings(t->labels, t->n_labels);
+    if (!labels) return NULL;
+    json_t *vs = versions_of(t);
+    if (!vs) {
+        json_decref(labels);
+        return NULL;
+    }
+    json_t *o = json_pack("{s:s,s:s,s:o,s:s,s:o,s:o,s:o,s:{s:i,s:i,s:i},s:I,s:b}", "name", t->name, "version", t->version,
+                          "versions", vs, "model", t->model, "adapters",
+                          t->head_known ? json_string(t->kind) : json_null(), "head",
+                          t->head_known ? json_string(proto_head_kind_name(t->head)) : json_null(), "labels", labels,
+                          "skips", "min", t->skip_min, "max", t->skip_max, "default", t->skip_default, "bytes",
+                          (json_int_t)t->bytes, "resident", t->resident);
+    if (o && t->fusion.n > 0 && json_object_set_new(o, "fusion", proto__fusion_obj(&t->fusion))) {
+        json_decref(o);
+        return NULL;
+    }
+    if (o && t->fallback_reason &&
+        json_object_set_new(o, "fallback", json_pack("{s:s,s:s}", "version", t->fallback_from ? t->fallback_from : "",
+                                                     "reason", t->fallback_reason))) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* {"from","adapters":[..],"fusion","head"}: the current version's folders. */
+static json_t *layout_of(const proto_task_info *t) {
+    json_t *a = proto__strings(t->layout_adapters, t->layout_n_adapters);
+    if (!a) return NULL;
+    return json_pack("{s:s,s:o,s:o,s:o}", "from", t->layout_from, "adapters", a, "fusion",
+                     t->layout_fusion ? json_string(t->layout_fusion) : json_null(), "head",
+                     t->layout_head ? json_string(t->layout_head) : json_null());
+}
+
+char *proto_task_encode(const proto_task_info *t, size_t *len) {
+    json_t *o = task_info(t);
+    if (o && t->layout_from && json_object_set_new(o, "layout", layout_of(t))) {
+        json_decref(o);
+        o = NULL;
+    }
+    return proto__dump(o, len);
+}
+
+char *proto_tasks_encode(const proto_task_info *t, int n, const proto_unserved_task *u, int nu, size_t *len) {
+    json_t *a = json_array(), *ua = json_array();
+    int bad = !a || !ua;
+    for (int i = 0; !bad && i < n; i++) bad |= json_array_append_new(a, task_info(&t[i]));
+    for (int i = 0; !bad && i < nu; i++) {
+        /* versions_of lists what it is given (never the "current" stand-in: n_versions >= 1 here) */
+        proto_task_info vi = {.versions = u[i].versions, .n_versions = u[i].n_versions};
+        json_t *vs = u[i].versions && u[i].n_versions > 0 ? versions_of(&vi) : json_array();
+        bad |= !vs || json_array_append_new(ua, json_pack("{s:s,s:o}", "name", u[i].name, "versions", vs));
+    }
+    if (bad) {
+        json_decref(a), json_decref(ua);
+        return NULL;
+    }
+    return proto__dump(json_pack("{s:o,s:o}", "tasks", a, "unserved", ua), len);
+}
+
+char *proto_models_encode(const proto_model_info *m, int n, size_t *len) {
+    json_t *a = json_array();
+    int bad = !a;
+    for (int i = 0; !bad && i < n; i++)
+        bad |= json_array_append_new(
+            a, json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:I,s:s,s:s,s:I}", "name", m[i].name, "model_type", m[i].model_type,
+                         "hidden", m[i].hidden, "layers", m[i].layers, "max_tokens", m[i].max_tokens, "vocab", m[i].vocab,
+                         "bytes", (json_int_t)m[i].bytes, "precision", m[i].precision ? m[i].precision : "fp32",
+                         "kernel", m[i].kernel ? m[i].kernel : "c", "packed_bytes",
+                         (json_int_t)m[i].packed_bytes));
+    if (bad) {
+        json_decref(a);
+        return NULL;
+    }
+    return proto__dump(json_pack("{s:o}", "models", a), len);
+}
