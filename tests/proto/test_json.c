@@ -18,3 +18,12 @@ Test(json, error_and_openapi) {
     cr_assert(json_object_get(json_object_get(d, "paths"), "/v1/predict"));
     json_decref(d);
 }
+
+/* Hugging Face's default label names where a head has none: the whole array missing, or one entry. */
+Test(json, label_names_fall_back_to_label_i) {
+    char buf[PROTO_LABEL_BUF];
+    const char *named[] = {"neg", NULL};
+    cr_expect_str_eq(proto_label_name(named, 0, buf, sizeof buf), "neg");
+    cr_expect_str_eq(proto_label_name(named, 1, buf, sizeof buf), "LABEL_1");
+    cr_expect_str_eq(proto_label_name(NULL, 12, buf, sizeof buf), "LABEL_12");
+}

@@ -4,8 +4,9 @@
  *                    [--skip N] (--text STR [--text-pair STR] | --ids 101,2023,102) [--explain]
  *                    [--aggregation none|simple|first]
  *
- * QA answers and tagging entities come from engine/answer.h, the code the server answers with, so
- * the two give the same answer for the same input.
+ * Each task is answered as POST /v1/predict answers it: QA spans and tagging entities come from
+ * engine/answer.h, and the JSON from proto's encoder (proto_local_predict_encode), the server's own,
+ * so the two give the same answer for the same input (tests/tools/adapterd/test_predict.c).
  *
  * Each --adapter folder is one task on the same input (a comma-separated list of folders is one
  * task that stacks them, e.g. a MAD-X language + task adapter). With --fusion, the --adapter
@@ -16,13 +17,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/answer.h"
-#include "engine/task.h"
-#include "engine/platform.h"
-#include "engine/tokenizer.h"
 #include "cli.h"
+#include "engine/answer.h"
 #include "engine/model.h"
+#include "engine/platform.h"
 #include "engine/run.h"
+#include "engine/task.h"
+#include "engine/tokenizer.h"
+#include "proto/proto.h"
 
 #define MAX_TASKS 64
 
@@ -31,149 +33,161 @@ static void usage(FILE *f) {
             "usage: adapterd predict --model DIR --adapter DIR[,DIR...] [--adapter ...] [--fusion DIR [--head DIR]]\n"
             "                        [--skip N] (--text STR [--text-pair STR] | --ids LIST) [--explain]\n"
             "                        [--threads N] [--blas-core NAME] [--precision P] [--aggregation A]\n\n"
-            "Prints {\"tasks\":{\"NAME\":{\"logits\":[...],\"label\":\"...\",\"scores\":{...}}}}.\n"
-            "QA tasks print \"answer\": the best span of --text-pair (the context; --text is the question),\n"
-            "{\"text\",\"start\",\"end\",\"score\"}, offsets in code points, score the span's probability.\n\n"
+            "Prints {\"tasks\":{\"NAME\":{...}}}: each task as POST /v1/predict answers it (\"label\", \"scores\",\n"
+            "\"labels\", \"value\", \"tokens\" or \"entities\", \"answer\"; always \"logits\"), plus \"kind\" (the adapter\n"
+            "forms) and \"start_layer\". QA tasks print \"answer\": the best span of --text-pair (the context;\n"
+            "--text is the question), {\"text\",\"start\",\"end\",\"score\"}, offsets in code points.\n\n"
             "  --adapter DIR      an AdapterHub or PEFT adapter folder = one task; DIR1,DIR2 stacks them\n"
             "  --fusion DIR       AdapterFusion folder: the --adapter folders are its children, one task\n"
             "  --head DIR         head folder (head_config.json) for the fusion task\n"
             "  --skip N           AdapterDrop: run layers 0..N-1 without adapters (default 0)\n"
             "  --explain          add the plan: streams and rows per layer, GFLOP, time per layer\n"
-            "  --aggregation A    tagging: also print \"entities\" grouped as none, simple or first (as the\n"
-            "                     server's \"aggregation\"; needs --text)\n"
+            "  --aggregation A    tagging: \"entities\" grouped as none, simple or first instead of every\n"
+            "                     token (as the server's \"aggregation\"; needs --text)\n"
             "  --precision P      backbone Linear layers in fp32, bf16 or int8 (default: DIR/model.json's, else fp32)\n");
 }
 
-static const char *label_name(const eng_head *h, int i, char *buf, size_t n) {
-    if (h->labels && h->labels[i]) return h->labels[i];
-    snprintf(buf, n, "LABEL_%d", i);
-    return buf;
-}
+/* The head types as the wire names them (proto's kinds). */
+static const proto_head_kind wire_kind[] = {
+    [ENG_HEAD_CLASSIFICATION] = PROTO_HEAD_CLASSIFICATION, [ENG_HEAD_MULTILABEL] = PROTO_HEAD_MULTILABEL,
+    [ENG_HEAD_REGRESSION] = PROTO_HEAD_REGRESSION,         [ENG_HEAD_TAGGING] = PROTO_HEAD_TAGGING,
+    [ENG_HEAD_QA] = PROTO_HEAD_QA,
+};
 
-/* The input as text, when it was given as text: its encoding gives QA and tagging their offsets. */
+/* The input: its encoding (a text's, or the --ids marked as the server marks them) gives QA and
+ * tagging their offsets and special tokens. */
 typedef struct {
-    const eng_tokenizer *tok;
+    const eng_tokenizer *tok;    /* NULL for --ids when the model folder has no tokenizer */
     const eng_tok_encoding *enc;
-    const char *text, *pair;
-    int aggregation; /* eng_tag_aggregation, or -1: no entities */
+    const char *text, *pair;     /* NULL for --ids */
+    proto_aggregation aggregation;
 } text_input;
 
-static void print_answer(const eng_task_out *o, const text_input *in) {
-    eng_qa_span sp;
-    const eng_tok_encoding *e = in->enc;
-    if (o->num_labels != 2 || (size_t)o->n_rows != e->n ||
-        eng_qa_best_span(o->logits, e->seq_ids, o->n_rows, 1, ENG_QA_MAX_ANSWER_TOKENS, &sp)) {
-        printf(",\"answer\":null");
-        return;
-    }
-    int32_t b0 = e->byte_offsets[2 * sp.start], b1 = e->byte_offsets[2 * sp.end + 1];
-    printf(",\"answer\":{\"text\":");
-    cli_print_json_string(in->pair + b0, b1 > b0 ? (size_t)(b1 - b0) : 0);
-    printf(",\"start\":%d,\"end\":%d,\"score\":%.9g,\"start_token\":%d,\"end_token\":%d}", e->offsets[2 * sp.start],
-           e->offsets[2 * sp.end + 1], sp.score, sp.start, sp.end);
+/* What one task's answer borrows until it is printed. */
+typedef struct {
+    float *probs;                      /* (n_rows, n_labels) */
+    const char **labels;               /* (n_labels) proto_label_name of each */
+    char (*names)[PROTO_LABEL_BUF];    /* (n_labels) where the head has no name */
+    proto_tag *tags;                   /* (n_rows) */
+    proto_entity *ents;                /* (n_rows + 1) */
+    eng_tag_entity *groups;            /* (n_rows + 1) scratch of eng_tag_entities */
+    uint8_t *subword;                  /* (n_rows + 1) */
+} task_bufs;
+
+static void task_bufs_free(task_bufs *b) {
+    free(b->probs), free(b->labels), free(b->names), free(b->tags), free(b->ents), free(b->groups), free(b->subword);
 }
 
-static void print_entities(const eng_head *h, const eng_task_out *o, const float *probs, const text_input *in) {
-    const eng_tok_encoding *e = in->enc;
-    int n = o->n_rows;
-    eng_tag_entity *ents = malloc(((size_t)n + 1) * sizeof *ents);
-    uint8_t *sub = malloc((size_t)n + 1);
-    const char **labels = malloc(((size_t)o->num_labels + 1) * sizeof *labels);
-    char (*names)[32] = malloc(((size_t)o->num_labels + 1) * sizeof *names);
-    if (!ents || !sub || !labels || !names || (size_t)n != e->n) {
-        printf(",\"entities\":null");
-        free(ents), free(sub), free(labels), free(names);
+/* Tagging: every token but the special ones (aggregation "tokens"), or entities grouped by engine/answer.h. */
+static void tag_answer(const eng_tok_encoding *e, const text_input *in, int n, int k, task_bufs *b, proto_task_result *r) {
+    r->aggregation = in->aggregation;
+    if (in->aggregation == PROTO_AGG_TOKENS) {
+        for (int row = 0; row < n; row++)
+            if (!e->special_mask[row]) {
+                int best = eng_argmax(b->probs + (size_t)row * k, k);
+                b->tags[r->n_tags++] = (proto_tag){.start = e->offsets[2 * row], .end = e->offsets[2 * row + 1],
+                                                   .seq = e->seq_ids[row] > 0, .label = best,
+                                                   .score = b->probs[(size_t)row * k + best]};
+            }
+        r->tags = b->tags;
         return;
     }
-    for (int j = 0; j < o->num_labels; j++) labels[j] = label_name(h, j, names[j], sizeof names[j]);
-    eng_tok_subword_flags(in->tok, e, in->text, strlen(in->text), in->pair, in->pair ? strlen(in->pair) : 0, sub);
-    eng_tag_aggregation a = (eng_tag_aggregation)in->aggregation;
-    int m = eng_tag_entities(probs, n, o->num_labels, e->special_mask, sub, e->seq_ids, labels, a, ents);
-    printf(",\"aggregation\":\"%s\",\"entities\":[", eng_tag_aggregation_name(a));
+    eng_tag_aggregation a = in->aggregation == PROTO_AGG_SIMPLE  ? ENG_TAG_AGG_SIMPLE
+                            : in->aggregation == PROTO_AGG_FIRST ? ENG_TAG_AGG_FIRST
+                                                                 : ENG_TAG_AGG_NONE;
+    memset(b->subword, 0, (size_t)n + 1);
+    if (in->text)
+        eng_tok_subword_flags(in->tok, e, in->text, strlen(in->text), in->pair, in->pair ? strlen(in->pair) : 0, b->subword);
+    int m = eng_tag_entities(b->probs, n, k, e->special_mask, b->subword, e->seq_ids, b->labels, a, b->groups);
     for (int x = 0; x < m; x++) {
-        const eng_tag_entity *g = &ents[x];
+        const eng_tag_entity *g = &b->groups[x];
         const char *src = g->seq == 1 ? in->pair : in->text;
-        const char *name = a == ENG_TAG_AGG_NONE ? labels[g->label] : eng_tag_group_name(labels[g->label]);
         int32_t b0 = e->byte_offsets[2 * g->first], b1 = e->byte_offsets[2 * g->last + 1];
-        printf("%s{\"%s\":", x ? "," : "", a == ENG_TAG_AGG_NONE ? "entity" : "entity_group");
-        cli_print_json_string(name, strlen(name));
-        printf(",\"score\":%.9g,\"word\":", g->score);
-        cli_print_json_string(src + b0, b1 > b0 ? (size_t)(b1 - b0) : 0);
-        printf(",\"start\":%d,\"end\":%d,\"seq\":%d}", e->offsets[2 * g->first], e->offsets[2 * g->last + 1], g->seq);
+        b->ents[x] = (proto_entity){.name = a == ENG_TAG_AGG_NONE ? b->labels[g->label] : eng_tag_group_name(b->labels[g->label]),
+                                    .score = g->score, .start = e->offsets[2 * g->first], .end = e->offsets[2 * g->last + 1],
+                                    .seq = g->seq, .word = src && b1 > b0 ? src + b0 : NULL,
+                                    .word_len = src && b1 > b0 ? (size_t)(b1 - b0) : 0};
     }
-    putchar(']');
-    free(ents), free(sub), free(labels), free(names);
+    r->entities = b->ents;
+    r->n_entities = m;
 }
 
-/* ,"fusion":{"TASK":{"kept":[...],"pruned":[...]}} for the tasks with a fusion, as the server's explain. */
-static void print_fusions(eng_task *const *tasks, int n_tasks) {
-    int any = 0;
-    for (int k = 0; k < n_tasks; k++) {
-        const char *const *names;
-        int n = eng_task_fusion_children(tasks[k], &names);
-        if (n <= 0) continue;
-        const uint8_t *kept = eng_task_fusion_kept(tasks[k]);
-        printf(any++ ? "," : ",\"fusion\":{");
-        cli_print_json_string(eng_task_name(tasks[k]), strlen(eng_task_name(tasks[k])));
-        for (int pass = 1; pass >= 0; pass--) {
-            printf(pass ? ":{\"kept\":[" : "],\"pruned\":[");
-            for (int i = 0, c = 0; i < n; i++)
-                if (kept[i] == pass) {
-                    if (c++) putchar(',');
-                    cli_print_json_string(names[i], strlen(names[i]));
-                }
-        }
-        printf("]}");
-    }
-    if (any) putchar('}');
-}
-
-static void print_task(const eng_task *t, const eng_task_out *o, int skip, const text_input *in) {
+/* One task's output as the server answers it: the head's probabilities, the label, the tagged
+ * tokens or entities, the QA span (engine/answer.h, the server's code). Returns 0, or ENG_NO_MEMORY. */
+static int task_answer(const eng_task *t, const eng_task_out *o, int skip, const text_input *in, task_bufs *b,
+                       proto_task_result *r) {
     const eng_head *h = eng_task_head(t);
-    char buf[32];
-    float *probs = malloc((size_t)o->n_rows * o->num_labels * sizeof *probs);
-    if (!probs) {
-        printf("{\"error\":\"out of memory\"}");
-        return;
+    const eng_tok_encoding *e = in->enc;
+    int n = o->n_rows, k = o->num_labels;
+    b->probs = malloc((size_t)n * k * sizeof *b->probs);
+    b->labels = malloc(((size_t)k + 1) * sizeof *b->labels);
+    b->names = malloc(((size_t)k + 1) * sizeof *b->names);
+    b->tags = calloc((size_t)n + 1, sizeof *b->tags);
+    b->ents = calloc((size_t)n + 1, sizeof *b->ents);
+    b->groups = calloc((size_t)n + 1, sizeof *b->groups);
+    b->subword = calloc((size_t)n + 1, 1);
+    if (!b->probs || !b->labels || !b->names || !b->tags || !b->ents || !b->groups || !b->subword) return ENG_NO_MEMORY;
+    for (int j = 0; j < k; j++) b->labels[j] = proto_label_name((const char *const *)h->labels, j, b->names[j], sizeof b->names[j]);
+    eng_head_probs(h, o->logits, n, b->probs);
+    *r = (proto_task_result){.task = eng_task_name(t), .kind = wire_kind[h->type], .skip = skip, .n_labels = k,
+                             .labels = b->labels, .logits = o->logits, .n_rows = n, .scores = b->probs};
+    eng_qa_span sp;
+    switch (h->type) {
+    case ENG_HEAD_CLASSIFICATION:
+        r->label = eng_argmax(b->probs, k);
+        r->score = b->probs[r->label];
+        break;
+    case ENG_HEAD_MULTILABEL: break;
+    case ENG_HEAD_REGRESSION: r->value = o->logits[0]; break;
+    case ENG_HEAD_TAGGING: tag_answer(e, in, n < (int)e->n ? n : (int)e->n, k, b, r); break;
+    case ENG_HEAD_QA: /* the context is --text-pair: cmd_predict refuses QA without one */
+        if (k != 2 || (size_t)n != e->n || eng_qa_best_span(o->logits, e->seq_ids, n, 1, ENG_QA_MAX_ANSWER_TOKENS, &sp)) break;
+        int32_t b0 = e->byte_offsets[2 * sp.start], b1 = e->byte_offsets[2 * sp.end + 1];
+        r->has_answer = 1;
+        r->ans_start = e->offsets[2 * sp.start];
+        r->ans_end = e->offsets[2 * sp.end + 1];
+        r->ans_score = sp.score;
+        r->ans_text = in->pair + b0;
+        r->ans_text_len = b1 > b0 ? (size_t)(b1 - b0) : 0;
+        break;
     }
-    eng_head_probs(h, o->logits, o->n_rows, probs);
-    cli_print_json_string(eng_task_name(t), strlen(eng_task_name(t)));
-    printf(":{\"kind\":\"%s\",\"skip\":%d,\"start_layer\":%d,\"logits\":[", eng_task_kind(t), skip, o->start_layer);
-    for (int r = 0; r < o->n_rows; r++) {
-        if (o->n_rows > 1) printf(r ? ",[" : "[");
-        for (int j = 0; j < o->num_labels; j++) printf(j ? ",%.9g" : "%.9g", o->logits[(size_t)r * o->num_labels + j]);
-        if (o->n_rows > 1) putchar(']');
+    return 0;
+}
+
+/* --ids as an encoding, marked as the server marks ids: no offsets, the tokenizer's [CLS], [SEP] and
+ * [PAD] special (tok NULL: none). Returns 0 or ENG_NO_MEMORY. */
+static int ids_encoding(const eng_tokenizer *tok, const int32_t *ids, const int32_t *types, int n, eng_tok_encoding *e) {
+    if (eng_tok_encoding_alloc(e, (size_t)n)) return ENG_NO_MEMORY;
+    int32_t special[3] = {-1, -1, -1};
+    if (tok) special[0] = eng_tokenizer_cls_id(tok), special[1] = eng_tokenizer_sep_id(tok), special[2] = eng_tokenizer_pad_id(tok);
+    memcpy(e->ids, ids, (size_t)n * sizeof *ids);
+    for (int i = 0; i < n; i++) {
+        e->type_ids[i] = types ? types[i] : 0;
+        e->special_mask[i] = ids[i] == special[0] || ids[i] == special[1] || ids[i] == special[2];
+        e->seq_ids[i] = e->special_mask[i] ? -1 : 0;
     }
-    putchar(']');
-    if (h->type == ENG_HEAD_REGRESSION) {
-        printf(",\"value\":%.9g", o->logits[0]);
-    } else if (h->type == ENG_HEAD_QA) {
-        print_answer(o, in); /* cmd_predict refuses QA without a text pair */
-    } else if (h->type == ENG_HEAD_TAGGING) {
-        printf(",\"labels\":[");
-        for (int r = 0; r < o->n_rows; r++) {
-            if (r) putchar(',');
-            const char *l = label_name(h, eng_argmax(probs + (size_t)r * o->num_labels, o->num_labels), buf, sizeof buf);
-            cli_print_json_string(l, strlen(l));
-        }
-        putchar(']');
-        if (in->enc && in->aggregation >= 0) print_entities(h, o, probs, in);
-    } else {
-        int best = eng_argmax(probs, o->num_labels);
-        const char *l = label_name(h, best, buf, sizeof buf);
-        printf(",\"label\":");
-        cli_print_json_string(l, strlen(l));
-        printf(",\"score\":%.9g,\"scores\":{", probs[best]);
-        for (int j = 0; j < o->num_labels; j++) {
-            if (j) putchar(',');
-            l = label_name(h, j, buf, sizeof buf);
-            cli_print_json_string(l, strlen(l));
-            printf(":%.9g", probs[j]);
-        }
-        putchar('}');
+    return 0;
+}
+
+/* The answer on stdout through proto's encoder, as the server would write each task. */
+static int print_answer(eng_task *const *tasks, const eng_task_out *outs, int n_tasks, int skip, const text_input *in,
+                        const proto_local_plan *plan) {
+    proto_task_result res[MAX_TASKS];
+    task_bufs bufs[MAX_TASKS] = {0};
+    const char *kinds[MAX_TASKS];
+    int starts[MAX_TASKS], rc = 0;
+    for (int k = 0; k < n_tasks && !rc; k++) {
+        kinds[k] = eng_task_kind(tasks[k]);
+        starts[k] = outs[k].start_layer;
+        rc = task_answer(tasks[k], &outs[k], skip, in, &bufs[k], &res[k]);
     }
-    putchar('}');
-    free(probs);
+    proto_local_predict p = {.n_tasks = n_tasks, .results = res, .kinds = kinds, .start_layers = starts, .plan = plan};
+    size_t len = 0;
+    char *json = rc ? NULL : proto_local_predict_encode(&p, &len);
+    if (json) printf("%s\n", json);
+    free(json);
+    for (int k = 0; k < n_tasks; k++) task_bufs_free(&bufs[k]);
+    return json ? 0 : ENG_NO_MEMORY;
 }
 
 int cmd_predict(int argc, char **argv) {
@@ -275,7 +289,6 @@ int cmd_predict(int argc, char **argv) {
         if (eng_tokenizer_load(model_dir, &tokz, &err) ||
             eng_tok_encode(tokz, text, strlen(text), pair, pair ? strlen(pair) : 0, NULL, &enc, &err))
             goto fail;
-        n = (int)enc.n;
     } else {
         int irc = cli_read_input(model_dir, ids_arg, NULL, NULL, 0, &ids, &types, &n, &err);
         if (irc == 2) {
@@ -283,37 +296,47 @@ int cmd_predict(int argc, char **argv) {
             goto out;
         }
         if (irc) goto fail;
+        eng_err tok_err = {0}; /* a folder without a tokenizer still runs ids: nothing is marked special */
+        if (eng_tokenizer_load(model_dir, &tokz, &tok_err)) tokz = NULL;
+        if (ids_encoding(tokz, ids, types, n, &enc)) {
+            eng_err_set(&err, ENG_NO_MEMORY, "out of memory");
+            goto fail;
+        }
     }
+    n = (int)enc.n;
     for (int i = 0; i < n_tasks; i++) reqs[i] = (eng_task_req){tasks[i], skip};
-    eng_input in = {.ids = text ? enc.ids : ids, .type_ids = text ? enc.type_ids : types, .len = n, .tasks = reqs, .n_tasks = n_tasks};
-    text_input tin = {.tok = tokz, .enc = text ? &enc : NULL, .text = text, .pair = pair,
-                      .aggregation = aggregation ? eng_tag_aggregation_parse(aggregation) : -1};
+    eng_input in = {.ids = enc.ids, .type_ids = enc.type_ids, .len = n, .tasks = reqs, .n_tasks = n_tasks};
+    static const proto_aggregation agg_of[] = {[ENG_TAG_AGG_NONE] = PROTO_AGG_NONE, [ENG_TAG_AGG_SIMPLE] = PROTO_AGG_SIMPLE,
+                                               [ENG_TAG_AGG_FIRST] = PROTO_AGG_FIRST};
+    text_input tin = {.tok = tokz, .enc = &enc, .text = text, .pair = pair,
+                      .aggregation = aggregation ? agg_of[eng_tag_aggregation_parse(aggregation)] : PROTO_AGG_TOKENS};
     if (!(st = eng_state_new(threads))) {
         eng_err_set(&err, ENG_NO_MEMORY, "out of memory");
         goto fail;
     }
     if (eng_run(m, st, &in, 1, outs, explain ? &stats : NULL, &err)) goto fail;
     have_outs = 1;
-    printf("{\"tasks\":{");
-    for (int i = 0; i < n_tasks; i++) {
-        if (i) putchar(',');
-        print_task(tasks[i], &outs[i], skip, &tin);
-    }
-    putchar('}');
+    proto_local_plan plan = {0};
+    proto_fusion_view fusions[MAX_TASKS];
     if (explain) {
         double gf = 0;
         for (int l = 0; l < stats.n_layers; l++) gf += stats.gflop[l];
-        printf(",\"plan\":{\"tokens\":%d,\"blas_core\":\"%s\",\"threads\":%d,\"gflop\":%.4f,\"embed_ms\":%.3f,"
-               "\"heads_ms\":%.3f,\"total_ms\":%.3f,\"layers\":[",
-               stats.tokens, eng_blas_core(), threads, gf, stats.embed_ms, stats.heads_ms, stats.total_ms);
-        for (int l = 0; l < stats.n_layers; l++)
-            printf("%s{\"layer\":%d,\"streams\":%d,\"trunks\":%d,\"rows\":%d,\"gflop\":%.4f,\"ms\":%.3f}",
-                   l ? "," : "", l, stats.streams[l], stats.trunks[l], stats.rows[l], stats.gflop[l], stats.ms[l]);
-        printf("]");
-        print_fusions(tasks, n_tasks);
-        putchar('}');
+        plan = (proto_local_plan){.tokens = stats.tokens, .threads = threads, .blas_core = eng_blas_core(), .gflop = gf,
+                                  .embed_ms = stats.embed_ms, .heads_ms = stats.heads_ms, .total_ms = stats.total_ms,
+                                  .n_layers = stats.n_layers, .streams = stats.streams, .trunks = stats.trunks,
+                                  .rows = stats.rows, .gflops = stats.gflop, .ms = stats.ms, .fusions = fusions};
+        for (int k = 0; k < n_tasks; k++) {
+            const char *const *names;
+            int nc = eng_task_fusion_children(tasks[k], &names);
+            if (nc > 0)
+                fusions[plan.n_fusions++] = (proto_fusion_view){.task = eng_task_name(tasks[k]), .children = names,
+                                                                .kept = eng_task_fusion_kept(tasks[k]), .n = nc};
+        }
     }
-    printf("}\n");
+    if (print_answer(tasks, outs, n_tasks, skip, &tin, explain ? &plan : NULL)) {
+        eng_err_set(&err, ENG_NO_MEMORY, "out of memory");
+        goto fail;
+    }
     rc = 0;
     goto out;
 fail:
