@@ -11,6 +11,7 @@
 #include "engine/platform.h"
 #include "cli.h"
 #include "engine/model.h"
+#include "opts.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -36,39 +37,26 @@ static void print_floats(const float *v, int n) {
 }
 
 int cmd_encode(int argc, char **argv) {
-    const char *precision = NULL;
-    const char *model_dir = NULL, *text = NULL, *pair = NULL, *ids_arg = NULL;
-    int max_length = 0, threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "adapterd encode: unknown or incomplete option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-        const char *v = argv[++i];
-        if (!strcmp(a, "--model")) model_dir = v;
-        else if (!strcmp(a, "--text")) text = v;
-        else if (!strcmp(a, "--text-pair")) pair = v;
-        else if (!strcmp(a, "--ids")) ids_arg = v;
-        else if (!strcmp(a, "--max-length")) max_length = atoi(v);
-        else if (!strcmp(a, "--threads")) threads = atoi(v);
-        else if (!strcmp(a, "--precision")) precision = v;
-        else {
-            fprintf(stderr, "adapterd encode: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-    }
+    const char *precision = NULL, *model_dir = NULL, *text = NULL, *pair = NULL, *ids_arg = NULL;
+    int max_length = 0, threads = cli_default_threads();
+    const cli_opt opts[] = {
+        CLI_OPT_STR("--model", &model_dir),
+        CLI_OPT_STR("--text", &text),
+        CLI_OPT_STR("--text-pair", &pair),
+        CLI_OPT_STR("--ids", &ids_arg),
+        CLI_OPT_INT("--max-length", &max_length, 0, 1 << 20), /* 0: the model's limit */
+        CLI_OPT_INT("--threads", &threads, 1, CLI_MAX_THREADS),
+        CLI_OPT_STR("--precision", &precision),
+        CLI_OPT_END,
+    };
+    int prc = cli_opts_parse("encode", opts, argc, argv);
+    if (prc == 1) usage(stdout);
+    if (prc) return prc == 1 ? 0 : 2;
     if (precision && eng_precision_parse(precision) < 0) {
         fprintf(stderr, "adapterd %s: --precision must be fp32, bf16 or int8\n", argv[0]);
         return 2;
     }
-    if (!model_dir || (!text == !ids_arg) || (pair && !text) || threads < 1 || max_length < 0) {
+    if (!model_dir || (!text == !ids_arg) || (pair && !text)) {
         fprintf(stderr, "adapterd encode: need --model and exactly one of --text or --ids\n");
         usage(stderr);
         return 2;

@@ -23,50 +23,41 @@
 #include "engine/fusion.h"
 #include "engine/run.h"
 #include "engine/tokenizer.h"
+#include "opts.h"
 
 #define MAX_ADAPTERS 16
 
 int cmd_fusion_prune(int argc, char **argv) {
     const char *model_dir = NULL, *fusion = NULL, *head = NULL, *calib = NULL, *adapters[MAX_ADAPTERS];
-    int n_adapters = 0, keep_k = 0, max_texts = 512, dry = 0, threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            printf("usage: adapterd fusion-prune --model DIR --adapter DIR [--adapter DIR ...] --fusion DIR [--head DIR]\n"
-                   "                             --calib FILE --keep K [--max-texts N] [--dry-run] [--threads N]\n\n"
-                   "Runs up to N texts of FILE (one per line, or a TSV's first column) through the fusion, prints each\n"
-                   "adapter's mean attention per fusion layer (\"layers\") and summed over layers (\"adapters\"), keeps\n"
-                   "the K adapters with the largest sum and writes DIR/fusion_pruning.json (applied whenever the fusion\n"
-                   "is loaded: the server then frees the other adapters' weights) unless --dry-run. It also runs the texts\n"
-                   "through the whole and the pruned fusion and prints how often their labels agree\n"
-                   "(\"label_agreement\"; token heads: every token's label). A pruning saved before is ignored: the\n"
-                   "calibration always starts from every adapter. To serve the result, prune a copy of the version and\n"
-                   "upload it as a new one (docs/REGISTRY.md).\n");
-            return 0;
-        }
-        if (!strcmp(a, "--dry-run")) {
-            dry = 1;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "adapterd fusion-prune: incomplete option '%s'\n", a);
-            return 2;
-        }
-        const char *v = argv[++i];
-        if (!strcmp(a, "--model")) model_dir = v;
-        else if (!strcmp(a, "--adapter") && n_adapters < MAX_ADAPTERS) adapters[n_adapters++] = v;
-        else if (!strcmp(a, "--fusion")) fusion = v;
-        else if (!strcmp(a, "--head")) head = v;
-        else if (!strcmp(a, "--calib")) calib = v;
-        else if (!strcmp(a, "--keep")) keep_k = atoi(v);
-        else if (!strcmp(a, "--max-texts")) max_texts = atoi(v);
-        else if (!strcmp(a, "--threads")) threads = atoi(v);
-        else {
-            fprintf(stderr, "adapterd fusion-prune: unknown option '%s'\n", a);
-            return 2;
-        }
-    }
-    if (!model_dir || !fusion || !calib || n_adapters < 1 || keep_k < 1 || max_texts < 1 || threads < 1) {
+    int keep_k = 0, max_texts = 512, dry = 0, threads = cli_default_threads();
+    cli_list adapter_list = {adapters, 0};
+    const cli_opt opts[] = {
+        CLI_OPT_STR("--model", &model_dir),
+        CLI_OPT_LIST("--adapter", &adapter_list, MAX_ADAPTERS),
+        CLI_OPT_STR("--fusion", &fusion),
+        CLI_OPT_STR("--head", &head),
+        CLI_OPT_STR("--calib", &calib),
+        CLI_OPT_INT("--keep", &keep_k, 1, MAX_ADAPTERS),
+        CLI_OPT_INT("--max-texts", &max_texts, 1, 1 << 20),
+        CLI_OPT_INT("--threads", &threads, 1, CLI_MAX_THREADS),
+        CLI_OPT_FLAG("--dry-run", &dry),
+        CLI_OPT_END,
+    };
+    int prc = cli_opts_parse("fusion-prune", opts, argc, argv);
+    if (prc == 1)
+        printf("usage: adapterd fusion-prune --model DIR --adapter DIR [--adapter DIR ...] --fusion DIR [--head DIR]\n"
+               "                             --calib FILE --keep K [--max-texts N] [--dry-run] [--threads N]\n\n"
+               "Runs up to N texts of FILE (one per line, or a TSV's first column) through the fusion, prints each\n"
+               "adapter's mean attention per fusion layer (\"layers\") and summed over layers (\"adapters\"), keeps\n"
+               "the K adapters with the largest sum and writes DIR/fusion_pruning.json (applied whenever the fusion\n"
+               "is loaded: the server then frees the other adapters' weights) unless --dry-run. It also runs the texts\n"
+               "through the whole and the pruned fusion and prints how often their labels agree\n"
+               "(\"label_agreement\"; token heads: every token's label). A pruning saved before is ignored: the\n"
+               "calibration always starts from every adapter. To serve the result, prune a copy of the version and\n"
+               "upload it as a new one (docs/REGISTRY.md).\n");
+    if (prc) return prc == 1 ? 0 : 2;
+    int n_adapters = adapter_list.n;
+    if (!model_dir || !fusion || !calib || n_adapters < 1 || keep_k < 1) {
         fprintf(stderr, "adapterd fusion-prune: need --model, --adapter, --fusion, --calib and --keep K >= 1\n");
         return 2;
     }

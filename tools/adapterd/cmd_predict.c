@@ -24,6 +24,7 @@
 #include "engine/run.h"
 #include "engine/task.h"
 #include "engine/tokenizer.h"
+#include "opts.h"
 #include "proto/proto.h"
 
 #define MAX_TASKS 64
@@ -191,51 +192,40 @@ static int print_answer(eng_task *const *tasks, const eng_task_out *outs, int n_
 }
 
 int cmd_predict(int argc, char **argv) {
-    const char *precision = NULL, *aggregation = NULL;
-    const char *model_dir = NULL, *text = NULL, *pair = NULL, *ids_arg = NULL, *fusion = NULL, *head = NULL;
-    const char *adapters[MAX_TASKS];
-    int n_adapters = 0, skip = 0, explain = 0, threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--explain")) {
-            explain = 1;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "adapterd predict: unknown or incomplete option '%s'\n", a);
-            return 2;
-        }
-        const char *v = argv[++i];
-        if (!strcmp(a, "--model")) model_dir = v;
-        else if (!strcmp(a, "--adapter") && n_adapters < MAX_TASKS) adapters[n_adapters++] = v;
-        else if (!strcmp(a, "--fusion")) fusion = v;
-        else if (!strcmp(a, "--head")) head = v;
-        else if (!strcmp(a, "--skip")) skip = atoi(v);
-        else if (!strcmp(a, "--text")) text = v;
-        else if (!strcmp(a, "--text-pair")) pair = v;
-        else if (!strcmp(a, "--ids")) ids_arg = v;
-        else if (!strcmp(a, "--threads")) threads = atoi(v);
-        else if (!strcmp(a, "--precision")) precision = v;
-        else if (!strcmp(a, "--aggregation")) aggregation = v;
-        else {
-            fprintf(stderr, "adapterd predict: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-    }
+    static const char *const aggs[] = {"none", "simple", "first", NULL};
+    static const proto_aggregation agg_of[] = {PROTO_AGG_NONE, PROTO_AGG_SIMPLE, PROTO_AGG_FIRST};
+    const char *precision = NULL, *model_dir = NULL, *text = NULL, *pair = NULL, *ids_arg = NULL, *fusion = NULL,
+               *head = NULL, *adapters[MAX_TASKS];
+    int skip = 0, explain = 0, agg = -1, threads = cli_default_threads();
+    cli_list adapter_list = {adapters, 0};
+    const cli_opt opts[] = {
+        CLI_OPT_STR("--model", &model_dir),
+        CLI_OPT_LIST("--adapter", &adapter_list, MAX_TASKS),
+        CLI_OPT_STR("--fusion", &fusion),
+        CLI_OPT_STR("--head", &head),
+        CLI_OPT_INT("--skip", &skip, 0, CLI_MAX_LAYERS), /* the model's own count is checked once it is loaded */
+        CLI_OPT_STR("--text", &text),
+        CLI_OPT_STR("--text-pair", &pair),
+        CLI_OPT_STR("--ids", &ids_arg),
+        CLI_OPT_INT("--threads", &threads, 1, CLI_MAX_THREADS),
+        CLI_OPT_STR("--precision", &precision),
+        CLI_OPT_CHOICE("--aggregation", &agg, aggs),
+        CLI_OPT_FLAG("--explain", &explain),
+        CLI_OPT_END,
+    };
+    int prc = cli_opts_parse("predict", opts, argc, argv);
+    if (prc == 1) usage(stdout);
+    if (prc) return prc == 1 ? 0 : 2;
+    int n_adapters = adapter_list.n;
     if (precision && eng_precision_parse(precision) < 0) {
         fprintf(stderr, "adapterd %s: --precision must be fp32, bf16 or int8\n", argv[0]);
         return 2;
     }
-    if (aggregation && (eng_tag_aggregation_parse(aggregation) < 0 || !text)) {
-        fprintf(stderr, "adapterd predict: --aggregation must be none, simple or first, with --text\n");
+    if (agg >= 0 && !text) {
+        fprintf(stderr, "adapterd predict: --aggregation needs --text\n");
         return 2;
     }
-    if (!model_dir || !n_adapters || (!text == !ids_arg) || (pair && !text) || threads < 1 || (head && !fusion)) {
+    if (!model_dir || !n_adapters || (!text == !ids_arg) || (pair && !text) || (head && !fusion)) {
         fprintf(stderr, "adapterd predict: need --model, at least one --adapter, and exactly one of --text or --ids\n");
         usage(stderr);
         return 2;
@@ -254,9 +244,10 @@ int cmd_predict(int argc, char **argv) {
     int have_outs = 0;
     if (cli_model_load(model_dir, precision, &m, &err)) goto fail;
     const eng_config *c = eng_model_config(m);
-    if (skip < 0 || skip > c->n_layers) {
-        eng_err_set(&err, ENG_INVALID_ARGUMENT, "--skip %d outside 0..%d", skip, c->n_layers);
-        goto fail;
+    if (skip > c->n_layers) { /* a usage error, found once the model says how many layers it has */
+        fprintf(stderr, "adapterd predict: --skip expects an integer in 0..%d (the model's layers), got '%d'\n", c->n_layers, skip);
+        rc = 2;
+        goto out;
     }
     /* tasks */
     eng_task_params tp = eng_task_default_params();
@@ -306,10 +297,8 @@ int cmd_predict(int argc, char **argv) {
     n = (int)enc.n;
     for (int i = 0; i < n_tasks; i++) reqs[i] = (eng_task_req){tasks[i], skip};
     eng_input in = {.ids = enc.ids, .type_ids = enc.type_ids, .len = n, .tasks = reqs, .n_tasks = n_tasks};
-    static const proto_aggregation agg_of[] = {[ENG_TAG_AGG_NONE] = PROTO_AGG_NONE, [ENG_TAG_AGG_SIMPLE] = PROTO_AGG_SIMPLE,
-                                               [ENG_TAG_AGG_FIRST] = PROTO_AGG_FIRST};
     text_input tin = {.tok = tokz, .enc = &enc, .text = text, .pair = pair,
-                      .aggregation = aggregation ? agg_of[eng_tag_aggregation_parse(aggregation)] : PROTO_AGG_TOKENS};
+                      .aggregation = agg >= 0 ? agg_of[agg] : PROTO_AGG_TOKENS};
     if (!(st = eng_state_new(threads))) {
         eng_err_set(&err, ENG_NO_MEMORY, "out of memory");
         goto fail;

@@ -3,13 +3,13 @@
  * A thin shell over engine/tokenizer.h so users can check what the server will feed the encoder:
  * one JSON line {"ids":[...],"type_ids":[...],"tokens":[...],"offsets":[[s,e],...]} where offsets
  * are code-point spans into the text (or the pair, for its tokens), (0,0) for special tokens. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 #include "engine/tokenizer.h"
+#include "opts.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -24,51 +24,27 @@ static void usage(FILE *f) {
 }
 
 int cmd_tokenize(int argc, char **argv) {
+    static const char *const truncations[] = {"longest_first", "only_first", "only_second", "none", NULL};
+    static const eng_tok_truncation truncation_of[] = {ENG_TOK_TRUNCATE_LONGEST_FIRST, ENG_TOK_TRUNCATE_ONLY_FIRST,
+                                                       ENG_TOK_TRUNCATE_ONLY_SECOND, ENG_TOK_TRUNCATE_NONE};
     const char *model = NULL, *text = NULL, *pair = NULL;
+    int max_length = 0, truncation = 0, no_special = 0;
+    const cli_opt opts[] = {
+        CLI_OPT_STR("--model", &model),
+        CLI_OPT_STR("--text", &text),
+        CLI_OPT_STR("--text-pair", &pair),
+        CLI_OPT_INT("--max-length", &max_length, 1, 1 << 30),
+        CLI_OPT_CHOICE("--truncation", &truncation, truncations),
+        CLI_OPT_FLAG("--no-special-tokens", &no_special),
+        CLI_OPT_END,
+    };
+    int prc = cli_opts_parse("tokenize", opts, argc, argv);
+    if (prc == 1) usage(stdout);
+    if (prc) return prc == 1 ? 0 : 2;
     eng_tok_params p = eng_tok_default_params();
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--no-special-tokens")) {
-            p.add_special_tokens = 0;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "adapterd tokenize: unknown option or missing value: %s\n", a);
-            usage(stderr);
-            return 2;
-        }
-        const char *v = argv[++i];
-        if (!strcmp(a, "--model")) model = v;
-        else if (!strcmp(a, "--text")) text = v;
-        else if (!strcmp(a, "--text-pair")) pair = v;
-        else if (!strcmp(a, "--max-length")) {
-            char *end;
-            errno = 0;
-            long n = strtol(v, &end, 10);
-            if (errno || *end || n <= 0 || n > 1 << 30) {
-                fprintf(stderr, "adapterd tokenize: --max-length must be a positive integer, got '%s'\n", v);
-                return 2;
-            }
-            p.max_length = (int32_t)n;
-        } else if (!strcmp(a, "--truncation")) {
-            if (!strcmp(v, "longest_first")) p.truncation = ENG_TOK_TRUNCATE_LONGEST_FIRST;
-            else if (!strcmp(v, "only_first")) p.truncation = ENG_TOK_TRUNCATE_ONLY_FIRST;
-            else if (!strcmp(v, "only_second")) p.truncation = ENG_TOK_TRUNCATE_ONLY_SECOND;
-            else if (!strcmp(v, "none")) p.truncation = ENG_TOK_TRUNCATE_NONE;
-            else {
-                fprintf(stderr, "adapterd tokenize: unknown truncation '%s'\n", v);
-                return 2;
-            }
-        } else {
-            fprintf(stderr, "adapterd tokenize: unknown option %s\n", a);
-            usage(stderr);
-            return 2;
-        }
-    }
+    if (max_length) p.max_length = max_length;
+    p.truncation = truncation_of[truncation];
+    p.add_special_tokens = !no_special;
     if (!model || !text) {
         fprintf(stderr, "adapterd tokenize: --model and --text are required\n");
         usage(stderr);

@@ -1,7 +1,7 @@
 /* test_safetensors_write.c - eng_st_write: what it writes reads back through eng_st_open unchanged,
  * with the layout the format's reference writer uses (header padded to 8 bytes, each tensor aligned
  * to its element size), and bad input is refused without leaving a file. The same writer's output
- * is also read by Python's reader (tools/reference/st.py) in tests/tools/test_sparsify.c. */
+ * is also read by Python's reader (tools/reference/st.py) in tests/tools/adapterd/test_sparsify.c. */
 #include <criterion/criterion.h>
 #include <stdint.h>
 #include <stdio.h>
