@@ -1,7 +1,9 @@
 /* registry.c - the registry's answers: GET /v1/tasks (a page of served tasks, the unserved ones,
  * a cursor to the next page), GET /v1/tasks/{name} (versions, layout, fallback) and GET
- * /v1/models. The server copies what it shows out of the store into proto_task_info structs; this
- * file only writes them. Built on json.c only. */
+ * /v1/models. GET /v1/tasks' page (limit, after) is read here too, so its rules sit beside the
+ * answer that carries its cursor. The server copies what it shows out of the store into
+ * proto_task_info structs; this file only writes them. Built on json.c only. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,7 +77,8 @@ char *proto_task_encode(const proto_task_info *t, size_t *len) {
     return proto__dump(o, len);
 }
 
-char *proto_tasks_encode(const proto_task_info *t, int n, const proto_unserved_task *u, int nu, size_t *len) {
+char *proto_tasks_encode(const proto_task_info *t, int n, const proto_unserved_task *u, int nu, const char *next,
+                         size_t *len) {
     json_t *a = json_array(), *ua = json_array();
     int bad = !a || !ua;
     for (int i = 0; !bad && i < n; i++) bad |= json_array_append_new(a, task_info(&t[i]));
@@ -89,7 +92,8 @@ char *proto_tasks_encode(const proto_task_info *t, int n, const proto_unserved_t
         json_decref(a), json_decref(ua);
         return NULL;
     }
-    return proto__dump(json_pack("{s:o,s:o}", "tasks", a, "unserved", ua), len);
+    return proto__dump(json_pack("{s:o,s:o,s:o}", "tasks", a, "unserved", ua, "next", next ? json_string(next) : json_null()),
+                       len);
 }
 
 char *proto_models_encode(const proto_model_info *m, int n, size_t *len) {
@@ -108,3 +112,19 @@ char *proto_models_encode(const proto_model_info *m, int n, size_t *len) {
     }
     return proto__dump(json_pack("{s:o}", "models", a), len);
 }
+
+int proto_tasks_page_parse(const char *limit, const char *after, proto_tasks_page *p, eng_err *err) {
+    *p = (proto_tasks_page){.limit = PROTO_TASKS_LIMIT_DEFAULT, .after = after};
+    if (after && !*after) return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"after\" is empty (leave it out for the first page)");
+    if (!limit) return 0;
+    char *end;
+    errno = 0;
+    long v = strtol(limit, &end, 10);
+    if (errno || end == limit || *end || limit[0] == ' ' || v < 1 || v > PROTO_TASKS_LIMIT_MAX)
+        return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"limit\" must be an integer from 1 to %d, got \"%.40s\"",
+                           PROTO_TASKS_LIMIT_MAX, limit);
+    p->limit = (int)v;
+    return 0;
+}
+
+int proto_tasks_page_after(const proto_tasks_page *p, const char *name) { return !p->after || strcmp(name, p->after) > 0; }

@@ -80,25 +80,36 @@ static int versions_fill(store_registry *reg, const char *name, task_versions *v
     return 0;
 }
 
+/* GET /v1/tasks: one page of the served tasks (?limit, ?after: proto_tasks_page), in the store's
+ * name order; the unserved tasks on the first page. */
 static enum MHD_Result route_tasks(srv_request *r) {
-    int n = store_n_tasks(r->srv->reg);
-    proto_task_info *ti = calloc((size_t)n + 1, sizeof *ti);
-    store_task **ts = calloc((size_t)n + 1, sizeof *ts);
+    proto_tasks_page pg;
+    eng_err perr = {0};
+    if (proto_tasks_page_parse(MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "limit"),
+                               MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "after"), &pg, &perr))
+        return srv__send_error(r, perr.code, perr.msg);
+    int n = store_n_tasks(r->srv->reg), more = 0;
+    proto_task_info *ti = calloc((size_t)pg.limit + 1, sizeof *ti);
+    store_task **ts = calloc((size_t)pg.limit + 1, sizeof *ts);
     if (!ti || !ts) {
         free(ti), free(ts);
         return srv__send_error(r, ENG_NO_MEMORY, "out of memory");
     }
-    task_versions *tv = calloc((size_t)n + 1, sizeof *tv);
+    task_versions *tv = calloc((size_t)pg.limit + 1, sizeof *tv);
     int k = 0, oom = !tv;
-    for (int i = 0; !oom && i < n; i++)
+    for (int i = 0; !oom && !more && i < n; i++)
         if ((ts[k] = store_task_acquire_at(r->srv->reg, i))) {
+            if (!proto_tasks_page_after(&pg, store_task_name(ts[k])) || (more = k == pg.limit)) {
+                store_task_release(ts[k]);
+                continue;
+            }
             fill_task_info(ts[k], &ti[k]);
             oom |= versions_fill(r->srv->reg, store_task_name(ts[k]), &tv[k], &ti[k]);
             k++;
         }
     /* tasks with no version that loads: their failed versions and why */
     char **un = NULL;
-    int nu = oom ? 0 : store_unserved_task_names(r->srv->reg, &un);
+    int nu = oom || pg.after ? 0 : store_unserved_task_names(r->srv->reg, &un);
     proto_unserved_task *ut = nu > 0 ? calloc((size_t)nu, sizeof *ut) : NULL;
     task_versions *uv = nu > 0 ? calloc((size_t)nu, sizeof *uv) : NULL;
     oom |= nu < 0 || (nu > 0 && (!ut || !uv));
@@ -108,7 +119,7 @@ static enum MHD_Result route_tasks(srv_request *r) {
         ut[i] = (proto_unserved_task){.name = un[i], .versions = vi.versions, .n_versions = vi.n_versions};
     }
     size_t len = 0;
-    char *j = oom ? NULL : proto_tasks_encode(ti, k, ut, nu > 0 ? nu : 0, &len);
+    char *j = oom ? NULL : proto_tasks_encode(ti, k, ut, nu > 0 ? nu : 0, more ? ti[k - 1].name : NULL, &len);
     for (int i = 0; i < k; i++) store_task_release(ts[i]), versions_free(&tv[i]);
     for (int i = 0; i < nu; i++) {
         free(un[i]);

@@ -351,8 +351,30 @@ typedef struct {
     int n_versions;
 } proto_unserved_task;
 
-/* GET /v1/tasks: {"tasks": [n served tasks], "unserved": [nu tasks with no version that loads]}. */
-char *proto_tasks_encode(const proto_task_info *t, int n, const proto_unserved_task *u, int nu, size_t *len);
+/* GET /v1/tasks is paginated over the served tasks in name order: ?limit=N tasks a page (default
+ * PROTO_TASKS_LIMIT_DEFAULT, at most PROTO_TASKS_LIMIT_MAX) and ?after=NAME, the page's cursor: the
+ * tasks whose names sort after NAME (byte order). A registry of 10,000 tasks is read page by page
+ * instead of as one answer of megabytes. */
+#define PROTO_TASKS_LIMIT_DEFAULT 100
+#define PROTO_TASKS_LIMIT_MAX 1000
+typedef struct {
+    int limit;                   /* tasks on the page */
+    const char *after;           /* borrowed; NULL: the first page */
+} proto_tasks_page;
+
+/* The page of GET /v1/tasks from its query values (each NULL when not given). Returns 0, or
+ * ENG_INVALID_ARGUMENT with err naming the parameter (a limit that is not an integer in
+ * 1..PROTO_TASKS_LIMIT_MAX, an empty after). */
+int proto_tasks_page_parse(const char *limit, const char *after, proto_tasks_page *p, eng_err *err);
+
+/* 1 when a task of this name belongs after the page's cursor. */
+int proto_tasks_page_after(const proto_tasks_page *p, const char *name);
+
+/* GET /v1/tasks: {"tasks": [n served tasks], "unserved": [nu tasks with no version that loads],
+ * "next": next}. next is the cursor of the following page (the last name of this one) when more
+ * tasks follow, NULL (null) on the last page; the unserved tasks are listed on the first page. */
+char *proto_tasks_encode(const proto_task_info *t, int n, const proto_unserved_task *u, int nu, const char *next,
+                         size_t *len);
 char *proto_models_encode(const proto_model_info *m, int n, size_t *len);     /* GET /v1/models */
 char *proto_v2_model_encode(const proto_task_info *t, size_t *len);           /* GET /v2/models/{task} */
 /* {"status": status, "ready": ready} for health routes, and {"live":..}/{"ready":..} for v2. */
