@@ -1,5 +1,5 @@
 /* internal.h - the request and the server, the two structs the HTTP side of the server shares
- * (routes.c, http.c, predict.c, admin.c, offload.c, watch.c, server.c). The scheduler, the metrics
+ * (routes.c, http.c, predict.c, embed.c, admin.c, docs.c, offload.c, watch.c, server.c). The scheduler, the metrics
  * and respond.c do not see them: they work on jobs (job.h) and values. Not installed; srv__ names
  * are internal. */
 #ifndef ADAPTERD_SERVER_INTERNAL_H

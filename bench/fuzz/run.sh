@@ -55,7 +55,8 @@ done
 # sources NAME: the files whose string literals seed the harness's dictionary
 sources() {
     case "$1" in
-    proto_v1|proto_v2) echo proto/codec.c ;;
+    proto_v1) echo proto/parse.c proto/json.c ;;
+    proto_v2) echo proto/v2.c proto/parse.c proto/json.c ;;
     url) echo server/routes.c server/admin.c ;;
     tar) echo server/tar.c ;;
     safetensors) echo engine/io/safetensors.c ;;

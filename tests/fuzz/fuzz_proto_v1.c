@@ -1,4 +1,4 @@
-/* fuzz_proto_v1.c - the v1 request codecs (proto/codec.c): POST /v1/predict, /v1/embed and
+/* fuzz_proto_v1.c - the v1 request codecs (proto/parse.c): POST /v1/predict, /v1/embed and
  * /v1/tokenize bodies. The first byte picks the parser, the rest is the body. Every field of a
  * parsed request is read back, so a length or count that points past the document shows under
  * ASan. */

@@ -1,4 +1,4 @@
-/* fuzz_proto_v2.c - the KServe v2 request codec (proto/codec.c): POST /v2/models/{task}/infer
+/* fuzz_proto_v2.c - the KServe v2 request codec (proto/v2.c): POST /v2/models/{task}/infer
  * bodies. A parsed request is read back field by field so a bad length shows under ASan. */
 #include <stdint.h>
 #include <string.h>
