@@ -39,12 +39,12 @@ json_t *proto__fusion_obj(const proto_fusion_view *f);
 
 /* ---- parse.c ---- */
 
-/* Defaults of a parsed request (skip, budget, latency_ms unset; scores, truncate, normalize and
- * special tokens on). */
-void proto__req_init(proto_predict_req *r);
-
-/* The body parsed as a JSON object (duplicate keys refused); NULL with err set (ENG_MALFORMED). */
-json_t *proto__load_object(const char *body, size_t len, eng_err *err);
+/* The start of every request parser: *lim defaults to proto_default_limits() (stored in *dl) when
+ * NULL, r gets its defaults (skip, budget, latency_ms unset; scores, truncate, normalize and special
+ * tokens on) and owns the body parsed as a JSON object (duplicate keys refused). Returns the
+ * document, or NULL with err set (ENG_MALFORMED). */
+json_t *proto__req_begin(const char *body, size_t len, const proto_limits **lim, proto_limits *dl, proto_predict_req *r,
+                         eng_err *err);
 
 /* t borrows the string s (and pair, a string or null/NULL) of a document; where names the field in
  * errors. Returns 0, or ENG_INVALID_ARGUMENT / ENG_LIMIT with err set. */

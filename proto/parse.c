@@ -32,7 +32,7 @@ void proto_predict_free(proto_predict_req *r) {
     memset(r, 0, sizeof *r);
 }
 
-void proto__req_init(proto_predict_req *r) {
+static void req_init(proto_predict_req *r) {
     memset(r, 0, sizeof *r);
     r->skip = -1;
     r->budget = -1;
@@ -43,7 +43,7 @@ void proto__req_init(proto_predict_req *r) {
     r->add_special_tokens = 1;
 }
 
-json_t *proto__load_object(const char *body, size_t len, eng_err *err) {
+static json_t *load_object(const char *body, size_t len, eng_err *err) {
     json_error_t je;
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     if (!root) {
@@ -56,6 +56,14 @@ json_t *proto__load_object(const char *body, size_t len, eng_err *err) {
         return NULL;
     }
     return root;
+}
+
+json_t *proto__req_begin(const char *body, size_t len, const proto_limits **lim, proto_limits *dl, proto_predict_req *r,
+                         eng_err *err) {
+    *dl = proto_default_limits();
+    if (!*lim) *lim = dl;
+    req_init(r);
+    return r->doc_ = load_object(body, len, err);
 }
 
 int proto__set_text(proto_text *t, json_t *s, json_t *pair, const proto_limits *lim, const char *where, eng_err *err) {
@@ -269,12 +277,9 @@ static int task_spec_of_object(json_t *arr, size_t i, eng_err *err) {
 }
 
 int proto_predict_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *r, eng_err *err) {
-    proto_limits dl = proto_default_limits();
-    if (!lim) lim = &dl;
-    proto__req_init(r);
-    json_t *root = proto__load_object(body, len, err);
+    proto_limits dl;
+    json_t *root = proto__req_begin(body, len, &lim, &dl, r, err);
     if (!root) return err ? err->code : ENG_MALFORMED;
-    r->doc_ = root;
     int rc;
     const char *k;
     json_t *v;
@@ -384,13 +389,10 @@ static int known_keys(json_t *root, const char *const *keys, eng_err *err) {
 
 int proto_embed_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *r, eng_err *err) {
     static const char *const keys[] = {"inputs", "normalize", "truncate", "truncation_direction", "pooling", "model", NULL};
-    proto_limits dl = proto_default_limits();
-    if (!lim) lim = &dl;
-    proto__req_init(r);
-    r->truncate = 0; /* as text-embeddings-inference: an input over the limit is refused unless asked */
-    json_t *root = proto__load_object(body, len, err), *v;
+    proto_limits dl;
+    json_t *root = proto__req_begin(body, len, &lim, &dl, r, err), *v;
     if (!root) return err ? err->code : ENG_MALFORMED;
-    r->doc_ = root;
+    r->truncate = 0; /* as text-embeddings-inference: an input over the limit is refused unless asked */
     int rc;
     if ((rc = known_keys(root, keys, err)) || (rc = parse_inputs(json_object_get(root, "inputs"), lim, 1, r, err)) ||
         (rc = bool_field(root, "normalize", &r->normalize, err)) || (rc = bool_field(root, "truncate", &r->truncate, err)) ||
@@ -421,12 +423,9 @@ bad:
 
 int proto_tokenize_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *r, eng_err *err) {
     static const char *const keys[] = {"inputs", "add_special_tokens", "model", NULL};
-    proto_limits dl = proto_default_limits();
-    if (!lim) lim = &dl;
-    proto__req_init(r);
-    json_t *root = proto__load_object(body, len, err);
+    proto_limits dl;
+    json_t *root = proto__req_begin(body, len, &lim, &dl, r, err);
     if (!root) return err ? err->code : ENG_MALFORMED;
-    r->doc_ = root;
     int rc;
     if ((rc = known_keys(root, keys, err)) || (rc = parse_inputs(json_object_get(root, "inputs"), lim, 0, r, err)) ||
         (rc = bool_field(root, "add_special_tokens", &r->add_special_tokens, err)) || (rc = model_field(root, r, err)))

@@ -112,12 +112,9 @@ static int v2_requested_outputs(json_t *outs, unsigned *mask, eng_err *err) {
 
 int proto_v2_infer_parse(const char *body, size_t len, const char *task, const proto_limits *lim, proto_predict_req *r,
                          eng_err *err) {
-    proto_limits dl = proto_default_limits();
-    if (!lim) lim = &dl;
-    proto__req_init(r);
-    json_t *root = proto__load_object(body, len, err);
+    proto_limits dl;
+    json_t *root = proto__req_begin(body, len, &lim, &dl, r, err);
     if (!root) return err ? err->code : ENG_MALFORMED;
-    r->doc_ = root;
     int rc;
     json_t *ins = json_object_get(root, "inputs"), *text = NULL, *pair = NULL;
     if (!json_is_array(ins) || json_array_size(ins) < 1 || json_array_size(ins) > 2) {

@@ -49,9 +49,8 @@ int cmd_encode(int argc, char **argv) {
         CLI_OPT_STR("--precision", &precision),
         CLI_OPT_END,
     };
-    int prc = cli_opts_parse("encode", opts, argc, argv);
-    if (prc == 1) usage(stdout);
-    if (prc) return prc == 1 ? 0 : 2;
+    int prc = cli_opts_parse("encode", opts, usage, argc, argv);
+    if (prc >= 0) return prc;
     if (precision && eng_precision_parse(precision) < 0) {
         fprintf(stderr, "adapterd %s: --precision must be fp32, bf16 or int8\n", argv[0]);
         return 2;

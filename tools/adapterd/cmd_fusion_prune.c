@@ -27,6 +27,19 @@
 
 #define MAX_ADAPTERS 16
 
+static void usage(FILE *f) {
+    fprintf(f, "usage: adapterd fusion-prune --model DIR --adapter DIR [--adapter DIR ...] --fusion DIR [--head DIR]\n"
+               "                             --calib FILE --keep K [--max-texts N] [--dry-run] [--threads N]\n\n"
+               "Runs up to N texts of FILE (one per line, or a TSV's first column) through the fusion, prints each\n"
+               "adapter's mean attention per fusion layer (\"layers\") and summed over layers (\"adapters\"), keeps\n"
+               "the K adapters with the largest sum and writes DIR/fusion_pruning.json (applied whenever the fusion\n"
+               "is loaded: the server then frees the other adapters' weights) unless --dry-run. It also runs the texts\n"
+               "through the whole and the pruned fusion and prints how often their labels agree\n"
+               "(\"label_agreement\"; token heads: every token's label). A pruning saved before is ignored: the\n"
+               "calibration always starts from every adapter. To serve the result, prune a copy of the version and\n"
+               "upload it as a new one (docs/REGISTRY.md).\n");
+}
+
 int cmd_fusion_prune(int argc, char **argv) {
     const char *model_dir = NULL, *fusion = NULL, *head = NULL, *calib = NULL, *adapters[MAX_ADAPTERS];
     int keep_k = 0, max_texts = 512, dry = 0, threads = cli_default_threads();
@@ -43,19 +56,8 @@ int cmd_fusion_prune(int argc, char **argv) {
         CLI_OPT_FLAG("--dry-run", &dry),
         CLI_OPT_END,
     };
-    int prc = cli_opts_parse("fusion-prune", opts, argc, argv);
-    if (prc == 1)
-        printf("usage: adapterd fusion-prune --model DIR --adapter DIR [--adapter DIR ...] --fusion DIR [--head DIR]\n"
-               "                             --calib FILE --keep K [--max-texts N] [--dry-run] [--threads N]\n\n"
-               "Runs up to N texts of FILE (one per line, or a TSV's first column) through the fusion, prints each\n"
-               "adapter's mean attention per fusion layer (\"layers\") and summed over layers (\"adapters\"), keeps\n"
-               "the K adapters with the largest sum and writes DIR/fusion_pruning.json (applied whenever the fusion\n"
-               "is loaded: the server then frees the other adapters' weights) unless --dry-run. It also runs the texts\n"
-               "through the whole and the pruned fusion and prints how often their labels agree\n"
-               "(\"label_agreement\"; token heads: every token's label). A pruning saved before is ignored: the\n"
-               "calibration always starts from every adapter. To serve the result, prune a copy of the version and\n"
-               "upload it as a new one (docs/REGISTRY.md).\n");
-    if (prc) return prc == 1 ? 0 : 2;
+    int prc = cli_opts_parse("fusion-prune", opts, usage, argc, argv);
+    if (prc >= 0) return prc;
     int n_adapters = adapter_list.n;
     if (!model_dir || !fusion || !calib || n_adapters < 1 || keep_k < 1) {
         fprintf(stderr, "adapterd fusion-prune: need --model, --adapter, --fusion, --calib and --keep K >= 1\n");

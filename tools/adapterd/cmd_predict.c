@@ -213,9 +213,8 @@ int cmd_predict(int argc, char **argv) {
         CLI_OPT_FLAG("--explain", &explain),
         CLI_OPT_END,
     };
-    int prc = cli_opts_parse("predict", opts, argc, argv);
-    if (prc == 1) usage(stdout);
-    if (prc) return prc == 1 ? 0 : 2;
+    int prc = cli_opts_parse("predict", opts, usage, argc, argv);
+    if (prc >= 0) return prc;
     int n_adapters = adapter_list.n;
     if (precision && eng_precision_parse(precision) < 0) {
         fprintf(stderr, "adapterd %s: --precision must be fp32, bf16 or int8\n", argv[0]);

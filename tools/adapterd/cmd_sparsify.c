@@ -13,18 +13,8 @@
 #include "engine/sparsify.h"
 #include "opts.h"
 
-int cmd_sparsify(int argc, char **argv) {
-    const char *adapter = NULL, *out = NULL;
-    double density = NAN; /* not given */
-    const cli_opt opts[] = {
-        CLI_OPT_STR("--adapter", &adapter),
-        CLI_OPT_STR("--out", &out),
-        CLI_OPT_REAL("--density", &density, -HUGE_VAL, HUGE_VAL, 0), /* any number: the engine says 0 < d <= 1 */
-        CLI_OPT_END,
-    };
-    int prc = cli_opts_parse("sparsify", opts, argc, argv);
-    if (prc == 1)
-        printf("usage: adapterd sparsify --adapter DIR --density D --out DIR\n\n"
+static void usage(FILE *f) {
+    fprintf(f, "usage: adapterd sparsify --adapter DIR --density D --out DIR\n\n"
                "Writes a sparse copy of the AdapterHub bottleneck adapter saved in --adapter (adapter_config.json\n"
                "with adapter.safetensors or pytorch_adapter.bin, as save_adapter writes it) into the new folder\n"
                "--out. In each bottleneck weight matrix (adapter_down's and adapter_up's Linear weights) the\n"
@@ -37,7 +27,19 @@ int cmd_sparsify(int argc, char **argv) {
                "  --adapter DIR   the saved adapter folder\n"
                "  --density D     share of each matrix's weights to keep, 0 < D <= 1 (0.2 keeps a fifth)\n"
                "  --out DIR       the folder to write; created, or empty\n");
-    if (prc) return prc == 1 ? 0 : 2;
+}
+
+int cmd_sparsify(int argc, char **argv) {
+    const char *adapter = NULL, *out = NULL;
+    double density = NAN; /* not given */
+    const cli_opt opts[] = {
+        CLI_OPT_STR("--adapter", &adapter),
+        CLI_OPT_STR("--out", &out),
+        CLI_OPT_REAL("--density", &density, -HUGE_VAL, HUGE_VAL, 0), /* any number: the engine says 0 < d <= 1 */
+        CLI_OPT_END,
+    };
+    int prc = cli_opts_parse("sparsify", opts, usage, argc, argv);
+    if (prc >= 0) return prc;
     if (!adapter || !out || isnan(density)) {
         fprintf(stderr, "adapterd sparsify: need --adapter DIR, --density D and --out DIR\n");
         return 2;

@@ -38,9 +38,8 @@ int cmd_tokenize(int argc, char **argv) {
         CLI_OPT_FLAG("--no-special-tokens", &no_special),
         CLI_OPT_END,
     };
-    int prc = cli_opts_parse("tokenize", opts, argc, argv);
-    if (prc == 1) usage(stdout);
-    if (prc) return prc == 1 ? 0 : 2;
+    int prc = cli_opts_parse("tokenize", opts, usage, argc, argv);
+    if (prc >= 0) return prc;
     eng_tok_params p = eng_tok_default_params();
     if (max_length) p.max_length = max_length;
     p.truncation = truncation_of[truncation];

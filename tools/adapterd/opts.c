@@ -80,9 +80,12 @@ static int set(const char *cmd, const cli_opt *o, const char *v) {
     return 2;
 }
 
-int cli_opts_parse(const char *cmd, const cli_opt *opts, int argc, char **argv) {
+int cli_opts_parse(const char *cmd, const cli_opt *opts, void (*usage)(FILE *), int argc, char **argv) {
     for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return 1;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        }
     for (int i = 1; i < argc; i++) {
         const cli_opt *o = find(opts, argv[i]);
         if (!o) {
@@ -93,8 +96,7 @@ int cli_opts_parse(const char *cmd, const cli_opt *opts, int argc, char **argv) 
             fprintf(stderr, "adapterd %s: %s needs a value\n", cmd, o->name);
             return 2;
         }
-        int rc = set(cmd, o, o->type == CLI_FLAG ? NULL : argv[++i]);
-        if (rc) return rc;
+        if (set(cmd, o, o->type == CLI_FLAG ? NULL : argv[++i])) return 2;
     }
-    return 0;
+    return -1;
 }

@@ -5,10 +5,13 @@
  *     int threads = 1;
  *     const char *model = NULL;
  *     const cli_opt opts[] = {CLI_OPT_STR("--model", &model), CLI_OPT_INT("--threads", &threads, 1, 1024), CLI_OPT_END};
- *     int rc = cli_opts_parse("encode", opts, argc, argv);   // 0 parsed, 1 --help asked, 2 usage error
+ *     int rc = cli_opts_parse("encode", opts, usage, argc, argv);
+ *     if (rc >= 0) return rc;   // --help answered (0) or a usage error (2)
  */
 #ifndef ADAPTERD_TOOLS_OPTS_H
 #define ADAPTERD_TOOLS_OPTS_H
+
+#include <stdio.h>
 
 typedef enum {
     CLI_STR,    /* const char **dst: the value (argv's storage) */
@@ -51,9 +54,9 @@ typedef struct {
 int cli_default_threads(void);
 
 /* Parses argv[1..argc-1] (argv[0] is the subcommand) against opts, setting each destination as it
- * goes. Returns 0, 1 when --help or -h was given (the caller prints its usage; nothing else is
- * checked), or 2 after a line "adapterd CMD: ..." on stderr for an unknown option, a missing value,
- * or a value out of its type or range. */
-int cli_opts_parse(const char *cmd, const cli_opt *opts, int argc, char **argv);
+ * goes. Returns -1 when the command should go on; 0 after usage(stdout) when --help or -h was given
+ * (nothing else is checked); 2, the usage error status, after a line "adapterd CMD: ..." on stderr
+ * for an unknown option, a missing value, or a value out of its type or range. */
+int cli_opts_parse(const char *cmd, const cli_opt *opts, void (*usage)(FILE *), int argc, char **argv);
 
 #endif

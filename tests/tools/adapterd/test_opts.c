@@ -20,6 +20,13 @@ typedef struct {
     cli_list list;
 } vals;
 
+static int usage_calls;
+static void usage(FILE *f) {
+    (void)f;
+    usage_calls++;
+}
+
+/* cli_opts_parse over a test table: -1 parsed, 0 --help answered, 2 a usage error. */
 static int parse(vals *v, const char *const *args) {
     static const char *const colours[] = {"red", "green", NULL};
     *v = (vals){.threads = 7, .keep = 1, .choice = -1, .density = -1};
@@ -37,14 +44,14 @@ static int parse(vals *v, const char *const *args) {
     char *argv[32] = {"test"};
     int argc = 1;
     for (; args[argc - 1]; argc++) argv[argc] = (char *)args[argc - 1];
-    return cli_opts_parse("test", opts, argc, argv);
+    return cli_opts_parse("test", opts, usage, argc, argv);
 }
 
 Test(opts, every_type_parses_in_range, .init = cr_redirect_stderr) {
     vals v;
     const char *ok[] = {"--model", "m", "--threads", "4", "--keep", "-2", "--flag", "--colour", "green", "--density", "1",
                         "--adapter", "a", "--adapter", "b", NULL};
-    cr_assert_eq(parse(&v, ok), 0);
+    cr_assert_eq(parse(&v, ok), -1);
     cr_expect_str_eq(v.model, "m");
     cr_expect_eq(v.threads, 4);
     cr_expect_eq(v.keep, -2);
@@ -54,10 +61,12 @@ Test(opts, every_type_parses_in_range, .init = cr_redirect_stderr) {
     cr_expect_eq(v.list.n, 2);
     cr_expect_str_eq(v.adapters[1], "b");
     const char *none[] = {NULL};
-    cr_assert_eq(parse(&v, none), 0);
+    cr_assert_eq(parse(&v, none), -1);
     cr_expect_eq(v.threads, 7, "defaults stay when an option is not given");
     const char *help[] = {"--threads", "x", "-h", NULL};
-    cr_expect_eq(parse(&v, help), 1, "--help wins over anything else");
+    usage_calls = 0;
+    cr_expect_eq(parse(&v, help), 0, "--help wins over anything else");
+    cr_expect_eq(usage_calls, 1, "and prints the usage");
 }
 
 Test(opts, bad_values_are_usage_errors, .init = cr_redirect_stderr) {

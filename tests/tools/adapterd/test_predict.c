@@ -11,24 +11,30 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "http_client.h"
+#include "test_tmp.h"
 
 #define REG ADAPTERD_FIXTURES "/registry"
 #define BIN ADAPTERD_BINARY_DIR "/tools/adapterd"
 
-/* The command line's JSON for args (exit status 0 required), the caller's to json_decref. */
+/* The command line's JSON for args (exit status 0 required), read back from a scratch file; the
+ * caller's to json_decref. */
 static json_t *cli_json(const char *args) {
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "'%s' predict --model '%s/models/bert-tiny' --threads 1 %s", BIN, REG, args);
-    FILE *p = popen(cmd, "r");
-    cr_assert(p);
-    static char out[1 << 20];
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = '\0';
-    cr_assert_eq(pclose(p), 0, "%s", cmd);
-    json_t *d = json_loads(out, 0, NULL);
+    char path[512];
+    int fd = mkstemp(test_tmp_template(path, sizeof path, "predict"));
+    cr_assert(fd >= 0, "%s", path);
+    close(fd);
+    cr_assert_eq(ts_sh("'%s' predict --model '%s/models/bert-tiny' --threads 1 %s > '%s'", BIN, REG, args, path), 0,
+                 "adapterd predict %s", args);
+    size_t len = 0;
+    char *out = ts_read_file(path, &len);
+    unlink(path);
+    cr_assert(out, "%s", path);
+    json_t *d = json_loadb(out, len, 0, NULL);
     cr_assert(d, "not JSON: %s", out);
+    free(out);
     return d;
 }
 
