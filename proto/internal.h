@@ -37,6 +37,10 @@ json_t *proto__strings(const char *const *s, int n);
 /* {"kept": [...], "pruned": [...]}: a fusion's children as served; NULL when out of memory. */
 json_t *proto__fusion_obj(const proto_fusion_view *f);
 
+/* json_string(proto_label_name(labels, i, ...)): a label's wire name as a new JSON string; NULL
+ * when out of memory. */
+json_t *proto__label_json(const char *const *labels, int i);
+
 /* ---- parse.c ---- */
 
 /* The start of every request parser: *lim defaults to proto_default_limits() (stored in *dl) when

@@ -90,6 +90,11 @@ const char *proto_label_name(const char *const *labels, int i, char *buf, size_t
     return buf;
 }
 
+json_t *proto__label_json(const char *const *labels, int i) {
+    char buf[PROTO_LABEL_BUF];
+    return json_string(proto_label_name(labels, i, buf, sizeof buf));
+}
+
 char *proto_error_encode(const char *code, const char *msg, size_t *len) {
     return proto__dump(json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg), len);
 }

@@ -20,13 +20,13 @@ static json_t *task_result(const proto_task_result *t, int ret_scores) {
     if (t->skip_source) bad |= json_object_set_new(o, "skip_source", json_string(t->skip_source));
     switch (t->kind) {
     case PROTO_HEAD_CLASSIFICATION:
-        bad |= json_object_set_new(o, "label", json_string(proto_label_name(t->labels, t->label, lb, sizeof lb)));
+        bad |= json_object_set_new(o, "label", proto__label_json(t->labels, t->label));
         bad |= json_object_set_new(o, "score", proto__num(t->score));
         break;
     case PROTO_HEAD_MULTILABEL: {
         json_t *ls = json_array();
         for (int i = 0; ls && i < t->n_labels; i++)
-            if (t->scores[i] > 0.5f) bad |= json_array_append_new(ls, json_string(proto_label_name(t->labels, i, lb, sizeof lb)));
+            if (t->scores[i] > 0.5f) bad |= json_array_append_new(ls, proto__label_json(t->labels, i));
         bad |= json_object_set_new(o, "labels", ls);
         break;
     }
@@ -51,8 +51,8 @@ static json_t *task_result(const proto_task_result *t, int ret_scores) {
         json_t *ts = json_array();
         for (int i = 0; ts && i < t->n_tags; i++) {
             const proto_tag *g = &t->tags[i];
-            json_t *e = json_pack("{s:i,s:i,s:i,s:s,s:o}", "start", (int)g->start, "end", (int)g->end, "seq", g->seq,
-                                  "label", proto_label_name(t->labels, g->label, lb, sizeof lb), "score", proto__num(g->score));
+            json_t *e = json_pack("{s:i,s:i,s:i,s:o,s:o}", "start", (int)g->start, "end", (int)g->end, "seq", g->seq,
+                                  "label", proto__label_json(t->labels, g->label), "score", proto__num(g->score));
             bad |= json_array_append_new(ts, e);
         }
         bad |= json_object_set_new(o, "tokens", ts);
@@ -71,7 +71,8 @@ static json_t *task_result(const proto_task_result *t, int ret_scores) {
     if (ret_scores && t->scores &&
         (t->kind == PROTO_HEAD_CLASSIFICATION || t->kind == PROTO_HEAD_MULTILABEL)) {
         json_t *s = json_object();
-        for (int i = 0; s && i < t->n_labels; i++) bad |= json_object_set_new(s, proto_label_name(t->labels, i, lb, sizeof lb), proto__num(t->scores[i]));
+        for (int i = 0; s && i < t->n_labels; i++)
+            bad |= json_object_set_new(s, proto_label_name(t->labels, i, lb, sizeof lb), proto__num(t->scores[i]));
         bad |= json_object_set_new(o, "scores", s);
     }
     if (t->logits) {

@@ -199,7 +199,6 @@ static json_t *v2_tensor(const char *name, const char *dt, int n, int k, json_t 
 /* The data of one output tensor over every input of r (results of task 0 of each input). */
 static json_t *v2_data(const proto_predict_resp *r, proto_head_kind kind, unsigned bit) {
     json_t *a = json_array();
-    char lb[PROTO_LABEL_BUF]; /* each name is copied by the call that uses it */
     int bad = !a;
     for (int i = 0; !bad && i < r->n_inputs; i++) {
         const proto_task_result *t = &r->results[(size_t)i * r->n_tasks];
@@ -210,13 +209,13 @@ static json_t *v2_data(const proto_predict_resp *r, proto_head_kind kind, unsign
             if (kind == PROTO_HEAD_MULTILABEL)
                 for (int j = best = 0; j < t->n_labels; j++)
                     if (t->scores[j] > t->scores[best]) best = j;
-            if (bit == PROTO_V2_OUT_LABEL) bad |= json_array_append_new(a, json_string(proto_label_name(t->labels, best, lb, sizeof lb)));
+            if (bit == PROTO_V2_OUT_LABEL) bad |= json_array_append_new(a, proto__label_json(t->labels, best));
             if (bit == PROTO_V2_OUT_SCORE) bad |= json_array_append_new(a, proto__num(t->scores[best]));
             for (int j = 0; bit == PROTO_V2_OUT_SCORES && j < t->n_labels; j++) bad |= json_array_append_new(a, proto__num(t->scores[j]));
             if (bit == PROTO_V2_OUT_LABELS) { /* the labels over the threshold in label order, then "" to K */
                 int k = 0;
                 for (int j = 0; j < t->n_labels; j++)
-                    if (t->scores[j] > 0.5f) bad |= json_array_append_new(a, json_string(proto_label_name(t->labels, j, lb, sizeof lb))), k++;
+                    if (t->scores[j] > 0.5f) bad |= json_array_append_new(a, proto__label_json(t->labels, j)), k++;
                 for (; k < t->n_labels; k++) bad |= json_array_append_new(a, json_string(""));
             }
             break;

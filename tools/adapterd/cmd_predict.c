@@ -244,7 +244,8 @@ int cmd_predict(int argc, char **argv) {
     if (cli_model_load(model_dir, precision, &m, &err)) goto fail;
     const eng_config *c = eng_model_config(m);
     if (skip > c->n_layers) { /* a usage error, found once the model says how many layers it has */
-        fprintf(stderr, "adapterd predict: --skip expects an integer in 0..%d (the model's layers), got '%d'\n", c->n_layers, skip);
+        fprintf(stderr, "adapterd predict: --skip expects an integer in 0..%d (the model's layers), got '%d'\n",
+                c->n_layers, skip);
         rc = 2;
         goto out;
     }

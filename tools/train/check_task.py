@@ -96,7 +96,7 @@ def main():
                 same = gl.shape == want.shape and bool((gl.argmax(-1) == want.argmax(-1)).all())
                 good = d <= args.atol and same
                 ok = ok and good
-                label = got["label"] if "label" in got else " ".join(got.get("labels", []))   # tagging: per token
+                label = got["label"] if "label" in got else " ".join(got.get("labels", []) or [t["label"] for t in got.get("tokens", [])])  # multi-label; tagging: per token
                 print(f"{'ok  ' if good else 'FAIL'} skip {skip} max|dlogit| {d:.2e} label {label}: {t!r}")
     sys.exit(0 if ok else 1)
 
