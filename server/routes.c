@@ -414,6 +414,7 @@ void srv__on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, e
     unsigned status = r->status ? r->status : 499; /* 499: the client went away before an answer */
     if (!r->counted) srv__metrics_request(s->metrics, r->route, status, dt);
     if (s->cfg.access_log) srv__access_log(r, status, dt, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
+    srv__admission_release(r); /* a request that ended without an answer (the client went away) */
     srv__job_free(r->job);
     srv__offload_clear(r);
     srv__admin_end(r);

@@ -15,8 +15,11 @@
  * jobs (POST /v1/embed: the encoder alone, eng_encode), never both: an embed has no task, and
  * eng_encode gives every row's last hidden state, which eng_run does not.
  *
- * Admission: `depth` counts jobs from submission to completion; beyond max_queue srv__sched_submit
- * refuses (429), so memory held by waiting requests is bounded.
+ * Admission: `depth` counts requests from admission to completion. The HTTP side asks for a place
+ * (srv__sched_admit) before it parses a body, holds it while the request is prepared and while its
+ * tasks load on the pool, and hands it to the job at srv__sched_submit; beyond max_queue the answer
+ * is 429 at the cost of one atomic add, so a flood costs no parse, no tokenization and no load, and
+ * memory held by waiting requests is bounded.
  *
  * Load-adaptive skips (--adaptive-skips, --target-queue-ms): when a batch closes, the wait of its
  * oldest job steers a level: one layer up when the wait is over the target, one down when it is
@@ -27,6 +30,7 @@
 #define _GNU_SOURCE
 #include "scheduler.h"
 
+#include <assert.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -86,15 +90,24 @@ struct srv_sched {
 int srv__sched_depth(srv_sched *q) { return atomic_load(&q->depth); }
 int srv__sched_adaptive_level(srv_sched *q) { return atomic_load(&q->adapt_level); }
 
-int srv__sched_submit(srv_sched *q, srv_job *j) {
+int srv__sched_admit(srv_sched *q) {
     if (atomic_fetch_add(&q->depth, 1) >= q->p.max_queue) {
         atomic_fetch_sub(&q->depth, 1);
         return ENG_BUSY;
     }
+    return 0;
+}
+
+void srv__sched_release(srv_sched *q) {
+    int was = atomic_fetch_sub(&q->depth, 1);
+    assert(was > 0);
+    (void)was;
+}
+
+void srv__sched_submit(srv_sched *q, srv_job *j) {
     j->next = NULL;
     j->t_submit = srv__now();
     srv__inbox_push(&q->inbox, &j->inbox);
-    return 0;
 }
 
 /* ---- workers ---- */
