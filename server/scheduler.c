@@ -79,7 +79,6 @@ struct srv_sched {
     double last_pass_s;           /* that batch's engine time */
     int n_workers;
     srv_worker *workers;
-    bool flush;
     bool cancelled;               /* the drain deadline passed: fail what arrives, start nothing */
     eng_status cancel_code;
     char cancel_msg[256];
@@ -318,7 +317,7 @@ static void schedule(srv_sched *q) {
         srv_batch_clock c = {.now = srv__now(), .head_submit = q->head->t_submit, .last_arrival = q->last_arrival,
                              .last_done = q->last_done, .last_pass_s = q->last_pass_s,
                              .pending_tokens = q->pending_tokens, .max_batch_tokens = q->p.max_batch_tokens,
-                             .max_wait_us = q->p.max_wait_us, .flush = q->flush};
+                             .max_wait_us = q->p.max_wait_us};
         double wait_us = srv__batch_wait_us(&c), waited_us = (c.now - q->head->t_submit) * 1e6;
         if (wait_us > 0) {
             /* the loop's clock is cached per iteration; refresh it or the timer fires late */
@@ -387,11 +386,6 @@ static void done_cb(srv_inbox *in, srv_inbox_node *first) {
         free(b);
     }
     q->last_done = srv__now();
-    schedule(q);
-}
-
-void srv__sched_flush(srv_sched *q) {
-    q->flush = true;
     schedule(q);
 }
 

@@ -58,8 +58,6 @@ void srv__sched_release(srv_sched *q);
 /* Any thread: hands a job to the loop; the job takes over the caller's admission (the place is
  * given back when the done hook has seen the job). Never refuses. */
 void srv__sched_submit(srv_sched *q, srv_job *j);
-/* Loop thread: close batches of everything queued now (drain). */
-void srv__sched_flush(srv_sched *q);
 /* Loop thread, the drain deadline: every job not yet in a pass fails with (code, msg) and goes to
  * the done hook now, every job in a pass goes to the abandon hook, and jobs that arrive later fail
  * at once. No new pass starts. */
