@@ -212,18 +212,26 @@ static void on_state_event(uv_fs_event_t *h, const char *filename, int events, i
     if (status >= 0 && filename && !strcmp(filename, ".adapterd-state.json")) arm(h->data);
 }
 
-srv_watch *srv__watch_start(srv_server *s) {
+/* The watch of registry folder dir on s's loop: its four handles made, none started (srv__watch_stop
+ * releases it). NULL when out of memory. */
+static srv_watch *watch_new(srv_server *s, const char *dir) {
     srv_watch *w = calloc(1, sizeof *w);
     if (!w) return NULL;
     w->s = s;
     w->poll = s->cfg.watch == SRV_WATCH_POLL;
-    snprintf(w->tasks_dir, sizeof w->tasks_dir, "%s/tasks", store_dir(s->reg));
+    snprintf(w->tasks_dir, sizeof w->tasks_dir, "%s/tasks", dir);
     uv_fs_event_init(&s->loop, &w->root);
     uv_fs_event_init(&s->loop, &w->state);
     uv_timer_init(&s->loop, &w->debounce);
     uv_timer_init(&s->loop, &w->periodic);
     w->root.data = w->state.data = w->debounce.data = w->periodic.data = w;
     w->open_handles = 4;
+    return w;
+}
+
+srv_watch *srv__watch_start(srv_server *s) {
+    srv_watch *w = watch_new(s, store_dir(s->reg));
+    if (!w) return NULL;
     if (!w->poll && uv_fs_event_start(&w->root, on_root_event, w->tasks_dir, 0)) {
         fprintf(stderr, "adapterd: watch: cannot watch %s; new versions need the admin API or a restart\n", w->tasks_dir);
         w->stopping = 1;

@@ -7,8 +7,8 @@
  *
  *     build/bench/bench_watch [N ...]
  *
- * The file under test is included (white-box); compile with -DWATCH_C='"path/to/watch.c"' to time
- * another version of it (bench/README.md: before and after, same run). */
+ * The file under test is included (white-box: follow() and watch_new() are static); compile with
+ * -DWATCH_C='"path/to/watch.c"' to time another version of it (bench/README.md: before and after). */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,18 +59,11 @@ static int run(int n) {
         mkdir(p, 0755);
     }
     qsort(names, (size_t)n, sizeof *names, by_name);
-    uv_loop_t loop;
-    uv_loop_init(&loop);
+    uv_loop_init(&fake.loop);
+    fake.cfg.watch = SRV_WATCH_INOTIFY;
     fake.cfg.watch_debounce_ms = 60000;
-    srv_watch *w = calloc(1, sizeof *w);
-    w->s = &fake;
-    snprintf(w->tasks_dir, sizeof w->tasks_dir, "%s/tasks", root);
-    uv_fs_event_init(&loop, &w->root);
-    uv_fs_event_init(&loop, &w->state);
-    uv_timer_init(&loop, &w->debounce);
-    uv_timer_init(&loop, &w->periodic);
-    w->root.data = w->state.data = w->debounce.data = w->periodic.data = w;
-    w->open_handles = 4;
+    srv_watch *w = watch_new(&fake, root);
+    if (!w) return -1;
     listing(w, names, n);
     double t = now_ms();
     int added = follow(w);
@@ -85,8 +78,8 @@ static int run(int n) {
     printf("%-8d %8d %12.3f %12.3f %12.3f\n", n, added, first, steady[REPS / 2], steady[0]);
     fflush(stdout);
     srv__watch_stop(w);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    uv_loop_close(&loop);
+    uv_run(&fake.loop, UV_RUN_DEFAULT);
+    uv_loop_close(&fake.loop);
     for (int i = 0; i < n; i++) free(names[i]);
     free(names);
     snprintf(p, sizeof p, "rm -rf '%s'", root);

@@ -12,8 +12,8 @@
 #include "watch.c"
 
 static char root[64]; /* short: the paths built on it fit PATH_MAX */
-static uv_loop_t loop;
-static srv_server fake;
+static srv_server fake;   /* what the watch reads of a server: its loop and options */
+#define loop (fake.loop)
 
 static void mkdir_task(const char *name) {
     char p[PATH_MAX];
@@ -43,18 +43,10 @@ static void teardown(void) {
 }
 
 /* A watch on root/tasks with its four handles as srv__watch_start makes them, nothing started. */
-static srv_watch *watch_new(bool poll) {
-    srv_watch *w = calloc(1, sizeof *w);
+static srv_watch *watch_of(bool poll) {
+    fake.cfg.watch = poll ? SRV_WATCH_POLL : SRV_WATCH_INOTIFY;
+    srv_watch *w = watch_new(&fake, root);
     cr_assert(w);
-    w->s = &fake;
-    w->poll = poll;
-    snprintf(w->tasks_dir, sizeof w->tasks_dir, "%s/tasks", root);
-    uv_fs_event_init(&loop, &w->root);
-    uv_fs_event_init(&loop, &w->state);
-    uv_timer_init(&loop, &w->debounce);
-    uv_timer_init(&loop, &w->periodic);
-    w->root.data = w->state.data = w->debounce.data = w->periodic.data = w;
-    w->open_handles = 4;
     return w;
 }
 
@@ -90,7 +82,7 @@ Test(watch, the_listing_is_sorted_folders_only_without_staging_names) {
     FILE *fp = fopen(f, "w");
     cr_assert(fp);
     fclose(fp);
-    srv_watch *w = watch_new(false);
+    srv_watch *w = watch_of(false);
     list_tasks(w);
     cr_assert_eq(w->n_found, 3, "folders only, no '.' names");
     cr_expect_str_eq(w->found[0], "alpha");
@@ -103,7 +95,7 @@ Test(watch, the_listing_is_sorted_folders_only_without_staging_names) {
 Test(watch, follow_adds_keeps_and_drops_watches) {
     const char *names[] = {"t07", "t03", "t11", "t01", "t05"};
     for (size_t i = 0; i < 5; i++) mkdir_task(names[i]);
-    srv_watch *w = watch_new(false);
+    srv_watch *w = watch_of(false);
     cr_expect_eq(rescan(w), 5, "every folder is new");
     cr_expect_eq(w->n_tw, 5);
     for (size_t i = 0; i < 5; i++) cr_expect(watched(w, names[i]), "%s watched", names[i]);
@@ -130,7 +122,7 @@ Test(watch, follow_adds_keeps_and_drops_watches) {
 
 Test(watch, poll_mode_watches_nothing) {
     mkdir_task("a"), mkdir_task("b");
-    srv_watch *w = watch_new(true);
+    srv_watch *w = watch_of(true);
     cr_expect_eq(rescan(w), 0);
     cr_expect_eq(w->n_tw, 0, "--watch poll: the periodic rescan only");
     watch_free(w);
@@ -138,7 +130,7 @@ Test(watch, poll_mode_watches_nothing) {
 
 Test(watch, an_event_in_a_task_folder_arms_the_debounce) {
     mkdir_task("cls");
-    srv_watch *w = watch_new(false);
+    srv_watch *w = watch_of(false);
     cr_assert_eq(rescan(w), 1);
     char p[PATH_MAX];
     /* a writer's staging area: ignored */
