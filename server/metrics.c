@@ -449,6 +449,9 @@ char *srv__metrics_render(srv_metrics *m, const srv_metrics_live *live, size_t *
         (unsigned long long)st.changed);
     put(&b, "# HELP adapterd_queue_depth Jobs waiting or running.\n# TYPE adapterd_queue_depth gauge\nadapterd_queue_depth %d\n",
         live->queue_depth);
+    put(&b, "# HELP adapterd_admitted_requests Requests holding a place of --max-queue: being prepared, waiting for task "
+            "loads, queued or running (429 beyond).\n# TYPE adapterd_admitted_requests gauge\nadapterd_admitted_requests %d\n",
+        live->admitted);
     put(&b, "# HELP adapterd_adaptive_raises_total Requests whose default skips adaptive mode raised.\n"
             "# TYPE adapterd_adaptive_raises_total counter\nadapterd_adaptive_raises_total %llu\n",
         (unsigned long long)atomic_load_explicit(&m->adaptive_jobs, memory_order_relaxed));

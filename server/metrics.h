@@ -44,6 +44,7 @@ void srv__metrics_latency_refused(srv_metrics *m);
 /* Gauges the caller owns, read once per render. */
 typedef struct {
     int queue_depth;         /* jobs waiting or running */
+    int admitted;            /* requests holding a place of --max-queue (being prepared, loading, queued, running) */
     int adaptive_level;      /* layers adaptive mode currently adds */
     bool ready;              /* serving: not starting, not draining */
 } srv_metrics_live;

@@ -392,7 +392,7 @@ enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const ch
         j = proto_v2_bool_encode("ready", 1, &len);
         return srv__send_json(r, 200, j, len);
     case SRV_ROUTE_METRICS: {
-        srv_metrics_live live = {.queue_depth = srv__sched_depth(s->sched),
+        srv_metrics_live live = {.queue_depth = srv__sched_depth(s->sched), .admitted = srv__sched_admitted(s->sched),
                                  .adaptive_level = srv__sched_adaptive_level(s->sched), .ready = ready};
         char *m = srv__metrics_render(s->metrics, &live, &len);
         if (!m) return srv__send_error(r, ENG_NO_MEMORY, "out of memory");

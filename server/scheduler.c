@@ -15,7 +15,8 @@
  * jobs (POST /v1/embed: the encoder alone, eng_encode), never both: an embed has no task, and
  * eng_encode gives every row's last hidden state, which eng_run does not.
  *
- * Admission: `depth` counts requests from admission to completion. The HTTP side asks for a place
+ * Admission: `admitted` counts requests from admission to completion (`depth`, the jobs among them
+ * from submission to completion). The HTTP side asks for a place
  * (srv__sched_admit) before it parses a body, holds it while the request is prepared and while its
  * tasks load on the pool, and hands it to the job at srv__sched_submit; beyond max_queue the answer
  * is 429 at the cost of one atomic add, so a flood costs no parse, no tokenization and no load, and
@@ -70,7 +71,8 @@ struct srv_sched {
     srv_inbox inbox;              /* submitted jobs, from the HTTP threads */
     srv_inbox done;               /* finished batches, from the workers */
     uv_timer_t timer;
-    atomic_int depth;
+    atomic_int admitted;          /* places of max_queue held: requests admitted and not done */
+    atomic_int depth;             /* jobs submitted and not done */
     /* loop-owned FIFO */
     srv_job *head, *tail;
     int pending_tokens;
@@ -87,18 +89,19 @@ struct srv_sched {
 };
 
 int srv__sched_depth(srv_sched *q) { return atomic_load(&q->depth); }
+int srv__sched_admitted(srv_sched *q) { return atomic_load(&q->admitted); }
 int srv__sched_adaptive_level(srv_sched *q) { return atomic_load(&q->adapt_level); }
 
 int srv__sched_admit(srv_sched *q) {
-    if (atomic_fetch_add(&q->depth, 1) >= q->p.max_queue) {
-        atomic_fetch_sub(&q->depth, 1);
+    if (atomic_fetch_add(&q->admitted, 1) >= q->p.max_queue) {
+        atomic_fetch_sub(&q->admitted, 1);
         return ENG_BUSY;
     }
     return 0;
 }
 
 void srv__sched_release(srv_sched *q) {
-    int was = atomic_fetch_sub(&q->depth, 1);
+    int was = atomic_fetch_sub(&q->admitted, 1);
     assert(was > 0);
     (void)was;
 }
@@ -106,6 +109,7 @@ void srv__sched_release(srv_sched *q) {
 void srv__sched_submit(srv_sched *q, srv_job *j) {
     j->next = NULL;
     j->t_submit = srv__now();
+    atomic_fetch_add(&q->depth, 1);
     srv__inbox_push(&q->inbox, &j->inbox);
 }
 
@@ -347,6 +351,7 @@ static void cancel_job(srv_sched *q, srv_job *j) {
     j->next = NULL;
     q->hooks.fail(q->hooks.ctx, j, q->cancel_code, q->cancel_msg);
     atomic_fetch_sub(&q->depth, 1);
+    atomic_fetch_sub(&q->admitted, 1);
     q->hooks.done(q->hooks.ctx, j);
 }
 
@@ -378,6 +383,7 @@ static void done_cb(srv_inbox *in, srv_inbox_node *first) {
             jn = j->next;
             j->next = NULL;
             atomic_fetch_sub(&q->depth, 1);
+            atomic_fetch_sub(&q->admitted, 1);
             q->hooks.done(q->hooks.ctx, j);
         }
         b->worker->busy = false;

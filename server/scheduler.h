@@ -62,7 +62,8 @@ void srv__sched_submit(srv_sched *q, srv_job *j);
  * the done hook now, every job in a pass goes to the abandon hook, and jobs that arrive later fail
  * at once. No new pass starts. */
 int srv__sched_cancel(srv_sched *q, eng_status code, const char *msg); /* returns the jobs abandoned in a pass */
-int srv__sched_depth(srv_sched *q);          /* any thread: admissions held (requests admitted and not done) */
+int srv__sched_depth(srv_sched *q);          /* any thread: jobs submitted and not done */
+int srv__sched_admitted(srv_sched *q);       /* any thread: places of max_queue held (requests admitted and not done) */
 int srv__sched_adaptive_level(srv_sched *q); /* any thread: layers adaptive mode currently adds */
 
 #endif

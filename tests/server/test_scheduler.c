@@ -121,19 +121,21 @@ Test(scheduler, admission_takes_and_gives_back_places) {
     srv_sched *q = start(3, 8192, 500);
     for (int i = 0; i < 3; i++) cr_expect_eq(srv__sched_admit(q), 0, "place %d of 3", i + 1);
     cr_expect_eq(srv__sched_admit(q), ENG_BUSY, "a fourth is refused");
-    cr_expect_eq(srv__sched_depth(q), 3, "a refusal holds nothing");
+    cr_expect_eq(srv__sched_admitted(q), 3, "a refusal holds nothing");
     srv__sched_release(q);
-    cr_expect_eq(srv__sched_depth(q), 2);
+    cr_expect_eq(srv__sched_admitted(q), 2);
     cr_expect_eq(srv__sched_admit(q), 0, "a place given back is free again");
     /* a job takes over its request's place and gives it back when done */
     srv_job *j = embed_job("the place goes with the job");
     srv__sched_release(q), srv__sched_release(q); /* two requests answered without a job */
-    cr_expect_eq(srv__sched_depth(q), 1);
+    cr_expect_eq(srv__sched_admitted(q), 1);
     srv__sched_submit(q, j);
+    cr_expect_eq(srv__sched_depth(q), 1, "one job in the batcher");
     run_until_done(1);
+    cr_expect_eq(srv__sched_depth(q), 0);
     cr_expect_eq(rec.done, 1);
     cr_expect_eq(rec.responded, 1);
-    cr_expect_eq(srv__sched_depth(q), 0, "done: the place is free");
+    cr_expect_eq(srv__sched_admitted(q), 0, "done: the place is free");
     finish(q);
     jobs_free(&j, 1);
 }
@@ -153,7 +155,7 @@ Test(scheduler, jobs_within_the_quiet_window_share_a_batch) {
         cr_expect_eq(j[i]->batch_tokens, toks);
         cr_expect_geq(j[i]->t_start, j[i]->t_submit);
     }
-    cr_expect_eq(srv__sched_depth(q), 0);
+    cr_expect_eq(srv__sched_admitted(q), 0);
     finish(q);
     jobs_free(j, 3);
 }
@@ -186,14 +188,14 @@ Test(scheduler, cancel_fails_queued_jobs_and_hands_them_back) {
     cr_expect_eq(rec.done, 2);
     cr_expect_eq(rec.fail_code, ENG_UNAVAILABLE);
     cr_expect_str_eq(rec.fail_msg, "stopping");
-    cr_expect_eq(srv__sched_depth(q), 0);
+    cr_expect_eq(srv__sched_admitted(q), 0);
     /* after the deadline a job fails as soon as the loop sees it */
     cr_assert_eq(srv__sched_admit(q), 0);
     srv__sched_submit(q, j[2]);
     run_until_done(3);
     cr_expect_eq(rec.failed, 3);
     cr_expect_eq(rec.responded, 0, "nothing ran");
-    cr_expect_eq(srv__sched_depth(q), 0);
+    cr_expect_eq(srv__sched_admitted(q), 0);
     finish(q);
     jobs_free(j, 3);
 }

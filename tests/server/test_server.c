@@ -456,7 +456,7 @@ Test(lifecycle, admission_before_parse, .timeout = 60) {
     cr_assert_eq(ts_post_start(&held, &s, "/v1/predict", TWO_INPUTS), 0);
     long depth = 0;
     for (int waited = 0; depth != 1 && waited < 20000; waited += 2) {
-        depth = ts_metric(&s, "adapterd_queue_depth");
+        depth = ts_metric(&s, "adapterd_admitted_requests");
         if (depth != 1) ts_sleep_ms(2);
     }
     cr_assert_eq(depth, 1, "the first request holds the only place");
@@ -476,13 +476,13 @@ Test(lifecycle, admission_before_parse, .timeout = 60) {
     ts_resp_free(&held.resp);
     cr_expect_eq(ts_metric(&s, "adapterd_requests_total{route=\"/v1/predict\",code=\"429\"}"), N, "every 429 counted once");
     cr_expect_eq(ts_metric(&s, "adapterd_requests_total{route=\"/v1/predict\",code=\"200\"}"), 1, "the admitted one, once");
-    cr_expect_eq(ts_metric(&s, "adapterd_queue_depth"), 0, "every place was given back");
+    cr_expect_eq(ts_metric(&s, "adapterd_admitted_requests"), 0, "every place was given back");
     /* with the place free, the same bad body is parsed and refused as such */
     ts_resp r;
     cr_assert_eq(ts_http(&s, "POST", "/v1/predict", "{not json", NULL, NULL, &r), 0);
     cr_expect_eq(r.status, 400, "parsed once admitted: %s", r.body);
     ts_resp_free(&r);
-    cr_expect_eq(ts_metric(&s, "adapterd_queue_depth"), 0, "a refused body gives its place back");
+    cr_expect_eq(ts_metric(&s, "adapterd_admitted_requests"), 0, "a refused body gives its place back");
     cr_assert_eq(ts_stop(&s), 0);
 }
 
