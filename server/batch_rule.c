@@ -2,7 +2,7 @@
 #include "batch_rule.h"
 
 double srv__batch_wait_us(const srv_batch_clock *c) {
-    if (c->flush || c->pending_tokens >= c->max_batch_tokens) return 0;
+    if (c->pending_tokens >= c->max_batch_tokens) return 0;
     double last = c->last_arrival > c->last_done ? c->last_arrival : c->last_done;
     double since = c->head_submit > c->last_done ? c->head_submit : c->last_done;
     double window_us = c->max_wait_us, share_us = SRV_BATCH_PASS_SHARE * c->last_pass_s * 1e6;

@@ -28,7 +28,6 @@ typedef struct {
     int pending_tokens;      /* tokens of all queued jobs */
     int max_batch_tokens;
     int max_wait_us;
-    bool flush;              /* draining: close whatever is queued */
 } srv_batch_clock;
 
 /* Microseconds to wait before the batch closes; 0 means close it now. */

@@ -43,6 +43,7 @@ srv_config srv_default_config(void) {
     c.health_reserve = 16;
     c.header_timeout_ms = 10000;
     c.min_body_rate = 1024;
+    c.metrics_tasks = 100;
     c.load_rate = (size_t)256 << 20;            /* the store's own default is unpaced */
     c.load_burst = store_default_params().load_burst;
     return c;
@@ -93,6 +94,7 @@ static const opt opts[] = {
     {"health-reserve", INT(health_reserve, 0, 4096)},
     {"header-timeout-ms", INT(header_timeout_ms, 100, 3600000)},
     {"min-body-rate", OPT_SIZE, offsetof(srv_config, min_body_rate), sizeof(size_t), 0, 1LL << 40},
+    {"metrics-tasks", INT(metrics_tasks, 0, 1 << 20)},
 };
 
 static int same_key(const char *a, const char *b) {

@@ -3,14 +3,24 @@
  * such clients hold all of them. Its connection limit stops accepting when full, so /healthz times
  * out behind them. What it offers is the socket of every connection (NOTIFY_CONNECTION) and the
  * access handler's calls, which mark when headers and body arrive; this file keeps that per
- * connection in a list under one mutex, and a sweep on the loop's timer closes the connections that
- * are too slow.
+ * connection, and a sweep on the loop's timer closes the connections that are too slow.
+ *
+ * What takes the lock, and for how long. The hot path, a body chunk, is one relaxed atomic add on
+ * the connection's own counter: no lock. The lock is taken once per accept, close and phase change
+ * (three times a request), and only for O(1) work: a connection waiting for headers sits in one list,
+ * a connection receiving a body in another, each appended when it enters its phase (the time taken
+ * under the lock), so both lists are in the order of their deadlines. The oldest connection waiting
+ * for headers, which an arrival beyond max_connections closes, is the head of the first list: no
+ * scan. The sweep walks each list from the head only while its connections are past the header
+ * deadline: what it reads is what it may close (and, for bodies, the uploads older than the
+ * deadline that are keeping up with the rate).
  *
  * Closing from another thread: the sweep calls shutdown(2) on the socket, never close(2), and only
- * while the connection is still listed. libmicrohttpd tells us a connection is gone (NOTIFY_CLOSED,
- * which takes the same mutex) before it closes its socket, so the descriptor cannot have been
- * reused; after the shutdown its own thread sees the end of the stream and closes the connection
- * the usual way (the request's completion callback runs as for any client that went away).
+ * while the connection is still registered. libmicrohttpd tells us a connection is gone
+ * (NOTIFY_CLOSED, which takes the same lock) before it closes its socket, so the descriptor cannot
+ * have been reused; after the shutdown its own thread sees the end of the stream and closes the
+ * connection the usual way (the request's completion callback runs as for any client that went
+ * away). A connection shut down leaves both lists for good.
  *
  * The reserve: libmicrohttpd accepts max_connections + reserve; a connection accepted beyond
  * max_connections serves only /healthz, /readyz and the v2 health routes (others get 503), and
@@ -20,27 +30,36 @@
 #include "conn.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 
 #include "clock.h"
 
-typedef struct srv_conn {
-    struct srv_conn *prev, *next;
+/* Which of the two deadline-ordered lists a connection is in. */
+typedef enum { LIST_NONE, LIST_WAITING, LIST_BODY } conn_list;
+
+struct srv_conn {
+    struct srv_conn *prev, *next; /* in its list; guarded by the conns' mu */
+    struct srv_conn *all_prev, *all_next; /* every connection open, for srv__conns_free; guarded by mu */
     int fd;
-    srv_conn_phase phase;
-    double t_phase;          /* when the phase began, seconds, monotonic */
-    size_t body_bytes;       /* of the current request */
-    bool reserve;
-    bool closing;            /* shut down by us; waiting for libmicrohttpd to close it */
-    bool linked;             /* in the list */
-} srv_conn;
+    conn_list list;               /* guarded by mu */
+    double t_phase;               /* guarded by mu: when it entered its list, seconds, monotonic */
+    atomic_size_t body_bytes;     /* of the current request: the MHD thread adds, the sweep reads */
+    bool reserve;                 /* written at accept, before the connection's first request */
+    bool closing;                 /* guarded by mu: shut down by us; waiting for libmicrohttpd to close it */
+};
+
+typedef struct {
+    srv_conn *head, *tail;        /* oldest first */
+} conn_fifo;
 
 struct srv_conns {
     srv_conn_params p;
     pthread_mutex_t mu;
-    srv_conn *head;          /* guarded by mu */
-    int n;
+    conn_fifo waiting, body;      /* guarded by mu */
+    srv_conn *all;                /* guarded by mu */
+    int n;                        /* guarded by mu */
 };
 
 srv_conns *srv__conns_new(const srv_conn_params *p) {
@@ -53,56 +72,114 @@ srv_conns *srv__conns_new(const srv_conn_params *p) {
 
 void srv__conns_free(srv_conns *cs) {
     if (!cs) return;
-    for (srv_conn *c = cs->head, *nx; c; c = nx) nx = c->next, free(c);
+    for (srv_conn *c = cs->all, *nx; c; c = nx) nx = c->all_next, free(c);
     pthread_mutex_destroy(&cs->mu);
     free(cs);
 }
 
-/* Under mu: shuts c down once. */
-static void shut(srv_conn *c) {
+static conn_fifo *fifo_of(srv_conns *cs, conn_list l) {
+    return l == LIST_WAITING ? &cs->waiting : l == LIST_BODY ? &cs->body : NULL;
+}
+
+/* Under mu. */
+static void unlink_conn(srv_conns *cs, srv_conn *c) {
+    conn_fifo *f = fifo_of(cs, c->list);
+    if (!f) return;
+    if (c->prev) c->prev->next = c->next;
+    else f->head = c->next;
+    if (c->next) c->next->prev = c->prev;
+    else f->tail = c->prev;
+    c->prev = c->next = NULL;
+    c->list = LIST_NONE;
+}
+
+/* Under mu: appends c to list l, stamped now (so each list stays in time order). */
+static void append_conn(srv_conns *cs, srv_conn *c, conn_list l, double now) {
+    conn_fifo *f = fifo_of(cs, l);
+    c->list = l;
+    c->t_phase = now;
+    c->next = NULL;
+    c->prev = f->tail;
+    if (f->tail) f->tail->next = c;
+    else f->head = c;
+    f->tail = c;
+}
+
+/* Under mu: shuts c down once and takes it out of the lists. */
+static void shut(srv_conns *cs, srv_conn *c) {
+    unlink_conn(cs, c);
     if (c->closing) return;
     c->closing = true;
     shutdown(c->fd, SHUT_RDWR);
 }
 
+srv_conn *srv__conn_open(srv_conns *cs, int fd) {
+    srv_conn *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->fd = fd;
+    atomic_init(&c->body_bytes, 0);
+    pthread_mutex_lock(&cs->mu);
+    cs->n++;
+    c->all_next = cs->all;
+    if (cs->all) cs->all->all_prev = c;
+    cs->all = c;
+    if (cs->n > cs->p.max_connections) {
+        c->reserve = true;
+        /* the head of the waiting list has waited longest (c is not in it yet) */
+        if (cs->waiting.head) shut(cs, cs->waiting.head);
+    }
+    append_conn(cs, c, LIST_WAITING, srv__now());
+    pthread_mutex_unlock(&cs->mu);
+    return c;
+}
+
+void srv__conn_close(srv_conns *cs, srv_conn *c) {
+    if (!c) return;
+    pthread_mutex_lock(&cs->mu);
+    unlink_conn(cs, c);
+    cs->n--;
+    if (c->all_prev) c->all_prev->all_next = c->all_next;
+    else cs->all = c->all_next;
+    if (c->all_next) c->all_next->all_prev = c->all_prev;
+    pthread_mutex_unlock(&cs->mu);
+    free(c);
+}
+
+void srv__conn_phase(srv_conns *cs, srv_conn *c, srv_conn_phase ph) {
+    if (!c) return;
+    if (ph == SRV_CONN_BODY) atomic_store_explicit(&c->body_bytes, 0, memory_order_relaxed);
+    pthread_mutex_lock(&cs->mu);
+    unlink_conn(cs, c);
+    if (!c->closing && ph != SRV_CONN_BUSY) append_conn(cs, c, ph == SRV_CONN_WAITING ? LIST_WAITING : LIST_BODY, srv__now());
+    pthread_mutex_unlock(&cs->mu);
+}
+
+void srv__conn_body(srv_conn *c, size_t n) {
+    if (c) atomic_fetch_add_explicit(&c->body_bytes, n, memory_order_relaxed);
+}
+
+bool srv__conn_reserve(const srv_conn *c) { return c && c->reserve; }
+
+int srv__conns_count(srv_conns *cs) {
+    pthread_mutex_lock(&cs->mu);
+    int n = cs->n;
+    pthread_mutex_unlock(&cs->mu);
+    return n;
+}
+
+/* ---- libmicrohttpd's side ---- */
+
 void srv__conns_notify(void *cls, struct MHD_Connection *mc, void **socket_context, enum MHD_ConnectionNotificationCode code) {
     srv_conns *cs = cls;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *fi = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
-        srv_conn *c = calloc(1, sizeof *c);
-        *socket_context = c;
-        if (!c || !fi) return; /* untracked: libmicrohttpd's own timeout still applies */
-        c->fd = fi->connect_fd;
-        c->phase = SRV_CONN_WAITING;
-        c->t_phase = srv__now();
-        c->linked = true;
-        pthread_mutex_lock(&cs->mu);
-        c->next = cs->head;
-        if (cs->head) cs->head->prev = c;
-        cs->head = c;
-        cs->n++;
-        if (cs->n > cs->p.max_connections) {
-            c->reserve = true;
-            srv_conn *oldest = NULL;
-            for (srv_conn *o = cs->head; o; o = o->next)
-                if (o != c && o->phase == SRV_CONN_WAITING && !o->closing && (!oldest || o->t_phase < oldest->t_phase)) oldest = o;
-            if (oldest) shut(oldest);
-        }
-        pthread_mutex_unlock(&cs->mu);
+        /* untracked when unknown: libmicrohttpd's own timeout still applies */
+        *socket_context = fi ? srv__conn_open(cs, fi->connect_fd) : NULL;
         return;
     }
     srv_conn *c = *socket_context;
     *socket_context = NULL;
-    if (!c) return;
-    pthread_mutex_lock(&cs->mu);
-    if (c->linked) {
-        if (c->prev) c->prev->next = c->next;
-        else if (cs->head == c) cs->head = c->next;
-        if (c->next) c->next->prev = c->prev;
-        cs->n--;
-    }
-    pthread_mutex_unlock(&cs->mu);
-    free(c);
+    srv__conn_close(cs, c);
 }
 
 static srv_conn *of(struct MHD_Connection *mc) {
@@ -110,41 +187,32 @@ static srv_conn *of(struct MHD_Connection *mc) {
     return ci ? ci->socket_context : NULL;
 }
 
-void srv__conns_phase(srv_conns *cs, struct MHD_Connection *mc, srv_conn_phase ph) {
-    srv_conn *c = of(mc);
-    if (!c) return;
-    pthread_mutex_lock(&cs->mu);
-    c->phase = ph;
-    c->t_phase = srv__now();
-    c->body_bytes = 0;
-    pthread_mutex_unlock(&cs->mu);
-}
+void srv__conns_phase(srv_conns *cs, struct MHD_Connection *mc, srv_conn_phase ph) { srv__conn_phase(cs, of(mc), ph); }
 
 void srv__conns_body(srv_conns *cs, struct MHD_Connection *mc, size_t n) {
-    srv_conn *c = of(mc);
-    if (!c) return;
-    pthread_mutex_lock(&cs->mu);
-    c->body_bytes += n;
-    pthread_mutex_unlock(&cs->mu);
+    (void)cs;
+    srv__conn_body(of(mc), n);
 }
 
 bool srv__conns_reserve(srv_conns *cs, struct MHD_Connection *mc) {
     (void)cs;
-    srv_conn *c = of(mc);
-    return c && c->reserve; /* written once, before the connection's first request */
+    return srv__conn_reserve(of(mc)); /* written once, before the connection's first request */
 }
+
+/* ---- the sweep ---- */
 
 int srv__conns_sweep(srv_conns *cs) {
     double now = srv__now(), hdr = cs->p.header_timeout_s;
     int closed = 0;
     pthread_mutex_lock(&cs->mu);
-    for (srv_conn *c = cs->head; c; c = c->next) {
-        if (c->closing) continue;
+    /* waiting for headers: oldest first, so stop at the first one within its deadline */
+    while (cs->waiting.head && now - cs->waiting.head->t_phase > hdr) shut(cs, cs->waiting.head), closed++;
+    /* bodies older than the deadline must have averaged min_body_rate since their headers */
+    for (srv_conn *c = cs->body.head, *nx; cs->p.min_body_rate && c && now - c->t_phase > hdr; c = nx) {
+        nx = c->next;
         double age = now - c->t_phase;
-        bool slow_headers = c->phase == SRV_CONN_WAITING && age > hdr;
-        bool slow_body = c->phase == SRV_CONN_BODY && cs->p.min_body_rate && age > hdr &&
-                         (double)c->body_bytes < (double)cs->p.min_body_rate * age;
-        if (slow_headers || slow_body) shut(c), closed++;
+        if ((double)atomic_load_explicit(&c->body_bytes, memory_order_relaxed) < (double)cs->p.min_body_rate * age)
+            shut(cs, c), closed++;
     }
     pthread_mutex_unlock(&cs->mu);
     return closed;

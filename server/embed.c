@@ -62,7 +62,7 @@ static proto_pooling model_pooling(const srv_server *s, const store_model *m) {
 enum MHD_Result srv__embed(srv_request *r) {
     srv_server *s = r->srv;
     enum MHD_Result ans = MHD_YES;
-    if (srv__refuse_unready(r, &ans) || srv__refuse_json_body(r, &ans)) return ans;
+    if (srv__refuse_unready(r, &ans) || srv__refuse_json_body(r, &ans) || srv__refuse_busy(r, &ans)) return ans;
     proto_limits lim = srv__proto_limits(s);
     eng_err pe = {0};
     int rc = proto_embed_parse(r->body ? r->body : "", r->body_len, &lim, &r->preq, &pe);
@@ -93,12 +93,12 @@ enum MHD_Result srv__embed(srv_request *r) {
     eng_status code = ENG_OK;
     char msg[600];
     if (srv__job_tokenize(s, j, &r->preq, &code, msg, sizeof msg)) return srv__send_error(r, code, "%s", msg);
+    /* counted like predict's: hook_done takes it off when the job is done */
+    atomic_fetch_add(&s->n_suspended, 1);
     MHD_suspend_connection(r->conn);
     r->suspended = true;
-    if (srv__sched_submit(s->sched, j)) {
-        srv__job_fail(j, ENG_BUSY, "the queue is full; retry after a second");
-        MHD_resume_connection(r->conn);
-    }
+    r->admitted = false; /* the job holds the place from here on */
+    srv__sched_submit(s->sched, j);
     return MHD_YES;
 }
 

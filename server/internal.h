@@ -71,6 +71,7 @@ struct srv_request {
     size_t body_len, body_cap;
     bool too_large;
     int upload_errno;            /* the upload's body file could not be written (ENOSPC, EFBIG, ...): 507 or 500 */
+    bool admitted;               /* holds a place in --max-queue (srv__refuse_busy) that no job took over yet */
     bool suspended;
     bool abandoned;              /* its job was given up at the drain deadline: answer 503 */
     proto_predict_req preq;

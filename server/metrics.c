@@ -1,7 +1,16 @@
 /* metrics.c - Prometheus counters and histograms, updated with relaxed atomics from any thread and
  * rendered as text on /metrics. Per-task series live in a table keyed by task name (tasks come and
  * go while serving): a lookup takes a mutex, the counters themselves are atomics. Registry figures
- * (residency, loads, evictions) are read from the store at render. */
+ * (residency, loads, evictions) are read from the store at render.
+ *
+ * Bounded per-task output: a task used once carries ~20 series (requests, a 17-line histogram, skips),
+ * 4 MB per scrape at 3,000 tasks, the cardinality Prometheus' guidance warns against. The render shows
+ * the K busiest tasks (by requests, --metrics-tasks, default 100) under their names and sums every other
+ * task into one task="(other)" set of series ("(" is never in a task name), so a scrape's size does not
+ * grow with the registry; adapterd_task_series_other says how many tasks were summed there. A registry
+ * of at most K tasks renders exactly as before. Counters are never moved between names: a task that
+ * enters the top K shows its whole count and (other) loses it, which rate() reads as a counter reset of
+ * (other) only. */
 #define _GNU_SOURCE
 #include <stdarg.h>
 #include <stdio.h>
@@ -57,6 +66,7 @@ struct srv_metrics {
     struct task_series **tasks;            /* open addressing, (cap) */
     int n_tasks, cap;
     store_registry *reg;
+    int task_series_max;                   /* K: tasks rendered under their own name */
 };
 
 typedef struct task_series {
@@ -111,6 +121,32 @@ static int cmp_series(const void *a, const void *b) {
     return strcmp((*(task_series *const *)a)->name, (*(task_series *const *)b)->name);
 }
 
+/* Busiest first (requests), then by name, so the K shown are stable between scrapes. */
+static int cmp_busiest(const void *a, const void *b) {
+    const task_series *x = *(task_series *const *)a, *y = *(task_series *const *)b;
+    uint64_t rx = atomic_load_explicit(&x->requests, memory_order_relaxed),
+             ry = atomic_load_explicit(&y->requests, memory_order_relaxed);
+    return rx != ry ? (rx < ry) - (rx > ry) : strcmp(x->name, y->name);
+}
+
+/* dst += src, series by series (dst is the render's own (other) set). */
+static void add_series(task_series *dst, const task_series *src) {
+    atomic_fetch_add_explicit(&dst->requests, atomic_load_explicit(&src->requests, memory_order_relaxed),
+                              memory_order_relaxed);
+    for (int i = 0; i <= HIST_MAX_BOUNDS; i++)
+        atomic_fetch_add_explicit(&dst->latency.b[i], atomic_load_explicit(&src->latency.b[i], memory_order_relaxed),
+                                  memory_order_relaxed);
+    atomic_fetch_add_explicit(&dst->latency.count, atomic_load_explicit(&src->latency.count, memory_order_relaxed),
+                              memory_order_relaxed);
+    atomic_store_explicit(&dst->latency.sum,
+                          atomic_load_explicit(&dst->latency.sum, memory_order_relaxed) +
+                              atomic_load_explicit(&src->latency.sum, memory_order_relaxed),
+                          memory_order_relaxed);
+    for (int k = 0; k <= MAX_SKIP; k++)
+        atomic_fetch_add_explicit(&dst->skips[k], atomic_load_explicit(&src->skips[k], memory_order_relaxed),
+                                  memory_order_relaxed);
+}
+
 static void observe(hist *h, const double *bounds, int n, double v) {
     int i = 0;
     while (i < n && v > bounds[i]) i++;
@@ -143,8 +179,11 @@ srv_metrics *srv__metrics_new(store_registry *reg) {
     if (!m) return NULL;
     pthread_mutex_init(&m->tmu, NULL);
     m->reg = reg;
+    m->task_series_max = SRV_METRICS_TASKS_DEFAULT;
     return m;
 }
+
+void srv__metrics_set_task_series(srv_metrics *m, int k) { m->task_series_max = k < 0 ? 0 : k; }
 
 void srv__metrics_free(srv_metrics *m) {
     if (!m) return;
@@ -308,7 +347,18 @@ char *srv__metrics_render(srv_metrics *m, const srv_metrics_live *live, size_t *
     for (int i = 0; ts && i < m->cap; i++)
         if (m->tasks[i]) ts[nt++] = m->tasks[i]; /* series are never freed before the metrics */
     pthread_mutex_unlock(&m->tmu);
+    /* beyond K: the K busiest by name, then (other), the sum of the rest */
+    int n_other = 0;
+    task_series *other = NULL;
+    if (nt > m->task_series_max) {
+        qsort(ts, (size_t)nt, sizeof *ts, cmp_busiest);
+        n_other = nt - m->task_series_max;
+        if (!(other = calloc(1, sizeof *other))) b.oom = 1;
+        for (int i = m->task_series_max; other && i < nt; i++) add_series(other, ts[i]);
+        nt = m->task_series_max;
+    }
     if (nt) qsort(ts, (size_t)nt, sizeof *ts, cmp_series);
+    if (other) ts[nt++] = other, other->name = "(other)"; /* after the names: ts has room for every series */
     put(&b, "# HELP adapterd_task_requests_total Requests naming each task.\n# TYPE adapterd_task_requests_total counter\n");
     for (int i = 0; i < nt; i++)
         put(&b, "adapterd_task_requests_total{task=\"%s\"} %llu\n", ts[i]->name,
@@ -326,7 +376,11 @@ char *srv__metrics_render(srv_metrics *m, const srv_metrics_live *live, size_t *
             uint64_t v = atomic_load_explicit(&ts[i]->skips[k], memory_order_relaxed);
             if (v) put(&b, "adapterd_task_skip_total{task=\"%s\",skip=\"%d\"} %llu\n", ts[i]->name, k, (unsigned long long)v);
         }
+    put(&b, "# HELP adapterd_task_series_other Tasks used whose series are summed in task=\"(other)\" (beyond the "
+            "--metrics-tasks busiest).\n# TYPE adapterd_task_series_other gauge\nadapterd_task_series_other %d\n",
+        n_other);
     free(ts);
+    free(other);
     /* the registry: residency, loads, evictions */
     put(&b, "# HELP adapterd_task_resident 1 when the task's current version is loaded in memory.\n"
             "# TYPE adapterd_task_resident gauge\n");
@@ -395,6 +449,9 @@ char *srv__metrics_render(srv_metrics *m, const srv_metrics_live *live, size_t *
         (unsigned long long)st.changed);
     put(&b, "# HELP adapterd_queue_depth Jobs waiting or running.\n# TYPE adapterd_queue_depth gauge\nadapterd_queue_depth %d\n",
         live->queue_depth);
+    put(&b, "# HELP adapterd_admitted_requests Requests holding a place of --max-queue: being prepared, waiting for task "
+            "loads, queued or running (429 beyond).\n# TYPE adapterd_admitted_requests gauge\nadapterd_admitted_requests %d\n",
+        live->admitted);
     put(&b, "# HELP adapterd_adaptive_raises_total Requests whose default skips adaptive mode raised.\n"
             "# TYPE adapterd_adaptive_raises_total counter\nadapterd_adaptive_raises_total %llu\n",
         (unsigned long long)atomic_load_explicit(&m->adaptive_jobs, memory_order_relaxed));

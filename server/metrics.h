@@ -16,6 +16,10 @@ typedef struct srv_metrics srv_metrics;
  * figures read 0. Returns NULL when out of memory. */
 srv_metrics *srv__metrics_new(store_registry *reg);
 void srv__metrics_free(srv_metrics *m);
+/* Tasks whose series the render shows under their own name: the k busiest (by requests); the rest are
+ * summed into task="(other)". SRV_METRICS_TASKS_DEFAULT until set (--metrics-tasks); 0: (other) only. */
+#define SRV_METRICS_TASKS_DEFAULT 100
+void srv__metrics_set_task_series(srv_metrics *m, int k);
 
 /* Any thread: one answered request. */
 void srv__metrics_request(srv_metrics *m, srv_route r, unsigned status, double seconds);
@@ -40,6 +44,7 @@ void srv__metrics_latency_refused(srv_metrics *m);
 /* Gauges the caller owns, read once per render. */
 typedef struct {
     int queue_depth;         /* jobs waiting or running */
+    int admitted;            /* requests holding a place of --max-queue (being prepared, loading, queued, running) */
     int adaptive_level;      /* layers adaptive mode currently adds */
     bool ready;              /* serving: not starting, not draining */
 } srv_metrics_live;

@@ -369,7 +369,8 @@ static prepare_result job_prepare(srv_request *r, srv_job *j, const proto_predic
 enum MHD_Result srv__predict(srv_request *r, const char *task, size_t task_len) {
     srv_server *s = r->srv;
     enum MHD_Result ans = MHD_YES;
-    if (srv__refuse_unready(r, &ans) || srv__refuse_json_body(r, &ans)) return ans;
+    /* admission first: a refusal costs no parse, no tokenization and no load */
+    if (srv__refuse_unready(r, &ans) || srv__refuse_json_body(r, &ans) || srv__refuse_busy(r, &ans)) return ans;
     proto_limits lim = srv__proto_limits(s);
     eng_err pe = {0};
     int rc;
@@ -405,11 +406,8 @@ enum MHD_Result srv__predict(srv_request *r, const char *task, size_t task_len) 
     atomic_fetch_add(&s->n_suspended, 1);
     MHD_suspend_connection(r->conn);
     r->suspended = true;
-    if (srv__sched_submit(s->sched, j)) {
-        srv__job_fail(j, ENG_BUSY, "the queue is full; retry after a second");
-        atomic_fetch_sub(&s->n_suspended, 1);
-        MHD_resume_connection(r->conn);
-    }
+    r->admitted = false; /* the job holds the place from here on */
+    srv__sched_submit(s->sched, j);
     return MHD_YES;
 }
 

@@ -403,7 +403,7 @@ enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const ch
         j = proto_v2_bool_encode("ready", 1, &len);
         return srv__send_json(r, 200, j, len);
     case SRV_ROUTE_METRICS: {
-        srv_metrics_live live = {.queue_depth = srv__sched_depth(s->sched),
+        srv_metrics_live live = {.queue_depth = srv__sched_depth(s->sched), .admitted = srv__sched_admitted(s->sched),
                                  .adaptive_level = srv__sched_adaptive_level(s->sched), .ready = ready};
         char *m = srv__metrics_render(s->metrics, &live, &len);
         if (!m) return srv__send_error(r, ENG_NO_MEMORY, "out of memory");
@@ -425,6 +425,7 @@ void srv__on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, e
     unsigned status = r->status ? r->status : 499; /* 499: the client went away before an answer */
     if (!r->counted) srv__metrics_request(s->metrics, r->route, status, dt);
     if (s->cfg.access_log) srv__access_log(r, status, dt, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
+    srv__admission_release(r); /* a request that ended without an answer (the client went away) */
     srv__job_free(r->job);
     srv__offload_clear(r);
     srv__admin_end(r);

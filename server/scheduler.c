@@ -15,8 +15,12 @@
  * jobs (POST /v1/embed: the encoder alone, eng_encode), never both: an embed has no task, and
  * eng_encode gives every row's last hidden state, which eng_run does not.
  *
- * Admission: `depth` counts jobs from submission to completion; beyond max_queue srv__sched_submit
- * refuses (429), so memory held by waiting requests is bounded.
+ * Admission: `admitted` counts requests from admission to completion (`depth`, the jobs among them
+ * from submission to completion). The HTTP side asks for a place
+ * (srv__sched_admit) before it parses a body, holds it while the request is prepared and while its
+ * tasks load on the pool, and hands it to the job at srv__sched_submit; beyond max_queue the answer
+ * is 429 at the cost of one atomic add, so a flood costs no parse, no tokenization and no load, and
+ * memory held by waiting requests is bounded.
  *
  * Load-adaptive skips (--adaptive-skips, --target-queue-ms): when a batch closes, the wait of its
  * oldest job steers a level: one layer up when the wait is over the target, one down when it is
@@ -27,6 +31,7 @@
 #define _GNU_SOURCE
 #include "scheduler.h"
 
+#include <assert.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -66,7 +71,8 @@ struct srv_sched {
     srv_inbox inbox;              /* submitted jobs, from the HTTP threads */
     srv_inbox done;               /* finished batches, from the workers */
     uv_timer_t timer;
-    atomic_int depth;
+    atomic_int admitted;          /* places of max_queue held: requests admitted and not done */
+    atomic_int depth;             /* jobs submitted and not done */
     /* loop-owned FIFO */
     srv_job *head, *tail;
     int pending_tokens;
@@ -75,7 +81,6 @@ struct srv_sched {
     double last_pass_s;           /* that batch's engine time */
     int n_workers;
     srv_worker *workers;
-    bool flush;
     bool cancelled;               /* the drain deadline passed: fail what arrives, start nothing */
     eng_status cancel_code;
     char cancel_msg[256];
@@ -84,17 +89,28 @@ struct srv_sched {
 };
 
 int srv__sched_depth(srv_sched *q) { return atomic_load(&q->depth); }
+int srv__sched_admitted(srv_sched *q) { return atomic_load(&q->admitted); }
 int srv__sched_adaptive_level(srv_sched *q) { return atomic_load(&q->adapt_level); }
 
-int srv__sched_submit(srv_sched *q, srv_job *j) {
-    if (atomic_fetch_add(&q->depth, 1) >= q->p.max_queue) {
-        atomic_fetch_sub(&q->depth, 1);
+int srv__sched_admit(srv_sched *q) {
+    if (atomic_fetch_add(&q->admitted, 1) >= q->p.max_queue) {
+        atomic_fetch_sub(&q->admitted, 1);
         return ENG_BUSY;
     }
+    return 0;
+}
+
+void srv__sched_release(srv_sched *q) {
+    int was = atomic_fetch_sub(&q->admitted, 1);
+    assert(was > 0);
+    (void)was;
+}
+
+void srv__sched_submit(srv_sched *q, srv_job *j) {
     j->next = NULL;
     j->t_submit = srv__now();
+    atomic_fetch_add(&q->depth, 1);
     srv__inbox_push(&q->inbox, &j->inbox);
-    return 0;
 }
 
 /* ---- workers ---- */
@@ -305,7 +321,7 @@ static void schedule(srv_sched *q) {
         srv_batch_clock c = {.now = srv__now(), .head_submit = q->head->t_submit, .last_arrival = q->last_arrival,
                              .last_done = q->last_done, .last_pass_s = q->last_pass_s,
                              .pending_tokens = q->pending_tokens, .max_batch_tokens = q->p.max_batch_tokens,
-                             .max_wait_us = q->p.max_wait_us, .flush = q->flush};
+                             .max_wait_us = q->p.max_wait_us};
         double wait_us = srv__batch_wait_us(&c), waited_us = (c.now - q->head->t_submit) * 1e6;
         if (wait_us > 0) {
             /* the loop's clock is cached per iteration; refresh it or the timer fires late */
@@ -335,6 +351,7 @@ static void cancel_job(srv_sched *q, srv_job *j) {
     j->next = NULL;
     q->hooks.fail(q->hooks.ctx, j, q->cancel_code, q->cancel_msg);
     atomic_fetch_sub(&q->depth, 1);
+    atomic_fetch_sub(&q->admitted, 1);
     q->hooks.done(q->hooks.ctx, j);
 }
 
@@ -366,6 +383,7 @@ static void done_cb(srv_inbox *in, srv_inbox_node *first) {
             jn = j->next;
             j->next = NULL;
             atomic_fetch_sub(&q->depth, 1);
+            atomic_fetch_sub(&q->admitted, 1);
             q->hooks.done(q->hooks.ctx, j);
         }
         b->worker->busy = false;
@@ -374,11 +392,6 @@ static void done_cb(srv_inbox *in, srv_inbox_node *first) {
         free(b);
     }
     q->last_done = srv__now();
-    schedule(q);
-}
-
-void srv__sched_flush(srv_sched *q) {
-    q->flush = true;
     schedule(q);
 }
 

@@ -49,16 +49,21 @@ typedef struct srv_sched srv_sched;
 int srv__sched_start(uv_loop_t *loop, const srv_sched_params *p, srv_sched_hooks hooks, srv_sched **out, eng_err *err);
 void srv__sched_stop(srv_sched *q);
 void srv__sched_free(srv_sched *q);
-/* Any thread: hands a job to the loop. Returns 0, or ENG_BUSY when max_queue jobs are already
- * waiting or running (the job is then not taken and no hook will see it). */
-int srv__sched_submit(srv_sched *q, srv_job *j);
-/* Loop thread: close batches of everything queued now (drain). */
-void srv__sched_flush(srv_sched *q);
+/* Admission, before any work is spent on a request (its body is not parsed yet): any thread takes
+ * one of the max_queue places. Returns 0, or ENG_BUSY when every place is held by a request being
+ * prepared, waiting for a task load, queued or running. A place taken is given back with
+ * srv__sched_release, or passed on to a job with srv__sched_submit. */
+int srv__sched_admit(srv_sched *q);
+void srv__sched_release(srv_sched *q);
+/* Any thread: hands a job to the loop; the job takes over the caller's admission (the place is
+ * given back when the done hook has seen the job). Never refuses. */
+void srv__sched_submit(srv_sched *q, srv_job *j);
 /* Loop thread, the drain deadline: every job not yet in a pass fails with (code, msg) and goes to
  * the done hook now, every job in a pass goes to the abandon hook, and jobs that arrive later fail
  * at once. No new pass starts. */
 int srv__sched_cancel(srv_sched *q, eng_status code, const char *msg); /* returns the jobs abandoned in a pass */
 int srv__sched_depth(srv_sched *q);          /* any thread: jobs submitted and not done */
+int srv__sched_admitted(srv_sched *q);       /* any thread: places of max_queue held (requests admitted and not done) */
 int srv__sched_adaptive_level(srv_sched *q); /* any thread: layers adaptive mode currently adds */
 
 #endif

@@ -219,6 +219,7 @@ int srv_run(const srv_config *cfg, store_registry *reg, eng_err *err) {
         rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory");
         goto done;
     }
+    srv__metrics_set_task_series(s->metrics, cfg->metrics_tasks);
     if ((rc = calibrate_costs(s, err))) goto done;
     if (!(s->offl = srv__offload_new(&s->loop))) {
         rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory");

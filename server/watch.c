@@ -31,7 +31,6 @@ typedef struct {
     uv_fs_event_t h;
     char *name;
     struct srv_watch *w;
-    int seen;
 } task_watch;
 
 struct srv_watch {
@@ -41,8 +40,8 @@ struct srv_watch {
     uv_timer_t debounce, periodic;
     int poll;                    /* --watch poll: no fs events, the periodic rescan only */
     uv_work_t work;
-    task_watch **tw;             /* watched tasks/<name>/ */
-    int n_tw, cap_tw;
+    task_watch **tw;             /* watched tasks/<name>/, sorted by name */
+    int n_tw;
     char **found;                /* the pool thread's listing of tasks/ */
     int n_found;
     int running, dirty, stopping, open_handles;
@@ -65,12 +64,10 @@ static void on_closed(uv_handle_t *h) {
     maybe_free(w);
 }
 
-static void rescan_work(uv_work_t *req) {
-    srv_watch *w = req->data;
-    srv__pool_thread_nice();
-    eng_err e = {0};
-    if (store_rescan(w->s->reg, &e) < 0) fprintf(stderr, "adapterd: watch: %s\n", e.msg);
-    /* list tasks/ here, off the loop, for the watches to follow */
+static int cmp_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Pool thread: tasks/' folders into w->found, sorted (follow() merges them with its sorted watches). */
+static void list_tasks(srv_watch *w) {
     w->found = NULL;
     w->n_found = 0;
     DIR *d = opendir(w->tasks_dir);
@@ -89,59 +86,75 @@ static void rescan_work(uv_work_t *req) {
         if ((w->found[w->n_found] = strdup(de->d_name))) w->n_found++;
     }
     if (d) closedir(d);
+    if (w->n_found > 1) qsort(w->found, (size_t)w->n_found, sizeof *w->found, cmp_name);
+}
+
+static void rescan_work(uv_work_t *req) {
+    srv_watch *w = req->data;
+    srv__pool_thread_nice();
+    eng_err e = {0};
+    if (store_rescan(w->s->reg, &e) < 0) fprintf(stderr, "adapterd: watch: %s\n", e.msg);
+    list_tasks(w); /* here, off the loop, for the watches to follow */
 }
 
 static void arm(srv_watch *w);
 static void on_task_event(uv_fs_event_t *h, const char *filename, int events, int status);
 
-/* Loop: watch every task directory found, stop watching vanished ones. Returns how many are new. */
-static int follow(srv_watch *w) {
-    int added = 0;
-    for (int i = 0; i < w->n_tw; i++) w->tw[i]->seen = 0;
-    for (int f = 0; f < w->n_found && !w->poll; f++) {
-        int i = 0;
-        while (i < w->n_tw && strcmp(w->tw[i]->name, w->found[f])) i++;
-        if (i < w->n_tw) {
-            w->tw[i]->seen = 1;
-            continue;
-        }
-        if (w->n_tw == w->cap_tw) {
-            int nc = w->cap_tw ? w->cap_tw * 2 : 64;
-            task_watch **nt = realloc(w->tw, (size_t)nc * sizeof *nt);
-            if (!nt) break;
-            w->tw = nt, w->cap_tw = nc;
-        }
-        task_watch *t = calloc(1, sizeof *t);
-        char p[PATH_MAX];
-        snprintf(p, sizeof p, "%s/%s", w->tasks_dir, w->found[f]);
-        if (!t || !(t->name = strdup(w->found[f]))) {
-            free(t);
-            break;
-        }
-        t->w = w;
-        t->seen = 1;
-        uv_fs_event_init(w->root.loop, &t->h);
-        t->h.data = w;
-        w->open_handles++;
-        if (uv_fs_event_start(&t->h, on_task_event, p, 0)) {
-            uv_close((uv_handle_t *)&t->h, on_closed);
-            continue;
-        }
-        w->tw[w->n_tw++] = t;
-        added++;
+/* Loop: a watch on tasks/<name>/, or NULL (logged nowhere: the periodic rescan still covers it). */
+static task_watch *watch_task(srv_watch *w, const char *name) {
+    task_watch *t = calloc(1, sizeof *t);
+    char p[PATH_MAX];
+    if (!t || !(t->name = strdup(name)) || snprintf(p, sizeof p, "%s/%s", w->tasks_dir, name) >= (int)sizeof p) {
+        if (t) free(t->name);
+        free(t);
+        return NULL;
     }
-    for (int i = 0; i < w->n_tw;) {
-        if (w->tw[i]->seen) {
-            i++;
-            continue;
-        }
-        uv_close((uv_handle_t *)&w->tw[i]->h, on_closed);
-        w->tw[i] = w->tw[--w->n_tw];
+    t->w = w;
+    uv_fs_event_init(w->root.loop, &t->h);
+    t->h.data = w;
+    w->open_handles++;
+    if (uv_fs_event_start(&t->h, on_task_event, p, 0)) {
+        uv_close((uv_handle_t *)&t->h, on_closed);
+        return NULL;
     }
+    return t;
+}
+
+static void found_free(srv_watch *w) {
     for (int f = 0; f < w->n_found; f++) free(w->found[f]);
     free(w->found);
     w->found = NULL;
     w->n_found = 0;
+}
+
+/* Loop: watch every task directory found, stop watching vanished ones. Returns how many are new.
+ * One merge of two sorted lists (the watches, kept sorted by name; the listing, sorted on the pool):
+ * linear in the folders, so a rescan of 10,000 tasks costs the loop a few strcmp per task, never the
+ * nested search's N^2 / 2 (18.7 ms at 3,000 folders). */
+static int follow(srv_watch *w) {
+    int added = 0, cap = w->n_tw + (w->poll ? 0 : w->n_found);
+    task_watch **nt = cap ? malloc((size_t)cap * sizeof *nt) : NULL;
+    if (cap && !nt) { /* out of memory: keep what is watched; the next rescan tries again */
+        found_free(w);
+        return 0;
+    }
+    int i = 0, f = 0, n = 0, nf = w->poll ? 0 : w->n_found;
+    while (i < w->n_tw || f < nf) {
+        int c = i == w->n_tw ? 1 : f == nf ? -1 : strcmp(w->tw[i]->name, w->found[f]);
+        if (c < 0) { /* vanished */
+            uv_close((uv_handle_t *)&w->tw[i++]->h, on_closed);
+        } else if (c == 0) {
+            nt[n++] = w->tw[i++];
+            f++;
+        } else {
+            task_watch *t = watch_task(w, w->found[f++]);
+            if (t) nt[n++] = t, added++;
+        }
+    }
+    free(w->tw);
+    w->tw = nt;
+    w->n_tw = n;
+    found_free(w);
     return added;
 }
 
@@ -149,8 +162,7 @@ static void rescan_after(uv_work_t *req, int status) {
     srv_watch *w = req->data;
     w->running = 0;
     if (w->stopping) {
-        for (int f = 0; f < w->n_found; f++) free(w->found[f]);
-        free(w->found);
+        found_free(w);
         maybe_free(w);
         return;
     }
@@ -200,18 +212,26 @@ static void on_state_event(uv_fs_event_t *h, const char *filename, int events, i
     if (status >= 0 && filename && !strcmp(filename, ".adapterd-state.json")) arm(h->data);
 }
 
-srv_watch *srv__watch_start(srv_server *s) {
+/* The watch of registry folder dir on s's loop: its four handles made, none started (srv__watch_stop
+ * releases it). NULL when out of memory. */
+static srv_watch *watch_new(srv_server *s, const char *dir) {
     srv_watch *w = calloc(1, sizeof *w);
     if (!w) return NULL;
     w->s = s;
     w->poll = s->cfg.watch == SRV_WATCH_POLL;
-    snprintf(w->tasks_dir, sizeof w->tasks_dir, "%s/tasks", store_dir(s->reg));
+    snprintf(w->tasks_dir, sizeof w->tasks_dir, "%s/tasks", dir);
     uv_fs_event_init(&s->loop, &w->root);
     uv_fs_event_init(&s->loop, &w->state);
     uv_timer_init(&s->loop, &w->debounce);
     uv_timer_init(&s->loop, &w->periodic);
     w->root.data = w->state.data = w->debounce.data = w->periodic.data = w;
     w->open_handles = 4;
+    return w;
+}
+
+srv_watch *srv__watch_start(srv_server *s) {
+    srv_watch *w = watch_new(s, store_dir(s->reg));
+    if (!w) return NULL;
     if (!w->poll && uv_fs_event_start(&w->root, on_root_event, w->tasks_dir, 0)) {
         fprintf(stderr, "adapterd: watch: cannot watch %s; new versions need the admin API or a restart\n", w->tasks_dir);
         w->stopping = 1;

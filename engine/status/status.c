@@ -57,8 +57,3 @@ eng_status eng_err_prefix(eng_err *err, const char *fmt, ...) {
     return err->code;
 }
 
-void eng_err_clear(eng_err *err) {
-    if (!err) return;
-    err->code = ENG_OK;
-    err->msg[0] = '\0';
-}

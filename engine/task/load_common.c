@@ -16,18 +16,19 @@ int eng__jbool(json_t *o, const char *k, int def) {
     return json_is_boolean(v) ? json_is_true(v) : def;
 }
 
-double eng__jnum(json_t *o, const char *k, double def) {
+/* o[k] as a number, def when absent or not a number. */
+static double jnum(json_t *o, const char *k, double def) {
     json_t *v = json_object_get(o, k);
     return json_is_number(v) ? json_number_value(v) : def;
 }
 
 int eng__jint(json_t *o, const char *k, int def) {
-    double v = eng__jnum(o, k, def);
+    double v = jnum(o, k, def);
     return v >= (double)INT_MAX ? INT_MAX : v <= (double)INT_MIN ? INT_MIN : (int)v;
 }
 
 float eng__jfloat(json_t *o, const char *k, float def) {
-    double v = eng__jnum(o, k, def);
+    double v = jnum(o, k, def);
     return v >= (double)FLT_MAX ? FLT_MAX : v <= -(double)FLT_MAX ? -FLT_MAX : (float)v;
 }
 

@@ -19,7 +19,8 @@ eng_task_params eng_task_default_params(void) {
 
 /* ---- ownership ---- */
 
-void *eng__task_keep(eng_task *t, void *p) {
+/* Adds p to the task's allocations; returns p, or NULL (freeing p) when the list cannot grow. */
+static void *task_keep(eng_task *t, void *p) {
     if (!p) return NULL;
     if (t->n_allocs == t->cap_allocs) {
         size_t cap = t->cap_allocs ? t->cap_allocs * 2 : 64;
@@ -35,7 +36,7 @@ void *eng__task_keep(eng_task *t, void *p) {
     return p;
 }
 
-void *eng__task_alloc(eng_task *t, size_t bytes) { return eng__task_keep(t, calloc(1, bytes ? bytes : 1)); }
+void *eng__task_alloc(eng_task *t, size_t bytes) { return task_keep(t, calloc(1, bytes ? bytes : 1)); }
 
 /* Frees p early (it was eng__task_alloc'd); its slot in the list is cleared. */
 int eng__task_release(eng_task *t, void *p) {
@@ -50,7 +51,7 @@ int eng__task_release(eng_task *t, void *p) {
 
 char *eng__task_strdup(eng_task *t, const char *s) {
     char *d = strdup(s);
-    return eng__task_keep(t, d);
+    return task_keep(t, d);
 }
 
 int eng__task_add_sparse(eng_task *t, eng_sparse *sp, eng_err *err) {

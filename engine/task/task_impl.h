@@ -80,8 +80,6 @@ int eng__task_load_texts(const eng_model *m, const char *const *dirs, int n_dirs
 
 /* ---- ownership (task.c): every allocation of a task is freed by eng_task_free ---- */
 
-/* Adds p to the task's allocations; returns p, or NULL (freeing p) when the list cannot grow. */
-void *eng__task_keep(eng_task *t, void *p);
 /* Zeroed bytes owned by the task, or NULL. */
 void *eng__task_alloc(eng_task *t, size_t bytes);
 /* Frees p (from eng__task_alloc) before the task goes; returns 1, or 0 when p is not the task's. */
@@ -107,10 +105,9 @@ static inline eng_site *eng__layer_site_mut(eng_task_layer *a, eng_site_pos pos)
 const char *eng__jstr(json_t *o, const char *k);
 /* o[k] as a boolean, def when absent or not a boolean. */
 int eng__jbool(json_t *o, const char *k, int def);
-/* o[k] as a number, def when absent or not a number. */
-double eng__jnum(json_t *o, const char *k, double def);
-/* eng__jnum converted to int or float, clamped to the type's range first: a config's 1e300 becomes
- * INT_MAX (or FLT_MAX), which the shape checks then refuse, instead of an undefined conversion. */
+/* o[k] as a number (def when absent or not a number) converted to int or float, clamped to the
+ * type's range first: a config's 1e300 becomes INT_MAX (or FLT_MAX), which the shape checks then
+ * refuse, instead of an undefined conversion. */
 int eng__jint(json_t *o, const char *k, int def);
 float eng__jfloat(json_t *o, const char *k, float def);
 /* An activation name of an adapter or head config (NULL: identity). legacy: the config predates

@@ -14,7 +14,7 @@
 
 #include "tokenizer/tok_internal.h"
 
-uint64_t eng__hash_bytes(const void *p, size_t n) {
+static uint64_t hash_bytes(const void *p, size_t n) {
     const uint8_t *s = p;
     uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xff51afd7ed558ccdull);
     while (n >= 8) {
@@ -46,7 +46,7 @@ void eng__strmap_free(eng__strmap *m) {
 int64_t eng__strmap_find(const eng__strmap *m, const char *key, size_t len) {
     if (!m->cap) return -1;
     uint32_t mask = m->cap - 1;
-    for (uint32_t i = (uint32_t)eng__hash_bytes(key, len) & mask;; i = (i + 1) & mask) {
+    for (uint32_t i = (uint32_t)hash_bytes(key, len) & mask;; i = (i + 1) & mask) {
         uint32_t e = m->slots[i];
         if (!e) return -1;
         e--;
@@ -59,7 +59,7 @@ static int strmap_grow(eng__strmap *m) {
     uint32_t *slots = calloc(cap, sizeof *slots);
     if (!slots) return -1;
     for (uint32_t e = 0; e < m->n; e++) {
-        uint32_t i = (uint32_t)eng__hash_bytes(m->keys + m->key_off[e], m->key_len[e]) & (cap - 1);
+        uint32_t i = (uint32_t)hash_bytes(m->keys + m->key_off[e], m->key_len[e]) & (cap - 1);
         while (slots[i]) i = (i + 1) & (cap - 1);
         slots[i] = e + 1;
     }
@@ -105,7 +105,7 @@ int64_t eng__strmap_intern(eng__strmap *m, const char *key, size_t len, int32_t 
     m->keys[m->keys_len + len] = '\0';
     m->keys_len += len + 1;
     uint32_t mask = m->cap - 1;
-    uint32_t i = (uint32_t)eng__hash_bytes(key, len) & mask;
+    uint32_t i = (uint32_t)hash_bytes(key, len) & mask;
     while (m->slots[i]) i = (i + 1) & mask;
     m->slots[i] = e + 1;
     if (added) *added = true;
@@ -212,7 +212,7 @@ void eng__bpe_cache_free(eng__bpe_cache *c) {
 
 int eng__bpe_cache_get(eng__bpe_cache *c, const uint8_t *w, size_t n, int32_t *ids, uint8_t *ends) {
     if (n > ENG__CACHE_KEY_MAX) return -1;
-    uint64_t h = eng__hash_bytes(w, n) | 1;
+    uint64_t h = hash_bytes(w, n) | 1;
     size_t s = h % CACHE_SHARDS;
     pthread_mutex_t *mu = &c->lock[s].mu;
     cache_entry *e = &c->e[s * c->ways + ((h >> 8) & (c->ways - 1))];
@@ -230,7 +230,7 @@ int eng__bpe_cache_get(eng__bpe_cache *c, const uint8_t *w, size_t n, int32_t *i
 void eng__bpe_cache_put(eng__bpe_cache *c, const uint8_t *w, size_t n, const int32_t *ids,
                         const uint8_t *ends, int ntok) {
     if (n > ENG__CACHE_KEY_MAX || ntok > ENG__CACHE_TOK_MAX || ntok < 0) return;
-    uint64_t h = eng__hash_bytes(w, n) | 1;
+    uint64_t h = hash_bytes(w, n) | 1;
     size_t s = h % CACHE_SHARDS;
     pthread_mutex_t *mu = &c->lock[s].mu;
     cache_entry *e = &c->e[s * c->ways + ((h >> 8) & (c->ways - 1))];

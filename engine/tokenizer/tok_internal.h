@@ -32,7 +32,6 @@ typedef struct {
     size_t keys_len, keys_cap;
 } eng__strmap;
 
-uint64_t eng__hash_bytes(const void *p, size_t n);
 void eng__strmap_free(eng__strmap *m);
 /* Inserts key or finds it; returns the entry index (>= 0) or -1 on out of memory. *added tells
  * whether it was new; a new entry gets val. */

@@ -24,12 +24,9 @@ Test(batch_rule, a_fresh_job_waits_the_quiet_window) {
     cr_expect_eq(srv__batch_wait_us(&c), 0, "quiet for the whole window: close");
 }
 
-Test(batch_rule, a_full_batch_or_a_flush_closes_at_once) {
+Test(batch_rule, a_full_batch_closes_at_once) {
     srv_batch_clock c = idle();
     c.pending_tokens = c.max_batch_tokens;
-    cr_expect_eq(srv__batch_wait_us(&c), 0);
-    c = idle();
-    c.flush = true;
     cr_expect_eq(srv__batch_wait_us(&c), 0);
     c = idle();
     c.max_wait_us = 0;

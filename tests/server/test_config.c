@@ -81,3 +81,14 @@ Test(config, errors_name_the_source) {
     const char *a3[] = {"--max-queue", "0"};
     cr_expect_eq(srv_config_load(&c, 2, a3, &e), ENG_INVALID_ARGUMENT, "max-queue is at least 1");
 }
+
+Test(config, metrics_tasks_defaults_to_100_and_is_range_checked) {
+    srv_config c = srv_default_config();
+    eng_err e = {0};
+    cr_expect_eq(c.metrics_tasks, 100);
+    const char *a1[] = {"--metrics-tasks", "0"};
+    cr_expect_eq(srv_config_load(&c, 2, a1, &e), 0, "%s", e.msg);
+    cr_expect_eq(c.metrics_tasks, 0, "0: every task in (other)");
+    const char *a2[] = {"--metrics-tasks", "-1"};
+    cr_expect_eq(srv_config_load(&c, 2, a2, &e), ENG_INVALID_ARGUMENT);
+}

@@ -168,3 +168,71 @@ Test(metrics, the_text_is_valid_exposition_format) {
     cr_expect_eq(prom_check("# HELP a doc\n# TYPE a counter\na{x=\"q\\\"\\\\\"} 1 1700000000\n# a comment\n", msg, sizeof msg),
                  0, "%s", msg);
 }
+
+/* Does a line of text start with prefix? */
+static bool has_prefix_line(const char *text, const char *prefix) {
+    for (const char *p = strstr(text, prefix); p; p = strstr(p + 1, prefix))
+        if (p == text || p[-1] == '\n') return true;
+    return false;
+}
+
+/* --metrics-tasks K: the K busiest tasks keep their names, the rest are summed into task="(other)";
+ * every expected figure is the sum of what was fed in. */
+Test(metrics, per_task_series_beyond_k_are_summed_as_other) {
+    srv_metrics *m = srv__metrics_new(NULL);
+    cr_assert(m);
+    srv__metrics_set_task_series(m, 2);
+    const struct {
+        const char *name;
+        int requests, skip, inputs;
+    } use[] = {{"a", 5, 0, 1}, {"b", 1, 1, 2}, {"c", 3, 0, 1}, {"d", 1, 1, 3}, {"e", 2, 2, 1}};
+    for (size_t i = 0; i < 5; i++)
+        for (int k = 0; k < use[i].requests; k++) srv__metrics_task(m, use[i].name, use[i].skip, use[i].inputs, 0.004);
+    char *t = render(m, (srv_metrics_live){0});
+    has(t, "adapterd_task_requests_total{task=\"a\"} 5");
+    has(t, "adapterd_task_requests_total{task=\"c\"} 3");
+    has(t, "adapterd_task_requests_total{task=\"(other)\"} 4"); /* b 1 + d 1 + e 2 */
+    has(t, "adapterd_task_request_duration_seconds_count{task=\"(other)\"} 4");
+    has(t, "adapterd_task_request_duration_seconds_bucket{task=\"(other)\",le=\"0.005\"} 4");
+    has(t, "adapterd_task_skip_total{task=\"(other)\",skip=\"1\"} 5"); /* b 1 x 2 inputs + d 1 x 3 */
+    has(t, "adapterd_task_skip_total{task=\"(other)\",skip=\"2\"} 2"); /* e 2 x 1 */
+    has(t, "adapterd_task_series_other 3");
+    cr_expect(!strstr(t, "task=\"b\"") && !strstr(t, "task=\"d\"") && !strstr(t, "task=\"e\""), "beyond K: no own series\n%s", t);
+    char msg[512];
+    cr_expect_eq(prom_check(t, msg, sizeof msg), 0, "%s", msg);
+    free(t);
+    /* K 0: everything in (other); K at the number of tasks: every task by name, as before */
+    srv__metrics_set_task_series(m, 0);
+    t = render(m, (srv_metrics_live){0});
+    has(t, "adapterd_task_requests_total{task=\"(other)\"} 12");
+    cr_expect(!has_prefix_line(t, "adapterd_task_requests_total{task=\"a\"}"));
+    free(t);
+    srv__metrics_set_task_series(m, 5);
+    t = render(m, (srv_metrics_live){0});
+    has(t, "adapterd_task_requests_total{task=\"e\"} 2");
+    has(t, "adapterd_task_series_other 0");
+    cr_expect(!strstr(t, "(other)\"}"), "no (other) series when every task fits");
+    free(t);
+    srv__metrics_free(m);
+}
+
+/* The scrape's size does not grow with the tasks used: 3,000 tasks render like the 100 shown. */
+Test(metrics, a_scrape_is_bounded_by_k_not_by_the_registry) {
+    size_t len[2];
+    const int used[2] = {100, 3000};
+    for (int r = 0; r < 2; r++) {
+        srv_metrics *m = srv__metrics_new(NULL);
+        cr_assert(m);
+        for (int i = 0; i < used[r]; i++) {
+            char name[32];
+            snprintf(name, sizeof name, "task-%05d", i);
+            srv__metrics_task(m, name, 0, 1, 0.01);
+        }
+        char *t = srv__metrics_render(m, &(srv_metrics_live){0}, &len[r]);
+        cr_assert(t);
+        free(t);
+        srv__metrics_free(m);
+    }
+    cr_log_info("scrape: %zu bytes with 100 tasks used, %zu with 3,000 (K = 100)", len[0], len[1]);
+    cr_expect_lt(len[1], len[0] + 4096, "3,000 tasks: %zu bytes, 100 tasks: %zu", len[1], len[0]);
+}

@@ -66,6 +66,7 @@ typedef struct {
     int health_reserve;      /* connections beyond max_connections for the health and readiness routes; 16 */
     int header_timeout_ms;   /* from accept or the previous answer to a request's last header byte; 10000 */
     size_t min_body_rate;    /* bytes/s a body must average after header_timeout_ms (0: none); 1024 */
+    int metrics_tasks;       /* tasks with their own /metrics series, the busiest; the rest sum as task="(other)"; 100 */
 } srv_config;
 
 srv_config srv_default_config(void);

@@ -62,7 +62,5 @@ eng_status eng_err_set(eng_err *err, eng_status code, const char *fmt, ...)
 /* Prepends "prefix: " to err's message, keeping its code; returns the code. */
 eng_status eng_err_prefix(eng_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Resets err to ENG_OK with an empty message. */
-void eng_err_clear(eng_err *err);
 
 #endif
