@@ -32,6 +32,20 @@ void store_task_retain(store_task *t) {
  * the listing holds it now, and it is not current" is safe there; then a version that is not
  * current and that no request holds is unloaded (no reason to stay in memory). An unlisted version
  * is never listed again: a plain decrement. */
+/* The decrement of store_task_release with reg->mu held; *et gets the weights to free after the
+ * unlock (a listed version that is neither current nor held by a request). Returns the count left. */
+static int release_locked(store_registry *r, store_task *t, eng_task **et) {
+    int left = atomic_fetch_sub(&t->refs, 1) - 1;
+    *et = NULL;
+    if (left == 1 && atomic_load(&t->listed) && !t->current && !t->loading && (*et = atomic_load(&t->task))) {
+        atomic_store(&t->task, NULL);
+        r->resident_bytes -= t->bytes;
+        r->st.unloads++;
+    }
+    assert(left >= 0 && "store_task released below zero");
+    return left;
+}
+
 void store_task_release(store_task *t) {
     if (!t) return;
     store_registry *r = t->reg;
@@ -39,19 +53,50 @@ void store_task_release(store_task *t) {
     eng_task *et = NULL;
     if (!atomic_load(&t->listed)) {
         left = atomic_fetch_sub(&t->refs, 1) - 1;
+        assert(left >= 0 && "store_task released below zero");
     } else {
         pthread_mutex_lock(&r->mu);
-        left = atomic_fetch_sub(&t->refs, 1) - 1;
-        if (left == 1 && atomic_load(&t->listed) && !t->current && !t->loading && (et = atomic_load(&t->task))) {
-            atomic_store(&t->task, NULL);
-            r->resident_bytes -= t->bytes;
-            r->st.unloads++;
-        }
+        left = release_locked(r, t, &et);
         pthread_mutex_unlock(&r->mu);
     }
-    assert(left >= 0 && "store_task released below zero");
     eng_task_free(et);
     if (left == 0) store__task_destroy(t);
+}
+
+/* The array store_tasks_acquire returns has 2n + 1 slots: the references, then room for what the
+ * release frees after its one unlock (so that a release cannot fail for want of memory). */
+int store_tasks_acquire(store_registry *r, store_task ***out) {
+    *out = NULL;
+    pthread_mutex_lock(&r->mu);
+    int n = 0;
+    store_task **v = calloc(2 * (size_t)r->n_e + 1, sizeof *v);
+    for (int i = 0; v && i < r->n_e; i++)
+        if (r->e[i]->cur) v[n++] = store__take(r, r->e[i]->cur);
+    pthread_mutex_unlock(&r->mu);
+    if (!v) return ENG_NO_MEMORY;
+    *out = v;
+    return n;
+}
+
+/* Every reference dropped under one lock; weights and versions freed after it. Releasing one by
+ * one (store_task_release, then free) is equally correct, only n lock round trips. */
+void store_tasks_release(store_task **v, int n) {
+    if (!v) return;
+    store_registry *r = n > 0 ? v[0]->reg : NULL;
+    void **scratch = (void **)&v[n]; /* n slots past the references (see store_tasks_acquire) */
+    if (r) pthread_mutex_lock(&r->mu);
+    for (int i = 0; i < n; i++) {
+        eng_task *et = NULL;
+        int left = release_locked(r, v[i], &et);
+        scratch[i] = et;
+        if (left) v[i] = NULL; /* v[i] left set: the last reference, destroyed below */
+    }
+    if (r) pthread_mutex_unlock(&r->mu);
+    for (int i = 0; i < n; i++) {
+        eng_task_free(scratch[i]);
+        if (v[i]) store__task_destroy(v[i]);
+    }
+    free(v);
 }
 
 /* ---- failed versions (reg->mu held) ---- */
@@ -241,14 +286,6 @@ store_task *store_task_acquire(store_registry *r, const char *name, size_t len) 
     store_task *t = NULL;
     pthread_mutex_lock(&r->mu);
     if (store__find_entry(r, name, len, &pos)) t = store__take(r, r->e[pos]->cur);
-    pthread_mutex_unlock(&r->mu);
-    return t;
-}
-
-store_task *store_task_acquire_at(store_registry *r, int i) {
-    store_task *t = NULL;
-    pthread_mutex_lock(&r->mu);
-    if (i >= 0 && i < r->n_e) t = store__take(r, r->e[i]->cur);
     pthread_mutex_unlock(&r->mu);
     return t;
 }

@@ -111,12 +111,16 @@ static int plan_for_latency(srv_server *s, srv_job *j, double target_ms, eng_sta
  * job_prepare, which answers 404. */
 static int acquire_named(srv_request *r, store_task ***held, int *n_held) {
     store_registry *reg = r->srv->reg;
-    int n = r->preq.n_tasks ? r->preq.n_tasks : store_n_tasks(reg), missing = 0, k = 0;
-    store_task **v = calloc((size_t)n + 1, sizeof *v);
-    if (!v) return -1;
+    int n = r->preq.n_tasks, missing = 0, k = 0;
+    store_task **v = NULL;
+    if (!n) { /* every task: one snapshot */
+        if ((k = store_tasks_acquire(reg, &v)) < 0) return -1;
+        for (int i = 0; i < k; i++) missing += !store_task_resident(v[i]);
+    } else if (!(v = calloc((size_t)n + 1, sizeof *v))) {
+        return -1;
+    }
     for (int i = 0; i < n; i++) {
-        store_task *t = r->preq.n_tasks ? srv__task_acquire_spec(reg, r->preq.tasks[i], strlen(r->preq.tasks[i]))
-                                        : store_task_acquire_at(reg, i);
+        store_task *t = srv__task_acquire_spec(reg, r->preq.tasks[i], strlen(r->preq.tasks[i]));
         if (!t) continue;
         v[k++] = t;
         missing += !store_task_resident(t);
@@ -274,7 +278,10 @@ typedef enum {
 /* Resolves tasks and skips, tokenizes. */
 static prepare_result job_prepare(srv_request *r, srv_job *j, const proto_predict_req *p, eng_status *code, char *msg, size_t msz) {
     srv_server *s = r->srv;
-    int n_tasks = p->n_tasks ? p->n_tasks : store_n_tasks(s->reg);
+    /* a request without "tasks" runs every task of one snapshot, owned by the job from here */
+    store_task **all = NULL;
+    int n_tasks = p->n_tasks ? p->n_tasks : store_tasks_acquire(s->reg, &all);
+    if (all) j->tasks = all, j->n_tasks = n_tasks;
     j->req = r;
     snprintf(j->id, sizeof j->id, "%s", r->id);
     j->request_id = j->id;
@@ -286,7 +293,7 @@ static prepare_result job_prepare(srv_request *r, srv_job *j, const proto_predic
     j->v2_outputs = p->v2_outputs;
     j->latency_ms = j->predicted_ms = -1;
     j->load_ms = r->off.load_s * 1e3;
-    if (!(j->tasks = calloc((size_t)n_tasks, sizeof *j->tasks)) || !(j->treqs = calloc((size_t)n_tasks, sizeof *j->treqs)) ||
+    if (n_tasks < 0 || (!all && !(j->tasks = calloc((size_t)n_tasks, sizeof *j->tasks))) || !(j->treqs = calloc((size_t)n_tasks, sizeof *j->treqs)) ||
         !(j->skip_src = calloc((size_t)n_tasks, sizeof *j->skip_src)) ||
         !(j->enc = calloc((size_t)p->n_inputs, sizeof *j->enc)) || !(j->truncated = calloc((size_t)p->n_inputs, sizeof(int)))) {
         *code = ENG_NO_MEMORY;
@@ -294,15 +301,13 @@ static prepare_result job_prepare(srv_request *r, srv_job *j, const proto_predic
         return PREPARE_FAILED;
     }
     for (int k = 0; k < n_tasks; k++) {
-        store_task *t = p->n_tasks ? srv__task_acquire_spec(s->reg, p->tasks[k], strlen(p->tasks[k]))
-                                   : store_task_acquire_at(s->reg, k);
+        store_task *t = all ? all[k] : srv__task_acquire_spec(s->reg, p->tasks[k], strlen(p->tasks[k]));
         if (!t) {
             *code = ENG_NOT_FOUND;
-            snprintf(msg, msz, "unknown task \"%.100s\" (GET /v1/tasks lists them and their versions)",
-                     p->n_tasks ? p->tasks[k] : "?");
+            snprintf(msg, msz, "unknown task \"%.100s\" (GET /v1/tasks lists them and their versions)", p->tasks[k]);
             return PREPARE_FAILED;
         }
-        j->tasks[j->n_tasks++] = t;
+        if (!all) j->tasks[j->n_tasks++] = t;
         if (!j->model) j->model = store_task_model(t);
         if (store_task_model(t) != j->model) {
             *code = ENG_INVALID_ARGUMENT;

@@ -105,15 +105,23 @@ const char *store_dir(const store_registry *r);
  * 0, or -1 with errno set when something could not be removed. */
 int store_remove_dir(const char *dir);
 
-/* Number of tasks and models (tasks change with hot loading; an index may go stale at once). */
+/* Number of tasks (a count for logs and tests: tasks change with hot loading, so it says nothing
+ * about a later call; "every task" is store_tasks_acquire) and of models (fixed at open). */
 int store_n_tasks(const store_registry *r);
 int store_n_models(const store_registry *r);
 
 /* Returns a new reference to the current version of the task named name (len bytes), or NULL
  * when there is none. The version may not be resident (see store_task_ensure). */
 store_task *store_task_acquire(store_registry *r, const char *name, size_t len);
-/* Returns a new reference to the current version of the i-th task in name order, or NULL. */
-store_task *store_task_acquire_at(store_registry *r, int i);
+/* Every task at once: references to the current version of each task, in name order, all taken
+ * under one lock, so a task added or deleted meanwhile is either wholly in or wholly out. Returns
+ * the count and sets *out to a malloc'd array of that many references (release them all with
+ * store_tasks_release, which frees the array; or each with store_task_release, then free the
+ * array), or ENG_NO_MEMORY with *out NULL. */
+int store_tasks_acquire(store_registry *r, store_task ***out);
+/* Drops the n references of a store_tasks_acquire array under one lock and frees the array;
+ * NULL does nothing. */
+void store_tasks_release(store_task **v, int n);
 /* Returns a new reference to version `version` of task `name`, or NULL. */
 store_task *store_task_acquire_version(store_registry *r, const char *name, const char *version);
 /* Returns a new reference to the i-th model in name order, or NULL. */

@@ -1,0 +1,55 @@
+/* store_fixture.h - a scratch copy of tests/fixtures/registry (bert-tiny, seven tasks) for the
+ * store's unit tests, and the staging of an upload. The copy holds real files (cp -L), so a test
+ * may change any of them. */
+#ifndef ADAPTERD_TESTS_STORE_FIXTURE_H
+#define ADAPTERD_TESTS_STORE_FIXTURE_H
+
+#include <criterion/criterion.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/test_tmp.h"
+#include "adapters_store/store.h"
+
+#define FIXTURE_REGISTRY ADAPTERD_FIXTURES "/registry"
+#define FIXTURE_LORA ADAPTERD_FIXTURES "/adapters/bert-tiny/lora_ah/adapters/lora"
+/* the fixture's tasks, in name order */
+static const char *const fixture_tasks[] = {"cls_lora", "fusion", "ml", "ner", "peft", "qa", "reg"};
+#define N_FIXTURE_TASKS 7
+
+static inline void fx_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static inline void fx_sh(const char *fmt, ...) {
+    char cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    cr_assert_eq(system(cmd), 0, "command failed: %s", cmd);
+}
+
+/* Copies the fixture registry into a new scratch folder; dir receives its path. */
+static inline void fx_copy(char *dir, size_t n) {
+    test_tmp_template(dir, n, "store");
+    cr_assert(mkdtemp(dir), "mkdtemp %s", dir);
+    fx_sh("cp -rL '%s'/. '%s'/", FIXTURE_REGISTRY, dir);
+}
+
+static inline store_registry *fx_open(const char *dir, size_t budget) {
+    store_params p = store_default_params();
+    p.verbose = 0;
+    p.memory_budget = budget;
+    store_registry *r = NULL;
+    eng_err e = {0};
+    cr_assert_eq(store_open(dir, &p, &r, &e), 0, "%s", e.msg);
+    return r;
+}
+
+/* A staging folder in dir/tasks/ holding a copy of the LoRA fixture, as an upload leaves it. */
+static inline void fx_stage(const char *dir, char *out, size_t n, const char *tag) {
+    snprintf(out, n, "%s/tasks/.upload-%s", dir, tag);
+    fx_sh("rm -rf '%s' && mkdir -p '%s' && cp -rL '%s' '%s'/", out, out, FIXTURE_LORA, out);
+}
+
+#endif
