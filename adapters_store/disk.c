@@ -136,7 +136,15 @@ static int fp_visit(const char *path, const struct stat *sb, int type, struct FT
     fp_acc += h; /* order-free */
     return 0;
 }
+void (*store__fs_hook)(const char *path);
+
+int store__dir_exists(const char *path) {
+    if (store__fs_hook) store__fs_hook(path);
+    return eng_dir_exists(path);
+}
+
 uint64_t store__fingerprint(const char *dir) {
+    if (store__fs_hook) store__fs_hook(dir);
     fp_acc = 0;
     fp_base = strlen(dir);
     if (nftw(dir, fp_visit, NFTW_FDS, FTW_PHYS) != 0) return 0;

@@ -6,51 +6,76 @@
 #define _GNU_SOURCE
 #include "store_impl.h"
 
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* ---- rescan (directory watch) ---- */
 
+/* Unlists the versions of task name whose folder is gone (another writer deleted them), the
+ * current one last: when it went too, the highest of the others is current (loaded on first use).
+ *
+ * The folders are checked outside reg->mu, which every request takes to find its task (a network
+ * file system may take long over a stat): the versions' folders are copied under the lock, checked
+ * without it, and what is gone is unlisted under it again if still listed. No reference is taken
+ * meanwhile (one would keep the version from being evicted); a version is recognized by its
+ * address, which stays its own: admin_mu, held by the caller, keeps out every listing of a new
+ * version, and the only other change, a failed load, unlists. */
+static void unlist_gone(store_registry *r, const char *name) {
+    store_task **v = NULL;
+    char **dirs = NULL;
+    int nv = 0, nd = 0;
+    pthread_mutex_lock(&r->mu);
+    store_entry *e = store__get_entry(r, name);
+    int n = e ? e->n : 0;
+    if (n && (v = calloc(2 * (size_t)n, sizeof *v)) && (dirs = calloc((size_t)n, sizeof *dirs)))
+        for (; nv < n && (dirs[nv] = strdup(e->v[nv]->dir)); nv++) v[nv] = e->v[nv];
+    pthread_mutex_unlock(&r->mu);
+    store_task **gone = v ? v + n : NULL; /* the second half: those whose folder is gone */
+    int ng = 0;
+    for (int k = 0; k < nv; k++)
+        if (!store__dir_exists(dirs[k])) gone[ng++] = v[k];
+    store__free_strs(dirs, nv);
+    detached d = {0};
+    if (ng) {
+        pthread_mutex_lock(&r->mu);
+        e = store__get_entry(r, name);
+        store_task *cur_gone = NULL;
+        for (int k = 0; e && k < ng; k++) {
+            store_task *t = gone[k];
+            int listed = 0;
+            for (int i = 0; i < e->n && !listed; i++) listed = e->v[i] == t;
+            if (!listed) continue;
+            if (t == e->cur) cur_gone = t;
+            else store__unlist_locked(r, e, t), gone[nd++] = t;
+        }
+        if (cur_gone && e->n > 1) {
+            store_task *next = e->v[e->n - 1] == cur_gone ? e->v[e->n - 2] : e->v[e->n - 1];
+            store__set_current_locked(r, e, next, &d);
+        }
+        if (cur_gone) store__unlist_locked(r, e, cur_gone), gone[nd++] = cur_gone;
+        pthread_mutex_unlock(&r->mu);
+    }
+    store__free_detached(&d);
+    for (int k = 0; k < nd; k++) { /* unlisted: their listing's references are ours to drop */
+        store__log(r, "task %s version %s: its directory is gone; unlisted", name, gone[k]->version);
+        store_task_release(gone[k]);
+    }
+    free(v);
+}
+
 /* Follows what other writers did: versions whose directory is gone are unlisted, and every task's
  * current version and pin are set from the state file by rule_current. A new current version is
  * loaded (validated) before it is served; one that does not load leaves the task as it was. */
-static void follow_state(store_registry *r, json_t *root) {
+static void follow_state(store_registry *r, const state_doc *root) {
     char **names = NULL;
     int n = store_task_names(r, &names);
     for (int i = 0; i < n; i++) {
         state_task st = store__state_of(root, names[i]);
         char want[32] = "";
+        unlist_gone(r, names[i]);
         pthread_mutex_lock(&r->mu);
         store_entry *e = store__get_entry(r, names[i]);
-        /* versions deleted by another writer (the current one last: the rule then picks another) */
-        for (int k = 0; e && k < e->n;) {
-            store_task *t = e->v[k];
-            if (eng_dir_exists(t->dir) || (t == e->cur && e->n > 1)) {
-                k++;
-                continue;
-            }
-            store__unlist_locked(r, e, t);
-            pthread_mutex_unlock(&r->mu);
-            store__log(r, "task %s version %s: its directory is gone; unlisted", names[i], t->version);
-            store_task_release(t);
-            pthread_mutex_lock(&r->mu);
-            e = store__get_entry(r, names[i]);
-        }
-        if (e && e->cur && e->n > 1 && !eng_dir_exists(e->cur->dir)) {
-            /* the current one went too: serve the highest of the others (loaded on first use) */
-            store_task *gone = e->cur, *next = e->v[e->n - 1] == gone ? e->v[e->n - 2] : e->v[e->n - 1];
-            detached d = {0};
-            store__set_current_locked(r, e, next, &d);
-            store__unlist_locked(r, e, gone);
-            pthread_mutex_unlock(&r->mu);
-            store__free_detached(&d);
-            store__log(r, "task %s version %s: its directory is gone; unlisted", names[i], gone->version);
-            store_task_release(gone);
-            pthread_mutex_lock(&r->mu);
-            e = store__get_entry(r, names[i]);
-        }
         if (e) {
             e->admin_pinned = st.pinned;
             store_task *t = store__rule_current(e, &st);
@@ -77,23 +102,48 @@ static void follow_state(store_registry *r, json_t *root) {
     store__free_strs(names, n > 0 ? n : 0);
 }
 
+/* Failed versions whose folder was removed by hand are no longer listed: their keys copied under
+ * reg->mu, the folders checked without it, the records of those gone dropped under it again. */
+static void forget_gone_failures(store_registry *r) {
+    pthread_mutex_lock(&r->mu);
+    int nb = r->n_broken, n = 0;
+    char **keys = calloc(2 * (size_t)nb + 1, sizeof *keys); /* name, version pairs */
+    for (int i = 0; keys && i < nb; i++, n += 2)
+        if (!(keys[n] = strdup(r->broken[i].name)) || !(keys[n + 1] = strdup(r->broken[i].version))) {
+            n += !!keys[n];
+            break;
+        }
+    pthread_mutex_unlock(&r->mu);
+    if (!keys) return;
+    char vdir[PATH_MAX];
+    for (int i = 0; i + 1 < n; i += 2) {
+        store__pathf(vdir, sizeof vdir, "%s/tasks/%s/%s", r->dir, keys[i], keys[i + 1]);
+        if (store__dir_exists(vdir)) continue;
+        pthread_mutex_lock(&r->mu);
+        int b = store__broken_find(r, keys[i], keys[i + 1]);
+        if (b >= 0) store__broken_remove_at(r, b);
+        pthread_mutex_unlock(&r->mu);
+    }
+    store__free_strs(keys, n);
+}
+
 int store_rescan(store_registry *r, eng_err *err) {
     pthread_mutex_lock(&r->admin_mu);
-    int state_ok;
-    json_t *state = store__state_load(r, &state_ok);
+    state_doc state;
+    int state_ok = store__state_load(r, &state);
     char tasks[PATH_MAX], tdir[PATH_MAX], vdir[PATH_MAX];
     store__pathf(tasks, sizeof tasks, "%s/tasks", r->dir);
     char **names = NULL;
     int n = store__list_subdirs(tasks, &names, err), added = 0;
     if (n < 0) {
-        json_decref(state);
+        store__state_doc_free(&state);
         pthread_mutex_unlock(&r->admin_mu);
         return n;
     }
     for (int i = 0; i < n; i++) {
         if (!store__valid_name(names[i])) continue;
         store__pathf(tdir, sizeof tdir, "%s/%s", tasks, names[i]);
-        state_task st = store__state_of(state, names[i]);
+        state_task st = store__state_of(state_ok ? &state : NULL, names[i]);
         char **vers = NULL;
         int nv = store__list_subdirs(tdir, &vers, NULL);
         for (int k = 0; k < nv; k++) {
@@ -113,20 +163,23 @@ int store_rescan(store_registry *r, eng_err *err) {
             pthread_mutex_lock(&r->mu);
             store_entry *e = store__get_entry(r, names[i]);
             store_task *known = store__find_version(e, vers[k]);
+            /* copied under the lock: a failed load may unlist (and free) it meanwhile */
+            uint64_t known_fp = known ? known->fingerprint : 0;
+            int reported = known && known->changed_reported;
             long curv = e && e->cur ? e->cur->vnum : -1;
             pthread_mutex_unlock(&r->mu);
             store__pathf(vdir, sizeof vdir, "%s/%s", tdir, vers[k]);
             if (known) {
                 /* immutable: report a change once, never reload it */
-                uint64_t fp = store__fingerprint(vdir);
-                if (fp != known->fingerprint && !known->changed_reported) {
-                    known->changed_reported = 1;
-                    pthread_mutex_lock(&r->mu);
-                    r->st.changed++;
-                    pthread_mutex_unlock(&r->mu);
+                if (reported || store__fingerprint(vdir) == known_fp) continue;
+                pthread_mutex_lock(&r->mu);
+                known = store__find_version(store__get_entry(r, names[i]), vers[k]);
+                if (known && !known->changed_reported) known->changed_reported = 1, r->st.changed++;
+                else known = NULL;
+                pthread_mutex_unlock(&r->mu);
+                if (known)
                     fprintf(stderr, "adapterd: task %s version %s changed on disk; versions are immutable, it is not "
                                     "reloaded (upload a new version)\n", names[i], vers[k]);
-                }
                 continue;
             }
             uint64_t fp = store__fingerprint(vdir);
@@ -147,7 +200,9 @@ int store_rescan(store_registry *r, eng_err *err) {
             /* the state file first, as for an upload, and only if no writer recorded this number
              * as not current meanwhile; if it cannot be written the version is listed, not current */
             int skipped = 0;
-            if (make_current && store__state_update(r, names[i], vers[k], -1, vn, &skipped, &e2)) {
+            state_change c = store__state_change(names[i]);
+            c.current = vers[k], c.only_if_above = vn;
+            if (make_current && store__state_write(r, &c, &skipped, &e2)) {
                 fprintf(stderr, "adapterd: task %s version %s: %s; listed, not made current\n", names[i], vers[k], e2.msg);
                 make_current = curv < 0;
             } else if (skipped) {
@@ -166,7 +221,7 @@ int store_rescan(store_registry *r, eng_err *err) {
     int nk = store_task_names(r, &known);
     for (int i = 0; i < nk; i++) {
         store__pathf(tdir, sizeof tdir, "%s/%s", tasks, known[i]);
-        if (eng_dir_exists(tdir)) continue;
+        if (store__dir_exists(tdir)) continue;
         pthread_mutex_lock(&r->mu);
         store_entry *e = store__get_entry(r, known[i]);
         if (e) store__drop_entry_locked(r, e);
@@ -185,18 +240,11 @@ int store_rescan(store_registry *r, eng_err *err) {
     }
     store__free_strs(known, nk > 0 ? nk : 0);
     store__free_strs(names, n);
-    /* failed versions whose folder was removed by hand are no longer listed */
-    pthread_mutex_lock(&r->mu);
-    for (int i = r->n_broken - 1; i >= 0; i--) {
-        store__pathf(vdir, sizeof vdir, "%s/%s/%s", tasks, r->broken[i].name, r->broken[i].version);
-        if (!eng_dir_exists(vdir)) store__broken_remove_at(r, i);
-    }
-    pthread_mutex_unlock(&r->mu);
+    forget_gone_failures(r);
     /* read again: this rescan's own writes, and other writers' since it began */
-    json_decref(state);
-    state = store__state_load(r, &state_ok);
-    if (state_ok) follow_state(r, state);
-    json_decref(state);
+    store__state_doc_free(&state);
+    if ((state_ok = store__state_load(r, &state))) follow_state(r, &state);
+    store__state_doc_free(&state);
     pthread_mutex_unlock(&r->admin_mu);
     return added;
 }

@@ -20,60 +20,230 @@
 #include <string.h>
 #include <unistd.h>
 
-/* ---- the state file ---- */
+/* ---- the one parser ---- */
 
-/* Sets tasks[name] to {current, max, pinned} (current and max only when cur is set). */
-static int state_entry_set(json_t *tasks, const char *name, const char *cur, long max, int pinned) {
-    json_t *o = json_object();
-    if (!o || json_object_set_new(tasks, name, o)) return -1;
-    if (cur && (json_object_set_new(o, "current", json_string(cur)) || json_object_set_new(o, "max", json_integer(max))))
-        return -1;
-    if (pinned && json_object_set_new(o, "pinned", json_true())) return -1;
+/* A name absent from the file reads as no entry: no current, no max, not pinned. */
+static int rec_cmp(const void *a, const void *b) { return strcmp(((const state_rec *)a)->name, ((const state_rec *)b)->name); }
+
+void store__state_doc_free(state_doc *d) {
+    for (int i = 0; i < d->n_tasks; i++) free(d->tasks[i].name), free(d->tasks[i].current);
+    free(d->tasks);
+    store__free_strs(d->deleted, d->n_deleted);
+    memset(d, 0, sizeof *d);
+}
+
+/* Parses the state file's text (len bytes): {"version": 2, "tasks": {NAME: {"current": "3", "max":
+ * 5, "pinned": true}}, "deleted": ["NAME/VERSION"]}. What does not have its type is read as absent
+ * (a "tasks" that is not an object: no entry; an entry's "current" that is not a string: none; a
+ * "max" that is not an integer: none, which a version-1 file never had, and then its current
+ * holds; a "deleted" element that is not a string: skipped). Returns 0 and *out (free it with
+ * store__state_doc_free), ENG_FORMAT when the text is not a JSON object, or ENG_NO_MEMORY. */
+int store__state_parse(const char *text, size_t len, state_doc *out, eng_err *err) {
+    memset(out, 0, sizeof *out);
+    json_error_t je;
+    json_t *root = json_loadb(text, len, 0, &je);
+    if (!json_is_object(root)) {
+        json_decref(root);
+        return eng_err_set(err, ENG_FORMAT, "%s:%d: %s", STATE_FILE, je.line, root ? "not a JSON object" : je.text);
+    }
+    json_t *tasks = json_object_get(root, "tasks"), *dead = json_object_get(root, "deleted"), *v;
+    size_t nt = json_is_object(tasks) ? json_object_size(tasks) : 0, nd = json_array_size(dead), i;
+    out->tasks = calloc(nt + 1, sizeof *out->tasks);
+    out->deleted = calloc(nd + 1, sizeof *out->deleted);
+    if (!out->tasks || !out->deleted) goto oom;
+    json_array_foreach(dead, i, v) {
+        if (!json_is_string(v)) continue;
+        if (!(out->deleted[out->n_deleted] = strdup(json_string_value(v)))) goto oom;
+        out->n_deleted++;
+    }
+    const char *k;
+    json_object_foreach(json_is_object(tasks) ? tasks : NULL, k, v) {
+        state_rec *e = &out->tasks[out->n_tasks];
+        json_t *cur = json_object_get(v, "current"), *mx = json_object_get(v, "max");
+        if (!(e->name = strdup(k)) || (json_is_string(cur) && !(e->current = strdup(json_string_value(cur))))) {
+            free(e->name);
+            goto oom;
+        }
+        e->has_max = json_is_integer(mx);
+        e->max = e->has_max ? (long)json_integer_value(mx) : LONG_MAX;
+        e->pinned = json_is_true(json_object_get(v, "pinned"));
+        out->n_tasks++;
+    }
+    if (out->n_tasks) qsort(out->tasks, (size_t)out->n_tasks, sizeof *out->tasks, rec_cmp);
+    json_decref(root);
+    return 0;
+oom:
+    json_decref(root);
+    store__state_doc_free(out);
+    return eng_err_set(err, ENG_NO_MEMORY, "out of memory reading %s", STATE_FILE);
+}
+
+state_rec *store__state_find(const state_doc *d, const char *name) {
+    state_rec key = {.name = (char *)name};
+    return d && d->n_tasks ? bsearch(&key, d->tasks, (size_t)d->n_tasks, sizeof key, rec_cmp) : NULL;
+}
+
+state_task store__state_of(const state_doc *d, const char *name) {
+    const state_rec *e = store__state_find(d, name);
+    return (state_task){name, e ? e->current : NULL, e ? e->max : LONG_MAX, e ? e->pinned : 0};
+}
+
+/* Reads and parses the file. Returns 0 (*absent set when there is none: an empty doc), or the
+ * status of the read or the parse. */
+static int state_file_load(store_registry *r, state_doc *d, int *absent, eng_err *err) {
+    char path[PATH_MAX];
+    store__pathf(path, sizeof path, "%s/%s", r->dir, STATE_FILE);
+    memset(d, 0, sizeof *d);
+    *absent = 0;
+    if (access(path, F_OK) != 0) {
+        if (errno == ENOENT) return *absent = 1, 0;
+        return eng_err_set(err, ENG_IO, "%s: %s", path, strerror(errno)); /* a network file system's hiccup is not "no state" */
+    }
+    char *text = NULL;
+    size_t len = 0;
+    int rc = eng_file_read(path, STATE_FILE_MAX_BYTES, &text, &len, err);
+    if (!rc) rc = store__state_parse(text, len, d, err);
+    free(text);
+    return rc;
+}
+
+/* ---- the one writer ---- */
+
+/* The text of d: version 2, the tasks in name order, current and max only when there is a current.
+ * NULL when out of memory. */
+char *store__state_format(const state_doc *d) {
+    json_t *root = json_object(), *tasks = json_object(), *dead = json_array();
+    int bad = !root || !tasks || !dead || json_object_set_new(root, "version", json_integer(2)) ||
+              json_object_set(root, "tasks", tasks) || json_object_set(root, "deleted", dead);
+    for (int i = 0; !bad && i < d->n_deleted; i++) bad = json_array_append_new(dead, json_string(d->deleted[i]));
+    for (int i = 0; !bad && i < d->n_tasks; i++) {
+        const state_rec *e = &d->tasks[i];
+        json_t *o = json_object();
+        bad = !o || json_object_set_new(tasks, e->name, o);
+        if (!bad && e->current)
+            bad = json_object_set_new(o, "current", json_string(e->current)) ||
+                  (e->has_max && json_object_set_new(o, "max", json_integer(e->max)));
+        if (!bad && e->pinned) bad = json_object_set_new(o, "pinned", json_true());
+    }
+    char *text = bad ? NULL : json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
+    json_decref(root), json_decref(tasks), json_decref(dead);
+    return text;
+}
+
+/* Sets name's entry in d (added in name order when missing). Returns 0 or -1 when out of memory. */
+static int doc_set(state_doc *d, const char *name, const char *cur, long max, int pinned) {
+    state_rec *e = store__state_find(d, name);
+    if (!e) {
+        state_rec *nt = realloc(d->tasks, (size_t)(d->n_tasks + 1) * sizeof *nt);
+        if (!nt) return -1;
+        d->tasks = nt;
+        int pos = d->n_tasks;
+        while (pos > 0 && strcmp(d->tasks[pos - 1].name, name) > 0) pos--;
+        memmove(&d->tasks[pos + 1], &d->tasks[pos], (size_t)(d->n_tasks - pos) * sizeof *d->tasks);
+        e = &d->tasks[pos];
+        memset(e, 0, sizeof *e);
+        if (!(e->name = strdup(name))) {
+            memmove(&d->tasks[pos], &d->tasks[pos + 1], (size_t)(d->n_tasks - pos) * sizeof *d->tasks);
+            return -1;
+        }
+        d->n_tasks++;
+    }
+    char *c = cur ? strdup(cur) : NULL;
+    if (cur && !c) return -1;
+    free(e->current);
+    e->current = c;
+    e->has_max = cur != NULL;
+    e->max = cur ? max : LONG_MAX;
+    e->pinned = pinned;
     return 0;
 }
 
-/* Rewrites task name's part of the state file durably (tmp, fsync, rename, fsync of the folder)
- * under the writer lock, as a read-modify-write: the file is read, name's entry and tombstones are
- * replaced by this process's, the other tasks' entries are kept as they are on disk (another
- * replica may have just changed them), and a task this process serves that has no entry yet gets
- * one, so that every task's current version is recorded. Name's entry records its current version
- * (ov_cur when set: as it will be once the caller changes the table, the disk going first; see the
- * file's top) and max, the highest version number on disk, or extra_max when higher (a version
- * about to be renamed in). With above >= 0 the write is conditional: when the entry on disk
- * already records a current version with a max >= above, nothing is written and *skipped is set
- * (another replica recorded that version as not current). admin_mu held. */
-int store__state_update(store_registry *r, const char *name, const char *ov_cur, long extra_max, long above, int *skipped,
-                        eng_err *err) {
-    int held, lk = store__state_lock(r, &held), rc = 0;
-    if (skipped) *skipped = 0;
-    char path[PATH_MAX], tmp[PATH_MAX], tdir[PATH_MAX];
+static void doc_del(state_doc *d, const char *name) {
+    state_rec *e = store__state_find(d, name);
+    if (!e) return;
+    free(e->name), free(e->current);
+    int pos = (int)(e - d->tasks);
+    memmove(e, e + 1, (size_t)(d->n_tasks - pos - 1) * sizeof *e);
+    d->n_tasks--;
+}
+
+/* Keeps the tombstones of other tasks and puts this process's of task name (nlen bytes). */
+static int doc_tombs(store_registry *r, state_doc *d, const char *name, size_t nlen) {
+    int w = 0;
+    for (int i = 0; i < d->n_deleted; i++) {
+        if (!strncmp(d->deleted[i], name, nlen) && d->deleted[i][nlen] == '/') free(d->deleted[i]);
+        else d->deleted[w++] = d->deleted[i];
+    }
+    d->n_deleted = w;
+    int rc = 0;
+    pthread_mutex_lock(&r->mu);
+    for (int k = 0; !rc && k < r->n_tombs; k++) {
+        if (strncmp(r->tombs[k], name, nlen) || r->tombs[k][nlen] != '/') continue;
+        char **nd = realloc(d->deleted, (size_t)(d->n_deleted + 2) * sizeof *nd);
+        if (nd) d->deleted = nd;
+        if (!nd || !(d->deleted[d->n_deleted] = strdup(r->tombs[k]))) rc = -1;
+        else d->n_deleted++;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+/* tmp, fsync, rename, fsync of the folder. Returns 0 or a negative status with err set. */
+static int write_durably(store_registry *r, const char *text, int locked, eng_err *err) {
+    char path[PATH_MAX], tmp[PATH_MAX];
     store__pathf(path, sizeof path, "%s/%s", r->dir, STATE_FILE);
-    json_t *root = access(path, F_OK) == 0 ? json_load_file(path, 0, NULL) : NULL;
-    if (!json_is_object(root)) {
-        json_decref(root);
-        root = json_object();
+    /* where locks do not work, replicas on other hosts may write at once: a name of its own then */
+    char host[64] = "";
+    if (locked) store__pathf(tmp, sizeof tmp, "%s/%s.tmp", r->dir, STATE_FILE);
+    else gethostname(host, sizeof host - 1), store__pathf(tmp, sizeof tmp, "%s/%s.%s-%d.tmp", r->dir, STATE_FILE, host, (int)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    size_t n = strlen(text);
+    errno = 0;
+    int bw = fd < 0 || write(fd, text, n) != (ssize_t)n || write(fd, "\n", 1) != 1 || fsync(fd);
+    if (fd >= 0 && close(fd) && !bw) bw = 1;
+    if (!bw && (rename(tmp, path) || store__fsync_path(r->dir, 1))) bw = 2;
+    if (!bw) return 0;
+    int en = errno ? errno : ENOSPC; /* a short write sets no errno: the disk is full */
+    if (bw == 1) unlink(tmp);
+    return eng_err_set(err, store__io_status(en), "cannot write the registry state %s (%s)", STATE_FILE, strerror(en));
+}
+
+state_change store__state_change(const char *name) {
+    return (state_change){.name = name, .current = NULL, .extra_max = -1, .only_if_above = -1};
+}
+
+/* Rewrites task c->name's part of the state file durably (tmp, fsync, rename, fsync of the folder)
+ * under the writer lock, as a read-modify-write: the file is read, the task's entry and tombstones
+ * are replaced by this process's, the other tasks' entries are kept as they are on disk (another
+ * replica may have just changed them), and a task this process serves that has no entry yet gets
+ * one, so that every task's current version is recorded. The entry records the current version
+ * (c->current when set: as it will be once the caller changes the table, the disk going first; see
+ * versions.c) and max, the highest version number on disk, or c->extra_max when higher (a version
+ * about to be renamed in). With c->only_if_above >= 0 the write is conditional: when the entry on
+ * disk already records a current version with a max >= it, nothing is written and *skipped is set
+ * (another replica recorded that version as not current). An unreadable file is replaced. admin_mu
+ * held. */
+int store__state_write(store_registry *r, const state_change *c, int *skipped, eng_err *err) {
+    int held, lk = store__state_lock(r, &held), rc = 0, absent;
+    if (skipped) *skipped = 0;
+    state_doc d;
+    eng_err le = {0};
+    if ((rc = state_file_load(r, &d, &absent, &le))) {
+        if (rc == ENG_NO_MEMORY) goto oom;
+        rc = 0; /* unreadable: rewritten from this process's view */
     }
-    json_t *tasks = json_object_get(root, "tasks"), *dead = json_array();
-    if (root && !json_is_object(tasks)) {
-        tasks = json_object();
-        if (!tasks || json_object_set_new(root, "tasks", tasks)) tasks = NULL;
-    }
-    if (!root || !tasks || !dead) goto oom;
-    if (above >= 0) {
-        json_t *o = json_object_get(tasks, name), *mx = json_object_get(o, "max");
-        if (json_string_value(json_object_get(o, "current")) && json_is_integer(mx) && json_integer_value(mx) >= above) {
+    const char *name = c->name;
+    if (c->only_if_above >= 0) {
+        const state_rec *o = store__state_find(&d, name);
+        if (o && o->current && o->has_max && o->max >= c->only_if_above) {
             if (skipped) *skipped = 1;
             goto out;
         }
     }
-    size_t nlen = strlen(name), i;
-    json_t *v;
-    json_array_foreach(json_object_get(root, "deleted"), i, v) {
-        const char *s = json_string_value(v);
-        if (s && !(strncmp(s, name, nlen) == 0 && s[nlen] == '/') && json_array_append(dead, v)) goto oom;
-    }
+    size_t nlen = strlen(name);
+    if (doc_tombs(r, &d, name, nlen)) goto oom;
     long max = store__disk_max_version(r, name);
-    if (extra_max > max) max = extra_max;
+    if (c->extra_max > max) max = c->extra_max;
     /* the tasks this process serves with no entry on disk yet (their folder still there) */
     char **miss = NULL;
     int n_miss = 0;
@@ -83,10 +253,11 @@ int store__state_update(store_registry *r, const char *name, const char *ov_cur,
         goto oom;
     }
     for (int k = 0; k < r->n_e; k++)
-        if (strcmp(r->e[k]->name, name) && r->e[k]->cur && !json_object_get(tasks, r->e[k]->name) &&
+        if (strcmp(r->e[k]->name, name) && r->e[k]->cur && !store__state_find(&d, r->e[k]->name) &&
             (miss[n_miss] = strdup(r->e[k]->name)))
             n_miss++;
     pthread_mutex_unlock(&r->mu);
+    char tdir[PATH_MAX];
     for (int k = 0; k < n_miss; k++) {
         store__pathf(tdir, sizeof tdir, "%s/tasks/%s", r->dir, miss[k]);
         long mk = eng_dir_exists(tdir) ? store__disk_max_version(r, miss[k]) : -1;
@@ -94,7 +265,7 @@ int store__state_update(store_registry *r, const char *name, const char *ov_cur,
         store_entry *e = store__get_entry(r, miss[k]);
         int bad = 0;
         if (mk >= 0 && e && e->cur)
-            bad = state_entry_set(tasks, miss[k], e->cur->version, e->cur->vnum > mk ? e->cur->vnum : mk, e->admin_pinned);
+            bad = doc_set(&d, miss[k], e->cur->version, e->cur->vnum > mk ? e->cur->vnum : mk, e->admin_pinned);
         pthread_mutex_unlock(&r->mu);
         if (bad) {
             store__free_strs(miss, n_miss);
@@ -103,62 +274,32 @@ int store__state_update(store_registry *r, const char *name, const char *ov_cur,
     }
     store__free_strs(miss, n_miss);
     pthread_mutex_lock(&r->mu);
-    for (int k = 0; k < r->n_tombs; k++)
-        if (strncmp(r->tombs[k], name, nlen) == 0 && r->tombs[k][nlen] == '/' &&
-            json_array_append_new(dead, json_string(r->tombs[k]))) {
-            pthread_mutex_unlock(&r->mu);
-            goto oom;
-        }
     store_entry *e = store__get_entry(r, name);
-    const char *cur = ov_cur ? ov_cur : e && e->cur ? e->cur->version : NULL;
+    const char *cur = c->current ? c->current : e && e->cur ? e->cur->version : NULL;
     int bad = 0;
     if (cur || e) {
         long cv = store__version_number(cur ? cur : "");
-        bad = state_entry_set(tasks, name, cur, cv > max ? cv : max, e && e->admin_pinned);
+        bad = doc_set(&d, name, cur, cv > max ? cv : max, e && e->admin_pinned);
     } else {
-        json_object_del(tasks, name); /* the task is gone */
+        doc_del(&d, name); /* the task is gone */
     }
     pthread_mutex_unlock(&r->mu);
     if (bad) goto oom;
-    json_object_set_new(root, "version", json_integer(2));
-    json_object_set(root, "deleted", dead);
-    /* where locks do not work, replicas on other hosts may write at once: a name of its own then */
-    char host[64] = "";
-    if (held) store__pathf(tmp, sizeof tmp, "%s/%s.tmp", r->dir, STATE_FILE);
-    else gethostname(host, sizeof host - 1), store__pathf(tmp, sizeof tmp, "%s/%s.%s-%d.tmp", r->dir, STATE_FILE, host, (int)getpid());
-    char *text = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
+    char *text = store__state_format(&d);
     if (!text) goto oom;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    size_t n = strlen(text);
-    errno = 0;
-    int bw = fd < 0 || write(fd, text, n) != (ssize_t)n || write(fd, "\n", 1) != 1 || fsync(fd);
-    if (fd >= 0 && close(fd) && !bw) bw = 1;
-    if (!bw && (rename(tmp, path) || store__fsync_path(r->dir, 1))) bw = 2;
-    if (bw) {
-        int en = errno ? errno : ENOSPC; /* a short write sets no errno: the disk is full */
-        rc = eng_err_set(err, store__io_status(en), "cannot write the registry state %s (%s)", STATE_FILE, strerror(en));
-        if (bw == 1) unlink(tmp);
-    }
+    rc = write_durably(r, text, held, err);
     free(text);
 out:
-    json_decref(root), json_decref(dead);
+    store__state_doc_free(&d);
     store__state_unlock(lk);
     return rc;
 oom:
-    json_decref(root), json_decref(dead);
+    store__state_doc_free(&d);
     store__state_unlock(lk);
     return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
 }
 
-/* Records task ov_name with current version ov_cur before the caller makes it current. */
-int store__state_write_as(store_registry *r, const char *ov_name, const char *ov_cur, eng_err *err) {
-    return store__state_update(r, ov_name, ov_cur, -1, -1, NULL, err);
-}
-
-/* Records task name as this process serves it; extra_max as for state_update. */
-int store__state_write(store_registry *r, const char *name, long extra_max, eng_err *err) {
-    return store__state_update(r, name, NULL, extra_max, -1, NULL, err);
-}
+/* ---- reading it ---- */
 
 /* The version the rule makes current among e's listed versions: the state's current while no
  * listed version is numbered above the state's max, else the highest. Every replica applies it to
@@ -170,33 +311,26 @@ store_task *store__rule_current(const store_entry *e, const state_task *st) {
     return c && hi->vnum <= st->max ? c : hi;
 }
 
+/* The file's tombstones replace the registry's. */
+static void take_tombs(store_registry *r, state_doc *d) {
+    pthread_mutex_lock(&r->mu);
+    store__free_strs(r->tombs, r->n_tombs);
+    r->tombs = d->deleted, r->n_tombs = d->n_deleted;
+    pthread_mutex_unlock(&r->mu);
+    d->deleted = NULL, d->n_deleted = 0;
+}
+
 /* Applies the state file at open: tombstones, current versions, pins. A missing file is no state. */
 int store__state_read(store_registry *r, eng_err *err) {
-    char path[PATH_MAX];
-    store__pathf(path, sizeof path, "%s/%s", r->dir, STATE_FILE);
-    if (access(path, F_OK) != 0) return 0;
-    json_error_t je;
-    json_t *root = json_load_file(path, 0, &je);
-    if (!root || !json_is_object(root)) {
-        json_decref(root);
-        return eng_err_set(err, ENG_FORMAT, "%s:%d: %s", path, je.line, root ? "not a JSON object" : je.text);
-    }
-    size_t i;
-    json_t *v;
-    json_array_foreach(json_object_get(root, "deleted"), i, v) {
-        const char *s = json_string_value(v);
-        char **nt = s ? realloc(r->tombs, (size_t)(r->n_tombs + 1) * sizeof *nt) : NULL;
-        if (!nt) continue;
-        r->tombs = nt;
-        if ((r->tombs[r->n_tombs] = strdup(s))) r->n_tombs++;
-    }
-    const char *k;
-    json_object_foreach(json_object_get(root, "tasks"), k, v) {
+    state_doc d;
+    int absent, rc = state_file_load(r, &d, &absent, err);
+    if (rc || absent) return rc;
+    take_tombs(r, &d);
+    for (int i = 0; i < d.n_tasks; i++) {
+        const char *k = d.tasks[i].name;
         store_entry *e = store__get_entry(r, k);
         if (!e) continue;
-        json_t *mx = json_object_get(v, "max");
-        /* a state file of version 1 has no max: its current holds */
-        state_task st = {k, json_string_value(json_object_get(v, "current")), json_is_integer(mx) ? (long)json_integer_value(mx) : LONG_MAX, 0};
+        state_task st = store__state_of(&d, k);
         store_task *t = store__rule_current(e, &st);
         if (st.current && t && strcmp(t->version, st.current)) {
             if (store__find_version(e, st.current)) store__log(r, "state: task %s has versions above %ld; serving the highest", k, st.max);
@@ -213,50 +347,23 @@ int store__state_read(store_registry *r, eng_err *err) {
             e->want = strdup(st.current);
             e->want_why = strdup(b >= 0 ? r->broken[b].reason : "its folder is gone");
         }
-        e->admin_pinned = json_is_true(json_object_get(v, "pinned"));
+        e->admin_pinned = st.pinned;
     }
-    json_decref(root);
+    store__state_doc_free(&d);
     return 0;
 }
 
-/* The state file as it is now, or NULL: absent (*ok = 1: the tasks follow their highest versions)
- * or unreadable (*ok = 0: nothing is changed from it). When read, its tombstones replace the
- * registry's. admin_mu held. */
-json_t *store__state_load(store_registry *r, int *ok) {
-    char path[PATH_MAX];
-    store__pathf(path, sizeof path, "%s/%s", r->dir, STATE_FILE);
-    *ok = 1;
-    if (access(path, F_OK) != 0) {
-        *ok = errno == ENOENT; /* a network file system's hiccup is not "no state" */
-        return NULL;
+/* The state file as it is now, for a rescan: returns 1 and *d (free it with store__state_doc_free)
+ * when it was read, its tombstones then replacing the registry's; 1 and an empty *d when there is
+ * none (the tasks follow their highest versions); 0 when it is unreadable (nothing is changed from
+ * it; logged). admin_mu held. */
+int store__state_load(store_registry *r, state_doc *d) {
+    eng_err err = {0};
+    int absent, rc = state_file_load(r, d, &absent, &err);
+    if (rc) {
+        store__log(r, "%s; the registry state is not followed until it is rewritten", err.msg);
+        return 0;
     }
-    json_error_t je;
-    json_t *root = json_load_file(path, 0, &je);
-    if (!json_is_object(root)) {
-        store__log(r, "%s:%d: %s; the registry state is not followed until it is rewritten", path, je.line,
-              root ? "not a JSON object" : je.text);
-        json_decref(root);
-        *ok = 0;
-        return NULL;
-    }
-    json_t *dead = json_object_get(root, "deleted");
-    size_t n = json_array_size(dead), i;
-    char **nt = calloc(n + 1, sizeof *nt);
-    if (!nt) return root;
-    size_t k = 0;
-    json_t *v;
-    json_array_foreach(dead, i, v) if (json_is_string(v) && (nt[k] = strdup(json_string_value(v)))) k++;
-    pthread_mutex_lock(&r->mu);
-    store__free_strs(r->tombs, r->n_tombs);
-    r->tombs = nt, r->n_tombs = (int)k;
-    pthread_mutex_unlock(&r->mu);
-    return root;
-}
-
-state_task store__state_of(json_t *root, const char *name) {
-    json_t *o = json_object_get(json_object_get(root, "tasks"), name);
-    json_t *mx = json_object_get(o, "max");
-    return (state_task){name, json_string_value(json_object_get(o, "current")),
-                        json_is_integer(mx) ? (long)json_integer_value(mx) : LONG_MAX,
-                        json_is_true(json_object_get(o, "pinned"))};
+    if (!absent) take_tombs(r, d);
+    return 1;
 }

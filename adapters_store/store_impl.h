@@ -19,6 +19,7 @@
 
 #include "adapters_store/store.h"
 #include "engine/files.h"
+#include "store_test.h"
 
 #include <jansson.h>
 #include <limits.h>
@@ -31,6 +32,7 @@
 #define TASK_JSON_MAX_BYTES ((size_t)16 << 20) /* labels of a large tagging task are kilobytes */
 #define NFTW_FDS 16 /* directories a tree walk keeps open at once */
 #define STATE_LOCK ".adapterd-state.lock"
+#define STATE_FILE_MAX_BYTES ((size_t)64 << 20) /* about 60 bytes a task */
 
 struct store_model {
     atomic_int refs;
@@ -133,6 +135,31 @@ typedef struct {
     int pinned;
 } state_task;
 
+/* One task's entry in the state file, as parsed. */
+typedef struct {
+    char *name;
+    char *current;           /* NULL: none recorded */
+    long max;                /* LONG_MAX when has_max is 0 */
+    int has_max, pinned;
+} state_rec;
+
+/* The state file, as parsed (store__state_parse): entries sorted by name, tombstones. */
+typedef struct {
+    state_rec *tasks;
+    int n_tasks;
+    char **deleted;          /* "name/version" deleted but not removable from disk */
+    int n_deleted;
+} state_doc;
+
+/* One write of the state file: which task's entry, and how (store__state_change gives the
+ * defaults: the task as this process serves it, written unconditionally). */
+typedef struct {
+    const char *name;
+    const char *current;     /* the current version as it will be (the disk goes first); NULL: the table's */
+    long extra_max;          /* a version number about to appear, counted in max; -1: none */
+    long only_if_above;      /* >= 0: skip the write when the entry on disk has a current with max >= this */
+} state_change;
+
 /* disk.c */
 double store__now_s(void);
 /* a line on stderr, "adapterd: " first, when the registry is verbose */
@@ -147,6 +174,8 @@ long store__version_number(const char *s);
 int store__version_noncanonical(const char *s);
 int store__valid_name(const char *s);
 uint64_t store__fingerprint(const char *dir);
+/* eng_dir_exists of a version or task folder, through the test hook (store_test.h) */
+int store__dir_exists(const char *path);
 eng_status store__io_status(int e);
 int store__fsync_path(const char *p, int dir);
 int store__sync_tree(const char *dir);
@@ -190,14 +219,17 @@ void store__publish_locked(store_registry *r, store_task *t, eng_task *et, doubl
 int store__ensure_loaded(store_registry *r, store_task *t, eng_err *err);
 void store__set_current_locked(store_registry *r, store_entry *e, store_task *t, detached *d);
 
-/* state.c */
-int store__state_update(store_registry *r, const char *name, const char *ov_cur, long extra_max, long above, int *skipped, eng_err *err);
-int store__state_write_as(store_registry *r, const char *ov_name, const char *ov_cur, eng_err *err);
-int store__state_write(store_registry *r, const char *name, long extra_max, eng_err *err);
+/* state.c: the one parser (store__state_parse), the one writer (store__state_write) */
+int store__state_parse(const char *text, size_t len, state_doc *out, eng_err *err);
+void store__state_doc_free(state_doc *d);
+char *store__state_format(const state_doc *d);
+state_rec *store__state_find(const state_doc *d, const char *name);
+state_task store__state_of(const state_doc *d, const char *name);
+state_change store__state_change(const char *name);
+int store__state_write(store_registry *r, const state_change *c, int *skipped, eng_err *err);
 store_task *store__rule_current(const store_entry *e, const state_task *st);
 int store__state_read(store_registry *r, eng_err *err);
-json_t *store__state_load(store_registry *r, int *ok);
-state_task store__state_of(json_t *root, const char *name);
+int store__state_load(store_registry *r, state_doc *d);
 
 /* versions.c */
 int store__validate(store_registry *r, store_task *t, eng_task **et, double *dt, eng_err *err);

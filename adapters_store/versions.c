@@ -25,6 +25,12 @@
 
 /* ---- version management ---- */
 
+/* Records task name in the state file as this process serves it. */
+static int record_as_served(store_registry *r, const char *name, eng_err *err) {
+    state_change c = store__state_change(name);
+    return store__state_write(r, &c, NULL, err);
+}
+
 /* Loads t (unlisted) to validate it; returns 0 and the weights in *et. */
 int store__validate(store_registry *r, store_task *t, eng_task **et, double *dt, eng_err *err) {
     double t0 = store__now_s();
@@ -119,7 +125,9 @@ int store_version_add(store_registry *r, const char *name, const char *version, 
     /* While the task has a current version, the state names it, with a max covering the new
      * number, before the number appears: replicas that see the version keep serving the current
      * one (rule_current), and so does a restart after a kill before the state names the new one. */
-    if (had_cur && (rc = store__state_write(r, name, store__version_number(version), err))) goto done;
+    state_change before = store__state_change(name);
+    before.extra_max = store__version_number(version);
+    if (had_cur && (rc = store__state_write(r, &before, NULL, err))) goto done;
     int made = 0;
     if (!eng_dir_exists(tdir)) {
         if (mkdir(tdir, 0755) && errno != EEXIST) {
@@ -137,7 +145,7 @@ int store_version_add(store_registry *r, const char *name, const char *version, 
         rename(vdir, staged); /* nothing may stay published that the client is told failed */
         if (made) rmdir(tdir);
         rc = eng_err_set(err, store__io_status(e), "cannot publish task %s version %s (%s)", name, version, strerror(e));
-        if (had_cur) store__state_write(r, name, -1, NULL);
+        if (had_cur) record_as_served(r, name, NULL);
         goto done;
     }
     int ti = store__tomb_index(r, name, version);
@@ -145,11 +153,13 @@ int store_version_add(store_registry *r, const char *name, const char *version, 
         free(r->tombs[ti]);
         r->tombs[ti] = r->tombs[--r->n_tombs];
     }
-    if ((rc = becomes_current ? store__state_write_as(r, name, version, err) : store__state_write(r, name, -1, err))) {
+    state_change after = store__state_change(name);
+    if (becomes_current) after.current = version;
+    if ((rc = store__state_write(r, &after, NULL, err))) {
         if (rename(vdir, staged)) store__log(r, "task %s version %s: cannot take it back (%s)", name, version, strerror(errno));
         if (made) rmdir(tdir);
         store__fsync_path(tdir, 1);
-        if (had_cur) store__state_write(r, name, -1, NULL);
+        if (had_cur) record_as_served(r, name, NULL);
         goto done;
     }
     free(t->dir);
@@ -180,7 +190,9 @@ int store_activate(store_registry *r, const char *name, const char *version, eng
     /* the reference keeps it resident between the load and the switch */
     if ((rc = store_task_ensure(r, t, err))) goto done;
     /* the disk first: a restart after the answer must find this version current */
-    if ((rc = store__state_write_as(r, name, version, err))) goto done;
+    state_change c = store__state_change(name);
+    c.current = version;
+    if ((rc = store__state_write(r, &c, NULL, err))) goto done;
     detached d = {0};
     pthread_mutex_lock(&r->mu);
     store_entry *e = store__get_entry(r, name);
@@ -270,7 +282,7 @@ int store_delete_version(store_registry *r, const char *name, const char *versio
     pthread_mutex_unlock(&r->mu);
     store_task_release(t);
     store__log(r, "task %s version %s deleted", name, version);
-    rc = store__state_write(r, name, -1, err);
+    rc = record_as_served(r, name, err);
     pthread_mutex_unlock(&r->admin_mu);
     return rc;
 }
@@ -304,7 +316,7 @@ int store_delete_task(store_registry *r, const char *name, eng_err *err) {
     pthread_mutex_unlock(&r->mu);
     if (e) store__entry_free(e);
     store__log(r, "task %s deleted", name);
-    int rc = store__state_write(r, name, -1, err);
+    int rc = record_as_served(r, name, err);
     pthread_mutex_unlock(&r->admin_mu);
     return rc;
 }
@@ -320,7 +332,7 @@ int store_pin(store_registry *r, const char *name, int pinned, eng_err *err) {
     if (!e) rc = eng_err_set(err, ENG_NOT_FOUND, "unknown task \"%.100s\"", name);
     else if (t) rc = store_task_ensure(r, t, err);
     store_task_release(t);
-    if (!rc) rc = store__state_write(r, name, -1, err);
+    if (!rc) rc = record_as_served(r, name, err);
     pthread_mutex_unlock(&r->admin_mu);
     return rc;
 }
@@ -340,7 +352,7 @@ int store_unload(store_registry *r, const char *name, eng_err *err) {
     }
     pthread_mutex_unlock(&r->mu);
     store__free_detached(&d);
-    if (!rc && was_pinned) rc = store__state_write(r, name, -1, err);
+    if (!rc && was_pinned) rc = record_as_served(r, name, err);
     pthread_mutex_unlock(&r->admin_mu);
     return rc;
 }

@@ -151,16 +151,6 @@ void store_model_release(store_model *m);
  * version's files are on disk (fsynced) and the state file records the outcome before this returns
  * 0; a full disk is ENG_NO_SPACE. On failure staged is left for the caller to remove (nothing is
  * published) and the task keeps serving its current version; err carries the reason. */
-/* For tests and the fuzz harness: reads and validates the version folder vdir of task name as
- * store_version_add does before publishing (metadata, then every weight loaded), with task_json
- * (len bytes, no NUL needed) as its task.json, or the folder's own when task_json is NULL; the
- * version is the folder's last name. Loads, lists and writes nothing, except that a refused version
- * is listed as failed with its reason (store_versions), as a scan lists it, until a check of the
- * same name and version passes. Returns 0 when the version would be accepted, else the status
- * store_version_add would answer, with err set. */
-int store__version_check(store_registry *r, const char *name, const char *vdir, const char *task_json, size_t len,
-                         eng_err *err);
-
 int store_version_add(store_registry *r, const char *name, const char *version, const char *staged, int activate,
                       eng_err *err);
 /* Loads (validates) version and then makes it current. ENG_NOT_FOUND for an unknown task/version. */
