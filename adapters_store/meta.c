@@ -17,7 +17,7 @@
 
 /* ---- reference counts ---- */
 
-void store_model_retain(store_model *m) {
+void store__model_retain(store_model *m) {
     if (m) atomic_fetch_add(&m->refs, 1);
 }
 
@@ -145,7 +145,7 @@ int store__meta_parse(store_registry *r, const char *name, const char *vname, co
                                  vdir, r->n_models + r->n_bad_models);
         goto fail;
     }
-    store_model_retain(m);
+    store__model_retain(m);
     t->model = m;
     json_t *ja = cfg ? json_object_get(cfg, "adapters") : NULL;
     if (ja) {

@@ -234,7 +234,9 @@ void store_free(store_registry *r) {
     }
     for (int i = 0; i < r->n_models; i++) store_model_release(r->models[i]);
     store__free_strs(r->tombs, r->n_tombs);
-    store__free_strs(r->bad, r->n_bad);
+    store__state_doc_free(&r->state);
+    for (int i = 0; i < r->n_bad; i++) free(r->bad[i].key);
+    free(r->bad);
     while (r->n_broken) store__broken_remove_at(r, r->n_broken - 1);
     free(r->broken);
     for (int i = 0; i < r->n_bad_models; i++) free(r->bad_models[i].name), free(r->bad_models[i].reason);

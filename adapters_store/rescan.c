@@ -120,8 +120,7 @@ static void forget_gone_failures(store_registry *r) {
         store__pathf(vdir, sizeof vdir, "%s/tasks/%s/%s", r->dir, keys[i], keys[i + 1]);
         if (store__dir_exists(vdir)) continue;
         pthread_mutex_lock(&r->mu);
-        int b = store__broken_find(r, keys[i], keys[i + 1]);
-        if (b >= 0) store__broken_remove_at(r, b);
+        store__broken_remove_locked(r, keys[i], keys[i + 1]);
         pthread_mutex_unlock(&r->mu);
     }
     store__free_strs(keys, n);
@@ -129,21 +128,22 @@ static void forget_gone_failures(store_registry *r) {
 
 int store_rescan(store_registry *r, eng_err *err) {
     pthread_mutex_lock(&r->admin_mu);
-    state_doc state;
-    int state_ok = store__state_load(r, &state);
+    const state_doc *state = store__state_load(r);
     char tasks[PATH_MAX], tdir[PATH_MAX], vdir[PATH_MAX];
     store__pathf(tasks, sizeof tasks, "%s/tasks", r->dir);
     char **names = NULL;
     int n = store__list_subdirs(tasks, &names, err), added = 0;
     if (n < 0) {
-        store__state_doc_free(&state);
         pthread_mutex_unlock(&r->admin_mu);
         return n;
     }
     for (int i = 0; i < n; i++) {
         if (!store__valid_name(names[i])) continue;
         store__pathf(tdir, sizeof tdir, "%s/%s", tasks, names[i]);
-        state_task st = store__state_of(state_ok ? &state : NULL, names[i]);
+        /* copied: the state writes below change the doc */
+        state_task st = store__state_of(state, names[i]);
+        int st_current = st.current != NULL;
+        long st_max = st.max;
         char **vers = NULL;
         int nv = store__list_subdirs(tdir, &vers, NULL);
         for (int k = 0; k < nv; k++) {
@@ -196,7 +196,7 @@ int store_rescan(store_registry *r, eng_err *err) {
                 continue;
             }
             /* above the current one and above what the state file had seen (rule_current) */
-            int make_current = vn > curv && (!st.current || vn > st.max);
+            int make_current = vn > curv && (!st_current || vn > st_max);
             /* the state file first, as for an upload, and only if no writer recorded this number
              * as not current meanwhile; if it cannot be written the version is listed, not current */
             int skipped = 0;
@@ -242,9 +242,7 @@ int store_rescan(store_registry *r, eng_err *err) {
     store__free_strs(names, n);
     forget_gone_failures(r);
     /* read again: this rescan's own writes, and other writers' since it began */
-    store__state_doc_free(&state);
-    if ((state_ok = store__state_load(r, &state))) follow_state(r, &state);
-    store__state_doc_free(&state);
+    if ((state = store__state_load(r))) follow_state(r, state);
     pthread_mutex_unlock(&r->admin_mu);
     return added;
 }

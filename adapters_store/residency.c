@@ -6,11 +6,15 @@
  * lock, loads, and publishes; others wanting the same version wait on a condition variable.
  * Evicted weights are detached under the lock and freed after it.
  *
+ * Releasing a reference is here too: the last request's release of a version that is no longer
+ * current unloads it, and one that leaves the registry over its budget evicts.
+ *
  * Depends on disk.c, meta.c and table.c; it writes nothing to disk (the state file is state.c's,
  * and a version that fails here is only unlisted: the state file keeps naming it). */
 #define _GNU_SOURCE
 #include "store_impl.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,24 +114,38 @@ static void set_first_load_info(store_task *t, const eng_task *et) {
 
 /* ---- residency (reg->mu held) ---- */
 
-void store__detach_locked(store_registry *r, store_task *t, detached *d) {
+/* Takes t's weights out of residency into d. Returns 1, or 0 when d cannot grow (out of memory:
+ * t stays resident). */
+int store__detach_locked(store_registry *r, store_task *t, detached *d) {
     eng_task *et = atomic_load(&t->task);
-    if (!et || d->n == 64) return;
+    if (!et) return 0;
+    if (d->n == d->cap) {
+        int nc = d->cap ? d->cap * 2 : (int)(sizeof d->inl / sizeof d->inl[0]);
+        eng_task **nv = !d->cap ? d->inl : malloc((size_t)nc * sizeof *nv);
+        if (!nv) return 0;
+        if (d->cap) {
+            memcpy(nv, d->v, (size_t)d->n * sizeof *nv);
+            if (d->v != d->inl) free(d->v);
+        }
+        d->v = nv, d->cap = nc;
+    }
     atomic_store(&t->task, NULL);
     r->resident_bytes -= t->bytes;
     d->v[d->n++] = et;
+    return 1;
 }
 
 void store__free_detached(detached *d) {
     for (int i = 0; i < d->n; i++) eng_task_free(d->v[i]);
-    d->n = 0;
+    if (d->v != d->inl) free(d->v);
+    d->v = NULL, d->n = d->cap = 0;
 }
 
 /* Evicts least recently used versions no request holds, except keep and pinned current ones, until
  * the resident bytes fit the budget (or nothing more can go). */
 void store__evict_locked(store_registry *r, const store_task *keep, detached *d) {
     if (!r->p.memory_budget) return;
-    while (r->resident_bytes > r->p.memory_budget && d->n < 64) {
+    while (r->resident_bytes > r->p.memory_budget) {
         store_task *best = NULL;
         for (int i = 0; i < r->n_e; i++) {
             store_entry *e = r->e[i];
@@ -138,8 +156,7 @@ void store__evict_locked(store_registry *r, const store_task *keep, detached *d)
                 if (!best || t->last_used < best->last_used) best = t;
             }
         }
-        if (!best) break;
-        store__detach_locked(r, best, d);
+        if (!best || !store__detach_locked(r, best, d)) break;
         r->st.evictions++;
         store__log(r, "evicted task %s v%s (%zu bytes; %zu of %zu resident)", best->name, best->version, best->bytes,
               r->resident_bytes, r->p.memory_budget);
@@ -207,6 +224,73 @@ void store__set_current_locked(store_registry *r, store_entry *e, store_task *t,
     }
 }
 
+/* ---- releases ---- */
+
+/* Nothing of t is read after the decrement unless the lock is held: once our reference is gone,
+ * whoever holds the last one may free t at any moment. A listed version is released under the
+ * mutex, where the listing's reference cannot go (unlisting takes the mutex), so the check "only
+ * the listing holds it now, and it is not current" is safe there; then a version that is not
+ * current and that no request holds is unloaded (no reason to stay in memory). An unlisted version
+ * is never listed again: a plain decrement. */
+/* The decrement of store_task_release with reg->mu held; *et gets the weights to free after the
+ * unlock (a listed version that is neither current nor held by a request), d what an eviction took:
+ * a version let go while the registry is over its budget (its loads could not evict what requests
+ * held) makes room now, not at the next load. Returns the count left. */
+static int release_locked(store_registry *r, store_task *t, eng_task **et, detached *d) {
+    int left = atomic_fetch_sub(&t->refs, 1) - 1;
+    *et = NULL;
+    if (left == 1 && atomic_load(&t->listed) && !t->current && !t->loading && (*et = atomic_load(&t->task))) {
+        atomic_store(&t->task, NULL);
+        r->resident_bytes -= t->bytes;
+        r->st.unloads++;
+    }
+    if (left == 1 && r->p.memory_budget && r->resident_bytes > r->p.memory_budget) store__evict_locked(r, NULL, d);
+    assert(left >= 0 && "store_task released below zero");
+    return left;
+}
+
+void store_task_release(store_task *t) {
+    if (!t) return;
+    store_registry *r = t->reg;
+    int left;
+    eng_task *et = NULL;
+    detached d = {0};
+    if (!atomic_load(&t->listed)) {
+        left = atomic_fetch_sub(&t->refs, 1) - 1;
+        assert(left >= 0 && "store_task released below zero");
+    } else {
+        pthread_mutex_lock(&r->mu);
+        left = release_locked(r, t, &et, &d);
+        pthread_mutex_unlock(&r->mu);
+    }
+    eng_task_free(et);
+    store__free_detached(&d);
+    if (left == 0) store__task_destroy(t);
+}
+
+/* Every reference dropped under one lock; weights and versions freed after it. Releasing one by
+ * one (store_task_release, then free) is equally correct, only n lock round trips. */
+void store_tasks_release(store_task **v, int n) {
+    if (!v) return;
+    store_registry *r = n > 0 ? v[0]->reg : NULL;
+    void **scratch = (void **)&v[n]; /* n slots past the references (see store_tasks_acquire) */
+    detached d = {0};
+    if (r) pthread_mutex_lock(&r->mu);
+    for (int i = 0; i < n; i++) {
+        eng_task *et = NULL;
+        int left = release_locked(r, v[i], &et, &d);
+        scratch[i] = et;
+        if (left) v[i] = NULL; /* v[i] left set: the last reference, destroyed below */
+    }
+    if (r) pthread_mutex_unlock(&r->mu);
+    store__free_detached(&d);
+    for (int i = 0; i < n; i++) {
+        eng_task_free(scratch[i]);
+        if (v[i]) store__task_destroy(v[i]);
+    }
+    free(v);
+}
+
 /* ---- a load that fails after start-up ---- */
 
 /* A listed version whose weights failed to load after start-up (with a budget, start-up reads only
@@ -256,4 +340,41 @@ int store_task_ensure(store_registry *r, store_task *t, eng_err *err) {
     int rc = store__ensure_loaded(r, t, err);
     if (rc && rc != ENG_NO_MEMORY) fail_listed(r, t, err->msg);
     return rc;
+}
+
+/* Bytes as a short figure for messages: "41 KB", "12.5 MB". */
+static void human(char *buf, size_t n, size_t b) {
+    if (b >= (size_t)10 << 20) snprintf(buf, n, "%zu MB", b >> 20);
+    else if (b >= (size_t)1 << 20) snprintf(buf, n, "%.1f MB", (double)b / (1 << 20));
+    else snprintf(buf, n, "%zu KB", (b + 1023) >> 10);
+}
+
+/* A request's tasks are held together until it is answered, so none of them can be evicted for
+ * another: with a budget, their weights together must fit it. Each task's size is known from its
+ * last load, or once loaded here; the set is refused as soon as its known sizes pass the budget
+ * (so it overshoots by one task's load at most), before the rest is loaded. One task alone may
+ * exceed the budget (it evicts everything it can and is served, as store_task_ensure does). */
+int store_tasks_ensure(store_registry *r, store_task *const *v, int n, int *failed, eng_err *err) {
+    size_t budget = r->p.memory_budget, sum = 0;
+    if (failed) *failed = -1;
+    for (int i = 0; i < n; i++) {
+        size_t known = store_task_bytes(v[i]), need = sum + known;
+        int rc = budget && n > 1 && need > budget ? ENG_LIMIT : store_task_ensure(r, v[i], err);
+        if (!rc) need = sum += store_task_bytes(v[i]);
+        if (!rc && budget && n > 1 && sum > budget) rc = ENG_LIMIT;
+        if (rc == ENG_LIMIT) {
+            char have[32], took[32];
+            human(have, sizeof have, budget);
+            human(took, sizeof took, need);
+            eng_err_set(err, ENG_LIMIT,
+                        "these %d tasks need more than the adapter memory (--adapter-memory %s): the first %d of them "
+                        "(up to task %s) already take %s; send fewer tasks per request or raise the budget",
+                        n, have, i + 1, store_task_name(v[i]), took);
+        }
+        if (rc) {
+            if (failed) *failed = i;
+            return rc;
+        }
+    }
+    return 0;
 }

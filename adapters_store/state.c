@@ -88,46 +88,112 @@ state_task store__state_of(const state_doc *d, const char *name) {
     return (state_task){name, e ? e->current : NULL, e ? e->max : LONG_MAX, e ? e->pinned : 0};
 }
 
-/* Reads and parses the file. Returns 0 (*absent set when there is none: an empty doc), or the
- * status of the read or the parse. */
-static int state_file_load(store_registry *r, state_doc *d, int *absent, eng_err *err) {
+/* The same file as when it was last read or written: same inode, size, modification and change
+ * times. A writer replaces the file by a rename (a new inode), so another writer's change is seen. */
+static int same_file(const struct stat *a, const struct stat *b) {
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+           a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+/* The file as it is now, in r->state: parsed again only when it changed since it was last read or
+ * written (a stat, instead of a parse of every task's entry at every rescan and every write).
+ * Returns 0 (*absent set when there is none: an empty doc), or the status of the read or the parse
+ * (r->state then empty). admin_mu held (or open). */
+static int state_file_load(store_registry *r, int *absent, eng_err *err) {
     char path[PATH_MAX];
     store__pathf(path, sizeof path, "%s/%s", r->dir, STATE_FILE);
-    memset(d, 0, sizeof *d);
     *absent = 0;
-    if (access(path, F_OK) != 0) {
-        if (errno == ENOENT) return *absent = 1, 0;
-        return eng_err_set(err, ENG_IO, "%s: %s", path, strerror(errno)); /* a network file system's hiccup is not "no state" */
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        int en = errno;
+        store__state_doc_free(&r->state), r->state_known = 0;
+        if (en == ENOENT) return *absent = 1, 0;
+        return eng_err_set(err, ENG_IO, "%s: %s", path, strerror(en)); /* a network file system's hiccup is not "no state" */
     }
+    if (r->state_known && same_file(&st, &r->state_id)) return 0;
+    store__state_doc_free(&r->state), r->state_known = 0;
     char *text = NULL;
     size_t len = 0;
     int rc = eng_file_read(path, STATE_FILE_MAX_BYTES, &text, &len, err);
-    if (!rc) rc = store__state_parse(text, len, d, err);
+    if (!rc) rc = store__state_parse(text, len, &r->state, err);
     free(text);
+    if (!rc) r->state_known = 1, r->state_id = st; /* stat before the read: a change meanwhile is read next time */
     return rc;
 }
 
 /* ---- the one writer ---- */
 
-/* The text of d: version 2, the tasks in name order, current and max only when there is a current.
- * NULL when out of memory. */
-char *store__state_format(const state_doc *d) {
-    json_t *root = json_object(), *tasks = json_object(), *dead = json_array();
-    int bad = !root || !tasks || !dead || json_object_set_new(root, "version", json_integer(2)) ||
-              json_object_set(root, "tasks", tasks) || json_object_set(root, "deleted", dead);
-    for (int i = 0; !bad && i < d->n_deleted; i++) bad = json_array_append_new(dead, json_string(d->deleted[i]));
-    for (int i = 0; !bad && i < d->n_tasks; i++) {
-        const state_rec *e = &d->tasks[i];
-        json_t *o = json_object();
-        bad = !o || json_object_set_new(tasks, e->name, o);
-        if (!bad && e->current)
-            bad = json_object_set_new(o, "current", json_string(e->current)) ||
-                  (e->has_max && json_object_set_new(o, "max", json_integer(e->max)));
-        if (!bad && e->pinned) bad = json_object_set_new(o, "pinned", json_true());
+typedef struct {
+    char *p;
+    size_t n, cap;
+    int oom;
+} sbuf;
+
+static void put(sbuf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t nc = b->cap ? b->cap : 4096;
+        while (nc < b->n + n + 1) nc *= 2;
+        char *np = realloc(b->p, nc);
+        if (!np) {
+            b->oom = 1;
+            return;
+        }
+        b->p = np, b->cap = nc;
     }
-    char *text = bad ? NULL : json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
-    json_decref(root), json_decref(tasks), json_decref(dead);
-    return text;
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+}
+
+static void puts_(sbuf *b, const char *s) { put(b, s, strlen(s)); }
+
+/* A JSON string: quotes, backslashes and control characters escaped; the rest (valid UTF-8: the
+ * parser checked it, names are ASCII) as it is. */
+static void put_str(sbuf *b, const char *s) {
+    put(b, "\"", 1);
+    for (const char *c = s; *c; c++) {
+        unsigned char u = (unsigned char)*c;
+        char esc[8];
+        if (u == '"' || u == '\\') esc[0] = '\\', esc[1] = (char)u, put(b, esc, 2);
+        else if (u < 0x20) snprintf(esc, sizeof esc, "\\u%04x", u), put(b, esc, 6);
+        else put(b, c, 1);
+    }
+    put(b, "\"", 1);
+}
+
+/* The text of d: version 2, tombstones, then one line per task in name order (current and max only
+ * when there is a current). Written straight from the sorted doc, without a JSON tree: about 50
+ * bytes a task. NULL when out of memory. */
+char *store__state_format(const state_doc *d) {
+    sbuf b = {0};
+    char num[32];
+    puts_(&b, "{\"version\": 2, \"deleted\": [");
+    for (int i = 0; i < d->n_deleted; i++) {
+        if (i) puts_(&b, ", ");
+        put_str(&b, d->deleted[i]);
+    }
+    puts_(&b, "], \"tasks\": {");
+    for (int i = 0; i < d->n_tasks; i++) {
+        const state_rec *e = &d->tasks[i];
+        puts_(&b, i ? ",\n  " : "\n  ");
+        put_str(&b, e->name);
+        puts_(&b, ": {");
+        if (e->current) {
+            puts_(&b, "\"current\": ");
+            put_str(&b, e->current);
+            if (e->has_max) snprintf(num, sizeof num, ", \"max\": %ld", e->max), puts_(&b, num);
+        }
+        if (e->pinned) puts_(&b, e->current ? ", \"pinned\": true" : "\"pinned\": true");
+        puts_(&b, "}");
+    }
+    puts_(&b, d->n_tasks ? "\n}}" : "}}");
+    if (b.oom || !b.p) {
+        free(b.p);
+        return NULL;
+    }
+    return b.p;
 }
 
 /* Sets name's entry in d (added in name order when missing). Returns 0 or -1 when out of memory. */
@@ -226,9 +292,10 @@ state_change store__state_change(const char *name) {
 int store__state_write(store_registry *r, const state_change *c, int *skipped, eng_err *err) {
     int held, lk = store__state_lock(r, &held), rc = 0, absent;
     if (skipped) *skipped = 0;
-    state_doc d;
+    state_doc *dp = &r->state;
+#define d (*dp)
     eng_err le = {0};
-    if ((rc = state_file_load(r, &d, &absent, &le))) {
+    if ((rc = state_file_load(r, &absent, &le))) {
         if (rc == ENG_NO_MEMORY) goto oom;
         rc = 0; /* unreadable: rewritten from this process's view */
     }
@@ -240,6 +307,7 @@ int store__state_write(store_registry *r, const state_change *c, int *skipped, e
             goto out;
         }
     }
+    r->state_known = 0; /* changed from here on: known again once written */
     size_t nlen = strlen(name);
     if (doc_tombs(r, &d, name, nlen)) goto oom;
     long max = store__disk_max_version(r, name);
@@ -287,16 +355,20 @@ int store__state_write(store_registry *r, const state_change *c, int *skipped, e
     if (bad) goto oom;
     char *text = store__state_format(&d);
     if (!text) goto oom;
-    rc = write_durably(r, text, held, err);
+    if (!(rc = write_durably(r, text, held, err))) {
+        char path[PATH_MAX];
+        store__pathf(path, sizeof path, "%s/%s", r->dir, STATE_FILE);
+        r->state_known = stat(path, &r->state_id) == 0;
+    }
     free(text);
 out:
-    store__state_doc_free(&d);
     store__state_unlock(lk);
     return rc;
 oom:
     store__state_doc_free(&d);
     store__state_unlock(lk);
     return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+#undef d
 }
 
 /* ---- reading it ---- */
@@ -311,26 +383,30 @@ store_task *store__rule_current(const store_entry *e, const state_task *st) {
     return c && hi->vnum <= st->max ? c : hi;
 }
 
-/* The file's tombstones replace the registry's. */
-static void take_tombs(store_registry *r, state_doc *d) {
+/* The file's tombstones (copied) replace the registry's; unchanged when out of memory. */
+static void take_tombs(store_registry *r, const state_doc *d) {
+    char **nt = calloc((size_t)d->n_deleted + 1, sizeof *nt);
+    int n = 0;
+    for (int i = 0; nt && i < d->n_deleted; i++)
+        if ((nt[n] = strdup(d->deleted[i]))) n++;
+    if (!nt) return;
     pthread_mutex_lock(&r->mu);
     store__free_strs(r->tombs, r->n_tombs);
-    r->tombs = d->deleted, r->n_tombs = d->n_deleted;
+    r->tombs = nt, r->n_tombs = n;
     pthread_mutex_unlock(&r->mu);
-    d->deleted = NULL, d->n_deleted = 0;
 }
 
 /* Applies the state file at open: tombstones, current versions, pins. A missing file is no state. */
 int store__state_read(store_registry *r, eng_err *err) {
-    state_doc d;
-    int absent, rc = state_file_load(r, &d, &absent, err);
+    int absent, rc = state_file_load(r, &absent, err);
     if (rc || absent) return rc;
-    take_tombs(r, &d);
-    for (int i = 0; i < d.n_tasks; i++) {
-        const char *k = d.tasks[i].name;
+    const state_doc *d = &r->state;
+    take_tombs(r, d);
+    for (int i = 0; i < d->n_tasks; i++) {
+        const char *k = d->tasks[i].name;
         store_entry *e = store__get_entry(r, k);
         if (!e) continue;
-        state_task st = store__state_of(&d, k);
+        state_task st = store__state_of(d, k);
         store_task *t = store__rule_current(e, &st);
         if (st.current && t && strcmp(t->version, st.current)) {
             if (store__find_version(e, st.current)) store__log(r, "state: task %s has versions above %ld; serving the highest", k, st.max);
@@ -349,21 +425,20 @@ int store__state_read(store_registry *r, eng_err *err) {
         }
         e->admin_pinned = st.pinned;
     }
-    store__state_doc_free(&d);
     return 0;
 }
 
-/* The state file as it is now, for a rescan: returns 1 and *d (free it with store__state_doc_free)
- * when it was read, its tombstones then replacing the registry's; 1 and an empty *d when there is
- * none (the tasks follow their highest versions); 0 when it is unreadable (nothing is changed from
- * it; logged). admin_mu held. */
-int store__state_load(store_registry *r, state_doc *d) {
+/* The state file as it is now, for a rescan: returns the doc (borrowed: valid until the next state
+ * call; an empty one when there is no file: the tasks follow their highest versions), its
+ * tombstones then replacing the registry's; NULL when it is unreadable (nothing is changed from it;
+ * logged). admin_mu held. */
+const state_doc *store__state_load(store_registry *r) {
     eng_err err = {0};
-    int absent, rc = state_file_load(r, d, &absent, &err);
+    int absent, rc = state_file_load(r, &absent, &err);
     if (rc) {
         store__log(r, "%s; the registry state is not followed until it is rewritten", err.msg);
-        return 0;
+        return NULL;
     }
-    if (!absent) take_tombs(r, d);
-    return 1;
+    if (!absent) take_tombs(r, &r->state);
+    return &r->state;
 }

@@ -27,6 +27,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #define STATE_FILE ".adapterd-state.json"
 #define TASK_JSON_MAX_BYTES ((size_t)16 << 20) /* labels of a large tagging task are kilobytes */
@@ -93,47 +94,17 @@ typedef struct {
     char *want, *want_why;      /* open only: the recorded current version that is not listed, and why */
 } store_entry;
 
+/* A failed version folder as last tried (a rescan tries it again only once its files change). */
+typedef struct {
+    char *key;               /* "name/version" */
+    uint64_t fp;
+} bad_folder;
+#define BAD_MAX 4096
+
 /* A version folder that did not read or load: kept on disk, listed with its reason. */
 typedef struct {
     char *name, *version, *reason;
 } broken_version;
-
-struct store_registry {
-    char *dir;
-    store_params p;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    pthread_mutex_t admin_mu;
-    store_model **models;       /* sorted by name */
-    int n_models;
-    store_entry **e;            /* sorted by name */
-    int n_e, cap_e;
-    uint64_t clock;
-    size_t resident_bytes;
-    store_stats st;
-    char **tombs;               /* "name/version" deleted but not removable from disk */
-    int n_tombs;
-    char **bad;                 /* "name/version@fingerprint" that failed in a rescan */
-    int n_bad;
-    broken_version *broken;     /* guarded by mu */
-    int n_broken;
-    broken_version *bad_models; /* models/<name> that did not load (version unused); set at open */
-    int n_bad_models;
-};
-
-
-typedef struct {
-    eng_task *v[64];
-    int n;
-} detached;
-
-/* The state file's word on one task. */
-typedef struct {
-    const char *name;
-    const char *current;     /* NULL: none recorded */
-    long max;                /* highest version on disk when current was recorded */
-    int pinned;
-} state_task;
 
 /* One task's entry in the state file, as parsed. */
 typedef struct {
@@ -150,6 +121,50 @@ typedef struct {
     char **deleted;          /* "name/version" deleted but not removable from disk */
     int n_deleted;
 } state_doc;
+
+struct store_registry {
+    char *dir;
+    store_params p;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_mutex_t admin_mu;
+    store_model **models;       /* sorted by name */
+    int n_models;
+    store_entry **e;            /* sorted by name */
+    int n_e, cap_e;
+    uint64_t clock;
+    size_t resident_bytes;
+    store_stats st;
+    char **tombs;               /* "name/version" deleted but not removable from disk */
+    int n_tombs;
+    state_doc state;            /* the state file as last read or written; admin_mu (or open) */
+    int state_known;            /* state is the file's content while its identity is state_id */
+    struct stat state_id;
+    bad_folder *bad;            /* version folders that failed, at the fingerprint they failed with; mu */
+    int n_bad;                  /* at most BAD_MAX: one per failed folder on disk, forgotten with it */
+    broken_version *broken;     /* guarded by mu */
+    int n_broken;
+    broken_version *bad_models; /* models/<name> that did not load (version unused); set at open */
+    int n_bad_models;
+};
+
+
+/* Weights taken out of residency under reg->mu, to be freed after it (store__free_detached): the
+ * first few inline, any number beyond them on the heap, so an eviction finishes what the budget
+ * asks. Starts as {0}; never copied. */
+typedef struct {
+    eng_task *inl[8];
+    eng_task **v;            /* inl, or the heap once more than 8 */
+    int n, cap;
+} detached;
+
+/* The state file's word on one task. */
+typedef struct {
+    const char *name;
+    const char *current;     /* NULL: none recorded */
+    long max;                /* highest version on disk when current was recorded */
+    int pinned;
+} state_task;
 
 /* One write of the state file: which task's entry, and how (store__state_change gives the
  * defaults: the task as this process serves it, written unconditionally). */
@@ -186,19 +201,20 @@ int store__state_lock(store_registry *r, int *held);
 void store__state_unlock(int fd);
 
 /* meta.c */
+void store__model_retain(store_model *m);
 void store__task_destroy(store_task *t);
 int store__load_model(const char *root, const char *name, const store_params *p, store_model **out, eng_err *err);
 int store__meta_parse(store_registry *r, const char *name, const char *vname, const char *vdir, const char *task_json, size_t len, store_task **out, eng_err *err);
 int store__meta_read(store_registry *r, const char *name, const char *vname, const char *vdir, store_task **out, eng_err *err);
 
 /* table.c */
+void store__task_retain(store_task *t);
 int store__broken_find(const store_registry *r, const char *name, const char *version);
 void store__broken_add_locked(store_registry *r, const char *name, const char *version, const char *reason);
 void store__broken_remove_at(store_registry *r, int i);
 void store__broken_remove_locked(store_registry *r, const char *name, const char *version);
 void store__broken_add(store_registry *r, const char *name, const char *version, const char *reason);
 int store__entry_pinned(const store_entry *e);
-int store__find_entry(const store_registry *r, const char *name, size_t len, int *pos);
 store_entry *store__get_entry(store_registry *r, const char *name);
 store_entry *store__make_entry(store_registry *r, const char *name);
 store_task *store__find_version(const store_entry *e, const char *version);
@@ -212,7 +228,7 @@ store_task *store__take(store_registry *r, store_task *t);
 
 /* residency.c */
 int store__weights_load(const store_task *t, eng_task **out, eng_err *err);
-void store__detach_locked(store_registry *r, store_task *t, detached *d);
+int store__detach_locked(store_registry *r, store_task *t, detached *d);
 void store__free_detached(detached *d);
 void store__evict_locked(store_registry *r, const store_task *keep, detached *d);
 void store__publish_locked(store_registry *r, store_task *t, eng_task *et, double seconds);
@@ -229,7 +245,7 @@ state_change store__state_change(const char *name);
 int store__state_write(store_registry *r, const state_change *c, int *skipped, eng_err *err);
 store_task *store__rule_current(const store_entry *e, const state_task *st);
 int store__state_read(store_registry *r, eng_err *err);
-int store__state_load(store_registry *r, state_doc *d);
+const state_doc *store__state_load(store_registry *r);
 
 /* versions.c */
 int store__validate(store_registry *r, store_task *t, eng_task **et, double *dt, eng_err *err);

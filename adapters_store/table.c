@@ -11,8 +11,9 @@
  * version between that check and the unload, and a release never reads a version that another
  * thread's last release may be freeing.
  *
- * Depends on disk.c and meta.c (a version's last reference destroys it). The *_locked functions
- * expect reg->mu held and never touch the disk. */
+ * Taking references lives here; dropping them is residency.c's (a release may unload or evict).
+ * Depends on disk.c and meta.c. The *_locked functions expect reg->mu held and never touch the
+ * disk. */
 #define _GNU_SOURCE
 #include "store_impl.h"
 
@@ -22,45 +23,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-void store_task_retain(store_task *t) {
+void store__task_retain(store_task *t) {
     if (t) atomic_fetch_add(&t->refs, 1);
-}
-
-/* Nothing of t is read after the decrement unless the lock is held: once our reference is gone,
- * whoever holds the last one may free t at any moment. A listed version is released under the
- * mutex, where the listing's reference cannot go (unlisting takes the mutex), so the check "only
- * the listing holds it now, and it is not current" is safe there; then a version that is not
- * current and that no request holds is unloaded (no reason to stay in memory). An unlisted version
- * is never listed again: a plain decrement. */
-/* The decrement of store_task_release with reg->mu held; *et gets the weights to free after the
- * unlock (a listed version that is neither current nor held by a request). Returns the count left. */
-static int release_locked(store_registry *r, store_task *t, eng_task **et) {
-    int left = atomic_fetch_sub(&t->refs, 1) - 1;
-    *et = NULL;
-    if (left == 1 && atomic_load(&t->listed) && !t->current && !t->loading && (*et = atomic_load(&t->task))) {
-        atomic_store(&t->task, NULL);
-        r->resident_bytes -= t->bytes;
-        r->st.unloads++;
-    }
-    assert(left >= 0 && "store_task released below zero");
-    return left;
-}
-
-void store_task_release(store_task *t) {
-    if (!t) return;
-    store_registry *r = t->reg;
-    int left;
-    eng_task *et = NULL;
-    if (!atomic_load(&t->listed)) {
-        left = atomic_fetch_sub(&t->refs, 1) - 1;
-        assert(left >= 0 && "store_task released below zero");
-    } else {
-        pthread_mutex_lock(&r->mu);
-        left = release_locked(r, t, &et);
-        pthread_mutex_unlock(&r->mu);
-    }
-    eng_task_free(et);
-    if (left == 0) store__task_destroy(t);
 }
 
 /* The array store_tasks_acquire returns has 2n + 1 slots: the references, then room for what the
@@ -76,27 +40,6 @@ int store_tasks_acquire(store_registry *r, store_task ***out) {
     if (!v) return ENG_NO_MEMORY;
     *out = v;
     return n;
-}
-
-/* Every reference dropped under one lock; weights and versions freed after it. Releasing one by
- * one (store_task_release, then free) is equally correct, only n lock round trips. */
-void store_tasks_release(store_task **v, int n) {
-    if (!v) return;
-    store_registry *r = n > 0 ? v[0]->reg : NULL;
-    void **scratch = (void **)&v[n]; /* n slots past the references (see store_tasks_acquire) */
-    if (r) pthread_mutex_lock(&r->mu);
-    for (int i = 0; i < n; i++) {
-        eng_task *et = NULL;
-        int left = release_locked(r, v[i], &et);
-        scratch[i] = et;
-        if (left) v[i] = NULL; /* v[i] left set: the last reference, destroyed below */
-    }
-    if (r) pthread_mutex_unlock(&r->mu);
-    for (int i = 0; i < n; i++) {
-        eng_task_free(scratch[i]);
-        if (v[i]) store__task_destroy(v[i]);
-    }
-    free(v);
 }
 
 /* ---- failed versions (reg->mu held) ---- */
@@ -137,8 +80,17 @@ void store__broken_remove_at(store_registry *r, int i) {
     r->broken[i] = r->broken[--r->n_broken];
 }
 
-/* Drops the record of name/version, or of every version of name when version is NULL. */
+/* Drops the record of name/version, or of every version of name when version is NULL, and the
+ * fingerprints they failed with. */
 void store__broken_remove_locked(store_registry *r, const char *name, const char *version) {
+    size_t nl = strlen(name);
+    for (int i = r->n_bad - 1; i >= 0; i--) {
+        const char *k = r->bad[i].key;
+        if (strncmp(k, name, nl) || k[nl] != '/' || (version && strcmp(k + nl + 1, version))) continue;
+        free(r->bad[i].key);
+        memmove(&r->bad[i], &r->bad[i + 1], (size_t)(r->n_bad - i - 1) * sizeof *r->bad);
+        r->n_bad--;
+    }
     for (int i = r->n_broken - 1; i >= 0; i--)
         if (!strcmp(r->broken[i].name, name) && (!version || !strcmp(r->broken[i].version, version))) store__broken_remove_at(r, i);
 }
@@ -152,7 +104,7 @@ int store__entry_pinned(const store_entry *e) { return e->admin_pinned || (e->cu
 
 /* ---- the tables (reg->mu held) ---- */
 
-int store__find_entry(const store_registry *r, const char *name, size_t len, int *pos) {
+static int find_entry(const store_registry *r, const char *name, size_t len, int *pos) {
     int lo = 0, hi = r->n_e - 1;
     while (lo <= hi) {
         int mid = (lo + hi) / 2;
@@ -172,13 +124,13 @@ int store__find_entry(const store_registry *r, const char *name, size_t len, int
 
 store_entry *store__get_entry(store_registry *r, const char *name) {
     int pos;
-    return store__find_entry(r, name, strlen(name), &pos) ? r->e[pos] : NULL;
+    return find_entry(r, name, strlen(name), &pos) ? r->e[pos] : NULL;
 }
 
 /* Returns the entry named name, created when missing, or NULL when out of memory. */
 store_entry *store__make_entry(store_registry *r, const char *name) {
     int pos;
-    if (store__find_entry(r, name, strlen(name), &pos)) return r->e[pos];
+    if (find_entry(r, name, strlen(name), &pos)) return r->e[pos];
     if (r->n_e == r->cap_e) {
         int nc = r->cap_e ? r->cap_e * 2 : 16;
         store_entry **ne = realloc(r->e, (size_t)nc * sizeof *ne);
@@ -231,7 +183,7 @@ void store__unlist_locked(store_registry *r, store_entry *e, store_task *t) {
 
 void store__drop_entry_locked(store_registry *r, store_entry *e) {
     int pos;
-    if (!store__find_entry(r, e->name, strlen(e->name), &pos)) return;
+    if (!find_entry(r, e->name, strlen(e->name), &pos)) return;
     memmove(&r->e[pos], &r->e[pos + 1], (size_t)(r->n_e - pos - 1) * sizeof *r->e);
     r->n_e--;
 }
@@ -251,17 +203,30 @@ int store__tomb_index(const store_registry *r, const char *name, const char *ver
     return -1;
 }
 
+/* Was version folder name/version tried at fingerprint fp (and failed)? With add, records fp as
+ * the one it failed with (one record per folder; the oldest record goes beyond BAD_MAX, which only
+ * means that folder is tried again). */
 int store__bad_seen(store_registry *r, const char *name, const char *version, uint64_t fp, int add) {
-    char key[360];
-    store__pathf(key, sizeof key, "%s/%s@%llx", name, version, (unsigned long long)fp);
-    for (int i = 0; i < r->n_bad; i++)
-        if (!strcmp(r->bad[i], key)) return 1;
-    if (add) {
-        char **nb = realloc(r->bad, (size_t)(r->n_bad + 1) * sizeof *nb);
-        if (nb && (nb[r->n_bad] = strdup(key))) r->bad = nb, r->n_bad++;
-        else if (nb) r->bad = nb;
+    char key[300];
+    store__pathf(key, sizeof key, "%s/%s", name, version);
+    int seen = 0, i;
+    pthread_mutex_lock(&r->mu);
+    for (i = 0; i < r->n_bad && strcmp(r->bad[i].key, key); i++) continue;
+    if (i < r->n_bad) {
+        seen = r->bad[i].fp == fp;
+        if (add) r->bad[i].fp = fp;
+    } else if (add) {
+        char *k = strdup(key);
+        bad_folder *nb = k && r->n_bad < BAD_MAX ? realloc(r->bad, (size_t)(r->n_bad + 1) * sizeof *nb) : r->bad;
+        if (k && r->n_bad == BAD_MAX) { /* the oldest goes */
+            free(r->bad[0].key);
+            memmove(&r->bad[0], &r->bad[1], (size_t)(--r->n_bad) * sizeof *r->bad);
+        }
+        if (k && nb) r->bad = nb, r->bad[r->n_bad++] = (bad_folder){k, fp};
+        else free(k);
     }
-    return 0;
+    pthread_mutex_unlock(&r->mu);
+    return seen;
 }
 const char *store_dir(const store_registry *r) { return r->dir; }
 
@@ -275,7 +240,7 @@ int store_n_models(const store_registry *r) { return r->n_models; }
 
 store_task *store__take(store_registry *r, store_task *t) {
     if (t) {
-        store_task_retain(t);
+        store__task_retain(t);
         t->last_used = ++r->clock;
     }
     return t;
@@ -285,7 +250,7 @@ store_task *store_task_acquire(store_registry *r, const char *name, size_t len) 
     int pos;
     store_task *t = NULL;
     pthread_mutex_lock(&r->mu);
-    if (store__find_entry(r, name, len, &pos)) t = store__take(r, r->e[pos]->cur);
+    if (find_entry(r, name, len, &pos)) t = store__take(r, r->e[pos]->cur);
     pthread_mutex_unlock(&r->mu);
     return t;
 }
@@ -300,7 +265,7 @@ store_task *store_task_acquire_version(store_registry *r, const char *name, cons
 
 store_model *store_model_acquire_at(store_registry *r, int i) {
     store_model *m = NULL;
-    if (i >= 0 && i < r->n_models) store_model_retain(m = r->models[i]);
+    if (i >= 0 && i < r->n_models) store__model_retain(m = r->models[i]);
     return m;
 }
 
@@ -427,7 +392,6 @@ int store_task_num_labels(const store_task *t) {
 int store_task_skip_min(const store_task *t) { return t->skip_min; }
 int store_task_skip_max(const store_task *t) { return t->skip_max; }
 int store_task_skip_default(const store_task *t) { return t->skip_def; }
-int store_task_pinned(const store_task *t) { return t->pinned_cfg; }
 const char *store_task_fallback(const store_task *t, const char **from) {
     int on = atomic_load(&((store_task *)t)->fb_active);
     if (from) *from = on ? t->fb_from : NULL;

@@ -161,16 +161,14 @@ static bool replaced_after_failure(srv_request *r, const store_task *t) {
 static void load_tasks(srv_request *r) {
     double t0 = srv__now();
     int loaded = 0;
-    for (int i = 0; i < r->off.n_held; i++) {
-        eng_err e = {0};
-        loaded += !store_task_resident(r->off.held[i]);
-        int rc = store_task_ensure(r->srv->reg, r->off.held[i], &e);
-        /* a broken current version: the request goes round again on the version standing in */
-        if (rc && rc != ENG_NO_MEMORY && replaced_after_failure(r, r->off.held[i])) return;
-        if (rc) {
-            srv__offload_fail(r, (eng_status)rc, e.msg);
-            return;
-        }
+    for (int i = 0; i < r->off.n_held; i++) loaded += !store_task_resident(r->off.held[i]);
+    eng_err e = {0};
+    int bad = -1, rc = store_tasks_ensure(r->srv->reg, r->off.held, r->off.n_held, &bad, &e);
+    /* a broken current version: the request goes round again on the version standing in */
+    if (rc && rc != ENG_NO_MEMORY && rc != ENG_LIMIT && bad >= 0 && replaced_after_failure(r, r->off.held[bad])) return;
+    if (rc) {
+        srv__offload_fail(r, (eng_status)rc, e.msg);
+        return;
     }
     if (loaded) {
         srv__metrics_lazy_load(r->srv->metrics, srv__now() - t0);

@@ -133,13 +133,19 @@ store_model *store_model_acquire_at(store_registry *r, int i);
  * failure other than ENG_NO_MEMORY t is listed as failed from then on, and when it was current the
  * newest remaining version is current in its place (store_task_acquire returns it). */
 int store_task_ensure(store_registry *r, store_task *t, eng_err *err);
+/* store_task_ensure for the n tasks one request holds together, in order, within the memory
+ * budget: with a budget, more than one task whose weights together exceed it is ENG_LIMIT, with a
+ * reason naming the sizes (found before loading what the last loads already measured, else after
+ * one load too many), so a fan-out is refused instead of pinning several times the budget. One task
+ * alone may exceed the budget. Returns 0, or the first failure's status with *failed (when not
+ * NULL) set to its index. */
+int store_tasks_ensure(store_registry *r, store_task *const *v, int n, int *failed, eng_err *err);
 /* 1 when t's weights are loaded. */
 int store_task_resident(const store_task *t);
 
-/* Reference counting; releasing NULL does nothing. A count below zero is a programmer error. */
-void store_task_retain(store_task *t);
+/* Reference counting (references come from the acquire functions); releasing NULL does nothing. A
+ * count below zero is a programmer error. */
 void store_task_release(store_task *t);
-void store_model_retain(store_model *m);
 void store_model_release(store_model *m);
 
 /* ---- version management (serialized; each persists the state file) ---- */
@@ -226,7 +232,6 @@ int store_task_num_labels(const store_task *t);
 int store_task_skip_min(const store_task *t);
 int store_task_skip_max(const store_task *t);
 int store_task_skip_default(const store_task *t);
-int store_task_pinned(const store_task *t);
 /* When t serves because the version recorded as current failed (at start-up, or at its first load
  * under a memory budget): returns why (and that
  * version's name in *from when from is not NULL); NULL once another version was made current. */
