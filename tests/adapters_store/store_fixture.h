@@ -23,14 +23,20 @@
 static const char *const fixture_tasks[] = {"cls_lora", "fusion", "ml", "ner", "peft", "qa", "reg"};
 #define N_FIXTURE_TASKS 7
 
+/* Runs a shell command made from fmt; the test fails when it fails. */
+static inline void fx_vsh(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
+static inline void fx_vsh(const char *fmt, va_list ap) {
+    char cmd[4096];
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    cr_assert_eq(system(cmd), 0, "command failed: %s", cmd);
+}
+
 static inline void fx_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static inline void fx_sh(const char *fmt, ...) {
-    char cmd[4096];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    fx_vsh(fmt, ap);
     va_end(ap);
-    cr_assert_eq(system(cmd), 0, "command failed: %s", cmd);
 }
 
 /* Copies the fixture registry into a new scratch folder; dir receives its path. */
@@ -69,6 +75,14 @@ static inline void fx_copy_files(const char *src, const char *dst) {
         close(in), close(out);
     }
     closedir(d);
+}
+
+/* Expects task's current version to be want. */
+static inline void fx_expect_current(store_registry *r, const char *task, const char *want, const char *why) {
+    store_task *t = store_task_acquire(r, task, strlen(task));
+    cr_assert(t, "%s: task %s is served", why, task);
+    cr_expect_str_eq(store_task_version(t), want, "%s", why);
+    store_task_release(t);
 }
 
 /* A staging folder in dir/tasks/ holding a copy of the LoRA fixture, as an upload leaves it. */

@@ -27,13 +27,6 @@ static const char *current_of(json_t *root, const char *task) {
     return json_string_value(json_object_get(json_object_get(json_object_get(root, "tasks"), task), "current"));
 }
 
-static void expect_current(store_registry *r, const char *task, const char *want, const char *why) {
-    store_task *t = store_task_acquire(r, task, strlen(task));
-    cr_assert(t, "%s: task %s is served", why, task);
-    cr_expect_str_eq(store_task_version(t), want, "%s", why);
-    store_task_release(t);
-}
-
 Test(state, the_written_file_is_plain_json_with_every_task) {
     store_registry *r = fx_open(reg_dir, 0);
     eng_err e = {0};
@@ -69,13 +62,13 @@ Test(state, another_writers_change_is_followed_in_place_or_by_rename) {
     store_registry *r = fx_open(reg_dir, 0);
     eng_err e = {0};
     cr_assert_eq(store_activate(r, "cls_lora", "1", &e), 0, "%s", e.msg);
-    expect_current(r, "cls_lora", "1", "activated");
+    fx_expect_current(r, "cls_lora", "1", "activated");
     edit_entry("0", 0); /* in place: same inode, other size and times */
     cr_assert_geq(store_rescan(r, &e), 0, "%s", e.msg);
-    expect_current(r, "cls_lora", "0", "an edit in place is read again");
+    fx_expect_current(r, "cls_lora", "0", "an edit in place is read again");
     edit_entry("1", 1);
     cr_assert_geq(store_rescan(r, &e), 0, "%s", e.msg);
-    expect_current(r, "cls_lora", "1", "a renamed-in file is read again");
+    fx_expect_current(r, "cls_lora", "1", "a renamed-in file is read again");
     /* and this process's next write keeps the other writer's entry */
     cr_assert_eq(store_pin(r, "qa", 1, &e), 0, "%s", e.msg);
     json_t *root = load_state();
@@ -90,7 +83,7 @@ Test(state, a_file_that_does_not_parse_is_not_followed_and_is_replaced_by_the_ne
     cr_assert_eq(store_activate(r, "cls_lora", "0", &e), 0, "%s", e.msg);
     fx_sh("echo '{\"tasks\": {\"cls_lora\": {\"current\": \"1\"' > '%s'", state_path);
     cr_assert_geq(store_rescan(r, &e), 0, "%s", e.msg);
-    expect_current(r, "cls_lora", "0", "a broken state file changes nothing");
+    fx_expect_current(r, "cls_lora", "0", "a broken state file changes nothing");
     cr_assert_eq(store_pin(r, "qa", 1, &e), 0, "%s", e.msg);
     json_t *root = load_state();
     cr_expect_str_eq(current_of(root, "cls_lora") ?: "", "0", "rewritten from what this process serves");
@@ -99,6 +92,6 @@ Test(state, a_file_that_does_not_parse_is_not_followed_and_is_replaced_by_the_ne
     /* a restart reads the rewritten file */
     store_free(r);
     r = fx_open(reg_dir, 0);
-    expect_current(r, "cls_lora", "0", "after a restart");
+    fx_expect_current(r, "cls_lora", "0", "after a restart");
     store_free(r);
 }
