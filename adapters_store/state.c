@@ -7,6 +7,13 @@
  * recorded version unless one above max exists, then the highest), so replicas agree and a version
  * dropped in by hand still wins.
  *
+ * Cost. The file holds every task (about 40 bytes each), so the format stays one file that
+ * replicas and operators read whole; what grew with N was the rest: a JSON tree built, sorted and
+ * dumped at every write and parsed at every rescan (200 ms a write at 10,000 tasks). Now one parser
+ * fills a sorted doc (state_doc) that is kept with the file's identity (inode, size, times) and
+ * parsed again only when another writer changed the file, and the writer prints the doc directly:
+ * 8 ms a write at 10,000 tasks, most of it the fsync.
+ *
  * Depends on disk.c and table.c (the table says what this process serves; it is read under
  * reg->mu, the file is written outside it). Nothing here loads weights. */
 #define _GNU_SOURCE
