@@ -332,15 +332,17 @@ static void do_repo_unload(srv_request *r) {
 static enum MHD_Result repo_index(srv_request *r) {
     store_registry *reg = r->srv->reg;
     json_t *a = json_array();
-    for (int i = 0, n = store_n_tasks(reg); a && i < n; i++) {
-        store_task *t = store_task_acquire_at(reg, i);
-        if (!t) continue;
+    store_task **all = NULL;
+    int n = a ? store_tasks_acquire(reg, &all) : 0;
+    for (int i = 0; i < n; i++) {
+        store_task *t = all[i];
         int res = store_task_resident(t);
         json_array_append_new(a, json_pack("{s:s,s:s,s:s,s:s}", "name", store_task_name(t), "version", store_task_version(t),
                                            "state", res ? "READY" : "UNAVAILABLE", "reason",
                                            res ? "" : "not loaded (loads on first request or /load)"));
-        store_task_release(t);
     }
+    store_tasks_release(all, n);
+    if (n < 0) json_decref(a), a = NULL;
     char *j = a ? json_dumps(a, JSON_COMPACT) : NULL;
     json_decref(a);
     return srv__send_json(r, 200, j, j ? strlen(j) : 0);

@@ -384,12 +384,11 @@ char *srv__metrics_render(srv_metrics *m, const srv_metrics_live *live, size_t *
     /* the registry: residency, loads, evictions */
     put(&b, "# HELP adapterd_task_resident 1 when the task's current version is loaded in memory.\n"
             "# TYPE adapterd_task_resident gauge\n");
-    for (int i = 0, n = m->reg ? store_n_tasks(m->reg) : 0; i < n; i++) {
-        store_task *t = store_task_acquire_at(m->reg, i);
-        if (!t) continue;
-        put(&b, "adapterd_task_resident{task=\"%s\"} %d\n", store_task_name(t), store_task_resident(t));
-        store_task_release(t);
-    }
+    store_task **all = NULL;
+    int n_all = m->reg ? store_tasks_acquire(m->reg, &all) : 0;
+    for (int i = 0; i < n_all; i++)
+        put(&b, "adapterd_task_resident{task=\"%s\"} %d\n", store_task_name(all[i]), store_task_resident(all[i]));
+    store_tasks_release(all, n_all);
     /* the CPU: its level, the level the kernels run at, and each precision's kernel family */
     put(&b, "# HELP adapterd_cpu_info 1, labelled with the CPU's vector level (detected), the level the engine's kernels "
             "run at (below --cpu-level / ADAPTERD_CPU_LEVEL) and the kernel family of each backbone precision.\n"

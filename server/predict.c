@@ -111,12 +111,16 @@ static int plan_for_latency(srv_server *s, srv_job *j, double target_ms, eng_sta
  * job_prepare, which answers 404. */
 static int acquire_named(srv_request *r, store_task ***held, int *n_held) {
     store_registry *reg = r->srv->reg;
-    int n = r->preq.n_tasks ? r->preq.n_tasks : store_n_tasks(reg), missing = 0, k = 0;
-    store_task **v = calloc((size_t)n + 1, sizeof *v);
-    if (!v) return -1;
+    int n = r->preq.n_tasks, missing = 0, k = 0;
+    store_task **v = NULL;
+    if (!n) { /* every task: one snapshot */
+        if ((k = store_tasks_acquire(reg, &v)) < 0) return -1;
+        for (int i = 0; i < k; i++) missing += !store_task_resident(v[i]);
+    } else if (!(v = calloc((size_t)n + 1, sizeof *v))) {
+        return -1;
+    }
     for (int i = 0; i < n; i++) {
-        store_task *t = r->preq.n_tasks ? srv__task_acquire_spec(reg, r->preq.tasks[i], strlen(r->preq.tasks[i]))
-                                        : store_task_acquire_at(reg, i);
+        store_task *t = srv__task_acquire_spec(reg, r->preq.tasks[i], strlen(r->preq.tasks[i]));
         if (!t) continue;
         v[k++] = t;
         missing += !store_task_resident(t);
@@ -157,16 +161,14 @@ static bool replaced_after_failure(srv_request *r, const store_task *t) {
 static void load_tasks(srv_request *r) {
     double t0 = srv__now();
     int loaded = 0;
-    for (int i = 0; i < r->off.n_held; i++) {
-        eng_err e = {0};
-        loaded += !store_task_resident(r->off.held[i]);
-        int rc = store_task_ensure(r->srv->reg, r->off.held[i], &e);
-        /* a broken current version: the request goes round again on the version standing in */
-        if (rc && rc != ENG_NO_MEMORY && replaced_after_failure(r, r->off.held[i])) return;
-        if (rc) {
-            srv__offload_fail(r, (eng_status)rc, e.msg);
-            return;
-        }
+    for (int i = 0; i < r->off.n_held; i++) loaded += !store_task_resident(r->off.held[i]);
+    eng_err e = {0};
+    int bad = -1, rc = store_tasks_ensure(r->srv->reg, r->off.held, r->off.n_held, &bad, &e);
+    /* a broken current version: the request goes round again on the version standing in */
+    if (rc && rc != ENG_NO_MEMORY && rc != ENG_LIMIT && bad >= 0 && replaced_after_failure(r, r->off.held[bad])) return;
+    if (rc) {
+        srv__offload_fail(r, (eng_status)rc, e.msg);
+        return;
     }
     if (loaded) {
         srv__metrics_lazy_load(r->srv->metrics, srv__now() - t0);
@@ -274,7 +276,10 @@ typedef enum {
 /* Resolves tasks and skips, tokenizes. */
 static prepare_result job_prepare(srv_request *r, srv_job *j, const proto_predict_req *p, eng_status *code, char *msg, size_t msz) {
     srv_server *s = r->srv;
-    int n_tasks = p->n_tasks ? p->n_tasks : store_n_tasks(s->reg);
+    /* a request without "tasks" runs every task of one snapshot, owned by the job from here */
+    store_task **all = NULL;
+    int n_tasks = p->n_tasks ? p->n_tasks : store_tasks_acquire(s->reg, &all);
+    if (all) j->tasks = all, j->n_tasks = n_tasks;
     j->req = r;
     snprintf(j->id, sizeof j->id, "%s", r->id);
     j->request_id = j->id;
@@ -286,7 +291,7 @@ static prepare_result job_prepare(srv_request *r, srv_job *j, const proto_predic
     j->v2_outputs = p->v2_outputs;
     j->latency_ms = j->predicted_ms = -1;
     j->load_ms = r->off.load_s * 1e3;
-    if (!(j->tasks = calloc((size_t)n_tasks, sizeof *j->tasks)) || !(j->treqs = calloc((size_t)n_tasks, sizeof *j->treqs)) ||
+    if (n_tasks < 0 || (!all && !(j->tasks = calloc((size_t)n_tasks, sizeof *j->tasks))) || !(j->treqs = calloc((size_t)n_tasks, sizeof *j->treqs)) ||
         !(j->skip_src = calloc((size_t)n_tasks, sizeof *j->skip_src)) ||
         !(j->enc = calloc((size_t)p->n_inputs, sizeof *j->enc)) || !(j->truncated = calloc((size_t)p->n_inputs, sizeof(int)))) {
         *code = ENG_NO_MEMORY;
@@ -294,15 +299,13 @@ static prepare_result job_prepare(srv_request *r, srv_job *j, const proto_predic
         return PREPARE_FAILED;
     }
     for (int k = 0; k < n_tasks; k++) {
-        store_task *t = p->n_tasks ? srv__task_acquire_spec(s->reg, p->tasks[k], strlen(p->tasks[k]))
-                                   : store_task_acquire_at(s->reg, k);
+        store_task *t = all ? all[k] : srv__task_acquire_spec(s->reg, p->tasks[k], strlen(p->tasks[k]));
         if (!t) {
             *code = ENG_NOT_FOUND;
-            snprintf(msg, msz, "unknown task \"%.100s\" (GET /v1/tasks lists them and their versions)",
-                     p->n_tasks ? p->tasks[k] : "?");
+            snprintf(msg, msz, "unknown task \"%.100s\" (GET /v1/tasks lists them and their versions)", p->tasks[k]);
             return PREPARE_FAILED;
         }
-        j->tasks[j->n_tasks++] = t;
+        if (!all) j->tasks[j->n_tasks++] = t;
         if (!j->model) j->model = store_task_model(t);
         if (store_task_model(t) != j->model) {
             *code = ENG_INVALID_ARGUMENT;

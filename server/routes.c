@@ -88,25 +88,22 @@ static enum MHD_Result route_tasks(srv_request *r) {
     if (proto_tasks_page_parse(MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "limit"),
                                MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "after"), &pg, &perr))
         return srv__send_error(r, perr.code, perr.msg);
-    int n = store_n_tasks(r->srv->reg), more = 0;
-    proto_task_info *ti = calloc((size_t)pg.limit + 1, sizeof *ti);
-    store_task **ts = calloc((size_t)pg.limit + 1, sizeof *ts);
-    if (!ti || !ts) {
-        free(ti), free(ts);
+    store_task **ts = NULL;
+    int n = store_tasks_acquire(r->srv->reg, &ts), more = 0;
+    proto_task_info *ti = n >= 0 ? calloc((size_t)pg.limit + 1, sizeof *ti) : NULL;
+    if (!ti) {
+        if (n >= 0) store_tasks_release(ts, n);
         return srv__send_error(r, ENG_NO_MEMORY, "out of memory");
     }
     task_versions *tv = calloc((size_t)pg.limit + 1, sizeof *tv);
     int k = 0, oom = !tv;
-    for (int i = 0; !oom && !more && i < n; i++)
-        if ((ts[k] = store_task_acquire_at(r->srv->reg, i))) {
-            if (!proto_tasks_page_after(&pg, store_task_name(ts[k])) || (more = k == pg.limit)) {
-                store_task_release(ts[k]);
-                continue;
-            }
-            fill_task_info(ts[k], &ti[k]);
-            oom |= versions_fill(r->srv->reg, store_task_name(ts[k]), &tv[k], &ti[k]);
-            k++;
-        }
+    for (int i = 0; !oom && i < n; i++) {
+        if (!proto_tasks_page_after(&pg, store_task_name(ts[i]))) continue;
+        if ((more = k == pg.limit)) break;
+        fill_task_info(ts[i], &ti[k]);
+        oom |= versions_fill(r->srv->reg, store_task_name(ts[i]), &tv[k], &ti[k]);
+        k++;
+    }
     /* tasks with no version that loads: their failed versions and why */
     char **un = NULL;
     int nu = oom || pg.after ? 0 : store_unserved_task_names(r->srv->reg, &un);
@@ -120,13 +117,14 @@ static enum MHD_Result route_tasks(srv_request *r) {
     }
     size_t len = 0;
     char *j = oom ? NULL : proto_tasks_encode(ti, k, ut, nu > 0 ? nu : 0, more ? ti[k - 1].name : NULL, &len);
-    for (int i = 0; i < k; i++) store_task_release(ts[i]), versions_free(&tv[i]);
+    for (int i = 0; i < k; i++) versions_free(&tv[i]);
+    store_tasks_release(ts, n);
     for (int i = 0; i < nu; i++) {
         free(un[i]);
         if (uv) versions_free(&uv[i]);
     }
     free(un), free(ut), free(uv);
-    free(ti), free(ts), free(tv);
+    free(ti), free(tv);
     return srv__send_json(r, 200, j, len);
 }
 

@@ -46,12 +46,13 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_http_engine: %s\n", err.msg);
         return 1;
     }
-    int n_all = store_n_tasks(reg), n_tasks = 0;
+    store_task **all = NULL;
+    int n_all = store_tasks_acquire(reg, &all), n_tasks = 0;
+    if (n_all < 0) n_all = 0;
     store_task **ts = calloc((size_t)n_all + 1, sizeof *ts);
     eng_task_req *treqs = calloc((size_t)n_all + 1, sizeof *treqs);
     for (int i = 0; i < n_all; i++) {
-        store_task *t = store_task_acquire_at(reg, i);
-        if (!t) continue;
+        store_task *t = all[i]; /* each reference kept in ts or released here */
         if (tasks_arg) {
             const char *nm = store_task_name(t);
             size_t nl = strlen(nm);
@@ -68,6 +69,7 @@ int main(int argc, char **argv) {
         treqs[n_tasks] = (eng_task_req){store_task_engine(t), store_task_skip_default(t)};
         n_tasks++;
     }
+    free(all);
     if (!n_tasks) {
         fprintf(stderr, "bench_http_engine: no task\n");
         return 1;

@@ -1,4 +1,4 @@
-/* test_store.c - adapters_store/store.c on a copy of tests/fixtures/registry (bert-tiny, seven
+/* test_store.c - the store (open, versions, the state file; adapters_store/) on a copy of tests/fixtures/registry (bert-tiny, seven
  * tasks; cls_lora has versions 0 and 1, and 1's task.json allows skips 0..1). The fixture's version
  * folders link to tests/fixtures/adapters; the copy links to the same targets. */
 #define _GNU_SOURCE
@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "adapters_store/store.h"
+#include "store_fixture.h"
 
 static char reg_dir[64];
 static size_t src_len;
@@ -55,15 +56,7 @@ static void remove_registry(void) { store_remove_dir(reg_dir); }
 
 TestSuite(store, .init = copy_registry, .fini = remove_registry);
 
-static store_registry *open_reg(size_t budget) {
-    store_params p = store_default_params();
-    p.verbose = 0;
-    p.memory_budget = budget;
-    store_registry *r = NULL;
-    eng_err e = {0};
-    cr_assert_eq(store_open(reg_dir, &p, &r, &e), 0, "%s", e.msg);
-    return r;
-}
+static store_registry *open_reg(size_t budget) { return fx_open(reg_dir, budget); }
 
 Test(store, scan_lists_tasks_with_their_current_version_and_skips) {
     store_registry *r = open_reg(0);
@@ -150,12 +143,10 @@ Test(store, remove_dir_removes_links_not_their_targets) {
 
 static void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void sh(const char *fmt, ...) {
-    char cmd[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    fx_vsh(fmt, ap);
     va_end(ap);
-    cr_assert_eq(system(cmd), 0, "command failed: %s", cmd);
 }
 
 static int exists(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -176,10 +167,7 @@ static void stage(char *out, size_t n, const char *tag) {
 }
 
 static void expect_current(store_registry *r, const char *task, const char *want, const char *why) {
-    store_task *t = store_task_acquire(r, task, strlen(task));
-    cr_assert(t, "%s: task %s is served", why, task);
-    cr_expect_str_eq(store_task_version(t), want, "%s", why);
-    store_task_release(t);
+    fx_expect_current(r, task, want, why);
 }
 
 Test(store, an_upload_not_activated_stays_not_current_after_a_restart) {

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "adapters_store/store.h"
+#include "store_test.h"
 #include "fuzz_fixture.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -161,4 +161,12 @@ for body in [{"model": "bert-tiny", "adapters": ["t0", "t1", "t2", "t3"], "fusio
               "skips": {"min": 0, "max": 1, "default": 0}, "labels": ["neg", "pos"], "pinned": True}]:
     for opt in (0, 1):
         put("task_json", bytes([opt]) + json.dumps(body).encode())
+# --- .adapterd-state.json: version 2, version 1 (no max), tombstones, types out of place ---
+for body in [{"version": 2, "tasks": {"cls": {"current": "2", "max": 3, "pinned": True}, "ner": {"current": "1", "max": 1}},
+              "deleted": ["cls/0"]},
+             {"tasks": {"cls": {"current": "1"}}},
+             {"version": 2, "tasks": {"a": {}, "b": {"pinned": True}, "c": 5}, "deleted": ["a/1", 7, None]},
+             {"version": 2, "tasks": [], "deleted": {}}]:
+    put("state", json.dumps(body, indent=2).encode())
+put("state", b'["not an object"]')
 print("seeds written under", os.path.relpath(OUT, ROOT), file=sys.stderr)

@@ -105,15 +105,23 @@ const char *store_dir(const store_registry *r);
  * 0, or -1 with errno set when something could not be removed. */
 int store_remove_dir(const char *dir);
 
-/* Number of tasks and models (tasks change with hot loading; an index may go stale at once). */
+/* Number of tasks (a count for logs and tests: tasks change with hot loading, so it says nothing
+ * about a later call; "every task" is store_tasks_acquire) and of models (fixed at open). */
 int store_n_tasks(const store_registry *r);
 int store_n_models(const store_registry *r);
 
 /* Returns a new reference to the current version of the task named name (len bytes), or NULL
  * when there is none. The version may not be resident (see store_task_ensure). */
 store_task *store_task_acquire(store_registry *r, const char *name, size_t len);
-/* Returns a new reference to the current version of the i-th task in name order, or NULL. */
-store_task *store_task_acquire_at(store_registry *r, int i);
+/* Every task at once: references to the current version of each task, in name order, all taken
+ * under one lock, so a task added or deleted meanwhile is either wholly in or wholly out. Returns
+ * the count and sets *out to a malloc'd array of that many references (release them all with
+ * store_tasks_release, which frees the array; or each with store_task_release, then free the
+ * array), or ENG_NO_MEMORY with *out NULL. */
+int store_tasks_acquire(store_registry *r, store_task ***out);
+/* Drops the n references of a store_tasks_acquire array under one lock and frees the array;
+ * NULL does nothing. */
+void store_tasks_release(store_task **v, int n);
 /* Returns a new reference to version `version` of task `name`, or NULL. */
 store_task *store_task_acquire_version(store_registry *r, const char *name, const char *version);
 /* Returns a new reference to the i-th model in name order, or NULL. */
@@ -125,13 +133,19 @@ store_model *store_model_acquire_at(store_registry *r, int i);
  * failure other than ENG_NO_MEMORY t is listed as failed from then on, and when it was current the
  * newest remaining version is current in its place (store_task_acquire returns it). */
 int store_task_ensure(store_registry *r, store_task *t, eng_err *err);
+/* store_task_ensure for the n tasks one request holds together, in order, within the memory
+ * budget: with a budget, more than one task whose weights together exceed it is ENG_LIMIT, with a
+ * reason naming the sizes (found before loading what the last loads already measured, else after
+ * one load too many), so a fan-out is refused instead of pinning several times the budget. One task
+ * alone may exceed the budget. Returns 0, or the first failure's status with *failed (when not
+ * NULL) set to its index. */
+int store_tasks_ensure(store_registry *r, store_task *const *v, int n, int *failed, eng_err *err);
 /* 1 when t's weights are loaded. */
 int store_task_resident(const store_task *t);
 
-/* Reference counting; releasing NULL does nothing. A count below zero is a programmer error. */
-void store_task_retain(store_task *t);
+/* Reference counting (references come from the acquire functions); releasing NULL does nothing. A
+ * count below zero is a programmer error. */
 void store_task_release(store_task *t);
-void store_model_retain(store_model *m);
 void store_model_release(store_model *m);
 
 /* ---- version management (serialized; each persists the state file) ---- */
@@ -143,16 +157,6 @@ void store_model_release(store_model *m);
  * version's files are on disk (fsynced) and the state file records the outcome before this returns
  * 0; a full disk is ENG_NO_SPACE. On failure staged is left for the caller to remove (nothing is
  * published) and the task keeps serving its current version; err carries the reason. */
-/* For tests and the fuzz harness: reads and validates the version folder vdir of task name as
- * store_version_add does before publishing (metadata, then every weight loaded), with task_json
- * (len bytes, no NUL needed) as its task.json, or the folder's own when task_json is NULL; the
- * version is the folder's last name. Loads, lists and writes nothing, except that a refused version
- * is listed as failed with its reason (store_versions), as a scan lists it, until a check of the
- * same name and version passes. Returns 0 when the version would be accepted, else the status
- * store_version_add would answer, with err set. */
-int store__version_check(store_registry *r, const char *name, const char *vdir, const char *task_json, size_t len,
-                         eng_err *err);
-
 int store_version_add(store_registry *r, const char *name, const char *version, const char *staged, int activate,
                       eng_err *err);
 /* Loads (validates) version and then makes it current. ENG_NOT_FOUND for an unknown task/version. */
@@ -228,7 +232,6 @@ int store_task_num_labels(const store_task *t);
 int store_task_skip_min(const store_task *t);
 int store_task_skip_max(const store_task *t);
 int store_task_skip_default(const store_task *t);
-int store_task_pinned(const store_task *t);
 /* When t serves because the version recorded as current failed (at start-up, or at its first load
  * under a memory budget): returns why (and that
  * version's name in *from when from is not NULL); NULL once another version was made current. */

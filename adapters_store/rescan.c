@@ -1,0 +1,248 @@
+/* rescan.c - store_rescan: what changed on disk since the last look (versions dropped in by
+ * hand, task folders removed, a state file another replica wrote) applied to the table.
+ *
+ * The last part: it uses every other one (a version found here is validated and listed as an
+ * upload is, versions.c) and nothing calls into it but the server's watcher. */
+#define _GNU_SOURCE
+#include "store_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- rescan (directory watch) ---- */
+
+/* Unlists the versions of task name whose folder is gone (another writer deleted them), the
+ * current one last: when it went too, the highest of the others is current (loaded on first use).
+ *
+ * The folders are checked outside reg->mu, which every request takes to find its task (a network
+ * file system may take long over a stat): the versions' folders are copied under the lock, checked
+ * without it, and what is gone is unlisted under it again if still listed. No reference is taken
+ * meanwhile (one would keep the version from being evicted); a version is recognized by its
+ * address, which stays its own: admin_mu, held by the caller, keeps out every listing of a new
+ * version, and the only other change, a failed load, unlists. */
+static void unlist_gone(store_registry *r, const char *name) {
+    store_task **v = NULL;
+    char **dirs = NULL;
+    int nv = 0, nd = 0;
+    pthread_mutex_lock(&r->mu);
+    store_entry *e = store__get_entry(r, name);
+    int n = e ? e->n : 0;
+    if (n && (v = calloc(2 * (size_t)n, sizeof *v)) && (dirs = calloc((size_t)n, sizeof *dirs)))
+        for (; nv < n && (dirs[nv] = strdup(e->v[nv]->dir)); nv++) v[nv] = e->v[nv];
+    pthread_mutex_unlock(&r->mu);
+    store_task **gone = v ? v + n : NULL; /* the second half: those whose folder is gone */
+    int ng = 0;
+    for (int k = 0; k < nv; k++)
+        if (!store__dir_exists(dirs[k])) gone[ng++] = v[k];
+    store__free_strs(dirs, nv);
+    detached d = {0};
+    if (ng) {
+        pthread_mutex_lock(&r->mu);
+        e = store__get_entry(r, name);
+        store_task *cur_gone = NULL;
+        for (int k = 0; e && k < ng; k++) {
+            store_task *t = gone[k];
+            int listed = 0;
+            for (int i = 0; i < e->n && !listed; i++) listed = e->v[i] == t;
+            if (!listed) continue;
+            if (t == e->cur) cur_gone = t;
+            else store__unlist_locked(r, e, t), gone[nd++] = t;
+        }
+        if (cur_gone && e->n > 1) {
+            store_task *next = e->v[e->n - 1] == cur_gone ? e->v[e->n - 2] : e->v[e->n - 1];
+            store__set_current_locked(r, e, next, &d);
+        }
+        if (cur_gone) store__unlist_locked(r, e, cur_gone), gone[nd++] = cur_gone;
+        pthread_mutex_unlock(&r->mu);
+    }
+    store__free_detached(&d);
+    for (int k = 0; k < nd; k++) { /* unlisted: their listing's references are ours to drop */
+        store__log(r, "task %s version %s: its directory is gone; unlisted", name, gone[k]->version);
+        store_task_release(gone[k]);
+    }
+    free(v);
+}
+
+/* Follows what other writers did: versions whose directory is gone are unlisted, and every task's
+ * current version and pin are set from the state file by rule_current. A new current version is
+ * loaded (validated) before it is served; one that does not load leaves the task as it was. */
+static void follow_state(store_registry *r, const state_doc *root) {
+    char **names = NULL;
+    int n = store_task_names(r, &names);
+    for (int i = 0; i < n; i++) {
+        state_task st = store__state_of(root, names[i]);
+        char want[32] = "";
+        unlist_gone(r, names[i]);
+        pthread_mutex_lock(&r->mu);
+        store_entry *e = store__get_entry(r, names[i]);
+        if (e) {
+            e->admin_pinned = st.pinned;
+            store_task *t = store__rule_current(e, &st);
+            if (t && t != e->cur) snprintf(want, sizeof want, "%s", t->version);
+        }
+        pthread_mutex_unlock(&r->mu);
+        if (!want[0]) continue;
+        store_task *t = store_task_acquire_version(r, names[i], want);
+        eng_err e2 = {0};
+        if (t && store_task_ensure(r, t, &e2) == 0) {
+            detached d = {0};
+            pthread_mutex_lock(&r->mu);
+            e = store__get_entry(r, names[i]);
+            if (e && atomic_load(&t->listed)) store__set_current_locked(r, e, t, &d);
+            pthread_mutex_unlock(&r->mu);
+            store__free_detached(&d);
+            store__log(r, "task %s: version %s is current (registry state)", names[i], want);
+        } else if (t) {
+            fprintf(stderr, "adapterd: task %s version %s named by the registry state does not load: %s\n", names[i], want,
+                    e2.msg);
+        }
+        store_task_release(t);
+    }
+    store__free_strs(names, n > 0 ? n : 0);
+}
+
+/* Failed versions whose folder was removed by hand are no longer listed: their keys copied under
+ * reg->mu, the folders checked without it, the records of those gone dropped under it again. */
+static void forget_gone_failures(store_registry *r) {
+    pthread_mutex_lock(&r->mu);
+    int nb = r->n_broken, n = 0;
+    char **keys = calloc(2 * (size_t)nb + 1, sizeof *keys); /* name, version pairs */
+    for (int i = 0; keys && i < nb; i++, n += 2)
+        if (!(keys[n] = strdup(r->broken[i].name)) || !(keys[n + 1] = strdup(r->broken[i].version))) {
+            n += !!keys[n];
+            break;
+        }
+    pthread_mutex_unlock(&r->mu);
+    if (!keys) return;
+    char vdir[PATH_MAX];
+    for (int i = 0; i + 1 < n; i += 2) {
+        store__pathf(vdir, sizeof vdir, "%s/tasks/%s/%s", r->dir, keys[i], keys[i + 1]);
+        if (store__dir_exists(vdir)) continue;
+        pthread_mutex_lock(&r->mu);
+        store__broken_remove_locked(r, keys[i], keys[i + 1]);
+        pthread_mutex_unlock(&r->mu);
+    }
+    store__free_strs(keys, n);
+}
+
+int store_rescan(store_registry *r, eng_err *err) {
+    pthread_mutex_lock(&r->admin_mu);
+    const state_doc *state = store__state_load(r);
+    char tasks[PATH_MAX], tdir[PATH_MAX], vdir[PATH_MAX];
+    store__pathf(tasks, sizeof tasks, "%s/tasks", r->dir);
+    char **names = NULL;
+    int n = store__list_subdirs(tasks, &names, err), added = 0;
+    if (n < 0) {
+        pthread_mutex_unlock(&r->admin_mu);
+        return n;
+    }
+    for (int i = 0; i < n; i++) {
+        if (!store__valid_name(names[i])) continue;
+        store__pathf(tdir, sizeof tdir, "%s/%s", tasks, names[i]);
+        /* copied: the state writes below change the doc */
+        state_task st = store__state_of(state, names[i]);
+        int st_current = st.current != NULL;
+        long st_max = st.max;
+        char **vers = NULL;
+        int nv = store__list_subdirs(tdir, &vers, NULL);
+        for (int k = 0; k < nv; k++) {
+            long vn = store__version_number(vers[k]);
+            if (store__version_noncanonical(vers[k])) {
+                store__pathf(vdir, sizeof vdir, "%s/%s", tdir, vers[k]);
+                if (!store__bad_seen(r, names[i], vers[k], store__fingerprint(vdir), 1)) {
+                    char why[128];
+                    store__pathf(why, sizeof why, "version folder name \"%.40s\" has a leading zero (name it %ld)", vers[k],
+                          strtol(vers[k], NULL, 10));
+                    fprintf(stderr, "adapterd: task %s version %s rejected: %s\n", names[i], vers[k], why);
+                    store__broken_add(r, names[i], vers[k], why);
+                }
+                continue;
+            }
+            if (vn < 0 || store__tomb_index(r, names[i], vers[k]) >= 0) continue;
+            pthread_mutex_lock(&r->mu);
+            store_entry *e = store__get_entry(r, names[i]);
+            store_task *known = store__find_version(e, vers[k]);
+            /* copied under the lock: a failed load may unlist (and free) it meanwhile */
+            uint64_t known_fp = known ? known->fingerprint : 0;
+            int reported = known && known->changed_reported;
+            long curv = e && e->cur ? e->cur->vnum : -1;
+            pthread_mutex_unlock(&r->mu);
+            store__pathf(vdir, sizeof vdir, "%s/%s", tdir, vers[k]);
+            if (known) {
+                /* immutable: report a change once, never reload it */
+                if (reported || store__fingerprint(vdir) == known_fp) continue;
+                pthread_mutex_lock(&r->mu);
+                known = store__find_version(store__get_entry(r, names[i]), vers[k]);
+                if (known && !known->changed_reported) known->changed_reported = 1, r->st.changed++;
+                else known = NULL;
+                pthread_mutex_unlock(&r->mu);
+                if (known)
+                    fprintf(stderr, "adapterd: task %s version %s changed on disk; versions are immutable, it is not "
+                                    "reloaded (upload a new version)\n", names[i], vers[k]);
+                continue;
+            }
+            uint64_t fp = store__fingerprint(vdir);
+            if (store__bad_seen(r, names[i], vers[k], fp, 0)) continue;
+            store_task *t = NULL;
+            eng_task *et = NULL;
+            double dt = 0;
+            eng_err e2 = {0};
+            if (store__meta_read(r, names[i], vers[k], vdir, &t, &e2) || store__validate(r, t, &et, &dt, &e2)) {
+                fprintf(stderr, "adapterd: task %s version %s rejected: %s\n", names[i], vers[k], e2.msg);
+                if (t) store__task_destroy(t);
+                store__bad_seen(r, names[i], vers[k], fp, 1);
+                store__broken_add(r, names[i], vers[k], e2.msg);
+                continue;
+            }
+            /* above the current one and above what the state file had seen (rule_current) */
+            int make_current = vn > curv && (!st_current || vn > st_max);
+            /* the state file first, as for an upload, and only if no writer recorded this number
+             * as not current meanwhile; if it cannot be written the version is listed, not current */
+            int skipped = 0;
+            state_change c = store__state_change(names[i]);
+            c.current = vers[k], c.only_if_above = vn;
+            if (make_current && store__state_write(r, &c, &skipped, &e2)) {
+                fprintf(stderr, "adapterd: task %s version %s: %s; listed, not made current\n", names[i], vers[k], e2.msg);
+                make_current = curv < 0;
+            } else if (skipped) {
+                make_current = curv < 0;
+            }
+            if (store__list_validated(r, t, et, dt, make_current, &e2) == 0) {
+                added++;
+                store__log(r, "task %s version %s loaded from the registry directory%s", names[i], vers[k],
+                      make_current ? " and is current" : "");
+            }
+        }
+        store__free_strs(vers, nv);
+    }
+    /* task directories removed by hand: drop them (requests in flight finish on what they hold) */
+    char **known = NULL;
+    int nk = store_task_names(r, &known);
+    for (int i = 0; i < nk; i++) {
+        store__pathf(tdir, sizeof tdir, "%s/%s", tasks, known[i]);
+        if (store__dir_exists(tdir)) continue;
+        pthread_mutex_lock(&r->mu);
+        store_entry *e = store__get_entry(r, known[i]);
+        if (e) store__drop_entry_locked(r, e);
+        while (e && e->n) {
+            store_task *t = e->v[0];
+            store__unlist_locked(r, e, t);
+            pthread_mutex_unlock(&r->mu);
+            store_task_release(t);
+            pthread_mutex_lock(&r->mu);
+        }
+        pthread_mutex_unlock(&r->mu);
+        if (e) {
+            store__entry_free(e);
+            store__log(r, "task %s: its directory is gone; dropped", known[i]);
+        }
+    }
+    store__free_strs(known, nk > 0 ? nk : 0);
+    store__free_strs(names, n);
+    forget_gone_failures(r);
+    /* read again: this rescan's own writes, and other writers' since it began */
+    if ((state = store__state_load(r))) follow_state(r, state);
+    pthread_mutex_unlock(&r->admin_mu);
+    return added;
+}

@@ -1,0 +1,126 @@
+/* test_rescan.c - adapters_store/rescan.c: a rescan checks folders outside the registry mutex, and
+ * still follows what was removed by hand.
+ *
+ * Every request takes reg->mu to find its task. A rescan stats every version folder (every 5 s by
+ * default, and on file events); on a network file system a stat may take long. Here the test hook
+ * (store_test.h) makes every folder check and fingerprint of the rescan take DELAY_MS, and lookups
+ * run meanwhile: none may wait anywhere near DELAY_MS. Before the checks moved out of the lock the
+ * same test (the hook placed at the same checks) measured a lookup held 400 ms. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "store_fixture.h"
+#include "store_test.h"
+
+#define DELAY_MS 100
+
+static char reg_dir[512];
+static void setup(void) { fx_copy(reg_dir, sizeof reg_dir); }
+static void teardown(void) {
+    store__fs_hook = NULL;
+    store_remove_dir(reg_dir);
+}
+TestSuite(rescan, .init = setup, .fini = teardown);
+
+static atomic_int slow_calls;
+static void slow_fs(const char *path) {
+    if (!strstr(path, "/tasks/")) return;
+    atomic_fetch_add(&slow_calls, 1);
+    usleep(DELAY_MS * 1000);
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+typedef struct {
+    store_registry *r;
+    atomic_int done;
+    int rc;
+} rescan_run;
+
+static void *run_rescan(void *arg) {
+    rescan_run *x = arg;
+    eng_err e = {0};
+    x->rc = store_rescan(x->r, &e);
+    atomic_store(&x->done, 1);
+    return NULL;
+}
+
+Test(rescan, lookups_are_not_held_up_by_a_slow_file_system, .timeout = 300) {
+    rescan_run x = {.r = fx_open(reg_dir, 0)};
+    store__fs_hook = slow_fs;
+    pthread_t th;
+    double t0 = now_ms();
+    cr_assert_eq(pthread_create(&th, NULL, run_rescan, &x), 0);
+    double worst = 0;
+    int lookups = 0;
+    while (!atomic_load(&x.done)) {
+        double a = now_ms();
+        store_task *t = store_task_acquire(x.r, "qa", 2);
+        cr_assert(t, "qa is served during the rescan");
+        store_task_release(t);
+        store_task **all = NULL;
+        int n = store_tasks_acquire(x.r, &all);
+        cr_assert_eq(n, N_FIXTURE_TASKS);
+        store_tasks_release(all, n);
+        double dt = now_ms() - a;
+        if (dt > worst) worst = dt;
+        lookups++;
+        usleep(1000);
+    }
+    pthread_join(th, NULL);
+    double rescan_ms = now_ms() - t0;
+    store__fs_hook = NULL;
+    cr_expect_eq(x.rc, 0, "nothing new to add");
+    cr_expect_gt(atomic_load(&slow_calls), 10, "the rescan went through the slow file system (%d checks)",
+                 atomic_load(&slow_calls));
+    cr_expect_gt(rescan_ms, 10.0 * DELAY_MS, "the rescan was slow (%.0f ms)", rescan_ms);
+    cr_expect_gt(lookups, 100, "lookups ran during the rescan (%d)", lookups);
+    cr_log_info("%d lookups during a %.0f ms rescan (%d slow checks): the slowest took %.2f ms", lookups, rescan_ms,
+                atomic_load(&slow_calls), worst);
+    cr_expect_lt(worst, DELAY_MS / 2.0, "the slowest of %d lookups took %.1f ms during a %.0f ms rescan whose folder "
+                 "checks take %d ms each", lookups, worst, rescan_ms, DELAY_MS);
+    store_free(x.r);
+}
+
+static int listed(store_registry *r, const char *task, const char *version, const char *state) {
+    store_version_info v[16];
+    int n = store_versions(r, task, v, 16);
+    for (int i = 0; i < n; i++)
+        if (!strcmp(v[i].version, version)) return !state || !strcmp(v[i].state, state);
+    return 0;
+}
+
+Test(rescan, versions_removed_by_hand_are_unlisted_the_current_one_last) {
+    store_registry *r = fx_open(reg_dir, 0);
+    eng_err e = {0};
+    /* a failed version (a leading zero), then its folder removed */
+    fx_sh("mkdir -p '%s/tasks/qa/07' && cp -rL '%s' '%s/tasks/qa/07/'", reg_dir, FIXTURE_LORA, reg_dir);
+    cr_assert_geq(store_rescan(r, &e), 0, "%s", e.msg);
+    cr_expect(listed(r, "qa", "07", "failed"), "a folder with a leading zero is listed as failed");
+    fx_sh("rm -rf '%s/tasks/qa/07'", reg_dir);
+    /* cls_lora serves 1; 0 goes first, then 1 with a third version 2 left */
+    fx_sh("mkdir -p '%s/tasks/cls_lora/2' && cp -rL '%s' '%s/tasks/cls_lora/2/'", reg_dir, FIXTURE_LORA, reg_dir);
+    cr_assert_eq(store_rescan(r, &e), 1, "version 2 is added: %s", e.msg);
+    store_task *t = store_task_acquire(r, "cls_lora", 8);
+    cr_assert(t);
+    cr_expect_str_eq(store_task_version(t), "2", "a version dropped in above the recorded max becomes current");
+    store_task_release(t);
+    fx_sh("rm -rf '%s/tasks/cls_lora/0' '%s/tasks/cls_lora/2'", reg_dir, reg_dir);
+    cr_assert_geq(store_rescan(r, &e), 0, "%s", e.msg);
+    cr_expect(!listed(r, "qa", "07", NULL), "a failed version whose folder is gone is no longer listed");
+    cr_expect(!listed(r, "cls_lora", "0", NULL), "version 0's folder is gone");
+    cr_expect(!listed(r, "cls_lora", "2", NULL), "version 2's folder is gone");
+    t = store_task_acquire(r, "cls_lora", 8);
+    cr_assert(t, "cls_lora is still served");
+    cr_expect_str_eq(store_task_version(t), "1", "the remaining version is current");
+    cr_expect(store_task_engine(t) || store_task_ensure(r, t, &e) == 0, "and loads: %s", e.msg);
+    store_task_release(t);
+    store_free(r);
+}
