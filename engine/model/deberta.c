@@ -193,8 +193,8 @@ typedef struct {
 
 static void deb_task(void *arg, int task, int worker) {
     deb_job *j = arg;
-    const eng_config *c = eng_model_config(j->m);
-    const int32_t *idx = eng_model_weights(j->m)->rel_idx + (c->max_pos - 1); /* idx[delta] */
+    const eng_config *c = &j->m->cfg;
+    const int32_t *idx = j->m->w.rel_idx + (c->max_pos - 1); /* idx[delta] */
     int H = c->hidden, d = c->head_dim, ld = 3 * H, si = task / c->n_heads, h = task % c->n_heads;
     const eng_seg *sg = &j->segs[si];
     int L = sg->len, lo = idx[-(L - 1)], R = idx[L - 1] - lo + 1;
@@ -228,7 +228,7 @@ static int touches_rel(const eng_task_layer *a) {
 /* base (2 span, H) plus a task's LoRA and (IA)^3 of Linear lin, computed on R; NULL on no memory. */
 static float *task_table(eng_state *st, const eng_model *m, const float *base, const eng_task_layer *a, eng_lin lin,
                          eng_err *err) {
-    const eng_config *c = eng_model_config(m);
+    const eng_config *c = &m->cfg;
     int rows = 2 * c->rel_span, H = c->hidden;
     float *t = malloc((size_t)rows * H * sizeof *t);
     if (!t) {
@@ -237,7 +237,7 @@ static float *task_table(eng_state *st, const eng_model *m, const float *base, c
     }
     memcpy(t, base, (size_t)rows * H * sizeof *t);
     eng_seg all = {0, rows}; /* the module sees the table as one sequence (a gated LoRA's mean) */
-    if (a->lora[lin] && eng__lora_add(st, a->lora[lin], eng_model_weights(m)->rel_emb, H, rows, t, H, 0, &all, 1, err)) {
+    if (a->lora[lin] && eng__lora_add(st, a->lora[lin], m->w.rel_emb, H, rows, t, H, 0, &all, 1, err)) {
         free(t);
         return NULL;
     }
@@ -247,8 +247,8 @@ static float *task_table(eng_state *st, const eng_model *m, const float *base, c
 
 int eng__deberta_attention(const eng_model *m, eng_state *st, int l, const float *qkv, float *ctx, const eng_seg *segs,
                            int n_segs, const eng_task_layer *const *seg_ad, eng_err *err) {
-    const eng_config *c = eng_model_config(m);
-    const eng_layer_weights *w = &eng_model_weights(m)->layers[l];
+    const eng_config *c = &m->cfg;
+    const eng_layer_weights *w = &m->w.layers[l];
     const float **tab = malloc(2 * (size_t)n_segs * sizeof *tab);
     float **own = calloc(2 * (size_t)n_segs, sizeof *own); /* tables this pass made, to free */
     int rc = tab && own ? 0 : eng_err_set(err, ENG_NO_MEMORY, "out of memory"), n_own = 0;
