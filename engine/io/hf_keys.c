@@ -89,3 +89,9 @@ int eng__hf_parse_linear(const char *k, const char **rest) {
         }
     return -1;
 }
+
+int eng__hf_linear_is_own(eng_arch arch, eng_lin lin, const char *k) {
+    const char *own = linear_paths[lin][family(arch)];
+    size_t n = strlen(own);
+    return !strncmp(k, own, n) && k[n] == '.';
+}

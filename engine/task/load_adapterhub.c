@@ -516,6 +516,11 @@ int eng__load_adapterhub(eng_load_ctx *x, json_t *cfgj, eng_loaded_bn *lb, float
             continue;
         }
         int lin = eng__hf_parse_linear(r, &rest);
+        if (lin >= 0 && !eng__hf_linear_is_own(c->arch, (eng_lin)lin, r)) {
+            rc = eng_err_set(x->err, ENG_UNSUPPORTED, "%s: tensor '%s' is for another model family (this %s model's module is '%s')",
+                             x->dir, ts->name, c->model_type, eng__hf_linear_path(c->arch, (eng_lin)lin));
+            break;
+        }
         if (lin >= 0 && !strncmp(rest, lmid, strlen(lmid))) {
             const char *w = rest + strlen(lmid);
             eng_lora_raw *lr = &raw[layer * ENG_LIN_COUNT + lin];

@@ -156,6 +156,11 @@ int eng__load_peft_head(eng_load_ctx *x, eng_st_file *f) {
         }
         int two = names[form][1] != NULL;
         if (t[0] && (!two || t[2])) {
+            if (form == 3 && x->c->arch == ENG_ARCH_DEBERTA_V2)
+                return eng_err_set(x->err, ENG_UNSUPPORTED,
+                                   "%s: DeBERTa's classifier reads its ContextPooler (pooler.dense), which "
+                                   "modules_to_save does not hold; train with \"pooler\" in modules_to_save",
+                                   x->dir);
             h->type = ENG_HEAD_CLASSIFICATION;
             if (form == 3) h->input = x->c->arch == ENG_ARCH_DISTILBERT ? ENG_HEAD_IN_CLS : ENG_HEAD_IN_POOLER;
             else h->input = ENG_HEAD_IN_CLS;

@@ -154,7 +154,8 @@ static int load_task(const char *model, const char *adapter_dir, eng_err *e) {
     return rc;
 }
 
-/* A BERT-family adapter (its modules are attention.self.query, ...) is refused on DeBERTa, and prefix
+/* A BERT-family adapter (its modules are attention.self.query, ...) is refused on DeBERTa (AdapterHub: by
+ * its model_type; PEFT: by its module names) but loads on ELECTRA, and prefix
  * tuning, which has no place in relative attention, even when it claims to be for DeBERTa. */
 Test(deberta, adapters_without_their_site_refused_at_load) {
     char src[1024], tmp[1024], a[1200], b[1200];
@@ -162,6 +163,11 @@ Test(deberta, adapters_without_their_site_refused_at_load) {
     fixture_path(src, sizeof src, "adapters", "bert-tiny/prefix/adapters/prefix_task");
     cr_assert_eq(load_task("deberta-tiny", src, &e), ENG_UNSUPPORTED);
     cr_assert(strstr(e.msg, "model type 'bert'"), "%s", e.msg);
+    /* PEFT files carry no model type: their module names tell */
+    fixture_path(b, sizeof b, "adapters", "bert-tiny/peft_lora/adapters/peft_task");
+    cr_assert_eq(load_task("deberta-tiny", b, &e), ENG_UNSUPPORTED);
+    cr_assert(strstr(e.msg, "another model family") && strstr(e.msg, "attention.self.query_proj"), "%s", e.msg);
+    cr_assert_eq(load_task("electra-tiny", b, &e), 0, "%s", e.msg); /* BERT's names are ELECTRA's */
     cr_assert(mkdtemp(test_tmp_template(tmp, sizeof tmp, "deberta")));
     static const char *files[] = {"adapter_config.json", "pytorch_adapter.bin"};
     for (int i = 0; i < 2; i++) {
