@@ -83,6 +83,12 @@ int eng__load_peft(eng_load_ctx *x, json_t *cfgj, eng_st_file **head_file) {
                                      ts->name);
                     break;
                 }
+                if (c->emb_dim != c->hidden) { /* ELECTRA / DeBERTa with embedding_size: the LoRA acts at E, before the projection */
+                    rc = eng_err_set(x->err, ENG_UNSUPPORTED,
+                                     "%s: tensor '%s': a LoRA on word embeddings of width %d (projected to hidden %d) is not "
+                                     "supported", x->dir, ts->name, c->emb_dim, c->hidden);
+                    break;
+                }
                 rc = eng__lora_tensor(x, is_ea, 0, ts, &emb);
                 continue;
             }

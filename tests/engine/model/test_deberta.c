@@ -168,6 +168,10 @@ Test(deberta, adapters_without_their_site_refused_at_load) {
     cr_assert_eq(load_task("deberta-tiny", b, &e), ENG_UNSUPPORTED);
     cr_assert(strstr(e.msg, "another model family") && strstr(e.msg, "attention.self.query_proj"), "%s", e.msg);
     cr_assert_eq(load_task("electra-tiny", b, &e), 0, "%s", e.msg); /* BERT's names are ELECTRA's */
+    /* ...but electra-tiny's word embeddings are 32 wide, projected to 64: no embedding LoRA there */
+    fixture_path(b, sizeof b, "adapters", "bert-tiny/peft_lora_embedding/adapters/peft_task");
+    cr_assert_eq(load_task("electra-tiny", b, &e), ENG_UNSUPPORTED);
+    cr_assert(strstr(e.msg, "word embeddings of width 32"), "%s", e.msg);
     cr_assert(mkdtemp(test_tmp_template(tmp, sizeof tmp, "deberta")));
     static const char *files[] = {"adapter_config.json", "pytorch_adapter.bin"};
     for (int i = 0; i < 2; i++) {
