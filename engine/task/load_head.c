@@ -80,6 +80,11 @@ int eng__load_adapterhub_head(eng_load_ctx *x, const char *dir) {
     h->input = (h->type == ENG_HEAD_TAGGING || h->type == ENG_HEAD_QA) ? ENG_HEAD_IN_TOKENS
                : eng__jbool(hc, "use_pooler", 0)                            ? ENG_HEAD_IN_POOLER
                                                                        : ENG_HEAD_IN_CLS;
+    if (h->input == ENG_HEAD_IN_POOLER && (x->c->arch == ENG_ARCH_ELECTRA || x->c->arch == ENG_ARCH_DEBERTA_V2)) {
+        rc = eng_err_set(err, ENG_UNSUPPORTED, "%s: the head reads the pooler output (use_pooler), which a %s model does not have",
+                         dir, x->c->model_type);
+        goto done;
+    }
     eng_act act;
     json_t *af = json_object_get(hc, "activation_function");
     if ((rc = eng__parse_act(json_is_string(af) ? json_string_value(af) : NULL, 0, &act, dir, err))) goto done;

@@ -172,6 +172,10 @@ Test(deberta, adapters_without_their_site_refused_at_load) {
     fixture_path(b, sizeof b, "adapters", "bert-tiny/peft_lora_embedding/adapters/peft_task");
     cr_assert_eq(load_task("electra-tiny", b, &e), ENG_UNSUPPORTED);
     cr_assert(strstr(e.msg, "word embeddings of width 32"), "%s", e.msg);
+    /* a head on the pooler output: neither ELECTRA nor DeBERTa has one */
+    fixture_path(b, sizeof b, "adapters", "bert-tiny/head_pooler/adapters/pool");
+    cr_assert_eq(load_task("electra-tiny", b, &e), ENG_UNSUPPORTED);
+    cr_assert(strstr(e.msg, "pooler output") && strstr(e.msg, "electra"), "%s", e.msg);
     cr_assert(mkdtemp(test_tmp_template(tmp, sizeof tmp, "deberta")));
     static const char *files[] = {"adapter_config.json", "pytorch_adapter.bin"};
     for (int i = 0; i < 2; i++) {
