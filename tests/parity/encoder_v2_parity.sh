@@ -2,15 +2,17 @@
 # ELECTRA and DeBERTa-v2/v3 against the PyTorch reference (tools/reference/deberta.py), like
 # encoder_parity.sh for BERT: checkpoints of real shapes generated once (kept while the reference's
 # sources are unchanged) with Hugging Face key names, compared packed and one sequence at a time.
-#   encoder_v2_parity.sh PARITY_BIN REFERENCE_DIR WORK_DIR
+#   encoder_v2_parity.sh PARITY_BIN REFERENCE_DIR WORK_DIR [DATA_DIR]
 # Models: electra-small-discriminator's shape (E 128 -> H 256, "electra." keys + head), deberta-v3-small's
 # and -base's (buckets 256, c2p|p2c, shared keys, no absolute positions; "deberta." keys + head, base in F16),
 # each with a 'long' case of 512 tokens (far log buckets), and tiny ones for the other config branches:
 # embed_proj + absolute positions + token types + pos_key_proj/pos_query_proj; no buckets with c2p only;
 # p2c only with small buckets. Tolerances as BERT's (encoder_levels.sh): fp32 1e-4; the v3-small model
-# also in bf16 (0.08) and int8 (0.4).
+# also in bf16 (0.08) and int8 (0.4). With DATA_DIR, the real config.json files of electra-small-discriminator and
+# deberta-v3-base (DATA_DIR/tokenizers/*, read in place) replace the generated ones over the same weights: they
+# describe the same models, so the engine reading them must give the same outputs.
 set -euo pipefail
-bin=$1 ref=$2 work=$3
+bin=$1 ref=$2 work=$3 data=${4:-}
 . "$(dirname "$0")/encoder_models.sh"
 need_torch
 stamp=$(cat "$ref"/encoder.py "$ref"/deberta.py "$ref"/gen_encoder.py "$ref"/st.py | sha256sum | cut -c1-16)
@@ -38,6 +40,22 @@ dirs=(
   "$(gen deberta-tiny-p2c --arch deberta-v2 --seed 36 --buckets 12 --max-rel 20 --pos-att-type p2c --cases $cases)"
   "$(gen electra-tiny --arch electra --seed 37 --cases $cases)"
 )
+real_cfg() { # NAME GENERATED_DIR REAL_CONFIG: the generated weights and expected outputs under the real config
+  local d="$work/$1"
+  rm -rf "$d"
+  mkdir -p "$d"
+  ln -s "$2/model.safetensors" "$d/model.safetensors"
+  ln -s "$2/expected" "$d/expected"
+  cp "$3" "$d/config.json"
+  echo "$d"
+}
+if [ -n "$data" ] && [ -f "$data/tokenizers/deberta-v3/config.json" ] &&
+   [ -f "$data/tokenizers/electra-small-discriminator/config.json" ]; then
+  dirs+=("$(real_cfg electra-small-real-config "${dirs[0]}" "$data/tokenizers/electra-small-discriminator/config.json")"
+         "$(real_cfg deberta-v3-base-real-config "${dirs[2]}" "$data/tokenizers/deberta-v3/config.json")")
+else
+  echo "note: no DATA_DIR/tokenizers/{deberta-v3,electra-small-discriminator}/config.json: the real configs are not read"
+fi
 fail=0
 "$bin" --tol 1e-4 "${dirs[@]}" || fail=1
 "$bin" --tol 0.08 --precision bf16 "$small" || fail=1
