@@ -45,4 +45,9 @@ const char *eng__hf_parse_layer(const char *k, int *layer);
  * what follows, or returns -1. */
 int eng__hf_parse_linear(const char *k, const char **rest);
 
+/* Does k (after the layer prefix) start with arch's own name for Linear lin? An adapter whose names
+ * parse (eng__hf_parse_linear) but are another family's (BERT's "attention.self.query" on DeBERTa,
+ * whose module is "attention.self.query_proj") was trained for another model. */
+int eng__hf_linear_is_own(eng_arch arch, eng_lin lin, const char *k);
+
 #endif

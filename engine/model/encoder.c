@@ -19,6 +19,7 @@
 #include "math/blas.h"
 #include "math/linear.h"
 #include "math/rows.h"
+#include "model/deberta.h"
 #include "model/encoder.h"
 #include "model/weights.h"
 #include "task/adapter.h"
@@ -98,8 +99,9 @@ typedef struct {
     const eng_batch *b;
     const int32_t *pos;
     const eng_emb_lora *const *row_lora; /* (rows) or NULL */
-    float *x;
+    float *x;                            /* (rows, E): E = emb_dim, H unless the model projects its embeddings */
     int rows, chunk;
+    int ln;                              /* normalize here (not after DeBERTa's projection) */
 } emb_job;
 
 static void emb_task(void *ctx, int task, int worker) {
@@ -107,12 +109,17 @@ static void emb_task(void *ctx, int task, int worker) {
     emb_job *j = ctx;
     const eng_config *c = eng_model_config(j->m);
     const eng_weights *w = eng_model_weights(j->m);
-    int H = c->hidden, r0 = task * j->chunk, r1 = r0 + j->chunk < j->rows ? r0 + j->chunk : j->rows;
+    int H = c->emb_dim, r0 = task * j->chunk, r1 = r0 + j->chunk < j->rows ? r0 + j->chunk : j->rows;
     for (int r = r0; r < r1; r++) {
         float *y = j->x + (size_t)r * H;
-        const float *we = w->word_emb + (size_t)j->b->ids[r] * H, *pe = w->pos_emb + (size_t)j->pos[r] * H;
-        for (int i = 0; i < H; i++) y[i] = we[i] + pe[i];
-        const eng_emb_lora *lo = j->row_lora ? j->row_lora[r] : NULL;
+        const float *we = w->word_emb + (size_t)j->b->ids[r] * H;
+        if (w->pos_emb) {
+            const float *pe = w->pos_emb + (size_t)j->pos[r] * H;
+            for (int i = 0; i < H; i++) y[i] = we[i] + pe[i];
+        } else { /* DeBERTa-v3: relative positions only */
+            memcpy(y, we, (size_t)H * sizeof *y);
+        }
+        const eng_emb_lora *lo = j->row_lora && H == c->hidden ? j->row_lora[r] : NULL;
         if (lo) { /* y += scaling * B a_t */
             const float *a = lo->a_t + (size_t)j->b->ids[r] * lo->r;
             for (int i = 0; i < H; i++) {
@@ -127,7 +134,7 @@ static void emb_task(void *ctx, int task, int worker) {
             for (int i = 0; i < H; i++) y[i] += te[i];
         }
     }
-    if (r1 > r0) eng_layernorm(j->x + (size_t)r0 * H, (size_t)(r1 - r0), (size_t)H, w->emb_ln_g, w->emb_ln_b, c->ln_eps);
+    if (r1 > r0 && j->ln) eng_layernorm(j->x + (size_t)r0 * H, (size_t)(r1 - r0), (size_t)H, w->emb_ln_g, w->emb_ln_b, c->ln_eps);
 }
 
 static int batch_tokens(const eng_batch *b, size_t *n_tokens, int *max_len, eng_err *err) {
@@ -187,10 +194,23 @@ int eng_embed_lora(const eng_model *m, eng_state *st, const eng_batch *b, const 
             return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
     for (int s = 0, r0 = 0; row_lora && s < b->n_seq; r0 += b->seq_len[s++])
         for (int t = 0; t < b->seq_len[s]; t++) row_lora[r0 + t] = seq_lora[s];
-    int tasks = eng_pool_size(st->pool) * 4;
-    emb_job j = {m, b, st->pos, row_lora, x, (int)n, (int)((n + (size_t)tasks - 1) / (size_t)tasks)};
+    /* ELECTRA: LN at E, then the projection to H; DeBERTa: the projection, then LN at H. */
+    const eng_weights *w = eng_model_weights(m);
+    float *e = w->emb_proj_w ? malloc(n * (size_t)c->emb_dim * sizeof *e) : x;
+    if (!e) {
+        free(row_lora);
+        return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    }
+    int tasks = eng_pool_size(st->pool) * 4, deb_proj = w->emb_proj_w && c->arch == ENG_ARCH_DEBERTA_V2;
+    emb_job j = {m, b, st->pos, row_lora, e, (int)n, (int)((n + (size_t)tasks - 1) / (size_t)tasks), !deb_proj};
     eng_pool_run(st->pool, tasks, emb_task, &j);
     free(row_lora);
+    if (w->emb_proj_w) {
+        eng_epilogue ep = {.bias = w->emb_proj_b, .act = ENG_ACT_IDENTITY};
+        eng_gemm(st->pool, (int)n, c->hidden, c->emb_dim, e, c->emb_dim, w->emb_proj_w, c->emb_dim, x, c->hidden, &ep);
+        if (deb_proj) eng__layernorm_rows(st->pool, x, (int)n, c->hidden, w->emb_ln_g, w->emb_ln_b, c->ln_eps);
+        free(e);
+    }
     return 0;
 }
 
@@ -366,6 +386,12 @@ int eng_layer_forward(const eng_model *m, eng_state *st, int l, float *x, int ro
                 return rc;
 
     float *gates = NULL;
+    if (c->arch == ENG_ARCH_DEBERTA_V2) { /* disentangled attention (model/deberta.c) */
+        if ((rc = ensure_scores(st, eng__deberta_scores_floats(c, max_len), err)) ||
+            (rc = eng__deberta_attention(m, st, l, st->qkv, st->ctx, segs, n_segs, seg_ad, err)))
+            return rc;
+        goto attention_done;
+    }
     for (int s = 0; seg_ad && s < n_segs && !gates; s++)
         if (seg_ad[s] && seg_ad[s]->prefix_gates) gates = eng__state_scratch(st, ENG_SCRATCH_GATES, 2 * (size_t)n_segs);
     if (gates) /* prefix gates read the layer input of each sequence */
@@ -381,6 +407,7 @@ int eng_layer_forward(const eng_model *m, eng_state *st, int l, float *x, int ro
     attn_job aj = {st->qkv, st->ctx, segs, seg_ad, gates, H, c->head_dim, c->n_heads,
                    1.0f / sqrtf((float)c->head_dim), st->scores};
     eng_pool_run(pool, n_segs * c->n_heads, attn_task, &aj);
+attention_done:
 
     if (n_groups && groups_touch(groups, n_groups, STAGE_ATTN_OUT)) {
         eng_epilogue ep_o = {.bias = w->bo, .act = ENG_ACT_IDENTITY};

@@ -1,4 +1,4 @@
-/* model.c - config.json parsing and weight loading for BERT, RoBERTa/XLM-R and DistilBERT.
+/* model.c - config.json parsing and weight loading for BERT, RoBERTa/XLM-R, DistilBERT, ELECTRA and DeBERTa-v2.
  *
  * Loading reads the config, opens every safetensors file of the checkpoint (one file or an index of
  * shards), finds the base-model prefix ("bert.", "roberta.", "distilbert." or none), then copies
@@ -22,7 +22,9 @@
 #include "io/safetensors.h"
 #include "io/tensor_file.h"
 #include "math/blas.h"
+#include "math/kernels.h"
 #include "math/linear.h"
+#include "model/deberta.h"
 #include "model/weights.h"
 
 /* max_position_embeddings when config.json leaves it out (BERT's table). */
@@ -104,11 +106,15 @@ static int parse_config(const char *text, size_t len, const char *path, eng_conf
         act = json_string_value(json_object_get(root, "activation"));
         if (!act) act = "gelu";
         c->has_pooler = 0;
+    } else if (!strcmp(mt, "electra") || !strcmp(mt, "deberta-v2")) {
+        if ((rc = eng__config_electra_deberta(root, mt, path, c, &act, err))) goto done;
     } else {
-        rc = eng_err_set(err, ENG_UNSUPPORTED, "%s: model_type '%s' is not supported (bert, roberta, xlm-roberta, distilbert)",
+        rc = eng_err_set(err, ENG_UNSUPPORTED,
+                         "%s: model_type '%s' is not supported (bert, roberta, xlm-roberta, distilbert, electra, deberta-v2)",
                          path, mt);
         goto done;
     }
+    if (!c->emb_dim) c->emb_dim = c->hidden;
     int a = eng_act_from_name(act);
     if (a < 0) {
         rc = eng_err_set(err, ENG_UNSUPPORTED, "%s: activation '%s' is not supported", path, act);
@@ -116,7 +122,7 @@ static int parse_config(const char *text, size_t len, const char *path, eng_conf
     }
     c->act = (eng_act)a;
     if (c->hidden <= 0 || c->n_heads <= 0 || c->hidden % c->n_heads || c->n_layers <= 0 || c->intermediate <= 0 ||
-        c->vocab < 0 || c->max_pos <= c->pos_offset) {
+        c->vocab < 0 || c->max_pos <= c->pos_offset || c->emb_dim <= 0) {
         rc = eng_err_set(err, ENG_FORMAT,
                          "%s: inconsistent sizes (hidden %d, heads %d, layers %d, intermediate %d, vocab %d, positions %d)",
                          path, c->hidden, c->n_heads, c->n_layers, c->intermediate, c->vocab, c->max_pos);
@@ -310,11 +316,19 @@ static int load_packed(loader *ld, const char *const *names, int n, int out, int
 /* Floats of alignment padding the arena adds to its tensors. */
 static size_t arena_pad(const eng_config *c) { return (size_t)16 * 40 * ((size_t)c->n_layers + 1); }
 
+/* Floats of the relative tables projected at load (DeBERTa), which the checkpoint does not hold. */
+static size_t derived_size(const eng_config *c) {
+    return (size_t)2 * c->rel_span * c->hidden * (size_t)(c->c2p + c->p2c) * (size_t)c->n_layers;
+}
+
 static size_t arena_size(const eng_config *c) {
-    size_t H = (size_t)c->hidden, I = (size_t)c->intermediate;
+    size_t H = (size_t)c->hidden, I = (size_t)c->intermediate, E = (size_t)c->emb_dim;
     size_t per_layer = 3 * H + H + 2 * H + I + H + 2 * H; /* biases and LayerNorms: the weights are eng_linear */
-    size_t n = (size_t)c->vocab * H + (size_t)c->max_pos * H + (size_t)c->type_vocab * H + 2 * H + H * H + H;
-    return n + per_layer * (size_t)c->n_layers + arena_pad(c);
+    size_t n = (size_t)c->vocab * E + (size_t)c->max_pos * E + (size_t)c->type_vocab * E + 2 * (E > H ? E : H) + H * H + H;
+    if (E != H) n += H * E + H;                                     /* embedding projection */
+    n += (size_t)2 * c->rel_span * H + 2 * H;                       /* DeBERTa's relative table and its LayerNorm */
+    if (!c->share_att_key) per_layer += (size_t)(c->c2p + c->p2c) * (H * H + H); /* pos_key_proj, pos_query_proj */
+    return n + per_layer * (size_t)c->n_layers + derived_size(c) + arena_pad(c);
 }
 
 /* Base-model namespaces: tensors starting with one of these (after the prefix) must be consumed. */
@@ -329,22 +343,93 @@ static int ignorable_buffer(const char *name) {
     return (n >= 12 && !strcmp(name + n - 12, "position_ids")) || (n >= 14 && !strcmp(name + n - 14, "token_type_ids"));
 }
 
+/* out (rows, H) = R (rows, H) W^T + b for W (H, H) staged in float32: a DeBERTa relative table. */
+static float *project_rel(loader *ld, const float *R, int rows, int H, const float *W, const float *b, eng_err *err) {
+    float *out = take(ld, (size_t)rows * H);
+    if (!out) {
+        eng_err_set(err, ENG_INTERNAL, "weight arena too small");
+        return NULL;
+    }
+    eng_epilogue ep = {.bias = b, .act = ENG_ACT_IDENTITY};
+    eng_gemm(NULL, rows, H, H, R, H, W, H, out, H, &ep);
+    return out;
+}
+
+/* DeBERTa's per-layer relative tables (rel_q for p2c, rel_k for c2p): through the layer's own
+ * query / key weights, still staged in float32 in ld->tmp (share_att_key), or through
+ * pos_query_proj / pos_key_proj. */
+static int load_rel_layer(loader *ld, const eng_config *c, const eng_weights *w, int l, eng_layer_weights *lw,
+                          eng_err *err) {
+    int H = c->hidden, rows = 2 * c->rel_span, rc;
+    size_t HH = (size_t)H * H;
+    if (c->share_att_key) {
+        if (c->p2c && !(lw->rel_q = project_rel(ld, w->rel_emb, rows, H, ld->tmp, lw->bqkv, err))) return ENG_INTERNAL;
+        if (c->c2p && !(lw->rel_k = project_rel(ld, w->rel_emb, rows, H, ld->tmp + HH, lw->bqkv + H, err))) return ENG_INTERNAL;
+        return 0;
+    }
+    for (int t = 0; t < 2; t++) {
+        if (!(t ? c->c2p : c->p2c)) continue;
+        char n[ENG_HF_KEY_MAX];
+        float *wb, *bb;
+        snprintf(n, sizeof n, "%s%d.attention.self.%s", eng__hf_layer_prefix(c->arch), l, t ? "pos_key_proj" : "pos_query_proj");
+        if ((rc = load_linear(ld, n, H, H, &wb, &bb, err))) return rc;
+        float *r = project_rel(ld, w->rel_emb, rows, H, wb, bb, err);
+        if (!r) return ENG_INTERNAL;
+        *(t ? &lw->rel_k : &lw->rel_q) = r;
+    }
+    return 0;
+}
+
+/* ELECTRA's and DeBERTa's embedding projection, DeBERTa's relative table and the index of every
+ * distance into it. */
+static int load_v2_extras(loader *ld, const eng_config *c, eng_weights *w, eng_err *err) {
+    int H = c->hidden, E = c->emb_dim, rc;
+    if (E != H && c->arch == ENG_ARCH_ELECTRA) {
+        if ((rc = load_linear(ld, "embeddings_project", H, E, &w->emb_proj_w, &w->emb_proj_b, err))) return rc;
+    } else if (E != H) {
+        if (!(w->emb_proj_w = take(ld, (size_t)H * E))) return eng_err_set(err, ENG_INTERNAL, "weight arena too small");
+        if ((rc = load_tensor(ld, "embeddings.embed_proj.weight", H, E, w->emb_proj_w, err))) return rc;
+    }
+    if (c->arch != ENG_ARCH_DEBERTA_V2) return 0;
+    int rows = 2 * c->rel_span;
+    if (!(w->rel_emb = take(ld, (size_t)rows * H))) return eng_err_set(err, ENG_INTERNAL, "weight arena too small");
+    if ((rc = load_tensor(ld, "encoder.rel_embeddings.weight", rows, H, w->rel_emb, err))) return rc;
+    if (c->norm_rel) {
+        float *g, *b;
+        if ((rc = load_norm(ld, "encoder.LayerNorm", H, &g, &b, err))) return rc;
+        eng_layernorm(w->rel_emb, (size_t)rows, (size_t)H, g, b, c->ln_eps);
+    }
+    if (!c->pos_biased) { /* HF ignores a position table it does not use; so do we */
+        char n[ENG_HF_KEY_MAX];
+        snprintf(n, sizeof n, "%sembeddings.position_embeddings.weight", ld->prefix);
+        ckpt_find(ld->k, n, 1);
+    }
+    w->rel_idx = malloc((2 * (size_t)c->max_pos - 1) * sizeof *w->rel_idx);
+    if (!w->rel_idx) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    for (int dl = -(c->max_pos - 1); dl <= c->max_pos - 1; dl++)
+        w->rel_idx[dl + c->max_pos - 1] = eng__deberta_rel_index(c, dl);
+    return 0;
+}
+
 /* Takes every tensor of the checkpoint into the arena; checks none of the base model is left over. */
 static int load_tensors(loader *ld, eng_config *c, eng_weights *w, eng_err *err) {
     ckpt *k = ld->k;
     const char *prefix = ld->prefix;
-    int H = c->hidden, I = c->intermediate, rc;
-    w->word_emb = take(ld, (size_t)c->vocab * H);
-    w->pos_emb = take(ld, (size_t)c->max_pos * H);
-    if ((rc = load_tensor(ld, "embeddings.word_embeddings.weight", c->vocab, H, w->word_emb, err)) ||
-        (rc = load_tensor(ld, "embeddings.position_embeddings.weight", c->max_pos, H, w->pos_emb, err)))
-        return rc;
+    int H = c->hidden, I = c->intermediate, E = c->emb_dim, rc;
+    w->word_emb = take(ld, (size_t)c->vocab * E);
+    if ((rc = load_tensor(ld, "embeddings.word_embeddings.weight", c->vocab, E, w->word_emb, err))) return rc;
+    if (c->arch != ENG_ARCH_DEBERTA_V2 || c->pos_biased) {
+        w->pos_emb = take(ld, (size_t)c->max_pos * E);
+        if ((rc = load_tensor(ld, "embeddings.position_embeddings.weight", c->max_pos, E, w->pos_emb, err))) return rc;
+    }
     if (c->type_vocab > 0) {
-        w->type_emb = take(ld, (size_t)c->type_vocab * H);
-        if ((rc = load_tensor(ld, "embeddings.token_type_embeddings.weight", c->type_vocab, H, w->type_emb, err)))
+        w->type_emb = take(ld, (size_t)c->type_vocab * E);
+        if ((rc = load_tensor(ld, "embeddings.token_type_embeddings.weight", c->type_vocab, E, w->type_emb, err)))
             return rc;
     }
-    if ((rc = load_norm(ld, "embeddings.LayerNorm", H, &w->emb_ln_g, &w->emb_ln_b, err))) return rc;
+    if ((rc = load_norm(ld, "embeddings.LayerNorm", c->arch == ENG_ARCH_ELECTRA ? E : H, &w->emb_ln_g, &w->emb_ln_b, err)) ||
+        (rc = load_v2_extras(ld, c, w, err)))
+        return rc;
     w->layers = calloc((size_t)c->n_layers, sizeof *w->layers);
     if (!w->layers) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
     for (int l = 0; l < c->n_layers; l++) {
@@ -359,6 +444,7 @@ static int load_tensors(loader *ld, eng_config *c, eng_weights *w, eng_err *err)
         const char *qkv[3] = {lin[ENG_LIN_Q], lin[ENG_LIN_K], lin[ENG_LIN_V]};
         const char *o[1] = {lin[ENG_LIN_O]}, *fc1[1] = {lin[ENG_LIN_I]}, *fc2[1] = {lin[ENG_LIN_D]};
         if ((rc = load_packed(ld, qkv, 3, H, H, &lw->wqkv, &lw->bqkv, err)) ||
+            (c->arch == ENG_ARCH_DEBERTA_V2 && (rc = load_rel_layer(ld, c, w, l, lw, err))) ||
             (rc = load_packed(ld, o, 1, H, H, &lw->wo, &lw->bo, err)) ||
             (rc = load_norm(ld, norm[ENG_NORM_ATTN], H, &lw->ln1_g, &lw->ln1_b, err)) ||
             (rc = load_packed(ld, fc1, 1, I, H, &lw->w1, &lw->b1, err)) ||
@@ -421,7 +507,7 @@ static int load_weights(eng_model *m, ckpt *k, eng_prec prec, eng_err *err) {
             int64_t n = eng_st_at(k->files[i], j)->numel;
             total = n > 0 && (uint64_t)n < SIZE_MAX - total ? total + (size_t)n : (n > 0 ? SIZE_MAX : total);
         }
-    if (m->arena_floats - arena_pad(c) > total || staging > total)
+    if (m->arena_floats - arena_pad(c) - derived_size(c) > total || staging > total)
         return eng_err_set(err, ENG_SHAPE,
                            "config.json implies %zu weights (hidden %d, intermediate %d, vocab %d, positions %d, token "
                            "types %d) but the checkpoint holds %zu values",
@@ -546,6 +632,7 @@ void eng_model_free(eng_model *m) {
             eng_linear_release(&lw->w2);
         }
     free(m->w.layers);
+    free(m->w.rel_idx);
     eng_free_aligned(m->arena);
     free(m);
 }

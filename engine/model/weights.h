@@ -8,6 +8,7 @@
 #define ADAPTERD_ENGINE_MODEL_WEIGHTS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "engine/model.h"
 #include "math/linear.h"
@@ -27,14 +28,20 @@ typedef struct {
     float *b2;     /* (H) */
     float *ln2_g;  /* (H) output LayerNorm (DistilBERT: output_layer_norm) */
     float *ln2_b;  /* (H) */
+    float *rel_q;  /* DeBERTa p2c: (2 span, H) relative table through this layer's query (or pos_query) projection, else NULL */
+    float *rel_k;  /* DeBERTa c2p: (2 span, H) the same through the key (or pos_key) projection, else NULL */
 } eng_layer_weights;
 
 typedef struct {
-    float *word_emb;  /* (vocab, H) */
-    float *pos_emb;   /* (max_pos, H) */
-    float *type_emb;  /* (type_vocab, H), NULL when type_vocab == 0 */
-    float *emb_ln_g;  /* (H) */
-    float *emb_ln_b;  /* (H) */
+    float *word_emb;  /* (vocab, E); E = emb_dim, H but for ELECTRA / DeBERTa with embedding_size */
+    float *pos_emb;   /* (max_pos, E), NULL for DeBERTa without position_biased_input */
+    float *type_emb;  /* (type_vocab, E), NULL when type_vocab == 0 */
+    float *emb_ln_g;  /* (E) ELECTRA (normalizes before the projection), else (H) */
+    float *emb_ln_b;
+    float *emb_proj_w; /* (H, E) when E != H: electra.embeddings_project / DeBERTa's embed_proj, else NULL */
+    float *emb_proj_b; /* (H) ELECTRA's bias; NULL for DeBERTa (no bias) */
+    float *rel_emb;    /* DeBERTa: (2 span, H) relative embeddings after their LayerNorm (norm_rel_ebd) */
+    int32_t *rel_idx;  /* DeBERTa: (2 max_pos - 1) table row of distance i - j, at i - j + max_pos - 1 (own allocation) */
     eng_layer_weights *layers; /* (L) */
     float *pooler_w;    /* (H, H) or NULL */
     float *pooler_b;    /* (H) or NULL */

@@ -434,12 +434,19 @@ int eng__load_adapterhub(eng_load_ctx *x, json_t *cfgj, eng_loaded_bn *lb, float
         return eng_err_set(x->err, ENG_SHAPE, "%s: adapter for hidden size %lld, the model has %d", x->dir,
                            (long long)json_integer_value(hs), c->hidden);
     const char *mt = eng__jstr(cfgj, "model_type");
-    if (mt && (!strcmp(mt, "distilbert") != (c->arch == ENG_ARCH_DISTILBERT)))
+    /* the module names differ by family: BERT's (RoBERTa, XLM-R, ELECTRA too), DistilBERT's, DeBERTa's */
+    int mt_fam = !mt ? -1 : !strcmp(mt, "distilbert") ? 1 : !strcmp(mt, "deberta-v2") ? 2 : 0;
+    int m_fam = c->arch == ENG_ARCH_DISTILBERT ? 1 : c->arch == ENG_ARCH_DEBERTA_V2 ? 2 : 0;
+    if (mt && mt_fam != m_fam)
         return eng_err_set(x->err, ENG_UNSUPPORTED, "%s: adapter for model type '%s', the model is '%s'", x->dir, mt,
                            c->model_type);
     ah_cfg cfg = {0};
     int rc = parse_one_config(config, version == NULL, version, &cfg, x->dir, x->err);
     if (rc) return rc;
+    if (cfg.is_prefix && c->arch == ENG_ARCH_DEBERTA_V2)
+        return eng_err_set(x->err, ENG_UNSUPPORTED,
+                           "%s: prefix tuning needs attention over plain keys; DeBERTa's relative attention has no "
+                           "position for prefix keys, so the model lacks the site this adapter needs", x->dir);
     lb->name = eng__task_strdup(x->t, name);
     lb->n_layers = c->n_layers;
     static const char *files[] = {"adapter.safetensors", "pytorch_adapter.bin", NULL};
@@ -509,6 +516,11 @@ int eng__load_adapterhub(eng_load_ctx *x, json_t *cfgj, eng_loaded_bn *lb, float
             continue;
         }
         int lin = eng__hf_parse_linear(r, &rest);
+        if (lin >= 0 && !eng__hf_linear_is_own(c->arch, (eng_lin)lin, r)) {
+            rc = eng_err_set(x->err, ENG_UNSUPPORTED, "%s: tensor '%s' is for another model family (this %s model's module is '%s')",
+                             x->dir, ts->name, c->model_type, eng__hf_linear_path(c->arch, (eng_lin)lin));
+            break;
+        }
         if (lin >= 0 && !strncmp(rest, lmid, strlen(lmid))) {
             const char *w = rest + strlen(lmid);
             eng_lora_raw *lr = &raw[layer * ENG_LIN_COUNT + lin];

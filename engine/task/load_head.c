@@ -80,6 +80,11 @@ int eng__load_adapterhub_head(eng_load_ctx *x, const char *dir) {
     h->input = (h->type == ENG_HEAD_TAGGING || h->type == ENG_HEAD_QA) ? ENG_HEAD_IN_TOKENS
                : eng__jbool(hc, "use_pooler", 0)                            ? ENG_HEAD_IN_POOLER
                                                                        : ENG_HEAD_IN_CLS;
+    if (h->input == ENG_HEAD_IN_POOLER && (x->c->arch == ENG_ARCH_ELECTRA || x->c->arch == ENG_ARCH_DEBERTA_V2)) {
+        rc = eng_err_set(err, ENG_UNSUPPORTED, "%s: the head reads the pooler output (use_pooler), which a %s model does not have",
+                         dir, x->c->model_type);
+        goto done;
+    }
     eng_act act;
     json_t *af = json_object_get(hc, "activation_function");
     if ((rc = eng__parse_act(json_is_string(af) ? json_string_value(af) : NULL, 0, &act, dir, err))) goto done;
@@ -122,17 +127,19 @@ done:
     return rc;
 }
 
-/* PEFT modules_to_save heads: BERT classifier(pooler), RoBERTa classifier.dense/out_proj(CLS),
- * DistilBERT pre_classifier/classifier(CLS). */
+/* PEFT modules_to_save heads: BERT classifier(pooler), RoBERTa classifier.dense/out_proj(CLS) (ELECTRA
+ * the same with gelu), DistilBERT pre_classifier/classifier(CLS), DeBERTa pooler.dense/classifier(CLS)
+ * (ContextPooler, gelu: pooler_hidden_act's default and the released models'). */
 int eng__load_peft_head(eng_load_ctx *x, eng_st_file *f) {
     eng_head *h = &x->t->head;
     const eng_st_tensor *t[4] = {0};
-    static const char *names[4][2] = {{"classifier.dense.", "classifier.out_proj."},
+    static const char *names[5][2] = {{"classifier.dense.", "classifier.out_proj."},
                                       {"pre_classifier.", "classifier."},
+                                      {"pooler.dense.", "classifier."},
                                       {"classifier.", NULL},
                                       {NULL, NULL}};
     char buf[ENG_HF_KEY_MAX];
-    for (int form = 0; form < 3; form++) {
+    for (int form = 0; form < 4; form++) {
         for (int i = 0; i < 2 && names[form][i]; i++) {
             const eng_st_tensor *w = NULL, *b = NULL;
             for (size_t k = 0; k < eng_st_count(f); k++) {
@@ -154,10 +161,17 @@ int eng__load_peft_head(eng_load_ctx *x, eng_st_file *f) {
         }
         int two = names[form][1] != NULL;
         if (t[0] && (!two || t[2])) {
+            if (form == 3 && x->c->arch == ENG_ARCH_DEBERTA_V2)
+                return eng_err_set(x->err, ENG_UNSUPPORTED,
+                                   "%s: DeBERTa's classifier reads its ContextPooler (pooler.dense), which "
+                                   "modules_to_save does not hold; train with \"pooler\" in modules_to_save",
+                                   x->dir);
             h->type = ENG_HEAD_CLASSIFICATION;
-            if (form == 2) h->input = x->c->arch == ENG_ARCH_DISTILBERT ? ENG_HEAD_IN_CLS : ENG_HEAD_IN_POOLER;
+            if (form == 3) h->input = x->c->arch == ENG_ARCH_DISTILBERT ? ENG_HEAD_IN_CLS : ENG_HEAD_IN_POOLER;
             else h->input = ENG_HEAD_IN_CLS;
-            eng_act mid = form == 0 ? ENG_ACT_TANH : ENG_ACT_RELU;
+            eng_act mid = form == 0 ? (x->c->arch == ENG_ARCH_ELECTRA ? ENG_ACT_GELU : ENG_ACT_TANH)
+                          : form == 2 ? ENG_ACT_GELU
+                                      : ENG_ACT_RELU;
             int rc = head_layer(x, 0, t[0], t[1], NULL, two ? mid : ENG_ACT_IDENTITY);
             if (!rc && two) rc = head_layer(x, 1, t[2], t[3], t[0], ENG_ACT_IDENTITY);
             if (!rc && h->num_labels == 1) h->type = ENG_HEAD_REGRESSION;

@@ -83,6 +83,12 @@ int eng__load_peft(eng_load_ctx *x, json_t *cfgj, eng_st_file **head_file) {
                                      ts->name);
                     break;
                 }
+                if (c->emb_dim != c->hidden) { /* ELECTRA / DeBERTa with embedding_size: the LoRA acts at E, before the projection */
+                    rc = eng_err_set(x->err, ENG_UNSUPPORTED,
+                                     "%s: tensor '%s': a LoRA on word embeddings of width %d (projected to hidden %d) is not "
+                                     "supported", x->dir, ts->name, c->emb_dim, c->hidden);
+                    break;
+                }
                 rc = eng__lora_tensor(x, is_ea, 0, ts, &emb);
                 continue;
             }
@@ -110,6 +116,11 @@ int eng__load_peft(eng_load_ctx *x, json_t *cfgj, eng_st_file **head_file) {
         }
         const char *rest = "";
         int lin = eng__hf_parse_linear(r, &rest);
+        if (lin >= 0 && !eng__hf_linear_is_own(c->arch, (eng_lin)lin, r)) {
+            rc = eng_err_set(x->err, ENG_UNSUPPORTED, "%s: tensor '%s' is for another model family (this %s model's module is '%s')",
+                             x->dir, ts->name, c->model_type, eng__hf_linear_path(c->arch, (eng_lin)lin));
+            break;
+        }
         int is_a = !strcmp(rest, "lora_A.weight") || !strcmp(rest, "lora_A");
         int is_b = !strcmp(rest, "lora_B.weight") || !strcmp(rest, "lora_B");
         int is_e = !strcmp(rest, "lora_E");

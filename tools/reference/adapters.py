@@ -32,6 +32,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import deberta as X  # noqa: E402  (ELECTRA, DeBERTa-v2)
 import encoder as E  # noqa: E402
 import st  # noqa: E402
 
@@ -78,13 +79,19 @@ def masked_token_mean(g, tokmask):
 # ---------------------------------------------------------------------------------------------------------------
 # Names: where each hook sits in each architecture (§1, §1)
 
+def encoder_module(arch):
+    """encoder.py (BERT, RoBERTa, XLM-R, DistilBERT) or deberta.py (ELECTRA, DeBERTa-v2): the same API."""
+    return X if arch in X.ARCHS else E
+
+
 def base_prefix(arch):
-    return E.prefix_of(arch)          # "bert." | "roberta." | "distilbert."
+    return encoder_module(arch).prefix_of(arch)   # "bert." | "roberta." | "distilbert." | "electra." | "deberta."
 
 
 def model_class(arch):
     return {"bert": "BertAdapterModel", "roberta": "RobertaAdapterModel", "xlm-roberta": "XLMRobertaAdapterModel",
-            "distilbert": "DistilBertAdapterModel"}[arch]
+            "distilbert": "DistilBertAdapterModel", "electra": "ElectraAdapterModel",
+            "deberta-v2": "DebertaV2AdapterModel"}[arch]
 
 
 def layer_path(arch, i):
@@ -97,18 +104,23 @@ LINEAR_PATHS = {
                  o="attention.output.dense", f1="intermediate.dense", f2="output.dense"),
     "distilbert": dict(q="attention.q_lin", k="attention.k_lin", v="attention.v_lin", o="attention.out_lin",
                        f1="ffn.lin1", f2="ffn.lin2"),
+    "deberta": dict(q="attention.self.query_proj", k="attention.self.key_proj", v="attention.self.value_proj",
+                    o="attention.output.dense", f1="intermediate.dense", f2="output.dense"),
 }
 LN_PATHS = {"bert": ("attention.output.LayerNorm", "output.LayerNorm"),
-            "distilbert": ("sa_layer_norm", "output_layer_norm")}
+            "distilbert": ("sa_layer_norm", "output_layer_norm"),
+            "deberta": ("attention.output.LayerNorm", "output.LayerNorm")}
 # bottleneck location -> module path that holds `adapters.<name>` / `adapter_fusion_layer.<name>`
 BN_PATHS = {"bert": {"mh_adapter": "attention.output", "output_adapter": "output"},
-            "distilbert": {"mh_adapter": "attention_adapters", "output_adapter": "output_adapters"}}
+            "distilbert": {"mh_adapter": "attention_adapters", "output_adapter": "output_adapters"},
+            "deberta": {"mh_adapter": "attention.output", "output_adapter": "output"}}
 # where the prefix-tuning layer (and so its `.pool.` alias, §5) sits
 PREFIX_LAYER_PATH = {"bert": "attention.self.prefix_tuning", "distilbert": "attention.prefix_tuning"}
 
 
 def fam(arch):
-    return "distilbert" if arch == "distilbert" else "bert"
+    """Naming family: BERT's module names (also RoBERTa, XLM-R, ELECTRA), DistilBERT's, DeBERTa's (*_proj)."""
+    return {"distilbert": "distilbert", "deberta-v2": "deberta"}.get(arch, "bert")
 
 
 def linear_path(arch, i, role):
@@ -625,7 +637,8 @@ def peft_config(arch, peft_type="LORA", target_modules=("query", "value"), r=8, 
          "inference_mode": True, "init_lora_weights": True, "layer_replication": None, "layers_pattern": None,
          "layers_to_transform": None, "loftq_config": {}, "lora_alpha": lora_alpha, "lora_bias": False,
          "lora_dropout": 0.1, "megatron_config": None, "megatron_core": "megatron.core",
-         "modules_to_save": ["classifier", "score"], "peft_type": peft_type, "r": r, "rank_pattern": {},
+         "modules_to_save": ["classifier", "score"] + (["pooler"] if arch == "deberta-v2" else []),
+         "peft_type": peft_type, "r": r, "rank_pattern": {},
          "revision": None, "target_modules": list(target_modules), "target_parameters": None,
          "task_type": task_type, "trainable_token_indices": None, "use_dora": False, "use_rslora": use_rslora}
     if peft_type == "LORA":
@@ -773,7 +786,12 @@ class HFHead:
         if cfg.arch == "bert":
             self.t["classifier.weight"] = rng.normal((num_labels, H), 2.0 / math.sqrt(H))
             self.t["classifier.bias"] = rng.normal((num_labels,), 0.1)
-        elif cfg.is_roberta:
+        elif cfg.arch == "deberta-v2":   # ContextPooler (dense, pooler_hidden_act gelu) on h[:,0], then classifier
+            self.t["pooler.dense.weight"] = rng.normal((H, H), 1.0 / math.sqrt(H))
+            self.t["pooler.dense.bias"] = rng.normal((H,), 0.1)
+            self.t["classifier.weight"] = rng.normal((num_labels, H), 2.0 / math.sqrt(H))
+            self.t["classifier.bias"] = rng.normal((num_labels,), 0.1)
+        elif cfg.is_roberta or cfg.arch == "electra":   # ELECTRA: the same keys, gelu instead of tanh
             self.t["classifier.dense.weight"] = rng.normal((H, H), 1.0 / math.sqrt(H))
             self.t["classifier.dense.bias"] = rng.normal((H,), 0.1)
             self.t["classifier.out_proj.weight"] = rng.normal((num_labels, H), 2.0 / math.sqrt(H))
@@ -793,8 +811,12 @@ class HFHead:
                 raise ValueError("BertForSequenceClassification needs the pooler")
             return lin(pooled, t["classifier.weight"], t["classifier.bias"])
         cls = hidden[:, 0]
-        if self.cfg.is_roberta:
-            z = torch.tanh(lin(cls, t["classifier.dense.weight"], t["classifier.dense.bias"]))
+        if self.cfg.arch == "deberta-v2":
+            z = E.activation("gelu", lin(cls, t["pooler.dense.weight"], t["pooler.dense.bias"]))
+            return lin(z, t["classifier.weight"], t["classifier.bias"])
+        if self.cfg.is_roberta or self.cfg.arch == "electra":
+            z = lin(cls, t["classifier.dense.weight"], t["classifier.dense.bias"])
+            z = E.activation("gelu", z) if self.cfg.arch == "electra" else torch.tanh(z)
             return lin(z, t["classifier.out_proj.weight"], t["classifier.out_proj.bias"])
         z = torch.relu(lin(cls, t["pre_classifier.weight"], t["pre_classifier.bias"]))
         return lin(z, t["classifier.weight"], t["classifier.bias"])
@@ -814,8 +836,12 @@ class Setup:
         self.linear, self.prefixes, self.skip = list(linear), list(prefixes), skip
 
 
-def embeddings(cfg, W, input_ids, token_type_ids, word_delta=None):
+def embeddings(cfg, W, input_ids, token_type_ids, word_delta=None, attention_mask=None):
     """word_delta: [B, T, H] added to the word embeddings (an embedding LoRA's update), or None."""
+    if cfg.arch == "electra":
+        return X.electra_embeddings(cfg, W, input_ids, token_type_ids, E.layer_norm, word_delta)
+    if cfg.arch == "deberta-v2":
+        return X.deberta_embeddings(cfg, W, input_ids, token_type_ids, attention_mask, E.layer_norm, word_delta)
     pos = E.position_ids(cfg, input_ids)
     x = W["embeddings.word_embeddings.weight"][input_ids] + W["embeddings.position_embeddings.weight"][pos]
     if word_delta is not None:
@@ -839,7 +865,9 @@ def forward(cfg, W, input_ids, attention_mask, token_type_ids, setup, fusion_sta
             dd = d(input_ids) if d is not None else None
             if dd is not None:
                 delta = dd if delta is None else delta + dd
-    x = _drop(embeddings(cfg, W, input_ids, token_type_ids, delta))
+    x = _drop(embeddings(cfg, W, input_ids, token_type_ids, delta, attention_mask))
+    if cfg.arch == "deberta-v2":
+        return _deberta_layers(cfg, W, x, add_mask, attention_mask, setup, fusion_stats), None
     fm = fam(cfg.arch)
     for i in range(cfg.layers):
         on = i >= setup.skip
@@ -886,6 +914,32 @@ def forward(cfg, W, input_ids, attention_mask, token_type_ids, setup, fusion_sta
     return x, pooled
 
 
+def _deberta_layers(cfg, W, x, add_mask, attention_mask, setup, fusion_stats):
+    """DeBERTa's layers (deberta.layers) with the same hooks: Linear modules act on every call of the Linear they
+    wrap, so a LoRA on query_proj / key_proj also changes the projected relative table (one 'sequence' of 2 span
+    rows, all valid); bottleneck sites replace the residual LayerNorms. Prefix tuning has no place there."""
+    if setup.prefixes:
+        raise ValueError("prefix tuning is not supported on DeBERTa (relative attention)")
+
+    def hooks(i, role, inp, y):
+        if i < setup.skip:
+            return y
+        flat = inp.dim() == 2
+        if flat:
+            inp, y, mask = inp[None], y[None], torch.ones(1, inp.shape[0], dtype=attention_mask.dtype)
+        else:
+            mask = attention_mask
+        for m in setup.linear:
+            y = m.apply(i, role, inp, y, mask)
+        return y[0] if flat else y
+
+    def between(i, where, h, x_in, LN):
+        loc = "mh_adapter" if where == "attn" else "output_adapter"
+        return bottleneck_block(setup, i, loc, h, x_in, LN, attention_mask, i >= setup.skip, fusion_stats)
+
+    return X.layers(cfg, W, x, add_mask, E.layer_norm, E.activation, hooks, between)
+
+
 def _drop(t):
     return torch.nn.functional.dropout(t, DROPOUT, True) if DROPOUT else t
 
@@ -910,8 +964,10 @@ def bottleneck_block(setup, i, loc, h, x, LN, tokmask, on, fusion_stats=None):
 def load_backbone(model_dir):
     """(cfg, canonical float64 weights) from a Hugging Face model directory written by gen_encoder.py."""
     with open(os.path.join(model_dir, "config.json")) as f:
-        cfg = E.cfg_from_hf(json.load(f))
-    W = E.canonical_weights(cfg, st.load_dir(model_dir))
+        d = json.load(f)
+    M = encoder_module(d["model_type"])
+    cfg = M.cfg_from_hf(d)
+    W = M.canonical_weights(cfg, st.load_dir(model_dir))
     return cfg, {k: v.to(F64) for k, v in W.items()}
 
 
@@ -983,7 +1039,7 @@ def save_peft(out_dir, cfg, peft):
 # naming it, rather than being silently ignored (only the prefix `.pool.` aliases, which duplicate the canonical
 # prefix keys, and PEFT's `original_module` copies are skipped on purpose).
 
-_BASE_RE = r"(?:(?:bert|roberta|distilbert)\.)?"
+_BASE_RE = r"(?:(?:bert|roberta|distilbert|electra|deberta)\.)?"
 _LAYER_RE = re.compile(r"^" + _BASE_RE + r"(?:encoder|transformer)\.layer\.(\d+)\.(.+)$")
 
 
@@ -1361,10 +1417,12 @@ def read_peft(folder, cfg):
                 "roberta": {"classifier.dense.weight", "classifier.dense.bias", "classifier.out_proj.weight",
                             "classifier.out_proj.bias"},
                 "distilbert": {"pre_classifier.weight", "pre_classifier.bias", "classifier.weight",
-                               "classifier.bias"}}["roberta" if cfg.is_roberta else cfg.arch]
+                               "classifier.bias"},
+                "deberta-v2": {"pooler.dense.weight", "pooler.dense.bias", "classifier.weight", "classifier.bias"}}[
+            "roberta" if cfg.is_roberta or cfg.arch == "electra" else cfg.arch]
         if set(head) != want:
             raise ValueError(f"{where}: modules_to_save keys {sorted(head)} are not the {cfg.arch} classifier {sorted(want)}")
-        last = head["classifier.out_proj.weight" if cfg.is_roberta else "classifier.weight"]
+        last = head["classifier.out_proj.weight" if "classifier.out_proj.weight" in head else "classifier.weight"]
         o.hf_head = _new(HFHead, cfg=cfg, num_labels=last.shape[0], t=collections.OrderedDict(head))
     return o
 

@@ -66,7 +66,7 @@ def flops(cfg, batch, seq):
     """Multiply-adds x 2 of one forward: the GEMMs plus the two attention products (embeddings/LN/softmax ignored)."""
     H, I, L = cfg.hidden, cfg.inter, cfg.layers
     per_layer = batch * seq * 2 * (4 * H * H + 2 * H * I) + batch * 2 * 2 * seq * seq * H
-    pool = batch * 2 * H * H if cfg.arch != "distilbert" else 0
+    pool = batch * 2 * H * H if cfg.arch in ("bert", "roberta", "xlm-roberta") else 0
     return L * per_layer + pool
 
 
@@ -115,7 +115,10 @@ def main(argv=None):
     torch.set_num_threads(tt_n)
     if a.model:
         with open(os.path.join(a.model, "config.json")) as f:
-            cfg = E.cfg_from_hf(json.load(f))
+            d = json.load(f)
+        if d["model_type"] in ("electra", "deberta-v2"):   # deberta.py: the same API
+            import deberta as E  # noqa: E402
+        cfg = E.cfg_from_hf(d)
         W = E.canonical_weights(cfg, st.load_dir(a.model))
     else:
         d = E.shape_defaults(a.arch, "tiny" if a.shape == "custom" else a.shape)

@@ -66,7 +66,8 @@ class Case:
 
 def model_name(cfg):
     return {"bert": "bert-base-uncased", "roberta": "roberta-base", "xlm-roberta": "xlm-roberta-base",
-            "distilbert": "distilbert-base-uncased"}[cfg.arch]
+            "distilbert": "distilbert-base-uncased", "electra": "google/electra-small-discriminator",
+            "deberta-v2": "microsoft/deberta-v3-base"}[cfg.arch]
 
 
 def cls_head(cfg, rng, name, **kw):
@@ -106,11 +107,20 @@ def ah_lora(config_fn, fmt, name, notes, version=A.ADAPTERS_VERSION, strength=1.
     return build
 
 
+def fam_targets(targets_by_fam, arch):
+    """PEFT target_modules for arch's naming family; DeBERTa's are BERT's with query_proj / key_proj / value_proj."""
+    f = A.fam(arch)
+    if f in targets_by_fam:
+        return targets_by_fam[f]
+    ren = {"query": "query_proj", "key": "key_proj", "value": "value_proj"}
+    return [ren.get(t, t) for t in targets_by_fam["bert"]]
+
+
 def peft(peft_type, targets_by_fam, notes, r=8, lora_alpha=16, use_rslora=False, init_r=6, name="peft_task",
          num_labels=2):
     def build(cfg, rng):
         c = Case(fmt="peft", notes=notes)
-        conf = A.peft_config(cfg.arch, peft_type, targets_by_fam[A.fam(cfg.arch)], r=r, lora_alpha=lora_alpha,
+        conf = A.peft_config(cfg.arch, peft_type, fam_targets(targets_by_fam, cfg.arch), r=r, lora_alpha=lora_alpha,
                              use_rslora=use_rslora, init_r=init_r, base_model=model_name(cfg))
         p = A.PeftLoRA(name, conf, cfg, rng)
         head = A.HFHead(cfg, rng, num_labels)
@@ -361,6 +371,12 @@ reg("fusion_static_n4", fusion_case(4, "static"))
 reg("fusion_dynamic_n8", fusion_case(8, "dynamic"))
 reg("fusion_dynamic_houlsby_n3", fusion_case(3, "dynamic", houlsby=True))
 
+# DeBERTa-v2 (its own naming family): the cases whose sites it has. Not prefix tuning (no place for a prefix in
+# relative attention), not the embedding LoRA cases, not the pooler head (no pooler).
+for _n in ("seq_bn_bin", "double_seq_bn_bin", "seq_bn_st", "double_seq_bn_st", "par_bn", "seq_bn_gating", "lora_ah",
+           "ia3", "peft_lora", "peft_rslora", "peft_adalora", "stack_madx", "fusion_dynamic_n3"):
+    CASES[_n] = (CASES[_n][0], CASES[_n][1] + ("deberta",))
+
 # ---------------------------------------------------------------------------------------------------------------
 # Inputs and expected outputs
 
@@ -394,7 +410,7 @@ def run_plain_encoder(cfg, W, head, ids_list, types_list):
     """The plain backbone through encoder.py's own forward (independent of adapters.py's hooks) + the same head."""
     ids, types, mask = G.pad_batch(cfg, ids_list, types_list)
     with torch.no_grad():
-        h, pooled = A.E.forward(cfg, W, ids, mask, types, torch.float64)
+        h, pooled = A.encoder_module(cfg.arch).forward(cfg, W, ids, mask, types, torch.float64)
         logits = head.forward(h, pooled)
     lens = [len(x) for x in ids_list]
     if head.per_token:

@@ -27,6 +27,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import deberta as X  # noqa: E402  (ELECTRA, DeBERTa-v2: same API as encoder.py)
 import encoder as E  # noqa: E402
 import st  # noqa: E402
 
@@ -37,6 +38,8 @@ def special_ids(cfg):
     """(first, sep, low): the ids a tokenizer puts at the start and the end, and the smallest 'ordinary' id."""
     if cfg.is_roberta:
         return 0, 2, 3                      # <s> ... </s>, pad is 1
+    if cfg.arch == "deberta-v2":
+        return 1, 2, 3                      # DeBERTa-v3's [CLS]=1 ... [SEP]=2, pad 0
     if cfg.vocab > 103:
         return 101, 102, 103                # [CLS] ... [SEP]
     return 1, 2, 3
@@ -56,7 +59,7 @@ def make_sequence(cfg, gen, n, pair=False):
         body[1 + a] = sep
         if cfg.is_roberta:
             body[2 + a] = sep
-        elif cfg.arch == "bert":
+        elif cfg.arch != "distilbert" and cfg.type_vocab > 0:
             types[2 + a:] = 1
     return body, types
 
@@ -93,6 +96,9 @@ def build_cases(cfg, shape, seed, names, n_packed):
         lens = [min(top, 24), min(top, 9), min(top, 17)] if shape == "tiny" else [min(top, 128), 57, 90]
         seqs = [make_sequence(cfg, gen, n, pair=True) for n in lens]
         out["pair"] = ([s[0] for s in seqs], [s[1] for s in seqs])
+    if "long" in names:   # the longest sequence the model takes (DeBERTa's far log buckets)
+        ids, tt = make_sequence(cfg, gen, max_len(cfg))
+        out["long"] = ([ids], [tt])
     return out
 
 
@@ -178,10 +184,20 @@ def summarize(case, t):
 
 
 def main(argv=None):
+    global E
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--arch", required=True, choices=E.ARCHS)
-    ap.add_argument("--shape", default="tiny", choices=("tiny", "base", "custom"),
-                    help="tiny: H64 L2 heads4 I128 V1024; base: the *-base model; custom: tiny overridden by flags")
+    ap.add_argument("--arch", required=True, choices=E.ARCHS + X.ARCHS)
+    ap.add_argument("--shape", default="tiny", choices=("tiny", "small", "base", "custom"),
+                    help="tiny: H64 L2 heads4 I128 V1024; base: the *-base model; small: electra-small / "
+                         "deberta-v3-small; custom: tiny overridden by flags")
+    ap.add_argument("--embedding-size", type=int, help="ELECTRA / DeBERTa: embedding_size")
+    ap.add_argument("--type-vocab", type=int, help="ELECTRA / DeBERTa: type_vocab_size")
+    ap.add_argument("--buckets", type=int, help="DeBERTa: position_buckets (default 256; <= 0 none)")
+    ap.add_argument("--max-rel", type=int, default=-1, help="DeBERTa: max_relative_positions (< 1: max_pos)")
+    ap.add_argument("--position-biased-input", type=int, choices=(0, 1), help="DeBERTa (default 0)")
+    ap.add_argument("--no-share-att-key", action="store_true", help="DeBERTa: pos_key_proj / pos_query_proj")
+    ap.add_argument("--pos-att-type", default="p2c,c2p", help="DeBERTa: comma list of c2p, p2c (or empty)")
+    ap.add_argument("--no-norm-rel", action="store_true", help="DeBERTa: norm_rel_ebd none")
     ap.add_argument("--hidden", type=int)
     ap.add_argument("--layers", type=int)
     ap.add_argument("--heads", type=int)
@@ -208,11 +224,25 @@ def main(argv=None):
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
 
+    if a.arch in X.ARCHS:
+        E = X
     d = E.shape_defaults(a.arch, "tiny" if a.shape == "custom" else a.shape)
     for k, v in (("hidden", a.hidden), ("layers", a.layers), ("heads", a.heads), ("inter", a.intermediate),
                  ("vocab", a.vocab), ("max_pos", a.max_pos)):
         if v is not None:
             d[k] = v
+    if E is X:
+        if a.embedding_size:
+            d["emb"] = a.embedding_size
+        if a.arch == "deberta-v2":
+            d.update(max_rel=a.max_rel, share_att_key=not a.no_share_att_key, norm_rel=not a.no_norm_rel,
+                     pos_att_type=tuple(p for p in a.pos_att_type.split(",") if p))
+            if a.buckets is not None:
+                d["buckets"] = a.buckets
+            if a.position_biased_input is not None:
+                d["pos_biased"] = bool(a.position_biased_input)
+        if a.type_vocab is not None:
+            d["type_vocab"] = a.type_vocab
     cfg = E.make_cfg(a.arch, act=a.act, eps=a.eps if a.arch != "distilbert" else None, **d)
     if a.arch == "distilbert" and (a.no_pooler or a.eps is not None):
         print("note: DistilBERT has no pooler and a fixed eps 1e-12", file=sys.stderr)
@@ -220,13 +250,13 @@ def main(argv=None):
         names, n_packed = ["single", "packed", "pair"], int(a.cases)
     else:
         names, n_packed = [c for c in a.cases.split(",") if c], None
-        bad = set(names) - {"single", "packed", "pair"}
+        bad = set(names) - {"single", "packed", "pair", "long"}
         if bad:
             ap.error(f"unknown cases {sorted(bad)}")
 
     torch_dt, dt_name = DT[a.dtype]
     gen = torch.Generator().manual_seed(a.seed)
-    pooler = a.arch != "distilbert" and not a.no_pooler
+    pooler = a.arch in ("bert", "roberta", "xlm-roberta") and not a.no_pooler
     W = E.init_tensors(E.param_shapes(cfg, pooler=pooler), gen)
     W = {k: v.to(torch_dt) for k, v in W.items()}          # what gets saved
     W64 = {k: v.to(torch.float64) for k, v in W.items()}    # what the oracle computes with

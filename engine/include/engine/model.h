@@ -6,7 +6,8 @@
  * the spirit of whisper.cpp's context/state split. No lock is taken during inference.
  *
  * Supported families: BERT (BertModel keys, with or without "bert."), RoBERTa / XLM-R (position
- * ids start at padding_idx + 1) and DistilBERT (its own key names, no token types). All weights are
+ * ids start at padding_idx + 1), DistilBERT (its own key names, no token types), ELECTRA ("electra.";
+ * embedding_size projected to hidden) and DeBERTa-v2/v3 ("deberta."; relative attention). All weights are
  * converted at load (to float32, or the backbone's Linear layers to the model's precision) and owned
  * by the model; files are not kept mapped.
  *
@@ -28,14 +29,20 @@
 #include "engine/act.h"
 #include "engine/status.h"
 
-typedef enum { ENG_ARCH_BERT, ENG_ARCH_ROBERTA, ENG_ARCH_DISTILBERT } eng_arch;
+typedef enum {
+    ENG_ARCH_BERT,
+    ENG_ARCH_ROBERTA,
+    ENG_ARCH_DISTILBERT,
+    ENG_ARCH_ELECTRA,    /* BERT's layers; narrower embeddings projected to H (model/deberta.c) */
+    ENG_ARCH_DEBERTA_V2, /* DeBERTa-v2/v3: disentangled relative attention (model/deberta.c) */
+} eng_arch;
 
 /* Most layers a model may have (a config asking for more is refused); sizes per-layer tables. */
 #define ENG_MAX_LAYERS 512
 
 typedef struct {
     eng_arch arch;
-    char model_type[32];  /* config.json model_type: "bert", "roberta", "xlm-roberta", "distilbert" */
+    char model_type[32];  /* config.json model_type: "bert", "roberta", "xlm-roberta", "distilbert", "electra", "deberta-v2" */
     int hidden;           /* H */
     int n_layers;         /* L */
     int n_heads;
@@ -49,6 +56,13 @@ typedef struct {
     float ln_eps;
     eng_act act;
     int has_pooler;
+    /* ELECTRA and DeBERTa-v2 (model/deberta.c); emb_dim == hidden and the rest 0 for the others. */
+    int emb_dim;          /* embedding_size E: the embedding tables' width */
+    int rel_span;         /* DeBERTa: relative table rows are 2 * rel_span (position_buckets or max_relative_positions) */
+    int rel_buckets;      /* DeBERTa: position_buckets (0: no log buckets) */
+    int rel_max;          /* DeBERTa: max_relative_positions as used (max_pos when the config says < 1) */
+    uint8_t c2p, p2c;     /* DeBERTa: pos_att_type */
+    uint8_t share_att_key, norm_rel, pos_biased; /* DeBERTa: pos_biased = position_biased_input */
 } eng_config;
 
 typedef struct eng_model eng_model;
