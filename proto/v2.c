@@ -295,3 +295,9 @@ char *proto_v2_model_encode(const proto_task_info *t, size_t *len) {
 }
 
 char *proto_v2_bool_encode(const char *key, int value, size_t *len) { return proto__dump(json_pack("{s:b}", key, value), len); }
+
+char *proto_v2_server_encode(const char *name, const char *version, const char *const *extensions, int n, size_t *len) {
+    json_t *ext = proto__strings(extensions, n);
+    if (!ext) return NULL;
+    return proto__dump(json_pack("{s:s,s:s,s:o}", "name", name, "version", version, "extensions", ext), len);
+}

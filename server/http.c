@@ -59,8 +59,20 @@ enum MHD_Result srv__send_error(srv_request *r, eng_status code, const char *fmt
     va_end(ap);
     char *body;
     size_t len = 0;
-    unsigned status = srv_error_body(code, msg, &body, &len);
+    unsigned status = srv_error_body_as(srv__route_dialect(r->route), code, msg, &body, &len);
     return srv__send_json(r, status, body, len);
+}
+
+proto_dialect srv__route_dialect(srv_route route) {
+    switch (route) {
+    case SRV_ROUTE_TEI_EMBED:
+    case SRV_ROUTE_TEI_EMBED_ALL:
+    case SRV_ROUTE_TEI_TOKENIZE:
+    case SRV_ROUTE_TEI_INFO:
+    case SRV_ROUTE_TEI_HEALTH: return PROTO_DIALECT_TEI;
+    case SRV_ROUTE_OPENAI_EMBEDDINGS: return PROTO_DIALECT_OPENAI;
+    default: return PROTO_DIALECT_ADAPTERD;
+    }
 }
 
 void srv__set_request_id(srv_request *r) {

@@ -62,6 +62,9 @@ typedef struct srv_job {
     store_model *model_ref;
     proto_pooling pooling;       /* resolved: never PROTO_POOL_DEFAULT */
     bool normalize;
+    int dimensions;              /* keep the first N values of each vector; 0: all */
+    bool openai, base64;         /* answer in OpenAI's embeddings shape (base64: the vectors as base64) */
+    proto_dialect dialect;       /* the error shape of the route that made the job */
     double t_submit, t_start, t_end;       /* seconds, monotonic; t_start 0: never ran */
     int batch_requests, batch_inputs, batch_tokens, batch_outputs;
     /* result, written by the worker, read after the loop resumes the connection */

@@ -30,7 +30,7 @@ proto_head_kind srv__wire_head_kind(int head_type) {
 void srv__job_fail(srv_job *j, eng_status code, const char *msg) {
     free(j->body);
     j->body = NULL;
-    j->status = srv_error_body(code, msg, &j->body, &j->body_len);
+    j->status = srv_error_body_as(j->dialect, code, msg, &j->body, &j->body_len);
 }
 
 /* The QA answer: eng_qa_best_span over the context (the text_pair: predict.c refuses QA without
@@ -296,11 +296,14 @@ void srv__job_respond_embed(srv_job *j, const float *hidden, const float *pooled
         }
         row0 += (size_t)len;
     }
+    int D = j->dimensions > 0 && j->dimensions < H ? j->dimensions : H;
+    for (size_t r = 1; D < H && r < n_vec; r++) memmove(v + r * D, v + r * H, (size_t)D * sizeof *v); /* Matryoshka: the first D */
     if (j->normalize)
-        for (size_t r = 0; r < n_vec; r++) l2_normalize(v + r * H, H);
+        for (size_t r = 0; r < n_vec; r++) l2_normalize(v + r * D, D);
     j->t_end = srv__now();
     free(j->body);
-    j->body = proto_embed_encode(v, n, rows, H, &j->body_len);
+    j->body = j->openai ? proto_openai_embed_encode(v, n, D, j->base64, store_model_name(j->model), j->tokens, &j->body_len)
+                        : proto_embed_encode(v, n, rows, D, &j->body_len);
     j->status = 200;
     free(v), free(rows);
     if (!j->body) srv__job_fail(j, ENG_NO_MEMORY, "out of memory building the response");

@@ -211,7 +211,8 @@ static bool is_health(srv_route rt) {
 /* The routes that are POSTed a JSON body; every other non-admin route is GET or HEAD. */
 static bool is_post_route(srv_route route) {
     return route == SRV_ROUTE_PREDICT || route == SRV_ROUTE_V2_INFER || route == SRV_ROUTE_EMBED ||
-           route == SRV_ROUTE_TOKENIZE;
+           route == SRV_ROUTE_TOKENIZE || route == SRV_ROUTE_TEI_EMBED || route == SRV_ROUTE_TEI_EMBED_ALL ||
+           route == SRV_ROUTE_TEI_TOKENIZE || route == SRV_ROUTE_OPENAI_EMBEDDINGS;
 }
 
 static bool takes_body(const srv_request *r) { return r->method_ok && is_post_route(r->route); }
@@ -242,7 +243,10 @@ static srv_route match(const char *url, const char **arg, size_t *arg_len) {
                  {"/docs", SRV_ROUTE_DOCS}, {"/v1/tasks", SRV_ROUTE_TASKS}, {"/v1/models", SRV_ROUTE_MODELS},
                  {"/healthz", SRV_ROUTE_HEALTHZ}, {"/readyz", SRV_ROUTE_READYZ}, {"/metrics", SRV_ROUTE_METRICS},
                  {"/openapi.json", SRV_ROUTE_OPENAPI}, {"/v2/health/live", SRV_ROUTE_V2_LIVE},
-                 {"/v2/health/ready", SRV_ROUTE_V2_READY}};
+                 {"/v2/health/ready", SRV_ROUTE_V2_READY}, {"/", SRV_ROUTE_TEI_EMBED}, {"/embed", SRV_ROUTE_TEI_EMBED},
+                 {"/embed_all", SRV_ROUTE_TEI_EMBED_ALL}, {"/tokenize", SRV_ROUTE_TEI_TOKENIZE}, {"/info", SRV_ROUTE_TEI_INFO},
+                 {"/health", SRV_ROUTE_TEI_HEALTH}, {"/v1/embeddings", SRV_ROUTE_OPENAI_EMBEDDINGS},
+                 {"/embeddings", SRV_ROUTE_OPENAI_EMBEDDINGS}};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         if (!strcmp(url, fixed[i].path)) return fixed[i].r;
     if (!strcmp(url, "/docs/redoc.standalone.js")) return SRV_ROUTE_DOCS;
@@ -373,8 +377,16 @@ enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const ch
     bool ready = atomic_load(&s->ready) && !atomic_load(&s->draining);
     switch (r->route) {
     case SRV_ROUTE_PREDICT: return srv__predict(r, NULL, 0);
-    case SRV_ROUTE_EMBED: return srv__embed(r);
-    case SRV_ROUTE_TOKENIZE: return srv__tokenize(r);
+    case SRV_ROUTE_EMBED:
+    case SRV_ROUTE_TEI_EMBED:
+    case SRV_ROUTE_TEI_EMBED_ALL:
+    case SRV_ROUTE_OPENAI_EMBEDDINGS: return srv__embed(r);
+    case SRV_ROUTE_TOKENIZE:
+    case SRV_ROUTE_TEI_TOKENIZE: return srv__tokenize(r);
+    case SRV_ROUTE_TEI_INFO: return srv__tei_info(r);
+    case SRV_ROUTE_TEI_HEALTH:
+        if (!ready) return srv__send_error(r, ENG_UNAVAILABLE, "not ready");
+        return srv__send_body(r, 200, "text/plain", (char *)"", 0, MHD_RESPMEM_PERSISTENT);
     case SRV_ROUTE_DOCS: return srv__docs(r);
     case SRV_ROUTE_V2_INFER: {
         char spec[V2_SPEC_MAX];

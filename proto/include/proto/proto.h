@@ -86,7 +86,23 @@ typedef struct {
     int normalize;           /* embed: scale each vector to unit L2 norm (default 1) */
     int add_special_tokens;  /* tokenize: default 1 */
     unsigned v2_outputs;     /* v2: the "outputs" asked for, PROTO_V2_OUT_* bits; 0: all */
+    /* embeds (proto_embed_parse, proto_openai_embed_parse) */
+    int truncate_left;       /* "truncation_direction": "left": the start of a text is cut */
+    const char *prompt_name; /* "prompt_name": a prompt of the model's sentence-transformers config, or NULL */
+    int dimensions;          /* "dimensions": keep the first N of each vector (Matryoshka); 0: all */
+    int base64;              /* OpenAI "encoding_format": "base64" */
+    void **own_;             /* internal: (n_own_) buffers proto_req_own_* made, freed with the request */
+    int n_own_;
 } proto_predict_req;
+
+/* Puts prefix (plen bytes) before text input i of r (a sentence-transformers prompt), in a buffer
+ * r owns. Returns 0, or ENG_NO_MEMORY / ENG_LIMIT (over lim's text bytes) with err set. */
+int proto_req_prefix_text(proto_predict_req *r, int i, const char *prefix, size_t plen, const proto_limits *lim,
+                          eng_err *err);
+
+/* Makes input i of r the n token ids ids (and type_ids, or NULL), copied into a buffer r owns.
+ * Returns 0 or ENG_NO_MEMORY. */
+int proto_req_set_ids(proto_predict_req *r, int i, const int32_t *ids, const int32_t *type_ids, int n);
 
 /* The output tensors a v2 answer can hold; which ones a task answers depends on its head
  * (proto_v2_outputs_of): label, score, scores (classification; multi-label adds labels), value
@@ -120,8 +136,9 @@ int proto_v2_infer_parse(const char *body, size_t len, const char *task, const p
 
 /* Parses a POST /v1/embed body, in the shape of text-embeddings-inference's /embed: "inputs" (a
  * string, ids, or an array of strings / ids / {"text", "text_pair"} / {"ids", "type_ids"}),
- * "normalize" (default true), "truncate" (default false), "truncation_direction" ("right" only),
- * "pooling" and "model". Same contract as proto_predict_parse. */
+ * "normalize" (default true), "truncate" (default false), "truncation_direction" ("right" or
+ * "left", either case), "prompt_name" (a string), "dimensions" (a positive integer), "pooling" and
+ * "model". Same contract as proto_predict_parse. */
 int proto_embed_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *out, eng_err *err);
 
 /* Parses a POST /v1/tokenize body: "inputs" (texts or {"text", "text_pair"}, no ids),
@@ -304,6 +321,54 @@ const char *proto_label_name(const char *const *labels, int i, char *buf, size_t
 
 /* {"error":{"code":code,"message":msg}} */
 char *proto_error_encode(const char *code, const char *msg, size_t *len);
+
+/* Whose error shape a route answers in. */
+typedef enum {
+    PROTO_DIALECT_ADAPTERD = 0, /* {"error":{"code","message"}} */
+    PROTO_DIALECT_TEI,          /* text-embeddings-inference: {"error": msg, "error_type": "Validation"|...} */
+    PROTO_DIALECT_OPENAI,       /* OpenAI: {"error":{"message","type","param":null,"code"}} */
+    PROTO_DIALECT_KSERVE,       /* KServe v2: {"error": msg} */
+} proto_dialect;
+
+/* The error body of dialect d for code (the error table's API code) with HTTP status http_status
+ * (TEI's error_type and OpenAI's type follow from it). Same return as the encoders. */
+char *proto_error_encode_as(proto_dialect d, const char *code, unsigned http_status, const char *msg, size_t *len);
+
+/* ---- text-embeddings-inference (tei.c) ---- */
+
+/* GET /info, TEI's shape: {"model_id", "model_sha": null, "model_dtype", "model_type": {"embedding":
+ * {"pooling"}}, "max_concurrent_requests", "max_input_length", "max_batch_tokens",
+ * "max_client_batch_size", "tokenization_workers", "version"}. */
+typedef struct {
+    const char *model_id, *dtype, *pooling, *version;
+    int max_concurrent, max_input_length, max_batch_tokens, max_client_batch;
+} proto_tei_info;
+char *proto_tei_info_encode(const proto_tei_info *i, size_t *len);
+
+/* The prompt named name in a sentence-transformers config_sentence_transformers.json text (json,
+ * n bytes): {"prompts": {name: prompt}}; name NULL asks for its "default_prompt_name". Returns a
+ * malloc'd copy (length in *plen), or NULL with err set: ENG_INVALID_ARGUMENT when the config has
+ * no such prompt (a NULL name without a default is no error: NULL and err->code 0). */
+char *proto_tei_prompt(const char *json, size_t n, const char *name, size_t *plen, eng_err *err);
+
+/* ---- OpenAI embeddings (openai.c) ---- */
+
+/* Parses a POST /v1/embeddings body: "input" (a string, an array of strings, token ids or an array
+ * of token-id arrays), "model", "encoding_format" ("float" or "base64"), "dimensions", "user"
+ * (ignored). Same contract as proto_predict_parse; normalize stays on (OpenAI's vectors are unit
+ * length) and truncation off. */
+int proto_openai_embed_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *out, eng_err *err);
+
+/* {"object": "list", "data": [{"object": "embedding", "index": i, "embedding": [f, ...] or
+ * base64 of the little-endian float32s}], "model", "usage": {"prompt_tokens", "total_tokens"}}
+ * for vectors (n, dim) row-major. */
+char *proto_openai_embed_encode(const float *vectors, int n, int dim, int base64, const char *model, int tokens,
+                                size_t *len);
+
+/* ---- KServe v2 server metadata (v2.c) ---- */
+
+/* GET /v2: {"name", "version", "extensions": [...]}. */
+char *proto_v2_server_encode(const char *name, const char *version, const char *const *extensions, int n, size_t *len);
 
 /* One version of a task as GET /v1/tasks lists it. state: "current" (requests get it), "loaded"
  * (in memory, not current), "available" (on disk, loads when activated or asked for by version) or
