@@ -267,7 +267,7 @@ enum MHD_Result srv__tei_info(srv_request *r) {
     store_model *m = store_n_models(s->reg) > 0 ? store_model_acquire_at(s->reg, 0) : NULL;
     if (!m) return srv__send_error(r, ENG_UNAVAILABLE, "no model is loaded");
     proto_tei_info ti = {.model_id = store_model_name(m), .dtype = eng_model_precision(store_model_engine(m)).name,
-                         .pooling = proto_pooling_name(model_pooling(s, m)), .version = "0.1.0",
+                         .pooling = proto_pooling_name(model_pooling(s, m)), .version = ADAPTERD_VERSION_STRING,
                          .max_concurrent = s->cfg.max_queue, .max_input_length = store_model_max_tokens(m),
                          .max_batch_tokens = s->cfg.max_batch_tokens, .max_client_batch = s->cfg.max_inputs};
     size_t len = 0;

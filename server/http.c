@@ -59,7 +59,7 @@ enum MHD_Result srv__send_error(srv_request *r, eng_status code, const char *fmt
     va_end(ap);
     char *body;
     size_t len = 0;
-    unsigned status = srv_error_body_as(srv__route_dialect(r->route), code, msg, &body, &len);
+    unsigned status = srv_error_body_as(r->dialect, code, msg, &body, &len);
     return srv__send_json(r, status, body, len);
 }
 
@@ -71,6 +71,12 @@ proto_dialect srv__route_dialect(srv_route route) {
     case SRV_ROUTE_TEI_INFO:
     case SRV_ROUTE_TEI_HEALTH: return PROTO_DIALECT_TEI;
     case SRV_ROUTE_OPENAI_EMBEDDINGS: return PROTO_DIALECT_OPENAI;
+    case SRV_ROUTE_V2_SERVER:
+    case SRV_ROUTE_V2_LIVE:
+    case SRV_ROUTE_V2_READY:
+    case SRV_ROUTE_V2_MODEL:
+    case SRV_ROUTE_V2_MODEL_READY:
+    case SRV_ROUTE_V2_INFER: return PROTO_DIALECT_KSERVE;
     default: return PROTO_DIALECT_ADAPTERD;
     }
 }

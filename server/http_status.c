@@ -48,8 +48,8 @@ unsigned srv_error_body(eng_status code, const char *msg, char **body, size_t *l
     return srv_error_body_as(PROTO_DIALECT_ADAPTERD, code, msg, body, len);
 }
 
-unsigned srv_error_body_as(proto_dialect d, eng_status code, const char *msg, char **body, size_t *len) {
+unsigned srv_error_body_as(int d, eng_status code, const char *msg, char **body, size_t *len) {
     unsigned status = srv_http_status(code);
-    *body = proto_error_encode_as(d, eng_status_name(code), status, msg && *msg ? msg : eng_status_desc(code), len);
+    *body = proto_error_encode_as((proto_dialect)d, eng_status_name(code), status, msg && *msg ? msg : eng_status_desc(code), len);
     return *body ? status : 500;
 }

@@ -8,7 +8,6 @@
 #include <stddef.h>
 
 #include "engine/status.h"
-#include "proto/proto.h"
 
 /* HTTP status for code: MALFORMED 400, UNAUTHENTICATED 401, NOT_FOUND 404, METHOD_NOT_ALLOWED 405,
  * CONFLICT 409, TOO_LARGE 413, MEDIA_TYPE 415, INVALID_ARGUMENT/LIMIT/SHAPE/UNSUPPORTED 422, BUSY 429,
@@ -28,7 +27,8 @@ eng_status srv_status_of_upload(eng_status rc, int *prefix);
 /* Builds {"error":{"code","message"}} for code into *body / *len and returns its HTTP status; an
  * empty msg uses the table's description. When out of memory *body is NULL and the status is 500. */
 unsigned srv_error_body(eng_status code, const char *msg, char **body, size_t *len);
-/* The same in dialect d's error shape (TEI, OpenAI, KServe: proto_error_encode_as). */
-unsigned srv_error_body_as(proto_dialect d, eng_status code, const char *msg, char **body, size_t *len);
+/* The same in the error shape of dialect (a proto_dialect: TEI's, OpenAI's, KServe's; see
+ * proto_error_encode_as). An int here so this header needs no proto include. */
+unsigned srv_error_body_as(int dialect, eng_status code, const char *msg, char **body, size_t *len);
 
 #endif

@@ -57,6 +57,7 @@ typedef struct srv_job {
     bool ret_scores, ret_logits, ret_explain;
     proto_aggregation aggregation; /* tagging: "aggregation" */
     unsigned v2_outputs;         /* v2: the output tensors asked for; 0: all */
+    const char *v2_id;           /* v2: the client's "id", borrowed from the parsed request; NULL: none */
     srv_answer_form form;
     /* embed jobs: n_tasks 0; the model reference is the job's own */
     store_model *model_ref;

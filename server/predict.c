@@ -284,6 +284,7 @@ static prepare_result job_prepare(srv_request *r, srv_job *j, const proto_predic
     j->ret_scores = p->ret_scores, j->ret_logits = p->ret_logits, j->ret_explain = p->ret_explain;
     j->aggregation = p->aggregation;
     j->v2_outputs = p->v2_outputs;
+    j->v2_id = p->v2_id;
     j->latency_ms = j->predicted_ms = -1;
     j->load_ms = r->off.load_s * 1e3;
     if (!(j->tasks = calloc((size_t)n_tasks, sizeof *j->tasks)) || !(j->treqs = calloc((size_t)n_tasks, sizeof *j->treqs)) ||

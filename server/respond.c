@@ -230,7 +230,7 @@ void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats
                                  .tokens = tokens,
                                  .truncated = j->truncated,
                                  .ret_scores = j->ret_scores,
-                                 .v2_outputs = j->v2_outputs,
+                                 .v2_outputs = j->v2_outputs, .v2_id = j->v2_id,
                                  .queue_ms = (j->t_start - j->t_submit) * 1e3,
                                  .inference_ms = (j->t_end - j->t_start) * 1e3,
                                  .total_ms = (j->t_end - j->t_request) * 1e3,

@@ -130,6 +130,9 @@ static enum MHD_Result route_tasks(srv_request *r) {
     return srv__send_json(r, 200, j, len);
 }
 
+/* Bytes of "task@version" from a v2 path. */
+#define V2_SPEC_MAX 320
+
 /* What GET on one task answers. */
 typedef enum {
     TASK_VIEW_V1,            /* /v1/tasks/{name} */
@@ -153,8 +156,15 @@ static enum MHD_Result unknown_task(srv_request *r, const char *name, size_t nle
                            v[n - 1].version, v[n - 1].reason);
 }
 
+static size_t v2_infer_spec(const char *name, size_t name_len, char *out, size_t n);
+
 static enum MHD_Result route_task(srv_request *r, const char *name, size_t nlen, task_view view) {
-    store_task *t = store_task_acquire(r->srv->reg, name, nlen);
+    /* /v2/models/{task}/versions/{v}: that version ("task@v", as infer reads it) */
+    char spec[V2_SPEC_MAX];
+    size_t sl = view != TASK_VIEW_V1 && !strncmp(name + nlen, "/versions/", 10) ? v2_infer_spec(name, nlen, spec, sizeof spec) : 0;
+    store_task *t = sl ? srv__task_acquire_spec(r->srv->reg, spec, sl) : store_task_acquire(r->srv->reg, name, nlen);
+    if (!t && sl)
+        return srv__send_error(r, ENG_NOT_FOUND, "unknown task or version \"%.*s\"", (int)(sl > QUOTED_NAME_MAX ? QUOTED_NAME_MAX : sl), spec);
     if (!t) return unknown_task(r, name, nlen);
     proto_task_info ti;
     fill_task_info(t, &ti);
@@ -246,7 +256,7 @@ static srv_route match(const char *url, const char **arg, size_t *arg_len) {
                  {"/v2/health/ready", SRV_ROUTE_V2_READY}, {"/", SRV_ROUTE_TEI_EMBED}, {"/embed", SRV_ROUTE_TEI_EMBED},
                  {"/embed_all", SRV_ROUTE_TEI_EMBED_ALL}, {"/tokenize", SRV_ROUTE_TEI_TOKENIZE}, {"/info", SRV_ROUTE_TEI_INFO},
                  {"/health", SRV_ROUTE_TEI_HEALTH}, {"/v1/embeddings", SRV_ROUTE_OPENAI_EMBEDDINGS},
-                 {"/embeddings", SRV_ROUTE_OPENAI_EMBEDDINGS}};
+                 {"/embeddings", SRV_ROUTE_OPENAI_EMBEDDINGS}, {"/v2", SRV_ROUTE_V2_SERVER}};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         if (!strcmp(url, fixed[i].path)) return fixed[i].r;
     if (!strcmp(url, "/docs/redoc.standalone.js")) return SRV_ROUTE_DOCS;
@@ -264,15 +274,15 @@ static srv_route match(const char *url, const char **arg, size_t *arg_len) {
         *arg_len = (size_t)(slash - name);
         if (!strcmp(slash, "/ready")) return SRV_ROUTE_V2_MODEL_READY;
         if (!strcmp(slash, "/infer")) return SRV_ROUTE_V2_INFER;
-        /* /versions/{v}/infer: the version goes with the name (v2_infer_spec) */
+        /* /versions/{v}[/ready|/infer]: the version goes with the name (v2_infer_spec) */
         const char *v = !strncmp(slash, "/versions/", 10) ? slash + 10 : NULL, *vs = v ? strchr(v, '/') : NULL;
+        if (v && *v && !vs) return SRV_ROUTE_V2_MODEL;
         if (vs && vs > v && !strcmp(vs, "/infer")) return SRV_ROUTE_V2_INFER;
+        if (vs && vs > v && !strcmp(vs, "/ready")) return SRV_ROUTE_V2_MODEL_READY;
     }
     return SRV_ROUTE_UNKNOWN;
 }
 
-/* Bytes of "task@version" from a v2 infer path. */
-#define V2_SPEC_MAX 320
 
 /* The task a v2 infer path names, as srv__task_acquire_spec reads it: "task" for
  * /v2/models/{task}/infer, "task@v" for /v2/models/{task}/versions/{v}/infer. name, name_len
@@ -297,6 +307,7 @@ enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const ch
         r->conn = conn;
         r->t0 = srv__now();
         r->route = match(url, &arg, &arg_len);
+        r->dialect = srv__route_dialect(r->route);
         snprintf(r->method, sizeof r->method, "%s", method);
         snprintf(r->path, sizeof r->path, "%s", url);
         for (char *c = r->path; *c; c++)
@@ -410,6 +421,11 @@ enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const ch
         return srv__send_json(r, ready ? 200 : 503, j, len);
     }
     case SRV_ROUTE_V2_LIVE: j = proto_v2_bool_encode("live", 1, &len); return srv__send_json(r, 200, j, len);
+    case SRV_ROUTE_V2_SERVER: {
+        static const char *const ext[] = {"model_repository"};
+        j = proto_v2_server_encode("adapterd", ADAPTERD_VERSION_STRING, ext, 1, &len);
+        return srv__send_json(r, 200, j, len);
+    }
     case SRV_ROUTE_V2_READY:
         if (!ready) return srv__send_error(r, ENG_UNAVAILABLE, "not ready");
         j = proto_v2_bool_encode("ready", 1, &len);

@@ -325,3 +325,89 @@ Test(prompts, prompt_name_puts_the_prompt_first) {
     tei_error("/embed", "{\"inputs\": \"x\", \"prompt_name\": \"nope\"}", NULL, 422, "Validation");
     tei_error("/embed", "{\"inputs\": [[2, 3]], \"prompt_name\": \"query\"}", NULL, 422, "Validation");
 }
+
+/* ---- KServe v2, from the protocol document (kserve/docs predict-api v2 REST) ---- */
+
+TestSuite(kserve, .init = start, .fini = stop, .timeout = 120);
+
+static json_t *get(const char *path, long want) {
+    json_t *d = NULL;
+    long st = ts_request(&srv, "GET", path, NULL, 0, NULL, NULL, &d);
+    cr_assert_eq(st, want, "GET %s: %ld, want %ld", path, st, want);
+    cr_assert(d, "GET %s: not JSON", path);
+    return d;
+}
+
+/* The protocol's error: {"error": "<message>"} and nothing else. */
+static void kserve_error(json_t *d, const char *what) {
+    cr_expect(json_is_string(json_object_get(d, "error")) && json_string_length(json_object_get(d, "error")) > 0 &&
+                  json_object_size(d) == 1,
+              "%s: not {\"error\": \"<message>\"}", what);
+}
+
+Test(kserve, server_metadata) {
+    json_t *d = get("/v2", 200);
+    cr_expect_str_eq(json_string_value(json_object_get(d, "name")), "adapterd");
+    cr_expect(json_string_length(json_object_get(d, "version")) > 0);
+    json_t *ext = json_object_get(d, "extensions");
+    cr_assert(json_is_array(ext));
+    int repo = 0;
+    for (size_t i = 0; i < json_array_size(ext); i++) repo |= !strcmp(json_string_value(json_array_get(ext, i)), "model_repository");
+    cr_expect(repo, "the repository extension is served (/v2/repository/...)");
+    json_decref(d);
+}
+
+Test(kserve, versioned_model_routes) {
+    json_t *t = get("/v1/tasks/cls_lora", 200);
+    const char *v = json_string_value(json_object_get(t, "version"));
+    cr_assert(v);
+    char path[256];
+    json_t *plain = get("/v2/models/cls_lora", 200);
+    snprintf(path, sizeof path, "/v2/models/cls_lora/versions/%s", v);
+    json_t *ver = get(path, 200);
+    cr_expect(json_equal(plain, ver), "the current version's metadata is the model's");
+    snprintf(path, sizeof path, "/v2/models/cls_lora/versions/%s/ready", v);
+    json_t *rd = get(path, 200);
+    cr_expect(json_is_boolean(json_object_get(rd, "ready")));
+    json_t *e = get("/v2/models/cls_lora/versions/no-such-version", 404);
+    kserve_error(e, "unknown version");
+    json_t *e2 = get("/v2/models/cls_lora/versions/no-such-version/ready", 404);
+    kserve_error(e2, "unknown version ready");
+    json_decref(t), json_decref(plain), json_decref(ver), json_decref(rd), json_decref(e), json_decref(e2);
+}
+
+Test(kserve, id_is_echoed_and_nested_data_read) {
+    json_t *a = post("/v2/models/cls_lora/infer",
+                     "{\"id\": \"req-42\", \"inputs\": [{\"name\": \"text\", \"shape\": [2, 1], \"datatype\": \"BYTES\", "
+                     "\"data\": [[\"a fine day\"], [\"awful\"]]}]}",
+                     200, NULL);
+    cr_expect_str_eq(json_string_value(json_object_get(a, "id")), "req-42");
+    json_t *b = post("/v2/models/cls_lora/infer",
+                     "{\"inputs\": [{\"name\": \"text\", \"shape\": [2], \"datatype\": \"BYTES\", \"data\": [\"a fine day\", \"awful\"]}]}",
+                     200, NULL);
+    cr_expect(json_equal(json_object_get(a, "outputs"), json_object_get(b, "outputs")), "nested [N, 1] data answers as flat [N]");
+    cr_expect_str_neq(json_string_value(json_object_get(b, "id")), "req-42");
+    json_decref(a), json_decref(b);
+}
+
+Test(kserve, errors_in_the_protocols_shape) {
+    json_t *d = post("/v2/models/nope/infer", "{\"inputs\": [{\"name\": \"text\", \"shape\": [1], \"datatype\": \"BYTES\", \"data\": [\"x\"]}]}",
+                     404, NULL);
+    kserve_error(d, "unknown model");
+    json_decref(d);
+    d = post("/v2/models/cls_lora/infer", "{\"inputs\": [{\"name\": \"text\", \"shape\": [2, 1], \"datatype\": \"BYTES\", "
+                                          "\"data\": [[\"a\", \"b\"], [\"c\", \"d\"]]}]}",
+             422, NULL);
+    kserve_error(d, "a nested row of two");
+    json_decref(d);
+    d = post("/v2/models/cls_lora/infer", "{\"id\": 5, \"inputs\": [{\"name\": \"text\", \"shape\": [1], \"datatype\": \"BYTES\", \"data\": [\"x\"]}]}",
+             422, NULL);
+    kserve_error(d, "a numeric id");
+    json_decref(d);
+    d = post("/v2/models/cls_lora/infer", "{", 400, NULL);
+    kserve_error(d, "not JSON");
+    json_decref(d);
+    d = get("/v2/models/nope", 404);
+    kserve_error(d, "unknown model metadata");
+    json_decref(d);
+}

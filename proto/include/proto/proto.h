@@ -86,6 +86,7 @@ typedef struct {
     int normalize;           /* embed: scale each vector to unit L2 norm (default 1) */
     int add_special_tokens;  /* tokenize: default 1 */
     unsigned v2_outputs;     /* v2: the "outputs" asked for, PROTO_V2_OUT_* bits; 0: all */
+    const char *v2_id;       /* v2: the request's "id" (echoed in the answer), or NULL */
     /* embeds (proto_embed_parse, proto_openai_embed_parse) */
     int truncate_left;       /* "truncation_direction": "left": the start of a text is cut */
     const char *prompt_name; /* "prompt_name": a prompt of the model's sentence-transformers config, or NULL */
@@ -127,7 +128,8 @@ int proto_req_set_ids(proto_predict_req *r, int i, const int32_t *ids, const int
 int proto_predict_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *out, eng_err *err);
 
 /* Parses a KServe v2 POST /v2/models/{task}/infer body: a BYTES input tensor named "text" (any
- * name when it is the only one) with shape [N] and an optional "text_pair" of the same shape;
+ * name when it is the only one) with shape [N] or [N, 1] (data flat or nested, [["a"], ["b"]], as
+ * the protocol allows) and an optional "text_pair" of the same shape; "id" (a string) to echo;
  * "parameters" may carry skip, budget and truncate. tasks is set to {task}; ret_scores on. Two
  * input tensors of one name, or an "outputs" entry that names no output tensor (or one twice),
  * are ENG_INVALID_ARGUMENT; the outputs asked for go to v2_outputs. */
@@ -248,6 +250,7 @@ typedef struct {
     const int *truncated;             /* (n_inputs) 1 when the input was cut */
     int ret_scores;
     unsigned v2_outputs;              /* v2: the output tensors asked for (PROTO_V2_OUT_*); 0: all */
+    const char *v2_id;                /* v2: the client's "id", answered instead of request_id; NULL: none */
     double queue_ms, inference_ms, total_ms;
     double latency_target_ms, predicted_ms;           /* "latency_ms" asked and the cost model's prediction; -1: none */
     double load_ms;                   /* time spent loading the request's tasks first (lazy loading); 0: none */
