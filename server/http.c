@@ -69,6 +69,8 @@ proto_dialect srv__route_dialect(srv_route route) {
     case SRV_ROUTE_TEI_EMBED_ALL:
     case SRV_ROUTE_TEI_TOKENIZE:
     case SRV_ROUTE_TEI_INFO:
+    case SRV_ROUTE_TEI_PREDICT:
+    case SRV_ROUTE_TEI_RERANK:
     case SRV_ROUTE_TEI_HEALTH: return PROTO_DIALECT_TEI;
     case SRV_ROUTE_OPENAI_EMBEDDINGS: return PROTO_DIALECT_OPENAI;
     case SRV_ROUTE_V2_SERVER:

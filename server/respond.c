@@ -241,7 +241,11 @@ void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats
                                  .predicted_ms = j->predicted_ms,
                                  .load_ms = j->load_ms,
                                  .explain = stats && j->ret_explain ? &ex : NULL};
-        j->body = j->form == SRV_ANSWER_V2 ? proto_v2_infer_encode(&pr, &j->body_len) : proto_predict_encode(&pr, &j->body_len);
+        j->body = j->form == SRV_ANSWER_V2            ? proto_v2_infer_encode(&pr, &j->body_len)
+                  : j->form == SRV_ANSWER_TEI_PREDICT ? proto_tei_predict_encode(&pr, j->tei_batch, j->tei_raw, &j->body_len)
+                  : j->form == SRV_ANSWER_TEI_RERANK
+                      ? proto_tei_rerank_encode(&pr, j->tei_raw, j->texts, j->tei_return_text, &j->body_len)
+                      : proto_predict_encode(&pr, &j->body_len);
         j->status = 200;
         bad = !j->body;
     }

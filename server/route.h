@@ -31,6 +31,8 @@
     X(TEI_EMBED_ALL, "/embed_all")         \
     X(TEI_TOKENIZE, "/tokenize")           \
     X(TEI_INFO, "/info")                   \
+    X(TEI_PREDICT, "/predict")             \
+    X(TEI_RERANK, "/rerank")               \
     X(TEI_HEALTH, "/health")               \
     X(OPENAI_EMBEDDINGS, "/v1/embeddings") \
     X(V2_SERVER, "/v2")                    \

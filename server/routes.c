@@ -222,7 +222,8 @@ static bool is_health(srv_route rt) {
 static bool is_post_route(srv_route route) {
     return route == SRV_ROUTE_PREDICT || route == SRV_ROUTE_V2_INFER || route == SRV_ROUTE_EMBED ||
            route == SRV_ROUTE_TOKENIZE || route == SRV_ROUTE_TEI_EMBED || route == SRV_ROUTE_TEI_EMBED_ALL ||
-           route == SRV_ROUTE_TEI_TOKENIZE || route == SRV_ROUTE_OPENAI_EMBEDDINGS;
+           route == SRV_ROUTE_TEI_TOKENIZE || route == SRV_ROUTE_OPENAI_EMBEDDINGS || route == SRV_ROUTE_TEI_PREDICT ||
+           route == SRV_ROUTE_TEI_RERANK;
 }
 
 static bool takes_body(const srv_request *r) { return r->method_ok && is_post_route(r->route); }
@@ -255,7 +256,8 @@ static srv_route match(const char *url, const char **arg, size_t *arg_len) {
                  {"/openapi.json", SRV_ROUTE_OPENAPI}, {"/v2/health/live", SRV_ROUTE_V2_LIVE},
                  {"/v2/health/ready", SRV_ROUTE_V2_READY}, {"/", SRV_ROUTE_TEI_EMBED}, {"/embed", SRV_ROUTE_TEI_EMBED},
                  {"/embed_all", SRV_ROUTE_TEI_EMBED_ALL}, {"/tokenize", SRV_ROUTE_TEI_TOKENIZE}, {"/info", SRV_ROUTE_TEI_INFO},
-                 {"/health", SRV_ROUTE_TEI_HEALTH}, {"/v1/embeddings", SRV_ROUTE_OPENAI_EMBEDDINGS},
+                 {"/health", SRV_ROUTE_TEI_HEALTH},
+                 {"/predict", SRV_ROUTE_TEI_PREDICT}, {"/rerank", SRV_ROUTE_TEI_RERANK}, {"/v1/embeddings", SRV_ROUTE_OPENAI_EMBEDDINGS},
                  {"/embeddings", SRV_ROUTE_OPENAI_EMBEDDINGS}, {"/v2", SRV_ROUTE_V2_SERVER}};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         if (!strcmp(url, fixed[i].path)) return fixed[i].r;
@@ -387,7 +389,9 @@ enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const ch
     char *j = NULL;
     bool ready = atomic_load(&s->ready) && !atomic_load(&s->draining);
     switch (r->route) {
-    case SRV_ROUTE_PREDICT: return srv__predict(r, NULL, 0);
+    case SRV_ROUTE_PREDICT:
+    case SRV_ROUTE_TEI_PREDICT:
+    case SRV_ROUTE_TEI_RERANK: return srv__predict(r, NULL, 0);
     case SRV_ROUTE_EMBED:
     case SRV_ROUTE_TEI_EMBED:
     case SRV_ROUTE_TEI_EMBED_ALL:

@@ -411,3 +411,72 @@ Test(kserve, errors_in_the_protocols_shape) {
     kserve_error(d, "unknown model metadata");
     json_decref(d);
 }
+
+/* ---- TEI's /predict and /rerank, against /v1/predict's scores, logits and values ---- */
+
+TestSuite(tei_tasks, .init = start, .fini = stop, .timeout = 120);
+
+Test(tei_tasks, predict_is_the_tasks_labels_by_score) {
+    json_t *v1 = post("/v1/predict", "{\"inputs\": [\"a fine day\", {\"text\": \"awful\", \"text_pair\": \"x\"}], \"tasks\": [\"cls_lora\"], "
+                                     "\"return\": {\"logits\": true}}",
+                      200, NULL);
+    json_t *one = post("/predict?task=cls_lora", "{\"inputs\": \"a fine day\"}", 200, NULL);
+    json_t *batch = post("/predict?task=cls_lora", "{\"inputs\": [[\"a fine day\"], [\"awful\", \"x\"]], \"raw_scores\": true}", 200, NULL);
+    json_t *pair = post("/predict?task=cls_lora", "{\"inputs\": [\"awful\", \"x\"]}", 200, NULL); /* TEI: a pair */
+    for (int i = 0; i < 2; i++) {
+        json_t *t = json_object_get(json_object_get(json_array_get(json_object_get(v1, "results"), (size_t)i), "tasks"), "cls_lora");
+        json_t *scores = json_object_get(t, "scores"), *logits = json_object_get(t, "logits");
+        json_t *probs = i == 0 ? one : pair, *raw = json_array_get(batch, (size_t)i);
+        cr_assert_eq(json_array_size(probs), json_object_size(scores));
+        for (size_t k = 0; k < json_array_size(probs); k++) {
+            json_t *e = json_array_get(probs, k);
+            const char *label = json_string_value(json_object_get(e, "label"));
+            cr_expect_eq(json_real_value(json_object_get(e, "score")), json_real_value(json_object_get(scores, label)), "%s", label);
+            if (k) cr_expect_geq(json_real_value(json_object_get(json_array_get(probs, k - 1), "score")), json_real_value(json_object_get(e, "score")));
+        }
+        /* raw: the logits, label i's logit at index i of /v1/predict's "logits" (labels in head order) */
+        const char *lab;
+        json_t *sv;
+        size_t idx = 0;
+        json_object_foreach(scores, lab, sv) {
+            double want = json_real_value(json_array_get(logits, idx++));
+            int found = 0;
+            for (size_t k = 0; k < json_array_size(raw); k++)
+                if (!strcmp(json_string_value(json_object_get(json_array_get(raw, k), "label")), lab)) {
+                    cr_expect_eq(json_real_value(json_object_get(json_array_get(raw, k), "score")), want, "raw %s", lab);
+                    found = 1;
+                }
+            cr_expect(found, "label %s", lab);
+        }
+    }
+    json_decref(v1), json_decref(one), json_decref(batch), json_decref(pair);
+    tei_error("/predict", "{\"inputs\": \"x\"}", NULL, 422, "Validation"); /* several tasks, none named */
+    tei_error("/predict?task=nope", "{\"inputs\": \"x\"}", NULL, 404, "Validation");
+    tei_error("/predict?task=cls_lora", "{\"inputs\": [[\"a\", \"b\", \"c\"]]}", NULL, 422, "Validation");
+    tei_error("/predict?task=cls_lora", "{\"inputs\": \"x\", \"raw_scores\": 1}", NULL, 422, "Validation");
+}
+
+Test(tei_tasks, rerank_orders_texts_by_the_sigmoid_of_the_score) {
+    const char *texts[] = {"a", "bb b", "c"};
+    json_t *v1 = post("/v1/predict", "{\"inputs\": [{\"text\": \"q\", \"text_pair\": \"a\"}, {\"text\": \"q\", \"text_pair\": \"bb b\"}, "
+                                     "{\"text\": \"q\", \"text_pair\": \"c\"}], \"tasks\": [\"reg\"]}",
+                      200, NULL);
+    json_t *rr = post("/rerank?task=reg", "{\"query\": \"q\", \"texts\": [\"a\", \"bb b\", \"c\"], \"return_text\": true}", 200, NULL);
+    json_t *raw = post("/rerank?task=reg", "{\"query\": \"q\", \"texts\": [\"a\", \"bb b\", \"c\"], \"raw_scores\": true}", 200, NULL);
+    cr_assert_eq(json_array_size(rr), 3);
+    for (size_t k = 0; k < 3; k++) {
+        json_t *e = json_array_get(rr, k), *r = json_array_get(raw, k);
+        int i = (int)json_integer_value(json_object_get(e, "index"));
+        double v = json_real_value(json_object_get(
+            json_object_get(json_object_get(json_array_get(json_object_get(v1, "results"), (size_t)i), "tasks"), "reg"), "value"));
+        cr_expect(fabs(json_real_value(json_object_get(e, "score")) - 1.0 / (1.0 + exp(-v))) < TOL, "text %d", i);
+        cr_expect_str_eq(json_string_value(json_object_get(e, "text")), texts[i]);
+        cr_expect_eq(json_integer_value(json_object_get(r, "index")), i, "the sigmoid keeps the order");
+        cr_expect_eq(json_real_value(json_object_get(r, "score")), v);
+        if (k) cr_expect_geq(json_real_value(json_object_get(json_array_get(rr, k - 1), "score")), json_real_value(json_object_get(e, "score")));
+    }
+    json_decref(v1), json_decref(rr), json_decref(raw);
+    tei_error("/rerank?task=reg", "{\"texts\": [\"a\"]}", NULL, 422, "Validation");
+    tei_error("/rerank?task=reg", "{\"query\": \"q\", \"texts\": []}", NULL, 422, "Validation");
+    tei_error("/rerank?task=reg", "{\"query\": \"q\", \"texts\": [1]}", NULL, 422, "Validation");
+}

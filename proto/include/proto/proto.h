@@ -92,6 +92,9 @@ typedef struct {
     const char *prompt_name; /* "prompt_name": a prompt of the model's sentence-transformers config, or NULL */
     int dimensions;          /* "dimensions": keep the first N of each vector (Matryoshka); 0: all */
     int base64;              /* OpenAI "encoding_format": "base64" */
+    int tei_batch;           /* TEI /predict: "inputs" was a batch (the answer nests a list per input) */
+    int tei_raw;             /* TEI /predict, /rerank: "raw_scores" (logits, not probabilities) */
+    int tei_return_text;     /* TEI /rerank: "return_text" */
     void **own_;             /* internal: (n_own_) buffers proto_req_own_* made, freed with the request */
     int n_own_;
 } proto_predict_req;
@@ -353,6 +356,24 @@ char *proto_tei_info_encode(const proto_tei_info *i, size_t *len);
  * malloc'd copy (length in *plen), or NULL with err set: ENG_INVALID_ARGUMENT when the config has
  * no such prompt (a NULL name without a default is no error: NULL and err->code 0). */
 char *proto_tei_prompt(const char *json, size_t n, const char *name, size_t *plen, eng_err *err);
+
+/* Parses TEI's POST /predict body for task: "inputs" a string, a pair [text, text_pair], or a batch
+ * of them ([[a], [b, b_pair], ...]); "raw_scores", "truncate", "truncation_direction" ("right").
+ * Or, rerank set, TEI's POST /rerank body: "query" and "texts" (each input is the pair (query,
+ * text)), "raw_scores", "return_text", "truncate", "truncation_direction" ("right"). Same contract
+ * as proto_predict_parse; tasks is {task}. */
+int proto_tei_predict_parse(const char *body, size_t len, const char *task, int rerank, const proto_limits *lim,
+                            proto_predict_req *out, eng_err *err);
+
+/* TEI's /predict answer from a one-task response: per input, [{"label", "score"}, ...] by score,
+ * highest first (probabilities, or logits when raw); batch nests a list per input, else the one
+ * input's list. A regression head answers its one value. */
+char *proto_tei_predict_encode(const proto_predict_resp *r, int batch, int raw, size_t *len);
+
+/* TEI's /rerank answer: [{"index", "score", "text"?}, ...] by score, highest first. A text's score
+ * is the sigmoid of a regression head's value (raw: the value), or the probability (raw: the logit)
+ * of a classification head's last label. texts: the inputs (for return_text, the pair is the text). */
+char *proto_tei_rerank_encode(const proto_predict_resp *r, int raw, const proto_text *texts, int return_text, size_t *len);
 
 /* ---- OpenAI embeddings (openai.c) ---- */
 
