@@ -329,3 +329,10 @@ char *proto_v2_server_encode(const char *name, const char *version, const char *
     if (!ext) return NULL;
     return proto__dump(json_pack("{s:s,s:s,s:o}", "name", name, "version", version, "extensions", ext), len);
 }
+
+char *proto_v2_stats_encode(const char *name, const char *version, uint64_t count, double seconds, size_t *len) {
+    json_int_t n = (json_int_t)count, ns = (json_int_t)(seconds * 1e9);
+    return proto__dump(json_pack("{s:[{s:s,s:s,s:I,s:I,s:{s:{s:I,s:I}}}]}", "model_stats", "name", name, "version", version,
+                                 "inference_count", n, "execution_count", n, "inference_stats", "success", "count", n, "ns", ns),
+                       len);
+}

@@ -74,6 +74,7 @@ proto_dialect srv__route_dialect(srv_route route) {
     case SRV_ROUTE_TEI_HEALTH: return PROTO_DIALECT_TEI;
     case SRV_ROUTE_OPENAI_EMBEDDINGS: return PROTO_DIALECT_OPENAI;
     case SRV_ROUTE_V2_SERVER:
+    case SRV_ROUTE_V2_STATS:
     case SRV_ROUTE_V2_LIVE:
     case SRV_ROUTE_V2_READY:
     case SRV_ROUTE_V2_MODEL:

@@ -36,6 +36,7 @@
     X(TEI_HEALTH, "/health")               \
     X(OPENAI_EMBEDDINGS, "/v1/embeddings") \
     X(V2_SERVER, "/v2")                    \
+    X(V2_STATS, "/v2/models/{task}/stats") \
     X(UNKNOWN, "other")
 
 typedef enum {

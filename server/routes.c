@@ -138,6 +138,7 @@ typedef enum {
     TASK_VIEW_V1,            /* /v1/tasks/{name} */
     TASK_VIEW_V2,            /* /v2/models/{task} */
     TASK_VIEW_V2_READY,      /* /v2/models/{task}/ready */
+    TASK_VIEW_V2_STATS,      /* /v2/models/{task}/stats */
 } task_view;
 
 /* Longest task name quoted back in an error. */
@@ -173,6 +174,12 @@ static enum MHD_Result route_task(srv_request *r, const char *name, size_t nlen,
     char *j = NULL;
     /* ready: in memory (KServe's unload makes it false; with no memory budget a request reloads it) */
     if (view == TASK_VIEW_V2_READY) j = proto_v2_bool_encode("ready", store_task_resident(t), &len);
+    else if (view == TASK_VIEW_V2_STATS) {
+        uint64_t count;
+        double sec;
+        srv__metrics_task_totals(r->srv->metrics, store_task_name(t), &count, &sec);
+        j = proto_v2_stats_encode(store_task_name(t), store_task_version(t), count, sec, &len);
+    }
     else if (!versions_fill(r->srv->reg, store_task_name(t), &tv, &ti)) {
         store_task_layout lay = store_task_layout_of(t);
         ti.layout_from = lay.from_task_json ? "task.json" : "inferred";
@@ -275,6 +282,7 @@ static srv_route match(const char *url, const char **arg, size_t *arg_len) {
         }
         *arg_len = (size_t)(slash - name);
         if (!strcmp(slash, "/ready")) return SRV_ROUTE_V2_MODEL_READY;
+        if (!strcmp(slash, "/stats")) return SRV_ROUTE_V2_STATS;
         if (!strcmp(slash, "/infer")) return SRV_ROUTE_V2_INFER;
         /* /versions/{v}[/ready|/infer]: the version goes with the name (v2_infer_spec) */
         const char *v = !strncmp(slash, "/versions/", 10) ? slash + 10 : NULL, *vs = v ? strchr(v, '/') : NULL;
@@ -417,6 +425,7 @@ enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const ch
     case SRV_ROUTE_TASK: return route_task(r, arg, arg_len, TASK_VIEW_V1);
     case SRV_ROUTE_V2_MODEL: return route_task(r, arg, arg_len, TASK_VIEW_V2);
     case SRV_ROUTE_V2_MODEL_READY: return route_task(r, arg, arg_len, TASK_VIEW_V2_READY);
+    case SRV_ROUTE_V2_STATS: return route_task(r, arg, arg_len, TASK_VIEW_V2_STATS);
     case SRV_ROUTE_MODELS: return route_models(r);
     case SRV_ROUTE_HEALTHZ: j = proto_status_encode("ok", ready, &len); return srv__send_json(r, 200, j, len);
     case SRV_ROUTE_READYZ: {
@@ -426,8 +435,8 @@ enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const ch
     }
     case SRV_ROUTE_V2_LIVE: j = proto_v2_bool_encode("live", 1, &len); return srv__send_json(r, 200, j, len);
     case SRV_ROUTE_V2_SERVER: {
-        static const char *const ext[] = {"model_repository"};
-        j = proto_v2_server_encode("adapterd", ADAPTERD_VERSION_STRING, ext, 1, &len);
+        static const char *const ext[] = {"model_repository", "statistics"};
+        j = proto_v2_server_encode("adapterd", ADAPTERD_VERSION_STRING, ext, 2, &len);
         return srv__send_json(r, 200, j, len);
     }
     case SRV_ROUTE_V2_READY:

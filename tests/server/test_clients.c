@@ -354,6 +354,9 @@ Test(kserve, server_metadata) {
     int repo = 0;
     for (size_t i = 0; i < json_array_size(ext); i++) repo |= !strcmp(json_string_value(json_array_get(ext, i)), "model_repository");
     cr_expect(repo, "the repository extension is served (/v2/repository/...)");
+    int stats = 0;
+    for (size_t i = 0; i < json_array_size(ext); i++) stats |= !strcmp(json_string_value(json_array_get(ext, i)), "statistics");
+    cr_expect(stats, "the statistics extension is served (/v2/models/{m}/stats)");
     json_decref(d);
 }
 
@@ -479,4 +482,25 @@ Test(tei_tasks, rerank_orders_texts_by_the_sigmoid_of_the_score) {
     tei_error("/rerank?task=reg", "{\"texts\": [\"a\"]}", NULL, 422, "Validation");
     tei_error("/rerank?task=reg", "{\"query\": \"q\", \"texts\": []}", NULL, 422, "Validation");
     tei_error("/rerank?task=reg", "{\"query\": \"q\", \"texts\": [1]}", NULL, 422, "Validation");
+}
+
+Test(kserve, statistics_count_the_tasks_requests) {
+    json_t *a = get("/v2/models/reg/stats", 200);
+    json_t *m = json_array_get(json_object_get(a, "model_stats"), 0);
+    cr_expect_str_eq(json_string_value(json_object_get(m, "name")), "reg");
+    json_int_t n0 = json_integer_value(json_object_get(m, "inference_count"));
+    json_int_t ns0 = json_integer_value(json_object_get(json_object_get(json_object_get(m, "inference_stats"), "success"), "ns"));
+    for (int i = 0; i < 3; i++)
+        json_decref(post("/v2/models/reg/infer", "{\"inputs\": [{\"name\": \"text\", \"shape\": [1], \"datatype\": \"BYTES\", \"data\": [\"x\"]}]}",
+                         200, NULL));
+    json_t *b = get("/v2/models/reg/stats", 200);
+    json_t *m2 = json_array_get(json_object_get(b, "model_stats"), 0);
+    cr_expect_eq(json_integer_value(json_object_get(m2, "inference_count")), n0 + 3);
+    json_t *succ = json_object_get(json_object_get(m2, "inference_stats"), "success");
+    cr_expect_eq(json_integer_value(json_object_get(succ, "count")), n0 + 3);
+    cr_expect_gt(json_integer_value(json_object_get(succ, "ns")), ns0, "three requests took some time");
+    json_decref(a), json_decref(b);
+    json_t *e = get("/v2/models/nope/stats", 404);
+    kserve_error(e, "stats of an unknown model");
+    json_decref(e);
 }

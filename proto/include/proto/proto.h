@@ -389,7 +389,12 @@ int proto_openai_embed_parse(const char *body, size_t len, const proto_limits *l
 char *proto_openai_embed_encode(const float *vectors, int n, int dim, int base64, const char *model, int tokens,
                                 size_t *len);
 
-/* ---- KServe v2 server metadata (v2.c) ---- */
+/* ---- KServe v2 server metadata and statistics (v2.c) ---- */
+
+/* GET /v2/models/{m}/stats (the statistics extension, Triton's shape): {"model_stats": [{"name",
+ * "version", "inference_count", "execution_count", "inference_stats": {"success": {"count", "ns"}}}]}
+ * with the requests that ran the task and their cumulative time, first byte to answer, in ns. */
+char *proto_v2_stats_encode(const char *name, const char *version, uint64_t count, double seconds, size_t *len);
 
 /* GET /v2: {"name", "version", "extensions": [...]}. */
 char *proto_v2_server_encode(const char *name, const char *version, const char *const *extensions, int n, size_t *len);
