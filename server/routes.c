@@ -225,6 +225,12 @@ static bool is_health(srv_route rt) {
 /* Bytes of a body read and dropped on a route that takes none (a GET with a body). */
 #define UNUSED_BODY_MAX 65536
 
+/* Bytes beyond its limit of a body with a Content-Length that are read and dropped before the 413
+ * (an inference route): closing a connection with the client's bytes unread resets it, and Node's
+ * fetch or Python's urllib, still sending, never read the answer (nginx's lingering close). Beyond
+ * this, and for a chunked body, the answer comes at once. The body rate (conn.c) bounds the time. */
+#define DRAIN_MAX (8u << 20)
+
 /* The routes that are POSTed a JSON body; every other non-admin route is GET or HEAD. */
 static bool is_post_route(srv_route route) {
     return route == SRV_ROUTE_PREDICT || route == SRV_ROUTE_V2_INFER || route == SRV_ROUTE_EMBED ||
@@ -342,7 +348,12 @@ enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const ch
         r->method_ok = is_post_route(r->route) ? !strcmp(method, "POST") : (!strcmp(method, "GET") || !strcmp(method, "HEAD"));
         size_t limit = body_limit(r);
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
-        if (cl && strtoull(cl, NULL, 10) > limit)
+        unsigned long long cl_n = cl ? strtoull(cl, NULL, 10) : 0;
+        if (cl && cl_n > limit && takes_body(r) && cl_n - limit <= DRAIN_MAX) {
+            r->too_large = true; /* its chunks are dropped; the 413 comes at the body's end */
+            return MHD_YES;
+        }
+        if (cl && cl_n > limit)
             return srv__send_error(r, ENG_TOO_LARGE, "a body of %.40s bytes is over this route's limit of %zu", cl, limit);
         return MHD_YES;
     }
@@ -389,6 +400,7 @@ enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const ch
     }
     srv__conns_phase(s->conns, conn, SRV_CONN_BUSY);
     if (r->status) return MHD_YES; /* already answered (413 by Content-Length) */
+    if (r->too_large) return over_limit(r); /* a body over the limit, read to its end and dropped */
     if (r->admin) return srv__admin_dispatch(r, url, method);
     r->route = match(url, &arg, &arg_len);
     if (r->route == SRV_ROUTE_UNKNOWN) return srv__send_error(r, ENG_NOT_FOUND, "no route %s %.200s", method, url);
