@@ -214,3 +214,33 @@ char *proto_tei_rerank_encode(const proto_predict_resp *r, int raw, const proto_
     free(rk);
     return proto__dump(a, len);
 }
+
+int proto_tei_decode_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *r, eng_err *err) {
+    static const char *const keys[] = {"ids", "skip_special_tokens", NULL};
+    proto_limits dl;
+    json_t *root = proto__req_begin(body, len, &lim, &dl, r, err), *v;
+    if (!root) return err ? err->code : ENG_MALFORMED;
+    int rc;
+    if ((rc = proto__known_keys(root, keys, err)) || (rc = proto__parse_inputs(json_object_get(root, "ids"), "ids", lim, 1, r, err)))
+        goto bad;
+    for (int i = 0; i < r->n_inputs; i++)
+        if (!r->inputs[i].ids || r->inputs[i].type_ids) {
+            rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "\"ids\" must be token ids or an array of them");
+            goto bad;
+        }
+    if ((v = json_object_get(root, "skip_special_tokens")) && !json_is_null(v)) {
+        if (!json_is_boolean(v)) {
+            rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "\"skip_special_tokens\" must be true or false");
+            goto bad;
+        }
+        r->add_special_tokens = !json_is_true(v);
+    } else {
+        r->add_special_tokens = 0;
+    }
+    return 0;
+bad:
+    proto_predict_free(r);
+    return rc;
+}
+
+char *proto_tei_decode_encode(const char *const *texts, int n, size_t *len) { return proto__dump(proto__strings(texts, n), len); }

@@ -275,3 +275,77 @@ enum MHD_Result srv__tei_info(srv_request *r) {
     store_model_release(m);
     return srv__send_json(r, 200, j, len);
 }
+
+/* Hugging Face's clean_up_tokenization_spaces: the spaces WordPiece puts before punctuation and
+ * English contractions, removed in place. */
+static void clean_up_spaces(char *s) {
+    static const char *const from[] = {" .", " ?", " !", " ,", " ' ", " n't", " 'm", " 's", " 've", " 're"};
+    static const char *const to[] = {".", "?", "!", ",", "'", "n't", "'m", "'s", "'ve", "'re"};
+    for (size_t k = 0; k < sizeof from / sizeof *from; k++) {
+        size_t fl = strlen(from[k]), tl = strlen(to[k]);
+        for (char *p = strstr(s, from[k]); p; p = strstr(p + tl, from[k])) memmove(p + tl, p + fl, strlen(p + fl) + 1), memcpy(p, to[k], tl);
+    }
+}
+
+/* Token ids back to text into a malloc'd string; NULL when out of memory, or *bad set to the index
+ * of an id outside the vocabulary. */
+static char *decode_ids(const eng_tokenizer *tok, const proto_text *x, bool skip_special, int *bad) {
+    int32_t sp[] = {eng_tokenizer_cls_id(tok), eng_tokenizer_sep_id(tok), eng_tokenizer_pad_id(tok), eng_tokenizer_mask_id(tok),
+                    eng_tokenizer_unk_id(tok)};
+    size_t cap = 16, n = 0;
+    char *out = malloc(cap);
+    for (int k = 0; out && k < x->n_ids; k++) {
+        bool special = false;
+        for (size_t q = 0; q < sizeof sp / sizeof *sp; q++) special |= x->ids[k] == sp[q];
+        if (special && skip_special) continue;
+        const char *t = eng_tok_id_to_token(tok, x->ids[k]);
+        if (!t) {
+            *bad = k;
+            free(out);
+            return NULL;
+        }
+        bool glue = !strncmp(t, "##", 2);
+        if (glue) t += 2;
+        size_t tl = strlen(t);
+        if (n + tl + 2 > cap) {
+            char *o = realloc(out, (cap = 2 * (n + tl + 2)));
+            if (!o) {
+                free(out);
+                return NULL;
+            }
+            out = o;
+        }
+        if (n && !glue) out[n++] = ' ';
+        memcpy(out + n, t, tl);
+        n += tl;
+    }
+    if (out) out[n] = '\0', clean_up_spaces(out);
+    return out;
+}
+
+enum MHD_Result srv__tei_decode(srv_request *r) {
+    enum MHD_Result ans = MHD_YES;
+    if (srv__refuse_json_body(r, &ans)) return ans;
+    proto_limits lim = srv__proto_limits(r->srv);
+    eng_err pe = {0};
+    int rc = proto_tei_decode_parse(r->body ? r->body : "", r->body_len, &lim, &r->preq, &pe);
+    if (rc) return srv__send_error(r, (eng_status)rc, "%s", pe.msg);
+    store_model *m = pick_model(r, NULL, &ans);
+    if (!m) return ans;
+    int n = r->preq.n_inputs, bad = -1, at = 0;
+    char **texts = calloc((size_t)n, sizeof *texts);
+    bool oom = !texts;
+    for (int i = 0; !oom && bad < 0 && i < n; i++)
+        if (!(texts[i] = decode_ids(store_model_tokenizer(m), &r->preq.inputs[i], !r->preq.add_special_tokens, &bad))) {
+            oom = bad < 0;
+            at = i;
+        }
+    size_t len = 0;
+    char *body = oom || bad >= 0 ? NULL : proto_tei_decode_encode((const char *const *)texts, n, &len);
+    for (int i = 0; texts && i < n; i++) free(texts[i]);
+    free(texts);
+    store_model_release(m);
+    if (bad >= 0)
+        return srv__send_error(r, ENG_INVALID_ARGUMENT, "ids[%d][%d] is not in the model's vocabulary", at, bad);
+    return srv__send_json(r, 200, body, len);
+}

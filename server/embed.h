@@ -17,4 +17,9 @@ enum MHD_Result srv__tokenize(srv_request *r);
  * its first). */
 enum MHD_Result srv__tei_info(srv_request *r);
 
+/* MHD thread, body complete: TEI's POST /decode, token ids back to text (WordPiece: "##" pieces
+ * joined to the token before, others after a space; special tokens skipped unless asked; then
+ * Hugging Face's clean_up_tokenization_spaces). */
+enum MHD_Result srv__tei_decode(srv_request *r);
+
 #endif

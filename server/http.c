@@ -71,6 +71,7 @@ proto_dialect srv__route_dialect(srv_route route) {
     case SRV_ROUTE_TEI_INFO:
     case SRV_ROUTE_TEI_PREDICT:
     case SRV_ROUTE_TEI_RERANK:
+    case SRV_ROUTE_TEI_DECODE:
     case SRV_ROUTE_TEI_HEALTH: return PROTO_DIALECT_TEI;
     case SRV_ROUTE_OPENAI_EMBEDDINGS: return PROTO_DIALECT_OPENAI;
     case SRV_ROUTE_V2_SERVER:

@@ -33,6 +33,7 @@
     X(TEI_INFO, "/info")                   \
     X(TEI_PREDICT, "/predict")             \
     X(TEI_RERANK, "/rerank")               \
+    X(TEI_DECODE, "/decode")               \
     X(TEI_HEALTH, "/health")               \
     X(OPENAI_EMBEDDINGS, "/v1/embeddings") \
     X(V2_SERVER, "/v2")                    \

@@ -236,7 +236,7 @@ static bool is_post_route(srv_route route) {
     return route == SRV_ROUTE_PREDICT || route == SRV_ROUTE_V2_INFER || route == SRV_ROUTE_EMBED ||
            route == SRV_ROUTE_TOKENIZE || route == SRV_ROUTE_TEI_EMBED || route == SRV_ROUTE_TEI_EMBED_ALL ||
            route == SRV_ROUTE_TEI_TOKENIZE || route == SRV_ROUTE_OPENAI_EMBEDDINGS || route == SRV_ROUTE_TEI_PREDICT ||
-           route == SRV_ROUTE_TEI_RERANK;
+           route == SRV_ROUTE_TEI_RERANK || route == SRV_ROUTE_TEI_DECODE;
 }
 
 static bool takes_body(const srv_request *r) { return r->method_ok && is_post_route(r->route); }
@@ -270,7 +270,7 @@ static srv_route match(const char *url, const char **arg, size_t *arg_len) {
                  {"/v2/health/ready", SRV_ROUTE_V2_READY}, {"/", SRV_ROUTE_TEI_EMBED}, {"/embed", SRV_ROUTE_TEI_EMBED},
                  {"/embed_all", SRV_ROUTE_TEI_EMBED_ALL}, {"/tokenize", SRV_ROUTE_TEI_TOKENIZE}, {"/info", SRV_ROUTE_TEI_INFO},
                  {"/health", SRV_ROUTE_TEI_HEALTH},
-                 {"/predict", SRV_ROUTE_TEI_PREDICT}, {"/rerank", SRV_ROUTE_TEI_RERANK}, {"/v1/embeddings", SRV_ROUTE_OPENAI_EMBEDDINGS},
+                 {"/predict", SRV_ROUTE_TEI_PREDICT}, {"/decode", SRV_ROUTE_TEI_DECODE}, {"/rerank", SRV_ROUTE_TEI_RERANK}, {"/v1/embeddings", SRV_ROUTE_OPENAI_EMBEDDINGS},
                  {"/embeddings", SRV_ROUTE_OPENAI_EMBEDDINGS}, {"/v2", SRV_ROUTE_V2_SERVER}};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         if (!strcmp(url, fixed[i].path)) return fixed[i].r;
@@ -419,6 +419,7 @@ enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const ch
     case SRV_ROUTE_TOKENIZE:
     case SRV_ROUTE_TEI_TOKENIZE: return srv__tokenize(r);
     case SRV_ROUTE_TEI_INFO: return srv__tei_info(r);
+    case SRV_ROUTE_TEI_DECODE: return srv__tei_decode(r);
     case SRV_ROUTE_TEI_HEALTH:
         if (!ready) return srv__send_error(r, ENG_UNAVAILABLE, "not ready");
         return srv__send_body(r, 200, "text/plain", (char *)"", 0, MHD_RESPMEM_PERSISTENT);

@@ -194,6 +194,40 @@ Test(tei, tokenize_info_health) {
     cr_expect_eq(ts_request(&srv, "GET", "/health", NULL, 0, NULL, NULL, NULL), 200);
 }
 
+/* /decode: the ids /tokenize gives a lowercase text decode back to that text (the fixture is an
+ * uncased WordPiece vocabulary; Hugging Face's decode with clean_up_tokenization_spaces answers the
+ * same for these texts), special tokens kept when asked. */
+Test(tei, decode_gives_the_text_back) {
+    const char *texts[] = {"hello world, it's fine.", "don't stop! where are we?", "a cat sat"};
+    for (size_t t = 0; t < sizeof texts / sizeof *texts; t++) {
+        char body[512];
+        snprintf(body, sizeof body, "{\"inputs\": \"%s\"}", texts[t]);
+        json_t *tk = post("/tokenize", body, 200, NULL), *toks = json_array_get(tk, 0);
+        json_t *ids = json_array();
+        for (size_t k = 0; k < json_array_size(toks); k++) json_array_append(ids, json_object_get(json_array_get(toks, k), "id"));
+        json_t *req = json_pack("{s:o}", "ids", ids);
+        char *rb = json_dumps(req, 0);
+        json_t *d = post("/decode", rb, 200, NULL);
+        cr_expect_str_eq(json_string_value(json_array_get(d, 0)), texts[t]);
+        json_decref(d);
+        json_object_set_new(req, "skip_special_tokens", json_false());
+        free(rb);
+        rb = json_dumps(req, 0);
+        d = post("/decode", rb, 200, NULL);
+        const char *w = json_string_value(json_array_get(d, 0));
+        cr_expect(w && !strncmp(w, "[CLS] ", 6) && strstr(w, texts[t]) && !strcmp(w + strlen(w) - 6, " [SEP]"), "%s", w);
+        json_decref(d), json_decref(req), json_decref(tk);
+        free(rb);
+    }
+    json_t *d = post("/decode", "{\"ids\": [[2, 135, 3], [2, 3]]}", 200, NULL);
+    cr_expect_eq(json_array_size(d), 2);
+    cr_expect_str_eq(json_string_value(json_array_get(d, 1)), "");
+    json_decref(d);
+    tei_error("/decode", "{\"ids\": [99999999]}", NULL, 422, "Validation");
+    tei_error("/decode", "{\"ids\": \"abc\"}", NULL, 422, "Validation");
+    tei_error("/decode", "{\"ids\": [1], \"skip_special_tokens\": 0}", NULL, 422, "Validation");
+}
+
 TestSuite(openai, .init = start, .fini = stop, .timeout = 120);
 
 /* The token count /v1/tokenize gives text (special tokens included). */

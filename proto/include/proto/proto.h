@@ -375,6 +375,14 @@ char *proto_tei_predict_encode(const proto_predict_resp *r, int batch, int raw, 
  * of a classification head's last label. texts: the inputs (for return_text, the pair is the text). */
 char *proto_tei_rerank_encode(const proto_predict_resp *r, int raw, const proto_text *texts, int return_text, size_t *len);
 
+/* Parses TEI's POST /decode body: "ids" (token ids, or an array of them: one input each) and
+ * "skip_special_tokens" (default true, into add_special_tokens as its opposite: 0 skips them).
+ * Same contract as proto_predict_parse. */
+int proto_tei_decode_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *out, eng_err *err);
+
+/* TEI's /decode answer: ["text", ...], one per input. */
+char *proto_tei_decode_encode(const char *const *texts, int n, size_t *len);
+
 /* ---- OpenAI embeddings (openai.c) ---- */
 
 /* Parses a POST /v1/embeddings body: "input" (a string, an array of strings, token ids or an array
