@@ -8,6 +8,8 @@
  *   v2.c        KServe v2: infer request and answer, model metadata, live/ready; parse.c, json.c
  *   registry.c  the registry's answers (GET /v1/tasks paginated, /v1/tasks/{name}, /v1/models);
  *               json.c
+ *   tei.c       text-embeddings-inference's own answers (/info, prompts, its error shape); json.c
+ *   openai.c    OpenAI's embeddings request and answer, its error shape; parse.c, json.c
  * A new protocol (an OpenAI- or TEI-shaped encoder) is a new file after these, built on json.c and
  * the request struct parse.c fills; tests/layout/file_cycles.py keeps the order honest. */
 #ifndef ADAPTERD_PROTO_INTERNAL_H
@@ -53,6 +55,18 @@ json_t *proto__req_begin(const char *body, size_t len, const proto_limits **lim,
 /* t borrows the string s (and pair, a string or null/NULL) of a document; where names the field in
  * errors. Returns 0, or ENG_INVALID_ARGUMENT / ENG_LIMIT with err set. */
 int proto__set_text(proto_text *t, json_t *s, json_t *pair, const proto_limits *lim, const char *where, eng_err *err);
+
+/* "inputs" of a request (a string, ids, or an array of strings / ids / {"text", "text_pair"} /
+ * {"ids", "type_ids"}) into r->inputs; allow_ids 0 refuses ids. field names it in errors. */
+int proto__parse_inputs(json_t *in, const char *field, const proto_limits *lim, int allow_ids, proto_predict_req *r,
+                        eng_err *err);
+
+/* "model" of root into r->model (a string or absent); "dimensions" (a positive integer) into
+ * r->dimensions; refuses keys of root not in the NULL-terminated list keys. Each returns 0 or
+ * ENG_INVALID_ARGUMENT with err naming the field. */
+int proto__model_field(json_t *root, proto_predict_req *r, eng_err *err);
+int proto__dimensions(json_t *root, proto_predict_req *r, eng_err *err);
+int proto__known_keys(json_t *root, const char *const *keys, eng_err *err);
 
 /* skip, budget, latency_ms, truncate and aggregation of root (a v1 body, or v2's "parameters")
  * into r. Returns 0 or a negative status with err naming the field. */

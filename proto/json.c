@@ -102,3 +102,33 @@ char *proto_error_encode(const char *code, const char *msg, size_t *len) {
 char *proto_status_encode(const char *status, int ready, size_t *len) {
     return proto__dump(json_pack("{s:s,s:b}", "status", status, "ready", ready), len);
 }
+
+/* TEI's ErrorType and OpenAI's error type for an HTTP status. */
+static const char *tei_error_type(unsigned status) {
+    if (status == 429) return "Overloaded";
+    if (status == 503) return "Unhealthy";
+    if (status >= 500) return "Backend";
+    return "Validation";
+}
+
+static const char *openai_error_type(unsigned status) {
+    if (status == 401) return "authentication_error";
+    if (status == 404) return "not_found_error";
+    if (status == 429) return "rate_limit_error";
+    if (status >= 500) return "server_error";
+    return "invalid_request_error";
+}
+
+char *proto_error_encode_as(proto_dialect d, const char *code, unsigned http_status, const char *msg, size_t *len) {
+    switch (d) {
+    case PROTO_DIALECT_TEI:
+        return proto__dump(json_pack("{s:s,s:s}", "error", msg, "error_type", tei_error_type(http_status)), len);
+    case PROTO_DIALECT_OPENAI:
+        return proto__dump(json_pack("{s:{s:s,s:s,s:n,s:s}}", "error", "message", msg, "type", openai_error_type(http_status),
+                                     "param", "code", code),
+                           len);
+    case PROTO_DIALECT_KSERVE: return proto__dump(json_pack("{s:s}", "error", msg), len);
+    case PROTO_DIALECT_ADAPTERD: break;
+    }
+    return proto_error_encode(code, msg, len);
+}

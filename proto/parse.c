@@ -28,8 +28,47 @@ void proto_predict_free(proto_predict_req *r) {
     free((void *)r->tasks);
     free(r->skips);
     free(r->ids_);
+    for (int i = 0; i < r->n_own_; i++) free(r->own_[i]);
+    free(r->own_);
     json_decref((json_t *)r->doc_);
     memset(r, 0, sizeof *r);
+}
+
+/* Keeps p (malloc'd) with r until proto_predict_free; frees it and returns -1 when out of memory. */
+static int own(proto_predict_req *r, void *p) {
+    void **o = realloc(r->own_, (size_t)(r->n_own_ + 1) * sizeof *o);
+    if (!o) {
+        free(p);
+        return -1;
+    }
+    r->own_ = o;
+    r->own_[r->n_own_++] = p;
+    return 0;
+}
+
+int proto_req_prefix_text(proto_predict_req *r, int i, const char *prefix, size_t plen, const proto_limits *lim,
+                          eng_err *err) {
+    proto_text *t = &r->inputs[i];
+    if (t->len + t->pair_len + plen > lim->max_text_bytes)
+        return eng_err_set(err, ENG_LIMIT, "inputs[%d] with its prompt is %zu bytes, over the limit of %zu", i,
+                           t->len + t->pair_len + plen, lim->max_text_bytes);
+    char *b = malloc(plen + t->len + 1);
+    if (!b || own(r, b)) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    memcpy(b, prefix, plen);
+    memcpy(b + plen, t->text, t->len);
+    b[plen + t->len] = '\0';
+    t->text = b;
+    t->len += plen;
+    return 0;
+}
+
+int proto_req_set_ids(proto_predict_req *r, int i, const int32_t *ids, const int32_t *type_ids, int n) {
+    int32_t *b = malloc((size_t)(n > 0 ? n : 1) * 2 * sizeof *b);
+    if (!b || own(r, b)) return ENG_NO_MEMORY;
+    memcpy(b, ids, (size_t)n * sizeof *b);
+    if (type_ids) memcpy(b + n, type_ids, (size_t)n * sizeof *b);
+    r->inputs[i] = (proto_text){.ids = b, .type_ids = type_ids ? b + n : NULL, .n_ids = n};
+    return 0;
 }
 
 static void req_init(proto_predict_req *r) {
@@ -134,27 +173,32 @@ static int ids_input(json_t *e, const char *where, json_t **ids, json_t **types,
 
 /* inputs: a string, one ids array, or an array of strings, ids arrays, {"text", "text_pair"} or
  * {"ids", "type_ids"}. allow_ids 0 refuses ids (tokenize). Ids are copied into one buffer (r->ids_). */
-static int parse_inputs(json_t *in, const proto_limits *lim, int allow_ids, proto_predict_req *r, eng_err *err) {
-    if (!in) return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"inputs\" is required");
-    const char *shape = allow_ids ? "\"inputs\" must be a string, token ids, or an array of strings, of token ids, of "
-                                    "{\"text\", \"text_pair\"} or of {\"ids\", \"type_ids\"}"
-                                  : "\"inputs\" must be a string or an array of strings or of {\"text\", \"text_pair\"}";
+int proto__parse_inputs(json_t *in, const char *field, const proto_limits *lim, int allow_ids, proto_predict_req *r,
+                        eng_err *err) {
+    if (!in) return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"%s\" is required", field);
+    char shape[200];
+    snprintf(shape, sizeof shape,
+             allow_ids ? "\"%s\" must be a string, token ids, or an array of strings, of token ids, of "
+                         "{\"text\", \"text_pair\"} or of {\"ids\", \"type_ids\"}"
+                       : "\"%s\" must be a string or an array of strings or of {\"text\", \"text_pair\"}",
+             field);
     if (!json_is_string(in) && !json_is_array(in)) return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s", shape);
     /* a flat array of integers is one ids input */
     int flat = json_is_array(in) && json_is_integer(json_array_get(in, 0));
     size_t n = json_is_array(in) && !flat ? json_array_size(in) : 1;
-    if (json_is_array(in) && json_array_size(in) == 0) return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"inputs\" is empty");
+    if (json_is_array(in) && json_array_size(in) == 0) return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"%s\" is empty", field);
     if (n > (size_t)lim->max_inputs)
-        return eng_err_set(err, ENG_LIMIT, "\"inputs\" has %zu entries, over the limit of %d", n, lim->max_inputs);
+        return eng_err_set(err, ENG_LIMIT, "\"%s\" has %zu entries, over the limit of %d", field, n, lim->max_inputs);
     if (!(r->inputs = calloc(n, sizeof *r->inputs))) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
     r->n_inputs = (int)n;
-    if (json_is_string(in)) return proto__set_text(&r->inputs[0], in, NULL, lim, "inputs", err);
+    if (json_is_string(in)) return proto__set_text(&r->inputs[0], in, NULL, lim, field, err);
     /* first pass: check every entry, count the ids */
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         json_t *e = flat ? in : json_array_get(in, i), *ids, *types;
         char where[48];
-        snprintf(where, sizeof where, flat ? "inputs" : "inputs[%zu]", i);
+        if (flat) snprintf(where, sizeof where, "%.20s", field);
+        else snprintf(where, sizeof where, "%.20s[%zu]", field, i);
         int rc = ids_input(e, where, &ids, &types, err);
         if (rc < 0) return rc;
         if (rc == 1) {
@@ -290,7 +334,7 @@ int proto_predict_parse(const char *body, size_t len, const proto_limits *lim, p
             goto bad;
         }
     }
-    if ((rc = parse_inputs(json_object_get(root, "inputs"), lim, 1, r, err))) goto bad;
+    if ((rc = proto__parse_inputs(json_object_get(root, "inputs"), "inputs", lim, 1, r, err))) goto bad;
     if ((v = json_object_get(root, "tasks")) && !json_is_null(v)) {
         if (json_is_string(v)) {
             if (!(r->tasks = malloc(sizeof *r->tasks))) goto oom;
@@ -367,7 +411,7 @@ static int bool_field(json_t *root, const char *key, int *dst, eng_err *err) {
     return 0;
 }
 
-static int model_field(json_t *root, proto_predict_req *r, eng_err *err) {
+int proto__model_field(json_t *root, proto_predict_req *r, eng_err *err) {
     json_t *v = json_object_get(root, "model");
     if (!v || json_is_null(v)) return 0;
     if (!json_is_string(v)) return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"model\" must be a model name (GET /v1/models)");
@@ -376,7 +420,7 @@ static int model_field(json_t *root, proto_predict_req *r, eng_err *err) {
 }
 
 /* Refuses keys of root not in the NULL-terminated list. */
-static int known_keys(json_t *root, const char *const *keys, eng_err *err) {
+int proto__known_keys(json_t *root, const char *const *keys, eng_err *err) {
     const char *k;
     json_t *v;
     json_object_foreach(root, k, v) {
@@ -387,24 +431,45 @@ static int known_keys(json_t *root, const char *const *keys, eng_err *err) {
     return 0;
 }
 
+int proto__dimensions(json_t *root, proto_predict_req *r, eng_err *err) {
+    json_t *v = json_object_get(root, "dimensions");
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 1000000)
+        return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"dimensions\" must be a positive integer");
+    r->dimensions = (int)json_integer_value(v);
+    return 0;
+}
+
 int proto_embed_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *r, eng_err *err) {
-    static const char *const keys[] = {"inputs", "normalize", "truncate", "truncation_direction", "pooling", "model", NULL};
+    static const char *const keys[] = {"inputs", "normalize", "truncate", "truncation_direction", "pooling", "model",
+                                       "prompt_name", "dimensions", NULL};
     proto_limits dl;
     json_t *root = proto__req_begin(body, len, &lim, &dl, r, err), *v;
     if (!root) return err ? err->code : ENG_MALFORMED;
     r->truncate = 0; /* as text-embeddings-inference: an input over the limit is refused unless asked */
     int rc;
-    if ((rc = known_keys(root, keys, err)) || (rc = parse_inputs(json_object_get(root, "inputs"), lim, 1, r, err)) ||
+    if ((rc = proto__known_keys(root, keys, err)) ||
+        (rc = proto__parse_inputs(json_object_get(root, "inputs"), "inputs", lim, 1, r, err)) ||
         (rc = bool_field(root, "normalize", &r->normalize, err)) || (rc = bool_field(root, "truncate", &r->truncate, err)) ||
-        (rc = model_field(root, r, err)))
+        (rc = proto__model_field(root, r, err)))
         goto bad;
     if ((v = json_object_get(root, "truncation_direction")) && !json_is_null(v)) {
         const char *d = json_string_value(v);
-        if (!d || (strcmp(d, "right") && strcmp(d, "Right"))) {
-            rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "\"truncation_direction\" must be \"right\" (the end of the text is cut)");
+        if (d && (!strcmp(d, "left") || !strcmp(d, "Left"))) r->truncate_left = 1;
+        else if (!d || (strcmp(d, "right") && strcmp(d, "Right"))) {
+            rc = eng_err_set(err, ENG_INVALID_ARGUMENT,
+                             "\"truncation_direction\" must be \"right\" (the end of a text is cut) or \"left\" (its start)");
             goto bad;
         }
     }
+    if ((v = json_object_get(root, "prompt_name")) && !json_is_null(v)) {
+        if (!json_is_string(v) || !json_string_length(v)) {
+            rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "\"prompt_name\" must be a non-empty string");
+            goto bad;
+        }
+        r->prompt_name = json_string_value(v);
+    }
+    if ((rc = proto__dimensions(root, r, err))) goto bad;
     if ((v = json_object_get(root, "pooling")) && !json_is_null(v)) {
         const char *p = json_string_value(v);
         static const proto_pooling all[] = {PROTO_POOL_CLS, PROTO_POOL_MEAN, PROTO_POOL_POOLER, PROTO_POOL_NONE};
@@ -427,8 +492,8 @@ int proto_tokenize_parse(const char *body, size_t len, const proto_limits *lim, 
     json_t *root = proto__req_begin(body, len, &lim, &dl, r, err);
     if (!root) return err ? err->code : ENG_MALFORMED;
     int rc;
-    if ((rc = known_keys(root, keys, err)) || (rc = parse_inputs(json_object_get(root, "inputs"), lim, 0, r, err)) ||
-        (rc = bool_field(root, "add_special_tokens", &r->add_special_tokens, err)) || (rc = model_field(root, r, err)))
+    if ((rc = proto__known_keys(root, keys, err)) || (rc = proto__parse_inputs(json_object_get(root, "inputs"), "inputs", lim, 0, r, err)) ||
+        (rc = bool_field(root, "add_special_tokens", &r->add_special_tokens, err)) || (rc = proto__model_field(root, r, err)))
         goto bad;
     return 0;
 bad:

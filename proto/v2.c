@@ -8,7 +8,9 @@
 
 #include "internal.h"
 
-/* A v2 BYTES tensor: {"name","shape":[N],"datatype":"BYTES","data":[...]}; returns the data array. */
+/* A v2 BYTES tensor: {"name","shape":[N] or [N, 1],"datatype":"BYTES","data":[...]}, its data flat
+ * or nested ([["a"], ["b"]]: the protocol lets data follow the shape). Returns the data as a flat
+ * array (a new reference; its strings are the document's), or NULL with err set. */
 static json_t *v2_bytes(json_t *t, size_t i, eng_err *err) {
     json_t *shape = json_object_get(t, "shape"), *data = json_object_get(t, "data");
     const char *dt = json_string_value(json_object_get(t, "datatype"));
@@ -20,13 +22,29 @@ static json_t *v2_bytes(json_t *t, size_t i, eng_err *err) {
         eng_err_set(err, ENG_INVALID_ARGUMENT, "inputs[%zu].data must be an array of strings", i);
         return NULL;
     }
+    json_t *flat = json_array();
+    if (!flat) {
+        eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+        return NULL;
+    }
+    for (size_t k = 0; k < json_array_size(data); k++) {
+        json_t *e = json_array_get(data, k);
+        if (json_is_array(e) && json_array_size(e) == 1) e = json_array_get(e, 0);
+        else if (json_is_array(e)) {
+            json_decref(flat);
+            eng_err_set(err, ENG_INVALID_ARGUMENT, "inputs[%zu].data[%zu]: a nested row must hold one string (shape [N, 1])", i, k);
+            return NULL;
+        }
+        json_array_append(flat, e);
+    }
     if (!json_is_array(shape) || json_array_size(shape) < 1 || json_array_size(shape) > 2 ||
-        json_integer_value(json_array_get(shape, 0)) != (json_int_t)json_array_size(data) ||
+        json_integer_value(json_array_get(shape, 0)) != (json_int_t)json_array_size(flat) ||
         (json_array_size(shape) == 2 && json_integer_value(json_array_get(shape, 1)) != 1)) {
+        json_decref(flat);
         eng_err_set(err, ENG_INVALID_ARGUMENT, "inputs[%zu].shape must be [N] (or [N, 1]) with N the number of data entries", i);
         return NULL;
     }
-    return data;
+    return flat;
 }
 
 /* The v2 output tensors of each head: one tensor per output for all of a request's inputs, with a
@@ -134,11 +152,13 @@ int proto_v2_infer_parse(const char *body, size_t len, const char *task, const p
         }
         json_t **slot = !strcmp(name, "text_pair") ? &pair : (!strcmp(name, "text") || json_array_size(ins) == 1) ? &text : NULL;
         if (slot && *slot) {
+            json_decref(d);
             rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "inputs[%zu]: a second tensor named \"%.60s\"", i, name);
             goto bad;
         }
         if (slot) *slot = d;
         else {
+            json_decref(d);
             rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "inputs[%zu]: unknown tensor \"%.60s\" (text, text_pair)", i, name);
             goto bad;
         }
@@ -185,8 +205,16 @@ int proto_v2_infer_parse(const char *body, size_t len, const char *task, const p
         if ((rc = proto__parse_common(params, lim, r, err))) goto bad;
     }
     if ((rc = v2_requested_outputs(json_object_get(root, "outputs"), &r->v2_outputs, err))) goto bad;
+    json_t *id = json_object_get(root, "id");
+    if (id && !json_is_null(id) && !json_is_string(id)) {
+        rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "\"id\" must be a string");
+        goto bad;
+    }
+    r->v2_id = json_string_value(id);
+    json_decref(text), json_decref(pair); /* the strings stay the document's */
     return 0;
 bad:
+    json_decref(text), json_decref(pair);
     proto_predict_free(r);
     return rc;
 }
@@ -268,7 +296,7 @@ char *proto_v2_infer_encode(const proto_predict_resp *r, size_t *len) {
         return NULL;
     }
     return proto__dump(json_pack("{s:s,s:s,s:s,s:o}", "model_name", t0->task, "model_version", t0->version, "id",
-                          r->request_id, "outputs", outs),
+                          r->v2_id ? r->v2_id : r->request_id, "outputs", outs),
                 len);
 }
 
@@ -295,3 +323,16 @@ char *proto_v2_model_encode(const proto_task_info *t, size_t *len) {
 }
 
 char *proto_v2_bool_encode(const char *key, int value, size_t *len) { return proto__dump(json_pack("{s:b}", key, value), len); }
+
+char *proto_v2_server_encode(const char *name, const char *version, const char *const *extensions, int n, size_t *len) {
+    json_t *ext = proto__strings(extensions, n);
+    if (!ext) return NULL;
+    return proto__dump(json_pack("{s:s,s:s,s:o}", "name", name, "version", version, "extensions", ext), len);
+}
+
+char *proto_v2_stats_encode(const char *name, const char *version, uint64_t count, double seconds, size_t *len) {
+    json_int_t n = (json_int_t)count, ns = (json_int_t)(seconds * 1e9);
+    return proto__dump(json_pack("{s:[{s:s,s:s,s:I,s:I,s:{s:{s:I,s:I}}}]}", "model_stats", "name", name, "version", version,
+                                 "inference_count", n, "execution_count", n, "inference_stats", "success", "count", n, "ns", ns),
+                       len);
+}

@@ -37,7 +37,7 @@ fi
 # browser test uses Debian's chromium). tests/api also holds Redoc's bundle, which the build
 # compiles into the server for GET /docs, so it comes before the build.
 if command -v npm >/dev/null; then
-  for d in tests/parity/tokenizer tests/api bench/peers; do
+  for d in tests/parity/tokenizer tests/api tests/clients bench/peers; do
     if [ -f "$d/package.json" ] && [ ! -d "$d/node_modules" ]; then
       echo "setup: npm ci in $d"
       (cd "$d" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) ||

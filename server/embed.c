@@ -8,6 +8,15 @@
  * (respond.c). The pooling a request does not name is the model's: its sentence-transformers
  * folder `1_Pooling/config.json` says mean or CLS; without one, CLS.
  *
+ * The same handler serves text-embeddings-inference's own paths (POST / and /embed as /v1/embed,
+ * /embed_all as "pooling": "none" without normalization) and OpenAI's POST /v1/embeddings (its
+ * request parser and answer, proto/openai.c); the route decides the error shape (http.c). TEI's
+ * request fields are /v1/embed's: "prompt_name" puts the named prompt of the model's
+ * sentence-transformers config (config_sentence_transformers.json; its default_prompt_name when not
+ * named) before each text, "truncation_direction": "left" cuts a text's start (tokenized whole, then
+ * the first tokens after the leading special tokens dropped), "dimensions" keeps the first N
+ * values of each vector before normalizing (Matryoshka).
+ *
  * Tokenizing costs about as much as parsing the request, so /v1/tokenize answers on the MHD thread
  * like the quick routes. */
 #define _GNU_SOURCE
@@ -58,6 +67,83 @@ static proto_pooling model_pooling(const srv_server *s, const store_model *m) {
     return p;
 }
 
+/* Bytes of a sentence-transformers config read for its prompts. */
+#define ST_CONFIG_MAX (1 << 20)
+
+/* Puts the model's prompt ("prompt_name", else its default_prompt_name) before each text input.
+ * Returns 0, or an error status with msg set. */
+static int apply_prompt(srv_request *r, const store_model *m, const proto_limits *lim, char *msg, size_t msz) {
+    char path[POOLING_PATH_MAX];
+    snprintf(path, sizeof path, "%s/models/%s/config_sentence_transformers.json", r->srv->cfg.registry, store_model_name(m));
+    char *text = NULL;
+    size_t n = 0;
+    FILE *f = fopen(path, "rb");
+    bool found = f != NULL;
+    if (f) {
+        if ((text = malloc(ST_CONFIG_MAX))) n = fread(text, 1, ST_CONFIG_MAX, f);
+        fclose(f);
+    }
+    eng_err e = {0};
+    size_t plen = 0;
+    char *prompt = proto_tei_prompt(text, n, r->preq.prompt_name, &plen, &e);
+    free(text);
+    if (!prompt && r->preq.prompt_name && !found) {
+        snprintf(msg, msz, "\"prompt_name\": model %s has no sentence-transformers prompts (no config_sentence_transformers.json)",
+                 store_model_name(m));
+        return ENG_INVALID_ARGUMENT;
+    }
+    if (!prompt) {
+        snprintf(msg, msz, "%s", e.msg);
+        return e.code;
+    }
+    int rc = 0;
+    for (int i = 0; !rc && i < r->preq.n_inputs; i++) {
+        if (!r->preq.inputs[i].ids) rc = proto_req_prefix_text(&r->preq, i, prompt, plen, lim, &e);
+        else if (r->preq.prompt_name) rc = eng_err_set(&e, ENG_INVALID_ARGUMENT, "inputs[%d]: \"prompt_name\" applies to texts, not token ids", i);
+    }
+    free(prompt);
+    if (rc) snprintf(msg, msz, "%s", e.msg);
+    return rc;
+}
+
+/* "truncation_direction": "left": each text over max_len tokens is tokenized whole and keeps its
+ * leading special tokens and its last tokens, as token ids. Returns 0, or an error status with msg
+ * set. */
+static int truncate_left(srv_request *r, const store_model *m, char *msg, size_t msz) {
+    int max_len = store_model_max_tokens(m);
+    if (r->srv->cfg.max_seq_len > 0 && r->srv->cfg.max_seq_len < max_len) max_len = r->srv->cfg.max_seq_len;
+    eng_tok_params tp = eng_tok_default_params();
+    tp.truncation = ENG_TOK_TRUNCATE_NONE;
+    for (int i = 0; i < r->preq.n_inputs; i++) {
+        const proto_text *x = &r->preq.inputs[i];
+        if (x->ids) continue;
+        if (x->pair) {
+            snprintf(msg, msz, "inputs[%d]: \"truncation_direction\": \"left\" is for single texts, not pairs", i);
+            return ENG_INVALID_ARGUMENT;
+        }
+        eng_tok_encoding e = {0};
+        eng_err te = {0};
+        int rc = eng_tok_encode(store_model_tokenizer(m), x->text, x->len, NULL, 0, &tp, &e, &te);
+        if (rc) {
+            snprintf(msg, msz, "inputs[%d]: %s", i, te.msg);
+            return srv_status_of_tokenize(rc);
+        }
+        size_t lead = 0, cut = e.n > (size_t)max_len ? e.n - (size_t)max_len : 0;
+        while (lead < e.n && e.special_mask[lead]) lead++;
+        if (cut) {
+            memmove(e.ids + lead, e.ids + lead + cut, (e.n - lead - cut) * sizeof *e.ids);
+            memmove(e.type_ids + lead, e.type_ids + lead + cut, (e.n - lead - cut) * sizeof *e.type_ids);
+            rc = proto_req_set_ids(&r->preq, i, e.ids, e.type_ids, (int)(e.n - cut));
+        }
+        eng_tok_encoding_free(&e);
+        if (rc) {
+            snprintf(msg, msz, "out of memory");
+            return ENG_NO_MEMORY;
+        }
+    }
+    return 0;
+}
+
 /* Answers 415 or 413 when the body is not JSON or was over the limit; returns whether it did. */
 enum MHD_Result srv__embed(srv_request *r) {
     srv_server *s = r->srv;
@@ -65,10 +151,24 @@ enum MHD_Result srv__embed(srv_request *r) {
     if (srv__refuse_unready(r, &ans) || srv__refuse_json_body(r, &ans) || srv__refuse_busy(r, &ans)) return ans;
     proto_limits lim = srv__proto_limits(s);
     eng_err pe = {0};
-    int rc = proto_embed_parse(r->body ? r->body : "", r->body_len, &lim, &r->preq, &pe);
+    bool openai = r->route == SRV_ROUTE_OPENAI_EMBEDDINGS, all = r->route == SRV_ROUTE_TEI_EMBED_ALL;
+    int rc = (openai ? proto_openai_embed_parse : proto_embed_parse)(r->body ? r->body : "", r->body_len, &lim, &r->preq, &pe);
     if (rc) return srv__send_error(r, (eng_status)rc, "%s", pe.msg);
+    if (all && (r->preq.pooling != PROTO_POOL_DEFAULT || r->preq.dimensions))
+        return srv__send_error(r, ENG_INVALID_ARGUMENT, "/embed_all answers every token's vector: no \"pooling\" or \"dimensions\"");
+    if (all) r->preq.pooling = PROTO_POOL_NONE, r->preq.normalize = 0;
     store_model *m = pick_model(r, r->preq.model, &ans);
     if (!m) return ans;
+    char emsg[600];
+    int H = eng_model_config(store_model_engine(m))->hidden;
+    if (r->preq.dimensions > H) rc = ENG_INVALID_ARGUMENT, snprintf(emsg, sizeof emsg, "\"dimensions\" is %d, over the model's %d",
+                                                                     r->preq.dimensions, H);
+    if (!rc) rc = apply_prompt(r, m, &lim, emsg, sizeof emsg);
+    if (!rc && r->preq.truncate && r->preq.truncate_left) rc = truncate_left(r, m, emsg, sizeof emsg);
+    if (rc) {
+        store_model_release(m);
+        return srv__send_error(r, (eng_status)rc, "%s", emsg);
+    }
     srv_job *j = calloc(1, sizeof *j);
     if (!j) {
         store_model_release(m);
@@ -84,6 +184,9 @@ enum MHD_Result srv__embed(srv_request *r) {
     j->n_inputs = r->preq.n_inputs;
     j->latency_ms = j->predicted_ms = -1;
     j->normalize = r->preq.normalize;
+    j->dimensions = r->preq.dimensions;
+    j->openai = openai, j->base64 = r->preq.base64;
+    j->dialect = srv__route_dialect(r->route);
     j->pooling = r->preq.pooling != PROTO_POOL_DEFAULT ? r->preq.pooling : model_pooling(s, m);
     if (j->pooling == PROTO_POOL_POOLER && !eng_model_config(store_model_engine(m))->has_pooler)
         return srv__send_error(r, ENG_INVALID_ARGUMENT, "model %s has no pooler; use \"pooling\": \"cls\" or \"mean\"",
@@ -156,5 +259,93 @@ enum MHD_Result srv__tokenize(srv_request *r) {
     free(enc), free(pt), free(names);
     store_model_release(m);
     if (code != ENG_OK) return srv__send_error(r, code, "%s", msg);
+    return srv__send_json(r, 200, body, len);
+}
+
+enum MHD_Result srv__tei_info(srv_request *r) {
+    srv_server *s = r->srv;
+    store_model *m = store_n_models(s->reg) > 0 ? store_model_acquire_at(s->reg, 0) : NULL;
+    if (!m) return srv__send_error(r, ENG_UNAVAILABLE, "no model is loaded");
+    proto_tei_info ti = {.model_id = store_model_name(m), .dtype = eng_model_precision(store_model_engine(m)).name,
+                         .pooling = proto_pooling_name(model_pooling(s, m)), .version = ADAPTERD_VERSION_STRING,
+                         .max_concurrent = s->cfg.max_queue, .max_input_length = store_model_max_tokens(m),
+                         .max_batch_tokens = s->cfg.max_batch_tokens, .max_client_batch = s->cfg.max_inputs};
+    size_t len = 0;
+    char *j = proto_tei_info_encode(&ti, &len);
+    store_model_release(m);
+    return srv__send_json(r, 200, j, len);
+}
+
+/* Hugging Face's clean_up_tokenization_spaces: the spaces WordPiece puts before punctuation and
+ * English contractions, removed in place. */
+static void clean_up_spaces(char *s) {
+    static const char *const from[] = {" .", " ?", " !", " ,", " ' ", " n't", " 'm", " 's", " 've", " 're"};
+    static const char *const to[] = {".", "?", "!", ",", "'", "n't", "'m", "'s", "'ve", "'re"};
+    for (size_t k = 0; k < sizeof from / sizeof *from; k++) {
+        size_t fl = strlen(from[k]), tl = strlen(to[k]);
+        for (char *p = strstr(s, from[k]); p; p = strstr(p + tl, from[k])) memmove(p + tl, p + fl, strlen(p + fl) + 1), memcpy(p, to[k], tl);
+    }
+}
+
+/* Token ids back to text into a malloc'd string; NULL when out of memory, or *bad set to the index
+ * of an id outside the vocabulary. */
+static char *decode_ids(const eng_tokenizer *tok, const proto_text *x, bool skip_special, int *bad) {
+    int32_t sp[] = {eng_tokenizer_cls_id(tok), eng_tokenizer_sep_id(tok), eng_tokenizer_pad_id(tok), eng_tokenizer_mask_id(tok),
+                    eng_tokenizer_unk_id(tok)};
+    size_t cap = 16, n = 0;
+    char *out = malloc(cap);
+    for (int k = 0; out && k < x->n_ids; k++) {
+        bool special = false;
+        for (size_t q = 0; q < sizeof sp / sizeof *sp; q++) special |= x->ids[k] == sp[q];
+        if (special && skip_special) continue;
+        const char *t = eng_tok_id_to_token(tok, x->ids[k]);
+        if (!t) {
+            *bad = k;
+            free(out);
+            return NULL;
+        }
+        bool glue = !strncmp(t, "##", 2);
+        if (glue) t += 2;
+        size_t tl = strlen(t);
+        if (n + tl + 2 > cap) {
+            char *o = realloc(out, (cap = 2 * (n + tl + 2)));
+            if (!o) {
+                free(out);
+                return NULL;
+            }
+            out = o;
+        }
+        if (n && !glue) out[n++] = ' ';
+        memcpy(out + n, t, tl);
+        n += tl;
+    }
+    if (out) out[n] = '\0', clean_up_spaces(out);
+    return out;
+}
+
+enum MHD_Result srv__tei_decode(srv_request *r) {
+    enum MHD_Result ans = MHD_YES;
+    if (srv__refuse_json_body(r, &ans)) return ans;
+    proto_limits lim = srv__proto_limits(r->srv);
+    eng_err pe = {0};
+    int rc = proto_tei_decode_parse(r->body ? r->body : "", r->body_len, &lim, &r->preq, &pe);
+    if (rc) return srv__send_error(r, (eng_status)rc, "%s", pe.msg);
+    store_model *m = pick_model(r, NULL, &ans);
+    if (!m) return ans;
+    int n = r->preq.n_inputs, bad = -1, at = 0;
+    char **texts = calloc((size_t)n, sizeof *texts);
+    bool oom = !texts;
+    for (int i = 0; !oom && bad < 0 && i < n; i++)
+        if (!(texts[i] = decode_ids(store_model_tokenizer(m), &r->preq.inputs[i], !r->preq.add_special_tokens, &bad))) {
+            oom = bad < 0;
+            at = i;
+        }
+    size_t len = 0;
+    char *body = oom || bad >= 0 ? NULL : proto_tei_decode_encode((const char *const *)texts, n, &len);
+    for (int i = 0; texts && i < n; i++) free(texts[i]);
+    free(texts);
+    store_model_release(m);
+    if (bad >= 0)
+        return srv__send_error(r, ENG_INVALID_ARGUMENT, "ids[%d][%d] is not in the model's vocabulary", at, bad);
     return srv__send_json(r, 200, body, len);
 }

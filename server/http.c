@@ -60,8 +60,30 @@ enum MHD_Result srv__send_error(srv_request *r, eng_status code, const char *fmt
     va_end(ap);
     char *body;
     size_t len = 0;
-    unsigned status = srv_error_body(code, msg, &body, &len);
+    unsigned status = srv_error_body_as(r->dialect, code, msg, &body, &len);
     return srv__send_json(r, status, body, len);
+}
+
+proto_dialect srv__route_dialect(srv_route route) {
+    switch (route) {
+    case SRV_ROUTE_TEI_EMBED:
+    case SRV_ROUTE_TEI_EMBED_ALL:
+    case SRV_ROUTE_TEI_TOKENIZE:
+    case SRV_ROUTE_TEI_INFO:
+    case SRV_ROUTE_TEI_PREDICT:
+    case SRV_ROUTE_TEI_RERANK:
+    case SRV_ROUTE_TEI_DECODE:
+    case SRV_ROUTE_TEI_HEALTH: return PROTO_DIALECT_TEI;
+    case SRV_ROUTE_OPENAI_EMBEDDINGS: return PROTO_DIALECT_OPENAI;
+    case SRV_ROUTE_V2_SERVER:
+    case SRV_ROUTE_V2_STATS:
+    case SRV_ROUTE_V2_LIVE:
+    case SRV_ROUTE_V2_READY:
+    case SRV_ROUTE_V2_MODEL:
+    case SRV_ROUTE_V2_MODEL_READY:
+    case SRV_ROUTE_V2_INFER: return PROTO_DIALECT_KSERVE;
+    default: return PROTO_DIALECT_ADAPTERD;
+    }
 }
 
 void srv__set_request_id(srv_request *r) {

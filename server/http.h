@@ -18,6 +18,11 @@ enum MHD_Result srv__send_json(srv_request *r, unsigned status, char *json, size
 /* Queues {"error":{"code","message"}} with code's HTTP status (http_status.h). */
 enum MHD_Result srv__send_error(srv_request *r, eng_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* The error shape of a route's answers: TEI's on TEI's paths, OpenAI's on /v1/embeddings, KServe's
+ * {"error": msg} on the v2 inference routes (the repository extension's admin routes keep adapterd's),
+ * adapterd's elsewhere. */
+proto_dialect srv__route_dialect(srv_route route);
+
 /* Sets r->id: the client's X-Request-Id when it is 1..SRV_REQUEST_ID_ECHO_MAX printable ASCII
  * bytes, else "<server prefix>-<counter>". */
 void srv__set_request_id(srv_request *r);

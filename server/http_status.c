@@ -45,6 +45,11 @@ eng_status srv_status_of_upload(eng_status rc, int *prefix) {
 }
 
 unsigned srv_error_body(eng_status code, const char *msg, char **body, size_t *len) {
-    *body = proto_error_encode(eng_status_name(code), msg && *msg ? msg : eng_status_desc(code), len);
-    return *body ? srv_http_status(code) : 500;
+    return srv_error_body_as(PROTO_DIALECT_ADAPTERD, code, msg, body, len);
+}
+
+unsigned srv_error_body_as(int d, eng_status code, const char *msg, char **body, size_t *len) {
+    unsigned status = srv_http_status(code);
+    *body = proto_error_encode_as((proto_dialect)d, eng_status_name(code), status, msg && *msg ? msg : eng_status_desc(code), len);
+    return *body ? status : 500;
 }

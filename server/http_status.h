@@ -27,5 +27,8 @@ eng_status srv_status_of_upload(eng_status rc, int *prefix);
 /* Builds {"error":{"code","message"}} for code into *body / *len and returns its HTTP status; an
  * empty msg uses the table's description. When out of memory *body is NULL and the status is 500. */
 unsigned srv_error_body(eng_status code, const char *msg, char **body, size_t *len);
+/* The same in the error shape of dialect (a proto_dialect: TEI's, OpenAI's, KServe's; see
+ * proto_error_encode_as). An int here so this header needs no proto include. */
+unsigned srv_error_body_as(int dialect, eng_status code, const char *msg, char **body, size_t *len);
 
 #endif

@@ -64,6 +64,7 @@ struct srv_request {
     srv_server *srv;
     struct MHD_Connection *conn;
     srv_route route;
+    proto_dialect dialect;       /* the error shape of the route its path named (srv__route_dialect) */
     bool method_ok;
     char id[SRV_REQUEST_ID_MAX];
     double t0;

@@ -30,6 +30,8 @@ typedef enum {
     SRV_ANSWER_V1,       /* POST /v1/predict */
     SRV_ANSWER_V2,       /* KServe v2 infer */
     SRV_ANSWER_EMBED,    /* POST /v1/embed: the encoder alone, no task (eng_encode); batched only with embeds */
+    SRV_ANSWER_TEI_PREDICT, /* TEI's POST /predict: one task's labels by score */
+    SRV_ANSWER_TEI_RERANK,  /* TEI's POST /rerank: texts by score */
 } srv_answer_form;
 
 /* Owned by its request; the scheduler borrows it from submission until the loop hands it back. */
@@ -57,11 +59,16 @@ typedef struct srv_job {
     bool ret_scores, ret_logits, ret_explain;
     proto_aggregation aggregation; /* tagging: "aggregation" */
     unsigned v2_outputs;         /* v2: the output tensors asked for; 0: all */
+    const char *v2_id;           /* v2: the client's "id", borrowed from the parsed request; NULL: none */
+    bool tei_batch, tei_raw, tei_return_text; /* TEI /predict, /rerank: the request's "inputs" shape and flags */
     srv_answer_form form;
     /* embed jobs: n_tasks 0; the model reference is the job's own */
     store_model *model_ref;
     proto_pooling pooling;       /* resolved: never PROTO_POOL_DEFAULT */
     bool normalize;
+    int dimensions;              /* keep the first N values of each vector; 0: all */
+    bool openai, base64;         /* answer in OpenAI's embeddings shape (base64: the vectors as base64) */
+    proto_dialect dialect;       /* the error shape of the route that made the job */
     double t_submit, t_start, t_end;       /* seconds, monotonic; t_start 0: never ran */
     int batch_requests, batch_inputs, batch_tokens, batch_outputs;
     /* result, written by the worker, read after the loop resumes the connection */

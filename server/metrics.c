@@ -472,3 +472,17 @@ char *srv__metrics_render(srv_metrics *m, const srv_metrics_live *live, size_t *
     *len = b.len;
     return b.s;
 }
+
+void srv__metrics_task_totals(srv_metrics *m, const char *name, uint64_t *count, double *seconds) {
+    *count = 0, *seconds = 0;
+    pthread_mutex_lock(&m->tmu);
+    if (m->cap) {
+        size_t k = hash_name(name) & (size_t)(m->cap - 1);
+        while (m->tasks[k] && strcmp(m->tasks[k]->name, name)) k = (k + 1) & (size_t)(m->cap - 1);
+        if (m->tasks[k]) {
+            *count = atomic_load_explicit(&m->tasks[k]->requests, memory_order_relaxed);
+            *seconds = atomic_load_explicit(&m->tasks[k]->latency.sum, memory_order_relaxed);
+        }
+    }
+    pthread_mutex_unlock(&m->tmu);
+}

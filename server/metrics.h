@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "adapters_store/store.h"
 #include "route.h"
@@ -28,6 +29,9 @@ void srv__metrics_queue_wait(srv_metrics *m, double seconds);
 /* Any thread: one job ran task `name` at `skip` on n_inputs inputs; its request took `seconds` from
  * first byte to answer (negative: not known). */
 void srv__metrics_task(srv_metrics *m, const char *name, int skip, int n_inputs, double seconds);
+/* Any thread: the requests that ran task name so far and the sum of their seconds (first byte to
+ * answer), for KServe's statistics extension; 0 and 0 for a task that never ran. */
+void srv__metrics_task_totals(srv_metrics *m, const char *name, uint64_t *count, double *seconds);
 /* Any thread: a request waited `seconds` for its tasks to load (memory budget). */
 void srv__metrics_lazy_load(srv_metrics *m, double seconds);
 /* Whether status has its own label value (else it is counted as "other"). */

@@ -289,6 +289,7 @@ static prepare_result job_prepare(srv_request *r, srv_job *j, const proto_predic
     j->ret_scores = p->ret_scores, j->ret_logits = p->ret_logits, j->ret_explain = p->ret_explain;
     j->aggregation = p->aggregation;
     j->v2_outputs = p->v2_outputs;
+    j->v2_id = p->v2_id;
     j->latency_ms = j->predicted_ms = -1;
     j->load_ms = r->off.load_s * 1e3;
     if (n_tasks < 0 || (!all && !(j->tasks = calloc((size_t)n_tasks, sizeof *j->tasks))) || !(j->treqs = calloc((size_t)n_tasks, sizeof *j->treqs)) ||
@@ -369,6 +370,23 @@ static prepare_result job_prepare(srv_request *r, srv_job *j, const proto_predic
     return PREPARE_READY;
 }
 
+/* The task TEI's /predict and /rerank run: ?task=NAME, else the registry's only task. Returns 0 with
+ * the name in out, or -1 with the reason in out. */
+static int tei_task(srv_request *r, char *out, size_t n) {
+    const char *q = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "task");
+    if (q && *q) {
+        if (strlen(q) >= n) return snprintf(out, n, "?task is too long"), -1;
+        snprintf(out, n, "%s", q);
+        return 0;
+    }
+    int nt = store_n_tasks(r->srv->reg);
+    store_task *t = nt == 1 ? store_task_acquire_at(r->srv->reg, 0) : NULL;
+    if (!t) return snprintf(out, n, "the registry serves %d tasks; name one with ?task=NAME (GET /v1/tasks)", nt), -1;
+    snprintf(out, n, "%s", store_task_name(t));
+    store_task_release(t);
+    return 0;
+}
+
 enum MHD_Result srv__predict(srv_request *r, const char *task, size_t task_len) {
     srv_server *s = r->srv;
     enum MHD_Result ans = MHD_YES;
@@ -383,6 +401,9 @@ enum MHD_Result srv__predict(srv_request *r, const char *task, size_t task_len) 
         memcpy(tname, task, task_len);
         tname[task_len] = '\0';
         rc = proto_v2_infer_parse(r->body ? r->body : "", r->body_len, tname, &lim, &r->preq, &pe);
+    } else if (r->route == SRV_ROUTE_TEI_PREDICT || r->route == SRV_ROUTE_TEI_RERANK) {
+        if (tei_task(r, tname, sizeof tname)) return srv__send_error(r, ENG_INVALID_ARGUMENT, "%s", tname);
+        rc = proto_tei_predict_parse(r->body ? r->body : "", r->body_len, tname, r->route == SRV_ROUTE_TEI_RERANK, &lim, &r->preq, &pe);
     } else {
         rc = proto_predict_parse(r->body ? r->body : "", r->body_len, &lim, &r->preq, &pe);
     }
@@ -396,7 +417,12 @@ enum MHD_Result srv__predict(srv_request *r, const char *task, size_t task_len) 
     srv_job *j = calloc(1, sizeof *j);
     if (!j) return srv__send_error(r, ENG_NO_MEMORY, "out of memory");
     r->job = j;
-    j->form = r->route == SRV_ROUTE_V2_INFER ? SRV_ANSWER_V2 : SRV_ANSWER_V1;
+    j->form = r->route == SRV_ROUTE_V2_INFER      ? SRV_ANSWER_V2
+              : r->route == SRV_ROUTE_TEI_PREDICT ? SRV_ANSWER_TEI_PREDICT
+              : r->route == SRV_ROUTE_TEI_RERANK  ? SRV_ANSWER_TEI_RERANK
+                                                  : SRV_ANSWER_V1;
+    j->dialect = srv__route_dialect(r->route);
+    j->tei_batch = r->preq.tei_batch, j->tei_raw = r->preq.tei_raw, j->tei_return_text = r->preq.tei_return_text;
     eng_status code = ENG_OK;
     char msg[PREPARE_MSG_MAX];
     prepare_result prep = job_prepare(r, j, &r->preq, &code, msg, sizeof msg);

@@ -30,7 +30,7 @@ proto_head_kind srv__wire_head_kind(int head_type) {
 void srv__job_fail(srv_job *j, eng_status code, const char *msg) {
     free(j->body);
     j->body = NULL;
-    j->status = srv_error_body(code, msg, &j->body, &j->body_len);
+    j->status = srv_error_body_as(j->dialect, code, msg, &j->body, &j->body_len);
 }
 
 /* The QA answer: eng_qa_best_span over the context (the text_pair: predict.c refuses QA without
@@ -230,7 +230,7 @@ void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats
                                  .tokens = tokens,
                                  .truncated = j->truncated,
                                  .ret_scores = j->ret_scores,
-                                 .v2_outputs = j->v2_outputs,
+                                 .v2_outputs = j->v2_outputs, .v2_id = j->v2_id,
                                  .queue_ms = (j->t_start - j->t_submit) * 1e3,
                                  .inference_ms = (j->t_end - j->t_start) * 1e3,
                                  .total_ms = (j->t_end - j->t_request) * 1e3,
@@ -241,7 +241,11 @@ void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats
                                  .predicted_ms = j->predicted_ms,
                                  .load_ms = j->load_ms,
                                  .explain = stats && j->ret_explain ? &ex : NULL};
-        j->body = j->form == SRV_ANSWER_V2 ? proto_v2_infer_encode(&pr, &j->body_len) : proto_predict_encode(&pr, &j->body_len);
+        j->body = j->form == SRV_ANSWER_V2            ? proto_v2_infer_encode(&pr, &j->body_len)
+                  : j->form == SRV_ANSWER_TEI_PREDICT ? proto_tei_predict_encode(&pr, j->tei_batch, j->tei_raw, &j->body_len)
+                  : j->form == SRV_ANSWER_TEI_RERANK
+                      ? proto_tei_rerank_encode(&pr, j->tei_raw, j->texts, j->tei_return_text, &j->body_len)
+                      : proto_predict_encode(&pr, &j->body_len);
         j->status = 200;
         bad = !j->body;
     }
@@ -296,11 +300,14 @@ void srv__job_respond_embed(srv_job *j, const float *hidden, const float *pooled
         }
         row0 += (size_t)len;
     }
+    int D = j->dimensions > 0 && j->dimensions < H ? j->dimensions : H;
+    for (size_t r = 1; D < H && r < n_vec; r++) memmove(v + r * D, v + r * H, (size_t)D * sizeof *v); /* Matryoshka: the first D */
     if (j->normalize)
-        for (size_t r = 0; r < n_vec; r++) l2_normalize(v + r * H, H);
+        for (size_t r = 0; r < n_vec; r++) l2_normalize(v + r * D, D);
     j->t_end = srv__now();
     free(j->body);
-    j->body = proto_embed_encode(v, n, rows, H, &j->body_len);
+    j->body = j->openai ? proto_openai_embed_encode(v, n, D, j->base64, store_model_name(j->model), j->tokens, &j->body_len)
+                        : proto_embed_encode(v, n, rows, D, &j->body_len);
     j->status = 200;
     free(v), free(rows);
     if (!j->body) srv__job_fail(j, ENG_NO_MEMORY, "out of memory building the response");

@@ -27,6 +27,17 @@
     X(V2_REPO_INDEX, "/v2/repository/index") \
     X(V2_REPO_LOAD, "/v2/repository/models/{task}/load") \
     X(V2_REPO_UNLOAD, "/v2/repository/models/{task}/unload") \
+    X(TEI_EMBED, "/embed")                 \
+    X(TEI_EMBED_ALL, "/embed_all")         \
+    X(TEI_TOKENIZE, "/tokenize")           \
+    X(TEI_INFO, "/info")                   \
+    X(TEI_PREDICT, "/predict")             \
+    X(TEI_RERANK, "/rerank")               \
+    X(TEI_DECODE, "/decode")               \
+    X(TEI_HEALTH, "/health")               \
+    X(OPENAI_EMBEDDINGS, "/v1/embeddings") \
+    X(V2_SERVER, "/v2")                    \
+    X(V2_STATS, "/v2/models/{task}/stats") \
     X(UNKNOWN, "other")
 
 typedef enum {

@@ -128,11 +128,15 @@ static enum MHD_Result route_tasks(srv_request *r) {
     return srv__send_json(r, 200, j, len);
 }
 
+/* Bytes of "task@version" from a v2 path. */
+#define V2_SPEC_MAX 320
+
 /* What GET on one task answers. */
 typedef enum {
     TASK_VIEW_V1,            /* /v1/tasks/{name} */
     TASK_VIEW_V2,            /* /v2/models/{task} */
     TASK_VIEW_V2_READY,      /* /v2/models/{task}/ready */
+    TASK_VIEW_V2_STATS,      /* /v2/models/{task}/stats */
 } task_view;
 
 /* Longest task name quoted back in an error. */
@@ -151,8 +155,15 @@ static enum MHD_Result unknown_task(srv_request *r, const char *name, size_t nle
                            v[n - 1].version, v[n - 1].reason);
 }
 
+static size_t v2_infer_spec(const char *name, size_t name_len, char *out, size_t n);
+
 static enum MHD_Result route_task(srv_request *r, const char *name, size_t nlen, task_view view) {
-    store_task *t = store_task_acquire(r->srv->reg, name, nlen);
+    /* /v2/models/{task}/versions/{v}: that version ("task@v", as infer reads it) */
+    char spec[V2_SPEC_MAX];
+    size_t sl = view != TASK_VIEW_V1 && !strncmp(name + nlen, "/versions/", 10) ? v2_infer_spec(name, nlen, spec, sizeof spec) : 0;
+    store_task *t = sl ? srv__task_acquire_spec(r->srv->reg, spec, sl) : store_task_acquire(r->srv->reg, name, nlen);
+    if (!t && sl)
+        return srv__send_error(r, ENG_NOT_FOUND, "unknown task or version \"%.*s\"", (int)(sl > QUOTED_NAME_MAX ? QUOTED_NAME_MAX : sl), spec);
     if (!t) return unknown_task(r, name, nlen);
     proto_task_info ti;
     fill_task_info(t, &ti);
@@ -161,6 +172,12 @@ static enum MHD_Result route_task(srv_request *r, const char *name, size_t nlen,
     char *j = NULL;
     /* ready: in memory (KServe's unload makes it false; with no memory budget a request reloads it) */
     if (view == TASK_VIEW_V2_READY) j = proto_v2_bool_encode("ready", store_task_resident(t), &len);
+    else if (view == TASK_VIEW_V2_STATS) {
+        uint64_t count;
+        double sec;
+        srv__metrics_task_totals(r->srv->metrics, store_task_name(t), &count, &sec);
+        j = proto_v2_stats_encode(store_task_name(t), store_task_version(t), count, sec, &len);
+    }
     else if (!versions_fill(r->srv->reg, store_task_name(t), &tv, &ti)) {
         store_task_layout lay = store_task_layout_of(t);
         ti.layout_from = lay.from_task_json ? "task.json" : "inferred";
@@ -206,10 +223,18 @@ static bool is_health(srv_route rt) {
 /* Bytes of a body read and dropped on a route that takes none (a GET with a body). */
 #define UNUSED_BODY_MAX 65536
 
+/* Bytes beyond its limit of a body with a Content-Length that are read and dropped before the 413
+ * (an inference route): closing a connection with the client's bytes unread resets it, and Node's
+ * fetch or Python's urllib, still sending, never read the answer (nginx's lingering close). Beyond
+ * this, and for a chunked body, the answer comes at once. The body rate (conn.c) bounds the time. */
+#define DRAIN_MAX (8u << 20)
+
 /* The routes that are POSTed a JSON body; every other non-admin route is GET or HEAD. */
 static bool is_post_route(srv_route route) {
     return route == SRV_ROUTE_PREDICT || route == SRV_ROUTE_V2_INFER || route == SRV_ROUTE_EMBED ||
-           route == SRV_ROUTE_TOKENIZE;
+           route == SRV_ROUTE_TOKENIZE || route == SRV_ROUTE_TEI_EMBED || route == SRV_ROUTE_TEI_EMBED_ALL ||
+           route == SRV_ROUTE_TEI_TOKENIZE || route == SRV_ROUTE_OPENAI_EMBEDDINGS || route == SRV_ROUTE_TEI_PREDICT ||
+           route == SRV_ROUTE_TEI_RERANK || route == SRV_ROUTE_TEI_DECODE;
 }
 
 static bool takes_body(const srv_request *r) { return r->method_ok && is_post_route(r->route); }
@@ -240,7 +265,11 @@ static srv_route match(const char *url, const char **arg, size_t *arg_len) {
                  {"/docs", SRV_ROUTE_DOCS}, {"/v1/tasks", SRV_ROUTE_TASKS}, {"/v1/models", SRV_ROUTE_MODELS},
                  {"/healthz", SRV_ROUTE_HEALTHZ}, {"/readyz", SRV_ROUTE_READYZ}, {"/metrics", SRV_ROUTE_METRICS},
                  {"/openapi.json", SRV_ROUTE_OPENAPI}, {"/v2/health/live", SRV_ROUTE_V2_LIVE},
-                 {"/v2/health/ready", SRV_ROUTE_V2_READY}};
+                 {"/v2/health/ready", SRV_ROUTE_V2_READY}, {"/", SRV_ROUTE_TEI_EMBED}, {"/embed", SRV_ROUTE_TEI_EMBED},
+                 {"/embed_all", SRV_ROUTE_TEI_EMBED_ALL}, {"/tokenize", SRV_ROUTE_TEI_TOKENIZE}, {"/info", SRV_ROUTE_TEI_INFO},
+                 {"/health", SRV_ROUTE_TEI_HEALTH},
+                 {"/predict", SRV_ROUTE_TEI_PREDICT}, {"/decode", SRV_ROUTE_TEI_DECODE}, {"/rerank", SRV_ROUTE_TEI_RERANK}, {"/v1/embeddings", SRV_ROUTE_OPENAI_EMBEDDINGS},
+                 {"/embeddings", SRV_ROUTE_OPENAI_EMBEDDINGS}, {"/v2", SRV_ROUTE_V2_SERVER}};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         if (!strcmp(url, fixed[i].path)) return fixed[i].r;
     if (!strcmp(url, "/docs/redoc.standalone.js")) return SRV_ROUTE_DOCS;
@@ -257,16 +286,17 @@ static srv_route match(const char *url, const char **arg, size_t *arg_len) {
         }
         *arg_len = (size_t)(slash - name);
         if (!strcmp(slash, "/ready")) return SRV_ROUTE_V2_MODEL_READY;
+        if (!strcmp(slash, "/stats")) return SRV_ROUTE_V2_STATS;
         if (!strcmp(slash, "/infer")) return SRV_ROUTE_V2_INFER;
-        /* /versions/{v}/infer: the version goes with the name (v2_infer_spec) */
+        /* /versions/{v}[/ready|/infer]: the version goes with the name (v2_infer_spec) */
         const char *v = !strncmp(slash, "/versions/", 10) ? slash + 10 : NULL, *vs = v ? strchr(v, '/') : NULL;
+        if (v && *v && !vs) return SRV_ROUTE_V2_MODEL;
         if (vs && vs > v && !strcmp(vs, "/infer")) return SRV_ROUTE_V2_INFER;
+        if (vs && vs > v && !strcmp(vs, "/ready")) return SRV_ROUTE_V2_MODEL_READY;
     }
     return SRV_ROUTE_UNKNOWN;
 }
 
-/* Bytes of "task@version" from a v2 infer path. */
-#define V2_SPEC_MAX 320
 
 /* The task a v2 infer path names, as srv__task_acquire_spec reads it: "task" for
  * /v2/models/{task}/infer, "task@v" for /v2/models/{task}/versions/{v}/infer. name, name_len
@@ -291,6 +321,7 @@ enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const ch
         r->conn = conn;
         r->t0 = srv__now();
         r->route = match(url, &arg, &arg_len);
+        r->dialect = srv__route_dialect(r->route);
         snprintf(r->method, sizeof r->method, "%s", method);
         snprintf(r->path, sizeof r->path, "%s", url);
         for (char *c = r->path; *c; c++)
@@ -315,7 +346,12 @@ enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const ch
         r->method_ok = is_post_route(r->route) ? !strcmp(method, "POST") : (!strcmp(method, "GET") || !strcmp(method, "HEAD"));
         size_t limit = body_limit(r);
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
-        if (cl && strtoull(cl, NULL, 10) > limit)
+        unsigned long long cl_n = cl ? strtoull(cl, NULL, 10) : 0;
+        if (cl && cl_n > limit && takes_body(r) && cl_n - limit <= DRAIN_MAX) {
+            r->too_large = true; /* its chunks are dropped; the 413 comes at the body's end */
+            return MHD_YES;
+        }
+        if (cl && cl_n > limit)
             return srv__send_error(r, ENG_TOO_LARGE, "a body of %.40s bytes is over this route's limit of %zu", cl, limit);
         return MHD_YES;
     }
@@ -362,6 +398,7 @@ enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const ch
     }
     srv__conns_phase(s->conns, conn, SRV_CONN_BUSY);
     if (r->status) return MHD_YES; /* already answered (413 by Content-Length) */
+    if (r->too_large) return over_limit(r); /* a body over the limit, read to its end and dropped */
     if (r->admin) return srv__admin_dispatch(r, url, method);
     r->route = match(url, &arg, &arg_len);
     if (r->route == SRV_ROUTE_UNKNOWN) return srv__send_error(r, ENG_NOT_FOUND, "no route %s %.200s", method, url);
@@ -370,9 +407,20 @@ enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const ch
     char *j = NULL;
     bool ready = atomic_load(&s->ready) && !atomic_load(&s->draining);
     switch (r->route) {
-    case SRV_ROUTE_PREDICT: return srv__predict(r, NULL, 0);
-    case SRV_ROUTE_EMBED: return srv__embed(r);
-    case SRV_ROUTE_TOKENIZE: return srv__tokenize(r);
+    case SRV_ROUTE_PREDICT:
+    case SRV_ROUTE_TEI_PREDICT:
+    case SRV_ROUTE_TEI_RERANK: return srv__predict(r, NULL, 0);
+    case SRV_ROUTE_EMBED:
+    case SRV_ROUTE_TEI_EMBED:
+    case SRV_ROUTE_TEI_EMBED_ALL:
+    case SRV_ROUTE_OPENAI_EMBEDDINGS: return srv__embed(r);
+    case SRV_ROUTE_TOKENIZE:
+    case SRV_ROUTE_TEI_TOKENIZE: return srv__tokenize(r);
+    case SRV_ROUTE_TEI_INFO: return srv__tei_info(r);
+    case SRV_ROUTE_TEI_DECODE: return srv__tei_decode(r);
+    case SRV_ROUTE_TEI_HEALTH:
+        if (!ready) return srv__send_error(r, ENG_UNAVAILABLE, "not ready");
+        return srv__send_body(r, 200, "text/plain", (char *)"", 0, MHD_RESPMEM_PERSISTENT);
     case SRV_ROUTE_DOCS: return srv__docs(r);
     case SRV_ROUTE_V2_INFER: {
         char spec[V2_SPEC_MAX];
@@ -388,6 +436,7 @@ enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const ch
     case SRV_ROUTE_TASK: return route_task(r, arg, arg_len, TASK_VIEW_V1);
     case SRV_ROUTE_V2_MODEL: return route_task(r, arg, arg_len, TASK_VIEW_V2);
     case SRV_ROUTE_V2_MODEL_READY: return route_task(r, arg, arg_len, TASK_VIEW_V2_READY);
+    case SRV_ROUTE_V2_STATS: return route_task(r, arg, arg_len, TASK_VIEW_V2_STATS);
     case SRV_ROUTE_MODELS: return route_models(r);
     case SRV_ROUTE_HEALTHZ: j = proto_status_encode("ok", ready, &len); return srv__send_json(r, 200, j, len);
     case SRV_ROUTE_READYZ: {
@@ -396,6 +445,11 @@ enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const ch
         return srv__send_json(r, ready ? 200 : 503, j, len);
     }
     case SRV_ROUTE_V2_LIVE: j = proto_v2_bool_encode("live", 1, &len); return srv__send_json(r, 200, j, len);
+    case SRV_ROUTE_V2_SERVER: {
+        static const char *const ext[] = {"model_repository", "statistics"};
+        j = proto_v2_server_encode("adapterd", ADAPTERD_VERSION_STRING, ext, 2, &len);
+        return srv__send_json(r, 200, j, len);
+    }
     case SRV_ROUTE_V2_READY:
         if (!ready) return srv__send_error(r, ENG_UNAVAILABLE, "not ready");
         j = proto_v2_bool_encode("ready", 1, &len);

@@ -120,12 +120,32 @@ Test(parse, embed_and_tokenize_requests) {
     cr_expect_eq(r.truncate, 1);
     cr_expect_eq(r.pooling, PROTO_POOL_MEAN);
     cr_expect_str_eq(r.model, "m");
+    cr_expect_eq(r.truncate_left, 0);
+    proto_predict_free(&r);
+    /* TEI's fields: a prompt by name, the start cut, Matryoshka dimensions */
+    b = "{\"inputs\":\"a\",\"truncation_direction\":\"left\",\"prompt_name\":\"query\",\"dimensions\":8}";
+    cr_assert_eq(proto_embed_parse(b, strlen(b), NULL, &r, &e), 0, "%s", e.msg);
+    cr_expect_eq(r.truncate_left, 1);
+    cr_expect_str_eq(r.prompt_name, "query");
+    cr_expect_eq(r.dimensions, 8);
+    proto_limits lim = proto_default_limits();
+    cr_assert_eq(proto_req_prefix_text(&r, 0, "query: ", 7, &lim, &e), 0, "%s", e.msg);
+    cr_expect_eq(r.inputs[0].len, 8);
+    cr_expect_eq(memcmp(r.inputs[0].text, "query: a", 8), 0);
+    lim.max_text_bytes = 4;
+    cr_expect_eq(proto_req_prefix_text(&r, 0, "query: ", 7, &lim, &e), ENG_LIMIT);
+    const int32_t ids[] = {2, 7, 3}, types[] = {0, 0, 0};
+    cr_assert_eq(proto_req_set_ids(&r, 0, ids, types, 3), 0);
+    cr_expect(!r.inputs[0].text && r.inputs[0].n_ids == 3 && r.inputs[0].ids[1] == 7 && r.inputs[0].type_ids[2] == 0);
     proto_predict_free(&r);
     struct {
         int tokenize;
         const char *body, *needle;
     } bad[] = {{0, "{\"inputs\":\"a\",\"pooling\":\"max\"}", "pooling"},
-               {0, "{\"inputs\":\"a\",\"truncation_direction\":\"left\"}", "truncation_direction"},
+               {0, "{\"inputs\":\"a\",\"truncation_direction\":\"up\"}", "truncation_direction"},
+               {0, "{\"inputs\":\"a\",\"prompt_name\":\"\"}", "prompt_name"},
+               {0, "{\"inputs\":\"a\",\"dimensions\":0}", "dimensions"},
+               {0, "{\"inputs\":\"a\",\"dimensions\":1.5}", "dimensions"},
                {0, "{\"inputs\":\"a\",\"tasks\":[\"x\"]}", "unknown field \"tasks\""},
                {0, "{\"inputs\":\"a\",\"normalize\":1}", "normalize"},
                {1, "{\"inputs\":[[1,2]]}", "token ids are not accepted"},

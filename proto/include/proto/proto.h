@@ -86,7 +86,27 @@ typedef struct {
     int normalize;           /* embed: scale each vector to unit L2 norm (default 1) */
     int add_special_tokens;  /* tokenize: default 1 */
     unsigned v2_outputs;     /* v2: the "outputs" asked for, PROTO_V2_OUT_* bits; 0: all */
+    const char *v2_id;       /* v2: the request's "id" (echoed in the answer), or NULL */
+    /* embeds (proto_embed_parse, proto_openai_embed_parse) */
+    int truncate_left;       /* "truncation_direction": "left": the start of a text is cut */
+    const char *prompt_name; /* "prompt_name": a prompt of the model's sentence-transformers config, or NULL */
+    int dimensions;          /* "dimensions": keep the first N of each vector (Matryoshka); 0: all */
+    int base64;              /* OpenAI "encoding_format": "base64" */
+    int tei_batch;           /* TEI /predict: "inputs" was a batch (the answer nests a list per input) */
+    int tei_raw;             /* TEI /predict, /rerank: "raw_scores" (logits, not probabilities) */
+    int tei_return_text;     /* TEI /rerank: "return_text" */
+    void **own_;             /* internal: (n_own_) buffers proto_req_own_* made, freed with the request */
+    int n_own_;
 } proto_predict_req;
+
+/* Puts prefix (plen bytes) before text input i of r (a sentence-transformers prompt), in a buffer
+ * r owns. Returns 0, or ENG_NO_MEMORY / ENG_LIMIT (over lim's text bytes) with err set. */
+int proto_req_prefix_text(proto_predict_req *r, int i, const char *prefix, size_t plen, const proto_limits *lim,
+                          eng_err *err);
+
+/* Makes input i of r the n token ids ids (and type_ids, or NULL), copied into a buffer r owns.
+ * Returns 0 or ENG_NO_MEMORY. */
+int proto_req_set_ids(proto_predict_req *r, int i, const int32_t *ids, const int32_t *type_ids, int n);
 
 /* The output tensors a v2 answer can hold; which ones a task answers depends on its head
  * (proto_v2_outputs_of): label, score, scores (classification; multi-label adds labels), value
@@ -111,7 +131,8 @@ typedef struct {
 int proto_predict_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *out, eng_err *err);
 
 /* Parses a KServe v2 POST /v2/models/{task}/infer body: a BYTES input tensor named "text" (any
- * name when it is the only one) with shape [N] and an optional "text_pair" of the same shape;
+ * name when it is the only one) with shape [N] or [N, 1] (data flat or nested, [["a"], ["b"]], as
+ * the protocol allows) and an optional "text_pair" of the same shape; "id" (a string) to echo;
  * "parameters" may carry skip, budget and truncate. tasks is set to {task}; ret_scores on. Two
  * input tensors of one name, or an "outputs" entry that names no output tensor (or one twice),
  * are ENG_INVALID_ARGUMENT; the outputs asked for go to v2_outputs. */
@@ -120,8 +141,9 @@ int proto_v2_infer_parse(const char *body, size_t len, const char *task, const p
 
 /* Parses a POST /v1/embed body, in the shape of text-embeddings-inference's /embed: "inputs" (a
  * string, ids, or an array of strings / ids / {"text", "text_pair"} / {"ids", "type_ids"}),
- * "normalize" (default true), "truncate" (default false), "truncation_direction" ("right" only),
- * "pooling" and "model". Same contract as proto_predict_parse. */
+ * "normalize" (default true), "truncate" (default false), "truncation_direction" ("right" or
+ * "left", either case), "prompt_name" (a string), "dimensions" (a positive integer), "pooling" and
+ * "model". Same contract as proto_predict_parse. */
 int proto_embed_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *out, eng_err *err);
 
 /* Parses a POST /v1/tokenize body: "inputs" (texts or {"text", "text_pair"}, no ids),
@@ -231,6 +253,7 @@ typedef struct {
     const int *truncated;             /* (n_inputs) 1 when the input was cut */
     int ret_scores;
     unsigned v2_outputs;              /* v2: the output tensors asked for (PROTO_V2_OUT_*); 0: all */
+    const char *v2_id;                /* v2: the client's "id", answered instead of request_id; NULL: none */
     double queue_ms, inference_ms, total_ms;
     double latency_target_ms, predicted_ms;           /* "latency_ms" asked and the cost model's prediction; -1: none */
     double load_ms;                   /* time spent loading the request's tasks first (lazy loading); 0: none */
@@ -304,6 +327,85 @@ const char *proto_label_name(const char *const *labels, int i, char *buf, size_t
 
 /* {"error":{"code":code,"message":msg}} */
 char *proto_error_encode(const char *code, const char *msg, size_t *len);
+
+/* Whose error shape a route answers in. */
+typedef enum {
+    PROTO_DIALECT_ADAPTERD = 0, /* {"error":{"code","message"}} */
+    PROTO_DIALECT_TEI,          /* text-embeddings-inference: {"error": msg, "error_type": "Validation"|...} */
+    PROTO_DIALECT_OPENAI,       /* OpenAI: {"error":{"message","type","param":null,"code"}} */
+    PROTO_DIALECT_KSERVE,       /* KServe v2: {"error": msg} */
+} proto_dialect;
+
+/* The error body of dialect d for code (the error table's API code) with HTTP status http_status
+ * (TEI's error_type and OpenAI's type follow from it). Same return as the encoders. */
+char *proto_error_encode_as(proto_dialect d, const char *code, unsigned http_status, const char *msg, size_t *len);
+
+/* ---- text-embeddings-inference (tei.c) ---- */
+
+/* GET /info, TEI's shape: {"model_id", "model_sha": null, "model_dtype", "model_type": {"embedding":
+ * {"pooling"}}, "max_concurrent_requests", "max_input_length", "max_batch_tokens",
+ * "max_client_batch_size", "tokenization_workers", "version"}. */
+typedef struct {
+    const char *model_id, *dtype, *pooling, *version;
+    int max_concurrent, max_input_length, max_batch_tokens, max_client_batch;
+} proto_tei_info;
+char *proto_tei_info_encode(const proto_tei_info *i, size_t *len);
+
+/* The prompt named name in a sentence-transformers config_sentence_transformers.json text (json,
+ * n bytes): {"prompts": {name: prompt}}; name NULL asks for its "default_prompt_name". Returns a
+ * malloc'd copy (length in *plen), or NULL with err set: ENG_INVALID_ARGUMENT when the config has
+ * no such prompt (a NULL name without a default is no error: NULL and err->code 0). */
+char *proto_tei_prompt(const char *json, size_t n, const char *name, size_t *plen, eng_err *err);
+
+/* Parses TEI's POST /predict body for task: "inputs" a string, a pair [text, text_pair], or a batch
+ * of them ([[a], [b, b_pair], ...]); "raw_scores", "truncate", "truncation_direction" ("right").
+ * Or, rerank set, TEI's POST /rerank body: "query" and "texts" (each input is the pair (query,
+ * text)), "raw_scores", "return_text", "truncate", "truncation_direction" ("right"). Same contract
+ * as proto_predict_parse; tasks is {task}. */
+int proto_tei_predict_parse(const char *body, size_t len, const char *task, int rerank, const proto_limits *lim,
+                            proto_predict_req *out, eng_err *err);
+
+/* TEI's /predict answer from a one-task response: per input, [{"label", "score"}, ...] by score,
+ * highest first (probabilities, or logits when raw); batch nests a list per input, else the one
+ * input's list. A regression head answers its one value. */
+char *proto_tei_predict_encode(const proto_predict_resp *r, int batch, int raw, size_t *len);
+
+/* TEI's /rerank answer: [{"index", "score", "text"?}, ...] by score, highest first. A text's score
+ * is the sigmoid of a regression head's value (raw: the value), or the probability (raw: the logit)
+ * of a classification head's last label. texts: the inputs (for return_text, the pair is the text). */
+char *proto_tei_rerank_encode(const proto_predict_resp *r, int raw, const proto_text *texts, int return_text, size_t *len);
+
+/* Parses TEI's POST /decode body: "ids" (token ids, or an array of them: one input each) and
+ * "skip_special_tokens" (default true, into add_special_tokens as its opposite: 0 skips them).
+ * Same contract as proto_predict_parse. */
+int proto_tei_decode_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *out, eng_err *err);
+
+/* TEI's /decode answer: ["text", ...], one per input. */
+char *proto_tei_decode_encode(const char *const *texts, int n, size_t *len);
+
+/* ---- OpenAI embeddings (openai.c) ---- */
+
+/* Parses a POST /v1/embeddings body: "input" (a string, an array of strings, token ids or an array
+ * of token-id arrays), "model", "encoding_format" ("float" or "base64"), "dimensions", "user"
+ * (ignored). Same contract as proto_predict_parse; normalize stays on (OpenAI's vectors are unit
+ * length) and truncation off. */
+int proto_openai_embed_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *out, eng_err *err);
+
+/* {"object": "list", "data": [{"object": "embedding", "index": i, "embedding": [f, ...] or
+ * base64 of the little-endian float32s}], "model", "usage": {"prompt_tokens", "total_tokens"}}
+ * for vectors (n, dim) row-major. */
+char *proto_openai_embed_encode(const float *vectors, int n, int dim, int base64, const char *model, int tokens,
+                                size_t *len);
+
+/* ---- KServe v2 server metadata and statistics (v2.c) ---- */
+
+/* GET /v2/models/{m}/stats (the statistics extension, Triton's shape): {"model_stats": [{"name",
+ * "version", "inference_count", "execution_count", "inference_stats": {"success": {"count", "ns"}}}]}
+ * with the requests that ran the task and their cumulative time, first byte to answer, in ns. */
+char *proto_v2_stats_encode(const char *name, const char *version, uint64_t count, double seconds, size_t *len);
+
+/* GET /v2: {"name", "version", "extensions": [...]}. */
+char *proto_v2_server_encode(const char *name, const char *version, const char *const *extensions, int n, size_t *len);
 
 /* One version of a task as GET /v1/tasks lists it. state: "current" (requests get it), "loaded"
  * (in memory, not current), "available" (on disk, loads when activated or asked for by version) or
