@@ -379,11 +379,12 @@ static int tei_task(srv_request *r, char *out, size_t n) {
         snprintf(out, n, "%s", q);
         return 0;
     }
-    int nt = store_n_tasks(r->srv->reg);
-    store_task *t = nt == 1 ? store_task_acquire_at(r->srv->reg, 0) : NULL;
-    if (!t) return snprintf(out, n, "the registry serves %d tasks; name one with ?task=NAME (GET /v1/tasks)", nt), -1;
-    snprintf(out, n, "%s", store_task_name(t));
-    store_task_release(t);
+    store_task **all = NULL;
+    int nt = store_tasks_acquire(r->srv->reg, &all);
+    if (nt < 0) return snprintf(out, n, "out of memory"), -1;
+    if (nt == 1) snprintf(out, n, "%s", store_task_name(all[0]));
+    store_tasks_release(all, nt);
+    if (nt != 1) return snprintf(out, n, "the registry serves %d tasks; name one with ?task=NAME (GET /v1/tasks)", nt), -1;
     return 0;
 }
 
