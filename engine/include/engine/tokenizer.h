@@ -49,7 +49,9 @@ typedef struct eng_tokenizer eng_tokenizer;
 
 typedef enum {
     ENG_TOK_WORDPIECE = 1, /* BERT, DistilBERT: BertNormalizer + BertPreTokenizer + WordPiece */
-    ENG_TOK_BPE = 2,       /* RoBERTa, GPT-2: ByteLevel pre-tokenizer + byte-level BPE */
+    ENG_TOK_BPE = 2,       /* RoBERTa, GPT-2, ModernBERT: ByteLevel pre-tokenizer + byte-level BPE */
+    ENG_TOK_UNIGRAM = 3,   /* T5, DeBERTa-v3, XLM-R: SentencePiece Unigram (spm.model or tokenizer.json) */
+    ENG_TOK_SPM_BPE = 4,   /* CamemBERT: SentencePiece BPE (sentencepiece.bpe.model) */
 } eng_tok_kind;
 
 typedef enum {
@@ -85,8 +87,8 @@ typedef struct {
     size_t n;
 } eng_tok_encoding;
 
-/* Loads the tokenizer of a checkpoint directory: tokenizer.json if present, otherwise vocab.txt or
- * vocab.json + merges.txt, with tokenizer_config.json for flags, special tokens and the maximum
+/* Loads the tokenizer of a checkpoint directory: tokenizer.json if present, otherwise vocab.txt,
+ * vocab.json + merges.txt, or a SentencePiece model (spm.model, spiece.model, sentencepiece.bpe.model), with tokenizer_config.json for flags, special tokens and the maximum
  * length. Returns 0 and sets *out (free with eng_tokenizer_free), or a negative eng_status
  * (ENG_NOT_FOUND: no tokenizer files, ENG_FORMAT: malformed file, ENG_UNSUPPORTED: a normalizer,
  * pre-tokenizer, model or post-processor type this module does not implement) with *out = NULL. */
@@ -102,6 +104,11 @@ typedef struct {
  * eng_tokenizer_load (tokenizer.json, else vocab.txt, else vocab.json + merges.txt). */
 typedef struct {
     eng_tok_text tokenizer_json, vocab_txt, vocab_json, merges_txt, tokenizer_config_json;
+    /* a SentencePiece model (spm.model, spiece.model, sentencepiece.bpe.model), used when none of
+     * the above is given; spm_name is its file name (sentencepiece.bpe.model selects fairseq's ids) */
+    eng_tok_text spm_model;
+    const char *spm_name;
+    eng_tok_text config_json; /* the model's config.json (model_type camembert / xlm-roberta), optional */
     const char *dir; /* names the files in messages ("dir/tokenizer.json"); NULL: bare names */
 } eng_tok_files;
 
