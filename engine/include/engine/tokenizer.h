@@ -1,8 +1,10 @@
-/* tokenizer.h - Hugging Face compatible tokenizers (WordPiece/BERT and byte-level BPE/RoBERTa).
+/* tokenizer.h - Hugging Face compatible tokenizers: WordPiece (BERT), byte-level BPE (RoBERTa,
+ * ModernBERT), SentencePiece Unigram (T5, DeBERTa-v3, XLM-R) and SentencePiece BPE.
  *
  * adapterd receives text and must produce exactly the ids the model was trained with. This module
  * reads the files users already have in a checkpoint directory: tokenizer.json (preferred), or the
- * older vocab.txt (BERT) / vocab.json + merges.txt (RoBERTa, GPT-2) with tokenizer_config.json.
+ * older vocab.txt (BERT) / vocab.json + merges.txt (RoBERTa, GPT-2), or a SentencePiece model file
+ * alone (spm.model, spiece.model, sentencepiece.bpe.model), with tokenizer_config.json.
  *
  *     eng_err err;
  *     eng_tokenizer *tok;
@@ -17,7 +19,14 @@
  *
  * Reference behaviour: the ids are those of transformers.js (@huggingface/tokenizers), which agree
  * with the Python `tokenizers` library on real text; this is checked over ~15,000 sentences and a
- * list of hard cases by tests/parity/tokenizer. Where the two references disagree:
+ * list of hard cases by tests/parity/tokenizer. A SentencePiece model file gives the ids and offsets
+ * of the sentencepiece library (its normalizer, Viterbi tie-breaking and byte fallback), shifted
+ * through fairseq's table for sentencepiece.bpe.model (CamemBERT when the config says so, else
+ * XLM-R), as Hugging Face's tokenizers for those models map them; its offsets follow
+ * sentencepiece's rule (a token ends where the next begins, so skipped whitespace and removed
+ * control characters belong to the token before). A tokenizer.json Precompiled normalizer applies
+ * the model's charsmap as sentencepiece does; transformers.js approximates it with NFKC, so the two
+ * can differ on rare characters. Where the two references disagree:
  *   - truncation: the Python library's (sequences are cut before special tokens are added, so the
  *     result ends with [SEP] / </s>); transformers.js cuts the final ids instead;
  *   - RoBERTa type ids: all 0 (Python's RobertaProcessing; RoBERTa has one token-type row);
