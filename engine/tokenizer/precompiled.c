@@ -131,12 +131,15 @@ int eng__precompiled_step(const eng_tokenizer *tok, eng__ntext *in, eng__ntext *
     if (eng__ntext_bytes(in)) return ENG_NO_MEMORY;
     o->n = 0;
     char one[5];
+    size_t i = 0; /* the code point at byte p */
     for (size_t p = 0; p < in->nb;) {
         const char *rep;
         size_t rl, l = next_chunk(&tok->charsmap, in, p, &rep, &rl, one);
-        size_t i = cp_index(in, p), j = cp_index(in, p + l) - 1;
-        if (push_utf8(o, rep, rl, in->os[i], in->oe[j], false)) return ENG_NO_MEMORY;
+        size_t j = i;
+        while (j < in->n && in->boff[j] < p + l) j++;
+        if (push_utf8(o, rep, rl, in->os[i], in->oe[j - 1], false)) return ENG_NO_MEMORY;
         p += l;
+        i = j;
     }
     return 0;
 }
@@ -161,17 +164,20 @@ int eng__spm_step(const eng_tokenizer *tok, eng__tok_ctx *ctx, eng__ntext *in, e
     if (p >= in->nb) return 0; /* nothing but whitespace: empty, no dummy prefix */
     if (tok->spm_dummy_prefix && eng__ntext_push(o, space, ORIG_AT(p), ORIG_AT(p))) return ENG_NO_MEMORY;
     bool prev_space = rm;
+    size_t i = cp_index(in, p); /* the code point at byte p */
     while (p < in->nb) {
         size_t l = next_chunk(&tok->charsmap, in, p, &rep, &rl, one);
-        uint32_t consumed = ORIG_AT(p);
+        uint32_t consumed = in->os[i];
+        size_t j = i;
+        while (j < in->n && in->boff[j] < p + l) j++;
         if (prev_space)
             while (rl && rep[0] == ' ') rep++, rl--;
         if (rl) {
-            size_t j = cp_index(in, p + l) - 1;
-            if (push_utf8(o, rep, rl, consumed, in->oe[j], esc)) return ENG_NO_MEMORY;
+            if (push_utf8(o, rep, rl, consumed, in->oe[j - 1], esc)) return ENG_NO_MEMORY;
             prev_space = rep[rl - 1] == ' ';
         }
         p += l;
+        i = j;
         if (!rm) prev_space = false;
     }
     uint32_t end = s1;

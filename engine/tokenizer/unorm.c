@@ -68,18 +68,25 @@ out:
     return rc;
 }
 
-static int nf_step(eng__ntext *in, utf8proc_option_t opt, eng__ntext *o) {
+/* Code points below lim are left unchanged by the form and, being below U+0300, never combine with
+ * what follows (every second character of a canonical composition is U+0300 or above): NFC changes
+ * nothing below U+0300, NFD nothing below U+00C0, the compatibility forms nothing below U+00A0. */
+static int nf_step(eng__ntext *in, utf8proc_option_t opt, uint32_t lim, eng__ntext *o) {
     o->n = 0;
-    utf8proc_int32_t state = 0;
-    size_t a = 0;
-    for (size_t i = 1; i <= in->n; i++) {
-        if (i < in->n &&
-            !utf8proc_grapheme_break_stateful((utf8proc_int32_t)in->cps[i - 1], (utf8proc_int32_t)in->cps[i], &state))
+    for (size_t a = 0; a < in->n;) {
+        if (in->cps[a] < lim && (a + 1 == in->n || in->cps[a + 1] < 0x300)) {
+            if (eng__ntext_push(o, in->cps[a], in->os[a], in->oe[a])) return ENG_NO_MEMORY;
+            a++;
             continue;
-        int rc = nf_cluster(in, a, i, opt, o);
+        }
+        utf8proc_int32_t state = 0;
+        size_t b = a + 1;
+        while (b < in->n &&
+               !utf8proc_grapheme_break_stateful((utf8proc_int32_t)in->cps[b - 1], (utf8proc_int32_t)in->cps[b], &state))
+            b++;
+        int rc = nf_cluster(in, a, b, opt, o);
         if (rc) return rc;
-        a = i;
-        state = 0;
+        a = b;
     }
     return 0;
 }
@@ -176,10 +183,10 @@ int eng__seq_normalize(const eng_tokenizer *tok, eng__tok_ctx *ctx, const uint8_
         switch (st->kind) {
         case ENG__NS_PRECOMPILED: rc = eng__precompiled_step(tok, cur, nxt); break;
         case ENG__NS_SPM: rc = eng__spm_step(tok, ctx, cur, nxt, s1); break;
-        case ENG__NS_NFC: rc = nf_step(cur, UTF8PROC_STABLE | UTF8PROC_COMPOSE, nxt); break;
-        case ENG__NS_NFD: rc = nf_step(cur, UTF8PROC_STABLE | UTF8PROC_DECOMPOSE, nxt); break;
-        case ENG__NS_NFKC: rc = nf_step(cur, UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT, nxt); break;
-        case ENG__NS_NFKD: rc = nf_step(cur, UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT, nxt); break;
+        case ENG__NS_NFC: rc = nf_step(cur, UTF8PROC_STABLE | UTF8PROC_COMPOSE, 0x300, nxt); break;
+        case ENG__NS_NFD: rc = nf_step(cur, UTF8PROC_STABLE | UTF8PROC_DECOMPOSE, 0xC0, nxt); break;
+        case ENG__NS_NFKC: rc = nf_step(cur, UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT, 0xA0, nxt); break;
+        case ENG__NS_NFKD: rc = nf_step(cur, UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT, 0xA0, nxt); break;
         case ENG__NS_REPLACE: rc = replace_step(st, ctx, cur, nxt); break;
         case ENG__NS_STRIP: rc = strip_step(st, cur, nxt); break;
         case ENG__NS_LOWERCASE: rc = lower_step(cur, nxt); break;
