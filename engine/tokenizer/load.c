@@ -382,6 +382,29 @@ static int parse_pre_tokenizer(eng_tokenizer *tok, const json_t *p, eng_err *err
         return 0;
     }
     if (type && !strcmp(type, "Metaspace")) return eng__parse_metaspace(tok, p, err);
+    if (type && !strcmp(type, "Sequence")) {
+        /* [WhitespaceSplit, Metaspace] (DeBERTa-v3's and others' conversions) */
+        const json_t *list = json_object_get(p, "pretokenizers");
+        size_t i;
+        const json_t *x;
+        bool meta = false;
+        json_array_foreach(list, i, x) {
+            const char *tt = json_string_value(json_object_get(x, "type"));
+            if (tt && !strcmp(tt, "WhitespaceSplit") && !meta) {
+                tok->ws_split = true;
+            } else if (tt && !strcmp(tt, "Metaspace") && !meta) {
+                int rc = eng__parse_metaspace(tok, x, err);
+                if (rc) return rc;
+                meta = true;
+            } else {
+                return eng_err_set(err, ENG_UNSUPPORTED,
+                                   "tokenizer.json: pre_tokenizer Sequence with %s (only WhitespaceSplit then Metaspace "
+                                   "is supported)", tt ? tt : "?");
+            }
+        }
+        if (!meta) return eng_err_set(err, ENG_UNSUPPORTED, "tokenizer.json: pre_tokenizer Sequence without Metaspace");
+        return 0;
+    }
     if (type && !strcmp(type, "null") && tok->kind == ENG_TOK_UNIGRAM) return 0;
     return eng_err_set(err, ENG_UNSUPPORTED, "tokenizer.json: pre_tokenizer type %s is not supported", type ? type : "?");
 }

@@ -180,6 +180,7 @@ struct eng_tokenizer {
     uint32_t meta_rep;   /* replacement code point (U+2581) */
     int meta_prepend;    /* 0 never, 1 first section, 2 always */
     bool meta_split;
+    bool ws_split;       /* WhitespaceSplit before Metaspace (pre-tokenizer Sequence, DeBERTa-v3) */
 
     /* Unigram (kind ENG_TOK_UNIGRAM) and SentencePiece BPE (ENG_TOK_SPM_BPE) over model pieces */
     eng__strmap pieces;  /* piece string -> piece index, or -1 for a proper prefix of a piece only */

@@ -237,15 +237,9 @@ static int segment(const eng_tokenizer *tok, eng__tok_ctx *ctx, const view *v) {
     return tok->kind == ENG_TOK_SPM_BPE ? spm_bpe(tok, ctx, v) : viterbi(tok, ctx, v);
 }
 
-int eng__unigram_text(const eng_tokenizer *tok, eng__tok_ctx *ctx, const eng__ntext *t, size_t a, size_t b) {
-    if (b <= a) return 0;
-    if (tok->pretok != ENG__PRETOK_METASPACE) {
-        view v = {t->b + t->boff[a], t->boff + a, t->os + a, t->oe + a, b - a,
-                  b == t->n ? ctx->end_orig : t->os[b]};
-        /* boff entries stay absolute: shift the byte base back */
-        v.b = t->b;
-        return segment(tok, ctx, &v);
-    }
+/* Metaspace over cps [a, b) of t: spaces become the replacement, which is prepended as the scheme
+ * says, and the word is split before each replacement when split is set. */
+static int metaspace(const eng_tokenizer *tok, eng__tok_ctx *ctx, const eng__ntext *t, size_t a, size_t b) {
     eng__ntext *w = &ctx->t1; /* free once the normalizer is done */
     w->n = 0;
     uint32_t rep = tok->meta_rep;
@@ -263,6 +257,27 @@ int eng__unigram_text(const eng_tokenizer *tok, eng__tok_ctx *ctx, const eng__nt
         int rc = segment(tok, ctx, &v);
         if (rc) return rc;
         s = i;
+    }
+    return 0;
+}
+
+int eng__unigram_text(const eng_tokenizer *tok, eng__tok_ctx *ctx, const eng__ntext *t, size_t a, size_t b) {
+    if (b <= a) return 0;
+    if (tok->pretok != ENG__PRETOK_METASPACE) {
+        view v = {t->b, t->boff + a, t->os + a, t->oe + a, b - a, b == t->n ? ctx->end_orig : t->os[b]};
+        return segment(tok, ctx, &v);
+    }
+    if (!tok->ws_split) return metaspace(tok, ctx, t, a, b);
+    /* WhitespaceSplit: the runs of non-whitespace (JavaScript's \S, as transformers.js), each a word */
+    for (size_t i = a; i < b;) {
+        while (i < b && eng__is_js_space(t->cps[i])) i++;
+        size_t j = i;
+        while (j < b && !eng__is_js_space(t->cps[j])) j++;
+        if (j > i) {
+            int rc = metaspace(tok, ctx, t, i, j);
+            if (rc) return rc;
+        }
+        i = j;
     }
     return 0;
 }

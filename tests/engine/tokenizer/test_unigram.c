@@ -312,3 +312,23 @@ Test(unigram, nfc_before_byte_level_bpe) {
     eng_tok_encoding_free(&b);
     eng_tokenizer_free(t);
 }
+
+Test(unigram, whitespace_split_then_metaspace) {
+    const char *json =
+        "{\"model\": {\"type\": \"Unigram\", \"unk_id\": 0, \"vocab\": " UNI_VOCAB "},"
+        " \"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"WhitespaceSplit\"},"
+        "   {\"type\": \"Metaspace\", \"replacement\": \"\\u2581\", \"prepend_scheme\": \"always\", \"split\": false}]}}";
+    eng_tokenizer *t = load_json(json);
+    /* every whitespace run separates words, each gets its own ▁ (zero-width): "▁ab" "▁ab" */
+    expect(t, " ab \t ab ", (int32_t[]){5, 5}, (int32_t[]){1, 3, 5, 7}, 2);
+    eng_tokenizer_free(t);
+    const char *bad =
+        "{\"model\": {\"type\": \"Unigram\", \"unk_id\": 0, \"vocab\": " UNI_VOCAB "},"
+        " \"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Punctuation\"}]}}";
+    eng_tok_files f = {.tokenizer_json = {bad, strlen(bad)}};
+    eng_err err = {0};
+    t = NULL;
+    cr_expect_eq(eng_tokenizer_load_files(&f, &t, &err), ENG_UNSUPPORTED);
+    cr_expect(strstr(err.msg, "Punctuation") != NULL, "%s", err.msg);
+    cr_expect_null(t);
+}

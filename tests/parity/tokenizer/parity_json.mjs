@@ -2,7 +2,8 @@
 //
 // modernbert-base (byte-level BPE behind an NFC normalizer, 116 added tokens, [CLS] A [SEP] B [SEP])
 // and t5-v1_1 (Unigram: Precompiled + Strip + Replace normalizers, Metaspace, A </s> B </s>), both
-// from their real tokenizer.json. Every sentence of the shared datasets (SST-2 train/dev, AG News
+// from their real tokenizer.json, and t5-wssplit, T5's with the pre-tokenizer Sequence
+// [WhitespaceSplit, Metaspace] written here. Every sentence of the shared datasets (SST-2 train/dev, AG News
 // test), the hard cases of hard_cases.json and hard_cases_spm.json, and 1,000 text pairs go through
 // transformers.js and the C driver (tok_driver); required:
 //   * identical ids for every input (an empty pair text is a pair, as in the Python library:
@@ -22,6 +23,7 @@
 // Exit 0 on agreement, 1 on any difference, 77 when transformers.js or the shared data are missing.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -110,11 +112,25 @@ function fail(msg) {
 // and the Python library apply the charsmap): a text containing one is compared by spm_parity.py
 const PRECOMPILED_APPROX = /[\u0080-\u009f\u00ad\u200b-\u200f\u2028\u2029\u2060-\u206f\ufeff\ufff0-\uffff\ue000-\uf8ff\u1680\u3000\u00a0\u2000-\u200a\u202f\u205f\u0300-\u036f\u2581]/u;
 
+// A third tokenizer derived here from T5's: the pre-tokenizer DeBERTa-v3's and XLM-R-style conversions
+// use, Sequence [WhitespaceSplit, Metaspace (split false)] (no such real file is obtainable here).
+const derivedRoot = fs.mkdtempSync(path.join(os.tmpdir(), 'tok-json-'));
+{
+  const d = path.join(derivedRoot, 't5-wssplit');
+  fs.mkdirSync(d);
+  const j = JSON.parse(fs.readFileSync(path.join(fixtures, 't5-v1_1', 'tokenizer.json'), 'utf8'));
+  j.pre_tokenizer = { type: 'Sequence', pretokenizers: [{ type: 'WhitespaceSplit' },
+    { type: 'Metaspace', replacement: '\u2581', prepend_scheme: 'always', split: false }] };
+  fs.writeFileSync(path.join(d, 'tokenizer.json'), JSON.stringify(j));
+  fs.copyFileSync(path.join(fixtures, 't5-v1_1', 'tokenizer_config.json'), path.join(d, 'tokenizer_config.json'));
+}
 const t0 = Date.now();
-for (const name of MODELS) {
+for (const name of [...MODELS, 't5-wssplit']) {
+  const root = name === 't5-wssplit' ? derivedRoot : fixtures;
+  env.localModelPath = root + path.sep;
   const tok = await AutoTokenizer.from_pretrained(name);
   const unigram = name.startsWith('t5');
-  const added = new Map(JSON.parse(fs.readFileSync(path.join(fixtures, name, 'tokenizer.json'), 'utf8')).added_tokens
+  const added = new Map(JSON.parse(fs.readFileSync(path.join(root, name, 'tokenizer.json'), 'utf8')).added_tokens
     .map((t) => [t.id, t]));
   const enc = (text, opts = {}) => tok(text, { return_tensor: false, ...opts }).input_ids.map(Number);
   const specials = unigram ? [[], [1]] : [[50281], [50282]];
@@ -128,7 +144,7 @@ for (const name of MODELS) {
     }
     cases.push({ label: 'pair ' + i, line: hex(a) + '\t' + hex(b), ids });
   }
-  const got = runDriver(path.join(fixtures, name), cases.map((c) => c.line));
+  const got = runDriver(path.join(root, name), cases.map((c) => c.line));
   let nIds = 0, nOffsets = 0, nTok = 0, nApprox = 0;
   cases.forEach((c, i) => {
     const g = got[i];
@@ -192,5 +208,6 @@ for (const name of MODELS) {
     `ids identical ${nIds}/${cases.length}${nApprox ? ` (+${nApprox} where transformers.js approximates the charsmap)` : ''}, ` +
     `offsets consistent for ${nOffsets} texts (${nTok} tokens)`);
 }
+fs.rmSync(derivedRoot, { recursive: true, force: true });
 console.log(`${failures ? 'FAILED' : 'OK'}: ${failures} differences; ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 process.exit(failures ? 1 : 0);
