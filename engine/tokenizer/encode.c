@@ -12,8 +12,6 @@
 
 #include "tokenizer/tok_internal.h"
 
-void eng__ntext_free(eng__ntext *t);
-
 static void toklist_free(eng__toklist *l) {
     free(l->ids);
     free(l->bs);
@@ -31,6 +29,7 @@ void eng__ctx_free(eng__tok_ctx *ctx) {
     free(ctx->pos);
     free(ctx->rank);
     free(ctx->heap);
+    free(ctx->lat);
     memset(ctx, 0, sizeof *ctx);
 }
 
@@ -128,20 +127,37 @@ static size_t cp_at(const eng__ntext *t, uint32_t b) {
     return lo;
 }
 
+/* The model of tok over cps [a, b) of a normalized text. */
+static int run_model(const eng_tokenizer *tok, eng__tok_ctx *ctx, const eng__ntext *t, size_t a, size_t b) {
+    int rc;
+    switch (tok->kind) {
+    case ENG_TOK_WORDPIECE: rc = eng__wordpiece_text(tok, ctx, t, a, b); break;
+    case ENG_TOK_BPE: rc = eng__bytelevel_ntext(tok, ctx, t, a, b); break;
+    default: rc = eng__unigram_text(tok, ctx, t, a, b); break;
+    }
+    ctx->section++;
+    return rc;
+}
+
 static int encode_normalized(const eng_tokenizer *tok, eng__tok_ctx *ctx, const uint8_t *text, uint32_t s0,
                              uint32_t s1) {
-    int rc = eng__bert_normalize(tok, ctx, text, s0, s1);
+    int rc = tok->norm == ENG__NORM_BERT ? eng__bert_normalize(tok, ctx, text, s0, s1)
+                                         : eng__seq_normalize(tok, ctx, text, s0, s1);
     if (rc) return rc;
     const eng__ntext *t = &ctx->t2;
-    if (!tok->has_norm_added) return eng__wordpiece_text(tok, ctx, t, 0, t->n);
+    if (!tok->has_norm_added) return run_model(tok, ctx, t, 0, t->n);
     sections ss = {0};
     rc = split_added(tok, tok->norm_bucket, (const uint8_t *)t->b, t->nb, &ss);
     for (size_t k = 0; !rc && k < ss.n; k++) {
         section *x = &ss.v[k];
         if (x->e <= x->s) continue;
         size_t a = cp_at(t, x->s), b = cp_at(t, x->e);
-        if (x->added >= 0) rc = eng__toklist_push(&ctx->out, tok->added[x->added].id, t->os[a], t->oe[b - 1]);
-        else rc = eng__wordpiece_text(tok, ctx, t, a, b);
+        if (x->added >= 0) {
+            rc = eng__toklist_push(&ctx->out, tok->added[x->added].id, t->os[a], t->oe[b - 1]);
+            ctx->section++;
+        } else {
+            rc = run_model(tok, ctx, t, a, b);
+        }
     }
     free(ss.v);
     return rc;
@@ -150,14 +166,20 @@ static int encode_normalized(const eng_tokenizer *tok, eng__tok_ctx *ctx, const 
 /* Tokenizes one sequence into ctx->out (byte offsets into text). */
 static int encode_sequence(const eng_tokenizer *tok, eng__tok_ctx *ctx, const uint8_t *text, size_t len) {
     ctx->out.n = 0;
+    ctx->section = 0;
     sections ss = {0};
     int rc = split_added(tok, tok->raw_bucket, text, len, &ss);
     for (size_t k = 0; !rc && k < ss.n; k++) {
         section *x = &ss.v[k];
         if (x->e <= x->s) continue;
-        if (x->added >= 0) rc = eng__toklist_push(&ctx->out, tok->added[x->added].id, x->s, x->e);
-        else if (tok->pretok == ENG__PRETOK_BYTELEVEL) rc = eng__bytelevel_text(tok, ctx, text, x->s, x->e);
-        else rc = encode_normalized(tok, ctx, text, x->s, x->e);
+        if (x->added >= 0) {
+            rc = eng__toklist_push(&ctx->out, tok->added[x->added].id, x->s, x->e);
+            ctx->section++;
+        } else if (tok->pretok == ENG__PRETOK_BYTELEVEL && tok->norm == ENG__NORM_NONE) {
+            rc = eng__bytelevel_text(tok, ctx, text, x->s, x->e);
+        } else {
+            rc = encode_normalized(tok, ctx, text, x->s, x->e);
+        }
     }
     free(ss.v);
     return rc;

@@ -281,9 +281,14 @@ static int bpe_init_syms(eng_tokenizer *tok, eng_err *err) {
     return 0;
 }
 
+int eng__parse_seq_normalizer(eng_tokenizer *tok, const json_t *n, eng_err *err);
+int eng__parse_metaspace(eng_tokenizer *tok, const json_t *p, eng_err *err);
+int eng__parse_unigram(eng_tokenizer *tok, const json_t *model, eng_err *err);
+
 static int parse_model(eng_tokenizer *tok, const json_t *model, eng_err *err) {
     const char *type = json_string_value(json_object_get(model, "type"));
     const json_t *vocab = json_object_get(model, "vocab");
+    if (type && !strcmp(type, "Unigram")) return eng__parse_unigram(tok, model, err);
     if (!type) type = json_object_get(model, "merges") ? "BPE" : "WordPiece";
     if (!json_is_object(vocab)) return eng_err_set(err, ENG_FORMAT, "tokenizer.json: model.vocab is not an object");
     const char *k;
@@ -361,7 +366,7 @@ static int parse_normalizer(eng_tokenizer *tok, const json_t *n, eng_err *err) {
                        cfg_bool(n, "lowercase", true), tri_bool(n, "strip_accents"));
         return 0;
     }
-    return eng_err_set(err, ENG_UNSUPPORTED, "tokenizer.json: normalizer type %s is not supported", type ? type : "?");
+    return eng__parse_seq_normalizer(tok, n, err);
 }
 
 static int parse_pre_tokenizer(eng_tokenizer *tok, const json_t *p, eng_err *err) {
@@ -376,6 +381,31 @@ static int parse_pre_tokenizer(eng_tokenizer *tok, const json_t *p, eng_err *err
         tok->use_regex = cfg_bool(p, "use_regex", true);
         return 0;
     }
+    if (type && !strcmp(type, "Metaspace")) return eng__parse_metaspace(tok, p, err);
+    if (type && !strcmp(type, "Sequence")) {
+        /* [WhitespaceSplit, Metaspace] (DeBERTa-v3's and others' conversions) */
+        const json_t *list = json_object_get(p, "pretokenizers");
+        size_t i;
+        const json_t *x;
+        bool meta = false;
+        json_array_foreach(list, i, x) {
+            const char *tt = json_string_value(json_object_get(x, "type"));
+            if (tt && !strcmp(tt, "WhitespaceSplit") && !meta) {
+                tok->ws_split = true;
+            } else if (tt && !strcmp(tt, "Metaspace") && !meta) {
+                int rc = eng__parse_metaspace(tok, x, err);
+                if (rc) return rc;
+                meta = true;
+            } else {
+                return eng_err_set(err, ENG_UNSUPPORTED,
+                                   "tokenizer.json: pre_tokenizer Sequence with %s (only WhitespaceSplit then Metaspace "
+                                   "is supported)", tt ? tt : "?");
+            }
+        }
+        if (!meta) return eng_err_set(err, ENG_UNSUPPORTED, "tokenizer.json: pre_tokenizer Sequence without Metaspace");
+        return 0;
+    }
+    if (type && !strcmp(type, "null") && tok->kind == ENG_TOK_UNIGRAM) return 0;
     return eng_err_set(err, ENG_UNSUPPORTED, "tokenizer.json: pre_tokenizer type %s is not supported", type ? type : "?");
 }
 
@@ -409,8 +439,15 @@ static int load_tokenizer_json(eng_tokenizer *tok, const eng_tok_files *f, eng_e
     }
     if (!rc && tok->kind == ENG_TOK_WORDPIECE && tok->pretok != ENG__PRETOK_BERT)
         rc = eng_err_set(err, ENG_UNSUPPORTED, "tokenizer.json: WordPiece needs the BertPreTokenizer");
-    if (!rc && tok->kind == ENG_TOK_BPE && (tok->pretok != ENG__PRETOK_BYTELEVEL || tok->norm != ENG__NORM_NONE))
-        rc = eng_err_set(err, ENG_UNSUPPORTED, "tokenizer.json: BPE is supported with the ByteLevel pre-tokenizer and no normalizer");
+    if (!rc && tok->kind == ENG_TOK_BPE && (tok->pretok != ENG__PRETOK_BYTELEVEL || tok->norm == ENG__NORM_BERT))
+        rc = eng_err_set(err, ENG_UNSUPPORTED,
+                         "tokenizer.json: BPE is supported with the ByteLevel pre-tokenizer and Unicode normalizers");
+    if (!rc && tok->kind == ENG_TOK_UNIGRAM && tok->pretok != ENG__PRETOK_METASPACE && tok->pretok != ENG__PRETOK_NONE)
+        rc = eng_err_set(err, ENG_UNSUPPORTED, "tokenizer.json: Unigram is supported with the Metaspace pre-tokenizer");
+    if (!rc && tok->kind == ENG_TOK_UNIGRAM && tok->norm == ENG__NORM_BERT)
+        rc = eng_err_set(err, ENG_UNSUPPORTED, "tokenizer.json: Unigram with the BertNormalizer is not supported");
+    if (!rc && tok->kind == ENG_TOK_UNIGRAM && tok->sp_unk < 0)
+        rc = eng_err_set(err, ENG_UNSUPPORTED, "tokenizer.json: Unigram without unk_id is not supported");
     json_decref(j);
     return rc;
 }
@@ -528,6 +565,55 @@ static int load_vocab_json(eng_tokenizer *tok, const eng_tok_files *f, const jso
     return tpl_plain(tok, err);
 }
 
+/* A SentencePiece model file: fairseq's ids for sentencepiece.bpe.model (CamemBERT when the config
+ * says so, else XLM-R), the model's own otherwise; special tokens from tokenizer_config.json; the
+ * template is RoBERTa's for fairseq, [CLS] A [SEP] when the config names cls and sep tokens
+ * (DeBERTa-v3), else A eos (T5). */
+static int load_spm(eng_tokenizer *tok, const eng_tok_files *f, const json_t *cfg, eng_err *err) {
+    int fairseq = 0;
+    if (f->spm_name && !strcmp(f->spm_name, "sentencepiece.bpe.model")) {
+        const char *cls = json_string_value(json_object_get(cfg, "tokenizer_class"));
+        json_t *mc = NULL;
+        if (f->config_json.text) mc = json_loadb(f->config_json.text, f->config_json.len, JSON_DECODE_ANY, NULL);
+        const char *mt = json_string_value(json_object_get(mc, "model_type"));
+        fairseq = (cls && strstr(cls, "Camembert")) || (mt && !strcmp(mt, "camembert")) ? 4 : 1;
+        json_decref(mc);
+    }
+    int rc = eng__spm_load(tok, (const uint8_t *)f->spm_model.text, f->spm_model.len, fairseq, err);
+    if (rc) return rc;
+    static const char *const keys[] = {"cls_token", "sep_token", "pad_token", "unk_token", "mask_token",
+                                       "eos_token", "bos_token"};
+    const char *defaults[8] = {NULL};
+    int nd = 0;
+    for (int i = 0; i < 7; i++) {
+        const char *nm = token_name(cfg, keys[i]);
+        if (nm && vocab_id(tok, nm) >= 0) defaults[nd++] = nm;
+    }
+    if (fairseq && !nd) defaults[nd++] = "<mask>";
+    rc = config_added(tok, cfg, defaults, false, fairseq ? "<mask>" : NULL, err);
+    if (rc) return rc;
+    /* the slow tokenizers Hugging Face runs on these files split every added token in the raw text */
+    for (int i = 0; i < tok->n_added; i++) tok->added[i].normalized = false;
+    const char *cls = token_name(cfg, "cls_token"), *sep = token_name(cfg, "sep_token");
+    if (fairseq) {
+        int32_t ci = vocab_id(tok, cls ? cls : "<s>"), si = vocab_id(tok, sep ? sep : "</s>");
+        if (ci >= 0 && si >= 0) return tpl_cls_sep(tok, ci, si, true, err);
+        return tpl_plain(tok, err);
+    }
+    if (cls && sep && vocab_id(tok, cls) >= 0 && vocab_id(tok, sep) >= 0)
+        return tpl_cls_sep(tok, vocab_id(tok, cls), vocab_id(tok, sep), false, err);
+    const char *eos = token_name(cfg, "eos_token");
+    int32_t ei = vocab_id(tok, eos ? eos : "</s>");
+    if (ei < 0) return tpl_plain(tok, err);
+    rc = tpl_add(&tok->single, ENG__TPL_SEQ_A, 0, NULL, 0, err);
+    if (!rc) rc = tpl_add(&tok->single, ENG__TPL_SPECIAL, 0, &ei, 1, err);
+    if (!rc) rc = tpl_add(&tok->pair, ENG__TPL_SEQ_A, 0, NULL, 0, err);
+    if (!rc) rc = tpl_add(&tok->pair, ENG__TPL_SPECIAL, 0, &ei, 1, err);
+    if (!rc) rc = tpl_add(&tok->pair, ENG__TPL_SEQ_B, 0, NULL, 0, err);
+    if (!rc) rc = tpl_add(&tok->pair, ENG__TPL_SPECIAL, 0, &ei, 1, err);
+    return rc;
+}
+
 /* ---- finishing ---- */
 
 static int build_buckets(eng_tokenizer *tok, bool normalized, int32_t **bucket, eng_err *err) {
@@ -590,7 +676,7 @@ static int finish(eng_tokenizer *tok, const json_t *cfg, eng_err *err) {
                 if (len - 2 > tok->wp_cont_max_bytes) tok->wp_cont_max_bytes = len - 2;
             }
         }
-    } else {
+    } else if (tok->kind == ENG_TOK_BPE) {
         /* added tokens override symbol ids too, as transformers.js's tokens_to_ids.set does */
         for (int i = 0; i < tok->n_added; i++) {
             int64_t s = eng__strmap_find(&tok->syms, tok->added[i].content, tok->added[i].len);
@@ -654,7 +740,7 @@ int eng_tokenizer_load(const char *model_dir, eng_tokenizer **out, eng_err *err)
     *out = NULL;
     if (!model_dir) return eng_err_set(err, ENG_INVALID_ARGUMENT, "eng_tokenizer_load: model_dir is NULL");
     eng_tok_files f = {.dir = model_dir};
-    char *bufs[3] = {NULL, NULL, NULL};
+    char *bufs[4] = {NULL, NULL, NULL, NULL};
     /* only the files the precedence below will use are read */
     int rc = read_tok_file(model_dir, "tokenizer_config.json", &f.tokenizer_config_json, &bufs[0], err);
     if (!rc) rc = read_tok_file(model_dir, "tokenizer.json", &f.tokenizer_json, &bufs[1], err);
@@ -663,8 +749,15 @@ int eng_tokenizer_load(const char *model_dir, eng_tokenizer **out, eng_err *err)
         rc = read_tok_file(model_dir, "vocab.json", &f.vocab_json, &bufs[1], err);
         if (!rc && f.vocab_json.text) rc = read_tok_file(model_dir, "merges.txt", &f.merges_txt, &bufs[2], err);
     }
+    static const char *const spm_names[] = {"spm.model", "spiece.model", "sentencepiece.bpe.model"};
+    for (int i = 0; i < 3 && !rc && !f.tokenizer_json.text && !f.vocab_txt.text && !f.vocab_json.text; i++) {
+        if (f.spm_model.text) break;
+        rc = read_tok_file(model_dir, spm_names[i], &f.spm_model, &bufs[1], err);
+        f.spm_name = spm_names[i];
+        if (!rc && f.spm_model.text) rc = read_tok_file(model_dir, "config.json", &f.config_json, &bufs[3], err);
+    }
     if (!rc) rc = eng_tokenizer_load_files(&f, out, err);
-    for (int i = 0; i < 3; i++) free(bufs[i]);
+    for (int i = 0; i < 4; i++) free(bufs[i]);
     return rc;
 }
 
@@ -675,6 +768,7 @@ int eng_tokenizer_load_files(const eng_tok_files *f, eng_tokenizer **out, eng_er
     eng_tokenizer *tok = calloc(1, sizeof *tok);
     if (!tok) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
     tok->unk_id = tok->special_unk_id = tok->cls_id = tok->sep_id = tok->pad_id = tok->mask_id = -1;
+    tok->sp_unk = -1;
     tok->max_input_chars_per_word = 100;
     tok->use_regex = true;
 
@@ -685,9 +779,11 @@ int eng_tokenizer_load_files(const eng_tok_files *f, eng_tokenizer **out, eng_er
         if (f->tokenizer_json.text) rc = load_tokenizer_json(tok, f, err);
         else if (f->vocab_txt.text) rc = load_vocab_txt(tok, f, cfg, err);
         else if (f->vocab_json.text && f->merges_txt.text) rc = load_vocab_json(tok, f, cfg, err);
+        else if (f->spm_model.text) rc = load_spm(tok, f, cfg, err);
         else
-            rc = eng_err_set(err, ENG_NOT_FOUND, "%s: no tokenizer.json, vocab.txt or vocab.json + merges.txt",
-                             f->dir ? f->dir : "tokenizer");
+            rc = eng_err_set(err, ENG_NOT_FOUND,
+                             "%s: no tokenizer.json, vocab.txt, vocab.json + merges.txt or SentencePiece model "
+                             "(spm.model, spiece.model, sentencepiece.bpe.model)", f->dir ? f->dir : "tokenizer");
     }
     if (!rc) rc = finish(tok, cfg, err);
     json_decref(cfg);
@@ -716,6 +812,11 @@ void eng_tokenizer_free(eng_tokenizer *tok) {
     tpl_free(&tok->single);
     tpl_free(&tok->pair);
     free(tok->id_tok);
+    eng__nsteps_free(tok);
+    eng__strmap_free(&tok->pieces);
+    free(tok->score);
+    free(tok->ptype);
+    free(tok->out_id);
     free(tok);
 }
 

@@ -287,7 +287,15 @@ int eng__bert_normalize(const eng_tokenizer *tok, eng__tok_ctx *ctx, const uint8
         }
     }
 
-    /* UTF-8 bytes of the result */
+    return eng__ntext_bytes(o);
+}
+
+int eng__ntext_push(eng__ntext *t, uint32_t cp, uint32_t os, uint32_t oe) {
+    return nt_push(t, cp, os, oe) ? ENG_NO_MEMORY : 0;
+}
+
+int eng__ntext_bytes(eng__ntext *o) {
+    if (nt_reserve(o, o->n + 1)) return ENG_NO_MEMORY; /* boff has n + 1 entries */
     size_t need = o->n * 4 + 1;
     if (need > o->capb) {
         char *b = realloc(o->b, need);
@@ -303,11 +311,11 @@ int eng__bert_normalize(const eng_tokenizer *tok, eng__tok_ctx *ctx, const uint8
         else nb += (size_t)eng__utf8_encode(cp, o->b + nb);
     }
     o->boff[o->n] = (uint32_t)nb;
+    o->b[nb] = 0;
     o->nb = nb;
     return 0;
 }
 
-void eng__ntext_free(eng__ntext *t);
 void eng__ntext_free(eng__ntext *t) {
     free(t->cps);
     free(t->os);

@@ -91,8 +91,43 @@ typedef struct {
     int n_special; /* number of ids added by the special items */
 } eng__template;
 
-typedef enum { ENG__NORM_NONE = 0, ENG__NORM_BERT } eng__norm_kind;
-typedef enum { ENG__PRETOK_NONE = 0, ENG__PRETOK_BERT, ENG__PRETOK_BYTELEVEL } eng__pretok_kind;
+typedef enum { ENG__NORM_NONE = 0, ENG__NORM_BERT, ENG__NORM_SEQ } eng__norm_kind;
+typedef enum { ENG__PRETOK_NONE = 0, ENG__PRETOK_BERT, ENG__PRETOK_BYTELEVEL, ENG__PRETOK_METASPACE } eng__pretok_kind;
+
+/* A SentencePiece precompiled charsmap: a darts-clone double array whose leaf values are offsets of
+ * NUL-terminated replacement strings in norm (the layout of normalizer_spec.precompiled_charsmap). */
+typedef struct {
+    uint32_t *units; /* (n_units) double-array units */
+    size_t n_units;
+    char *norm;      /* (norm_len) replacements, NUL-terminated each */
+    size_t norm_len;
+} eng__charsmap;
+
+/* Parses a charsmap blob (copied). Returns 0, ENG_FORMAT or ENG_NO_MEMORY. */
+int eng__charsmap_init(eng__charsmap *m, const uint8_t *blob, size_t n);
+void eng__charsmap_free(eng__charsmap *m);
+/* Longest prefix of s[0, n) the map rewrites: returns its length in bytes (0: none) and points *rep
+ * at the replacement (NUL-terminated, may be empty). */
+size_t eng__charsmap_match(const eng__charsmap *m, const uint8_t *s, size_t n, const char **rep);
+
+/* One normalizer of a sequence (tokenizer.json's normalizers, or SentencePiece's own) */
+typedef enum {
+    ENG__NS_PRECOMPILED, /* charsmap only (tokenizer.json "Precompiled") */
+    ENG__NS_SPM,         /* SentencePiece's normalizer: charsmap + whitespace rules + dummy prefix */
+    ENG__NS_NFC, ENG__NS_NFD, ENG__NS_NFKC, ENG__NS_NFKD,
+    ENG__NS_REPLACE, ENG__NS_STRIP, ENG__NS_LOWERCASE,
+} eng__nstep_kind;
+
+typedef struct {
+    eng__nstep_kind kind;
+    pcre2_code *re;      /* REPLACE: the pattern (a String pattern is compiled PCRE2_LITERAL) */
+    char *content;       /* REPLACE: the replacement, UTF-8 */
+    bool left, right;    /* STRIP */
+} eng__nstep;
+
+/* SentencePiece piece types (ModelProto.SentencePiece.Type) */
+enum { ENG__SP_NORMAL = 1, ENG__SP_UNKNOWN = 2, ENG__SP_CONTROL = 3, ENG__SP_USER = 4, ENG__SP_UNUSED = 5,
+       ENG__SP_BYTE = 6 };
 
 struct eng_tokenizer {
     eng_tok_kind kind;
@@ -133,6 +168,31 @@ struct eng_tokenizer {
     bool has_norm_added;
 
     eng__template single, pair;
+
+    /* normalizer sequence (norm == ENG__NORM_SEQ; zero steps: identity) */
+    eng__nstep *nsteps; /* (n_nsteps) */
+    int n_nsteps;
+    eng__charsmap charsmap; /* for ENG__NS_PRECOMPILED / ENG__NS_SPM */
+    bool spm_dummy_prefix, spm_remove_ws, spm_escape_ws; /* ENG__NS_SPM's normalizer_spec flags */
+
+    /* Metaspace pre-tokenizer */
+    uint32_t meta_rep;   /* replacement code point (U+2581) */
+    int meta_prepend;    /* 0 never, 1 first section, 2 always */
+    bool meta_split;
+    bool ws_split;       /* WhitespaceSplit before Metaspace (pre-tokenizer Sequence, DeBERTa-v3) */
+
+    /* Unigram (kind ENG_TOK_UNIGRAM) and SentencePiece BPE (ENG_TOK_SPM_BPE) over model pieces */
+    eng__strmap pieces;  /* piece string -> piece index, or -1 for a proper prefix of a piece only */
+    double *score;       /* (n_pieces) */
+    uint8_t *ptype;      /* (n_pieces) ENG__SP_* */
+    int32_t *out_id;     /* (n_pieces) piece index -> token id (fairseq's table shifts them) */
+    int32_t n_pieces;
+    int32_t sp_unk;      /* piece index of the unknown piece, -1 none */
+    int32_t byte_piece[256]; /* piece index of <0xNN>, -1 absent */
+    bool byte_fallback;
+    bool spm_exact;      /* SentencePiece's own rules (float scores, per-byte fallback offsets, only
+                            NORMAL/USER_DEFINED/UNUSED pieces in the lattice); else Hugging Face's */
+    double min_score, max_score;
 };
 
 /* ---- per-call scratch ---- */
@@ -167,6 +227,10 @@ typedef struct {
     size_t bpe_cap;
     void *heap;                  /* long-word BPE scratch */
     size_t heap_cap;
+    void *lat;                   /* Unigram lattice / SentencePiece BPE scratch */
+    size_t lat_cap;
+    uint32_t end_orig;           /* ENG__NS_SPM: original offset where the normalized section ends */
+    int section;                 /* index of the current section in the sequence (Metaspace "first") */
 } eng__tok_ctx;
 
 int eng__toklist_push(eng__toklist *l, int32_t id, uint32_t bs, uint32_t be);
@@ -187,6 +251,26 @@ int eng__wordpiece_text(const eng_tokenizer *tok, eng__tok_ctx *ctx, const eng__
 /* ByteLevel pre-tokenizer + BPE over orig[s0, s1); appends to ctx->out. */
 int eng__bytelevel_text(const eng_tokenizer *tok, eng__tok_ctx *ctx, const uint8_t *orig, uint32_t s0,
                         uint32_t s1);
+
+/* The normalizer sequence of tok over orig[s0, s1) into ctx->t2 (offsets absolute). */
+int eng__seq_normalize(const eng_tokenizer *tok, eng__tok_ctx *ctx, const uint8_t *orig, uint32_t s0, uint32_t s1);
+/* Builds t->b and t->boff from t->cps; returns 0 or ENG_NO_MEMORY. */
+int eng__ntext_bytes(eng__ntext *t);
+int eng__ntext_push(eng__ntext *t, uint32_t cp, uint32_t os, uint32_t oe);
+void eng__ntext_free(eng__ntext *t);
+/* ByteLevel pre-tokenizer + BPE over cps [a, b) of a normalized text; appends to ctx->out with
+ * offsets mapped back to the original text. */
+int eng__bytelevel_ntext(const eng_tokenizer *tok, eng__tok_ctx *ctx, const eng__ntext *t, size_t a, size_t b);
+/* Metaspace (when set) + Unigram or SentencePiece BPE over cps [a, b) of t; appends to ctx->out. */
+int eng__unigram_text(const eng_tokenizer *tok, eng__tok_ctx *ctx, const eng__ntext *t, size_t a, size_t b);
+/* Reads a SentencePiece ModelProto (spm.model, spiece.model, sentencepiece.bpe.model) into tok:
+ * pieces, normalizer and model kind; fairseq: shift ids as fairseq's dictionary (CamemBERT: 4,
+ * XLM-R: 1; 0 keeps SentencePiece's ids). Returns 0 or an eng_status with err set. */
+int eng__spm_load(eng_tokenizer *tok, const uint8_t *buf, size_t n, int fairseq, eng_err *err);
+/* Builds tok->pieces (with prefixes) and the byte pieces from tok's piece arrays; the strings come
+ * from names[i] (len lens[i]). Returns 0 or an eng_status. */
+int eng__pieces_index(eng_tokenizer *tok, const char *const *names, const uint32_t *lens, eng_err *err);
+void eng__nsteps_free(eng_tokenizer *tok);
 
 /* BPE merge of one word given as symbols; two implementations tested against each other: the
  * quadratic one is fast for short words, the heap one is O(n log n) for long ones. On return

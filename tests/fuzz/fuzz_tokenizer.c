@@ -1,10 +1,12 @@
 /* fuzz_tokenizer.c - tokenizer loading and encoding (engine/tokenizer/): tokenizer.json, vocab.txt,
- * vocab.json + merges.txt, tokenizer_config.json, then WordPiece / byte-level BPE encoding.
+ * vocab.json + merges.txt, SentencePiece .model files, tokenizer_config.json, then WordPiece,
+ * byte-level BPE, Unigram or SentencePiece BPE encoding.
  *
  * Input: one byte of options, then parts separated by FUZZ_SEP: [first file, second file,
  * tokenizer_config.json, text]. The option byte's low two bits pick the layout (0 tokenizer.json,
- * 1 vocab.txt, 2 vocab.json + merges.txt), bit 2 splits the text into a pair, the high bits a
- * max_length. The files reach the loader from memory (eng_tokenizer_load_files, the parse code
+ * 1 vocab.txt, 2 vocab.json + merges.txt, 3 a SentencePiece model, named sentencepiece.bpe.model
+ * (fairseq's ids) when bit 7 is set, else spm.model), bit 2 splits the text into a pair, the high
+ * bits a max_length. The files reach the loader from memory (eng_tokenizer_load_files, the parse code
  * eng_tokenizer_load runs on a folder's files), and the text is encoded. An encoding must hold only
  * ids of the vocabulary and byte offsets inside its text. */
 #include <stdint.h>
@@ -27,7 +29,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     switch (opt & 3) {
     case 0: f.tokenizer_json = first; break;
     case 1: f.vocab_txt = first; break;
-    default: f.vocab_json = first, f.merges_txt = second; break;
+    case 2: f.vocab_json = first, f.merges_txt = second; break;
+    default:
+        f.spm_model = first;
+        f.spm_name = opt & 0x80 ? "sentencepiece.bpe.model" : "spm.model";
+        break;
     }
     if (part[2].n) f.tokenizer_config_json = (eng_tok_text){(const char *)part[2].p, part[2].n};
 

@@ -140,6 +140,65 @@ put("tokenizer", b"\x01" + read("registry", "models", "bert-tiny", "vocab.txt") 
 put("tokenizer", b"\x06" + json.dumps(bpe_vocab).encode() + SEP + ("#version: 0.2\n" + "\n".join(merges)).encode() +
     SEP + b'{"add_prefix_space": true}' + SEP + b"hello world hello")
 
+# --- tokenizer: Unigram tokenizer.json, NFC byte-level BPE, SentencePiece models (layout 3) ---
+uni = {"model": {"type": "Unigram", "unk_id": 0, "byte_fallback": True,
+                 "vocab": [["<unk>", 0.0], ["</s>", 0.0], ["\u2581", -2.0], ["\u2581a", -1.5], ["b", -3.0], ["ab", -2.5],
+                           ["\u2581ab", -2.0], ["<0xC3>", -10.0], ["<0xA9>", -10.0]]},
+       "normalizer": {"type": "Sequence", "normalizers": [
+           {"type": "NFKC"}, {"type": "Strip", "strip_left": False, "strip_right": True},
+           {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": "\u2581"}, {"type": "Lowercase"}]},
+       "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": True},
+       "added_tokens": [{"id": 1, "content": "</s>", "special": True, "normalized": False}],
+       "post_processor": {"type": "TemplateProcessing",
+                          "single": [{"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": "</s>", "type_id": 0}}],
+                          "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 0}}],
+                          "special_tokens": {"</s>": {"id": "</s>", "ids": [1], "tokens": ["</s>"]}}}}
+put("tokenizer", b"\x00" + json.dumps(uni).encode() + SEP + SEP + SEP + "ab  a\u00e9 AB \u00bd</s>x".encode())
+bpe_nfc = dict(bpe, normalizer={"type": "NFC"})
+put("tokenizer", b"\x04" + json.dumps(bpe_nfc).encode() + SEP + SEP + SEP + "he\u0301llo world h\u00e9".encode())
+
+
+def pb_varint(v):
+    out = b""
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        if v:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
+
+
+def pb_field(num, wire, payload):
+    key = pb_varint(num << 3 | wire)
+    if wire == 0:
+        return key + pb_varint(payload)
+    if wire == 5:
+        return key + payload
+    return key + pb_varint(len(payload)) + payload
+
+
+def spm_model(model_type, pieces, charsmap=b""):
+    m = b""
+    for piece, score, typ in pieces:
+        m += pb_field(1, 2, pb_field(1, 2, piece.encode()) + pb_field(2, 5, struct.pack("<f", score)) + pb_field(3, 0, typ))
+    m += pb_field(2, 2, pb_field(3, 0, model_type) + pb_field(35, 0, 1))
+    m += pb_field(3, 2, pb_field(1, 2, b"nmt_nfkc") + (pb_field(2, 2, charsmap) if charsmap else b"") +
+                  pb_field(3, 0, 1) + pb_field(4, 0, 1) + pb_field(5, 0, 1))
+    return m
+
+
+spm_pieces = [("<unk>", 0.0, 2), ("<s>", 0.0, 3), ("</s>", 0.0, 3), ("\u2581", -2.0, 1), ("\u2581a", -1.5, 1),
+              ("b", -3.0, 1), ("ab", -2.5, 1), ("\u2581ab", -2.0, 1), ("a", -4.0, 1)] + \
+             [("<0x%02X>" % b, 0.0, 6) for b in (0xC3, 0xA9, 0x41)]
+# a charsmap blob: a trie size, two darts units, one replacement string (mutations explore the reader)
+charsmap = struct.pack("<I", 8) + struct.pack("<II", 0x400, 0x141) + b"x\x00"
+put("tokenizer", b"\x03" + spm_model(1, spm_pieces, charsmap) + SEP + SEP + SEP + "  ab a\u00e9  b ".encode())
+put("tokenizer", b"\x83" + spm_model(2, spm_pieces) + SEP + SEP + b'{"tokenizer_class": "CamembertTokenizer"}' + SEP +
+    "ab ab\tAb <mask>".encode())
+put("tokenizer", b"\x07" + spm_model(1, spm_pieces)[:40] + SEP + SEP + SEP + b"ab")
+
+
 # --- config.json: option byte picks bert-micro, roberta-micro, distilbert-micro, bert-micro-bf16-sharded ---
 for i, m in enumerate(["bert-micro", "roberta-micro", "distilbert-micro", "bert-micro-bf16-sharded"]):
     put("config", bytes([i]) + read("models", m, "config.json"))

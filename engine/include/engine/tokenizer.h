@@ -1,8 +1,10 @@
-/* tokenizer.h - Hugging Face compatible tokenizers (WordPiece/BERT and byte-level BPE/RoBERTa).
+/* tokenizer.h - Hugging Face compatible tokenizers: WordPiece (BERT), byte-level BPE (RoBERTa,
+ * ModernBERT), SentencePiece Unigram (T5, DeBERTa-v3, XLM-R) and SentencePiece BPE.
  *
  * adapterd receives text and must produce exactly the ids the model was trained with. This module
  * reads the files users already have in a checkpoint directory: tokenizer.json (preferred), or the
- * older vocab.txt (BERT) / vocab.json + merges.txt (RoBERTa, GPT-2) with tokenizer_config.json.
+ * older vocab.txt (BERT) / vocab.json + merges.txt (RoBERTa, GPT-2), or a SentencePiece model file
+ * alone (spm.model, spiece.model, sentencepiece.bpe.model), with tokenizer_config.json.
  *
  *     eng_err err;
  *     eng_tokenizer *tok;
@@ -17,7 +19,14 @@
  *
  * Reference behaviour: the ids are those of transformers.js (@huggingface/tokenizers), which agree
  * with the Python `tokenizers` library on real text; this is checked over ~15,000 sentences and a
- * list of hard cases by tests/parity/tokenizer. Where the two references disagree:
+ * list of hard cases by tests/parity/tokenizer. A SentencePiece model file gives the ids and offsets
+ * of the sentencepiece library (its normalizer, Viterbi tie-breaking and byte fallback), shifted
+ * through fairseq's table for sentencepiece.bpe.model (CamemBERT when the config says so, else
+ * XLM-R), as Hugging Face's tokenizers for those models map them; its offsets follow
+ * sentencepiece's rule (a token ends where the next begins, so skipped whitespace and removed
+ * control characters belong to the token before). A tokenizer.json Precompiled normalizer applies
+ * the model's charsmap as sentencepiece does; transformers.js approximates it with NFKC, so the two
+ * can differ on rare characters. Where the two references disagree:
  *   - truncation: the Python library's (sequences are cut before special tokens are added, so the
  *     result ends with [SEP] / </s>); transformers.js cuts the final ids instead;
  *   - RoBERTa type ids: all 0 (Python's RobertaProcessing; RoBERTa has one token-type row);
@@ -49,7 +58,9 @@ typedef struct eng_tokenizer eng_tokenizer;
 
 typedef enum {
     ENG_TOK_WORDPIECE = 1, /* BERT, DistilBERT: BertNormalizer + BertPreTokenizer + WordPiece */
-    ENG_TOK_BPE = 2,       /* RoBERTa, GPT-2: ByteLevel pre-tokenizer + byte-level BPE */
+    ENG_TOK_BPE = 2,       /* RoBERTa, GPT-2, ModernBERT: ByteLevel pre-tokenizer + byte-level BPE */
+    ENG_TOK_UNIGRAM = 3,   /* T5, DeBERTa-v3, XLM-R: SentencePiece Unigram (spm.model or tokenizer.json) */
+    ENG_TOK_SPM_BPE = 4,   /* CamemBERT: SentencePiece BPE (sentencepiece.bpe.model) */
 } eng_tok_kind;
 
 typedef enum {
@@ -85,8 +96,8 @@ typedef struct {
     size_t n;
 } eng_tok_encoding;
 
-/* Loads the tokenizer of a checkpoint directory: tokenizer.json if present, otherwise vocab.txt or
- * vocab.json + merges.txt, with tokenizer_config.json for flags, special tokens and the maximum
+/* Loads the tokenizer of a checkpoint directory: tokenizer.json if present, otherwise vocab.txt,
+ * vocab.json + merges.txt, or a SentencePiece model (spm.model, spiece.model, sentencepiece.bpe.model), with tokenizer_config.json for flags, special tokens and the maximum
  * length. Returns 0 and sets *out (free with eng_tokenizer_free), or a negative eng_status
  * (ENG_NOT_FOUND: no tokenizer files, ENG_FORMAT: malformed file, ENG_UNSUPPORTED: a normalizer,
  * pre-tokenizer, model or post-processor type this module does not implement) with *out = NULL. */
@@ -102,6 +113,11 @@ typedef struct {
  * eng_tokenizer_load (tokenizer.json, else vocab.txt, else vocab.json + merges.txt). */
 typedef struct {
     eng_tok_text tokenizer_json, vocab_txt, vocab_json, merges_txt, tokenizer_config_json;
+    /* a SentencePiece model (spm.model, spiece.model, sentencepiece.bpe.model), used when none of
+     * the above is given; spm_name is its file name (sentencepiece.bpe.model selects fairseq's ids) */
+    eng_tok_text spm_model;
+    const char *spm_name;
+    eng_tok_text config_json; /* the model's config.json (model_type camembert / xlm-roberta), optional */
     const char *dir; /* names the files in messages ("dir/tokenizer.json"); NULL: bare names */
 } eng_tok_files;
 
