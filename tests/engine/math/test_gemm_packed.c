@@ -87,9 +87,10 @@ static void rounding_as_close_as_openblas_at_level(void *ctx) {
     eng_pgemm(NULL, M, N, K, A, K, P, C2, N, NULL);
     eng_ref_gemm(M, N, K, A, K, W, K, NULL, E, N);
     double e_blas = 0, e_packed = 0;
-    for (int i = 0; i < M * N; i++) {
-        e_blas = fmax(e_blas, fabs((double)C1[i] - E[i]));
-        e_packed = fmax(e_packed, fabs((double)C2[i] - E[i]));
+    for (int i = 0; i < M * N; i++) { /* not fmax: GCC 12 for aarch64 fails vectorizing two fmax reductions (ICE) */
+        double db = fabs((double)C1[i] - E[i]), dp = fabs((double)C2[i] - E[i]);
+        e_blas = db > e_blas ? db : e_blas;
+        e_packed = dp > e_packed ? dp : e_packed;
     }
     cr_assert(e_packed <= 1.5 * e_blas + 1e-7, "packed max error %g vs OpenBLAS %g", e_packed, e_blas);
     eng_free_aligned(P);

@@ -1,0 +1,25 @@
+# Cross-build for 64-bit ARM (aarch64) on a Debian host, with Debian's cross compiler and the arm64
+# libraries installed through multiarch (scripts/setup-arm64.sh installs both):
+#   cmake -S . -B build-arm64 -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake
+#   cmake --build build-arm64 -j2 && ctest --test-dir build-arm64 -L unit
+# The tests run under qemu-user (CMAKE_CROSSCOMPILING_EMULATOR): `-cpu max` so that every extension
+# the engine has kernels for (dotprod, i8mm, bf16) is there to test; ADAPTERD_CPU_LEVEL or the
+# tests' own level loop run the lower ones. Programs the tests start themselves (the server, a
+# script's `adapterd version`) go through the kernel's binfmt_misc registration of qemu-aarch64.
+set(CMAKE_SYSTEM_NAME Linux)
+set(CMAKE_SYSTEM_PROCESSOR aarch64)
+set(ADAPTERD_CROSS_TRIPLET aarch64-linux-gnu)
+set(CMAKE_C_COMPILER ${ADAPTERD_CROSS_TRIPLET}-gcc)
+# Debian's cross compiler searches /usr/include/aarch64-linux-gnu and /usr/lib/aarch64-linux-gnu
+# itself; pkg-config must read the arm64 .pc files only (the triplet wrapper does that).
+find_program(ADAPTERD_CROSS_PKG_CONFIG ${ADAPTERD_CROSS_TRIPLET}-pkg-config)
+if(ADAPTERD_CROSS_PKG_CONFIG)
+  set(PKG_CONFIG_EXECUTABLE ${ADAPTERD_CROSS_PKG_CONFIG} CACHE FILEPATH "pkg-config for ${ADAPTERD_CROSS_TRIPLET}")
+else()
+  set(ENV{PKG_CONFIG_LIBDIR} /usr/lib/${ADAPTERD_CROSS_TRIPLET}/pkgconfig:/usr/share/pkgconfig)
+endif()
+find_program(ADAPTERD_QEMU_AARCH64 NAMES qemu-aarch64-static qemu-aarch64)
+if(ADAPTERD_QEMU_AARCH64)
+  set(CMAKE_CROSSCOMPILING_EMULATOR ${ADAPTERD_QEMU_AARCH64} -cpu max)
+endif()
+set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
