@@ -18,6 +18,16 @@ if(ADAPTERD_CROSS_PKG_CONFIG)
 else()
   set(ENV{PKG_CONFIG_LIBDIR} /usr/lib/${ADAPTERD_CROSS_TRIPLET}/pkgconfig:/usr/share/pkgconfig)
 endif()
+# Libraries unpacked beside the tree rather than installed (scripts/setup-arm64.sh: Criterion's arm64
+# package conflicts with the amd64 one): found by the tests' link through its pkg-config file, and by
+# the loader through an RPATH (not RUNPATH, so that libcriterion's own libnanomsg is found too).
+set(ADAPTERD_ARM64_DEPS "${CMAKE_CURRENT_LIST_DIR}/../build-arm64-deps" CACHE PATH "arm64 libraries unpacked by scripts/setup-arm64.sh")
+set(_deps_lib "${ADAPTERD_ARM64_DEPS}/usr/lib/${ADAPTERD_CROSS_TRIPLET}")
+if(EXISTS "${_deps_lib}")
+  set(ENV{PKG_CONFIG_PATH} "${_deps_lib}/pkgconfig")
+  set(CMAKE_EXE_LINKER_FLAGS_INIT "-Wl,--disable-new-dtags -Wl,-rpath,${_deps_lib} -Wl,-rpath-link,${_deps_lib}")
+  set(CMAKE_SHARED_LINKER_FLAGS_INIT "-Wl,-rpath-link,${_deps_lib}")
+endif()
 find_program(ADAPTERD_QEMU_AARCH64 NAMES qemu-aarch64-static qemu-aarch64)
 if(ADAPTERD_QEMU_AARCH64)
   set(CMAKE_CROSSCOMPILING_EMULATOR ${ADAPTERD_QEMU_AARCH64} -cpu max)
