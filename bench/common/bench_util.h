@@ -28,8 +28,8 @@ double bench_sgemm_peak(eng_pool *pool, int reps);
 
 /* The instruction peak of precision p on every thread of pool, in G operations per second (a
  * multiply-add is 2), of the instruction the engine's kernel for p multiplies with at its level now
- * (bench_peak.c: vfmadd231ps zmm/ymm, vdpbf16ps, vpdpbusd zmm/ymm, vpmaddwd), best of 5 runs of
- * ~20 ms. 0 for the portable C kernels. */
+ * (bench_peak_x86.c: vfmadd231ps zmm/ymm, vdpbf16ps, vpdpbusd zmm/ymm, vpmaddwd; bench_peak_arm.c: fmla,
+ * sdot, smmla, bfmmla), best of 5 runs of ~20 ms. 0 for the portable C kernels. */
 double bench_isa_peak(eng_pool *pool, eng_precision p);
 
 #endif

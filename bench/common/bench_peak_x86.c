@@ -1,4 +1,4 @@
-/* bench_peak.c - the instruction peak of each precision on this machine, at the CPU level the
+/* bench_peak_x86.c - the instruction peak of each precision on this x86-64 machine, at the CPU level the
  * engine runs (bench_util.h).
  *
  * A loop of the instruction the engine's kernel for that precision multiplies with (engine/math/
