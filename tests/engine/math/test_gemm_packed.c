@@ -63,7 +63,7 @@ static void check_all(void *ctx) {
     check_pgemm(13, 71, 29, 2, &bias_res, 12);    /* a 24-wide half panel and a partial one (AVX2 pieces) */
 }
 
-/* every tile this CPU can run: the portable C one, AVX2's 4 x 24 pieces, AVX-512's 8 x 48 */
+/* every tile this CPU can run: the portable C one, AVX2's and NEON's 4 x 24 pieces, AVX-512's 8 x 48 */
 Test(gemm_packed, matches_reference) {
     eng_blas_init();
     cr_assert_geq(for_each_level(check_all, NULL), 1);
