@@ -2,7 +2,8 @@
 #
 #   podman build --format docker -t adapterd .                          # the server; mount a registry at /registry
 #   podman build --format docker --target example -t adapterd:example . # with the example registry baked in
-#   podman build --format docker --platform linux/arm64 --build-arg BASE=<an arm64 bookworm> -t adapterd:arm64 .
+#   podman build --format docker --build-arg TARGETARCH=arm64 --build-arg BASE=<an arm64 bookworm> -t adapterd:arm64 .
+#                                          (or docker buildx build --platform linux/arm64 .)
 #
 # Two architectures, linux/amd64 and linux/arm64, from one Dockerfile: the build stage always runs on
 # the building machine's own architecture (BUILDPLATFORM; its base is BUILD_BASE) and cross-compiles
@@ -27,12 +28,13 @@ FROM --platform=$BUILDPLATFORM ${BUILD_BASE} AS build
 ARG DEBIAN_FRONTEND=noninteractive
 ARG BUILDARCH
 ARG TARGETARCH
-# native: the compiler and the libraries; arm64 from another architecture: the cross compiler and the
-# libraries' arm64 packages (multiarch)
+# native: the compiler and the libraries; arm64 from another architecture: the cross compiler, the
+# libraries' arm64 packages (multiarch) and qemu-user-static, which runs the build's own generators
+# (proto_yaml2json, proto_bin2c: arm64 programs there) as CMake's CROSSCOMPILING_EMULATOR
 RUN libs="libopenblas-dev libjansson-dev libutf8proc-dev libpcre2-dev libmicrohttpd-dev libuv1-dev libyaml-dev zlib1g-dev" \
  && if [ "${TARGETARCH:-$BUILDARCH}" = arm64 ] && [ "$BUILDARCH" != arm64 ]; then \
       dpkg --add-architecture arm64 \
-      && pkgs="gcc-aarch64-linux-gnu libc6-dev-arm64-cross cmake make pkg-config $(for l in $libs; do printf '%s:arm64 ' $l; done)"; \
+      && pkgs="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static cmake make pkg-config $(for l in $libs; do printf '%s:arm64 ' $l; done)"; \
     else pkgs="build-essential cmake pkg-config $libs"; fi \
  && apt-get update -q \
  && apt-get install -y -q --no-install-recommends $pkgs \
