@@ -66,7 +66,7 @@ static inline __attribute__((always_inline)) void piece(int mr, const eng__lp_ti
 }
 
 static void piece_any(int mr, const eng__lp_tile *t, int f0, int w) {
-    switch (mr) { NEON_PIECE_CASES(piece, t, f0, w) }
+    switch (mr) { LP_PIECE_CASES(piece, t, f0, w) }
 }
 
-void eng__bf16_bfmmla_tile(const eng__lp_tile *t) { neon_pieces(t, 24, piece_any); }
+void eng__bf16_bfmmla_tile(const eng__lp_tile *t) { lp_pieces(t, 24, piece_any); }

@@ -72,7 +72,7 @@ static inline __attribute__((always_inline)) void bf16_piece(int mr, const eng__
 }
 
 static void bf16_piece_any(int mr, const eng__lp_tile *t, int f0, int w) {
-    switch (mr) { NEON_PIECE_CASES(bf16_piece, t, f0, w) }
+    switch (mr) { LP_PIECE_CASES(bf16_piece, t, f0, w) }
 }
 
-void eng__bf16_neon_tile(const eng__lp_tile *t) { neon_pieces(t, 24, bf16_piece_any); }
+void eng__bf16_neon_tile(const eng__lp_tile *t) { lp_pieces(t, 24, bf16_piece_any); }
