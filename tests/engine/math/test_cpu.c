@@ -11,14 +11,15 @@
 #include "math/pool.h"
 #include "math/cpu.h"
 
-/* 1 when /proc/cpuinfo's first "flags" line lists flag, 0 when not, -1 when there is no such file. */
-static inline int cpuinfo_flag(const char *flag) {
+/* 1 when /proc/cpuinfo's first line named key ("flags" on x86, "Features" on ARM64) lists flag, 0 when
+ * not, -1 when there is no such line (qemu-user before 8.2 shows the host's file). */
+static inline int cpuinfo_has(const char *key, const char *flag) {
     FILE *f = fopen("/proc/cpuinfo", "r");
     if (!f) return -1;
     static char line[8192];
     int found = -1;
     while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, "flags", 5)) continue;
+        if (strncmp(line, key, strlen(key))) continue;
         found = 0;
         for (char *tok = strtok(strchr(line, ':') + 1, " \n"); tok; tok = strtok(NULL, " \n"))
             if (!strcmp(tok, flag)) found = 1;
@@ -27,6 +28,9 @@ static inline int cpuinfo_flag(const char *flag) {
     fclose(f);
     return found;
 }
+
+static inline int cpuinfo_flag(const char *flag) { return cpuinfo_has("flags", flag); }
+static inline int cpuinfo_feature(const char *flag) { return cpuinfo_has("Features", flag); }
 
 #if defined(__x86_64__)
 Test(cpu, features_agree_with_the_kernel) {
@@ -46,24 +50,6 @@ Test(cpu, features_agree_with_the_kernel) {
 }
 
 #elif defined(__aarch64__)
-/* 1 when /proc/cpuinfo's first "Features" line (ARM64) lists flag, 0 when not, -1 when there is none
- * (qemu-user before 8.2 shows the host's file). */
-static inline int cpuinfo_feature(const char *flag) {
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f) return -1;
-    static char line[8192];
-    int found = -1;
-    while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, "Features", 8)) continue;
-        found = 0;
-        for (char *tok = strtok(strchr(line, ':') + 1, " \n"); tok; tok = strtok(NULL, " \n"))
-            if (!strcmp(tok, flag)) found = 1;
-        break;
-    }
-    fclose(f);
-    return found;
-}
-
 Test(cpu, features_agree_with_the_kernel) {
     /* Linux lists a feature only when the CPU has it and user space may use it (the same HWCAP bits). */
     unsigned f = eng_cpu_detected();
