@@ -19,7 +19,6 @@
 
 #define CHAINS 16           /* independent accumulators: more than latency x throughput of each instruction */
 #define PEAK_ITERS 4000000L /* ~20-60 ms per thread and instruction */
-#define PEAK_RUNS 5
 
 static volatile float sink;
 
@@ -68,29 +67,15 @@ __attribute__((target("arch=armv8.2-a+bf16"))) static void loop_bfmmla(long n) {
     sink = vaddvq_f32(acc[0]);
 }
 
-typedef void (*peak_loop)(long n);
-
-static void peak_task(void *ctx, int task, int worker) {
-    (void)task, (void)worker;
-    (*(peak_loop *)ctx)(PEAK_ITERS);
-}
-
 double bench_isa_peak(eng_pool *pool, eng_precision p) {
     const char *kern = eng_kernel_family(eng_precision_name(p));
     if (!kern) return 0;
-    peak_loop loop = NULL;
+    bench_loop_fn loop = NULL;
     double ops = 0;
     if (!strcmp(kern, "neon")) loop = loop_fmla, ops = 8;
     else if (!strcmp(kern, "dotprod")) loop = loop_sdot, ops = 32;
     else if (!strcmp(kern, "i8mm")) loop = loop_smmla, ops = 64;
     else if (!strcmp(kern, "bf16")) loop = loop_bfmmla, ops = 32;
     if (!loop) return 0; /* the portable C kernels: no one instruction bounds them */
-    double best = 1e30;
-    for (int r = 0; r < PEAK_RUNS; r++) {
-        double t = bench_now_ms();
-        eng_pool_run(pool, eng_pool_size(pool), peak_task, &loop);
-        t = bench_now_ms() - t;
-        if (t < best) best = t;
-    }
-    return ops * CHAINS * (double)PEAK_ITERS * eng_pool_size(pool) / (best * 1e6);
+    return bench_peak_loop(pool, loop, PEAK_ITERS, ops * CHAINS);
 }

@@ -32,4 +32,9 @@ double bench_sgemm_peak(eng_pool *pool, int reps);
  * sdot, smmla, bfmmla), best of 5 runs of ~20 ms. 0 for the portable C kernels. */
 double bench_isa_peak(eng_pool *pool, eng_precision p);
 
+/* Best of 5 runs of loop(iters) on every thread of pool at once, in G operations per second, for ops
+ * operations per iteration (bench_peak_x86.c, bench_peak_arm.c). */
+typedef void (*bench_loop_fn)(long n);
+double bench_peak_loop(eng_pool *pool, bench_loop_fn loop, long iters, double ops);
+
 #endif
