@@ -2,6 +2,15 @@
 #
 #   podman build --format docker -t adapterd .                          # the server; mount a registry at /registry
 #   podman build --format docker --target example -t adapterd:example . # with the example registry baked in
+#   podman build --format docker --build-arg TARGETARCH=arm64 --build-arg BASE=<an arm64 bookworm> -t adapterd:arm64 .
+#                                          (or docker buildx build --platform linux/arm64 .)
+#
+# Two architectures, linux/amd64 and linux/arm64, from one Dockerfile: the build stage always runs on
+# the building machine's own architecture (BUILDPLATFORM; its base is BUILD_BASE) and cross-compiles
+# with Debian's aarch64 toolchain and arm64 libraries when the target is arm64, so that only the
+# runtime stages' apt-get runs under emulation (qemu-user through binfmt_misc). An arm64 image carries
+# the ARM64 kernels (NEON, dotprod, i8mm, bf16; engine/math/arm/) and picks among them at start as the
+# x86 one does. scripts/ci-container.sh builds both and joins them in one manifest list.
 #
 # Stages: build (toolchain, compiles adapterd only), base (the shared libraries adapterd links and
 # a non-root user), example (base + examples/registry) and runtime (base + an empty /registry
@@ -13,24 +22,38 @@
 # podman keeps HEALTHCHECK only with --format docker.
 
 ARG BASE=debian:bookworm-slim
+ARG BUILD_BASE=${BASE}
 
-FROM ${BASE} AS build
+FROM --platform=$BUILDPLATFORM ${BUILD_BASE} AS build
 ARG DEBIAN_FRONTEND=noninteractive
-RUN apt-get update -q \
- && apt-get install -y -q --no-install-recommends build-essential cmake pkg-config libopenblas-dev \
-      libjansson-dev libutf8proc-dev libpcre2-dev libmicrohttpd-dev libuv1-dev libyaml-dev zlib1g-dev \
+ARG BUILDARCH
+ARG TARGETARCH
+# native: the compiler and the libraries; arm64 from another architecture: the cross compiler, the
+# libraries' arm64 packages (multiarch) and qemu-user-static, which runs the build's own generators
+# (proto_yaml2json, proto_bin2c: arm64 programs there) as CMake's CROSSCOMPILING_EMULATOR
+RUN libs="libopenblas-dev libjansson-dev libutf8proc-dev libpcre2-dev libmicrohttpd-dev libuv1-dev libyaml-dev zlib1g-dev" \
+ && if [ "${TARGETARCH:-$BUILDARCH}" = arm64 ] && [ "$BUILDARCH" != arm64 ]; then \
+      dpkg --add-architecture arm64 \
+      && pkgs="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static cmake make pkg-config $(for l in $libs; do printf '%s:arm64 ' $l; done)"; \
+    else pkgs="build-essential cmake pkg-config $libs"; fi \
+ && apt-get update -q \
+ && apt-get install -y -q --no-install-recommends $pkgs \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY CMakeLists.txt ./
+COPY cmake/ cmake/
 COPY engine/ engine/
 COPY proto/ proto/
 COPY adapters_store/ adapters_store/
 COPY server/ server/
 COPY tools/ tools/
-RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DADAPTERD_NATIVE=OFF -DADAPTERD_BUILD_TESTS=OFF \
-      -DADAPTERD_BUILD_BENCH=OFF \
+RUN if [ "${TARGETARCH:-$BUILDARCH}" = arm64 ] && [ "$BUILDARCH" != arm64 ]; then \
+      cross="-DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake" strip=aarch64-linux-gnu-strip; \
+    else cross="" strip=strip; fi \
+ && cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DADAPTERD_NATIVE=OFF -DADAPTERD_BUILD_TESTS=OFF \
+      -DADAPTERD_BUILD_BENCH=OFF $cross \
  && cmake --build build -j"$(nproc)" --target adapterd \
- && strip build/tools/adapterd
+ && $strip build/tools/adapterd
 
 FROM ${BASE} AS base
 ARG DEBIAN_FRONTEND=noninteractive

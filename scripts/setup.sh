@@ -12,6 +12,7 @@ PKGS_BUILD="build-essential cmake pkg-config libopenblas-dev libopenblas0-pthrea
 # node/npm for the transformers.js and ONNX Runtime peers and the API checks (Redocly's lint, dredd),
 # chromium for the GET /docs page test (driven headless by playwright-core), wrk and hyperfine for
 # load benchmarks; matplotlib for the quality plots (bench/quality).
+# (The ARM64 cross-build's packages, arm64 libraries and emulator: scripts/setup-arm64.sh, which CI runs too.)
 PKGS_TEST="libcriterion-dev libcurl4-openssl-dev python3 python3-torch python3-numpy python3-sentencepiece python3-matplotlib nodejs npm chromium wrk hyperfine"
 
 if [ "${ADAPTERD_SKIP_APT:-0}" != 1 ]; then

@@ -59,3 +59,26 @@ void bench_random_ids(int32_t *ids, int n, unsigned seed, int lo, int hi) {
     unsigned s = seed;
     for (int i = 0; i < n; i++) ids[i] = (int32_t)((unsigned)lo + test_rand_bits(&s) % (unsigned)(hi - lo));
 }
+
+typedef struct {
+    bench_loop_fn loop;
+    long iters;
+} peak_job;
+
+static void peak_task(void *ctx, int task, int worker) {
+    (void)task, (void)worker;
+    const peak_job *j = ctx;
+    j->loop(j->iters);
+}
+
+double bench_peak_loop(eng_pool *pool, bench_loop_fn loop, long iters, double ops) {
+    peak_job j = {loop, iters};
+    double best = 1e30;
+    for (int r = 0; r < 5; r++) {
+        double t = bench_now_ms();
+        eng_pool_run(pool, eng_pool_size(pool), peak_task, &j);
+        t = bench_now_ms() - t;
+        if (t < best) best = t;
+    }
+    return ops * (double)iters * eng_pool_size(pool) / (best * 1e6);
+}

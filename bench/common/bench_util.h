@@ -28,8 +28,13 @@ double bench_sgemm_peak(eng_pool *pool, int reps);
 
 /* The instruction peak of precision p on every thread of pool, in G operations per second (a
  * multiply-add is 2), of the instruction the engine's kernel for p multiplies with at its level now
- * (bench_peak.c: vfmadd231ps zmm/ymm, vdpbf16ps, vpdpbusd zmm/ymm, vpmaddwd), best of 5 runs of
- * ~20 ms. 0 for the portable C kernels. */
+ * (bench_peak_x86.c: vfmadd231ps zmm/ymm, vdpbf16ps, vpdpbusd zmm/ymm, vpmaddwd; bench_peak_arm.c: fmla,
+ * sdot, smmla, bfmmla), best of 5 runs of ~20 ms. 0 for the portable C kernels. */
 double bench_isa_peak(eng_pool *pool, eng_precision p);
+
+/* Best of 5 runs of loop(iters) on every thread of pool at once, in G operations per second, for ops
+ * operations per iteration (bench_peak_x86.c, bench_peak_arm.c). */
+typedef void (*bench_loop_fn)(long n);
+double bench_peak_loop(eng_pool *pool, bench_loop_fn loop, long iters, double ops);
 
 #endif

@@ -195,7 +195,10 @@ int main(int argc, char **argv) {
         double dmax = 0;
         int same = 0;
         for (int i = 0; i < n_held; i++) {
-            for (int j = 0; j < labels; j++) dmax = fmax(dmax, fabs(lg[i * labels + j] - ref[i * labels + j]));
+            for (int j = 0; j < labels; j++) { /* not fmax: GCC 12 for aarch64 ICEs vectorizing it */
+                double dd = fabs(lg[i * labels + j] - ref[i * labels + j]);
+                dmax = dd > dmax ? dd : dmax;
+            }
             same += eng_argmax(lg + i * labels, labels) == eng_argmax(ref + i * labels, labels);
         }
         eng_plan_stats ps;

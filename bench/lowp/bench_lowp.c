@@ -9,7 +9,7 @@
  * activation conversion included. Every rep runs the three precisions in turn, so drift in the
  * machine's load falls on all of them alike; medians over reps.
  *
- * Peaks: bench_isa_peak (bench/common/bench_peak.c), a loop of independent vfmadd231ps /
+ * Peaks: bench_isa_peak (bench/common/bench_peak_x86.c), a loop of independent vfmadd231ps /
  * vdpbf16ps / vpdpbusd on zmm registers on every thread of the pool at once. A product's "share"
  * is its GFLOP/s (GOP/s for int8) over that peak. */
 #include <math.h>

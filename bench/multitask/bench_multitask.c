@@ -84,7 +84,10 @@ static int run_separate(ctx *c, int n_in, const eng_task *const *tasks, int n_ta
 static double max_diff(const eng_task_out *a, const eng_task_out *b, int n) {
     double d = 0;
     for (int i = 0; i < n; i++)
-        for (int j = 0; j < a[i].n_rows * a[i].num_labels; j++) d = fmax(d, fabs(a[i].logits[j] - b[i].logits[j]));
+        for (int j = 0; j < a[i].n_rows * a[i].num_labels; j++) { /* not fmax: GCC 12 for aarch64 ICEs vectorizing it */
+            double e = fabs(a[i].logits[j] - b[i].logits[j]);
+            d = e > d ? e : d;
+        }
     return d;
 }
 

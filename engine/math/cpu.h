@@ -1,14 +1,21 @@
 /* cpu.h - what this CPU can run, detected once, the level cap, and the floating-point mode of
  * engine threads.
  *
- * Every kernel exists once per x86 level in every build (math/x86/, each file compiled with its
- * own -march; math/kern.h fills the table that picks among them). This file is the one place that
- * asks the CPU; the table reads its answer. A level cap (ADAPTERD_CPU_LEVEL, `--cpu-level`) lowers
+ * Every kernel exists once per level of the target architecture in every build (math/x86/ or
+ * math/arm/, each file compiled with its own -march; math/kern.h fills the table that picks among
+ * them). This file (with the architecture's cpu_x86.c or cpu_arm.c) is the one place that asks the
+ * CPU; the table reads its answer. A level cap (ADAPTERD_CPU_LEVEL, `--cpu-level`) lowers
  * what counts as present, so tests and benchmarks run every path a machine has. */
 #ifndef ADAPTERD_ENGINE_MATH_CPU_H
 #define ADAPTERD_ENGINE_MATH_CPU_H
 
-/* Feature bits. ENG_CPU_AVX512 is the set the engine's AVX-512 kernels assume together: F, BW, DQ
+#include <stddef.h>
+
+/* Feature bits, per architecture: the same positions name x86-64's features in an x86-64 build and
+ * ARM64's in an aarch64 build (one build is for one architecture); each architecture's files use
+ * only their own names. */
+
+/* x86-64. ENG_CPU_AVX512 is the set the engine's AVX-512 kernels assume together: F, BW, DQ
  * and VL, with the OS saving the zmm and mask registers. */
 #define ENG_CPU_AVX2 (1u << 0)        /* AVX2 and FMA3, ymm state enabled by the OS */
 #define ENG_CPU_AVX512 (1u << 1)      /* AVX-512 F/BW/DQ/VL, zmm state enabled by the OS */
@@ -17,6 +24,13 @@
 #define ENG_CPU_AVX_VNNI (1u << 4)    /* vpdpbusd on ymm with the VEX encoding (implies ENG_CPU_AVX2) */
 #define ENG_CPU_AMX (1u << 5)         /* AMX-TILE + AMX-BF16 + AMX-INT8, tile state enabled and granted by Linux
                                        * (implies ENG_CPU_AVX512_BF16 and ENG_CPU_AVX512_VNNI here) */
+
+/* ARM64 (aarch64; read from getauxval(AT_HWCAP / AT_HWCAP2), arm/cpu_arm.c). Advanced SIMD (NEON)
+ * is part of ARMv8-A, so every aarch64 CPU has ENG_CPU_NEON; the rest are ARMv8.2+ extensions. */
+#define ENG_CPU_NEON (1u << 0)    /* Advanced SIMD: 32 registers of 128 bits (4 floats) */
+#define ENG_CPU_DOTPROD (1u << 1) /* sdot / udot: 4 int8 products into each int32 lane (Neoverse N1, Graviton 2) */
+#define ENG_CPU_I8MM (1u << 2)    /* smmla: a 2x8 by 8x2 int8 matrix product per instruction (Neoverse V1, Graviton 3) */
+#define ENG_CPU_BF16 (1u << 3)    /* bfdot / bfmmla: bfloat16 products into float32 (Neoverse V1, Graviton 3) */
 
 /* The features detected (CPUID and XGETBV, on first call) and not masked by eng_cpu_restrict. */
 unsigned eng_cpu_features(void);
@@ -32,6 +46,7 @@ int eng_cpu_has(unsigned f);
 void eng_cpu_restrict(unsigned mask);
 
 /* Levels, as a cap: each names a feature set; the features in use are the detected ones within it.
+ * x86-64:
  *   baseline     x86-64 (SSE2): the portable C kernels
  *   avx2         x86-64-v3: AVX2 + FMA (AMD Zen 1-3, Intel Haswell to Alder Lake's P cores' AVX2)
  *   avx_vnni     avx2 + AVX-VNNI (vpdpbusd on ymm: Alder Lake and later, Zen 5)
@@ -39,11 +54,21 @@ void eng_cpu_restrict(unsigned mask);
  *   avx512_vnni  avx512 + VNNI (Cascade Lake, Ice Lake)
  *   avx512_bf16  avx512_vnni + BF16 (Cooper Lake, Sapphire Rapids, Zen 4 and later)
  *   amx          avx512_bf16 + AMX tiles for bf16 and int8 (Sapphire Rapids and later)
+ * ARM64:
+ *   baseline     the portable C kernels (as the compiler vectorizes them for ARMv8-A)
+ *   neon         ARMv8-A Advanced SIMD: fp32 and bf16 (widened) kernels, element-wise (Cortex-A72, Graviton 1)
+ *   dotprod      neon + sdot for int8 (Neoverse N1: Graviton 2, Ampere Altra)
+ *   i8mm         dotprod + smmla for int8 (Neoverse V1 / N2: Graviton 3 and 4, Cobalt 100, Axion)
+ *   bf16         i8mm + bfmmla for bf16 (the same cores: ARMv8.6-A makes both mandatory)
+ * Both:
  *   native       everything detected (the default)
  * The cap starts from the environment variable ADAPTERD_CPU_LEVEL when it names a level (read on
  * first detection). eng_cpu_level_mask: the level's features, or -1 for an unknown name. */
 #define ENG_CPU_LEVEL_ENV "ADAPTERD_CPU_LEVEL"
 long long eng_cpu_level_mask(const char *name);
+
+/* The i-th level name of this architecture, lowest first ("baseline" is 0); NULL past the last. */
+const char *eng_cpu_level_name(size_t i);
 
 /* The highest level name whose features are all in f ("baseline" at least). Static string. */
 const char *eng_cpu_level_of(unsigned f);
@@ -63,9 +88,9 @@ int eng_cpu_set_level(const char *name);
 /* Writes the feature names ("avx2 avx512 avx512_bf16 ...", or "none") into buf (n bytes). */
 void eng_cpu_describe(unsigned features, char *buf, int n);
 
-/* Sets flush-to-zero and denormals-are-zero in the calling thread's MXCSR: subnormal floats cost
- * 10-100x per operation on x86 and carry nothing a network's output depends on. Cheap when
- * already set (one read); a no-op on other architectures. */
+/* Sets flush-to-zero and denormals-are-zero in the calling thread's MXCSR (x86; FPCR.FZ on ARM64):
+ * subnormal floats cost 10-100x per operation on x86 (and on many ARM cores) and carry nothing a
+ * network's output depends on. Cheap when already set (one read); a no-op elsewhere. */
 void eng_cpu_flush_denormals(void);
 
 /* For benchmarks that measure what flushing is worth: with keep set, eng_cpu_flush_denormals clears
@@ -76,7 +101,7 @@ void eng_cpu_keep_denormals(int keep);
 int eng_cpu_denormals_flushed(void);
 
 /* The OpenBLAS core that suits a CPU with the given features when OpenBLAS chose `core`, or NULL
- * when its choice is fine: a core without AVX2 kernels (Prescott, Nehalem, Sandybridge, ...) on an
+ * when its choice is fine (always on ARM64, where Debian's OpenBLAS picks by the CPU's part number): a core without AVX2 kernels (Prescott, Nehalem, Sandybridge, ...) on an
  * AVX2 CPU gives "Haswell"; anything below AVX-512 on an AVX-512 CPU gives "Cooperlake" when
  * bf16 is there (its sbgemm) or "SkylakeX". Pure, for eng_blas_core_better and its test. */
 const char *eng__blas_core_pick(const char *core, unsigned features);

@@ -1,4 +1,5 @@
-/* kern.c - the kernel table (kern.h): the fallback chain, written once. */
+/* kern.c - the kernel table (kern.h): the portable defaults, then the architecture's fallback chain
+ * (cpu_arch.h: x86/kern_x86.c, arm/kern_arm.c), each written once. */
 #include "math/kern.h"
 
 #include <pthread.h>
@@ -7,6 +8,7 @@
 
 #include "engine/platform.h"
 #include "math/cpu.h"
+#include "math/cpu_arch.h"
 
 static void fill(eng_kernels *k, unsigned f) {
     *k = (eng_kernels){.f32 = "c", .bf16 = "c", .int8 = "c", .elem = "c",
@@ -17,39 +19,7 @@ static void fill(eng_kernels *k, unsigned f) {
                        .act_apply = eng__act_apply_c, .layernorm = eng__layernorm_c, .softmax_row = eng__softmax_row_c,
                        .exp = eng__exp_c, .add = eng__add_c, .sparse_block = eng__sparse_block_c};
     k->level = eng_cpu_level_of(f);
-#if defined(__x86_64__)
-    if (f & ENG_CPU_AVX2) {
-        k->f32 = k->bf16 = k->int8 = k->elem = "avx2";
-        k->f32_tile = eng__f32_tile_avx2;
-        k->bf16_rows = eng__bf16_avx2_rows, k->bf16_tile = eng__bf16_avx2_tile, k->bf16_act_bytes = 4;
-        k->int8_rows = eng__int8_avx2_rows, k->int8_tile = eng__int8_avx2_tile, k->int8_act_bytes = 2;
-        k->act_apply = eng__act_apply_avx2, k->layernorm = eng__layernorm_avx2, k->softmax_row = eng__softmax_row_avx2;
-        k->exp = eng__exp_avx2, k->add = eng__add_avx2, k->sparse_block = eng__sparse_block_avx2;
-    }
-    if (f & ENG_CPU_AVX_VNNI) {
-        k->int8 = "avx_vnni";
-        k->int8_rows = eng__int8_avx_vnni_rows, k->int8_tile = eng__int8_avx_vnni_tile, k->int8_act_bytes = 1;
-    }
-    if (f & ENG_CPU_AVX512) {
-        k->f32 = k->elem = "avx512";
-        k->f32_tile = eng__f32_tile_avx512;
-        k->act_apply = eng__act_apply_avx512, k->layernorm = eng__layernorm_avx512;
-        k->softmax_row = eng__softmax_row_avx512, k->exp = eng__exp_avx512, k->add = eng__add_avx512;
-        k->sparse_block = eng__sparse_block_avx512;
-    }
-    if (f & ENG_CPU_AVX512_BF16) {
-        k->bf16 = "avx512_bf16";
-        k->bf16_rows = eng__bf16_avx512_rows, k->bf16_tile = eng__bf16_avx512_tile, k->bf16_act_bytes = 2;
-    }
-    if (f & ENG_CPU_AVX512_VNNI) {
-        k->int8 = "avx512_vnni";
-        k->int8_rows = eng__int8_avx512_rows, k->int8_tile = eng__int8_avx512_tile, k->int8_act_bytes = 1;
-    }
-    if ((f & ENG_CPU_AMX) && (f & ENG_CPU_AVX512_BF16) && (f & ENG_CPU_AVX512_VNNI)) { /* AVX-512's row converters */
-        k->bf16 = "amx_bf16", k->bf16_tile = eng__bf16_amx_tile, k->bf16_mr = 16;
-        k->int8 = "amx_int8", k->int8_tile = eng__int8_amx_tile, k->int8_mr = 16;
-    }
-#endif
+    eng__kern_fill_arch(k, f);
 }
 
 /* One table per feature set, filled on first use: a cap changed by a test (eng_cpu_restrict) selects

@@ -1,5 +1,6 @@
-/* kern.h - the kernel table (engine-internal): every kernel family once per x86 level in every
- * build, and the one function that picks among them for this CPU.
+/* kern.h - the kernel table (engine-internal): every kernel family once per level of the target
+ * architecture (x86-64 or ARM64) in every build, and the one function that picks among them for
+ * this CPU.
  *
  * As OpenBLAS's DYNAMIC_ARCH and ONNX Runtime's MLAS do it: each level's kernels live in their own
  * files under math/x86/, compiled with their own -march (engine/CMakeLists.txt), and nothing else
@@ -13,6 +14,9 @@
  *   bf16          c            avx2 (widened, FMA)      avx512_bf16 (vdpbf16ps), amx_bf16 (tdpbf16ps)
  *   int8          c            avx2 (vpmaddwd)          avx_vnni (vpdpbusd ymm), avx512_vnni (zmm), amx_int8 (tdpbusd)
  *   element-wise  c            avx2                     avx512 (one source, elem_impl.h, per level)
+ *
+ * ARM64's chain (arm/kern_arm.c) has the same shape: neon for fp32, bf16 and element-wise; sdot
+ * (dotprod) then smmla (i8mm) for int8; bfmmla (bf16) for bf16.
  *
  * Every variant computes the same math: the int8 ones bit for bit (exact integer sums, the same
  * quantization); the float ones to rounding (tests/engine/math check each against double). */
@@ -67,6 +71,7 @@ const eng_kernels *eng_kern(void);
 ENG__ELEM_DECLARE(c)
 ENG__ELEM_DECLARE(avx2)
 ENG__ELEM_DECLARE(avx512)
+ENG__ELEM_DECLARE(neon)
 
 void eng__f32_tile_c(int mr, int kc, const float *A, int lda, const float *B, float *C, int ldc, int init,
                      const float *bias, const float *res, int ldr, int w);
@@ -74,6 +79,8 @@ void eng__f32_tile_avx2(int mr, int kc, const float *A, int lda, const float *B,
                         const float *bias, const float *res, int ldr, int w);
 void eng__f32_tile_avx512(int mr, int kc, const float *A, int lda, const float *B, float *C, int ldc, int init,
                           const float *bias, const float *res, int ldr, int w);
+void eng__f32_tile_neon(int mr, int kc, const float *A, int lda, const float *B, float *C, int ldc, int init,
+                        const float *bias, const float *res, int ldr, int w);
 
 /* Symmetric int8 of one row (portable.c; the vector converters compute the same float operations):
  * scale = amax / 127, q[k * qstride] = nearest-even(x * 127 / amax); a NaN or an infinity gives
@@ -93,5 +100,12 @@ ENG__LP_DECLARE(bf16_avx512)
 ENG__LP_DECLARE(int8_avx512)
 void eng__bf16_amx_tile(const eng__lp_tile *t);
 void eng__int8_amx_tile(const eng__lp_tile *t);
+/* ARM64 (arm/): int8 rows as signed q (no offset: sdot and smmla multiply signed bytes) */
+void eng__int8_neon_rows(const float *A, int lda, int K, int kp, int m0, int m1, uint8_t *ws, size_t ldws,
+                         float *scales);
+void eng__bf16_neon_tile(const eng__lp_tile *t);
+void eng__bf16_bfmmla_tile(const eng__lp_tile *t);
+void eng__int8_dotprod_tile(const eng__lp_tile *t);
+void eng__int8_i8mm_tile(const eng__lp_tile *t);
 
 #endif

@@ -7,6 +7,7 @@
 
 #include "core/tensor.h"
 #include "math/cpu.h"
+#include "math/cpu_arch.h"
 
 int eng_prec_parse(const char *name) {
     if (!name) return -1;
@@ -28,8 +29,8 @@ eng_status eng_prec_check(eng_prec prec, eng_err *err) {
     char have[128];
     eng_cpu_describe(eng_cpu_features(), have, sizeof have);
     return eng_err_set(err, ENG_UNSUPPORTED,
-                       "precision %s needs at least AVX2 + FMA (x86-64-v3), which this CPU%s lacks (it has: %s)",
-                       eng_prec_name(prec), eng_cpu_features() != eng_cpu_detected() ? ", as capped by the CPU level," : "",
+                       "precision %s needs %s, which this CPU%s lacks (it has: %s)",
+                       eng_prec_name(prec), eng__cpu_lowp_need, eng_cpu_features() != eng_cpu_detected() ? ", as capped by the CPU level," : "",
                        have);
 }
 

@@ -45,7 +45,7 @@ static void configure(int mr) {
     c.rows[3] = (uint8_t)mr, c.colsb[3] = 64;
     for (int t = 4; t < 7; t++) c.rows[t] = 16, c.colsb[t] = 64;
     /* GCC 12 does not see that ldtilecfg reads all 64 bytes and may drop the stores before it (it did
-     * in bench_peak.c: ldtilecfg then faulted on garbage rows): make them happen first */
+     * in bench_peak_x86.c: ldtilecfg then faulted on garbage rows): make them happen first */
     __asm__ volatile("" : : "r"(&c) : "memory");
     _tile_loadconfig(&c);
     configured = mr;

@@ -1,12 +1,13 @@
 /* avx2_common.h - what the AVX2 and AVX-VNNI low-precision kernels share (avx2_lowp.c, avx_vnni.c; both
  * compiled for x86-64-v3): the per-row int8 scale of gemm_lowp.c's quant_row on ymm registers, and the
- * walk of a tile in pieces small enough for 16 ymm registers. */
+ * walk of a tile in pieces (math/lp_pieces.h). */
 #ifndef ADAPTERD_ENGINE_MATH_X86_AVX2_COMMON_H
 #define ADAPTERD_ENGINE_MATH_X86_AVX2_COMMON_H
 
 #include <immintrin.h>
 
 #include "math/kern.h"
+#include "math/lp_pieces.h"
 
 /* Lanes [0, left) of 8 set. */
 static inline __m256i lanes(int left) {
@@ -38,34 +39,5 @@ static inline void quant16(const float *src, int k, int K, __m256 inv, __m256i *
     *q0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_maskload_ps(src + k, lanes(K - k)), inv));
     *q1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_maskload_ps(src + k + 8, lanes(K - k - 8)), inv));
 }
-
-/* A piece: rows [0, mr) (mr <= 4) of t, re-based at its first row, times features [f0, f0 + w). */
-typedef void (*lp_piece_fn)(int mr, const eng__lp_tile *t, int f0, int w);
-
-/* Runs a tile (up to 8 rows x 48 features) as pieces of up to 4 rows x width features: for each
- * block of features, its row halves back to back, so the second reads that block of the panel from
- * L1. Each piece gets the tile re-based at its first row (activations, output, residual, row scales). */
-static inline __attribute__((always_inline)) void lp_pieces(const eng__lp_tile *t, int width, lp_piece_fn piece) {
-    for (int f0 = 0; f0 < t->w; f0 += width) {
-        int w = t->w - f0 < width ? t->w - f0 : width;
-        for (int r = 0; r < t->mr; r += 4) {
-            eng__lp_tile p = *t;
-            p.mr = t->mr - r < 4 ? t->mr - r : 4;
-            p.a = t->a + (size_t)r * t->lda;
-            p.c = t->c + (size_t)r * t->ldc;
-            p.res = t->res ? t->res + (size_t)r * t->ldr : NULL;
-            p.a_scale = t->a_scale ? t->a_scale + r : NULL;
-            piece(p.mr, &p, f0, w);
-        }
-    }
-}
-
-/* The body of a piece function: mr as a constant in each case, so the piece's loops unroll. */
-#define LP_PIECE_CASES(piece, t, f0, w)         \
-    case 4: piece(4, t, f0, w); break;          \
-    case 3: piece(3, t, f0, w); break;          \
-    case 2: piece(2, t, f0, w); break;          \
-    case 1: piece(1, t, f0, w); break;          \
-    default: break;
 
 #endif

@@ -1,7 +1,8 @@
 /* test_gemm_lowp.c - the bf16 and int8 packed products (engine/math/gemm_lowp.c, x86/avx2_lowp.c,
- * avx_vnni.c, avx512_*.c) against a double-precision reference of the same quantized math, at every
- * CPU level this machine has (test_levels.h: the portable C kernels, AVX2, AVX-VNNI, AVX-512 ...),
- * so every kernel the machine can run is checked.
+ * avx_vnni.c, avx512_*.c; on ARM64 arm/neon_lowp.c, dotprod_int8.c, i8mm_int8.c, bf16_mmla.c) against a
+ * double-precision reference of the same quantized math, at every CPU level this machine has
+ * (test_levels.h: the portable C kernels, AVX2, AVX-VNNI, AVX-512 ...; NEON, dotprod, i8mm, bf16), so
+ * every kernel the machine (or the emulator) can run is checked.
  *
  * The reference quantizes on its own, from the definitions in gemm_lowp.h (bf16: nearest even;
  * int8: scale = amax / 127, q = nearest-even(x * 127 / amax), activations per row, weights per

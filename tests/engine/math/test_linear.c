@@ -69,6 +69,31 @@ Test(linear, precision_names) {
     for (int p = ENG_PREC_F32; p <= ENG_PREC_INT8; p++) cr_assert_eq(eng_prec_parse(eng_prec_name((eng_prec)p)), p);
 }
 
+#if defined(__aarch64__)
+Test(linear, refuses_only_below_neon_and_dotprod) {
+    eng_err err = {0};
+    cr_assert_eq(eng_prec_check(ENG_PREC_F32, &err), ENG_OK);
+    eng_cpu_restrict(0); /* the portable level */
+    cr_assert_eq(eng_prec_check(ENG_PREC_BF16, &err), ENG_UNSUPPORTED);
+    cr_assert(strstr(err.msg, "NEON"), "%s", err.msg);
+    cr_assert_eq(eng_prec_check(ENG_PREC_INT8, &err), ENG_UNSUPPORTED);
+    cr_assert(strstr(err.msg, "dotprod"), "%s", err.msg);
+    cr_assert_eq(eng_prec_check(ENG_PREC_F32, &err), ENG_OK);
+    eng_cpu_restrict(ENG_CPU_ALL);
+    unsigned f = eng_cpu_features();
+    if (!(f & ENG_CPU_NEON)) return;
+    eng_cpu_restrict(ENG_CPU_NEON); /* Cortex-A72 (Graviton 1): bf16 widened, int8 refused */
+    cr_assert_eq(eng_prec_check(ENG_PREC_BF16, &err), ENG_OK);
+    cr_assert_str_eq(eng_lp_kernel(ENG_PREC_BF16), "neon");
+    cr_assert_eq(eng_prec_check(ENG_PREC_INT8, &err), ENG_UNSUPPORTED);
+    if (f & ENG_CPU_DOTPROD) {
+        eng_cpu_restrict(ENG_CPU_NEON | ENG_CPU_DOTPROD); /* Neoverse N1 (Graviton 2) runs both */
+        cr_assert_eq(eng_prec_check(ENG_PREC_INT8, &err), ENG_OK);
+        cr_assert_str_eq(eng_lp_kernel(ENG_PREC_INT8), "dotprod");
+    }
+    eng_cpu_restrict(ENG_CPU_ALL);
+}
+#else
 Test(linear, refuses_only_below_avx2) {
     eng_err err = {0};
     cr_assert_eq(eng_prec_check(ENG_PREC_F32, &err), ENG_OK);
@@ -89,3 +114,4 @@ Test(linear, refuses_only_below_avx2) {
     cr_assert_str_eq(eng_lp_kernel(ENG_PREC_INT8), "avx2");
     eng_cpu_restrict(ENG_CPU_ALL);
 }
+#endif

@@ -1,4 +1,4 @@
-/* bench_peak.c - the instruction peak of each precision on this machine, at the CPU level the
+/* bench_peak_x86.c - the instruction peak of each precision on this x86-64 machine, at the CPU level the
  * engine runs (bench_util.h).
  *
  * A loop of the instruction the engine's kernel for that precision multiplies with (engine/math/
@@ -21,7 +21,6 @@
 
 #define CHAINS 16           /* independent accumulators: more than latency x throughput of each instruction */
 #define PEAK_ITERS 4000000L /* ~20 ms per thread and instruction */
-#define PEAK_RUNS 5
 
 static volatile float sink;
 
@@ -143,17 +142,10 @@ __attribute__((target("amx-tile,amx-int8"))) static void loop_amx_int8(long n) {
     _tile_release();
 }
 
-typedef void (*peak_loop)(long n);
-
-static void peak_task(void *ctx, int task, int worker) {
-    (void)task, (void)worker;
-    (*(peak_loop *)ctx)(PEAK_ITERS);
-}
-
 double bench_isa_peak(eng_pool *pool, eng_precision p) {
     const char *kern = eng_kernel_family(eng_precision_name(p));
     if (!kern) return 0;
-    peak_loop loop = NULL;
+    bench_loop_fn loop = NULL;
     double ops = 0;
     /* AMX: 4 tile products per n / 64 steps, each 16 x 16 x 32 bf16 (16 x 16 x 64 int8) multiply-adds; ops is per
      * CHAINS x n of the formula below */
@@ -166,12 +158,5 @@ double bench_isa_peak(eng_pool *pool, eng_precision p) {
     else if (!strcmp(kern, "avx2") && p == ENG_PRECISION_INT8) loop = loop_madd_ymm, ops = 32;
     else if (!strcmp(kern, "avx2")) loop = loop_fma_ymm, ops = 16;
     if (!loop) return 0; /* the portable C kernels: no one instruction bounds them */
-    double best = 1e30;
-    for (int r = 0; r < PEAK_RUNS; r++) {
-        double t = bench_now_ms();
-        eng_pool_run(pool, eng_pool_size(pool), peak_task, &loop);
-        t = bench_now_ms() - t;
-        if (t < best) best = t;
-    }
-    return ops * CHAINS * (double)PEAK_ITERS * eng_pool_size(pool) / (best * 1e6);
+    return bench_peak_loop(pool, loop, PEAK_ITERS, ops * CHAINS);
 }
