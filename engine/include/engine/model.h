@@ -6,7 +6,8 @@
  * the spirit of whisper.cpp's context/state split. No lock is taken during inference.
  *
  * Supported families: BERT (BertModel keys, with or without "bert."), RoBERTa / XLM-R (position
- * ids start at padding_idx + 1) and DistilBERT (its own key names, no token types). All weights are
+ * ids start at padding_idx + 1), DistilBERT (its own key names, no token types) and ModernBERT
+ * ("model." keys; rotary positions up to max_position_embeddings). All weights are
  * converted at load (to float32, or the backbone's Linear layers to the model's precision) and owned
  * by the model; files are not kept mapped.
  *
@@ -28,7 +29,12 @@
 #include "engine/act.h"
 #include "engine/status.h"
 
-typedef enum { ENG_ARCH_BERT, ENG_ARCH_ROBERTA, ENG_ARCH_DISTILBERT } eng_arch;
+typedef enum {
+    ENG_ARCH_BERT,
+    ENG_ARCH_ROBERTA,
+    ENG_ARCH_DISTILBERT,
+    ENG_ARCH_MODERNBERT, /* pre-norm, rotary, GeGLU, local/global attention (model/modernbert.c) */
+} eng_arch;
 
 /* Most layers a model may have (a config asking for more is refused); sizes per-layer tables. */
 #define ENG_MAX_LAYERS 512
@@ -49,6 +55,16 @@ typedef struct {
     float ln_eps;
     eng_act act;
     int has_pooler;
+    /* ModernBERT only (zero for the others): the FFN's first Linear (mlp.Wi) yields 2 x intermediate
+     * (GeGLU: act(first half) * second half); the rest as config.json names it. has_pooler means
+     * the prediction head (head.dense, act, head.norm over the pooled rows) is present. */
+    int glu;
+    int global_every;      /* global_attn_every_n_layers: layer l is global when l % global_every == 0 */
+    int local_window;      /* local_attention: a local layer's token sees positions within +- window / 2 */
+    float rope_global;     /* global_rope_theta */
+    float rope_local;      /* local_rope_theta */
+    int pool_mean;         /* classifier_pooling: 1 "mean" over the sequence, 0 "cls" (first token) */
+    eng_act head_act;      /* classifier_activation */
 } eng_config;
 
 typedef struct eng_model eng_model;
