@@ -11,8 +11,10 @@
 # Wqkv, Wo, Wi: the fused Wqkv's B updates q, k and v; "Wo" is attn.Wo and mlp.Wo), with its classifier in
 # modules_to_save, on the base model at AdapterDrop skips 0 and 5, and an rsLoRA of rank 4 on the bare model's
 # shapes with a head; logits at 1e-4.
-# Tolerances (max |adapterd - reference| of any hidden state or head output): fp32 1e-4 as for BERT; bf16 and int8
-# as encoder_levels.sh's BERT figures (0.08, 0.4).
+# Tolerances (max |adapterd - reference| of any hidden state or head output): fp32 1e-4 as for BERT (measured 2.6e-5
+# on the base model); bf16 0.12 and int8 0.7, set as encoder_levels.sh sets BERT's, about 1.8x the largest difference
+# measured (2026-11-26, base model, 22 layers: bf16 0.067 at AVX512-BF16 and 0.059 at AVX2, int8 0.384 at both;
+# mean differences 0.0085 and 0.049): ModernBERT's 22 pre-norm layers drift further than bert-base's 12.
 set -euo pipefail
 bin=$1 adapters_bin=$2 ref=$3 work=$4
 . "$(dirname "$0")/encoder_models.sh"
@@ -38,8 +40,8 @@ bias=$(modernbert_model tiny-bias --shape tiny --seed 4 --bias --norm-bias --poo
          --cases single,packed)
 base=$(modernbert_model base --shape base --seed 21 --classifier)
 "$bin" --tol 1e-4 "$bare" "$bias" "$base"
-"$bin" --tol 0.08 --precision bf16 "$base"
-"$bin" --tol 0.4 --precision int8 "$base"
+"$bin" --tol 0.12 --precision bf16 "$base"
+"$bin" --tol 0.7 --precision int8 "$base"
 
 lstamp=$(cat "$ref"/modernbert.py "$ref"/gen_modernbert_lora.py "$ref"/st.py "$base/.stamp" "$bias/.stamp" | sha256sum | cut -c1-16)
 cases="$work/modernbert-lora"
