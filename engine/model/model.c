@@ -1,4 +1,4 @@
-/* model.c - config.json parsing and weight loading for BERT, RoBERTa/XLM-R and DistilBERT.
+/* model.c - config.json parsing and weight loading for BERT, RoBERTa/XLM-R, DistilBERT and ModernBERT.
  *
  * Loading reads the config, opens every safetensors file of the checkpoint (one file or an index of
  * shards), finds the base-model prefix ("bert.", "roberta.", "distilbert." or none), then copies

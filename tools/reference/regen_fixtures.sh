@@ -19,3 +19,6 @@ $micro --arch bert       --seed 1 --dtype f32  --no-prefix               --act g
 $micro --arch roberta    --seed 2 --dtype f32  --prefix --head           --act gelu     --max-pos 18 --out "$out/roberta-micro"
 $micro --arch distilbert --seed 3 --dtype f16  --no-prefix               --act gelu     --out "$out/distilbert-micro"
 $micro --arch bert       --seed 4 --dtype bf16 --no-prefix --shards 2    --act gelu_new --out "$out/bert-micro-bf16-sharded"
+
+# ModernBERT: 3 layers (global, local, local), window 16, 'model.' keys + prediction head + an ignored classifier
+$py "$here/gen_modernbert.py" --shape tiny --layers 3 --seed 1 --classifier --cases single,packed --out "$out/modernbert-tiny"
