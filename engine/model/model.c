@@ -445,6 +445,9 @@ static int load_packed_opt(loader *ld, const char *name, int out, int in, eng_li
  * prefix) when present; the rotary cos / sin tables computed in double for both thetas. */
 static int load_tensors_modernbert(loader *ld, eng_config *c, eng_weights *w, eng_err *err) {
     int H = c->hidden, I = c->intermediate, d2 = c->head_dim / 2, rc;
+    if (c->head_dim % 2) /* rotary pairs dimension i with i + head_dim / 2 */
+        return eng_err_set(err, ENG_FORMAT, "head size %d (hidden %d / %d heads) must be even for rotary embeddings",
+                           c->head_dim, H, c->n_heads);
     w->word_emb = take(ld, (size_t)c->vocab * H);
     if (!w->word_emb) return eng_err_set(err, ENG_INTERNAL, "weight arena too small");
     if ((rc = load_tensor(ld, "embeddings.tok_embeddings.weight", c->vocab, H, w->word_emb, err)) ||

@@ -9,8 +9,8 @@
 # pooling and F16 weights.
 # Adapters (gen_modernbert_lora.py): PEFT LoRA as saved for ModernBertForSequenceClassification (target_modules
 # Wqkv, Wo, Wi: the fused Wqkv's B updates q, k and v; "Wo" is attn.Wo and mlp.Wo), with its classifier in
-# modules_to_save, on the base model at AdapterDrop skips 0 and 5, and an rsLoRA of rank 4 on the bare model's
-# shapes with a head; logits at 1e-4.
+# modules_to_save, on the base model at AdapterDrop skips 0 and 5, and an rsLoRA of rank 4 (also on tok_embeddings)
+# on the model with every bias, at skips 0 and 1; logits at 1e-4.
 # Tolerances (max |adapterd - reference| of any hidden state or head output): fp32 1e-4 as for BERT (measured 2.6e-5
 # on the base model); bf16 0.12 and int8 0.7, set as encoder_levels.sh sets BERT's, about 1.8x the largest difference
 # measured (2026-11-26, base model, 22 layers: bf16 0.067 at AVX512-BF16 and 0.059 at AVX2, int8 0.384 at both;
@@ -51,7 +51,7 @@ if [ "$(cat "$cases/.stamp" 2>/dev/null)" != "$lstamp" ]; then
   echo "generating $cases" >&2
   "$PY" "$ref/gen_modernbert_lora.py" --backbone "$base" --out "$cases/base-lora" --skips 0,5 >/dev/null
   "$PY" "$ref/gen_modernbert_lora.py" --backbone "$bias" --out "$cases/bias-rslora" --skips 0,1 --r 4 --rslora \
-    --seed 6 >/dev/null
+    --seed 6 --targets Wqkv,Wo,Wi,tok_embeddings >/dev/null
   echo "$lstamp" > "$cases/.stamp"
 fi
 "$adapters_bin" --tol 1e-4 "$cases"

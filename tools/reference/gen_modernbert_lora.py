@@ -2,7 +2,7 @@
 """PEFT LoRA on a ModernBERT backbone, saved as PEFT saves it, with the float64 oracle's logits.
 
     gen_modernbert_lora.py --backbone DIR --out CASE_DIR [--seed 5] [--r 8] [--alpha 16] [--skips 0,5]
-                           [--lens 1,7,48,20] [--targets Wqkv,Wo,Wi] [--rslora]
+                           [--lens 1,7,48,20] [--targets Wqkv,Wo,Wi[,tok_embeddings]] [--rslora]
 
 The case folder has gen_adapters.py's layout (setup.json, adapters/<name>/, expected/skip<N>.safetensors with
 input_ids, token_type_ids, seq_lens, logits [n_seq, 2], hidden [T, H]), so tests/parity/parity_adapters runs it.
@@ -11,7 +11,8 @@ The adapter is what PEFT (LoraConfig(task_type=SEQ_CLS, target_modules=[...])) s
 ModernBertForSequenceClassification: adapter_config.json, and adapter_model.safetensors with
 base_model.model.model.layers.{i}.<module>.lora_A.weight (r, in) / lora_B.weight (out, r) for every Linear whose
 name ends in a target ("Wo" matches attn.Wo and mlp.Wo, as PEFT's suffix match does), and the modules_to_save
-classifier as base_model.model.classifier.{weight,bias}.  The fused attn.Wqkv's LoRA has B (3H, r): its rows update
+classifier as base_model.model.classifier.{weight,bias}; with tok_embeddings among the targets, a LoRA on the word
+embeddings (lora_embedding_A (r, vocab), lora_embedding_B (H, r)), acting at skip 0 only.  The fused attn.Wqkv's LoRA has B (3H, r): its rows update
 query, key and value.  The prediction head (head.dense, head.norm) is the backbone's, as PEFT leaves it frozen.
 
 The oracle merges each LoRA into its weight (W + scaling B A, scaling alpha / r or alpha / sqrt(r) with rsLoRA) for
@@ -67,6 +68,13 @@ def main(argv=None):
             key = f"base_model.model.model.layers.{i}.{mod}"
             sd[key + ".lora_A.weight"], sd[key + ".lora_B.weight"] = A, B
             lora[(i, mod)] = (A.double(), B.double())
+    emb = None
+    if "tok_embeddings" in targets:   # PEFT's lora.Embedding: A (r, vocab), B (H, r); token t gains scaling * B A[:, t]
+        A = torch.randn((r, cfg.vocab), generator=gen)
+        B = torch.randn((H, r), generator=gen) * 0.02
+        key = "base_model.model.model.embeddings.tok_embeddings"
+        sd[key + ".lora_embedding_A"], sd[key + ".lora_embedding_B"] = A, B
+        emb = (A.double(), B.double())
     cw = torch.randn((2, H), generator=gen) / math.sqrt(H) * 2
     cb = torch.randn((2,), generator=gen) * 0.1
     sd["base_model.model.classifier.weight"], sd["base_model.model.classifier.bias"] = cw, cb
@@ -110,6 +118,8 @@ def main(argv=None):
     report = []
     for skip in skips:
         Wm = dict(W)
+        if emb is not None and skip == 0:   # below every layer: AdapterDrop drops it first
+            Wm["embeddings.tok_embeddings.weight"] = W["embeddings.tok_embeddings.weight"] + scaling * (emb[1] @ emb[0]).T
         for (i, mod), (A, B) in lora.items():
             if i >= skip:
                 k = f"layers.{i}.{mod}.weight"
