@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Times the float32 ModernBERT reference (the PyTorch peer of bench/modernbert): one sequence of each length.
 
-    bench_modernbert.py --model DIR [--lens 512,8192] [--reps 3] [--threads 2]
+    bench_modernbert.py --model DIR [--lens 512,8192] [--reps 3] [--threads 2] [--warmup 1]
 
 torch.inference_mode, torch.set_num_threads, fused LayerNorm / GELU (as Hugging Face's modules call them), attention
 one head at a time at long lengths (the whole [heads, L, L] score tensor of 8,192 tokens is 3.2 GB) with the window
@@ -27,6 +27,7 @@ def main():
     ap.add_argument("--lens", default="512,8192")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--warmup", type=int, default=1)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     with open(os.path.join(a.model, "config.json")) as f:
@@ -38,10 +39,10 @@ def main():
         mask = torch.ones_like(ids)
         times = []
         with torch.inference_mode():
-            for r in range(a.reps + 1):
+            for r in range(a.reps + a.warmup):
                 t0 = time.perf_counter()
                 model(ids, mask)
-                if r:
+                if r >= a.warmup:
                     times.append((time.perf_counter() - t0) * 1000)
         med = statistics.median(times)
         print(json.dumps({"peer": "pytorch", "torch": torch.__version__, "threads": a.threads, "tokens": n,
