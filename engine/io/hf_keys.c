@@ -6,23 +6,26 @@
 #include <string.h>
 
 /* Column 0: BERT / RoBERTa / XLM-R / ELECTRA naming; column 1: DistilBERT; column 2: DeBERTa-v2
- * (BERT's but for the projections' names). */
-#define N_FAMILIES 3
+ * (BERT's but for the projections' names); column 3: ModernBERT, whose query, key and value are one
+ * fused Linear (attn.Wqkv, named as ENG_LIN_Q; K and V have no module). */
+#define N_FAMILIES 4
 static const char *const linear_paths[ENG_LIN_COUNT][N_FAMILIES] = {
-    [ENG_LIN_Q] = {"attention.self.query", "attention.q_lin", "attention.self.query_proj"},
-    [ENG_LIN_K] = {"attention.self.key", "attention.k_lin", "attention.self.key_proj"},
-    [ENG_LIN_V] = {"attention.self.value", "attention.v_lin", "attention.self.value_proj"},
-    [ENG_LIN_O] = {"attention.output.dense", "attention.out_lin", "attention.output.dense"},
-    [ENG_LIN_I] = {"intermediate.dense", "ffn.lin1", "intermediate.dense"},
-    [ENG_LIN_D] = {"output.dense", "ffn.lin2", "output.dense"},
+    [ENG_LIN_Q] = {"attention.self.query", "attention.q_lin", "attention.self.query_proj", "attn.Wqkv"},
+    [ENG_LIN_K] = {"attention.self.key", "attention.k_lin", "attention.self.key_proj", NULL},
+    [ENG_LIN_V] = {"attention.self.value", "attention.v_lin", "attention.self.value_proj", NULL},
+    [ENG_LIN_O] = {"attention.output.dense", "attention.out_lin", "attention.output.dense", "attn.Wo"},
+    [ENG_LIN_I] = {"intermediate.dense", "ffn.lin1", "intermediate.dense", "mlp.Wi"},
+    [ENG_LIN_D] = {"output.dense", "ffn.lin2", "output.dense", "mlp.Wo"},
 };
 static const char *const norm_paths[ENG_NORM_COUNT][N_FAMILIES] = {
-    [ENG_NORM_ATTN] = {"attention.output.LayerNorm", "sa_layer_norm", "attention.output.LayerNorm"},
-    [ENG_NORM_FFN] = {"output.LayerNorm", "output_layer_norm", "output.LayerNorm"},
+    [ENG_NORM_ATTN] = {"attention.output.LayerNorm", "sa_layer_norm", "attention.output.LayerNorm", "attn_norm"},
+    [ENG_NORM_FFN] = {"output.LayerNorm", "output_layer_norm", "output.LayerNorm", "mlp_norm"},
 };
-static const char *const layer_prefixes[N_FAMILIES] = {"encoder.layer.", "transformer.layer.", "encoder.layer."};
+static const char *const layer_prefixes[N_FAMILIES] = {"encoder.layer.", "transformer.layer.", "encoder.layer.", "layers."};
 
-static int family(eng_arch arch) { return arch == ENG_ARCH_DISTILBERT ? 1 : arch == ENG_ARCH_DEBERTA_V2 ? 2 : 0; }
+static int family(eng_arch arch) {
+    return arch == ENG_ARCH_DISTILBERT ? 1 : arch == ENG_ARCH_DEBERTA_V2 ? 2 : arch == ENG_ARCH_MODERNBERT ? 3 : 0;
+}
 
 const char *eng__hf_linear_path(eng_arch arch, eng_lin lin) { return linear_paths[lin][family(arch)]; }
 const char *eng__hf_norm_path(eng_arch arch, eng_norm norm) { return norm_paths[norm][family(arch)]; }
@@ -34,6 +37,7 @@ const char *eng__hf_base_prefix(eng_arch arch) {
     case ENG_ARCH_DISTILBERT: return "distilbert.";
     case ENG_ARCH_ELECTRA: return "electra.";
     case ENG_ARCH_DEBERTA_V2: return "deberta.";
+    case ENG_ARCH_MODERNBERT: return "model.";
     case ENG_ARCH_BERT: break;
     }
     return "bert.";
@@ -44,8 +48,10 @@ int eng__hf_in_base_namespace(eng_arch arch, const char *name) {
     static const char *const distil_ns[] = {"embeddings.", "transformer.", NULL};
     static const char *const electra_ns[] = {"embeddings.", "embeddings_project.", "encoder.", NULL};
     static const char *const deberta_ns[] = {"embeddings.", "encoder.", NULL};
+    static const char *const modern_ns[] = {"embeddings.", "layers.", "final_norm.", NULL};
     const char *const *ns = arch == ENG_ARCH_ELECTRA      ? electra_ns
                             : arch == ENG_ARCH_DEBERTA_V2 ? deberta_ns
+                            : arch == ENG_ARCH_MODERNBERT ? modern_ns
                             : family(arch)                ? distil_ns
                                                           : bert_ns;
     for (int i = 0; ns[i]; i++)
@@ -81,6 +87,7 @@ const char *eng__hf_parse_layer(const char *k, int *layer) {
 int eng__hf_parse_linear(const char *k, const char **rest) {
     for (int f = 0; f < N_FAMILIES; f++)
         for (int l = 0; l < ENG_LIN_COUNT; l++) {
+            if (!linear_paths[l][f]) continue;
             size_t n = strlen(linear_paths[l][f]);
             if (!strncmp(k, linear_paths[l][f], n) && k[n] == '.') {
                 *rest = k + n + 1;
@@ -92,6 +99,7 @@ int eng__hf_parse_linear(const char *k, const char **rest) {
 
 int eng__hf_linear_is_own(eng_arch arch, eng_lin lin, const char *k) {
     const char *own = linear_paths[lin][family(arch)];
+    if (!own) return 0;
     size_t n = strlen(own);
     return !strncmp(k, own, n) && k[n] == '.';
 }

@@ -20,11 +20,12 @@ typedef enum { ENG_LIN_Q, ENG_LIN_K, ENG_LIN_V, ENG_LIN_O, ENG_LIN_I, ENG_LIN_D,
 typedef enum { ENG_NORM_ATTN, ENG_NORM_FFN, ENG_NORM_COUNT } eng_norm;
 
 /* Module path of a layer's Linear or LayerNorm for arch, without the layer prefix and without a
- * trailing dot: "attention.self.query", "ffn.lin1", "sa_layer_norm", ... */
+ * trailing dot: "attention.self.query", "ffn.lin1", "sa_layer_norm", ... ModernBERT's fused
+ * "attn.Wqkv" is its ENG_LIN_Q; its ENG_LIN_K and ENG_LIN_V are NULL. */
 const char *eng__hf_linear_path(eng_arch arch, eng_lin lin);
 const char *eng__hf_norm_path(eng_arch arch, eng_norm norm);
 
-/* "encoder.layer." or "transformer.layer." for arch. */
+/* "encoder.layer.", "transformer.layer." or "layers." for arch. */
 const char *eng__hf_layer_prefix(eng_arch arch);
 
 /* The base-model prefix arch's task checkpoints put before the encoder ("bert.", "roberta.",

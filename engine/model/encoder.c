@@ -21,14 +21,16 @@
 #include "math/rows.h"
 #include "model/deberta.h"
 #include "model/encoder.h"
+#include "model/modernbert.h"
 #include "model/weights.h"
 #include "task/adapter.h"
 
 static int ensure_rows(eng_state *st, const eng_config *c, size_t rows, eng_err *err) {
-    if (rows <= st->cap_rows && st->H == c->hidden && st->I == c->intermediate) return 0;
+    int width = c->intermediate * (c->glu ? 2 : 1); /* a GLU's first Linear yields both halves */
+    if (rows <= st->cap_rows && st->H == c->hidden && st->I == width) return 0;
     eng__state_free_rows(st);
     size_t cap = rows < 64 ? 64 : rows + rows / 4;
-    size_t H = (size_t)c->hidden, I = (size_t)c->intermediate;
+    size_t H = (size_t)c->hidden, I = (size_t)width;
     st->qkv = eng_alloc_aligned(cap * 3 * H * sizeof(float));
     st->ctx = eng_alloc_aligned(cap * H * sizeof(float));
     st->h = eng_alloc_aligned(cap * H * sizeof(float));
@@ -40,7 +42,7 @@ static int ensure_rows(eng_state *st, const eng_config *c, size_t rows, eng_err 
     }
     st->cap_rows = cap;
     st->H = c->hidden;
-    st->I = c->intermediate;
+    st->I = width;
     return 0;
 }
 
@@ -116,7 +118,7 @@ static void emb_task(void *ctx, int task, int worker) {
         if (w->pos_emb) {
             const float *pe = w->pos_emb + (size_t)j->pos[r] * H;
             for (int i = 0; i < H; i++) y[i] = we[i] + pe[i];
-        } else { /* DeBERTa-v3: relative positions only */
+        } else { /* DeBERTa-v3 (relative positions) and ModernBERT (rotary, in attention) */
             memcpy(y, we, (size_t)H * sizeof *y);
         }
         const eng_emb_lora *lo = j->row_lora && H == c->hidden ? j->row_lora[r] : NULL;
@@ -371,6 +373,13 @@ int eng_layer_forward(const eng_model *m, eng_state *st, int l, float *x, int ro
     const eng_task_layer **seg_ad;
     if ((rc = segment_adapters(st, segs, n_segs, groups, n_groups, &max_prefix, &seg_ad, err))) return rc;
     if (!seg_ad) n_groups = 0; /* no adapters in this layer: the fused plain path */
+    if (c->arch == ENG_ARCH_MODERNBERT) {
+        if (n_late) return eng_err_set(err, ENG_INTERNAL, "ModernBERT layers have no output-site adapters to split at");
+        if ((rc = ensure_rows(st, c, (size_t)rows, err)) || (rc = ensure_lin_ws(st, m, (size_t)rows, err)) ||
+            (rc = ensure_scores(st, eng__modernbert_score_floats(c, max_len), err)))
+            return rc;
+        return eng__modernbert_layer(m, st, l, x, rows, segs, n_segs, groups, n_groups, err);
+    }
     if ((rc = ensure_rows(st, c, (size_t)rows, err)) || (rc = ensure_lin_ws(st, m, (size_t)rows, err)) ||
         (rc = ensure_scores(st, attn_pack_offset(max_len, max_len + max_prefix) + attn_pack_floats(max_len, c->head_dim), err)))
         return rc;
@@ -471,8 +480,12 @@ int eng_pooler_forward(const eng_model *m, eng_state *st, const float *x, const 
     }
     int rc = ensure_pooler_in(st, (size_t)n_segs, H, err);
     if (rc) return rc;
-    /* Gather the first rows into out, then out = tanh(out Wp^T + bp) through the pooler's scratch. */
     float *tmp = st->pooler_in;
+    if (c->arch == ENG_ARCH_MODERNBERT) { /* its prediction head: pooled rows, dense, act, LayerNorm */
+        eng__modernbert_head(m, st, x, segs, n_segs, tmp, out);
+        return 0;
+    }
+    /* Gather the first rows into out, then out = tanh(out Wp^T + bp) through the pooler's scratch. */
     for (int s = 0; s < n_segs; s++) memcpy(tmp + (size_t)s * H, x + (size_t)segs[s].start * H, (size_t)H * sizeof *tmp);
     eng_epilogue ep = {.bias = w->pooler_b, .act = ENG_ACT_TANH};
     eng_gemm(st->pool, n_segs, H, H, tmp, H, w->pooler_w, H, out, H, &ep);

@@ -1,4 +1,5 @@
-/* model.c - config.json parsing and weight loading for BERT, RoBERTa/XLM-R, DistilBERT, ELECTRA and DeBERTa-v2.
+/* model.c - config.json parsing and weight loading for BERT, RoBERTa/XLM-R, DistilBERT, ELECTRA, DeBERTa-v2
+ * and ModernBERT.
  *
  * Loading reads the config, opens every safetensors file of the checkpoint (one file or an index of
  * shards), finds the base-model prefix ("bert.", "roberta.", "distilbert." or none), then copies
@@ -11,6 +12,7 @@
  * ignored. */
 #include <jansson.h>
 #include <limits.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +31,9 @@
 
 /* max_position_embeddings when config.json leaves it out (BERT's table). */
 #define DEFAULT_MAX_POS 512
+/* ModernBERT's rotary tables are computed for max_position_embeddings at load (4 x max_pos x head_dim / 2
+ * floats, none in the checkpoint): a bound on what a config may ask for. */
+#define ENG_MODERNBERT_MAX_POS 131072
 /* A config.json is a few hundred bytes; anything past this is not one. */
 #define CONFIG_MAX_BYTES ((size_t)1 << 20)
 
@@ -45,6 +50,63 @@ static int json_int(json_t *o, const char *k, int def, int *out, const char *pat
     if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT_MAX / 4)
         return eng_err_set(err, ENG_FORMAT, "%s: field '%s' must be a non-negative integer", path, k);
     *out = (int)json_integer_value(v);
+    return 0;
+}
+
+/* A positive number field (theta, eps) or def when absent; ENG_FORMAT when present and not positive. */
+static int json_pos(json_t *o, const char *k, double def, double *out, const char *path, eng_err *err) {
+    json_t *v = json_object_get(o, k);
+    if (!v || json_is_null(v)) {
+        *out = def;
+        return 0;
+    }
+    if (!json_is_number(v) || !(json_number_value(v) > 0))
+        return eng_err_set(err, ENG_FORMAT, "%s: field '%s' must be a positive number", path, k);
+    *out = json_number_value(v);
+    return 0;
+}
+
+/* ModernBertConfig's fields (Hugging Face's defaults where one is optional). Biases are read from the
+ * weights (attention_bias, mlp_bias, norm_bias, classifier_bias only say whether they exist). */
+static int parse_modernbert(json_t *root, const char *path, eng_config *c, const char **act, eng_err *err) {
+    int rc;
+    double eps = 1e-5, tg = 160000.0, tl = 10000.0;
+    c->arch = ENG_ARCH_MODERNBERT;
+    if ((rc = json_int(root, "hidden_size", INT_MIN, &c->hidden, path, err)) ||
+        (rc = json_int(root, "num_hidden_layers", INT_MIN, &c->n_layers, path, err)) ||
+        (rc = json_int(root, "num_attention_heads", INT_MIN, &c->n_heads, path, err)) ||
+        (rc = json_int(root, "intermediate_size", INT_MIN, &c->intermediate, path, err)) ||
+        (rc = json_int(root, "vocab_size", INT_MIN, &c->vocab, path, err)) ||
+        (rc = json_int(root, "max_position_embeddings", 8192, &c->max_pos, path, err)) ||
+        (rc = json_int(root, "pad_token_id", 50283, &c->pad_id, path, err)) ||
+        (rc = json_int(root, "global_attn_every_n_layers", 3, &c->global_every, path, err)) ||
+        (rc = json_int(root, "local_attention", 128, &c->local_window, path, err)) ||
+        (rc = json_pos(root, "norm_eps", 1e-5, &eps, path, err)) ||
+        (rc = json_pos(root, "global_rope_theta", 160000.0, &tg, path, err)) ||
+        (rc = json_pos(root, "local_rope_theta", tg, &tl, path, err)))
+        return rc;
+    if (c->global_every < 1) return eng_err_set(err, ENG_FORMAT, "%s: global_attn_every_n_layers must be >= 1", path);
+    if (!(eps < 1)) return eng_err_set(err, ENG_FORMAT, "%s: norm_eps must be a number in (0, 1)", path);
+    c->ln_eps = (float)eps;
+    c->rope_global = (float)tg;
+    c->rope_local = (float)tl;
+    c->glu = 1;
+    c->type_vocab = 0;
+    c->pos_offset = 0;
+    c->has_pooler = 1; /* the prediction head, confirmed against the weights at load */
+    const char *pool = json_string_value(json_object_get(root, "classifier_pooling"));
+    if (pool && strcmp(pool, "cls") && strcmp(pool, "mean"))
+        return eng_err_set(err, ENG_UNSUPPORTED, "%s: classifier_pooling '%s' is not supported (cls, mean)", path, pool);
+    c->pool_mean = pool && !strcmp(pool, "mean");
+    const char *ha = json_string_value(json_object_get(root, "classifier_activation"));
+    int a = eng_act_from_name(ha ? ha : "gelu");
+    if (a < 0) return eng_err_set(err, ENG_UNSUPPORTED, "%s: classifier_activation '%s' is not supported", path, ha);
+    c->head_act = (eng_act)a;
+    *act = json_string_value(json_object_get(root, "hidden_activation"));
+    if (!*act) *act = "gelu";
+    if (c->max_pos > ENG_MODERNBERT_MAX_POS)
+        return eng_err_set(err, ENG_UNSUPPORTED, "%s: max_position_embeddings %d; at most %d are supported", path,
+                           c->max_pos, ENG_MODERNBERT_MAX_POS);
     return 0;
 }
 
@@ -108,9 +170,12 @@ static int parse_config(const char *text, size_t len, const char *path, eng_conf
         c->has_pooler = 0;
     } else if (!strcmp(mt, "electra") || !strcmp(mt, "deberta-v2")) {
         if ((rc = eng__config_electra_deberta(root, mt, path, c, &act, err))) goto done;
+    } else if (!strcmp(mt, "modernbert")) {
+        if ((rc = parse_modernbert(root, path, c, &act, err))) goto done;
     } else {
         rc = eng_err_set(err, ENG_UNSUPPORTED,
-                         "%s: model_type '%s' is not supported (bert, roberta, xlm-roberta, distilbert, electra, deberta-v2)",
+                         "%s: model_type '%s' is not supported (bert, roberta, xlm-roberta, distilbert, electra, deberta-v2, "
+                         "modernbert)",
                          path, mt);
         goto done;
     }
@@ -321,8 +386,19 @@ static size_t derived_size(const eng_config *c) {
     return (size_t)2 * c->rel_span * c->hidden * (size_t)(c->c2p + c->p2c) * (size_t)c->n_layers;
 }
 
+/* ModernBERT: floats the arena holds beyond the checkpoint's (rotary tables, biases and norm biases
+ * a model without them gets as zeros), so the size check below counts only what a checkpoint must hold. */
+static size_t arena_extra(const eng_config *c) {
+    if (c->arch != ENG_ARCH_MODERNBERT) return 0;
+    size_t H = (size_t)c->hidden, I = (size_t)c->intermediate;
+    return 4 * (size_t)c->max_pos * (size_t)(c->head_dim / 2) + (8 * H + 2 * I) * (size_t)c->n_layers + 4 * H;
+}
+
 static size_t arena_size(const eng_config *c) {
     size_t H = (size_t)c->hidden, I = (size_t)c->intermediate, E = (size_t)c->emb_dim;
+    if (c->arch == ENG_ARCH_MODERNBERT) /* embeddings, per layer 2 norms, final norm, head; no positions */
+        return (size_t)c->vocab * H + 2 * H + 4 * H * (size_t)c->n_layers + 2 * H + H * H + H + 2 * H +
+               arena_extra(c) + arena_pad(c);
     size_t per_layer = 3 * H + H + 2 * H + I + H + 2 * H; /* biases and LayerNorms: the weights are eng_linear */
     size_t n = (size_t)c->vocab * E + (size_t)c->max_pos * E + (size_t)c->type_vocab * E + 2 * (E > H ? E : H) + H * H + H;
     if (E != H) n += H * E + H;                                     /* embedding projection */
@@ -411,11 +487,118 @@ static int load_v2_extras(loader *ld, const eng_config *c, eng_weights *w, eng_e
     return 0;
 }
 
+/* A LayerNorm whose bias may be absent (ModernBERT's norm_bias false): zeros then. */
+static int load_norm_opt(loader *ld, const char *name, int dim, float **g, float **b, eng_err *err) {
+    char n[ENG_HF_KEY_MAX], full[ENG_HF_KEY_MAX];
+    *g = take(ld, (size_t)dim);
+    *b = take(ld, (size_t)dim);
+    if (!*g || !*b) return eng_err_set(err, ENG_INTERNAL, "weight arena too small");
+    snprintf(n, sizeof n, "%s.weight", name);
+    int rc = load_tensor(ld, n, dim, 0, *g, err);
+    if (rc) return rc;
+    snprintf(full, sizeof full, "%s%s.bias", ld->prefix, name);
+    if (!ckpt_find(ld->k, full, 0)) {
+        memset(*b, 0, (size_t)dim * sizeof **b);
+        return 0;
+    }
+    snprintf(n, sizeof n, "%s.bias", name);
+    return load_tensor(ld, n, dim, 0, *b, err);
+}
+
+/* One backbone Linear packed in the model's precision; its bias (*b) NULL when the checkpoint has none. */
+static int load_packed_opt(loader *ld, const char *name, int out, int in, eng_linear *w, float **b, eng_err *err) {
+    char t[ENG_HF_KEY_MAX], full[ENG_HF_KEY_MAX];
+    snprintf(t, sizeof t, "%s.weight", name);
+    int rc = load_tensor(ld, t, out, in, ld->tmp, err);
+    if (rc) return rc;
+    *b = NULL;
+    snprintf(full, sizeof full, "%s%s.bias", ld->prefix, name);
+    if (ckpt_find(ld->k, full, 0)) {
+        if (!(*b = take(ld, (size_t)out))) return eng_err_set(err, ENG_INTERNAL, "weight arena too small");
+        snprintf(t, sizeof t, "%s.bias", name);
+        if ((rc = load_tensor(ld, t, out, 0, *b, err))) return rc;
+    }
+    rc = eng_linear_pack(w, ld->prec, ld->tmp, out, in, in, err);
+    if (!rc) ld->packed_bytes += eng_linear_bytes(w);
+    return rc;
+}
+
+/* ModernBERT: tok_embeddings + norm, layers.{i}.{attn_norm (not on layer 0), attn.Wqkv, attn.Wo, mlp_norm,
+ * mlp.Wi, mlp.Wo}, final_norm, and the prediction head (head.dense, head.norm; outside the "model."
+ * prefix) when present; the rotary cos / sin tables computed in double for both thetas. */
+static int load_tensors_modernbert(loader *ld, eng_config *c, eng_weights *w, eng_err *err) {
+    int H = c->hidden, I = c->intermediate, d2 = c->head_dim / 2, rc;
+    if (c->head_dim % 2) /* rotary pairs dimension i with i + head_dim / 2 */
+        return eng_err_set(err, ENG_FORMAT, "head size %d (hidden %d / %d heads) must be even for rotary embeddings",
+                           c->head_dim, H, c->n_heads);
+    w->word_emb = take(ld, (size_t)c->vocab * H);
+    if (!w->word_emb) return eng_err_set(err, ENG_INTERNAL, "weight arena too small");
+    if ((rc = load_tensor(ld, "embeddings.tok_embeddings.weight", c->vocab, H, w->word_emb, err)) ||
+        (rc = load_norm_opt(ld, "embeddings.norm", H, &w->emb_ln_g, &w->emb_ln_b, err)))
+        return rc;
+    w->layers = calloc((size_t)c->n_layers, sizeof *w->layers);
+    if (!w->layers) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    for (int l = 0; l < c->n_layers; l++) {
+        eng_layer_weights *lw = &w->layers[l];
+        char n[6][ENG_HF_KEY_MAX];
+        static const char *const part[6] = {"attn_norm", "attn.Wqkv", "attn.Wo", "mlp_norm", "mlp.Wi", "mlp.Wo"};
+        for (int i = 0; i < 6; i++) snprintf(n[i], sizeof n[i], "layers.%d.%s", l, part[i]);
+        if ((l > 0 && (rc = load_norm_opt(ld, n[0], H, &lw->ln1_g, &lw->ln1_b, err))) ||
+            (rc = load_packed_opt(ld, n[1], 3 * H, H, &lw->wqkv, &lw->bqkv, err)) ||
+            (rc = load_packed_opt(ld, n[2], H, H, &lw->wo, &lw->bo, err)) ||
+            (rc = load_norm_opt(ld, n[3], H, &lw->ln2_g, &lw->ln2_b, err)) ||
+            (rc = load_packed_opt(ld, n[4], 2 * I, H, &lw->w1, &lw->b1, err)) ||
+            (rc = load_packed_opt(ld, n[5], H, I, &lw->w2, &lw->b2, err)))
+            return rc;
+    }
+    if ((rc = load_norm_opt(ld, "final_norm", H, &w->final_ln_g, &w->final_ln_b, err))) return rc;
+    /* the prediction head sits outside the encoder's prefix: read it with none */
+    const char *prefix = ld->prefix;
+    ld->prefix = "";
+    c->has_pooler = ckpt_find(ld->k, "head.dense.weight", 0) != NULL;
+    if (c->has_pooler) {
+        w->pooler_w = take(ld, (size_t)H * H);
+        if (!w->pooler_w) rc = eng_err_set(err, ENG_INTERNAL, "weight arena too small");
+        if (!rc) rc = load_tensor(ld, "head.dense.weight", H, H, w->pooler_w, err);
+        if (!rc && ckpt_find(ld->k, "head.dense.bias", 0)) {
+            if (!(w->pooler_b = take(ld, (size_t)H))) rc = eng_err_set(err, ENG_INTERNAL, "weight arena too small");
+            if (!rc) rc = load_tensor(ld, "head.dense.bias", H, 0, w->pooler_b, err);
+        }
+        if (!rc) rc = load_norm_opt(ld, "head.norm", H, &w->head_ln_g, &w->head_ln_b, err);
+    }
+    ld->prefix = prefix;
+    if (rc) return rc;
+    size_t tab = (size_t)c->max_pos * (size_t)d2;
+    w->rope_cos = take(ld, 2 * tab);
+    w->rope_sin = take(ld, 2 * tab);
+    if (!w->rope_cos || !w->rope_sin) return eng_err_set(err, ENG_INTERNAL, "weight arena too small");
+    for (int k = 0; k < 2; k++) {
+        double theta = k ? c->rope_local : c->rope_global;
+        for (int i = 0; i < d2; i++) {
+            double inv = pow(theta, -2.0 * i / (double)c->head_dim);
+            for (int p = 0; p < c->max_pos; p++) {
+                w->rope_cos[k * tab + (size_t)p * d2 + i] = (float)cos(p * inv);
+                w->rope_sin[k * tab + (size_t)p * d2 + i] = (float)sin(p * inv);
+            }
+        }
+    }
+    ckpt *k = ld->k;
+    for (int i = 0; i < k->n; i++)
+        for (size_t j = 0; j < eng_st_count(k->files[i]); j++) {
+            const char *name = eng_st_at(k->files[i], j)->name;
+            if (k->used[i][j] || !in_base_namespace(c, name, ld->prefix)) continue;
+            return eng_err_set(err, ENG_FORMAT, "unexpected tensor '%s' (checkpoint does not match config: %d layers, hidden %d)",
+                               name, c->n_layers, H);
+        }
+    return 0;
+}
+
 /* Takes every tensor of the checkpoint into the arena; checks none of the base model is left over. */
 static int load_tensors(loader *ld, eng_config *c, eng_weights *w, eng_err *err) {
     ckpt *k = ld->k;
     const char *prefix = ld->prefix;
     int H = c->hidden, I = c->intermediate, E = c->emb_dim, rc;
+    if (c->arch == ENG_ARCH_MODERNBERT) return load_tensors_modernbert(ld, c, w, err);
     w->word_emb = take(ld, (size_t)c->vocab * E);
     if ((rc = load_tensor(ld, "embeddings.word_embeddings.weight", c->vocab, E, w->word_emb, err))) return rc;
     if (c->arch != ENG_ARCH_DEBERTA_V2 || c->pos_biased) {
@@ -475,18 +658,17 @@ static int load_weights(eng_model *m, ckpt *k, eng_prec prec, eng_err *err) {
     eng_config *c = &m->cfg;
     const char *prefix = "";
     const char *cands[] = {"", eng__hf_base_prefix(c->arch)};
+    const char *emb = c->arch == ENG_ARCH_MODERNBERT ? "embeddings.tok_embeddings.weight" : "embeddings.word_embeddings.weight";
     int found = 0;
     for (int i = 0; i < 2 && !found; i++) {
         char n[ENG_HF_KEY_MAX];
-        snprintf(n, sizeof n, "%sembeddings.word_embeddings.weight", cands[i]);
+        snprintf(n, sizeof n, "%s%s", cands[i], emb);
         if (ckpt_find(k, n, 0)) {
             prefix = cands[i];
             found = 1;
         }
     }
-    if (!found)
-        return eng_err_set(err, ENG_FORMAT, "missing tensor 'embeddings.word_embeddings.weight' (also tried prefix '%s')",
-                           cands[1]);
+    if (!found) return eng_err_set(err, ENG_FORMAT, "missing tensor '%s' (also tried prefix '%s')", emb, cands[1]);
     if (c->vocab == 0) { /* config without vocab_size: take it from the embedding table */
         char n[ENG_HF_KEY_MAX];
         snprintf(n, sizeof n, "%sembeddings.word_embeddings.weight", prefix);
@@ -496,7 +678,8 @@ static int load_weights(eng_model *m, ckpt *k, eng_prec prec, eng_err *err) {
         c->vocab = (int)t->shape[0];
     }
     m->arena_floats = arena_size(c);
-    size_t H3 = (size_t)3 * c->hidden, I1 = (size_t)c->intermediate, staging = (H3 > I1 ? H3 : I1) * (size_t)c->hidden;
+    size_t H3 = (size_t)3 * c->hidden, I1 = (size_t)c->intermediate * (c->glu ? 2 : 1),
+           staging = (H3 > I1 ? H3 : I1) * (size_t)c->hidden;
     /* Everything allocated below is sized from config.json, and the float32 arena and the staging
      * buffer each hold a subset of the checkpoint's values. A config that implies more floats than
      * the checkpoint holds is refused before any of it is allocated: a hostile
@@ -507,7 +690,7 @@ static int load_weights(eng_model *m, ckpt *k, eng_prec prec, eng_err *err) {
             int64_t n = eng_st_at(k->files[i], j)->numel;
             total = n > 0 && (uint64_t)n < SIZE_MAX - total ? total + (size_t)n : (n > 0 ? SIZE_MAX : total);
         }
-    if (m->arena_floats - arena_pad(c) - derived_size(c) > total || staging > total)
+    if (m->arena_floats - arena_pad(c) - derived_size(c) - arena_extra(c) > total || staging > total)
         return eng_err_set(err, ENG_SHAPE,
                            "config.json implies %zu weights (hidden %d, intermediate %d, vocab %d, positions %d, token "
                            "types %d) but the checkpoint holds %zu values",

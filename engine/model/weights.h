@@ -43,8 +43,14 @@ typedef struct {
     float *rel_emb;    /* DeBERTa: (2 span, H) relative embeddings after their LayerNorm (norm_rel_ebd) */
     int32_t *rel_idx;  /* DeBERTa: (2 max_pos - 1) table row of distance i - j, at i - j + max_pos - 1 (own allocation) */
     eng_layer_weights *layers; /* (L) */
-    float *pooler_w;    /* (H, H) or NULL */
+    float *pooler_w;    /* (H, H) or NULL; ModernBERT: head.dense */
     float *pooler_b;    /* (H) or NULL */
+    /* ModernBERT (model/modernbert.c): its layers use the fields above as attn_norm (ln1; NULL on
+     * layer 0, the identity), Wqkv, attn.Wo, mlp_norm (ln2), mlp.Wi (w1: (2I, H)), mlp.Wo (w2); a
+     * LayerNorm without bias gets zeros; no position or type embeddings. */
+    float *final_ln_g, *final_ln_b; /* (H) final_norm */
+    float *head_ln_g, *head_ln_b;   /* (H) head.norm, when the prediction head is present */
+    float *rope_cos, *rope_sin;     /* (2, max_pos, head_dim / 2): [0] global theta, [1] local */
 } eng_weights;
 
 struct eng_model {

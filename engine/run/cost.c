@@ -3,7 +3,9 @@
 
 double eng__layer_gflop(const eng_config *c, int len) {
     double H = c->hidden, I = c->intermediate;
-    return (2.0 * len * (4.0 * H * H + 2.0 * H * I) + 4.0 * (double)len * len * H) / 1e9;
+    /* a GLU's first Linear (ModernBERT's mlp.Wi) has 2I outputs; attention is counted over every key (a
+     * local layer's window sees fewer: an upper bound there) */
+    return (2.0 * len * (4.0 * H * H + (2.0 + c->glu) * H * I) + 4.0 * (double)len * len * H) / 1e9;
 }
 
 double eng__adapter_gflop(const eng_config *c, const eng_task_layer *a, int len) {

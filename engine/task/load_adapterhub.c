@@ -447,6 +447,10 @@ int eng__load_adapterhub(eng_load_ctx *x, json_t *cfgj, eng_loaded_bn *lb, float
         return eng_err_set(x->err, ENG_UNSUPPORTED,
                            "%s: prefix tuning needs attention over plain keys; DeBERTa's relative attention has no "
                            "position for prefix keys, so the model lacks the site this adapter needs", x->dir);
+    if (c->arch == ENG_ARCH_MODERNBERT && (cfg.is_bottleneck || cfg.is_prefix)) /* task/load.c says why */
+        return eng_err_set(x->err, ENG_UNSUPPORTED, "%s: %s not supported on ModernBERT (model_type modernbert); LoRA "
+                           "and (IA)^3 on attn.Wqkv, attn.Wo, mlp.Wi, mlp.Wo are", x->dir,
+                           cfg.is_prefix ? "prefix tuning is" : "bottleneck adapters are");
     lb->name = eng__task_strdup(x->t, name);
     lb->n_layers = c->n_layers;
     static const char *files[] = {"adapter.safetensors", "pytorch_adapter.bin", NULL};

@@ -26,7 +26,39 @@ int eng__lin_in(const eng_config *c, eng_lin l) {
     return l == ENG_LIN_D ? c->intermediate : c->hidden;
 }
 int eng__lin_out(const eng_config *c, eng_lin l) {
-    return l == ENG_LIN_I ? c->intermediate : c->hidden;
+    if (c->arch == ENG_ARCH_MODERNBERT && l == ENG_LIN_Q) return 3 * c->hidden; /* the fused attn.Wqkv */
+    return l == ENG_LIN_I ? c->intermediate * (c->glu ? 2 : 1) : c->hidden;
+}
+
+/* ModernBERT's attn.Wqkv is one Linear (rows: query, key, value): its LoRA (or (IA)^3 vector), read as
+ * the ENG_LIN_Q module with 3H outputs, becomes three modules acting on the q, k and v slices of the
+ * layer's qkv product, as they do on BERT's three Linear layers. The slices share A (and any gate);
+ * B's and l's rows are split, so the sum is the fused module's exactly. */
+static int split_fused_qkv(eng_task *t, eng_task_layer *L, int H) {
+    if (L->lora[ENG_LIN_Q] && L->lora[ENG_LIN_Q]->out == 3 * H) {
+        eng_lora *q = L->lora[ENG_LIN_Q];
+        for (int k = 1; k < 3; k++) {
+            eng_lora *o = eng__task_alloc(t, sizeof *o);
+            if (!o) return -1;
+            *o = *q;
+            o->out = H;
+            o->B = q->B + (size_t)k * H * q->r;
+            L->lora[ENG_LIN_Q + k] = o;
+        }
+        q->out = H;
+    }
+    if (L->ia3[ENG_LIN_Q] && L->ia3[ENG_LIN_Q]->out == 3 * H) {
+        eng_ia3 *q = L->ia3[ENG_LIN_Q];
+        for (int k = 1; k < 3; k++) {
+            eng_ia3 *o = eng__task_alloc(t, sizeof *o);
+            if (!o) return -1;
+            o->out = H;
+            o->l = q->l + (size_t)k * H;
+            L->ia3[ENG_LIN_Q + k] = o;
+        }
+        q->out = H;
+    }
+    return 0;
 }
 
 int eng__lora_finish(eng_load_ctx *x, eng_lora_raw *raw, eng_lora_form form, float alpha, int gated) {
@@ -94,5 +126,9 @@ int eng__lora_finish(eng_load_ctx *x, eng_lora_raw *raw, eng_lora_form form, flo
                 break;
             }
         }
+    if (c->arch == ENG_ARCH_MODERNBERT)
+        for (int l = 0; l < c->n_layers; l++)
+            if (split_fused_qkv(x->t, &x->t->layers[l], c->hidden))
+                return eng_err_set(x->err, ENG_NO_MEMORY, "out of memory");
     return 0;
 }

@@ -75,8 +75,11 @@ int eng__load_peft(eng_load_ctx *x, json_t *cfgj, eng_st_file **head_file) {
         int layer;
         const char *r = eng__hf_parse_layer(k, &layer);
         if (!r) { /* the embedding LoRA, or modules_to_save: the head, handled by load_head */
-            int is_ea = !strcmp(k, "embeddings.word_embeddings.lora_embedding_A"),
-                is_eb = !strcmp(k, "embeddings.word_embeddings.lora_embedding_B");
+            /* ModernBERT names its word embeddings tok_embeddings */
+            int is_ea = !strcmp(k, "embeddings.word_embeddings.lora_embedding_A") ||
+                        !strcmp(k, "embeddings.tok_embeddings.lora_embedding_A"),
+                is_eb = !strcmp(k, "embeddings.word_embeddings.lora_embedding_B") ||
+                        !strcmp(k, "embeddings.tok_embeddings.lora_embedding_B");
             if (is_ea || is_eb) {
                 if (adalora) {
                     rc = eng_err_set(x->err, ENG_UNSUPPORTED, "%s: tensor '%s': AdaLoRA has no embedding LoRA", x->dir,

@@ -20,7 +20,7 @@ static void usage(FILE *f) {
             "Runs the encoder in DIR (config.json + model.safetensors) and prints one JSON object:\n"
             "  {\"ids\":[...],\"last_hidden_state\":[[...],...],\"pooler_output\":[...]}\n\n"
             "  --model DIR        Hugging Face model directory (BERT, RoBERTa/XLM-R, DistilBERT, ELECTRA,\n"
-            "                     DeBERTa-v2/v3)\n"
+            "                     DeBERTa-v2/v3, ModernBERT: its pooler_output is the prediction head's)\n"
             "  --text STR         text to tokenize with DIR's tokenizer (tokenizer.json or vocab files)\n"
             "  --text-pair STR    second segment of a pair\n"
             "  --ids LIST         comma-separated token ids, used as given (no special tokens added)\n"

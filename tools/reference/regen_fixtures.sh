@@ -28,3 +28,5 @@ $gen --arch deberta-v2 --seed 6 --dtype f32  --prefix --head --buckets 8 --cases
      --out "$out/deberta-tiny"
 $gen --arch deberta-v2 --seed 7 --dtype f16  --no-prefix --buckets 8 --embedding-size 32 --position-biased-input 1 \
      --type-vocab 2 --no-share-att-key --cases single,packed,pair,long --out "$out/deberta-tiny-proj"
+# ModernBERT: 3 layers (global, local, local), window 16, 'model.' keys + prediction head + an ignored classifier
+$py "$here/gen_modernbert.py" --shape tiny --layers 3 --seed 1 --classifier --cases single,packed --out "$out/modernbert-tiny"

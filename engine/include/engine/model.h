@@ -7,7 +7,8 @@
  *
  * Supported families: BERT (BertModel keys, with or without "bert."), RoBERTa / XLM-R (position
  * ids start at padding_idx + 1), DistilBERT (its own key names, no token types), ELECTRA ("electra.";
- * embedding_size projected to hidden) and DeBERTa-v2/v3 ("deberta."; relative attention). All weights are
+ * embedding_size projected to hidden), DeBERTa-v2/v3 ("deberta."; relative attention) and ModernBERT
+ * ("model." keys; rotary positions up to max_position_embeddings). All weights are
  * converted at load (to float32, or the backbone's Linear layers to the model's precision) and owned
  * by the model; files are not kept mapped.
  *
@@ -35,6 +36,7 @@ typedef enum {
     ENG_ARCH_DISTILBERT,
     ENG_ARCH_ELECTRA,    /* BERT's layers; narrower embeddings projected to H (model/deberta.c) */
     ENG_ARCH_DEBERTA_V2, /* DeBERTa-v2/v3: disentangled relative attention (model/deberta.c) */
+    ENG_ARCH_MODERNBERT, /* pre-norm, rotary, GeGLU, local/global attention (model/modernbert.c) */
 } eng_arch;
 
 /* Most layers a model may have (a config asking for more is refused); sizes per-layer tables. */
@@ -63,6 +65,16 @@ typedef struct {
     int rel_max;          /* DeBERTa: max_relative_positions as used (max_pos when the config says < 1) */
     uint8_t c2p, p2c;     /* DeBERTa: pos_att_type */
     uint8_t share_att_key, norm_rel, pos_biased; /* DeBERTa: pos_biased = position_biased_input */
+    /* ModernBERT only (zero for the others): the FFN's first Linear (mlp.Wi) yields 2 x intermediate
+     * (GeGLU: act(first half) * second half); the rest as config.json names it. has_pooler means
+     * the prediction head (head.dense, act, head.norm over the pooled rows) is present. */
+    int glu;
+    int global_every;      /* global_attn_every_n_layers: layer l is global when l % global_every == 0 */
+    int local_window;      /* local_attention: a local layer's token sees positions within +- window / 2 */
+    float rope_global;     /* global_rope_theta */
+    float rope_local;      /* local_rope_theta */
+    int pool_mean;         /* classifier_pooling: 1 "mean" over the sequence, 0 "cls" (first token) */
+    eng_act head_act;      /* classifier_activation */
 } eng_config;
 
 typedef struct eng_model eng_model;
