@@ -326,23 +326,6 @@ static int groups_touch(const eng_group *g, int n, layer_stage what) {
     return 0;
 }
 
-/* LoRA and (IA)^3 of Linear `lin` on every group: y (rows, ldy) holds x W^T + b. */
-static int apply_linear_adapters(eng_state *st, const eng_group *g, int n, eng_lin lin, const float *x, int ldx,
-                                 float *y, int ldy, const eng_seg *segs, int n_segs, eng_err *err) {
-    for (int i = 0; i < n; i++) {
-        const eng_task_layer *a = g[i].ad;
-        if (!a) continue;
-        const float *xi = x + (size_t)g[i].row0 * ldx;
-        float *yi = y + (size_t)g[i].row0 * ldy;
-        if (a->lora[lin]) {
-            int rc = eng__lora_add(st, a->lora[lin], xi, ldx, g[i].rows, yi, ldy, g[i].row0, segs, n_segs, err);
-            if (rc) return rc;
-        }
-        if (a->ia3[lin]) eng__ia3_scale(a->ia3[lin], yi, ldy, g[i].rows);
-    }
-    return 0;
-}
-
 /* Bottleneck sites, or the plain LN(h + x), group by group; h is replaced by the site's output. */
 static int apply_sites(eng_state *st, const eng_config *c, const eng_group *g, int n, eng_site_pos which, float *h,
                        const float *x, const eng_seg *segs, int n_segs, const float *ln_g, const float *ln_b,
@@ -391,7 +374,7 @@ int eng_layer_forward(const eng_model *m, eng_state *st, int l, float *x, int ro
     eng_linear_run(pool, rows, x, H, &w->wqkv, st->qkv, 3 * H, &ep_qkv, ws);
     if (n_groups && groups_touch(groups, n_groups, STAGE_QKV))
         for (int t = ENG_LIN_Q; t <= ENG_LIN_V; t++)
-            if ((rc = apply_linear_adapters(st, groups, n_groups, (eng_lin)t, x, H, st->qkv + (size_t)t * H, 3 * H, segs, n_segs, err)))
+            if ((rc = eng__linear_adapters(st, groups, n_groups, (eng_lin)t, x, H, st->qkv + (size_t)t * H, 3 * H, segs, n_segs, err)))
                 return rc;
 
     float *gates = NULL;
@@ -421,7 +404,7 @@ attention_done:
     if (n_groups && groups_touch(groups, n_groups, STAGE_ATTN_OUT)) {
         eng_epilogue ep_o = {.bias = w->bo, .act = ENG_ACT_IDENTITY};
         eng_linear_run(pool, rows, st->ctx, H, &w->wo, st->h, H, &ep_o, ws);
-        if ((rc = apply_linear_adapters(st, groups, n_groups, ENG_LIN_O, st->ctx, H, st->h, H, segs, n_segs, err)) ||
+        if ((rc = eng__linear_adapters(st, groups, n_groups, ENG_LIN_O, st->ctx, H, st->h, H, segs, n_segs, err)) ||
             (rc = apply_sites(st, c, groups, n_groups, ENG_SITE_ATTN, st->h, x, segs, n_segs, w->ln1_g, w->ln1_b, err)))
             return rc;
     } else {
@@ -433,7 +416,7 @@ attention_done:
     if (n_groups && groups_touch(groups, n_groups, STAGE_INTERMEDIATE)) {
         eng_epilogue ep_1 = {.bias = w->b1, .act = ENG_ACT_IDENTITY};
         eng_linear_run(pool, rows, st->h, H, &w->w1, st->inter, I, &ep_1, ws);
-        if ((rc = apply_linear_adapters(st, groups, n_groups, ENG_LIN_I, st->h, H, st->inter, I, segs, n_segs, err))) return rc;
+        if ((rc = eng__linear_adapters(st, groups, n_groups, ENG_LIN_I, st->h, H, st->inter, I, segs, n_segs, err))) return rc;
         eng__act_rows(pool, c->act, st->inter, rows, I);
     } else {
         eng_epilogue ep_1 = {.bias = w->b1, .act = c->act};
@@ -444,7 +427,7 @@ attention_done:
         /* x is free now (h is the residual): y = inter W2^T + b2 goes straight into x */
         eng_epilogue ep_2 = {.bias = w->b2, .act = ENG_ACT_IDENTITY};
         eng_linear_run(pool, rows, st->inter, I, &w->w2, x, H, &ep_2, ws);
-        if (n_groups && (rc = apply_linear_adapters(st, groups, n_groups, ENG_LIN_D, st->inter, I, x, H, segs, n_segs, err)))
+        if (n_groups && (rc = eng__linear_adapters(st, groups, n_groups, ENG_LIN_D, st->inter, I, x, H, segs, n_segs, err)))
             return rc;
         /* late splits read the trunk's y and h before the trunk's own LayerNorm */
         for (int k = 0; k < n_late; k++) {

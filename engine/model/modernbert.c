@@ -103,23 +103,6 @@ static int groups_have(const eng_group *g, int n, eng_lin lin) {
     return 0;
 }
 
-/* LoRA and (IA)^3 of Linear lin on every group: y (rows, ldy) holds x W^T + b. */
-static int linear_adapters(eng_state *st, const eng_group *g, int n, eng_lin lin, const float *x, int ldx, float *y,
-                           int ldy, const eng_seg *segs, int n_segs, eng_err *err) {
-    for (int i = 0; i < n; i++) {
-        const eng_task_layer *a = g[i].ad;
-        if (!a) continue;
-        const float *xi = x + (size_t)g[i].row0 * ldx;
-        float *yi = y + (size_t)g[i].row0 * ldy;
-        if (a->lora[lin]) {
-            int rc = eng__lora_add(st, a->lora[lin], xi, ldx, g[i].rows, yi, ldy, g[i].row0, segs, n_segs, err);
-            if (rc) return rc;
-        }
-        if (a->ia3[lin]) eng__ia3_scale(a->ia3[lin], yi, ldy, g[i].rows);
-    }
-    return 0;
-}
-
 /* ---- GeGLU ---- */
 
 typedef struct {
@@ -168,7 +151,7 @@ int eng__modernbert_layer(const eng_model *m, eng_state *st, int l, float *x, in
     eng_linear_run(pool, rows, a, H, &w->wqkv, st->qkv, 3 * H, &ep_qkv, ws);
     for (int t = ENG_LIN_Q; t <= ENG_LIN_V && n_groups; t++)
         if (groups_have(groups, n_groups, (eng_lin)t) &&
-            (rc = linear_adapters(st, groups, n_groups, (eng_lin)t, a, H, st->qkv + (size_t)t * H, 3 * H, segs, n_segs, err)))
+            (rc = eng__linear_adapters(st, groups, n_groups, (eng_lin)t, a, H, st->qkv + (size_t)t * H, 3 * H, segs, n_segs, err)))
             return rc;
 
     int global = l % c->global_every == 0;
@@ -182,7 +165,7 @@ int eng__modernbert_layer(const eng_model *m, eng_state *st, int l, float *x, in
     if (n_groups && groups_have(groups, n_groups, ENG_LIN_O)) {
         eng_epilogue ep_o = {.bias = w->bo, .act = ENG_ACT_IDENTITY};
         eng_linear_run(pool, rows, st->ctx, H, &w->wo, st->h, H, &ep_o, ws);
-        if ((rc = linear_adapters(st, groups, n_groups, ENG_LIN_O, st->ctx, H, st->h, H, segs, n_segs, err))) return rc;
+        if ((rc = eng__linear_adapters(st, groups, n_groups, ENG_LIN_O, st->ctx, H, st->h, H, segs, n_segs, err))) return rc;
         eng_add(st->h, x, (size_t)rows * H);
     } else {
         eng_epilogue ep_o = {.bias = w->bo, .act = ENG_ACT_IDENTITY, .residual = x, .ldr = H};
@@ -195,7 +178,7 @@ int eng__modernbert_layer(const eng_model *m, eng_state *st, int l, float *x, in
     eng_epilogue ep_1 = {.bias = w->b1, .act = ENG_ACT_IDENTITY};
     eng_linear_run(pool, rows, st->ctx, H, &w->w1, st->inter, 2 * I, &ep_1, ws);
     if (n_groups && groups_have(groups, n_groups, ENG_LIN_I) &&
-        (rc = linear_adapters(st, groups, n_groups, ENG_LIN_I, st->ctx, H, st->inter, 2 * I, segs, n_segs, err)))
+        (rc = eng__linear_adapters(st, groups, n_groups, ENG_LIN_I, st->ctx, H, st->inter, 2 * I, segs, n_segs, err)))
         return rc;
     int tasks = eng_pool_size(pool) * 4;
     glu_job gj = {st->inter, rows, I, (rows + tasks - 1) / tasks, c->act};
@@ -204,7 +187,7 @@ int eng__modernbert_layer(const eng_model *m, eng_state *st, int l, float *x, in
     if (n_groups && groups_have(groups, n_groups, ENG_LIN_D)) {
         eng_epilogue ep_2 = {.bias = w->b2, .act = ENG_ACT_IDENTITY};
         eng_linear_run(pool, rows, st->inter, 2 * I, &w->w2, x, H, &ep_2, ws);
-        if ((rc = linear_adapters(st, groups, n_groups, ENG_LIN_D, st->inter, 2 * I, x, H, segs, n_segs, err))) return rc;
+        if ((rc = eng__linear_adapters(st, groups, n_groups, ENG_LIN_D, st->inter, 2 * I, x, H, segs, n_segs, err))) return rc;
         eng_add(x, st->h, (size_t)rows * H);
     } else {
         eng_epilogue ep_2 = {.bias = w->b2, .act = ENG_ACT_IDENTITY, .residual = st->h, .ldr = H};

@@ -255,3 +255,21 @@ int eng__site_apply(eng_state *st, const eng_site *site, const eng_config *c, fl
     }
     return 0;
 }
+
+/* LoRA and (IA)^3 of Linear `lin` on every group of rows (the encoder's and ModernBERT's layers): y (rows,
+ * ldy) holds x W^T + b. */
+int eng__linear_adapters(eng_state *st, const eng_group *g, int n, eng_lin lin, const float *x, int ldx,
+                         float *y, int ldy, const eng_seg *segs, int n_segs, eng_err *err) {
+    for (int i = 0; i < n; i++) {
+        const eng_task_layer *a = g[i].ad;
+        if (!a) continue;
+        const float *xi = x + (size_t)g[i].row0 * ldx;
+        float *yi = y + (size_t)g[i].row0 * ldy;
+        if (a->lora[lin]) {
+            int rc = eng__lora_add(st, a->lora[lin], xi, ldx, g[i].rows, yi, ldy, g[i].row0, segs, n_segs, err);
+            if (rc) return rc;
+        }
+        if (a->ia3[lin]) eng__ia3_scale(a->ia3[lin], yi, ldy, g[i].rows);
+    }
+    return 0;
+}

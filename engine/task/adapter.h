@@ -8,6 +8,7 @@
 
 #include "core/state.h"
 #include "core/tensor.h"
+#include "model/encoder.h"
 #include "task/layer.h"
 
 /* y (n, ldy) += scaling * (x A^T) B^T for the n rows starting at absolute row row0 (segs, in
@@ -29,5 +30,10 @@ int eng__site_apply(eng_state *st, const eng_site *site, const eng_config *c, fl
 
 /* Can a stream split off inside this layer (only output-site bottleneck modules act in it)? */
 int eng__late_split_ok(const eng_task_layer *a);
+
+/* LoRA and (IA)^3 of Linear lin on every group of rows (model/encoder.h's eng_group): y (rows, ldy) holds
+ * x W^T + b, and gets each group's task's update. Returns 0 or ENG_NO_MEMORY. */
+int eng__linear_adapters(eng_state *st, const eng_group *g, int n, eng_lin lin, const float *x, int ldx, float *y,
+                         int ldy, const eng_seg *segs, int n_segs, eng_err *err);
 
 #endif
