@@ -64,7 +64,7 @@ sources() {
     tokenizer) echo engine/tokenizer/load.c ;;
     config) echo engine/model/model.c engine/io/hf_keys.c ;;
     adapter_config|head_config) echo engine/task/*.c ;;
-    task_json) echo adapters_store/store.c ;;
+    task_json) echo adapters_store/meta.c ;;
     esac
 }
 

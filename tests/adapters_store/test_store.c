@@ -137,7 +137,7 @@ Test(store, remove_dir_removes_links_not_their_targets) {
     cr_expect_eq(stat(outside, &st), 0, "the link's target stays");
 }
 
-/* ---- crash consistency and start-up (store.c's file-top note) ---- */
+/* ---- crash consistency and start-up (the store's file-top notes: disk.c, state.c) ---- */
 
 #define LORA ADAPTERD_FIXTURES "/adapters/bert-tiny/lora_ah/adapters/lora"
 

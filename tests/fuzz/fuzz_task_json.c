@@ -1,4 +1,4 @@
-/* fuzz_task_json.c - a registry version's task.json (adapters_store/store.c): a scratch registry,
+/* fuzz_task_json.c - a registry version's task.json (adapters_store/meta.c): a scratch registry,
  * made and opened once per process, holds the fixture BERT and one task version whose sub-folders
  * are copies of fixture adapters (four fusion children, a fusion, a head, a LoRA); the input is its
  * task.json. Each execution reads and validates the version with the input as its task.json, from

@@ -1,4 +1,4 @@
-/* test_faults.c - faults under load on the real `adapterd serve` (adapters_store/store.c's crash
+/* test_faults.c - faults under load on the real `adapterd serve` (adapters_store/'s crash
  * consistency and start-up, server/admin.c's answers): kills at random moments while versions
  * change and clients predict, a full disk during an upload, and a start-up over broken versions.
  * Registries are copies of the bert-tiny fixtures in temporary folders. */

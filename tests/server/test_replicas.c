@@ -1,5 +1,5 @@
 /* test_replicas.c - two `adapterd serve` on one registry directory, as replicas sharing a volume
- * (adapters_store/store.c: the state file and rule_current; server/watch.c: --watch poll).
+ * (adapters_store/state.c and versions.c: the state file and the current version; server/watch.c: --watch poll).
  *
  * What is proved: a change made through one replica's admin API (upload, activation, roll-back,
  * deletion, pin) reaches the other within its watch interval (plus one rescan), whichever replica
