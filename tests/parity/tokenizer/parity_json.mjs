@@ -21,35 +21,13 @@
 // SentencePiece and the Python library do. Inputs where only that approximation differs are listed
 // separately (checked against the SentencePiece library instead by spm_parity.py's T5 model).
 // Exit 0 on agreement, 1 on any difference, 77 when transformers.js or the shared data are missing.
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-
-const here = path.dirname(fileURLToPath(import.meta.url));
-const args = Object.fromEntries(
-  process.argv.slice(2).reduce((acc, a, i, all) => (a.startsWith('--') ? [...acc, [a.slice(2), all[i + 1]]] : acc), []),
-);
-const driver = args.driver;
-const sharedData = process.env.ADAPTERD_DATA_DIR ?? path.resolve(here, '../../../../shared/data');
-const fixtures = args.fixtures ?? path.join(sharedData, 'tokenizers');
-const dataDir = args.data ?? path.join(sharedData, 'datasets');
-if (!driver) {
-  console.error('usage: node parity_json.mjs --driver PATH/tok_driver [--fixtures DIR] [--data DIR]');
-  process.exit(2);
-}
-let transformers;
-try {
-  transformers = await import('@huggingface/transformers');
-} catch (e) {
-  console.log(`SKIP: @huggingface/transformers is not installed (run \`npm ci --ignore-scripts\` in ${here}): ${e.message}`);
-  process.exit(77);
-}
-const { env, AutoTokenizer } = transformers;
-env.allowRemoteModels = false;
-env.allowLocalModels = true;
-env.localModelPath = fixtures + path.sep;
+import {
+  AutoTokenizer, BYTES_TO_UNICODE, agnews, byteLevel, env, eq, fail, failures, fixtures, hex, readJson, runDriver,
+  sentences, sst2dev, utf8Fatal,
+} from './common.mjs';
 
 const MODELS = ['modernbert-base', 't5-v1_1'];
 for (const m of MODELS) {
@@ -58,55 +36,13 @@ for (const m of MODELS) {
     process.exit(77);
   }
 }
-function readColumn(file, header) {
-  const lines = fs.readFileSync(file, 'utf8').split('\n');
-  if (header) lines.shift();
-  return lines.filter((l) => l.length > 0).map((l) => l.slice(0, l.lastIndexOf('\t')));
-}
-const dsFiles = [['sst2_train.tsv', true], ['sst2_dev.tsv', true], ['agnews_test.tsv', false]];
-for (const [f] of dsFiles) {
-  if (!fs.existsSync(path.join(dataDir, f))) {
-    console.log(`SKIP: dataset ${path.join(dataDir, f)} not found (set ADAPTERD_DATA_DIR or --data)`);
-    process.exit(77);
-  }
-}
-const sentences = dsFiles.flatMap(([f, h]) => readColumn(path.join(dataDir, f), h));
-const hard = JSON.parse(fs.readFileSync(path.join(here, 'hard_cases.json'), 'utf8'));
-const hardSpm = JSON.parse(fs.readFileSync(path.join(here, 'hard_cases_spm.json'), 'utf8'));
-const agnews = readColumn(path.join(dataDir, 'agnews_test.tsv'), false);
-const sst2dev = readColumn(path.join(dataDir, 'sst2_dev.tsv'), true);
+const hard = readJson('hard_cases.json');
+const hardSpm = readJson('hard_cases_spm.json');
 const singles = [...sentences.map((s, i) => ['sentence ' + i, s]), ...[...hard.single, ...hardSpm.single].map((s, i) => ['hard ' + i, s])];
 const pairs = [...hard.pairs, ...hardSpm.pairs];
 for (let i = 0; i < 1000; i++) pairs.push([sst2dev[i % sst2dev.length], agnews[(i * 7) % agnews.length]]);
 
-const hex = (s) => Buffer.from(s, 'utf8').toString('hex');
-const BYTES_TO_UNICODE = (() => {
-  const bs = [];
-  for (let b = 0x21; b <= 0x7e; b++) bs.push(b);
-  for (let b = 0xa1; b <= 0xac; b++) bs.push(b);
-  for (let b = 0xae; b <= 0xff; b++) bs.push(b);
-  const map = new Array(256);
-  bs.forEach((b) => (map[b] = String.fromCharCode(b)));
-  let n = 0;
-  for (let b = 0; b < 256; b++) if (map[b] === undefined) map[b] = String.fromCharCode(256 + n++);
-  return map;
-})();
 const INV = new Map(BYTES_TO_UNICODE.map((c, b) => [c, b]));
-const byteLevel = (s) => Array.from(Buffer.from(s, 'utf8'), (b) => BYTES_TO_UNICODE[b]).join('');
-const utf8Fatal = new TextDecoder('utf-8', { fatal: true });
-const eq = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
-
-function runDriver(modelDir, lines) {
-  const r = spawnSync(driver, [modelDir], { input: lines.join('\n') + '\n', maxBuffer: 1 << 30, encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`tok_driver ${modelDir} exited ${r.status}: ${r.stderr}`);
-  return r.stdout.trimEnd().split('\n').map((l) => JSON.parse(l));
-}
-let failures = 0;
-function fail(msg) {
-  if (failures < 60) console.log('FAIL ' + msg);
-  failures++;
-  return false;
-}
 
 // transformers.js's Precompiled stand-in differs from the charsmap on these characters (SentencePiece
 // and the Python library apply the charsmap): a text containing one is compared by spm_parity.py
