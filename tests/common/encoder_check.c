@@ -135,3 +135,22 @@ int encoder_check_params(const char *model_dir, const eng_model_params *p, int t
     eng_model_free(m);
     return rc;
 }
+
+int encoder_load_edited(const char *model_dir, const char *from, const char *to, eng_err *err) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s/config.json", model_dir);
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    static char cfg[16384], out[16640];
+    size_t n = fread(cfg, 1, sizeof cfg - 1, f);
+    cfg[n] = 0;
+    fclose(f);
+    char *p = strstr(cfg, from);
+    if (!p) return -1;
+    snprintf(out, sizeof out, "%.*s%s%s", (int)(p - cfg), cfg, to, p + strlen(from));
+    eng_model *m = NULL;
+    eng_model_params prm = eng_model_default_params();
+    int rc = eng_model_load_config(model_dir, out, strlen(out), &prm, &m, err);
+    eng_model_free(m);
+    return rc;
+}

@@ -31,4 +31,8 @@ int encoder_check(const char *model_dir, int threads, float tol, float tol_alone
 int encoder_check_params(const char *model_dir, const eng_model_params *p, int threads, float tol, float tol_alone,
                          encoder_check_result *res, char *msg, size_t msg_len);
 
+/* Loads model_dir's weights with its config.json's first `from` replaced by `to` (a config edit under test);
+ * returns the load's status (the model is freed), or -1 when the config lacks `from`. */
+int encoder_load_edited(const char *model_dir, const char *from, const char *to, eng_err *err);
+
 #endif

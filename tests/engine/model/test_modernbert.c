@@ -13,10 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "encoder_check.h"
-#include "test_tmp.h"
 #include "engine/model.h"
 #include "engine/task.h"
 
@@ -82,39 +80,12 @@ Test(modernbert, too_long_is_refused) {
 
 /* ---- configs that are refused, on a copy of the fixture ---- */
 
-static void copy_file(const char *from, const char *to) {
-    FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
-    cr_assert(a && b, "copy %s -> %s", from, to);
-    char buf[65536];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, a)) > 0) cr_assert_eq(fwrite(buf, 1, n, b), n);
-    fclose(a);
-    fclose(b);
-}
-
 /* Loads the fixture's weights with its config.json's text `from` replaced by `to`; returns the status. */
 static int load_with(const char *from, const char *to, eng_err *e) {
-    char src[1024], tmp[1024], dst[1200];
-    cr_assert(mkdtemp(test_tmp_template(tmp, sizeof tmp, "modernbert")));
-    fixture(src, sizeof src, "model.safetensors");
-    snprintf(dst, sizeof dst, "%s/model.safetensors", tmp);
-    copy_file(src, dst);
-    fixture(src, sizeof src, "config.json");
-    FILE *f = fopen(src, "rb");
-    cr_assert(f);
-    static char cfg[16384], out[16384];
-    size_t n = fread(cfg, 1, sizeof cfg - 1, f);
-    cfg[n] = 0;
-    fclose(f);
-    char *p = strstr(cfg, from);
-    cr_assert(p, "config lacks %s", from);
-    snprintf(out, sizeof out, "%.*s%s%s", (int)(p - cfg), cfg, to, p + strlen(from));
-    eng_model *m = NULL;
-    eng_model_params mp = eng_model_default_params();
-    int rc = eng_model_load_config(tmp, out, strlen(out), &mp, &m, e);
-    eng_model_free(m);
-    unlink(dst);
-    rmdir(tmp);
+    char dir[1024];
+    fixture(dir, sizeof dir, NULL);
+    int rc = encoder_load_edited(dir, from, to, e);
+    cr_assert(rc != -1, "config lacks %s", from);
     return rc;
 }
 
