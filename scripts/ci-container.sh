@@ -170,7 +170,8 @@ if [ -e /proc/sys/fs/binfmt_misc/status ] && [ ! -e /proc/sys/fs/binfmt_misc/qem
   update-binfmts --enable qemu-aarch64 2>/dev/null || update-binfmts --import qemu-aarch64 || true
 fi
 if [ ! -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ]; then
-  echo "ci-container: cannot register qemu-aarch64 with binfmt_misc here ($(ls /proc/sys/fs/binfmt_misc 2>&1 | head -n1)): no arm64 image"
+  if [ -e /proc/sys/fs/binfmt_misc/status ]; then why="binfmt_misc is mounted but has no qemu-aarch64 entry"; else why="binfmt_misc is not mounted"; fi
+  echo "ci-container: cannot register qemu-aarch64 with binfmt_misc here ($why): no arm64 image"
   exit 1
 fi
 grep -q '^flags:.*F' /proc/sys/fs/binfmt_misc/qemu-aarch64 ||
