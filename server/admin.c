@@ -85,6 +85,7 @@ bool srv__admin_claims(srv_request *r, const char *url, const char *method) {
     srv_route rt = parse(url, method, r->off.name, sizeof r->off.name, r->off.version, sizeof r->off.version, verb, sizeof verb);
     if (rt == SRV_ROUTE_UNKNOWN) return false;
     r->route = rt;
+    r->dialect = srv__route_dialect(rt); /* KServe's repository routes answer errors in its shape */
     r->admin = true;
     return true;
 }

@@ -16,14 +16,16 @@
 /* Bytes of a formatted error message. */
 #define ERROR_MSG_MAX 600
 
-enum MHD_Result srv__send_body(srv_request *r, unsigned status, const char *ctype, char *body, size_t len,
-                               enum MHD_ResponseMemoryMode mode) {
+/* srv__send_body with one more header (name NULL: none). */
+static enum MHD_Result send_body_with(srv_request *r, unsigned status, const char *ctype, char *body, size_t len,
+                                      enum MHD_ResponseMemoryMode mode, const char *name, const char *value) {
     struct MHD_Response *resp = MHD_create_response_from_buffer(len, body, mode);
     if (!resp) {
         if (mode == MHD_RESPMEM_MUST_FREE) free(body);
         return MHD_NO;
     }
     MHD_add_response_header(resp, "Content-Type", ctype);
+    if (name) MHD_add_response_header(resp, name, value);
     MHD_add_response_header(resp, "X-Request-Id", r->id);
     if (status == 429) MHD_add_response_header(resp, "Retry-After", "1");
     if (status == 503) MHD_add_response_header(resp, "Retry-After", "5");
@@ -41,6 +43,17 @@ enum MHD_Result srv__send_body(srv_request *r, unsigned status, const char *ctyp
     enum MHD_Result ret = MHD_queue_response(r->conn, status, resp);
     MHD_destroy_response(resp);
     return ret;
+}
+
+enum MHD_Result srv__send_body(srv_request *r, unsigned status, const char *ctype, char *body, size_t len,
+                               enum MHD_ResponseMemoryMode mode) {
+    return send_body_with(r, status, ctype, body, len, mode, NULL, NULL);
+}
+
+enum MHD_Result srv__send_v2_binary(srv_request *r, char *body, size_t len, size_t header_len) {
+    char hl[24];
+    snprintf(hl, sizeof hl, "%zu", header_len);
+    return send_body_with(r, 200, "application/octet-stream", body, len, MHD_RESPMEM_MUST_FREE, "Inference-Header-Content-Length", hl);
 }
 
 enum MHD_Result srv__send_json(srv_request *r, unsigned status, char *json, size_t len) {
@@ -81,7 +94,10 @@ proto_dialect srv__route_dialect(srv_route route) {
     case SRV_ROUTE_V2_READY:
     case SRV_ROUTE_V2_MODEL:
     case SRV_ROUTE_V2_MODEL_READY:
-    case SRV_ROUTE_V2_INFER: return PROTO_DIALECT_KSERVE;
+    case SRV_ROUTE_V2_INFER:
+    case SRV_ROUTE_V2_REPO_INDEX:
+    case SRV_ROUTE_V2_REPO_LOAD:
+    case SRV_ROUTE_V2_REPO_UNLOAD: return PROTO_DIALECT_KSERVE;
     default: return PROTO_DIALECT_ADAPTERD;
     }
 }

@@ -15,6 +15,10 @@ enum MHD_Result srv__send_body(srv_request *r, unsigned status, const char *ctyp
                                enum MHD_ResponseMemoryMode mode);
 /* Queues a malloc'd JSON body (freed by MHD); json NULL (out of memory) sends a fixed 500. */
 enum MHD_Result srv__send_json(srv_request *r, unsigned status, char *json, size_t len);
+
+/* 200 with a KServe v2 answer in the binary tensor data extension (body: len bytes, malloc'd, taken):
+ * Content-Type application/octet-stream, Inference-Header-Content-Length header_len (its JSON). */
+enum MHD_Result srv__send_v2_binary(srv_request *r, char *body, size_t len, size_t header_len);
 /* Queues {"error":{"code","message"}} with code's HTTP status (http_status.h). */
 enum MHD_Result srv__send_error(srv_request *r, eng_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 

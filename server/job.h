@@ -60,6 +60,7 @@ typedef struct srv_job {
     proto_aggregation aggregation; /* tagging: "aggregation" */
     unsigned v2_outputs;         /* v2: the output tensors asked for; 0: all */
     const char *v2_id;           /* v2: the client's "id", borrowed from the parsed request; NULL: none */
+    unsigned v2_binary;          /* v2: the outputs answered as binary data (PROTO_V2_OUT_* bits) */
     bool tei_batch, tei_raw, tei_return_text; /* TEI /predict, /rerank: the request's "inputs" shape and flags */
     srv_answer_form form;
     /* embed jobs: n_tasks 0; the model reference is the job's own */
@@ -75,6 +76,7 @@ typedef struct srv_job {
     unsigned status;
     char *body;
     size_t body_len;
+    size_t head_len;             /* v2 binary answer: the bytes of JSON before the tensors' (Inference-Header-Content-Length); 0: JSON only */
 } srv_job;
 
 /* Releases the job's encodings, task references and body; NULL does nothing. */

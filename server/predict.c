@@ -290,6 +290,7 @@ static prepare_result job_prepare(srv_request *r, srv_job *j, const proto_predic
     j->aggregation = p->aggregation;
     j->v2_outputs = p->v2_outputs;
     j->v2_id = p->v2_id;
+    j->v2_binary = p->v2_binary;
     j->latency_ms = j->predicted_ms = -1;
     j->load_ms = r->off.load_s * 1e3;
     if (n_tasks < 0 || (!all && !(j->tasks = calloc((size_t)n_tasks, sizeof *j->tasks))) || !(j->treqs = calloc((size_t)n_tasks, sizeof *j->treqs)) ||
@@ -388,11 +389,43 @@ static int tei_task(srv_request *r, char *out, size_t n) {
     return 0;
 }
 
+/* KServe v2 infer's body: JSON, or JSON and binary tensors (Inference-Header-Content-Length, the
+ * binary tensor data extension). Triton's clients send the latter without a Content-Type, so none is
+ * accepted beside application/json and application/octet-stream. 0 with the JSON's length in
+ * *header_len, or -1 with the answer in *ans. */
+static int v2_body(srv_request *r, size_t *header_len, enum MHD_Result *ans) {
+    const char *ct = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Type");
+    const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Inference-Header-Content-Length");
+    *header_len = r->body_len;
+    if (ct && !srv__media_type_is(ct, "application/json") && !srv__media_type_is(ct, "application/octet-stream")) {
+        *ans = srv__send_error(r, ENG_MEDIA_TYPE, "Content-Type must be application/json, or application/octet-stream with "
+                                                  "Inference-Header-Content-Length (got %.100s)", ct);
+        return -1;
+    }
+    if (r->too_large) {
+        *ans = srv__send_error(r, ENG_TOO_LARGE, "request body over the limit of %zu bytes", r->srv->cfg.max_body_bytes);
+        return -1;
+    }
+    if (!h) return 0;
+    char *end = NULL;
+    unsigned long long v = *h >= '0' && *h <= '9' ? strtoull(h, &end, 10) : 0;
+    if (!end || *end || v > r->body_len) {
+        *ans = srv__send_error(r, ENG_MALFORMED,
+                               "Inference-Header-Content-Length %.40s is not a byte count within the body (%zu bytes)", h, r->body_len);
+        return -1;
+    }
+    *header_len = (size_t)v;
+    return 0;
+}
+
 enum MHD_Result srv__predict(srv_request *r, const char *task, size_t task_len) {
     srv_server *s = r->srv;
     enum MHD_Result ans = MHD_YES;
+    size_t header_len = 0;
     /* admission first: a refusal costs no parse, no tokenization and no load */
-    if (srv__refuse_unready(r, &ans) || srv__refuse_json_body(r, &ans) || srv__refuse_busy(r, &ans)) return ans;
+    if (srv__refuse_unready(r, &ans)) return ans;
+    if (r->route == SRV_ROUTE_V2_INFER ? v2_body(r, &header_len, &ans) != 0 : srv__refuse_json_body(r, &ans)) return ans;
+    if (srv__refuse_busy(r, &ans)) return ans;
     proto_limits lim = srv__proto_limits(s);
     eng_err pe = {0};
     int rc;
@@ -401,7 +434,7 @@ enum MHD_Result srv__predict(srv_request *r, const char *task, size_t task_len) 
         if (task_len >= sizeof tname) return srv__send_error(r, ENG_NOT_FOUND, "unknown task");
         memcpy(tname, task, task_len);
         tname[task_len] = '\0';
-        rc = proto_v2_infer_parse(r->body ? r->body : "", r->body_len, tname, &lim, &r->preq, &pe);
+        rc = proto_v2_infer_parse_binary(r->body ? r->body : "", r->body_len, header_len, tname, &lim, &r->preq, &pe);
     } else if (r->route == SRV_ROUTE_TEI_PREDICT || r->route == SRV_ROUTE_TEI_RERANK) {
         if (tei_task(r, tname, sizeof tname)) return srv__send_error(r, ENG_INVALID_ARGUMENT, "%s", tname);
         rc = proto_tei_predict_parse(r->body ? r->body : "", r->body_len, tname, r->route == SRV_ROUTE_TEI_RERANK, &lim, &r->preq, &pe);

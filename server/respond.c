@@ -30,6 +30,7 @@ proto_head_kind srv__wire_head_kind(int head_type) {
 void srv__job_fail(srv_job *j, eng_status code, const char *msg) {
     free(j->body);
     j->body = NULL;
+    j->head_len = 0;
     j->status = srv_error_body_as(j->dialect, code, msg, &j->body, &j->body_len);
 }
 
@@ -230,7 +231,7 @@ void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats
                                  .tokens = tokens,
                                  .truncated = j->truncated,
                                  .ret_scores = j->ret_scores,
-                                 .v2_outputs = j->v2_outputs, .v2_id = j->v2_id,
+                                 .v2_outputs = j->v2_outputs, .v2_id = j->v2_id, .v2_binary = j->v2_binary,
                                  .queue_ms = (j->t_start - j->t_submit) * 1e3,
                                  .inference_ms = (j->t_end - j->t_start) * 1e3,
                                  .total_ms = (j->t_end - j->t_request) * 1e3,
@@ -241,7 +242,7 @@ void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats
                                  .predicted_ms = j->predicted_ms,
                                  .load_ms = j->load_ms,
                                  .explain = stats && j->ret_explain ? &ex : NULL};
-        j->body = j->form == SRV_ANSWER_V2            ? proto_v2_infer_encode(&pr, &j->body_len)
+        j->body = j->form == SRV_ANSWER_V2            ? proto_v2_infer_encode_binary(&pr, &j->body_len, &j->head_len)
                   : j->form == SRV_ANSWER_TEI_PREDICT ? proto_tei_predict_encode(&pr, j->tei_batch, j->tei_raw, &j->body_len)
                   : j->form == SRV_ANSWER_TEI_RERANK
                       ? proto_tei_rerank_encode(&pr, j->tei_raw, j->texts, j->tei_return_text, &j->body_len)

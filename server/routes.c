@@ -381,6 +381,7 @@ enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const ch
         char *b = j->body;
         j->body = NULL;
         if (!b) return srv__send_error(r, ENG_INTERNAL, "no response was produced");
+        if (j->head_len) return srv__send_v2_binary(r, b, j->body_len, j->head_len);
         return srv__send_json(r, j->status, b, j->body_len);
     }
     if (*upload_data_size) {
@@ -446,8 +447,8 @@ enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const ch
     }
     case SRV_ROUTE_V2_LIVE: j = proto_v2_bool_encode("live", 1, &len); return srv__send_json(r, 200, j, len);
     case SRV_ROUTE_V2_SERVER: {
-        static const char *const ext[] = {"model_repository", "statistics"};
-        j = proto_v2_server_encode("adapterd", ADAPTERD_VERSION_STRING, ext, 2, &len);
+        static const char *const ext[] = {"model_repository", "statistics", "binary_tensor_data"};
+        j = proto_v2_server_encode("adapterd", ADAPTERD_VERSION_STRING, ext, (int)(sizeof ext / sizeof ext[0]), &len);
         return srv__send_json(r, 200, j, len);
     }
     case SRV_ROUTE_V2_READY:

@@ -44,6 +44,18 @@ for body in [
          "outputs": [{"name": "label"}, {"name": "scores"}], "parameters": {"skip": 1, "budget": 0.5, "truncate": True}},
         {"id": "r1", "inputs": [{"name": "x", "shape": [1, 1], "datatype": "BYTES", "data": [["z"]]}]}]:
     put("proto_v2", json.dumps(body).encode())
+# the binary tensor data extension: JSON header, FUZZ_SEP, the tensors' bytes (BYTES: 4-byte LE length + bytes)
+def v2_bytes(*s):
+    return b"".join(struct.pack("<I", len(x)) + x for x in s)
+for ins, raw in [
+        ([{"name": "text", "shape": [2], "datatype": "BYTES", "parameters": {"binary_data_size": 13}}], v2_bytes(b"hello", b"")),
+        ([{"name": "text", "shape": [1, 1], "datatype": "BYTES", "parameters": {"binary_data_size": 5}},
+          {"name": "text_pair", "shape": [1], "datatype": "BYTES", "parameters": {"binary_data_size": 7}}],
+         v2_bytes(b"q") + v2_bytes(b"ctx")),
+        ([{"name": "text", "shape": [2], "datatype": "FP32", "parameters": {"binary_data_size": 8}}], struct.pack("<2f", 1, 2))]:
+    body = {"inputs": ins, "outputs": [{"name": "label", "parameters": {"binary_data": True}}],
+            "parameters": {"binary_data_output": True}}
+    put("proto_v2", json.dumps(body).encode() + SEP + raw)
 
 # --- URLs: option byte picks GET POST PUT DELETE HEAD ---
 for m, u in [(0, "/v1/tasks/abc"), (0, "/v2/models/t/ready"), (1, "/v2/models/t/infer"), (1, "/v1/predict"),

@@ -87,6 +87,8 @@ typedef struct {
     int add_special_tokens;  /* tokenize: default 1 */
     unsigned v2_outputs;     /* v2: the "outputs" asked for, PROTO_V2_OUT_* bits; 0: all */
     const char *v2_id;       /* v2: the request's "id" (echoed in the answer), or NULL */
+    unsigned v2_binary;      /* v2: the outputs to answer as binary data (PROTO_V2_OUT_* bits; "binary_data" of an
+                              * output, else the request's "binary_data_output"); 0: all as JSON */
     /* embeds (proto_embed_parse, proto_openai_embed_parse) */
     int truncate_left;       /* "truncation_direction": "left": the start of a text is cut */
     const char *prompt_name; /* "prompt_name": a prompt of the model's sentence-transformers config, or NULL */
@@ -138,6 +140,17 @@ int proto_predict_parse(const char *body, size_t len, const proto_limits *lim, p
  * are ENG_INVALID_ARGUMENT; the outputs asked for go to v2_outputs. */
 int proto_v2_infer_parse(const char *body, size_t len, const char *task, const proto_limits *lim, proto_predict_req *out,
                          eng_err *err);
+
+/* The same with the binary tensor data extension: the first header_len bytes of body are the JSON
+ * request (the Inference-Header-Content-Length), the rest the raw data of the inputs that carry
+ * "parameters": {"binary_data_size": n}, in input order (a BYTES element is a 4-byte little-endian
+ * length and its bytes). header_len == len: no binary data (proto_v2_infer_parse). A header past the
+ * body, sizes that do not add up to the bytes after the header, a size the datatype and shape
+ * disagree with, or an element running past its tensor is ENG_MALFORMED naming the input; an element
+ * that is not UTF-8 or holds a NUL is ENG_INVALID_ARGUMENT. Outputs asked for as binary data
+ * ("binary_data" per output, "binary_data_output" in "parameters") go to v2_binary. */
+int proto_v2_infer_parse_binary(const char *body, size_t len, size_t header_len, const char *task, const proto_limits *lim,
+                                proto_predict_req *out, eng_err *err);
 
 /* Parses a POST /v1/embed body, in the shape of text-embeddings-inference's /embed: "inputs" (a
  * string, ids, or an array of strings / ids / {"text", "text_pair"} / {"ids", "type_ids"}),
@@ -254,6 +267,7 @@ typedef struct {
     int ret_scores;
     unsigned v2_outputs;              /* v2: the output tensors asked for (PROTO_V2_OUT_*); 0: all */
     const char *v2_id;                /* v2: the client's "id", answered instead of request_id; NULL: none */
+    unsigned v2_binary;               /* v2: the outputs answered as binary data (PROTO_V2_OUT_* bits) */
     double queue_ms, inference_ms, total_ms;
     double latency_target_ms, predicted_ms;           /* "latency_ms" asked and the cost model's prediction; -1: none */
     double load_ms;                   /* time spent loading the request's tasks first (lazy loading); 0: none */
@@ -268,6 +282,12 @@ char *proto_predict_encode(const proto_predict_resp *r, size_t *len);
  * for when v2_outputs is set), every input's answer in one tensor per output: [N] per input, [N, K]
  * per label (scores; multi-label's labels), [M] per entity for tagging (input says whose). */
 char *proto_v2_infer_encode(const proto_predict_resp *r, size_t *len);
+/* The same with the binary tensor data extension: the outputs in r->v2_binary carry "parameters":
+ * {"binary_data_size": n} and no "data", and their bytes follow the JSON in output order (FP32 as
+ * little-endian float32, null as NaN; INT32 as little-endian int32; BYTES as a 4-byte little-endian
+ * length and the bytes). *header_len: the JSON's length (the answer's Inference-Header-Content-Length)
+ * when some output is binary, else 0 (the text is JSON alone, as proto_v2_infer_encode's). */
+char *proto_v2_infer_encode_binary(const proto_predict_resp *r, size_t *len, size_t *header_len);
 /* POST /v1/embed's answer, a bare JSON array as text-embeddings-inference gives it: vectors
  * (n_vec, dim) row-major. rows NULL: one vector per input, [[f, ...], ...]; else input i owns the
  * next rows[i] vectors and the answer nests them, [[[f, ...], ...], ...]. */
