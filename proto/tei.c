@@ -243,4 +243,15 @@ bad:
     return rc;
 }
 
-char *proto_tei_decode_encode(const char *const *texts, int n, size_t *len) { return proto__dump(proto__strings(texts, n), len); }
+char *proto_tei_decode_encode(const char *const *texts, const size_t *lens, int n, size_t *len) {
+    json_t *a = json_array();
+    int bad = !a;
+    /* a text that is not UTF-8 cannot be a JSON string: the decoders replace invalid bytes first */
+    for (int i = 0; !bad && i < n; i++)
+        bad |= json_array_append_new(a, json_stringn(texts[i], lens ? lens[i] : strlen(texts[i])));
+    if (bad) {
+        json_decref(a);
+        return NULL;
+    }
+    return proto__dump(a, len);
+}

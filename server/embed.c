@@ -276,53 +276,6 @@ enum MHD_Result srv__tei_info(srv_request *r) {
     return srv__send_json(r, 200, j, len);
 }
 
-/* Hugging Face's clean_up_tokenization_spaces: the spaces WordPiece puts before punctuation and
- * English contractions, removed in place. */
-static void clean_up_spaces(char *s) {
-    static const char *const from[] = {" .", " ?", " !", " ,", " ' ", " n't", " 'm", " 's", " 've", " 're"};
-    static const char *const to[] = {".", "?", "!", ",", "'", "n't", "'m", "'s", "'ve", "'re"};
-    for (size_t k = 0; k < sizeof from / sizeof *from; k++) {
-        size_t fl = strlen(from[k]), tl = strlen(to[k]);
-        for (char *p = strstr(s, from[k]); p; p = strstr(p + tl, from[k])) memmove(p + tl, p + fl, strlen(p + fl) + 1), memcpy(p, to[k], tl);
-    }
-}
-
-/* Token ids back to text into a malloc'd string; NULL when out of memory, or *bad set to the index
- * of an id outside the vocabulary. */
-static char *decode_ids(const eng_tokenizer *tok, const proto_text *x, bool skip_special, int *bad) {
-    int32_t sp[] = {eng_tokenizer_cls_id(tok), eng_tokenizer_sep_id(tok), eng_tokenizer_pad_id(tok), eng_tokenizer_mask_id(tok),
-                    eng_tokenizer_unk_id(tok)};
-    size_t cap = 16, n = 0;
-    char *out = malloc(cap);
-    for (int k = 0; out && k < x->n_ids; k++) {
-        bool special = false;
-        for (size_t q = 0; q < sizeof sp / sizeof *sp; q++) special |= x->ids[k] == sp[q];
-        if (special && skip_special) continue;
-        const char *t = eng_tok_id_to_token(tok, x->ids[k]);
-        if (!t) {
-            *bad = k;
-            free(out);
-            return NULL;
-        }
-        bool glue = !strncmp(t, "##", 2);
-        if (glue) t += 2;
-        size_t tl = strlen(t);
-        if (n + tl + 2 > cap) {
-            char *o = realloc(out, (cap = 2 * (n + tl + 2)));
-            if (!o) {
-                free(out);
-                return NULL;
-            }
-            out = o;
-        }
-        if (n && !glue) out[n++] = ' ';
-        memcpy(out + n, t, tl);
-        n += tl;
-    }
-    if (out) out[n] = '\0', clean_up_spaces(out);
-    return out;
-}
-
 enum MHD_Result srv__tei_decode(srv_request *r) {
     enum MHD_Result ans = MHD_YES;
     if (srv__refuse_json_body(r, &ans)) return ans;
@@ -335,13 +288,18 @@ enum MHD_Result srv__tei_decode(srv_request *r) {
     int n = r->preq.n_inputs, bad = -1, at = 0;
     char **texts = calloc((size_t)n, sizeof *texts);
     bool oom = !texts;
-    for (int i = 0; !oom && bad < 0 && i < n; i++)
-        if (!(texts[i] = decode_ids(store_model_tokenizer(m), &r->preq.inputs[i], !r->preq.add_special_tokens, &bad))) {
-            oom = bad < 0;
-            at = i;
-        }
+    size_t *lens = calloc((size_t)n + 1, sizeof *lens);
+    oom |= !lens;
+    /* the engine's decoder for the model's tokenizer kind (WordPiece, byte-level BPE, SentencePiece) */
+    for (int i = 0; !oom && bad < 0 && i < n; i++) {
+        const proto_text *x = &r->preq.inputs[i];
+        int dr = eng_tok_decode(store_model_tokenizer(m), x->ids, x->n_ids, !r->preq.add_special_tokens, &texts[i], &lens[i], &bad);
+        oom = dr == ENG_NO_MEMORY;
+        at = i;
+    }
     size_t len = 0;
-    char *body = oom || bad >= 0 ? NULL : proto_tei_decode_encode((const char *const *)texts, n, &len);
+    char *body = oom || bad >= 0 ? NULL : proto_tei_decode_encode((const char *const *)texts, lens, n, &len);
+    free(lens);
     for (int i = 0; texts && i < n; i++) free(texts[i]);
     free(texts);
     store_model_release(m);

@@ -48,6 +48,7 @@
 #ifndef ADAPTERD_ENGINE_TOKENIZER_H
 #define ADAPTERD_ENGINE_TOKENIZER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -164,6 +165,15 @@ void eng_tok_encoding_free(eng_tok_encoding *enc);
 /* Returns the vocabulary string of id (byte-level BPE tokens are in their "Ġword" form), owned by
  * the tokenizer and valid until eng_tokenizer_free; NULL when id is not a token id. */
 const char *eng_tok_id_to_token(const eng_tokenizer *tok, int32_t id);
+
+/* Token ids back to text, as Hugging Face's decode does for the tokenizer's kind: WordPiece (joined
+ * by spaces, "##" glued, transformers' clean_up_tokenization), byte-level BPE (GPT-2's byte alphabet
+ * reversed, invalid UTF-8 replaced by U+FFFD), SentencePiece Unigram and BPE (the Metaspace decoder:
+ * U+2581 as a space, none at the start; byte-fallback pieces <0xNN> as bytes). skip_special leaves
+ * out special tokens. Returns 0 with *out a malloc'd NUL-terminated text of *len bytes (the caller
+ * frees it; byte-level text may hold a NUL), ENG_INVALID_ARGUMENT with *bad the index of an id that
+ * is no token, or ENG_NO_MEMORY. Safe to call concurrently on the same tokenizer. */
+int eng_tok_decode(const eng_tokenizer *tok, const int32_t *ids, int n, bool skip_special, char **out, size_t *len, int *bad);
 
 /* Returns the id of a vocabulary or added token string (len bytes), or -1 when it has none. */
 int32_t eng_tok_token_to_id(const eng_tokenizer *tok, const char *token, size_t len);

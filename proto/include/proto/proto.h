@@ -400,8 +400,9 @@ char *proto_tei_rerank_encode(const proto_predict_resp *r, int raw, const proto_
  * Same contract as proto_predict_parse. */
 int proto_tei_decode_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *out, eng_err *err);
 
-/* TEI's /decode answer: ["text", ...], one per input. */
-char *proto_tei_decode_encode(const char *const *texts, int n, size_t *len);
+/* TEI's /decode answer: ["text", ...], one per input; lens (n) their lengths in bytes (a text may
+ * hold a NUL), or NULL for NUL-terminated texts. NULL when out of memory or a text is not UTF-8. */
+char *proto_tei_decode_encode(const char *const *texts, const size_t *lens, int n, size_t *len);
 
 /* ---- OpenAI embeddings (openai.c) ---- */
 

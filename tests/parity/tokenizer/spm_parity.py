@@ -229,8 +229,27 @@ try:
                 n_tok += len(g["ids"])
         if len(got) != len(cases):
             fail(f"{name}: {len(got)} results for {len(cases)} inputs")
+        # decode (eng_tok_decode, TEI's /decode): the ids of single texts back to SentencePiece's own
+        # decode of its pieces (special tokens skipped; texts with an unknown piece left out, which
+        # SentencePiece writes as " ⁇ " and Hugging Face skips as a special token)
+        dec = [(a, g["ids"]) for (label, a, b), g in zip(cases, got) if b is None and "ids" in g
+               and sp.unk_id() not in sp.encode(a)][:1500]
+        r = subprocess.run([args.driver, d], capture_output=True,
+                           input="".join(f"D\t1\t{','.join(map(str, ids))}\n" for _, ids in dec).encode())
+        dgot = [json.loads(l) for l in r.stdout.decode().splitlines()]
+        n_dec = 0
+        for (a, ids), g in zip(dec, dgot):
+            want = sp.decode(sp.encode(a))
+            text = bytes.fromhex(g["text"]).decode("utf-8") if "text" in g else f"(error {g.get('error')})"
+            if text == want:
+                n_dec += 1
+            else:
+                fail(f"{name} [{mfile}] decode {ids}:\n  sentencepiece {want!r}\n  adapterd      {text!r}")
+        if len(dgot) != len(dec):
+            fail(f"{name}: {len(dgot)} decodes for {len(dec)} inputs")
         print(f"{name} [{mfile}]: {time.time() - t0:.0f} s, {len(cases)} inputs ({len(singles)} single texts, {len(pairs)} pairs): "
-              f"ids, type ids and offsets identical for {n_ok}/{len(cases)} ({n_tok} tokens)")
+              f"ids, type ids and offsets identical for {n_ok}/{len(cases)} ({n_tok} tokens); decode identical for "
+              f"{n_dec}/{len(dec)} texts")
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
 print(f"{'FAILED' if failures else 'OK'}: {failures} differences; {time.time() - t0:.1f} s")

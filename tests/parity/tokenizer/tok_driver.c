@@ -4,7 +4,9 @@
  * be passed), tokenizes each with eng_tok_encode and prints one JSON line per input:
  * {"ids":[...],"type_ids":[...],"offsets":[s0,e0,s1,e1,...]} or {"error":"STATUS_NAME"}.
  * A missing pair field means no pair; "-" means no pair when a max length follows. MAX_LENGTH 0
- * with STRATEGY none disables truncation. Usage: tok_driver MODEL_DIR < lines > results */
+ * with STRATEGY none disables truncation. A line "D\tSKIP\tID,ID,..." decodes the ids instead
+ * (eng_tok_decode, SKIP 1 leaves special tokens out) and prints {"text":"HEX"} or {"error":"NAME"}.
+ * Usage: tok_driver MODEL_DIR < lines > results */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +29,27 @@ static long unhex(char *s, size_t n) {
         s[i] = (char)(a * 16 + b);
     }
     return (long)(n / 2);
+}
+
+/* "D\tSKIP\tIDS": the ids decoded, as hex. */
+static void decode_line(const eng_tokenizer *tok, int skip, char *ids_s) {
+    size_t cap = strlen(ids_s) + 1, n = 0;
+    int32_t *ids = malloc(cap * sizeof *ids);
+    for (char *p = ids_s, *e; ids && *p; p = *e ? e + 1 : e) {
+        ids[n++] = (int32_t)strtol(p, &e, 10);
+        if (e == p) break;
+    }
+    char *text = NULL;
+    size_t len = 0;
+    int bad = -1;
+    int rc = ids ? eng_tok_decode(tok, ids, (int)n, skip != 0, &text, &len, &bad) : ENG_NO_MEMORY;
+    if (rc) printf("{\"error\":\"%s\"}\n", eng_status_name(rc));
+    else {
+        fputs("{\"text\":\"", stdout);
+        for (size_t i = 0; i < len; i++) printf("%02x", (unsigned char)text[i]);
+        fputs("\"}\n", stdout);
+    }
+    free(text), free(ids);
 }
 
 int main(int argc, char **argv) {
@@ -52,6 +75,10 @@ int main(int argc, char **argv) {
         int nf = 1;
         for (char *p = line; *p && nf < 4; p++)
             if (*p == '\t') *p = '\0', f[nf++] = p + 1;
+        if (!strcmp(f[0], "D") && nf == 3) {
+            decode_line(tok, atoi(f[1]), f[2]);
+            continue;
+        }
         eng_tok_params prm = eng_tok_default_params();
         prm.truncation = ENG_TOK_TRUNCATE_NONE;
         long tl = unhex(f[0], strlen(f[0]));
