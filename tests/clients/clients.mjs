@@ -1,6 +1,7 @@
 // clients.mjs - the real npm clients of other servers, configured only with the base URL as their
 // docs say, against a live `adapterd serve` on the fixture registry (bert-tiny): Hugging Face's
-// @huggingface/inference (featureExtraction with endpointUrl = the base URL, TEI's usual setup) and
+// @huggingface/inference (featureExtraction with endpointUrl = the base URL, TEI's usual setup),
+// LangChain's HuggingFaceInferenceEmbeddings (@langchain/community, endpointUrl = the base URL) and
 // openai (embeddings.create with baseURL = .../v1; it asks for base64 by default and decodes it).
 // Their answers must equal POST /v1/embed's (which tests/server/test_embed.c checks against
 // PyTorch): the same numbers (OpenAI's base64 float32s equal the JSON floats rounded to float32),
@@ -10,6 +11,7 @@ import assert from 'node:assert/strict';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { InferenceClient } from '@huggingface/inference';
+import { HuggingFaceInferenceEmbeddings } from '@langchain/community/embeddings/hf';
 import OpenAI from 'openai';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -50,6 +52,21 @@ try {
   await check('@huggingface/inference: a refused request reaches the caller with the server message', async () => {
     await assert.rejects(hf.featureExtraction({ endpointUrl: srv.url, inputs: 'x', prompt_name: 'nope' }),
       (e) => /prompt/.test(String(e.message) + JSON.stringify(e.httpResponse?.body ?? '')));
+  });
+
+  // LangChain's TEI embeddings: @huggingface/inference underneath, endpointUrl = the base URL (its docs'
+  // setup for a self-hosted endpoint); no model given (LangChain warns and picks a default name; the
+  // endpoint client posts to the URL, where the registry's one model answers)
+  const lc = new HuggingFaceInferenceEmbeddings({ endpointUrl: srv.url });
+  await check('LangChain HuggingFaceInferenceEmbeddings embedDocuments, endpointUrl = base URL', async () => {
+    const docs = ['the match was great', 'a cat', 'line one\nline two'];
+    const got = await lc.embedDocuments(docs);
+    // LangChain replaces newlines by spaces before sending
+    assert.deepEqual(got, await v1embed({ inputs: docs.map((d) => d.replace(/\n/g, ' ')) }));
+  });
+  await check('LangChain HuggingFaceInferenceEmbeddings embedQuery', async () => {
+    const got = await lc.embedQuery('where is the cat?');
+    assert.deepEqual(got, (await v1embed({ inputs: ['where is the cat?'] }))[0]);
   });
 
   const openai = new OpenAI({ baseURL: `${srv.url}/v1`, apiKey: 'unused' });

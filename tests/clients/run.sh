@@ -7,7 +7,7 @@ if ! command -v node >/dev/null 2>&1; then
     echo "SKIP: node is not installed (the client test needs Node.js >= 20)"
     exit 77
 fi
-for p in openai @huggingface/inference; do
+for p in openai @huggingface/inference @langchain/community @langchain/core; do
     if [ ! -e "$here/node_modules/$p" ]; then
         echo "SKIP: npm package $p is not installed; run: (cd $here && npm ci --ignore-scripts)"
         exit 77
