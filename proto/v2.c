@@ -263,11 +263,11 @@ static int v2_binary_inputs(json_t *ins, const unsigned char *bin, size_t bin_le
         int es = v2_datatype_size(dt);
         long long count = v2_shape_count(json_object_get(t, "shape"), i, err);
         if (count < 0) return err ? err->code : ENG_MALFORMED;
-        if (es > 0 && (unsigned long long)count * (unsigned)es != size)
+        if (es > 0 && ((unsigned long long)count > size / (unsigned)es || (unsigned long long)count * (unsigned)es != size))
             return eng_err_set(err, ENG_MALFORMED,
                                "inputs[%zu].parameters.binary_data_size %llu disagrees with its datatype and shape: %lld "
-                               "%s elements are %llu bytes",
-                               i, size, count, dt, (unsigned long long)count * (unsigned)es);
+                               "%s elements of %d bytes each",
+                               i, size, count, dt, es);
         if (es == 0) {
             json_t *data = v2_binary_strings(bin + off, (size_t)size, count, i, err);
             if (!data) return err ? err->code : ENG_MALFORMED;

@@ -104,10 +104,15 @@ Test(v2_binary, sizes_that_do_not_add_up_are_malformed) {
          "add up to 0"},
         /* a fixed-size datatype's bytes must be its shape's: FP32 [2] is 8 bytes */
         {"{\"inputs\":[{\"name\":\"text\",\"shape\":[2],\"datatype\":\"FP32\",\"parameters\":{\"binary_data_size\":7}}]}", HELLO_ABC,
-         7, 0, ENG_MALFORMED, "2 FP32 elements are 8 bytes"},
+         7, 0, ENG_MALFORMED, "2 FP32 elements of 4 bytes"},
         /* ... and when they agree, the datatype is still not what the model takes */
         {"{\"inputs\":[{\"name\":\"text\",\"shape\":[2],\"datatype\":\"FP32\",\"parameters\":{\"binary_data_size\":8}}]}", HELLO_ABC,
          8, 0, ENG_INVALID_ARGUMENT, "BYTES"},
+        /* a shape whose element count overflows, and one whose byte count does (2^62 x 8 = 2^65, 0 mod 2^64) */
+        {"{\"inputs\":[{\"name\":\"text\",\"shape\":[4611686018427387904,2],\"datatype\":\"FP64\","
+         "\"parameters\":{\"binary_data_size\":0}}]}", HELLO_ABC, 0, 0, ENG_MALFORMED, "more elements"},
+        {"{\"inputs\":[{\"name\":\"text\",\"shape\":[4611686018427387904],\"datatype\":\"FP64\","
+         "\"parameters\":{\"binary_data_size\":0}}]}", HELLO_ABC, 0, 0, ENG_MALFORMED, "disagrees"},
         /* a header that is cut inside the JSON */
         {TEXT_BIN("[2]", "16"), HELLO_ABC, 16, -3, ENG_MALFORMED, "JSON"},
     };
