@@ -322,6 +322,9 @@ enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const ch
         r->t0 = srv__now();
         r->route = match(url, &arg, &arg_len);
         r->dialect = srv__route_dialect(r->route);
+        /* under /v2 (the repository routes are claimed by admin.c later), refusals made before the
+         * route is known come in KServe's shape too */
+        if (!strncmp(url, "/v2/", 4)) r->dialect = PROTO_DIALECT_KSERVE;
         snprintf(r->method, sizeof r->method, "%s", method);
         snprintf(r->path, sizeof r->path, "%s", url);
         for (char *c = r->path; *c; c++)
