@@ -26,6 +26,7 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -60,14 +61,16 @@ class Server:
         binary = os.environ.get("ADAPTERD_TEST_SERVER") or binary
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        # the server's log goes to a file (a pipe nobody reads would fill and stall it); printed on failure
+        self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
             [binary, "serve", "--host", "127.0.0.1", "--port", str(self.port), "--threads", "1", "--registry", registry,
              "--admin-token", TOKEN, "--watch", "false", "--max-body-bytes", str(MAX_BODY)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            stdout=subprocess.DEVNULL, stderr=self.log)
         t0 = time.time()
         while True:
             if self.proc.poll() is not None:
-                raise SystemExit("adapterd serve exited before it was ready:\n" + self.proc.stderr.read().decode())
+                raise SystemExit("adapterd serve exited before it was ready:\n" + self.log_text())
             if time.time() - t0 > 30:
                 self.proc.kill()
                 raise SystemExit("adapterd serve was not ready within 30 s")
@@ -77,6 +80,10 @@ class Server:
             except (urllib.error.URLError, ConnectionError):
                 pass
             time.sleep(0.1)
+
+    def log_text(self):
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")
 
     def stop(self):
         self.proc.terminate()
@@ -240,7 +247,7 @@ def main():
     finally:
         rc = SRV.stop()
         if rc != 0:
-            print(f"FAIL adapterd serve exited {rc} after SIGTERM")
+            print(f"FAIL adapterd serve exited {rc} after SIGTERM:\n{SRV.log_text()[-4000:]}")
             globals()["failed"] += 1
     print(f"{failed} failed")
     return 1 if failed else 0
