@@ -9,14 +9,7 @@
 #include <string.h>
 
 #include "engine/tokenizer.h"
-
-static eng_tokenizer *load_json(const char *json) {
-    eng_tok_files f = {.tokenizer_json = {json, strlen(json)}};
-    eng_err err = {0};
-    eng_tokenizer *tok = NULL;
-    cr_assert_eq(eng_tokenizer_load_files(&f, &tok, &err), 0, "%s", err.msg);
-    return tok;
-}
+#include "tok_json.h"
 
 /* Decodes ids and expects want (wn bytes: it may hold a NUL). */
 static void expect(const eng_tokenizer *t, const int32_t *ids, int n, bool skip, const char *want, size_t wn) {

@@ -14,14 +14,7 @@
 #include "engine/files.h"
 #include "engine/tokenizer.h"
 #include "tokenizer/tok_internal.h"
-
-static eng_tokenizer *load_json(const char *json) {
-    eng_tok_files f = {.tokenizer_json = {json, strlen(json)}};
-    eng_err err = {0};
-    eng_tokenizer *tok = NULL;
-    cr_assert_eq(eng_tokenizer_load_files(&f, &tok, &err), 0, "%s", err.msg);
-    return tok;
-}
+#include "tok_json.h"
 
 static eng_tok_encoding enc(const eng_tokenizer *tok, const char *s) {
     eng_tok_encoding e;
