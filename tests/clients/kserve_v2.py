@@ -372,6 +372,28 @@ def run():
             assert resp.get("model_version", v) == v, f"asked {v}, answered {resp.get('model_version')}"
     check("infer on /versions/{v}: binary both ways, the version answered", versioned_infer)
 
+    def no_content_type():
+        # Triton's Python client (geventhttpclient) sends infer bodies with no Content-Type; urllib would
+        # add a form type, so http.client sends this one as it is
+        import http.client
+        name, _ = pick({"label"})
+        raw = bytes_tensor(b"the movie was great")
+        head = json.dumps({"inputs": [{"name": "text", "shape": [1], "datatype": "BYTES",
+                                       "parameters": {"binary_data_size": len(raw)}}],
+                           "parameters": {"binary_data_output": True}}).encode()
+        c = http.client.HTTPConnection("127.0.0.1", SRV.port, timeout=60)
+        c.putrequest("POST", f"/v2/models/{name}/infer", skip_accept_encoding=True)
+        c.putheader("Inference-Header-Content-Length", str(len(head)))
+        c.putheader("Content-Length", str(len(head) + len(raw)))
+        c.endheaders(head + raw)
+        r = c.getresponse()
+        body = r.read()
+        c.close()
+        _, got = parse_infer(r.status, r.headers, body)
+        _, want = parse_infer(*infer(name, ["the movie was great"]))
+        same_outputs(got, want, "no Content-Type")
+    check("binary request without a Content-Type (as tritonclient sends it)", no_content_type)
+
     def statistics():
         name, _ = pick({"label"})
         before = get_json(f"/v2/models/{name}/stats")["model_stats"][0]
