@@ -46,7 +46,7 @@ typedef struct srv_grpc_call {
     int rounds;                    /* task loads gone round */
     double load_s;
     uv_work_t work;                /* a task load on libuv's pool */
-    store_task **held;             /* (n_held) */
+    store_task **held;             /* (n_held) references the task load took, kept until the call ends */
     int n_held;
     bool loading;
     int load_rc;

@@ -69,10 +69,7 @@ static void load_work(uv_work_t *w) {
 static void load_done(uv_work_t *w, int status) {
     srv_grpc_call *c = w->data;
     srv_server *s = srv__grpc_server(c->g);
-    c->loading = false;
-    for (int i = 0; i < c->n_held; i++) store_task_release(c->held[i]);
-    free(c->held);
-    c->held = NULL, c->n_held = 0;
+    c->loading = false; /* the loaded task stays held until the call ends, so it stays resident for the job */
     if (!c->conn) return srv__grpc_call_release(c);
     if (c->answered) return; /* the deadline passed meanwhile; the stream's close releases the call */
     srv__metrics_lazy_load(s->metrics, c->load_s);
@@ -87,6 +84,10 @@ static void load_then_retry(srv_grpc_call *c, store_task *t) {
         store_task_release(t);
         return answer_error(c, ENG_UNAVAILABLE, "tasks were evicted or replaced while loading; retry");
     }
+    /* what an earlier round held: the current version may have changed */
+    for (int i = 0; i < c->n_held; i++) store_task_release(c->held[i]);
+    free(c->held);
+    c->held = NULL, c->n_held = 0;
     if (!(c->held = malloc(sizeof *c->held))) {
         store_task_release(t);
         return answer_error(c, ENG_NO_MEMORY, "out of memory");
