@@ -58,6 +58,7 @@ struct srv_grpc {
     srv_grpc_conn *conns;
     int n_conns;
     srv_grpc_call *calls;
+    srv_grpc_hooks hooks;
 };
 
 typedef struct {
@@ -193,7 +194,7 @@ static void answer_http(srv_grpc_call *c, const char *status) {
 
 static void on_deadline(uv_timer_t *t) {
     srv_grpc_call *c = t->data;
-    if (!c->answered) srv__grpc_deadline(c);
+    if (!c->answered) c->g->hooks.deadline(c);
 }
 
 /* The request's last frame arrived: check the framing, then dispatch. */
@@ -228,7 +229,7 @@ static void request_complete(srv_grpc_call *c) {
         return srv__grpc_answer(c, PROTO_GRPC_DEADLINE_EXCEEDED, "the deadline passed before the call ran", NULL, 0);
     c->active = true;
     atomic_fetch_add(&s->active, 1);
-    srv__grpc_dispatch(c);
+    c->g->hooks.dispatch(c);
 }
 
 /* ---- nghttp2's callbacks ---- */
@@ -429,11 +430,12 @@ static void on_connection(uv_stream_t *ls, int status) {
     conn_flush(c);
 }
 
-int srv__grpc_start(srv_server *s, srv_grpc **out, eng_err *err) {
+int srv__grpc_start(srv_server *s, srv_grpc_hooks hooks, srv_grpc **out, eng_err *err) {
     srv_grpc *g = calloc(1, sizeof *g);
     *out = g;
     if (!g) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
     g->s = s;
+    g->hooks = hooks;
     struct sockaddr_in addr;
     if (uv_ip4_addr(s->cfg.host, s->cfg.grpc_port, &addr))
         return eng_err_set(err, ENG_INVALID_ARGUMENT, "host: '%s' is not an IPv4 address", s->cfg.host);

@@ -53,9 +53,17 @@ typedef struct srv_grpc_call {
     char load_msg[256];
 } srv_grpc_call;
 
+/* What the transport calls on the methods' side (grpc_calls.c), so neither file calls the other back. */
+typedef struct {
+    void (*dispatch)(srv_grpc_call *c); /* the call's request is complete: answer it, now or later */
+    void (*deadline)(srv_grpc_call *c); /* its grpc-timeout passed before it was answered */
+} srv_grpc_hooks;
+
 /* Starts listening on cfg.host:cfg.grpc_port on s's loop. Returns 0, or a negative status with err
- * set (the port is taken, out of memory). */
-int srv__grpc_start(srv_server *s, srv_grpc **out, eng_err *err);
+ * set (the port is taken, out of memory); either way a non-NULL *out goes to srv__grpc_free. */
+int srv__grpc_start(srv_server *s, srv_grpc_hooks hooks, srv_grpc **out, eng_err *err);
+/* grpc_calls.c: srv__grpc_start with the service's methods as hooks. */
+int srv__grpc_serve(srv_server *s, srv_grpc **out, eng_err *err);
 /* SIGTERM: stops accepting, sends GOAWAY on every connection; their calls under way finish, each
  * connection closes once its last answer went out. NULL does nothing. */
 void srv__grpc_drain(srv_grpc *g);
@@ -70,10 +78,6 @@ srv_server *srv__grpc_server(const srv_grpc *g);
 /* A call no longer needed by its job or its stream is freed (timer closed first). */
 void srv__grpc_call_release(srv_grpc_call *c);
 
-/* grpc_calls.c: a call's request is complete; answer it (now, or when its job is done). */
-void srv__grpc_dispatch(srv_grpc_call *c);
-/* grpc_calls.c: the deadline of a call passed before it was answered. */
-void srv__grpc_deadline(srv_grpc_call *c);
 /* The gRPC status for an HTTP status of adapterd's table (http_status.h), so both protocols refuse
  * alike: 400/413/415/422 INVALID_ARGUMENT (413 of a message: RESOURCE_EXHAUSTED), 401 UNAUTHENTICATED,
  * 404 NOT_FOUND, 429 RESOURCE_EXHAUSTED, 503 UNAVAILABLE, 504 DEADLINE_EXCEEDED, else INTERNAL. */

@@ -190,7 +190,7 @@ void srv__grpc_job_abandon(srv_server *s, srv_job *j) {
     answer_error(j->grpc, ENG_UNAVAILABLE, "the server stopped at its drain deadline before this request ran; retry on another replica");
 }
 
-void srv__grpc_deadline(srv_grpc_call *c) {
+static void on_deadline(srv_grpc_call *c) {
     /* a job under way still runs (its batch may hold others); its answer is dropped */
     srv__grpc_answer(c, PROTO_GRPC_DEADLINE_EXCEEDED, "the deadline (grpc-timeout) passed", NULL, 0);
 }
@@ -217,7 +217,7 @@ static char *task_json(srv_grpc_call *c, srv_task_view view, size_t *len) {
     return j;
 }
 
-void srv__grpc_dispatch(srv_grpc_call *c) {
+static void dispatch(srv_grpc_call *c) {
     srv_server *s = srv__grpc_server(c->g);
     const uint8_t *m = c->msg + PROTO_GRPC_PREFIX;
     size_t n = c->len - PROTO_GRPC_PREFIX, len = 0;
@@ -264,4 +264,8 @@ void srv__grpc_dispatch(srv_grpc_call *c) {
                                 "RepositoryIndex is an admin call: GET /v2/repository/index with the admin token", NULL, 0);
     default: return srv__grpc_answer(c, PROTO_GRPC_UNIMPLEMENTED, "unknown method", NULL, 0);
     }
+}
+
+int srv__grpc_serve(srv_server *s, srv_grpc **out, eng_err *err) {
+    return srv__grpc_start(s, (srv_grpc_hooks){.dispatch = dispatch, .deadline = on_deadline}, out, err);
 }

@@ -296,7 +296,7 @@ int srv_run(const srv_config *cfg, store_registry *reg, eng_err *err) {
     fprintf(stderr, "adapterd: listening on http://%s:%d (%d tasks, %d http thread(s), %d worker(s) x %d threads, batch %d tokens / %d us, queue %d%s)\n",
             cfg->host, port, store_n_tasks(reg), cfg->http_threads, cfg->workers, cfg->threads, cfg->max_batch_tokens,
             cfg->max_wait_us, cfg->max_queue, cfg->adaptive_skips ? ", adaptive skips" : "");
-    if (cfg->grpc_port && (rc = srv__grpc_start(s, &s->grpc, err))) goto done;
+    if (cfg->grpc_port && (rc = srv__grpc_serve(s, &s->grpc, err))) goto done;
     atomic_store(&s->ready, true);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     atomic_store(&s->ready, false);
