@@ -238,12 +238,13 @@ out:
     return rc;
 }
 
-int proto_grpc_model_request(const uint8_t *msg, size_t n, char *name, char *version, size_t cap, eng_err *err) {
-    /* ModelReadyRequest and ModelMetadataRequest have the same fields and numbers */
+int proto_grpc_model_request(const uint8_t *msg, size_t n, bool name_optional, char *name, char *version, size_t cap,
+                             eng_err *err) {
+    /* ModelReadyRequest, ModelMetadataRequest and ModelStatisticsRequest have the same fields and numbers */
     Inference__ModelReadyRequest *q = inference__model_ready_request__unpack(NULL, n, msg);
     if (!q) return eng_err_set(err, ENG_MALFORMED, "the message is not a model request (name, version)");
     int rc = 0;
-    if (!q->name[0]) rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "name is empty");
+    if (!q->name[0] && !name_optional) rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "name is empty");
     else if (strlen(q->name) >= cap || strlen(q->version) >= cap)
         rc = eng_err_set(err, ENG_NOT_FOUND, "unknown model \"%.60s...\" (the name is too long)", q->name);
     else snprintf(name, cap, "%s", q->name), snprintf(version, cap, "%s", q->version);
@@ -485,6 +486,58 @@ int proto_grpc_infer_response(const char *json, size_t n, bool raw, uint8_t **ou
     for (size_t i = 0; rv && i < no; i++) free(rv[i].data);
     for (size_t i = 0; flat && i < no; i++) json_decref(flat[i]);
     free(tv), free(pv), free(cv), free(rv), free(sh), free(flat);
+    json_decref(j);
+    return rc;
+}
+
+/* A {"count", "ns"} object as a StatisticDuration, or NULL when absent. */
+static Inference__StatisticDuration *duration(json_t *o, Inference__StatisticDuration *d) {
+    if (!json_is_object(o)) return NULL;
+    inference__statistic_duration__init(d);
+    d->count = (uint64_t)json_integer_value(json_object_get(o, "count"));
+    d->ns = (uint64_t)json_integer_value(json_object_get(o, "ns"));
+    return d;
+}
+
+/* The InferStatistics fields by name, in the message's field order. */
+#define STAT_FIELDS 8
+static const char *const stat_names[STAT_FIELDS] = {"success", "fail", "queue", "compute_input", "compute_infer", "compute_output",
+                                                    "cache_hit", "cache_miss"};
+
+int proto_grpc_stats_response(const char *json, size_t n, uint8_t **out, size_t *len) {
+    json_t *j = load(json, n), *ms = json_object_get(j, "model_stats");
+    if (!json_is_array(ms)) {
+        json_decref(j);
+        return ENG_MALFORMED;
+    }
+    size_t k = json_array_size(ms);
+    Inference__ModelStatisticsResponse r = INFERENCE__MODEL_STATISTICS_RESPONSE__INIT;
+    Inference__ModelStatistics *v = calloc(k + 1, sizeof *v), **pv = calloc(k + 1, sizeof *pv);
+    Inference__InferStatistics *is = calloc(k + 1, sizeof *is);
+    Inference__StatisticDuration *d = calloc((k + 1) * STAT_FIELDS, sizeof *d);
+    int rc = !v || !pv || !is || !d ? ENG_NO_MEMORY : 0;
+    for (size_t i = 0; !rc && i < k; i++) {
+        json_t *m = json_array_get(ms, i), *st = json_object_get(m, "inference_stats");
+        const char *name = json_string_value(json_object_get(m, "name")), *ver = json_string_value(json_object_get(m, "version"));
+        if (!name) {
+            rc = ENG_MALFORMED;
+            break;
+        }
+        inference__model_statistics__init(&v[i]);
+        inference__infer_statistics__init(&is[i]);
+        v[i].name = (char *)name, v[i].version = (char *)(ver ? ver : "");
+        v[i].last_inference = (uint64_t)json_integer_value(json_object_get(m, "last_inference"));
+        v[i].inference_count = (uint64_t)json_integer_value(json_object_get(m, "inference_count"));
+        v[i].execution_count = (uint64_t)json_integer_value(json_object_get(m, "execution_count"));
+        Inference__StatisticDuration **f[STAT_FIELDS] = {&is[i].success,       &is[i].fail,          &is[i].queue,     &is[i].compute_input,
+                                                         &is[i].compute_infer, &is[i].compute_output, &is[i].cache_hit, &is[i].cache_miss};
+        for (int x = 0; x < STAT_FIELDS; x++) *f[x] = duration(json_object_get(st, stat_names[x]), &d[i * STAT_FIELDS + x]);
+        if (json_is_object(st)) v[i].inference_stats = &is[i];
+        pv[i] = &v[i];
+    }
+    r.model_stats = pv, r.n_model_stats = k;
+    if (!rc) rc = pack(&r.base, out, len);
+    free(v), free(pv), free(is), free(d);
     json_decref(j);
     return rc;
 }

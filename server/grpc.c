@@ -208,7 +208,7 @@ static void request_complete(srv_grpc_call *c) {
     if (c->method == PROTO_GRPC_UNKNOWN_METHOD)
         return srv__grpc_answer(c, PROTO_GRPC_UNIMPLEMENTED,
                                 "unknown method; inference.GRPCInferenceService serves ServerLive, ServerReady, ModelReady, "
-                                "ServerMetadata, ModelMetadata, ModelInfer, RepositoryIndex",
+                                "ServerMetadata, ModelMetadata, ModelInfer, ModelStatistics (RepositoryIndex: UNIMPLEMENTED)",
                                 NULL, 0);
     if (c->bad_timeout) return srv__grpc_answer(c, PROTO_GRPC_INVALID_ARGUMENT, "grpc-timeout is malformed", NULL, 0);
     if (c->too_large) {

@@ -1,6 +1,6 @@
 /* grpc_calls.c - the methods of KServe v2's GRPCInferenceService, each answered from what the REST
  * v2 route of the same name builds (proto/grpc.c converts), so the two protocols answer alike:
- * ServerLive, ServerReady, ServerMetadata, ModelReady and ModelMetadata at once on the loop;
+ * ServerLive, ServerReady, ServerMetadata, ModelReady, ModelMetadata and ModelStatistics at once on the loop;
  * ModelInfer as a job of the one scheduler, with REST's admission (--max-queue), parser and limits
  * (proto_v2_infer_parse), output check, lazy task loads (libuv's pool), job preparation
  * (srv__job_prepare: tasks, skips, tokenization) and metrics. The job's answer is encoded on its
@@ -197,19 +197,49 @@ static void on_deadline(srv_grpc_call *c) {
 
 /* ---- the other calls ---- */
 
-/* The JSON of a v2 task view for a ModelReady / ModelMetadata request; answers the error itself. */
+/* The statistics of every task, as GET /v2/models/{m}/stats gives each, in one {"model_stats": [...]}.
+ * Answers the error itself and returns NULL. */
+static char *all_stats(srv_grpc_call *c, size_t *len) {
+    srv_server *s = srv__grpc_server(c->g);
+    store_task **all = NULL;
+    int n = store_tasks_acquire(s->reg, &all);
+    json_t *ms = json_array();
+    bool bad = n < 0 || !ms;
+    for (int i = 0; !bad && i < n; i++) {
+        char *j = NULL, msg[MSG_MAX];
+        size_t l = 0;
+        const char *name = store_task_name(all[i]);
+        if (srv__task_view(s, name, strlen(name), TASK_VIEW_V2_STATS, &j, &l, msg, sizeof msg)) continue; /* gone meanwhile */
+        json_t *doc = json_loadb(j, l, 0, NULL);
+        free(j);
+        bad = !doc || json_array_extend(ms, json_object_get(doc, "model_stats"));
+        json_decref(doc);
+    }
+    if (n > 0) store_tasks_release(all, n);
+    json_t *root = bad ? NULL : json_pack("{s:O}", "model_stats", ms);
+    char *out = root ? json_dumps(root, JSON_COMPACT) : NULL;
+    json_decref(root), json_decref(ms);
+    if (!out) answer_error(c, ENG_NO_MEMORY, "out of memory");
+    else *len = strlen(out);
+    return out;
+}
+
+/* The JSON of a v2 task view for a ModelReady / ModelMetadata / ModelStatistics request; answers the
+ * error itself and returns NULL. */
 static char *task_json(srv_grpc_call *c, srv_task_view view, size_t *len) {
     srv_server *s = srv__grpc_server(c->g);
     char name[PROTO_GRPC_SPEC_MAX], ver[PROTO_GRPC_SPEC_MAX], path[2 * PROTO_GRPC_SPEC_MAX + 16], msg[MSG_MAX];
     eng_err e = {0};
-    int rc = proto_grpc_model_request(c->msg + PROTO_GRPC_PREFIX, c->len - PROTO_GRPC_PREFIX, name, ver, sizeof name, &e);
+    int rc = proto_grpc_model_request(c->msg + PROTO_GRPC_PREFIX, c->len - PROTO_GRPC_PREFIX, view == TASK_VIEW_V2_STATS, name, ver,
+                                      sizeof name, &e);
     if (rc) {
         answer_error(c, rc == ENG_MALFORMED ? ENG_INVALID_ARGUMENT : (eng_status)rc, e.msg);
         return NULL;
     }
+    char *j = NULL;
+    if (!name[0]) return all_stats(c, len); /* ModelStatistics with no name: every model */
     /* as the REST path /v2/models/{name}[/versions/{v}] */
     snprintf(path, sizeof path, "%s%s%s", name, ver[0] ? "/versions/" : "", ver);
-    char *j = NULL;
     if ((rc = srv__task_view(s, path, strlen(name), view, &j, len, msg, sizeof msg))) {
         answer_error(c, (eng_status)rc, msg);
         return NULL;
@@ -235,20 +265,23 @@ static void dispatch(srv_grpc_call *c) {
             return answer_message(c, rc, out, len);
         }
         {
-            /* GET /v2's answer, with the extensions this protocol serves (binary data and statistics are REST's) */
-            static const char *const ext[] = {"model_repository"};
-            if (!(j = proto_v2_server_encode("adapterd", ADAPTERD_VERSION_STRING, ext, 1, &len)))
+            /* GET /v2's answer, with the extensions this protocol serves (binary tensor data is REST's alone) */
+            static const char *const ext[] = {"model_repository", "statistics"};
+            if (!(j = proto_v2_server_encode("adapterd", ADAPTERD_VERSION_STRING, ext, 2, &len)))
                 return answer_error(c, ENG_NO_MEMORY, "out of memory");
             int rc = proto_grpc_server_metadata_response(j, len, &out, &len);
             free(j);
             return answer_message(c, rc, out, len);
         }
     case PROTO_GRPC_MODEL_READY:
-    case PROTO_GRPC_MODEL_METADATA: {
-        bool ready = c->method == PROTO_GRPC_MODEL_READY;
-        if (!(j = task_json(c, ready ? TASK_VIEW_V2_READY : TASK_VIEW_V2, &len))) return;
+    case PROTO_GRPC_MODEL_METADATA:
+    case PROTO_GRPC_MODEL_STATISTICS: {
+        bool ready = c->method == PROTO_GRPC_MODEL_READY, stats = c->method == PROTO_GRPC_MODEL_STATISTICS;
+        if (!(j = task_json(c, ready ? TASK_VIEW_V2_READY : stats ? TASK_VIEW_V2_STATS : TASK_VIEW_V2, &len))) return;
         int rc;
-        if (ready) {
+        if (stats) {
+            rc = proto_grpc_stats_response(j, len, &out, &len);
+        } else if (ready) {
             json_t *doc = json_loadb(j, len, 0, NULL);
             rc = proto_grpc_bool_response(c->method, json_is_true(json_object_get(doc, "ready")), &out, &len);
             json_decref(doc);

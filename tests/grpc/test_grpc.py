@@ -2,7 +2,7 @@
 generated from the protocol's .proto (proto/grpc_service.proto) by grpc_tools at test time, against a
 live server on the fixture registry.
 
-Every call is checked, and every ModelInfer answer against REST's POST /v2/models/{m}/infer on the
+Every call is checked (RepositoryIndex answers UNIMPLEMENTED: it is an admin call), and every ModelInfer answer against REST's POST /v2/models/{m}/infer on the
 same inputs: the same tensors (names, datatypes, shapes), the same labels and integers exactly, and
 the same scores within 1e-6 relative (float32 carried as JSON in REST and as float in gRPC: the same
 float32 when both passes agree; a batch of another size may round the last bit differently). Raw
@@ -88,12 +88,14 @@ class Server:
         except urllib.error.HTTPError as e:
             return e.code, json.loads(e.read())
 
-    def stop(self):
+    def stop(self, signalled=False):
         self.channel.close()
-        if self.p.poll() is None:
+        if not signalled:  # a second SIGTERM during the shutdown would kill it
             self.p.send_signal(signal.SIGTERM)
         rc = self.p.wait(timeout=60)
         self.log.close()
+        if rc:
+            print("adapterd exited %d; its log ends:\n%s" % (rc, open(self.log.name, errors="replace").read()[-3000:]))
         return rc
 
 
@@ -205,7 +207,7 @@ def main():
         md = stub.ServerMetadata(pb.ServerMetadataRequest())
         rest = json.loads(s.get("/v2"))
         check(md.name == rest["name"] and md.version == rest["version"], "ServerMetadata: name and version as GET /v2")
-        check(list(md.extensions) == ["model_repository"], "ServerMetadata: the extensions gRPC serves")
+        check(list(md.extensions) == ["model_repository", "statistics"], "ServerMetadata: the extensions gRPC serves")
 
         tasks = [t for t in json.loads(s.get("/v1/tasks"))["tasks"]]
         names = [t["name"] for t in tasks]
@@ -306,6 +308,21 @@ def main():
         else:
             print("skip the raw HTTP/2 checks: nghttp (Debian's nghttp2-client) is not installed")
 
+        # the statistics extension: as GET /v2/models/{m}/stats, one model or (no name) every model
+        st = stub.ModelStatistics(pb.ModelStatisticsRequest(name="cls_lora"))
+        r = json.loads(s.get("/v2/models/cls_lora/stats"))["model_stats"][0]
+        m = st.model_stats[0] if len(st.model_stats) == 1 else None
+        check(m is not None and m.name == r["name"] and m.version == r["version"] and m.inference_count == r["inference_count"] and
+              m.execution_count == r["execution_count"] and m.inference_stats.success.count == r["inference_stats"]["success"]["count"] and
+              m.inference_stats.success.ns == r["inference_stats"]["success"]["ns"] and m.inference_count > 0,
+              "ModelStatistics cls_lora as GET /v2/models/cls_lora/stats (%d requests)" % r["inference_count"])
+        st = stub.ModelStatistics(pb.ModelStatisticsRequest())
+        check(sorted(x.name for x in st.model_stats) == sorted(names), "ModelStatistics without a name: every model")
+        check(code_of(lambda: stub.ModelStatistics(pb.ModelStatisticsRequest(name="nope")))[0] == grpc.StatusCode.NOT_FOUND,
+              "ModelStatistics unknown: NOT_FOUND")
+        check(code_of(lambda: stub.RepositoryIndex(pb.RepositoryIndexRequest()))[0] == grpc.StatusCode.UNIMPLEMENTED,
+              "RepositoryIndex: UNIMPLEMENTED (an admin call)")
+
         metrics = s.get("/metrics")
         check('adapterd_grpc_requests_total{method="ModelInfer",code="OK"}' in metrics and
               'adapterd_grpc_requests_total{method="ModelInfer",code="NOT_FOUND"} 1' in metrics and
@@ -341,7 +358,7 @@ def main():
         th[0].join()
         check(codes == [grpc.StatusCode.OK] or codes == [grpc.StatusCode.UNAVAILABLE],
               "SIGTERM during a call: the call answers (%s)" % [c.name for c in codes])
-        check(s.stop() == 0, "drained, exit 0")
+        check(s.stop(signalled=True) == 0, "drained, exit 0")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print("%d failure(s)" % len(FAILS))

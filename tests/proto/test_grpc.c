@@ -212,13 +212,23 @@ Test(grpc, small_answers) {
     cr_assert_eq(len, sizeof mmw);
     cr_assert_arr_eq(out, mmw, sizeof mmw);
     free(out);
+    const char *st = "{\"model_stats\":[{\"name\":\"t\",\"version\":\"1\",\"inference_count\":3,\"execution_count\":3,"
+                     "\"inference_stats\":{\"success\":{\"count\":3,\"ns\":300}}}]}";
+    cr_assert_eq(proto_grpc_stats_response(st, strlen(st), &out, &len), 0);
+    /* model_stats (1) {name, version, inference_count (4) 3, execution_count (5) 3, inference_stats (6) {success (1) {1: 3, 2: 300}}} */
+    const uint8_t stw[] = {0, 0, 0, 0, 21, 0x0a, 19, 0x0a, 1, 't', 0x12, 1, '1', 0x20, 3, 0x28, 3, 0x32, 7, 0x0a, 5, 0x08, 3, 0x10, 0xac, 0x02};
+    cr_assert_eq(len, sizeof stw);
+    cr_assert_arr_eq(out, stw, sizeof stw);
+    free(out);
     char name[16], ver[16];
     eng_err e = {0};
     const uint8_t mr[] = {0x0a, 2, 'q', 'a', 0x12, 1, '3'};
-    cr_assert_eq(proto_grpc_model_request(mr, sizeof mr, name, ver, sizeof name, &e), 0);
+    cr_assert_eq(proto_grpc_model_request(mr, sizeof mr, false, name, ver, sizeof name, &e), 0);
     cr_assert_str_eq(name, "qa");
     cr_assert_str_eq(ver, "3");
-    cr_assert_eq(proto_grpc_model_request(mr + 4, 3, name, ver, sizeof name, &e), ENG_INVALID_ARGUMENT); /* no name */
+    cr_assert_eq(proto_grpc_model_request(mr + 4, 3, false, name, ver, sizeof name, &e), ENG_INVALID_ARGUMENT); /* no name */
+    cr_assert_eq(proto_grpc_model_request(mr + 4, 3, true, name, ver, sizeof name, &e), 0);
+    cr_assert_str_eq(name, "");
     cr_assert_eq(proto_grpc_empty_request(PROTO_GRPC_SERVER_LIVE, (const uint8_t *)"", 0, &e), 0);
     char m[32];
     const char *kserve = "{\"error\":\"bad thing\"}", *ours = "{\"error\":{\"code\":\"x\",\"message\":\"other\"}}";

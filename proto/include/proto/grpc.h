@@ -48,7 +48,8 @@ const char *proto_grpc_code_name(int code);
     X(SERVER_METADATA, "ServerMetadata") \
     X(MODEL_METADATA, "ModelMetadata") \
     X(MODEL_INFER, "ModelInfer")  \
-    X(REPOSITORY_INDEX, "RepositoryIndex")
+    X(REPOSITORY_INDEX, "RepositoryIndex") \
+    X(MODEL_STATISTICS, "ModelStatistics")
 
 typedef enum {
 #define PROTO__GRPC_METHOD_ENUM(id, name) PROTO_GRPC_##id,
@@ -101,10 +102,11 @@ typedef struct {
 int proto_grpc_infer_request(const uint8_t *msg, size_t n, proto_grpc_infer_target *t, char **json, size_t *len,
                              eng_err *err);
 
-/* ModelReadyRequest and ModelMetadataRequest (same fields): the model's name and version (""
- * when not given) into name, version (cap bytes each). Returns 0, or ENG_MALFORMED /
- * ENG_INVALID_ARGUMENT (no name, or one too long) with err set. */
-int proto_grpc_model_request(const uint8_t *msg, size_t n, char *name, char *version, size_t cap, eng_err *err);
+/* ModelReadyRequest, ModelMetadataRequest and ModelStatisticsRequest (same fields): the model's name
+ * and version ("" when not given) into name, version (cap bytes each). Returns 0, or ENG_MALFORMED /
+ * ENG_INVALID_ARGUMENT (no name unless name_optional, or one too long) with err set. */
+int proto_grpc_model_request(const uint8_t *msg, size_t n, bool name_optional, char *name, char *version, size_t cap,
+                             eng_err *err);
 /* RepositoryIndexRequest: *ready_only its "ready". Returns 0 or ENG_MALFORMED with err set. */
 int proto_grpc_index_request(const uint8_t *msg, size_t n, bool *ready_only, eng_err *err);
 /* The requests with no fields (ServerLive, ServerReady, ServerMetadata): 0 when msg parses as one,
@@ -125,6 +127,10 @@ int proto_grpc_model_metadata_response(const char *json, size_t n, uint8_t **out
  * tensor with its shape; BYTES data as bytes, FP32 as float, INT32 as int32 (JSON null, a non-finite
  * score, as NaN), in contents, or in raw_output_contents (raw: little-endian, BYTES length-prefixed). */
 int proto_grpc_infer_response(const char *json, size_t n, bool raw, uint8_t **out, size_t *len);
+/* ModelStatisticsResponse from the statistics extension's JSON ({"model_stats": [{"name", "version",
+ * "last_inference", "inference_count", "execution_count", "inference_stats": {"success": {"count",
+ * "ns"}, ...}}]}, GET /v2/models/{m}/stats), n bytes. */
+int proto_grpc_stats_response(const char *json, size_t n, uint8_t **out, size_t *len);
 /* One model of RepositoryIndexResponse. */
 typedef struct {
     const char *name, *version, *state, *reason; /* reason may be NULL */
