@@ -344,23 +344,41 @@ static void on_written(uv_write_t *req, int status) {
  * when neither side has more to say, or, draining, once its last call is answered and written. */
 static void conn_flush(srv_grpc_conn *c) {
     if (c->closing || c->in_recv) return; /* on_read flushes after the receive */
-    while (c->writing < WRITE_MAX) {
+    /* everything nghttp2 has (frame by frame) gathered into one write: one syscall, one packet for a
+     * small answer's HEADERS, DATA and trailers */
+    write_req *w = NULL;
+    size_t cap = 0;
+    while (c->writing + (w ? w->len : 0) < WRITE_MAX) {
         const uint8_t *data;
         ssize_t n = nghttp2_session_mem_send(c->h2, &data);
-        if (n < 0) return conn_close(c);
+        if (n < 0) {
+            free(w);
+            return conn_close(c);
+        }
         if (n == 0) break;
-        /* gather what follows into one write */
-        write_req *w = malloc(sizeof *w + (size_t)n);
-        if (!w) return conn_close(c);
-        memcpy(w->data, data, (size_t)n);
-        w->len = (size_t)n;
+        size_t have = w ? w->len : 0;
+        if (have + (size_t)n > cap) {
+            size_t nc = cap ? cap : 4096;
+            while (nc < have + (size_t)n) nc *= 2;
+            write_req *nw = realloc(w, sizeof *nw + nc);
+            if (!nw) {
+                free(w);
+                return conn_close(c);
+            }
+            if (!w) nw->len = 0;
+            w = nw, cap = nc;
+        }
+        memcpy(w->data + w->len, data, (size_t)n);
+        w->len += (size_t)n;
+    }
+    if (w) {
         w->c = c;
-        uv_buf_t b = uv_buf_init(w->data, (unsigned)n);
+        uv_buf_t b = uv_buf_init(w->data, (unsigned)w->len);
         if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_written)) {
             free(w);
             return conn_close(c);
         }
-        c->writing += (size_t)n;
+        c->writing += w->len;
     }
     if (c->writing) return;
     bool idle = !nghttp2_session_want_read(c->h2) && !nghttp2_session_want_write(c->h2);

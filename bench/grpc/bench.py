@@ -1,9 +1,11 @@
 """bench.py - gRPC (--grpc-port, KServe v2 ModelInfer) against REST (POST /v2/models/{m}/infer) on the same
 request, in the same run, with the same load generator: nghttp2's h2load (HTTP/2 for gRPC, --h1 for REST,
 which libmicrohttpd serves as HTTP/1.1 keep-alive), one connection per client, one request in flight per
-connection, for --duration seconds at each concurrency. Latency percentiles come from h2load's per-request
-log (--log-file: microseconds from request start to end of response; the warm-up's requests included);
-requests/s is h2load's own rate over the measured window. Every answer is checked first: one gRPC call with Python's client, one REST call, equal labels.
+connection, for --duration seconds at each concurrency; and, for the front ends' own cost without the engine,
+gRPC's ServerLive against REST's GET /v2/health/live. Latency percentiles and requests/s come from
+h2load's per-request log (--log-file: start time, status, microseconds to the end of the response): the requests
+started in the --duration seconds after a 1 s warm-up. gRPC's HTTP status is 200 whatever its grpc-status: the
+check call before the runs, and the server's own count (adapterd_grpc_requests_total{code="OK"}), confirm them. Every answer is checked first: one gRPC call with Python's client, one REST call, equal labels.
 
     bench.py --adapterd build/tools/adapterd [--registry examples/registry] [--task sentiment]
              [--duration 10] [--concurrency 1,8] [--inputs 1]
@@ -43,18 +45,19 @@ def percentile(v, p):
 
 
 def h2load(args, url, body, headers, c, duration, log, h1):
-    cmd = ["h2load", "-c", str(c), "-m", "1", "-t", "1", "-D", str(duration), "--warm-up-time", "1", "-d", body,
-           "--log-file", log] + (["--h1"] if h1 else [])
+    cmd = ["h2load", "-c", str(c), "-m", "1", "-t", "1", "-D", str(duration), "--warm-up-time", "1", "--log-file", log]
+    cmd += (["-d", body] if body else []) + (["--h1"] if h1 else [])
     for h in headers:
         cmd += ["-H", h]
     out = subprocess.run(cmd + [url], capture_output=True, text=True, timeout=duration + 120).stdout
-    rows = [line.split("\t") for line in open(log) if line.strip()]
-    lat = [int(r[2]) / 1000 for r in rows if r[1] == "200"]
-    bad = sum(1 for r in rows if r[1] != "200")
-    # h2load's own rate over the measured window ("finished in 10.00s, 93.10 req/s, ...")
-    fin = next((l for l in out.splitlines() if l.startswith("finished in")), "")
-    rps = float(fin.split(",")[1].split()[0]) if fin else float("nan")
-    return {"n": len(lat), "bad": bad, "rps": rps, "p50": percentile(lat, 50), "p99": percentile(lat, 99), "mean": statistics.mean(lat)}
+    rows = [[int(x) if x.isdigit() else x for x in line.strip().split("\t")[:3]] for line in open(log) if line.strip()]
+    # the measured window: requests started from the end of the 1 s warm-up for `duration` seconds
+    t0 = min(r[0] for r in rows) + 1_000_000
+    rows = [r for r in rows if t0 <= r[0] < t0 + duration * 1_000_000]
+    lat = [r[2] / 1000 for r in rows if r[1] == 200]
+    bad = sum(1 for r in rows if r[1] != 200)
+    return {"n": len(lat), "bad": bad, "rps": len(lat) / duration, "p50": percentile(lat, 50), "p99": percentile(lat, 99),
+            "mean": statistics.mean(lat)}
 
 
 def main():
@@ -114,14 +117,24 @@ def main():
               (a.task, len(texts), len(msg) + 5, os.path.getsize(rest_body), a.duration))
         print("| protocol | c | req/s | p50 ms | p99 ms | mean ms | requests | errors |")
         print("|---|---|---|---|---|---|---|---|")
+        live = os.path.join(tmp, "live.bin")
+        with open(live, "wb") as f:
+            f.write(b"\0\0\0\0\0")  # an empty ServerLiveRequest
         for c in [int(x) for x in a.concurrency.split(",")]:
             for name, url, body, hdr, h1 in (
+                    ("gRPC ServerLive", "http://127.0.0.1:%d/inference.GRPCInferenceService/ServerLive" % gport, live,
+                     ["content-type: application/grpc", "te: trailers"], False),
+                    ("REST GET /v2/health/live", http + "/v2/health/live", None, [], True),
                     ("gRPC ModelInfer", "http://127.0.0.1:%d/inference.GRPCInferenceService/ModelInfer" % gport, grpc_body,
                      ["content-type: application/grpc", "te: trailers"], False),
                     ("REST /v2/.../infer", http + "/v2/models/%s/infer" % a.task, rest_body, ["content-type: application/json"], True)):
-                x = h2load(a, url, body, hdr, c, a.duration, os.path.join(tmp, "log"), h1)
+                x = h2load(a, url, body, hdr, c, a.duration, os.path.join(tmp, "log-%d-%s" % (c, name.replace("/", "_").replace(" ", "_"))), h1)
                 print("| %s | %d | %.1f | %.2f | %.2f | %.2f | %d | %d |" % (name, c, x["rps"], x["p50"], x["p99"], x["mean"], x["n"], x["bad"]),
                       flush=True)
+        metrics = urllib.request.urlopen(http + "/metrics").read().decode().splitlines()
+        not_ok = sum(float(l.split()[-1]) for l in metrics
+                     if l.startswith('adapterd_grpc_requests_total{method="ModelInfer"') and 'code="OK"' not in l)
+        print("gRPC ModelInfer calls answered with another grpc-status than OK (the server's count): %d" % not_ok)
         print("load average after: %s" % open("/proc/loadavg").read().split()[:3])
     finally:
         srv.send_signal(signal.SIGTERM)
