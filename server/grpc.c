@@ -39,6 +39,10 @@
 /* Read buffer per read callback. */
 #define READ_BUF 65536
 #define LISTEN_BACKLOG 256
+/* A connection with no call that read nothing for this long is closed (as libmicrohttpd's idle timeout). */
+#define IDLE_TIMEOUT_S 60.0
+/* How often the sweep looks for idle connections and slow requests, ms. */
+#define SWEEP_MS 1000
 
 struct srv_grpc_conn {
     uv_tcp_t tcp;
@@ -49,6 +53,7 @@ struct srv_grpc_conn {
     size_t writing;              /* bytes in uv_write requests not completed */
     bool closing, drain_counted;
     bool in_recv;                /* inside nghttp2_session_mem_recv: its callbacks may not send or close */
+    double last_read;            /* srv__now() of the last bytes read */
 };
 
 struct srv_grpc {
@@ -59,6 +64,7 @@ struct srv_grpc {
     int n_conns;
     srv_grpc_call *calls;
     srv_grpc_hooks hooks;
+    uv_timer_t sweep;
 };
 
 typedef struct {
@@ -271,10 +277,13 @@ static int on_data_chunk(nghttp2_session *h2, uint8_t flags, int32_t stream_id, 
     srv_grpc_call *c = nghttp2_session_get_stream_user_data(h2, stream_id);
     if (!c || c->too_large) return 0;
     size_t limit = c->g->s->cfg.max_body_bytes + PROTO_GRPC_PREFIX;
-    if (c->len + len > limit) { /* dropped from here on: answered RESOURCE_EXHAUSTED at the end */
+    if (c->len + len > limit) { /* answered now (nghttp2 then resets the rest of the request), the data dropped */
         c->too_large = true;
         free(c->msg);
         c->msg = NULL, c->len = c->cap = 0;
+        char m[160];
+        snprintf(m, sizeof m, "the request message is over the limit of %zu bytes (--max-body-bytes)", c->g->s->cfg.max_body_bytes);
+        srv__grpc_answer(c, PROTO_GRPC_RESOURCE_EXHAUSTED, m, NULL, 0);
         return 0;
     }
     if (c->len + len > c->cap) {
@@ -397,6 +406,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
         if (n < 0) conn_close(c);
         return;
     }
+    c->last_read = srv__now();
     c->in_recv = true;
     ssize_t rc = n ? nghttp2_session_mem_recv(c->h2, (const uint8_t *)buf->base, (size_t)n) : 0;
     c->in_recv = false;
@@ -444,8 +454,29 @@ static void on_connection(uv_stream_t *ls, int status) {
     if ((c->next = g->conns)) c->next->prev = c;
     g->conns = c;
     g->n_conns++;
+    c->last_read = srv__now();
     uv_read_start((uv_stream_t *)t, on_alloc, on_read);
     conn_flush(c);
+}
+
+/* Every SWEEP_MS: a request still arriving after --header-timeout-ms that averages under --min-body-rate
+ * is answered DEADLINE_EXCEEDED (HTTP's rules for slow clients), and a connection with no call that read
+ * nothing for IDLE_TIMEOUT_S is closed. */
+static void on_sweep(uv_timer_t *t) {
+    srv_grpc *g = t->data;
+    const srv_config *cfg = &g->s->cfg;
+    double now = srv__now(), wait = cfg->header_timeout_ms / 1e3;
+    for (srv_grpc_call *c = g->calls; c; c = c->next) {
+        double age = now - c->t0;
+        if (c->answered || c->active || !c->conn || age <= wait) continue;
+        if (!c->len || (cfg->min_body_rate && (double)c->len / age < (double)cfg->min_body_rate))
+            srv__grpc_answer(c, PROTO_GRPC_DEADLINE_EXCEEDED,
+                             "the request did not arrive in time (--header-timeout-ms, then --min-body-rate bytes/s)", NULL, 0);
+    }
+    for (srv_grpc_conn *c = g->conns, *next; c; c = next) {
+        next = c->next;
+        if (!c->n_streams && !c->writing && now - c->last_read > IDLE_TIMEOUT_S) conn_close(c);
+    }
 }
 
 int srv__grpc_start(srv_server *s, srv_grpc_hooks hooks, srv_grpc **out, eng_err *err) {
@@ -463,6 +494,9 @@ int srv__grpc_start(srv_server *s, srv_grpc_hooks hooks, srv_grpc **out, eng_err
     int rc = uv_tcp_bind(&g->listener, (const struct sockaddr *)&addr, 0);
     if (!rc) rc = uv_listen((uv_stream_t *)&g->listener, LISTEN_BACKLOG, on_connection);
     if (rc) return eng_err_set(err, ENG_UNAVAILABLE, "cannot listen for gRPC on %s:%d (%s)", s->cfg.host, s->cfg.grpc_port, uv_strerror(rc));
+    uv_timer_init(&s->loop, &g->sweep);
+    g->sweep.data = g;
+    uv_timer_start(&g->sweep, on_sweep, SWEEP_MS, SWEEP_MS);
     fprintf(stderr, "adapterd: gRPC (KServe v2 GRPCInferenceService) on %s:%d\n", s->cfg.host, s->cfg.grpc_port);
     return 0;
 }

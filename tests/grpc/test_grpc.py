@@ -10,7 +10,8 @@ inputs (raw_input_contents) get raw outputs, decoded here. Errors: unknown model
 tensors INVALID_ARGUMENT, unknown method UNIMPLEMENTED, a compressed message UNIMPLEMENTED, a message
 over --max-body-bytes and a full queue RESOURCE_EXHAUSTED, a passed deadline DEADLINE_EXCEEDED (the
 server's: sent with nghttp as a raw grpc-timeout header), a non-gRPC content-type 415. /metrics
-counts the calls by method and status. SIGTERM: the calls under way finish, then the server exits 0.
+counts the calls by method and status. A request that stops arriving is answered after --header-timeout-ms.
+SIGTERM: the calls under way finish, then the server exits 0.
 
     test_grpc.py <adapterd> <registry> <proto dir>
 """
@@ -329,6 +330,40 @@ def main():
               'adapterd_grpc_requests_total{method="ServerLive",code="OK"} 1' in metrics and
               'adapterd_grpc_request_duration_seconds_count{method="ModelInfer"}' in metrics,
               "/metrics counts gRPC calls by method and status")
+        # a request that stops arriving: HEADERS without END_STREAM and no DATA, by hand (HTTP/2 frames, HPACK
+        # literals without indexing or Huffman, RFC 7540 / 7541); past --header-timeout-ms it is answered (a HEADERS
+        # frame that ends stream 1, the trailers-only answer) while the client still holds the stream open
+        check(s.stop() == 0, "SIGTERM: exit 0")
+        s = Server(tmp, "--header-timeout-ms", "200")
+
+        def lit(name, value):
+            return b"\x00" + bytes([len(name)]) + name + bytes([len(value)]) + value
+
+        hdrs = (lit(b":method", b"POST") + lit(b":scheme", b"http") + lit(b":path", b"/inference.GRPCInferenceService/ModelInfer") +
+                lit(b":authority", b"x") + lit(b"content-type", b"application/grpc") + lit(b"te", b"trailers"))
+        sock = socket.create_connection(("127.0.0.1", s.grpc_port), timeout=10)
+        sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\0\0\0\x04\0\0\0\0\0" +
+                     struct.pack(">I", len(hdrs))[1:] + b"\x01\x04" + struct.pack(">I", 1) + hdrs)  # HEADERS, END_HEADERS only
+        t0, buf, ended = time.time(), b"", None
+        while ended is None and time.time() - t0 < 8:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+            while len(buf) >= 9:
+                n = int.from_bytes(buf[:3], "big")
+                if len(buf) < 9 + n:
+                    break
+                ftype, flags, sid = buf[3], buf[4], int.from_bytes(buf[5:9], "big") & 0x7fffffff
+                if ftype == 1 and sid == 1 and flags & 1:
+                    ended = time.time() - t0
+                buf = buf[9 + n:]
+        sock.close()
+        check(ended is not None and 0.2 <= ended < 4, "a request that stops arriving is answered after --header-timeout-ms (%s s)" %
+              (ended if ended is None else round(ended, 2)))
+        metrics = s.get("/metrics")
+        check('adapterd_grpc_requests_total{method="ModelInfer",code="DEADLINE_EXCEEDED"} 1' in metrics,
+              "... with DEADLINE_EXCEEDED (/metrics)")
         check(s.stop() == 0, "SIGTERM: exit 0")
 
         # a queue of one: concurrent calls beyond it are refused RESOURCE_EXHAUSTED, the rest answer
