@@ -214,7 +214,7 @@ static void request_complete(srv_grpc_call *c) {
     if (c->method == PROTO_GRPC_UNKNOWN_METHOD)
         return srv__grpc_answer(c, PROTO_GRPC_UNIMPLEMENTED,
                                 "unknown method; inference.GRPCInferenceService serves ServerLive, ServerReady, ModelReady, "
-                                "ServerMetadata, ModelMetadata, ModelInfer, ModelStatistics (RepositoryIndex: UNIMPLEMENTED)",
+                                "ServerMetadata, ModelMetadata, ModelInfer, ModelStatistics, RepositoryIndex",
                                 NULL, 0);
     if (c->bad_timeout) return srv__grpc_answer(c, PROTO_GRPC_INVALID_ARGUMENT, "grpc-timeout is malformed", NULL, 0);
     if (c->too_large) {
@@ -265,6 +265,8 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8_t 
                          (valuelen == pl || value[pl] == '+' || value[pl] == ';'));
     } else if (header_is(name, namelen, "grpc-encoding")) {
         c->bad_encoding = !(valuelen == 8 && !memcmp(value, "identity", 8));
+    } else if (header_is(name, namelen, "authorization")) {
+        snprintf(c->auth, sizeof c->auth, "%.*s", (int)(valuelen < sizeof c->auth ? valuelen : sizeof c->auth - 1), (const char *)value);
     } else if (header_is(name, namelen, "grpc-timeout")) {
         double sec;
         if (proto_grpc_timeout_parse((const char *)value, valuelen, &sec)) c->bad_timeout = true;

@@ -29,6 +29,7 @@ typedef struct srv_grpc_call {
     double deadline;               /* grpc-timeout, absolute (srv__now()); 0: none */
     uv_timer_t timer;              /* the deadline; closing it frees the call */
     bool bad_method, bad_ctype, bad_encoding, bad_timeout; /* found in the headers: answered at the end of the request */
+    char auth[320];                /* the "authorization" metadata (RepositoryIndex's admin token), cut; "" when none */
     uint8_t *msg;                  /* the request's bytes (prefix + message), at most --max-body-bytes + prefix */
     size_t len, cap;
     bool too_large;

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "clock.h"
 #include "grpc.h"
@@ -197,6 +198,47 @@ static void on_deadline(srv_grpc_call *c) {
 
 /* ---- the other calls ---- */
 
+/* The admin token in the call's "authorization: Bearer <token>" metadata, compared in constant time. */
+static bool admin_token_ok(const srv_grpc_call *c, const char *want) {
+    const char *h = c->auth;
+    if (strncasecmp(h, "Bearer ", 7)) return false;
+    h += 7;
+    size_t a = strlen(h), b = strlen(want);
+    unsigned char diff = (unsigned char)(a != b);
+    for (size_t i = 0; i < b; i++) diff |= (unsigned char)(h[i < a ? i : 0] ^ want[i]);
+    return diff == 0;
+}
+
+/* RepositoryIndex: an admin call, as REST's POST /v2/repository/index: needs --admin-token and the
+ * token as "authorization: Bearer <token>" metadata; every task, its current version and whether it
+ * is in memory (with "ready": only those that are). */
+static void repository_index(srv_grpc_call *c) {
+    srv_server *s = srv__grpc_server(c->g);
+    eng_err e = {0};
+    bool ready_only = false;
+    if (!s->cfg.admin_token[0])
+        return srv__grpc_answer(c, PROTO_GRPC_UNIMPLEMENTED, "the admin API is off (start with --admin-token)", NULL, 0);
+    if (!admin_token_ok(c, s->cfg.admin_token))
+        return answer_error(c, ENG_UNAUTHENTICATED, "admin calls need \"authorization: Bearer <admin token>\" metadata");
+    if (proto_grpc_index_request(c->msg + PROTO_GRPC_PREFIX, c->len - PROTO_GRPC_PREFIX, &ready_only, &e))
+        return answer_error(c, ENG_INVALID_ARGUMENT, e.msg);
+    store_task **all = NULL;
+    int n = store_tasks_acquire(s->reg, &all), k = 0;
+    proto_grpc_index_entry *v = n >= 0 ? calloc((size_t)n + 1, sizeof *v) : NULL;
+    for (int i = 0; v && i < n; i++) {
+        bool res = store_task_resident(all[i]);
+        if (ready_only && !res) continue;
+        v[k++] = (proto_grpc_index_entry){store_task_name(all[i]), store_task_version(all[i]), res ? "READY" : "UNAVAILABLE",
+                                          res ? "" : "not loaded (loads on first request or /load)"};
+    }
+    uint8_t *out = NULL;
+    size_t len = 0;
+    int rc = v ? proto_grpc_index_response(v, k, &out, &len) : ENG_NO_MEMORY;
+    free(v);
+    if (n > 0) store_tasks_release(all, n);
+    answer_message(c, rc, out, len);
+}
+
 /* The statistics of every task, as GET /v2/models/{m}/stats gives each, in one {"model_stats": [...]}.
  * Answers the error itself and returns NULL. */
 static char *all_stats(srv_grpc_call *c, size_t *len) {
@@ -292,9 +334,7 @@ static void dispatch(srv_grpc_call *c) {
         return answer_message(c, rc, out, len);
     }
     case PROTO_GRPC_MODEL_INFER: return infer_run(c);
-    case PROTO_GRPC_REPOSITORY_INDEX:
-        return srv__grpc_answer(c, PROTO_GRPC_UNIMPLEMENTED,
-                                "RepositoryIndex is an admin call: GET /v2/repository/index with the admin token", NULL, 0);
+    case PROTO_GRPC_REPOSITORY_INDEX: return repository_index(c);
     default: return srv__grpc_answer(c, PROTO_GRPC_UNIMPLEMENTED, "unknown method", NULL, 0);
     }
 }

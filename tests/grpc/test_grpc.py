@@ -2,7 +2,7 @@
 generated from the protocol's .proto (proto/grpc_service.proto) by grpc_tools at test time, against a
 live server on the fixture registry.
 
-Every call is checked (RepositoryIndex answers UNIMPLEMENTED: it is an admin call), and every ModelInfer answer against REST's POST /v2/models/{m}/infer on the
+Every call is checked (RepositoryIndex with the admin token, as REST's), and every ModelInfer answer against REST's POST /v2/models/{m}/infer on the
 same inputs: the same tensors (names, datatypes, shapes), the same labels and integers exactly, and
 the same scores within 1e-6 relative (float32 carried as JSON in REST and as float in gRPC: the same
 float32 when both passes agree; a batch of another size may round the last bit differently). Raw
@@ -35,6 +35,7 @@ from grpc_tools import protoc
 
 ADAPTERD, REGISTRY, PROTO_DIR = sys.argv[1:4]
 FAILS = []
+TOKEN = "grpc-test-token"
 
 
 def check(cond, what):
@@ -200,7 +201,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="adapterd-grpc-")
     try:
         pb, pbg = stubs(tmp)
-        s = Server(tmp, "--max-body-bytes", "65536")
+        s = Server(tmp, "--max-body-bytes", "65536", "--admin-token", TOKEN)
         stub = pbg.GRPCInferenceServiceStub(s.channel)
 
         check(stub.ServerLive(pb.ServerLiveRequest()).live, "ServerLive: live")
@@ -321,8 +322,20 @@ def main():
         check(sorted(x.name for x in st.model_stats) == sorted(names), "ModelStatistics without a name: every model")
         check(code_of(lambda: stub.ModelStatistics(pb.ModelStatisticsRequest(name="nope")))[0] == grpc.StatusCode.NOT_FOUND,
               "ModelStatistics unknown: NOT_FOUND")
-        check(code_of(lambda: stub.RepositoryIndex(pb.RepositoryIndexRequest()))[0] == grpc.StatusCode.UNIMPLEMENTED,
-              "RepositoryIndex: UNIMPLEMENTED (an admin call)")
+        # RepositoryIndex is an admin call, as REST's POST /v2/repository/index
+        check(code_of(lambda: stub.RepositoryIndex(pb.RepositoryIndexRequest()))[0] == grpc.StatusCode.UNAUTHENTICATED,
+              "RepositoryIndex without the admin token: UNAUTHENTICATED")
+        check(code_of(lambda: stub.RepositoryIndex(pb.RepositoryIndexRequest(), metadata=[("authorization", "Bearer nope")]))[0] ==
+              grpc.StatusCode.UNAUTHENTICATED, "RepositoryIndex with a wrong token: UNAUTHENTICATED")
+        idx = stub.RepositoryIndex(pb.RepositoryIndexRequest(), metadata=[("authorization", "Bearer " + TOKEN)])
+        req = urllib.request.Request(s.http + "/v2/repository/index", b"{}", {"Content-Type": "application/json",
+                                                                             "Authorization": "Bearer " + TOKEN})
+        rest = json.loads(urllib.request.urlopen(req, timeout=60).read())
+        check(sorted((m.name, m.version, m.state, m.reason) for m in idx.models) ==
+              sorted((m["name"], m["version"], m["state"], m["reason"]) for m in rest), "RepositoryIndex as POST /v2/repository/index")
+        idx = stub.RepositoryIndex(pb.RepositoryIndexRequest(ready=True), metadata=[("authorization", "Bearer " + TOKEN)])
+        check(sorted(m.name for m in idx.models) == sorted(m["name"] for m in rest if m["state"] == "READY"),
+              "RepositoryIndex ready: only the models in memory")
 
         metrics = s.get("/metrics")
         check('adapterd_grpc_requests_total{method="ModelInfer",code="OK"}' in metrics and
