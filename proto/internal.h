@@ -10,6 +10,7 @@
  *               json.c
  *   tei.c       text-embeddings-inference's own answers (/info, prompts, its error shape); json.c
  *   openai.c    OpenAI's embeddings request and answer, its error shape; parse.c, json.c
+ *   grpc.c      KServe v2's gRPC messages (grpc_service.proto, protoc-c) to and from the v2 JSON; json.c
  * A new protocol (an OpenAI- or TEI-shaped encoder) is a new file after these, built on json.c and
  * the request struct parse.c fills; tests/layout/file_cycles.py keeps the order honest. */
 #ifndef ADAPTERD_PROTO_INTERNAL_H

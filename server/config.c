@@ -95,6 +95,7 @@ static const opt opts[] = {
     {"header-timeout-ms", INT(header_timeout_ms, 100, 3600000)},
     {"min-body-rate", OPT_SIZE, offsetof(srv_config, min_body_rate), sizeof(size_t), 0, 1LL << 40},
     {"metrics-tasks", INT(metrics_tasks, 0, 1 << 20)},
+    {"grpc-port", INT(grpc_port, 0, 65535)},
 };
 
 static int same_key(const char *a, const char *b) {

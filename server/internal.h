@@ -109,6 +109,7 @@ struct srv_server {
     srv_offloader *offl;             /* offload.c */
     srv_conns *conns;                /* conn.c: header deadline, body rate, health reserve */
     srv_watch *watch;                /* watch.c; NULL when off */
+    struct srv_grpc *grpc;           /* grpc.c: the gRPC listener and its connections; NULL when --grpc-port is 0 */
     atomic_bool ready;
     atomic_bool draining;
     atomic_int active;               /* requests between first byte and completion: the in-flight count */

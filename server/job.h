@@ -39,6 +39,7 @@ typedef struct srv_job {
     srv_inbox_node inbox;        /* the scheduler's inbox (any thread -> loop) */
     struct srv_job *next;        /* the scheduler's FIFO and batches (loop, then one worker) */
     struct srv_request *req;     /* NULL once abandoned at the drain deadline (the scheduler frees it) */
+    struct srv_grpc_call *grpc;  /* a gRPC ModelInfer's call instead of req (server/grpc_calls.c), or NULL */
     const char *request_id;      /* id below, for the body */
     char id[72];                 /* the request's id, copied: the job may outlive its request */
     proto_predict_req *owned_req; /* an abandoned job's parsed request (texts point into it), or NULL */

@@ -20,6 +20,7 @@
 #include "metrics.h"
 
 #include "engine/platform.h"
+#include "proto/grpc.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -57,6 +58,8 @@ typedef struct {
 struct srv_metrics {
     atomic_uint_fast64_t requests[SRV_ROUTE_COUNT][N_CODES + 1];
     hist latency[SRV_ROUTE_COUNT];
+    atomic_uint_fast64_t grpc[PROTO_GRPC_N_METHODS][PROTO_GRPC_N_CODES]; /* gRPC calls by method and status */
+    hist grpc_latency[PROTO_GRPC_N_METHODS];
     hist queue_wait, lazy_load, batch_requests, batch_inputs, batch_tokens, batch_seconds;
     atomic_uint_fast64_t tokens, batches;
     atomic_uint_fast64_t prec_tokens[N_PREC], prec_batches[N_PREC];
@@ -201,6 +204,13 @@ void srv__metrics_request(srv_metrics *m, srv_route r, unsigned status, double s
     observe(&m->latency[r], lat_b, N_LAT, seconds);
 }
 
+void srv__metrics_grpc(srv_metrics *m, int method, int code, double seconds) {
+    if (method < 0 || method >= PROTO_GRPC_N_METHODS) method = PROTO_GRPC_UNKNOWN_METHOD;
+    if (code < 0 || code >= PROTO_GRPC_N_CODES) code = PROTO_GRPC_UNKNOWN;
+    atomic_fetch_add_explicit(&m->grpc[method][code], 1, memory_order_relaxed);
+    observe(&m->grpc_latency[method], lat_b, N_LAT, seconds);
+}
+
 void srv__metrics_queue_wait(srv_metrics *m, double seconds) {
     if (seconds >= 0) observe(&m->queue_wait, lat_b, N_LAT, seconds);
 }
@@ -302,6 +312,23 @@ char *srv__metrics_render(srv_metrics *m, const srv_metrics_live *live, size_t *
         char l[64];
         snprintf(l, sizeof l, "route=\"%s\"", route_names[r]);
         put_hist(&b, "adapterd_request_duration_seconds", l, &m->latency[r], lat_b, N_LAT);
+    }
+    put(&b, "# HELP adapterd_grpc_requests_total gRPC calls (--grpc-port) by method and grpc-status.\n"
+            "# TYPE adapterd_grpc_requests_total counter\n");
+    for (int g = 0; g < PROTO_GRPC_N_METHODS; g++)
+        for (int c = 0; c < PROTO_GRPC_N_CODES; c++) {
+            uint64_t v = atomic_load_explicit(&m->grpc[g][c], memory_order_relaxed);
+            if (v)
+                put(&b, "adapterd_grpc_requests_total{method=\"%s\",code=\"%s\"} %llu\n", proto_grpc_method_name((proto_grpc_method)g),
+                    proto_grpc_code_name(c), (unsigned long long)v);
+        }
+    put(&b, "# HELP adapterd_grpc_request_duration_seconds gRPC calls: first byte to answer, by method.\n"
+            "# TYPE adapterd_grpc_request_duration_seconds histogram\n");
+    for (int g = 0; g < PROTO_GRPC_N_METHODS; g++) {
+        if (!atomic_load_explicit(&m->grpc_latency[g].count, memory_order_relaxed)) continue;
+        char l[64];
+        snprintf(l, sizeof l, "method=\"%s\"", proto_grpc_method_name((proto_grpc_method)g));
+        put_hist(&b, "adapterd_grpc_request_duration_seconds", l, &m->grpc_latency[g], lat_b, N_LAT);
     }
     put(&b, "# HELP adapterd_queue_wait_seconds Time a job waited for its batch.\n# TYPE adapterd_queue_wait_seconds histogram\n");
     put_hist(&b, "adapterd_queue_wait_seconds", "", &m->queue_wait, lat_b, N_LAT);

@@ -46,14 +46,14 @@ store_task *srv__task_acquire_spec(store_registry *reg, const char *spec, size_t
 /* The v2 outputs a task answers (proto_v2_outputs_of): 0 when every output asked for is one of
  * them, else -1 with their names in `answers`. A task whose head is not known yet (never loaded) is
  * checked after its load, when it runs again. */
-static int check_v2_outputs(srv_request *r, const char *task, char *answers, size_t n) {
-    store_task *t = srv__task_acquire_spec(r->srv->reg, task, strlen(task));
+int srv__check_v2_outputs(store_registry *reg, unsigned outputs, const char *task, char *answers, size_t n) {
+    store_task *t = srv__task_acquire_spec(reg, task, strlen(task));
     if (!t) return 0; /* answered 404 later */
     int h = store_task_head_type(t);
     store_task_release(t);
     if (h < 0) return 0;
     proto_head_kind k = srv__wire_head_kind(h);
-    if (!(r->preq.v2_outputs & ~proto_v2_outputs_of(k))) return 0;
+    if (!(outputs & ~proto_v2_outputs_of(k))) return 0;
     proto_v2_outputs_describe(k, answers, n);
     return -1;
 }
@@ -267,23 +267,15 @@ int srv__job_tokenize(srv_server *s, srv_job *j, const proto_predict_req *p, eng
     return 0;
 }
 
-typedef enum {
-    PREPARE_READY,       /* j is ready to submit */
-    PREPARE_RELOAD,      /* a task is no longer resident: load it and run the request again */
-    PREPARE_FAILED,      /* *code and msg say why */
-} prepare_result;
-
-/* Resolves tasks and skips, tokenizes. */
-static prepare_result job_prepare(srv_request *r, srv_job *j, const proto_predict_req *p, eng_status *code, char *msg, size_t msz) {
-    srv_server *s = r->srv;
+srv_prepare_result srv__job_prepare(srv_server *s, srv_job *j, const proto_predict_req *p, const char *id, double t0, double load_s,
+                                    eng_status *code, char *msg, size_t msz) {
     /* a request without "tasks" runs every task of one snapshot, owned by the job from here */
     store_task **all = NULL;
     int n_tasks = p->n_tasks ? p->n_tasks : store_tasks_acquire(s->reg, &all);
     if (all) j->tasks = all, j->n_tasks = n_tasks;
-    j->req = r;
-    snprintf(j->id, sizeof j->id, "%s", r->id);
+    snprintf(j->id, sizeof j->id, "%s", id);
     j->request_id = j->id;
-    j->t_request = r->t0;
+    j->t_request = t0;
     j->texts = p->inputs;
     j->n_inputs = p->n_inputs;
     j->ret_scores = p->ret_scores, j->ret_logits = p->ret_logits, j->ret_explain = p->ret_explain;
@@ -292,7 +284,7 @@ static prepare_result job_prepare(srv_request *r, srv_job *j, const proto_predic
     j->v2_id = p->v2_id;
     j->v2_binary = p->v2_binary;
     j->latency_ms = j->predicted_ms = -1;
-    j->load_ms = r->off.load_s * 1e3;
+    j->load_ms = load_s * 1e3;
     if (n_tasks < 0 || (!all && !(j->tasks = calloc((size_t)n_tasks, sizeof *j->tasks))) || !(j->treqs = calloc((size_t)n_tasks, sizeof *j->treqs)) ||
         !(j->skip_src = calloc((size_t)n_tasks, sizeof *j->skip_src)) ||
         !(j->enc = calloc((size_t)p->n_inputs, sizeof *j->enc)) || !(j->truncated = calloc((size_t)p->n_inputs, sizeof(int)))) {
@@ -443,7 +435,7 @@ enum MHD_Result srv__predict(srv_request *r, const char *task, size_t task_len) 
     }
     if (rc) return srv__send_error(r, (eng_status)rc, "%s", pe.msg);
     char answers[160];
-    if (r->route == SRV_ROUTE_V2_INFER && r->preq.v2_outputs && check_v2_outputs(r, tname, answers, sizeof answers))
+    if (r->route == SRV_ROUTE_V2_INFER && r->preq.v2_outputs && srv__check_v2_outputs(s->reg, r->preq.v2_outputs, tname, answers, sizeof answers))
         return srv__send_error(r, ENG_INVALID_ARGUMENT, "\"outputs\" asks for a tensor task \"%.100s\" does not answer (it answers %s)",
                                tname, answers);
     /* tasks not resident (a memory budget): load them on the pool, then run this again */
@@ -459,7 +451,8 @@ enum MHD_Result srv__predict(srv_request *r, const char *task, size_t task_len) 
     j->tei_batch = r->preq.tei_batch, j->tei_raw = r->preq.tei_raw, j->tei_return_text = r->preq.tei_return_text;
     eng_status code = ENG_OK;
     char msg[PREPARE_MSG_MAX];
-    prepare_result prep = job_prepare(r, j, &r->preq, &code, msg, sizeof msg);
+    j->req = r;
+    srv_prepare_result prep = srv__job_prepare(s, j, &r->preq, r->id, r->t0, r->off.load_s, &code, msg, sizeof msg);
     if (prep == PREPARE_FAILED) return srv__send_error(r, code, "%s", msg);
     if (prep == PREPARE_RELOAD) { /* evicted or replaced since the check: rare, go round again */
         srv__job_free(j);

@@ -21,4 +21,22 @@ store_task *srv__task_acquire_spec(store_registry *reg, const char *spec, size_t
  * Adds up j->tokens. Returns 0, or -1 with *code and msg set. MHD thread. */
 int srv__job_tokenize(srv_server *s, srv_job *j, const proto_predict_req *p, eng_status *code, char *msg, size_t msz);
 
+/* The outputs a v2 request asks for (PROTO_V2_OUT_* bits) against what task (a spec, as
+ * srv__task_acquire_spec reads it) answers: 0 when it answers them all (or is unknown, or its head
+ * is not known yet), else -1 with the names it answers in answers (n bytes). */
+int srv__check_v2_outputs(store_registry *reg, unsigned outputs, const char *task, char *answers, size_t n);
+
+typedef enum {
+    PREPARE_READY,       /* j is ready to submit */
+    PREPARE_RELOAD,      /* a task is no longer resident: load it and run the request again */
+    PREPARE_FAILED,      /* *code and msg say why */
+} srv_prepare_result;
+
+/* Resolves p's tasks and skips into job j (form, dialect and req or grpc set by the caller) and
+ * tokenizes; id is the request's id, t0 its first byte (srv__now), load_s the seconds it waited for
+ * task loads. The job holds its task references whatever the result (srv__job_free). Any thread
+ * that may tokenize (an MHD thread, or the loop for gRPC). */
+srv_prepare_result srv__job_prepare(srv_server *s, srv_job *j, const proto_predict_req *p, const char *id, double t0, double load_s,
+                                    eng_status *code, char *msg, size_t msz);
+
 #endif

@@ -131,40 +131,38 @@ static enum MHD_Result route_tasks(srv_request *r) {
 /* Bytes of "task@version" from a v2 path. */
 #define V2_SPEC_MAX 320
 
-/* What GET on one task answers. */
-typedef enum {
-    TASK_VIEW_V1,            /* /v1/tasks/{name} */
-    TASK_VIEW_V2,            /* /v2/models/{task} */
-    TASK_VIEW_V2_READY,      /* /v2/models/{task}/ready */
-    TASK_VIEW_V2_STATS,      /* /v2/models/{task}/stats */
-} task_view;
-
 /* Longest task name quoted back in an error. */
 #define QUOTED_NAME_MAX 100
 
-/* 404 for a task that is not served: unknown, or on disk with no version that loads (then the
- * answer says why, from its newest failed version). */
-static enum MHD_Result unknown_task(srv_request *r, const char *name, size_t nlen) {
+/* The error for a task that is not served: unknown, or on disk with no version that loads (then
+ * the message says why, from its newest failed version). */
+static eng_status unknown_task(srv_server *s, const char *name, size_t nlen, char *msg, size_t msz) {
     int q = (int)(nlen > QUOTED_NAME_MAX ? QUOTED_NAME_MAX : nlen);
     char nm[SRV_NAME_MAX];
     store_version_info v[8];
-    int n = nlen < sizeof nm ? (memcpy(nm, name, nlen), nm[nlen] = '\0', store_versions(r->srv->reg, nm, v, 8)) : -1;
+    int n = nlen < sizeof nm ? (memcpy(nm, name, nlen), nm[nlen] = '\0', store_versions(s->reg, nm, v, 8)) : -1;
     if (n <= 0 || strcmp(v[n - 1].state, "failed"))
-        return srv__send_error(r, ENG_NOT_FOUND, "unknown task \"%.*s\" (GET /v1/tasks lists them)", q, name);
-    return srv__send_error(r, ENG_NOT_FOUND, "task \"%.*s\" is not served: no version of it loads (version %s: %s)", q, name,
-                           v[n - 1].version, v[n - 1].reason);
+        snprintf(msg, msz, "unknown task \"%.*s\" (GET /v1/tasks lists them)", q, name);
+    else
+        snprintf(msg, msz, "task \"%.*s\" is not served: no version of it loads (version %s: %s)", q, name, v[n - 1].version,
+                 v[n - 1].reason);
+    return ENG_NOT_FOUND;
 }
 
 static size_t v2_infer_spec(const char *name, size_t name_len, char *out, size_t n);
 
-static enum MHD_Result route_task(srv_request *r, const char *name, size_t nlen, task_view view) {
+int srv__task_view(srv_server *s, const char *name, size_t nlen, srv_task_view view, char **json, size_t *jlen, char *msg,
+                   size_t msz) {
     /* /v2/models/{task}/versions/{v}: that version ("task@v", as infer reads it) */
     char spec[V2_SPEC_MAX];
     size_t sl = view != TASK_VIEW_V1 && !strncmp(name + nlen, "/versions/", 10) ? v2_infer_spec(name, nlen, spec, sizeof spec) : 0;
-    store_task *t = sl ? srv__task_acquire_spec(r->srv->reg, spec, sl) : store_task_acquire(r->srv->reg, name, nlen);
-    if (!t && sl)
-        return srv__send_error(r, ENG_NOT_FOUND, "unknown task or version \"%.*s\"", (int)(sl > QUOTED_NAME_MAX ? QUOTED_NAME_MAX : sl), spec);
-    if (!t) return unknown_task(r, name, nlen);
+    store_task *t = sl ? srv__task_acquire_spec(s->reg, spec, sl) : store_task_acquire(s->reg, name, nlen);
+    *json = NULL;
+    if (!t && sl) {
+        snprintf(msg, msz, "unknown task or version \"%.*s\"", (int)(sl > QUOTED_NAME_MAX ? QUOTED_NAME_MAX : sl), spec);
+        return ENG_NOT_FOUND;
+    }
+    if (!t) return unknown_task(s, name, nlen, msg, msz);
     proto_task_info ti;
     fill_task_info(t, &ti);
     task_versions tv = {0};
@@ -175,10 +173,10 @@ static enum MHD_Result route_task(srv_request *r, const char *name, size_t nlen,
     else if (view == TASK_VIEW_V2_STATS) {
         uint64_t count;
         double sec;
-        srv__metrics_task_totals(r->srv->metrics, store_task_name(t), &count, &sec);
+        srv__metrics_task_totals(s->metrics, store_task_name(t), &count, &sec);
         j = proto_v2_stats_encode(store_task_name(t), store_task_version(t), count, sec, &len);
     }
-    else if (!versions_fill(r->srv->reg, store_task_name(t), &tv, &ti)) {
+    else if (!versions_fill(s->reg, store_task_name(t), &tv, &ti)) {
         store_task_layout lay = store_task_layout_of(t);
         ti.layout_from = lay.from_task_json ? "task.json" : "inferred";
         ti.layout_adapters = lay.adapters, ti.layout_n_adapters = lay.n_adapters;
@@ -187,6 +185,19 @@ static enum MHD_Result route_task(srv_request *r, const char *name, size_t nlen,
     }
     versions_free(&tv);
     store_task_release(t);
+    if (!j) {
+        snprintf(msg, msz, "out of memory");
+        return ENG_NO_MEMORY;
+    }
+    *json = j, *jlen = len;
+    return 0;
+}
+
+static enum MHD_Result route_task(srv_request *r, const char *name, size_t nlen, srv_task_view view) {
+    char *j = NULL, msg[SRV_NAME_MAX + 256];
+    size_t len = 0;
+    int rc = srv__task_view(r->srv, name, nlen, view, &j, &len, msg, sizeof msg);
+    if (rc) return srv__send_error(r, (eng_status)rc, "%s", msg);
     return srv__send_json(r, 200, j, len);
 }
 

@@ -15,6 +15,7 @@
 
 #include "clock.h"
 #include "conn.h"
+#include "grpc.h"
 #include "internal.h"
 #include "offload.h"
 #include "respond.h"
@@ -45,6 +46,7 @@
 static void hook_respond(void *ctx, srv_job *j, const eng_task_out *outs, const eng_plan_stats *stats) {
     (void)ctx;
     srv__job_respond(j, outs, stats);
+    if (j->grpc) srv__grpc_job_encode(j); /* the v2 answer as a ModelInferResponse, on the worker */
 }
 
 static void hook_respond_embed(void *ctx, srv_job *j, const float *hidden, const float *pooled) {
@@ -55,12 +57,17 @@ static void hook_respond_embed(void *ctx, srv_job *j, const float *hidden, const
 static void hook_fail(void *ctx, srv_job *j, eng_status code, const char *msg) {
     (void)ctx;
     srv__job_fail(j, code, msg);
+    if (j->grpc) srv__grpc_job_encode(j);
 }
 
 /* Loop thread: the job is answered; count it and resume its connection (MHD sends the body). A
  * job abandoned at the drain deadline has no request any more: it ends here. */
 static void hook_done(void *ctx, srv_job *j) {
     srv_server *s = ctx;
+    if (j->grpc) {
+        srv__grpc_job_done(s, j);
+        return;
+    }
     if (!j->req) {
         srv__job_free(j);
         return;
@@ -79,6 +86,10 @@ static void hook_done(void *ctx, srv_job *j) {
  * touches the request meanwhile. */
 static void hook_abandon(void *ctx, srv_job *j) {
     srv_server *s = ctx;
+    if (j->grpc) {
+        srv__grpc_job_abandon(s, j);
+        return;
+    }
     srv_request *r = j->req;
     proto_predict_req *owned = malloc(sizeof *owned);
     if (!owned) return; /* out of memory: this one waits for its pass like before */
@@ -156,6 +167,7 @@ static void raise_fd_limit(int want) {
 static void on_signal(uv_signal_t *h, int signum) {
     srv_loop_ctx *c = h->data;
     if (atomic_exchange(&c->s->draining, true)) return;
+    srv__grpc_drain(c->s->grpc); /* GOAWAY: in-flight calls finish, no new ones */
     fprintf(stderr, "adapterd: %s: draining (%d requests in flight)\n", signum == SIGTERM ? "SIGTERM" : "SIGINT",
             atomic_load(&c->s->active));
     c->drain_start = srv__now();
@@ -284,6 +296,7 @@ int srv_run(const srv_config *cfg, store_registry *reg, eng_err *err) {
     fprintf(stderr, "adapterd: listening on http://%s:%d (%d tasks, %d http thread(s), %d worker(s) x %d threads, batch %d tokens / %d us, queue %d%s)\n",
             cfg->host, port, store_n_tasks(reg), cfg->http_threads, cfg->workers, cfg->threads, cfg->max_batch_tokens,
             cfg->max_wait_us, cfg->max_queue, cfg->adaptive_skips ? ", adaptive skips" : "");
+    if (cfg->grpc_port && (rc = srv__grpc_serve(s, &s->grpc, err))) goto done;
     atomic_store(&s->ready, true);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     atomic_store(&s->ready, false);
@@ -298,6 +311,7 @@ done:
     uv_run(&s->loop, UV_RUN_DEFAULT);
     uv_loop_close(&s->loop);
     srv__sched_free(s->sched);
+    srv__grpc_free(s->grpc);
     srv__offload_free(s->offl);
     srv__conns_free(s->conns);
     srv__metrics_free(s->metrics);

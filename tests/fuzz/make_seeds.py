@@ -57,6 +57,44 @@ for ins, raw in [
             "parameters": {"binary_data_output": True}}
     put("proto_v2", json.dumps(body).encode() + SEP + raw)
 
+# --- gRPC messages (proto/grpc.c): option byte 0 ModelInferRequest, 1 model request, 2 RepositoryIndexRequest,
+# 3/4 a v2 infer answer (contents / raw), 5 model metadata, 6 statistics, 7 server metadata; protobuf by hand
+def pb_len(field, b):
+    n, v = len(b), b""
+    while True:
+        v += bytes([(n & 0x7f) | (0x80 if n > 0x7f else 0)])
+        n >>= 7
+        if not n:
+            break
+    return bytes([field << 3 | 2]) + v + b
+
+
+def pb_tensor(name, dt, shape, texts):
+    return (pb_len(1, name) + pb_len(2, dt) + pb_len(3, bytes(shape)) +
+            (pb_len(5, b"".join(pb_len(8, t) for t in texts)) if texts is not None else b""))
+
+
+for msg in [pb_len(1, b"sentiment") + pb_len(5, pb_tensor(b"text", b"BYTES", [2], [b"a", b"b"])),
+            pb_len(1, b"qa") + pb_len(2, b"1") + pb_len(3, b"r1") + pb_len(4, pb_len(1, b"skip") + pb_len(2, b"\x10\x01")) +
+            pb_len(5, pb_tensor(b"text", b"BYTES", [1], [b"q"])) + pb_len(5, pb_tensor(b"text_pair", b"BYTES", [1], [b"c"])) +
+            pb_len(6, pb_len(1, b"answer")),
+            pb_len(1, b"m") + pb_len(5, pb_tensor(b"text", b"BYTES", [2], None)) +
+            pb_len(7, struct.pack("<I", 2) + b"hi" + struct.pack("<I", 0))]:
+    put("proto_grpc", b"\x00" + msg)
+put("proto_grpc", b"\x01" + pb_len(1, b"cls") + pb_len(2, b"2"))
+put("proto_grpc", b"\x02" + b"\x10\x01")
+answer = {"model_name": "m", "model_version": "1", "id": "x", "outputs": [
+    {"name": "label", "datatype": "BYTES", "shape": [2], "data": ["pos", "neg"]},
+    {"name": "scores", "datatype": "FP32", "shape": [2, 2], "data": [[0.1, 0.9], [None, 0.2]]},
+    {"name": "start", "datatype": "INT32", "shape": [2], "data": [-1, 3]}]}
+put("proto_grpc", b"\x03" + json.dumps(answer).encode())
+put("proto_grpc", b"\x04" + json.dumps(answer).encode())
+put("proto_grpc", b"\x05" + json.dumps({"name": "t", "versions": ["1"], "platform": "adapterd", "inputs": [
+    {"name": "text", "datatype": "BYTES", "shape": [-1]}], "outputs": [{"name": "scores", "datatype": "FP32", "shape": [-1, 2]}]}).encode())
+put("proto_grpc", b"\x06" + json.dumps({"model_stats": [{"name": "t", "version": "1", "inference_count": 3, "execution_count": 3,
+                                                        "inference_stats": {"success": {"count": 3, "ns": 300}}}]}).encode())
+put("proto_grpc", b"\x07" + json.dumps({"name": "adapterd", "version": "0.1.0", "extensions": ["statistics"]}).encode())
+
 # --- URLs: option byte picks GET POST PUT DELETE HEAD ---
 for m, u in [(0, "/v1/tasks/abc"), (0, "/v2/models/t/ready"), (1, "/v2/models/t/infer"), (1, "/v1/predict"),
              (2, "/v1/tasks/t/versions/3"), (3, "/v1/tasks/t%00/versions/1"), (1, "/v1/tasks/t:activate"),

@@ -67,6 +67,7 @@ typedef struct {
     int header_timeout_ms;   /* from accept or the previous answer to a request's last header byte; 10000 */
     size_t min_body_rate;    /* bytes/s a body must average after header_timeout_ms (0: none); 1024 */
     int metrics_tasks;       /* tasks with their own /metrics series, the busiest; the rest sum as task="(other)"; 100 */
+    int grpc_port;           /* KServe v2 GRPCInferenceService on host:grpc_port (HTTP/2, cleartext); 0: off */
 } srv_config;
 
 srv_config srv_default_config(void);

@@ -1,0 +1,12 @@
+#!/bin/sh
+# run.sh - ctest entry of the gRPC client test (test_grpc.py): Debian's python3-grpcio and
+# python3-grpc-tools generate a client from proto/grpc_service.proto at test time; skips (exit 77) with
+# a message when they are missing.
+#     run.sh <adapterd> <registry> <proto dir>
+here=$(cd "$(dirname "$0")" && pwd)
+py=/usr/bin/python3
+if ! [ -x "$py" ] || ! "$py" -c 'import grpc, grpc_tools.protoc' 2>/dev/null; then
+    echo "SKIP: Debian's python3-grpcio and python3-grpc-tools are not installed (scripts/setup.sh installs them)"
+    exit 77
+fi
+exec "$py" "$here/test_grpc.py" "$@"
