@@ -39,6 +39,9 @@ static const unsigned codes[] = {200, 201, 400, 401, 404, 405, 409, 413, 415, 42
 static const double lat_b[N_LAT] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
 #define N_CNT 10
 static const double cnt_b[N_CNT] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
+#define N_LOOP 12
+static const double loop_b[N_LOOP] = {0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1};
+static const char *const rescan_kinds[] = {"full", "tasks"}; /* srv_rescan_kind's order */
 #define N_TOK 10
 static const double tok_b[N_TOK] = {16, 64, 256, 512, 1024, 2048, 4096, 8192, 16384, 65536};
 /* The backbone precisions a batch can run in (eng_model_precision's names). */
@@ -62,6 +65,12 @@ struct srv_metrics {
     atomic_uint_fast64_t prec_tokens[N_PREC], prec_batches[N_PREC];
     _Atomic double prec_seconds[N_PREC];
     atomic_uint_fast64_t adaptive_jobs, adaptive_layers, latency_refused;
+    hist loop_busy;                        /* event loop turns: callbacks' time between two waits */
+    atomic_uint_fast64_t loop_busy_max_ns; /* the longest turn since the previous render */
+    atomic_uint_fast64_t loop_cpu_max_ns;  /* its CPU time: the most CPU one turn took since then */
+    atomic_uint_fast64_t watch_max_ns;     /* the longest watch callback since then */
+    hist rescan[2];                        /* by srv_rescan_kind: wall time */
+    _Atomic double rescan_cpu[2];
     pthread_mutex_t tmu;                   /* the task table */
     struct task_series **tasks;            /* open addressing, (cap) */
     int n_tasks, cap;
@@ -238,6 +247,25 @@ void srv__metrics_adaptive(srv_metrics *m, int layers) {
 
 void srv__metrics_latency_refused(srv_metrics *m) {
     atomic_fetch_add_explicit(&m->latency_refused, 1, memory_order_relaxed);
+}
+
+static void raise_max(atomic_uint_fast64_t *max, double seconds) {
+    uint_fast64_t ns = (uint_fast64_t)(seconds > 0 ? seconds * 1e9 : 0), old = atomic_load_explicit(max, memory_order_relaxed);
+    while (ns > old && !atomic_compare_exchange_weak_explicit(max, &old, ns, memory_order_relaxed, memory_order_relaxed)) {
+    }
+}
+
+void srv__metrics_loop_busy(srv_metrics *m, double seconds, double cpu_seconds) {
+    observe(&m->loop_busy, loop_b, N_LOOP, seconds > 0 ? seconds : 0);
+    raise_max(&m->loop_busy_max_ns, seconds);
+    raise_max(&m->loop_cpu_max_ns, cpu_seconds);
+}
+
+void srv__metrics_watch_busy(srv_metrics *m, double seconds) { raise_max(&m->watch_max_ns, seconds); }
+
+void srv__metrics_rescan(srv_metrics *m, srv_rescan_kind kind, double seconds, double cpu_seconds) {
+    observe(&m->rescan[kind], lat_b, N_LAT, seconds);
+    add_double(&m->rescan_cpu[kind], cpu_seconds > 0 ? cpu_seconds : 0);
 }
 
 typedef struct {
@@ -463,6 +491,32 @@ char *srv__metrics_render(srv_metrics *m, const srv_metrics_live *live, size_t *
     put(&b, "# HELP adapterd_latency_refused_total Requests refused because latency_ms could not be met.\n"
             "# TYPE adapterd_latency_refused_total counter\nadapterd_latency_refused_total %llu\n",
         (unsigned long long)atomic_load_explicit(&m->latency_refused, memory_order_relaxed));
+    /* the event loop's turns: a long one delays every answer, upload and file event behind it */
+    put(&b, "# HELP adapterd_loop_busy_seconds Time each turn of the event loop spent in callbacks between two waits for "
+            "events (a stall: what arrived meanwhile waited).\n# TYPE adapterd_loop_busy_seconds histogram\n");
+    put_hist(&b, "adapterd_loop_busy_seconds", "", &m->loop_busy, loop_b, N_LOOP);
+    put(&b, "# HELP adapterd_loop_busy_max_seconds The longest turn of the event loop since the previous scrape (wall time: "
+            "with the loop's thread preempted too).\n# TYPE adapterd_loop_busy_max_seconds gauge\n"
+            "adapterd_loop_busy_max_seconds %.9g\n",
+        (double)atomic_exchange_explicit(&m->loop_busy_max_ns, 0, memory_order_relaxed) / 1e9);
+    put(&b, "# HELP adapterd_loop_busy_cpu_max_seconds The most CPU time one turn of the event loop took since the previous "
+            "scrape.\n# TYPE adapterd_loop_busy_cpu_max_seconds gauge\nadapterd_loop_busy_cpu_max_seconds %.9g\n",
+        (double)atomic_exchange_explicit(&m->loop_cpu_max_ns, 0, memory_order_relaxed) / 1e9);
+    put(&b, "# HELP adapterd_watch_loop_max_seconds The longest the registry watch held the event loop in one callback since "
+            "the previous scrape.\n# TYPE adapterd_watch_loop_max_seconds gauge\nadapterd_watch_loop_max_seconds %.9g\n",
+        (double)atomic_exchange_explicit(&m->watch_max_ns, 0, memory_order_relaxed) / 1e9);
+    put(&b, "# HELP adapterd_registry_rescan_seconds Wall time of registry rescans: full (periodic, every folder) or tasks "
+            "(the folders file events named).\n# TYPE adapterd_registry_rescan_seconds histogram\n");
+    for (int k = 0; k < 2; k++) {
+        char l[32];
+        snprintf(l, sizeof l, "kind=\"%s\"", rescan_kinds[k]);
+        put_hist(&b, "adapterd_registry_rescan_seconds", l, &m->rescan[k], lat_b, N_LAT);
+    }
+    put(&b, "# HELP adapterd_registry_rescan_cpu_seconds_total CPU time of registry rescans (their thread's).\n"
+            "# TYPE adapterd_registry_rescan_cpu_seconds_total counter\n");
+    for (int k = 0; k < 2; k++)
+        put(&b, "adapterd_registry_rescan_cpu_seconds_total{kind=\"%s\"} %.9g\n", rescan_kinds[k],
+            atomic_load_explicit(&m->rescan_cpu[k], memory_order_relaxed));
     put(&b, "# HELP adapterd_ready 1 when serving, 0 when starting or draining.\n# TYPE adapterd_ready gauge\n"
             "adapterd_ready %d\n", live->ready ? 1 : 0);
     if (b.oom) {

@@ -21,10 +21,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "watch.h"
 
 #include "engine/files.h"
+#include "clock.h"
 #include "offload.h"
 
 typedef struct {
@@ -89,12 +91,19 @@ static void list_tasks(srv_watch *w) {
     if (w->n_found > 1) qsort(w->found, (size_t)w->n_found, sizeof *w->found, cmp_name);
 }
 
+static double thread_cpu_s(void) {
+    struct timespec ts;
+    return clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) ? 0 : (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 static void rescan_work(uv_work_t *req) {
     srv_watch *w = req->data;
     srv__pool_thread_nice();
     eng_err e = {0};
+    double t0 = srv__now(), c0 = thread_cpu_s();
     if (store_rescan(w->s->reg, &e) < 0) fprintf(stderr, "adapterd: watch: %s\n", e.msg);
     list_tasks(w); /* here, off the loop, for the watches to follow */
+    srv__metrics_rescan(w->s->metrics, SRV_RESCAN_FULL, srv__now() - t0, thread_cpu_s() - c0);
 }
 
 static void arm(srv_watch *w);
@@ -159,6 +168,7 @@ static int follow(srv_watch *w) {
 }
 
 static void rescan_after(uv_work_t *req, int status) {
+    (void)status;
     srv_watch *w = req->data;
     w->running = 0;
     if (w->stopping) {
@@ -166,11 +176,13 @@ static void rescan_after(uv_work_t *req, int status) {
         maybe_free(w);
         return;
     }
+    double t0 = srv__now();
     /* a new task directory: its versions may have arrived before its watch did */
     if (follow(w) > 0 || w->dirty) {
         w->dirty = 0;
         arm(w);
     }
+    srv__metrics_watch_busy(w->s->metrics, srv__now() - t0);
 }
 
 static void start_rescan(srv_watch *w) {
