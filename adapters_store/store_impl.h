@@ -140,6 +140,9 @@ struct store_registry {
     state_doc state;            /* the state file as last read or written; admin_mu (or open) */
     int state_known;            /* state is the file's content while its identity is state_id */
     struct stat state_id;
+    unsigned state_gen;         /* +1 each time the file is found changed by another writer (read again, or gone) */
+    unsigned state_followed;    /* state_gen when every task last followed the file (rescan.c) */
+    int state_absent;           /* the last look found no file */
     bad_folder *bad;            /* version folders that failed, at the fingerprint they failed with; mu */
     int n_bad;                  /* at most BAD_MAX: one per failed folder on disk, forgotten with it */
     broken_version *broken;     /* guarded by mu */

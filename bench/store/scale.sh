@@ -4,7 +4,7 @@
 #   bench/store/scale.sh [--sizes "10 1000 10000"] [--seconds S] [--uploads K] [BINARY ...]
 #
 # For each N a registry of N copies of the example task "topic" (hard links: one version, a Pfeiffer
-# adapter and a head, no weights loaded until used) on the example backbone, then for each binary
+# adapter and a head; --adapter-memory 256 MiB, so weights load on first use) on the example backbone, then for each binary
 # (default build/tools/adapterd; pass a before and an after to compare them in one run):
 #   server A, --watch-interval-ms 0 (file events only: an idle registry):
 #     start-up   launch to /readyz, then until the watch's first full rescan is done; RSS then
@@ -82,7 +82,8 @@ start() { # binary, interval -> $pid, $U, $startup_s
   rm -f "$tmp/port"
   local t0; t0=$(date +%s.%N)
   "$1" serve --registry "$tmp/reg" --port 0 --port-file "$tmp/port" --threads 1 --access-log false --admin-token bench \
-    --watch-interval-ms "$2" --max-upload-bytes 67108864 2>"$tmp/log" &
+    --watch-interval-ms "$2" --max-upload-bytes 67108864 \
+    --adapter-memory 268435456 2>"$tmp/log" &
   pid=$!
   for _ in $(seq 1 1200); do [ -s "$tmp/port" ] && break; sleep 0.05; done
   [ -s "$tmp/port" ] || { echo "scale.sh: $1 did not start:" >&2; tail "$tmp/log" >&2; exit 1; }
