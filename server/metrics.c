@@ -386,6 +386,7 @@ char *srv__metrics_render(srv_metrics *m, const srv_metrics_live *live, size_t *
         nt = m->task_series_max;
     }
     if (nt) qsort(ts, (size_t)nt, sizeof *ts, cmp_series);
+    int n_named = nt;
     if (other) ts[nt++] = other, other->name = "(other)"; /* after the names: ts has room for every series */
     put(&b, "# HELP adapterd_task_requests_total Requests naming each task.\n# TYPE adapterd_task_requests_total counter\n");
     for (int i = 0; i < nt; i++)
@@ -407,16 +408,31 @@ char *srv__metrics_render(srv_metrics *m, const srv_metrics_live *live, size_t *
     put(&b, "# HELP adapterd_task_series_other Tasks used whose series are summed in task=\"(other)\" (beyond the "
             "--metrics-tasks busiest).\n# TYPE adapterd_task_series_other gauge\nadapterd_task_series_other %d\n",
         n_other);
-    free(ts);
-    free(other);
-    /* the registry: residency, loads, evictions */
-    put(&b, "# HELP adapterd_task_resident 1 when the task's current version is loaded in memory.\n"
-            "# TYPE adapterd_task_resident gauge\n");
+    /* the registry: residency, loads, evictions. One line per registered task while they are at most
+     * K; beyond, the K busiest (the names above) and task="(other)": how many of the rest are loaded
+     * (45 bytes a task: 450 KB a scrape at 10,000 tasks otherwise) */
+    put(&b, "# HELP adapterd_task_resident 1 when the task's current version is loaded in memory; task=\"(other)\": how many "
+            "of the tasks not named (beyond the --metrics-tasks busiest) are.\n# TYPE adapterd_task_resident gauge\n");
     store_task **all = NULL;
     int n_all = m->reg ? store_tasks_acquire(m->reg, &all) : 0;
-    for (int i = 0; i < n_all; i++)
-        put(&b, "adapterd_task_resident{task=\"%s\"} %d\n", store_task_name(all[i]), store_task_resident(all[i]));
+    if (n_all <= m->task_series_max) {
+        for (int i = 0; i < n_all; i++)
+            put(&b, "adapterd_task_resident{task=\"%s\"} %d\n", store_task_name(all[i]), store_task_resident(all[i]));
+    } else {
+        int resident = 0, shown = 0;
+        for (int i = 0; i < n_all; i++) resident += store_task_resident(all[i]) != 0;
+        for (int i = 0, k = 0; i < n_named; i++) { /* both in name order: one merge */
+            while (k < n_all && strcmp(store_task_name(all[k]), ts[i]->name) < 0) k++;
+            if (k == n_all || strcmp(store_task_name(all[k]), ts[i]->name)) continue; /* used, since deleted */
+            int on = store_task_resident(all[k]) != 0;
+            shown += on;
+            put(&b, "adapterd_task_resident{task=\"%s\"} %d\n", ts[i]->name, on);
+        }
+        put(&b, "adapterd_task_resident{task=\"(other)\"} %d\n", resident - shown);
+    }
     store_tasks_release(all, n_all);
+    free(ts);
+    free(other);
     /* the CPU: its level, the level the kernels run at, and each precision's kernel family */
     put(&b, "# HELP adapterd_cpu_info 1, labelled with the CPU's vector level (detected), the level the engine's kernels "
             "run at (below --cpu-level / ADAPTERD_CPU_LEVEL) and the kernel family of each backbone precision.\n"
