@@ -55,7 +55,8 @@ struct srv_watch {
     srv_server *s;
     char tasks_dir[PATH_MAX - 256];
     uv_fs_event_t root, state;   /* tasks/ and the registry directory (state file); inotify mode */
-    uv_timer_t debounce, periodic, chunk;
+    uv_timer_t debounce, periodic;
+    uv_idle_t chunk;             /* while watches wait to start: one chunk per turn (a 0 ms timer would rerun in the same turn) */
     int poll;                    /* --watch poll: no fs events, the periodic rescan only */
     uv_work_t work;
     task_watch **tw;             /* watched tasks/<name>/, sorted by name */
@@ -190,12 +191,14 @@ static int start_some(srv_watch *w, int max) {
 static void start_rescan(srv_watch *w, int full);
 
 /* A turn of its own for each WATCH_START_CHUNK watches; the start-up's full rescan once all run. */
-static void on_chunk(uv_timer_t *h) {
+static void on_chunk(uv_idle_t *h) {
     srv_watch *w = h->data;
     double t0 = srv__now();
-    if (!w->stopping && start_some(w, WATCH_START_CHUNK) > 0) uv_timer_start(&w->chunk, on_chunk, 0, 0);
-    else if (!w->stopping && w->full_after_start) w->full_after_start = 0, start_rescan(w, 1);
-    srv__metrics_watch_busy(w->s->metrics, srv__now() - t0);
+    if (w->stopping || start_some(w, WATCH_START_CHUNK) == 0) { /* else more the next turn */
+        uv_idle_stop(&w->chunk);
+        if (!w->stopping && w->full_after_start) w->full_after_start = 0, start_rescan(w, 1);
+    }
+    if (w->s->metrics) srv__metrics_watch_busy(w->s->metrics, srv__now() - t0);
 }
 
 /* Loop: task name is to be looked at by the next rescan (a full one once too many are). */
@@ -271,7 +274,7 @@ static int follow(srv_watch *w) {
     w->tw = nt;
     w->n_tw = n;
     found_free(w);
-    if (start_some(w, WATCH_START_CHUNK) > 0) uv_timer_start(&w->chunk, on_chunk, 0, 0);
+    if (start_some(w, WATCH_START_CHUNK) > 0) uv_idle_start(&w->chunk, on_chunk);
     return added;
 }
 
@@ -308,7 +311,7 @@ static void follow_names(srv_watch *w) {
             pend_add(w, w->names[i]);
         }
     }
-    if (start_some(w, WATCH_START_CHUNK) > 0) uv_timer_start(&w->chunk, on_chunk, 0, 0);
+    if (start_some(w, WATCH_START_CHUNK) > 0) uv_idle_start(&w->chunk, on_chunk);
 }
 
 static void names_free(srv_watch *w) {
@@ -337,7 +340,7 @@ static void rescan_after(uv_work_t *req, int status) {
         w->dirty = 0;
         arm(w);
     }
-    srv__metrics_watch_busy(w->s->metrics, srv__now() - t0);
+    if (w->s->metrics) srv__metrics_watch_busy(w->s->metrics, srv__now() - t0);
 }
 
 static void queue(srv_watch *w, work_kind kind) {
@@ -420,7 +423,7 @@ static srv_watch *watch_new(srv_server *s, const char *dir) {
     uv_fs_event_init(&s->loop, &w->state);
     uv_timer_init(&s->loop, &w->debounce);
     uv_timer_init(&s->loop, &w->periodic);
-    uv_timer_init(&s->loop, &w->chunk);
+    uv_idle_init(&s->loop, &w->chunk);
     w->root.data = w->state.data = w->debounce.data = w->periodic.data = w->chunk.data = w;
     w->open_handles = 5;
     return w;
