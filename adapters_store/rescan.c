@@ -109,11 +109,15 @@ static void follow_one(store_registry *r, const state_doc *root, const char *nam
 static void follow_all(store_registry *r, int check_disk) {
     char **names = NULL;
     int n = store_task_names(r, &names);
-    for (int i = 0; i < n; i++) {
+    /* the file read once: between two turns only this process's writers change r->state, in place
+     * (another process's change is a change of the file, followed next time) */
+    pthread_mutex_lock(&r->admin_mu);
+    int readable = store__state_load(r) != NULL;
+    r->state_followed = r->state_gen;
+    pthread_mutex_unlock(&r->admin_mu);
+    for (int i = 0; readable && i < n; i++) {
         pthread_mutex_lock(&r->admin_mu);
-        const state_doc *state = store__state_load(r);
-        if (i == 0) r->state_followed = r->state_gen; /* a change from here on is followed next time */
-        if (state) follow_one(r, state, names[i], check_disk);
+        follow_one(r, &r->state, names[i], check_disk);
         pthread_mutex_unlock(&r->admin_mu);
     }
     store__free_strs(names, n > 0 ? n : 0);
@@ -177,15 +181,20 @@ static int scan_task(store_registry *r, const state_doc *state, const char *name
         pthread_mutex_lock(&r->mu);
         store_entry *e = store__get_entry(r, name);
         store_task *known = store__find_version(e, vers[k]);
-        /* copied under the lock: a failed load may unlist (and free) it meanwhile */
+        /* copied under the lock: a failed load may unlist (and free) it meanwhile; a reference
+         * for its fingerprint's remembered walk (only rescans use it, under admin_mu) */
         uint64_t known_fp = known ? known->fingerprint : 0;
         int reported = known && known->changed_reported;
         long curv = e && e->cur ? e->cur->vnum : -1;
+        if (known && !reported) store__task_retain(known);
         pthread_mutex_unlock(&r->mu);
         store__pathf(vdir, sizeof vdir, "%s/%s", tdir, vers[k]);
         if (known) {
             /* immutable: report a change once, never reload it */
-            if (reported || store__fingerprint(vdir) == known_fp) continue;
+            if (reported) continue;
+            int same = store__fingerprint_cached(vdir, &known->fpc) == known_fp;
+            store_task_release(known);
+            if (same) continue;
             pthread_mutex_lock(&r->mu);
             known = store__find_version(store__get_entry(r, name), vers[k]);
             if (known && !known->changed_reported) known->changed_reported = 1, r->st.changed++;
@@ -254,12 +263,14 @@ static void drop_task(store_registry *r, const char *name) {
 
 /* One task folder looked at again (rescan_tasks and the full rescan's first pass): scanned when it is
  * there, dropped when it is gone. admin_mu taken for this task only. */
-static int rescan_one(store_registry *r, const char *name, int follow) {
+static int rescan_one(store_registry *r, const char *name, int follow, int reload) {
     char tdir[PATH_MAX];
     store__pathf(tdir, sizeof tdir, "%s/tasks/%s", r->dir, name);
     int added = 0, there = store__dir_exists(tdir);
     pthread_mutex_lock(&r->admin_mu);
-    const state_doc *state = store__state_load(r);
+    /* r->state: the file as last read or written (reload: a stat, read again if another writer
+     * changed it); NULL when unreadable */
+    const state_doc *state = reload || !r->state_known ? store__state_load(r) : &r->state;
     if (there) added = scan_task(r, state, name, tdir);
     else drop_task(r, name);
     if (follow) {
@@ -280,8 +291,8 @@ int store_rescan(store_registry *r, eng_err *err) {
     char **names = NULL;
     int n = store__list_subdirs(tasks, &names, err), added = 0;
     if (n < 0) return n;
-    for (int i = 0; i < n; i++)
-        if (store__valid_name(names[i])) added += rescan_one(r, names[i], 0);
+    for (int i = 0, first = 1; i < n; i++)
+        if (store__valid_name(names[i])) added += rescan_one(r, names[i], 0, first), first = 0;
     store__free_strs(names, n);
     /* task directories removed by hand: drop them */
     char **known = NULL;
@@ -306,7 +317,7 @@ int store_rescan_tasks(store_registry *r, char *const *names, int n, eng_err *er
     (void)err;
     int added = 0;
     for (int i = 0; i < n; i++)
-        if (names[i] && store__valid_name(names[i])) added += rescan_one(r, names[i], 1);
+        if (names[i] && store__valid_name(names[i])) added += rescan_one(r, names[i], 1, 1);
     /* another writer changed the state file: every task follows it, in memory (its folders are the
      * full rescan's to check) */
     pthread_mutex_lock(&r->admin_mu);

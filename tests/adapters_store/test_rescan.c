@@ -220,3 +220,32 @@ Test(rescan, an_admin_change_waits_for_one_task_of_a_full_rescan, .timeout = 300
     cr_expect_lt(pin_ms, rescan_ms / 2, "the pin took %.0f ms of a %.0f ms rescan", pin_ms, rescan_ms);
     store_free(x.r);
 }
+
+static unsigned long long changed_count(store_registry *r) {
+    store_stats st = {0};
+    store_get_stats(r, &st);
+    return (unsigned long long)st.changed;
+}
+
+/* A version folder's fingerprint walk is remembered (a stat per file while they stat the same): the
+ * rescans after the first still see a file written in place and a file added, and a file replaced
+ * by a copy with the same size and time reads as unchanged, as the walk's fingerprint says. */
+Test(rescan, remembered_fingerprints_still_see_files_changed_in_place) {
+    store_registry *r = fx_open(reg_dir, 0);
+    eng_err e = {0};
+    cr_assert_geq(store_rescan(r, &e), 0, "%s", e.msg);
+    cr_assert_geq(store_rescan(r, &e), 0, "%s", e.msg); /* the remembered walks */
+    cr_expect_eq(changed_count(r), 0);
+    fx_sh("cd '%s/tasks/cls_lora/1/lora' && cp -p adapter_config.json x.tmp && mv x.tmp adapter_config.json", reg_dir);
+    cr_assert_geq(store_rescan(r, &e), 0, "%s", e.msg);
+    cr_expect_eq(changed_count(r), 0, "a copy with the same size and time: the same fingerprint");
+    fx_sh("echo ' ' >> '%s/tasks/qa/1/squad/adapter_config.json'", reg_dir);
+    cr_assert_geq(store_rescan(r, &e), 0, "%s", e.msg);
+    cr_expect_eq(changed_count(r), 1, "a file written in place is seen");
+    fx_sh("echo x > '%s/tasks/reg/1/reg/notes.txt'", reg_dir);
+    cr_assert_geq(store_rescan(r, &e), 0, "%s", e.msg);
+    cr_expect_eq(changed_count(r), 2, "a file added is seen");
+    cr_assert_geq(store_rescan(r, &e), 0, "%s", e.msg);
+    cr_expect_eq(changed_count(r), 2, "each reported once");
+    store_free(r);
+}
