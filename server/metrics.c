@@ -68,7 +68,7 @@ struct srv_metrics {
     hist loop_busy;                        /* event loop turns: callbacks' time between two waits */
     atomic_uint_fast64_t loop_busy_max_ns; /* the longest turn since the previous render */
     atomic_uint_fast64_t loop_cpu_max_ns;  /* its CPU time: the most CPU one turn took since then */
-    atomic_uint_fast64_t watch_max_ns;     /* the longest watch callback since then */
+    atomic_uint_fast64_t watch_max_ns;     /* the most CPU a watch callback took since then */
     hist rescan[2];                        /* by srv_rescan_kind: wall time */
     _Atomic double rescan_cpu[2];
     pthread_mutex_t tmu;                   /* the task table */
@@ -261,7 +261,7 @@ void srv__metrics_loop_busy(srv_metrics *m, double seconds, double cpu_seconds) 
     raise_max(&m->loop_cpu_max_ns, cpu_seconds);
 }
 
-void srv__metrics_watch_busy(srv_metrics *m, double seconds) { raise_max(&m->watch_max_ns, seconds); }
+void srv__metrics_watch_busy(srv_metrics *m, double cpu_seconds) { raise_max(&m->watch_max_ns, cpu_seconds); }
 
 void srv__metrics_rescan(srv_metrics *m, srv_rescan_kind kind, double seconds, double cpu_seconds) {
     observe(&m->rescan[kind], lat_b, N_LAT, seconds);
@@ -518,8 +518,9 @@ char *srv__metrics_render(srv_metrics *m, const srv_metrics_live *live, size_t *
     put(&b, "# HELP adapterd_loop_busy_cpu_max_seconds The most CPU time one turn of the event loop took since the previous "
             "scrape.\n# TYPE adapterd_loop_busy_cpu_max_seconds gauge\nadapterd_loop_busy_cpu_max_seconds %.9g\n",
         (double)atomic_exchange_explicit(&m->loop_cpu_max_ns, 0, memory_order_relaxed) / 1e9);
-    put(&b, "# HELP adapterd_watch_loop_max_seconds The longest the registry watch held the event loop in one callback since "
-            "the previous scrape.\n# TYPE adapterd_watch_loop_max_seconds gauge\nadapterd_watch_loop_max_seconds %.9g\n",
+    put(&b, "# HELP adapterd_watch_loop_max_seconds The most CPU time the registry watch took on the event loop in one callback "
+            "since the previous scrape (CPU, not wall: a preempted loop is not the watch's cost).\n"
+            "# TYPE adapterd_watch_loop_max_seconds gauge\nadapterd_watch_loop_max_seconds %.9g\n",
         (double)atomic_exchange_explicit(&m->watch_max_ns, 0, memory_order_relaxed) / 1e9);
     put(&b, "# HELP adapterd_registry_rescan_seconds Wall time of registry rescans: full (periodic, every folder) or tasks "
             "(the folders file events named).\n# TYPE adapterd_registry_rescan_seconds histogram\n");

@@ -304,12 +304,12 @@ static void start_rescan(srv_watch *w, int full);
 /* A turn of its own for each WATCH_START_CHUNK changes; the start-up's full rescan once all ran. */
 static void on_chunk(uv_idle_t *h) {
     srv_watch *w = h->data;
-    double t0 = srv__now();
+    double t0 = thread_cpu_s();
     if (w->stopping || apply_some(w) == 0) {
         uv_idle_stop(&w->chunk);
         if (!w->stopping && w->full_after_start) w->full_after_start = 0, start_rescan(w, 1);
     }
-    if (w->s->metrics) srv__metrics_watch_busy(w->s->metrics, srv__now() - t0);
+    if (w->s->metrics) srv__metrics_watch_busy(w->s->metrics, thread_cpu_s() - t0);
 }
 
 /* Loop: task name is to be looked at by the next rescan (a full one once too many are). */
@@ -392,7 +392,7 @@ static void rescan_after(uv_work_t *req, int status) {
         maybe_free(w);
         return;
     }
-    double t0 = srv__now();
+    double t0 = thread_cpu_s();
     if (w->kind == WORK_TASKS) {
         follow_names(w);
     } else if (!w->poll) {
@@ -405,7 +405,7 @@ static void rescan_after(uv_work_t *req, int status) {
         w->dirty = 0;
         arm(w);
     }
-    if (w->s->metrics) srv__metrics_watch_busy(w->s->metrics, srv__now() - t0);
+    if (w->s->metrics) srv__metrics_watch_busy(w->s->metrics, thread_cpu_s() - t0);
 }
 
 static void queue(srv_watch *w, work_kind kind) {

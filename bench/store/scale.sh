@@ -14,7 +14,8 @@
 #   server B, --watch-interval-ms 250 (a full rescan as often as it can run, 20x the default's rate):
 #     +rescans   predict p50/p99 while full rescans run; each rescan's mean wall and CPU time
 # and for every window the event loop's longest turn (adapterd_loop_busy_max_seconds: callbacks between two
-# waits for events, reset at each scrape). The machine and its load are printed first: compare figures of
+# waits for events, reset at each scrape; wall, then CPU) and the most CPU one registry watch callback took
+# on it (adapterd_watch_loop_max_seconds): on a loaded host the wall time is mostly the loop being preempted. The machine and its load are printed first: compare figures of
 # one run only.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -65,7 +66,7 @@ metric() { curl -s "$U/metrics" | awk -v k="$1" '$1 == k {print $2}'; }
 metrics_to() { curl -s "$U/metrics" > "$1"; }
 from() { awk -v k="$2" '$1 == k {print $2}' "$1"; }
 stall_reset() { curl -s -o /dev/null "$U/metrics"; }
-# the window's longest loop turn: wall/CPU/of which the watch's own callback, ms (one scrape; it resets them)
+# the window's longest loop turn, wall/CPU, and the watch's costliest callback (CPU), ms (one scrape resets them)
 stall_of() { awk '$1 == "adapterd_loop_busy_max_seconds" {a = $2} $1 == "adapterd_loop_busy_cpu_max_seconds" {b = $2}
   $1 == "adapterd_watch_loop_max_seconds" {c = $2} END {printf "%.1f/%.1f/%.1f", a * 1000, b * 1000, c * 1000}' "$1"; }
 stall_ms() { metrics_to "$tmp/ms"; stall_of "$tmp/ms"; }
@@ -111,8 +112,8 @@ hdr=$(printf '%-9s %6s %7s %7s %14s | %7s %7s %14s | %7s %7s %14s | %7s %7s %7s 
   resc_ms resc_cpu res_p50 res_p99 stall)
 rows=()
 for n in $sizes; do
-  make_registry "$n"
   for bin in "$@"; do
+    make_registry "$n" # anew for each binary: the same start (no state file, no upload of the previous one)
     name=$(basename "$bin")
     [ "$name" = adapterd ] && name=$(basename "$(dirname "$(dirname "$bin")")") # build/tools/adapterd: "build"
     # --- server A: file events only
@@ -154,7 +155,7 @@ for n in $sizes; do
 done
 echo
 echo "start_s: launch to ready and the first full rescan done; stall: the event loop's longest turn in the window before it,"
-echo "ms of wall time / of the loop thread's CPU / of it in the registry watch's own callback"
+echo "ms of wall time / of the loop thread's CPU / of the loop's CPU in one registry watch callback"
 echo "idl: idle predict (ms); up: time to 201 of one upload at a time (ms); upl: predict while uploads run, upl_med their"
 echo "time to 201; resc_ms / resc_cpu: one full rescan's wall / CPU (ms); res: predict while full rescans run"
 echo "$hdr"
