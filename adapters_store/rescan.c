@@ -266,8 +266,12 @@ static void drop_task(store_registry *r, const char *name) {
 static int rescan_one(store_registry *r, const char *name, int follow, int reload) {
     char tdir[PATH_MAX];
     store__pathf(tdir, sizeof tdir, "%s/tasks/%s", r->dir, name);
-    int added = 0, there = store__dir_exists(tdir);
+    int added = 0;
     pthread_mutex_lock(&r->admin_mu);
+    /* looked at under admin_mu: an upload creating the folder (or a deletion removing it) is either
+     * wholly before or wholly after (outside it, a folder seen gone before an upload made it again
+     * would drop the upload's new task) */
+    int there = store__dir_exists(tdir);
     /* r->state: the file as last read or written (reload: a stat, read again if another writer
      * changed it); NULL when unreadable */
     const state_doc *state = reload || !r->state_known ? store__state_load(r) : &r->state;
@@ -302,7 +306,7 @@ int store_rescan(store_registry *r, eng_err *err) {
         store__pathf(tdir, sizeof tdir, "%s/%s", tasks, known[i]);
         if (store__dir_exists(tdir)) continue;
         pthread_mutex_lock(&r->admin_mu);
-        drop_task(r, known[i]);
+        if (!store__dir_exists(tdir)) drop_task(r, known[i]); /* again under admin_mu: an upload may have made it */
         pthread_mutex_unlock(&r->admin_mu);
     }
     store__free_strs(known, nk > 0 ? nk : 0);
