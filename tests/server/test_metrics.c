@@ -286,3 +286,48 @@ Test(metrics, task_resident_is_bounded_by_k) {
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     cr_expect_eq(system(cmd), 0);
 }
+
+/* The event loop's turns, the watch's callbacks and the registry's rescans: a histogram of turns, the
+ * longest turn (wall and CPU) and the watch's costliest callback since the previous scrape (each
+ * scrape starts them again), rescans by kind with their CPU. */
+Test(metrics, loop_turns_and_rescans) {
+    srv_metrics *m = srv__metrics_new(NULL);
+    cr_assert(m);
+    srv__metrics_loop_busy(m, 0.0003, 0.0002);  /* le 0.0005 */
+    srv__metrics_loop_busy(m, 0.003, 0.0004);   /* le 0.005: preempted, little CPU */
+    srv__metrics_loop_busy(m, 0.0015, 0.0012);  /* le 0.002 */
+    srv__metrics_loop_busy(m, -1, -1);          /* a clock step: counted as 0 */
+    srv__metrics_watch_busy(m, 0.0007);
+    srv__metrics_watch_busy(m, 0.0001);
+    srv__metrics_rescan(m, SRV_RESCAN_FULL, 2.0, 0.4);
+    srv__metrics_rescan(m, SRV_RESCAN_FULL, 0.02, 0.1);
+    srv__metrics_rescan(m, SRV_RESCAN_TASKS, 0.0004, 0.0003);
+    char *t = render(m, (srv_metrics_live){0});
+    has(t, "adapterd_loop_busy_seconds_bucket{le=\"0.0001\"} 1");
+    has(t, "adapterd_loop_busy_seconds_bucket{le=\"0.0005\"} 2");
+    has(t, "adapterd_loop_busy_seconds_bucket{le=\"0.001\"} 2");
+    has(t, "adapterd_loop_busy_seconds_bucket{le=\"0.002\"} 3");
+    has(t, "adapterd_loop_busy_seconds_bucket{le=\"0.005\"} 4");
+    has(t, "adapterd_loop_busy_seconds_bucket{le=\"+Inf\"} 4");
+    has(t, "adapterd_loop_busy_seconds_count{} 4");
+    has(t, "adapterd_loop_busy_max_seconds 0.003");
+    has(t, "adapterd_loop_busy_cpu_max_seconds 0.0012");
+    has(t, "adapterd_watch_loop_max_seconds 0.0007");
+    has(t, "adapterd_registry_rescan_seconds_count{kind=\"full\"} 2");
+    has(t, "adapterd_registry_rescan_seconds_sum{kind=\"full\"} 2.02");
+    has(t, "adapterd_registry_rescan_seconds_bucket{kind=\"full\",le=\"0.025\"} 1");
+    has(t, "adapterd_registry_rescan_seconds_count{kind=\"tasks\"} 1");
+    has(t, "adapterd_registry_rescan_cpu_seconds_total{kind=\"full\"} 0.5");
+    has(t, "adapterd_registry_rescan_cpu_seconds_total{kind=\"tasks\"} 0.0003");
+    free(t);
+    /* the maxima are since the previous scrape; the histogram and counters keep counting */
+    srv__metrics_loop_busy(m, 0.0002, 0.0001);
+    t = render(m, (srv_metrics_live){0});
+    has(t, "adapterd_loop_busy_max_seconds 0.0002");
+    has(t, "adapterd_loop_busy_cpu_max_seconds 0.0001");
+    has(t, "adapterd_watch_loop_max_seconds 0");
+    has(t, "adapterd_loop_busy_seconds_count{} 5");
+    has(t, "adapterd_registry_rescan_seconds_count{kind=\"full\"} 2");
+    free(t);
+    srv__metrics_free(m);
+}
