@@ -151,6 +151,86 @@ uint64_t store__fingerprint(const char *dir) {
     return fp_acc;
 }
 
+/* The fingerprint's walk, remembered: every file and folder under a version folder with its
+ * identity. While each still stats the same, the fingerprint is the one computed then: a stat per
+ * entry instead of a walk (no open, no directory read); a folder whose entries changed has a new
+ * mtime, a file written in place a new size or mtime, a file replaced a new inode. */
+typedef struct {
+    char *rel;               /* below the version folder ("" for itself) */
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtim;
+} fp_entry;
+
+struct store_fp_cache {
+    fp_entry *v;
+    int n, cap, oom;
+    uint64_t fp;
+};
+
+void store__fp_cache_free(store_fp_cache *c) {
+    if (!c) return;
+    for (int i = 0; i < c->n; i++) free(c->v[i].rel);
+    free(c->v);
+    free(c);
+}
+
+static __thread store_fp_cache *fp_building;
+static int fp_visit_cached(const char *path, const struct stat *sb, int type, struct FTW *ftw) {
+    store_fp_cache *c = fp_building;
+    if (type != FTW_F && type != FTW_D) return type == FTW_DNR || type == FTW_NS ? (c->oom = 1, 0) : 0;
+    if (c->n == c->cap) {
+        int nc = c->cap ? 2 * c->cap : 8;
+        fp_entry *nv = realloc(c->v, (size_t)nc * sizeof *nv);
+        if (!nv) return c->oom = 1, 0;
+        c->v = nv, c->cap = nc;
+    }
+    fp_entry *e = &c->v[c->n];
+    if (!(e->rel = strdup(path + fp_base))) return c->oom = 1, 0;
+    e->dev = sb->st_dev, e->ino = sb->st_ino, e->size = sb->st_size, e->mtim = sb->st_mtim;
+    c->n++;
+    return fp_visit(path, sb, type, ftw);
+}
+
+static int fp_cache_same(const char *dir, const store_fp_cache *c) {
+    char p[PATH_MAX];
+    struct stat sb;
+    for (int i = 0; i < c->n; i++) {
+        const fp_entry *e = &c->v[i];
+        if (snprintf(p, sizeof p, "%s%s", dir, e->rel) >= (int)sizeof p || lstat(p, &sb)) return 0;
+        if (sb.st_dev != e->dev || sb.st_ino != e->ino || sb.st_size != e->size || sb.st_mtim.tv_sec != e->mtim.tv_sec ||
+            sb.st_mtim.tv_nsec != e->mtim.tv_nsec)
+            return 0;
+    }
+    return c->n > 0;
+}
+
+uint64_t store__fingerprint_cached(const char *dir, store_fp_cache **cache) {
+    if (*cache && fp_cache_same(dir, *cache)) {
+        if (store__fs_hook) store__fs_hook(dir);
+        return (*cache)->fp;
+    }
+    store__fp_cache_free(*cache);
+    *cache = NULL;
+    store_fp_cache *c = calloc(1, sizeof *c);
+    if (!c) return store__fingerprint(dir);
+    if (store__fs_hook) store__fs_hook(dir);
+    fp_acc = 0;
+    fp_base = strlen(dir);
+    fp_building = c;
+    int rc = nftw(dir, fp_visit_cached, NFTW_FDS, FTW_PHYS);
+    fp_building = NULL;
+    c->fp = rc ? 0 : fp_acc;
+    if (rc || c->oom) { /* not remembered: the next look walks again */
+        uint64_t fp = c->fp;
+        store__fp_cache_free(c);
+        return fp;
+    }
+    *cache = c;
+    return c->fp;
+}
+
 static int rm_visit(const char *path, const struct stat *sb, int type, struct FTW *ftw) {
     (void)sb, (void)ftw;
     return type == FTW_DP ? rmdir(path) : unlink(path);

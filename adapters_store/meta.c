@@ -42,6 +42,7 @@ void store__task_destroy(store_task *t) {
     store__free_strs(t->fuse_names, t->n_fuse);
     free(t->fb_from), free(t->fb_why);
     free(t->name), free(t->version), free(t->dir);
+    store__fp_cache_free(t->fpc);
     free(t);
 }
 
@@ -248,7 +249,7 @@ int store__meta_parse(store_registry *r, const char *name, const char *vname, co
     }
     json_decref(cfg);
     store__free_strs(subs, ns);
-    t->fingerprint = store__fingerprint(vdir);
+    t->fingerprint = store__fingerprint_cached(vdir, &t->fpc);
     *out = t;
     return 0;
 oom:

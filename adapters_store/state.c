@@ -115,11 +115,15 @@ static int state_file_load(store_registry *r, int *absent, eng_err *err) {
     if (stat(path, &st) != 0) {
         int en = errno;
         store__state_doc_free(&r->state), r->state_known = 0;
-        if (en == ENOENT) return *absent = 1, 0;
+        if (en == ENOENT) {
+            if (!r->state_absent) r->state_gen++, r->state_absent = 1;
+            return *absent = 1, 0;
+        }
         return eng_err_set(err, ENG_IO, "%s: %s", path, strerror(en)); /* a network file system's hiccup is not "no state" */
     }
     if (r->state_known && same_file(&st, &r->state_id)) return 0;
     store__state_doc_free(&r->state), r->state_known = 0;
+    r->state_gen++, r->state_absent = 0; /* another writer's change (or the first read): followed by every task */
     char *text = NULL;
     size_t len = 0;
     int rc = eng_file_read(path, STATE_FILE_MAX_BYTES, &text, &len, err);

@@ -35,6 +35,8 @@
 #define STATE_LOCK ".adapterd-state.lock"
 #define STATE_FILE_MAX_BYTES ((size_t)64 << 20) /* about 60 bytes a task */
 
+typedef struct store_fp_cache store_fp_cache; /* disk.c */
+
 struct store_model {
     atomic_int refs;
     char *name;
@@ -59,6 +61,7 @@ struct store_task {
     int pinned_cfg;             /* task.json "pinned" */
     int from_cfg;               /* the layout came from task.json (else it was inferred from the folders) */
     uint64_t fingerprint;       /* of the files when listed */
+    store_fp_cache *fpc;        /* the walk behind it; rescans only (admin_mu, a reference held) */
     int changed_reported;
     atomic_int listed;
     /* written under reg->mu (store_task_release reads it under the lock too: a release that drops
@@ -140,6 +143,9 @@ struct store_registry {
     state_doc state;            /* the state file as last read or written; admin_mu (or open) */
     int state_known;            /* state is the file's content while its identity is state_id */
     struct stat state_id;
+    unsigned state_gen;         /* +1 each time the file is found changed by another writer (read again, or gone) */
+    unsigned state_followed;    /* state_gen when every task last followed the file (rescan.c) */
+    int state_absent;           /* the last look found no file */
     bad_folder *bad;            /* version folders that failed, at the fingerprint they failed with; mu */
     int n_bad;                  /* at most BAD_MAX: one per failed folder on disk, forgotten with it */
     broken_version *broken;     /* guarded by mu */
@@ -189,6 +195,11 @@ long store__version_number(const char *s);
 int store__version_noncanonical(const char *s);
 int store__valid_name(const char *s);
 uint64_t store__fingerprint(const char *dir);
+/* store__fingerprint, with its walk remembered in *cache (NULL at first; freed with
+ * store__fp_cache_free): while every file and folder it saw stats the same, the value is the
+ * remembered one, at the cost of a stat each. */
+uint64_t store__fingerprint_cached(const char *dir, store_fp_cache **cache);
+void store__fp_cache_free(store_fp_cache *c);
 /* eng_dir_exists of a version or task folder, through the test hook (store_test.h) */
 int store__dir_exists(const char *path);
 eng_status store__io_status(int e);

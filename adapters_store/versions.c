@@ -167,7 +167,8 @@ int store_version_add(store_registry *r, const char *name, const char *version, 
         rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory");
         goto done;
     }
-    t->fingerprint = store__fingerprint(vdir);
+    store__fp_cache_free(t->fpc), t->fpc = NULL; /* walked in staging: paths are relative, identities the same */
+    t->fingerprint = store__fingerprint_cached(vdir, &t->fpc);
     rc = store__list_validated(r, t, et, dt, becomes_current, err);
     t = NULL, et = NULL;
     store__log(r, "task %s version %s added%s", name, version, becomes_current ? " and current" : "");

@@ -40,6 +40,9 @@ static const unsigned codes[] = {200, 201, 400, 401, 404, 405, 409, 413, 415, 42
 static const double lat_b[N_LAT] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
 #define N_CNT 10
 static const double cnt_b[N_CNT] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
+#define N_LOOP 12
+static const double loop_b[N_LOOP] = {0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1};
+static const char *const rescan_kinds[] = {"full", "tasks"}; /* srv_rescan_kind's order */
 #define N_TOK 10
 static const double tok_b[N_TOK] = {16, 64, 256, 512, 1024, 2048, 4096, 8192, 16384, 65536};
 /* The backbone precisions a batch can run in (eng_model_precision's names). */
@@ -65,6 +68,12 @@ struct srv_metrics {
     atomic_uint_fast64_t prec_tokens[N_PREC], prec_batches[N_PREC];
     _Atomic double prec_seconds[N_PREC];
     atomic_uint_fast64_t adaptive_jobs, adaptive_layers, latency_refused;
+    hist loop_busy;                        /* event loop turns: callbacks' time between two waits */
+    atomic_uint_fast64_t loop_busy_max_ns; /* the longest turn since the previous render */
+    atomic_uint_fast64_t loop_cpu_max_ns;  /* its CPU time: the most CPU one turn took since then */
+    atomic_uint_fast64_t watch_max_ns;     /* the most CPU a watch callback took since then */
+    hist rescan[2];                        /* by srv_rescan_kind: wall time */
+    _Atomic double rescan_cpu[2];
     pthread_mutex_t tmu;                   /* the task table */
     struct task_series **tasks;            /* open addressing, (cap) */
     int n_tasks, cap;
@@ -250,6 +259,25 @@ void srv__metrics_latency_refused(srv_metrics *m) {
     atomic_fetch_add_explicit(&m->latency_refused, 1, memory_order_relaxed);
 }
 
+static void raise_max(atomic_uint_fast64_t *max, double seconds) {
+    uint_fast64_t ns = (uint_fast64_t)(seconds > 0 ? seconds * 1e9 : 0), old = atomic_load_explicit(max, memory_order_relaxed);
+    while (ns > old && !atomic_compare_exchange_weak_explicit(max, &old, ns, memory_order_relaxed, memory_order_relaxed)) {
+    }
+}
+
+void srv__metrics_loop_busy(srv_metrics *m, double seconds, double cpu_seconds) {
+    observe(&m->loop_busy, loop_b, N_LOOP, seconds > 0 ? seconds : 0);
+    raise_max(&m->loop_busy_max_ns, seconds);
+    raise_max(&m->loop_cpu_max_ns, cpu_seconds);
+}
+
+void srv__metrics_watch_busy(srv_metrics *m, double cpu_seconds) { raise_max(&m->watch_max_ns, cpu_seconds); }
+
+void srv__metrics_rescan(srv_metrics *m, srv_rescan_kind kind, double seconds, double cpu_seconds) {
+    observe(&m->rescan[kind], lat_b, N_LAT, seconds);
+    add_double(&m->rescan_cpu[kind], cpu_seconds > 0 ? cpu_seconds : 0);
+}
+
 typedef struct {
     char *s;
     size_t len, cap;
@@ -385,6 +413,7 @@ char *srv__metrics_render(srv_metrics *m, const srv_metrics_live *live, size_t *
         nt = m->task_series_max;
     }
     if (nt) qsort(ts, (size_t)nt, sizeof *ts, cmp_series);
+    int n_named = nt;
     if (other) ts[nt++] = other, other->name = "(other)"; /* after the names: ts has room for every series */
     put(&b, "# HELP adapterd_task_requests_total Requests naming each task.\n# TYPE adapterd_task_requests_total counter\n");
     for (int i = 0; i < nt; i++)
@@ -406,16 +435,31 @@ char *srv__metrics_render(srv_metrics *m, const srv_metrics_live *live, size_t *
     put(&b, "# HELP adapterd_task_series_other Tasks used whose series are summed in task=\"(other)\" (beyond the "
             "--metrics-tasks busiest).\n# TYPE adapterd_task_series_other gauge\nadapterd_task_series_other %d\n",
         n_other);
-    free(ts);
-    free(other);
-    /* the registry: residency, loads, evictions */
-    put(&b, "# HELP adapterd_task_resident 1 when the task's current version is loaded in memory.\n"
-            "# TYPE adapterd_task_resident gauge\n");
+    /* the registry: residency, loads, evictions. One line per registered task while they are at most
+     * K; beyond, the K busiest (the names above) and task="(other)": how many of the rest are loaded
+     * (45 bytes a task: 450 KB a scrape at 10,000 tasks otherwise) */
+    put(&b, "# HELP adapterd_task_resident 1 when the task's current version is loaded in memory; task=\"(other)\": how many "
+            "of the tasks not named (beyond the --metrics-tasks busiest) are.\n# TYPE adapterd_task_resident gauge\n");
     store_task **all = NULL;
     int n_all = m->reg ? store_tasks_acquire(m->reg, &all) : 0;
-    for (int i = 0; i < n_all; i++)
-        put(&b, "adapterd_task_resident{task=\"%s\"} %d\n", store_task_name(all[i]), store_task_resident(all[i]));
+    if (n_all <= m->task_series_max) {
+        for (int i = 0; i < n_all; i++)
+            put(&b, "adapterd_task_resident{task=\"%s\"} %d\n", store_task_name(all[i]), store_task_resident(all[i]));
+    } else {
+        int resident = 0, shown = 0;
+        for (int i = 0; i < n_all; i++) resident += store_task_resident(all[i]) != 0;
+        for (int i = 0, k = 0; i < n_named; i++) { /* both in name order: one merge */
+            while (k < n_all && strcmp(store_task_name(all[k]), ts[i]->name) < 0) k++;
+            if (k == n_all || strcmp(store_task_name(all[k]), ts[i]->name)) continue; /* used, since deleted */
+            int on = store_task_resident(all[k]) != 0;
+            shown += on;
+            put(&b, "adapterd_task_resident{task=\"%s\"} %d\n", ts[i]->name, on);
+        }
+        put(&b, "adapterd_task_resident{task=\"(other)\"} %d\n", resident - shown);
+    }
     store_tasks_release(all, n_all);
+    free(ts);
+    free(other);
     /* the CPU: its level, the level the kernels run at, and each precision's kernel family */
     put(&b, "# HELP adapterd_cpu_info 1, labelled with the CPU's vector level (detected), the level the engine's kernels "
             "run at (below --cpu-level / ADAPTERD_CPU_LEVEL) and the kernel family of each backbone precision.\n"
@@ -490,6 +534,33 @@ char *srv__metrics_render(srv_metrics *m, const srv_metrics_live *live, size_t *
     put(&b, "# HELP adapterd_latency_refused_total Requests refused because latency_ms could not be met.\n"
             "# TYPE adapterd_latency_refused_total counter\nadapterd_latency_refused_total %llu\n",
         (unsigned long long)atomic_load_explicit(&m->latency_refused, memory_order_relaxed));
+    /* the event loop's turns: a long one delays every answer, upload and file event behind it */
+    put(&b, "# HELP adapterd_loop_busy_seconds Time each turn of the event loop spent in callbacks between two waits for "
+            "events (a stall: what arrived meanwhile waited).\n# TYPE adapterd_loop_busy_seconds histogram\n");
+    put_hist(&b, "adapterd_loop_busy_seconds", "", &m->loop_busy, loop_b, N_LOOP);
+    put(&b, "# HELP adapterd_loop_busy_max_seconds The longest turn of the event loop since the previous scrape (wall time: "
+            "with the loop's thread preempted too).\n# TYPE adapterd_loop_busy_max_seconds gauge\n"
+            "adapterd_loop_busy_max_seconds %.9g\n",
+        (double)atomic_exchange_explicit(&m->loop_busy_max_ns, 0, memory_order_relaxed) / 1e9);
+    put(&b, "# HELP adapterd_loop_busy_cpu_max_seconds The most CPU time one turn of the event loop took since the previous "
+            "scrape.\n# TYPE adapterd_loop_busy_cpu_max_seconds gauge\nadapterd_loop_busy_cpu_max_seconds %.9g\n",
+        (double)atomic_exchange_explicit(&m->loop_cpu_max_ns, 0, memory_order_relaxed) / 1e9);
+    put(&b, "# HELP adapterd_watch_loop_max_seconds The most CPU time the registry watch took on the event loop in one callback "
+            "since the previous scrape (CPU, not wall: a preempted loop is not the watch's cost).\n"
+            "# TYPE adapterd_watch_loop_max_seconds gauge\nadapterd_watch_loop_max_seconds %.9g\n",
+        (double)atomic_exchange_explicit(&m->watch_max_ns, 0, memory_order_relaxed) / 1e9);
+    put(&b, "# HELP adapterd_registry_rescan_seconds Wall time of registry rescans: full (periodic, every folder) or tasks "
+            "(the folders file events named).\n# TYPE adapterd_registry_rescan_seconds histogram\n");
+    for (int k = 0; k < 2; k++) {
+        char l[32];
+        snprintf(l, sizeof l, "kind=\"%s\"", rescan_kinds[k]);
+        put_hist(&b, "adapterd_registry_rescan_seconds", l, &m->rescan[k], lat_b, N_LAT);
+    }
+    put(&b, "# HELP adapterd_registry_rescan_cpu_seconds_total CPU time of registry rescans (their thread's).\n"
+            "# TYPE adapterd_registry_rescan_cpu_seconds_total counter\n");
+    for (int k = 0; k < 2; k++)
+        put(&b, "adapterd_registry_rescan_cpu_seconds_total{kind=\"%s\"} %.9g\n", rescan_kinds[k],
+            atomic_load_explicit(&m->rescan_cpu[k], memory_order_relaxed));
     put(&b, "# HELP adapterd_ready 1 when serving, 0 when starting or draining.\n# TYPE adapterd_ready gauge\n"
             "adapterd_ready %d\n", live->ready ? 1 : 0);
     if (b.oom) {

@@ -47,6 +47,16 @@ bool srv__metrics_precision(srv_metrics *m, const char *precision, int tokens, d
 void srv__metrics_adaptive(srv_metrics *m, int layers);
 /* A "latency_ms" the cost model said cannot be met (answered 422). */
 void srv__metrics_latency_refused(srv_metrics *m);
+/* Loop thread: one turn of the event loop ran callbacks for `seconds` of wall time (cpu_seconds of its
+ * thread's CPU: less when the thread was preempted) between two waits for events: how long an event
+ * that arrived meanwhile waited, at most. */
+void srv__metrics_loop_busy(srv_metrics *m, double seconds, double cpu_seconds);
+/* Loop thread: one callback of the registry watch (watch.c) took `cpu_seconds` of the loop's CPU time. */
+void srv__metrics_watch_busy(srv_metrics *m, double cpu_seconds);
+/* Kinds of registry rescan (watch.c): every folder (periodic), or the task folders file events named. */
+typedef enum { SRV_RESCAN_FULL, SRV_RESCAN_TASKS } srv_rescan_kind;
+/* Any thread: one rescan of `kind` took `seconds` of wall time and `cpu_seconds` of its thread's CPU. */
+void srv__metrics_rescan(srv_metrics *m, srv_rescan_kind kind, double seconds, double cpu_seconds);
 
 /* Gauges the caller owns, read once per render. */
 typedef struct {

@@ -1,12 +1,16 @@
 /* test_rescan.c - adapters_store/rescan.c: a rescan checks folders outside the registry mutex, and
  * still follows what was removed by hand.
  *
+ * At scale, a rescan of the folders file events named looks at those only, and a full rescan
+ * takes admin_mu task by task, so an upload or an admin change never waits for the whole registry.
+ *
  * Every request takes reg->mu to find its task. A rescan stats every version folder (every 5 s by
  * default, and on file events); on a network file system a stat may take long. Here the test hook
  * (store_test.h) makes every folder check and fingerprint of the rescan take DELAY_MS, and lookups
  * run meanwhile: none may wait anywhere near DELAY_MS. Before the checks moved out of the lock the
  * same test (the hook placed at the same checks) measured a lookup held 400 ms. */
 #define _GNU_SOURCE
+#include <jansson.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <time.h>
@@ -122,5 +126,126 @@ Test(rescan, versions_removed_by_hand_are_unlisted_the_current_one_last) {
     cr_expect_str_eq(store_task_version(t), "1", "the remaining version is current");
     cr_expect(store_task_engine(t) || store_task_ensure(r, t, &e) == 0, "and loads: %s", e.msg);
     store_task_release(t);
+    store_free(r);
+}
+
+/* ---- at scale: the folders file events name, and admin_mu task by task ---- */
+
+static char seen_paths[64][512];
+static atomic_int n_seen;
+static void record_fs(const char *path) {
+    int i = atomic_fetch_add(&n_seen, 1);
+    if (i < 64) snprintf(seen_paths[i], sizeof seen_paths[i], "%s", path);
+}
+
+Test(rescan, a_rescan_of_named_tasks_looks_at_their_folders_only) {
+    store_registry *r = fx_open(reg_dir, 0);
+    eng_err e = {0};
+    fx_sh("mkdir -p '%s/tasks/cls_lora/2' && cp -rL '%s' '%s/tasks/cls_lora/2/'", reg_dir, FIXTURE_LORA, reg_dir);
+    fx_sh("mkdir -p '%s/tasks/qa/9' && cp -rL '%s' '%s/tasks/qa/9/'", reg_dir, FIXTURE_LORA, reg_dir);
+    atomic_store(&n_seen, 0);
+    store__fs_hook = record_fs;
+    char *names[] = {"cls_lora"};
+    cr_expect_eq(store_rescan_tasks(r, names, 1, &e), 1, "cls_lora's version 2 is added: %s", e.msg);
+    store__fs_hook = NULL;
+    int n = atomic_load(&n_seen);
+    cr_expect_gt(n, 0, "the folder was checked");
+    for (int i = 0; i < n && i < 64; i++)
+        cr_expect(strstr(seen_paths[i], "/tasks/cls_lora"), "only cls_lora's folders are looked at, not %s", seen_paths[i]);
+    cr_expect(listed(r, "cls_lora", "2", NULL), "cls_lora 2 is listed");
+    cr_expect(!listed(r, "qa", "9", NULL), "qa, not named, is not looked at");
+    /* a task folder removed by hand and named: dropped; an invalid name: skipped */
+    fx_sh("rm -rf '%s/tasks/ner'", reg_dir);
+    char *gone[] = {"ner", ".staging", "../x"};
+    cr_expect_eq(store_rescan_tasks(r, gone, 3, &e), 0, "%s", e.msg);
+    cr_expect_null(store_task_acquire(r, "ner", 3), "ner's folder is gone: the task is dropped");
+    cr_expect_eq(store_rescan(r, &e), 1, "the full rescan finds qa 9: %s", e.msg);
+    cr_expect(listed(r, "qa", "9", NULL));
+    store_free(r);
+}
+
+/* Another writer's change of the state file reaches every task through a rescan of no folder. */
+Test(rescan, a_changed_state_file_is_followed_by_every_task_without_a_folder_named) {
+    store_registry *r = fx_open(reg_dir, 0);
+    eng_err e = {0};
+    cr_assert_eq(store_activate(r, "cls_lora", "0", &e), 0, "%s", e.msg);
+    /* another replica makes 1 current again: its entry rewritten by rename */
+    char p[600], tmp[610];
+    snprintf(p, sizeof p, "%s/.adapterd-state.json", reg_dir);
+    snprintf(tmp, sizeof tmp, "%s.other", p);
+    json_error_t je;
+    json_t *root = json_load_file(p, 0, &je), *o = json_object();
+    cr_assert(root, "%s", je.text);
+    json_object_set_new(o, "current", json_string("1"));
+    json_object_set_new(o, "max", json_integer(1));
+    json_object_set_new(json_object_get(root, "tasks"), "cls_lora", o);
+    cr_assert_eq(json_dump_file(root, tmp, JSON_COMPACT), 0);
+    cr_assert_eq(rename(tmp, p), 0);
+    json_decref(root);
+    atomic_store(&n_seen, 0);
+    store__fs_hook = record_fs;
+    cr_expect_eq(store_rescan_tasks(r, NULL, 0, &e), 0, "%s", e.msg);
+    store__fs_hook = NULL;
+    cr_expect_eq(atomic_load(&n_seen), 0, "no folder is looked at");
+    store_task *t = store_task_acquire(r, "cls_lora", 8);
+    cr_assert(t);
+    cr_expect_str_eq(store_task_version(t), "1", "the other writer's current version is followed");
+    store_task_release(t);
+    store_free(r);
+}
+
+/* A full rescan through a slow file system: an admin change waits for one task's check at most,
+ * never for the whole rescan. Before admin_mu was taken task by task, the pin below waited for the
+ * rescan to end (every folder check of every task, DELAY_MS each). */
+Test(rescan, an_admin_change_waits_for_one_task_of_a_full_rescan, .timeout = 300) {
+    rescan_run x = {.r = fx_open(reg_dir, 0)};
+    atomic_store(&slow_calls, 0);
+    store__fs_hook = slow_fs;
+    pthread_t th;
+    double t0 = now_ms();
+    cr_assert_eq(pthread_create(&th, NULL, run_rescan, &x), 0);
+    while (atomic_load(&slow_calls) < 3) usleep(1000); /* the rescan is under way */
+    double a = now_ms();
+    eng_err e = {0};
+    cr_expect_eq(store_pin(x.r, "reg", 1, &e), 0, "%s", e.msg);
+    double pin_ms = now_ms() - a;
+    int rescan_done_first = atomic_load(&x.done);
+    pthread_join(th, NULL);
+    double rescan_ms = now_ms() - t0;
+    store__fs_hook = NULL;
+    cr_log_info("a pin during a %.0f ms full rescan (%d slow checks of %d ms) took %.0f ms", rescan_ms,
+                atomic_load(&slow_calls), DELAY_MS, pin_ms);
+    cr_expect_not(rescan_done_first, "the pin did not wait for the rescan to end");
+    cr_expect_gt(rescan_ms, 10.0 * DELAY_MS, "the rescan was slow (%.0f ms)", rescan_ms);
+    cr_expect_lt(pin_ms, rescan_ms / 2, "the pin took %.0f ms of a %.0f ms rescan", pin_ms, rescan_ms);
+    store_free(x.r);
+}
+
+static unsigned long long changed_count(store_registry *r) {
+    store_stats st = {0};
+    store_get_stats(r, &st);
+    return (unsigned long long)st.changed;
+}
+
+/* A version folder's fingerprint walk is remembered (a stat per file while they stat the same): the
+ * rescans after the first still see a file written in place and a file added, and a file replaced
+ * by a copy with the same size and time reads as unchanged, as the walk's fingerprint says. */
+Test(rescan, remembered_fingerprints_still_see_files_changed_in_place) {
+    store_registry *r = fx_open(reg_dir, 0);
+    eng_err e = {0};
+    cr_assert_geq(store_rescan(r, &e), 0, "%s", e.msg);
+    cr_assert_geq(store_rescan(r, &e), 0, "%s", e.msg); /* the remembered walks */
+    cr_expect_eq(changed_count(r), 0);
+    fx_sh("cd '%s/tasks/cls_lora/1/lora' && cp -p adapter_config.json x.tmp && mv x.tmp adapter_config.json", reg_dir);
+    cr_assert_geq(store_rescan(r, &e), 0, "%s", e.msg);
+    cr_expect_eq(changed_count(r), 0, "a copy with the same size and time: the same fingerprint");
+    fx_sh("echo ' ' >> '%s/tasks/qa/1/squad/adapter_config.json'", reg_dir);
+    cr_assert_geq(store_rescan(r, &e), 0, "%s", e.msg);
+    cr_expect_eq(changed_count(r), 1, "a file written in place is seen");
+    fx_sh("echo x > '%s/tasks/reg/1/reg/notes.txt'", reg_dir);
+    cr_assert_geq(store_rescan(r, &e), 0, "%s", e.msg);
+    cr_expect_eq(changed_count(r), 2, "a file added is seen");
+    cr_assert_geq(store_rescan(r, &e), 0, "%s", e.msg);
+    cr_expect_eq(changed_count(r), 2, "each reported once");
     store_free(r);
 }

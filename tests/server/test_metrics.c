@@ -8,6 +8,7 @@
 #include "http_status.h"
 #include "metrics.h"
 #include "prom_text.h"
+#include "../common/test_tmp.h"
 
 static char *render(srv_metrics *m, srv_metrics_live live) {
     size_t len = 0;
@@ -235,4 +236,98 @@ Test(metrics, a_scrape_is_bounded_by_k_not_by_the_registry) {
     }
     cr_log_info("scrape: %zu bytes with 100 tasks used, %zu with 3,000 (K = 100)", len[0], len[1]);
     cr_expect_lt(len[1], len[0] + 4096, "3,000 tasks: %zu bytes, 100 tasks: %zu", len[1], len[0]);
+}
+
+/* adapterd_task_resident: one line per registered task while they are at most K; beyond, the K
+ * busiest by name and task="(other)", how many of the rest are loaded. A registry of 12 tasks (the
+ * fixture's 7 and 5 hard-linked copies of cls_lora), every current version loaded (no budget). */
+Test(metrics, task_resident_is_bounded_by_k) {
+    char dir[512];
+    test_tmp_template(dir, sizeof dir, "metrics");
+    cr_assert(mkdtemp(dir), "mkdtemp %s", dir);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "cp -rL '%s/registry'/. '%s'/ && for i in 1 2 3 4 5; do cp -al '%s/tasks/cls_lora' '%s/tasks/'copy$i; done",
+             ADAPTERD_FIXTURES, dir, dir, dir);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    store_params p = store_default_params();
+    p.verbose = 0;
+    store_registry *reg = NULL;
+    eng_err e = {0};
+    cr_assert_eq(store_open(dir, &p, &reg, &e), 0, "%s", e.msg);
+    cr_assert_eq(store_n_tasks(reg), 12, "%d tasks in %s", store_n_tasks(reg), dir);
+    srv_metrics *m = srv__metrics_new(reg);
+    cr_assert(m);
+    srv__metrics_task(m, "qa", 0, 1, 0.01), srv__metrics_task(m, "qa", 0, 1, 0.01);
+    srv__metrics_task(m, "ner", 0, 1, 0.01), srv__metrics_task(m, "ner", 0, 1, 0.01);
+    srv__metrics_task(m, "copy3", 0, 1, 0.01);
+    srv__metrics_task(m, "fusion", 0, 1, 0.01); /* fourth busiest: beyond K = 3 */
+    srv__metrics_set_task_series(m, 3);
+    char *t = render(m, (srv_metrics_live){0});
+    has(t, "adapterd_task_resident{task=\"copy3\"} 1");
+    has(t, "adapterd_task_resident{task=\"ner\"} 1");
+    has(t, "adapterd_task_resident{task=\"qa\"} 1");
+    has(t, "adapterd_task_resident{task=\"(other)\"} 9");
+    int lines = 0;
+    for (const char *q = strstr(t, "\nadapterd_task_resident{"); q; q = strstr(q + 1, "\nadapterd_task_resident{")) lines++;
+    cr_expect_eq(lines, 4, "K names and (other), not one line per task:\n%s", t);
+    free(t);
+    /* K at the number of tasks: every task by name, as before, and no (other) */
+    srv__metrics_set_task_series(m, 12);
+    t = render(m, (srv_metrics_live){0});
+    has(t, "adapterd_task_resident{task=\"cls_lora\"} 1");
+    has(t, "adapterd_task_resident{task=\"copy5\"} 1");
+    lines = 0;
+    for (const char *q = strstr(t, "\nadapterd_task_resident{"); q; q = strstr(q + 1, "\nadapterd_task_resident{")) lines++;
+    cr_expect_eq(lines, 12);
+    cr_expect(!strstr(t, "adapterd_task_resident{task=\"(other)\""));
+    free(t);
+    srv__metrics_free(m);
+    store_free(reg);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_expect_eq(system(cmd), 0);
+}
+
+/* The event loop's turns, the watch's callbacks and the registry's rescans: a histogram of turns, the
+ * longest turn (wall and CPU) and the watch's costliest callback since the previous scrape (each
+ * scrape starts them again), rescans by kind with their CPU. */
+Test(metrics, loop_turns_and_rescans) {
+    srv_metrics *m = srv__metrics_new(NULL);
+    cr_assert(m);
+    srv__metrics_loop_busy(m, 0.0003, 0.0002);  /* le 0.0005 */
+    srv__metrics_loop_busy(m, 0.003, 0.0004);   /* le 0.005: preempted, little CPU */
+    srv__metrics_loop_busy(m, 0.0015, 0.0012);  /* le 0.002 */
+    srv__metrics_loop_busy(m, -1, -1);          /* a clock step: counted as 0 */
+    srv__metrics_watch_busy(m, 0.0007);
+    srv__metrics_watch_busy(m, 0.0001);
+    srv__metrics_rescan(m, SRV_RESCAN_FULL, 2.0, 0.4);
+    srv__metrics_rescan(m, SRV_RESCAN_FULL, 0.02, 0.1);
+    srv__metrics_rescan(m, SRV_RESCAN_TASKS, 0.0004, 0.0003);
+    char *t = render(m, (srv_metrics_live){0});
+    has(t, "adapterd_loop_busy_seconds_bucket{le=\"0.0001\"} 1");
+    has(t, "adapterd_loop_busy_seconds_bucket{le=\"0.0005\"} 2");
+    has(t, "adapterd_loop_busy_seconds_bucket{le=\"0.001\"} 2");
+    has(t, "adapterd_loop_busy_seconds_bucket{le=\"0.002\"} 3");
+    has(t, "adapterd_loop_busy_seconds_bucket{le=\"0.005\"} 4");
+    has(t, "adapterd_loop_busy_seconds_bucket{le=\"+Inf\"} 4");
+    has(t, "adapterd_loop_busy_seconds_count{} 4");
+    has(t, "adapterd_loop_busy_max_seconds 0.003");
+    has(t, "adapterd_loop_busy_cpu_max_seconds 0.0012");
+    has(t, "adapterd_watch_loop_max_seconds 0.0007");
+    has(t, "adapterd_registry_rescan_seconds_count{kind=\"full\"} 2");
+    has(t, "adapterd_registry_rescan_seconds_sum{kind=\"full\"} 2.02");
+    has(t, "adapterd_registry_rescan_seconds_bucket{kind=\"full\",le=\"0.025\"} 1");
+    has(t, "adapterd_registry_rescan_seconds_count{kind=\"tasks\"} 1");
+    has(t, "adapterd_registry_rescan_cpu_seconds_total{kind=\"full\"} 0.5");
+    has(t, "adapterd_registry_rescan_cpu_seconds_total{kind=\"tasks\"} 0.0003");
+    free(t);
+    /* the maxima are since the previous scrape; the histogram and counters keep counting */
+    srv__metrics_loop_busy(m, 0.0002, 0.0001);
+    t = render(m, (srv_metrics_live){0});
+    has(t, "adapterd_loop_busy_max_seconds 0.0002");
+    has(t, "adapterd_loop_busy_cpu_max_seconds 0.0001");
+    has(t, "adapterd_watch_loop_max_seconds 0");
+    has(t, "adapterd_loop_busy_seconds_count{} 5");
+    has(t, "adapterd_registry_rescan_seconds_count{kind=\"full\"} 2");
+    free(t);
+    srv__metrics_free(m);
 }

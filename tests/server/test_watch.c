@@ -147,3 +147,39 @@ Test(watch, an_event_in_a_task_folder_arms_the_debounce) {
     cr_expect(uv_is_active((uv_handle_t *)&w->debounce), "a new version folder arms the debounced rescan");
     watch_free(w);
 }
+
+static int started(srv_watch *w) {
+    int n = 0;
+    for (int i = 0; i < w->n_tw; i++) n += uv_is_active((uv_handle_t *)&w->tw[i]->h) != 0;
+    return n;
+}
+
+/* 600 new folders: at most WATCH_START_CHUNK watches (fewer once WATCH_TURN_NS have gone) start in
+ * follow()'s turn, the rest in turns of their own (10,000 started in one turn held the loop 92 ms). */
+Test(watch, new_watches_start_a_chunk_per_loop_turn) {
+    char p[PATH_MAX];
+    for (int i = 0; i < 600; i++) snprintf(p, sizeof p, "t%04d", i), mkdir_task(p);
+    srv_watch *w = watch_of(false);
+    cr_assert_eq(rescan(w), 600, "every folder is new");
+    cr_expect(started(w) >= 16 && started(w) <= WATCH_START_CHUNK, "one chunk in follow()'s turn: %d", started(w));
+    cr_expect_eq(w->n_tw, started(w), "only started watches are listed");
+    expect_sorted(w);
+    int before = started(w), turns = 0;
+    while (started(w) < 600 && turns < 100) {
+        uv_run(&loop, UV_RUN_NOWAIT);
+        int now = started(w);
+        cr_expect_leq(now - before, WATCH_START_CHUNK, "turn %d started %d", turns, now - before);
+        before = now, turns++;
+    }
+    cr_expect_eq(started(w), 600, "every folder watched after %d turns", turns);
+    cr_expect_geq(turns, 2, "in turns of their own");
+    cr_expect_eq(w->n_q - w->q_head, 0, "nothing left queued");
+    expect_sorted(w);
+    /* half of them go: stopped in turns too */
+    for (int i = 0; i < 600; i += 2) snprintf(p, sizeof p, "%s/tasks/t%04d", root, i), rmdir(p);
+    cr_expect_eq(rescan(w), 0);
+    for (int k = 0; k < 100 && w->n_q - w->q_head > 0; k++) uv_run(&loop, UV_RUN_NOWAIT);
+    cr_expect_eq(w->n_tw, 300);
+    cr_expect(!watched(w, "t0000") && watched(w, "t0001"));
+    watch_free(w);
+}

@@ -175,6 +175,13 @@ int store_unload(store_registry *r, const char *name, eng_err *err);
  * files changed inside listed versions are reported once each (log + store_stats.changed). Returns
  * the number of versions added. Blocking: call it on a worker thread. */
 int store_rescan(store_registry *r, eng_err *err);
+/* Looks again at the n task folders named (what file events said changed), as store_rescan does
+ * for every folder: new versions listed, versions and task folders gone unlisted, changed files
+ * reported, the task's current version and pin followed from the state file; then, when another
+ * writer changed the state file since every task last followed it, every task follows it (in
+ * memory, without looking at their folders). Invalid names are skipped. Returns the number of
+ * versions added. Blocking: call it on a worker thread. */
+int store_rescan_tasks(store_registry *r, char *const *names, int n, eng_err *err);
 
 /* Copies the visible task names into names (malloc'd array of malloc'd strings; free each and the
  * array) and returns their count, or a negative status. */
