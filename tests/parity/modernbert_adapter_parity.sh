@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# AdapterHub adapters on ModernBERT against the PyTorch reference (tools/reference/modernbert_adapters.py: AdapterHub's
+# plugin-interface sites, written from adapter-hub/adapters' source), at every CPU level this machine has.
+#   modernbert_adapter_parity.sh PARITY_ADAPTERS_BIN ADAPTERD REFERENCE_DIR WORK_DIR
+# Cases (gen_modernbert_adapters.py, AdapterHub's file layout and key names model.layers.N.attention_adapters...,
+# model.layers.N.attn.Wqkv.loras...): Pfeiffer, Houlsby, seq_bn at the attention site with gating, every bottleneck
+# flag, parallel, scaled parallel, AdapterHub LoRA (merged Wqkv q,v + mlp.Wi + mlp.Wo; q,k,v), (IA)^3, Stack, Fusion
+# (dynamic over seq_bn, static over Houlsby), a tagging head; at AdapterDrop skips 0 and 5 on ModernBERT-base's
+# shapes (22 layers, modernbert_parity.sh's checkpoint) and 0 and 1 on a 4-layer model.
+# Tolerance: logits at 1e-4 in fp32, BERT's adapter tolerance (measured 2026-11-26: see bench/README or the report).
+set -euo pipefail
+bin=$1 adapterd=$2 ref=$3 work=$4
+. "$(dirname "$0")/encoder_models.sh"
+need_torch
+
+modernbert_model() {   # as modernbert_parity.sh (same stamp and folder: one checkpoint for both tests)
+  local name=$1 stamp d
+  shift
+  stamp=$(cat "$ref"/modernbert.py "$ref"/gen_modernbert.py "$ref"/encoder.py "$ref"/st.py | sha256sum | cut -c1-16)
+  d="$work/modernbert-$name"
+  if [ "$(cat "$d/.stamp" 2>/dev/null)" != "$stamp" ]; then
+    rm -rf "$d"
+    mkdir -p "$work"
+    echo "generating $d" >&2
+    "$PY" "$ref/gen_modernbert.py" "$@" --out "$d" >/dev/null
+    echo "$stamp" > "$d/.stamp"
+  fi
+  echo "$d"
+}
+
+cases() {   # cases BACKBONE OUT SKIPS
+  local stamp
+  stamp=$(cat "$ref"/adapters.py "$ref"/modernbert_adapters.py "$ref"/gen_modernbert_adapters.py "$1/.stamp" "$0" \
+          | sha256sum | cut -c1-16)
+  if [ "$(cat "$2/.stamp" 2>/dev/null)" != "$stamp" ]; then
+    rm -rf "$2"
+    mkdir -p "$2"
+    echo "generating $2" >&2
+    "$PY" "$ref/gen_modernbert_adapters.py" --backbone "$1" --out "$2" --skips "$3" > "$2.log"
+    echo "$stamp" > "$2/.stamp"
+  fi
+}
+
+tiny=$(modernbert_model tiny-ah --shape tiny --seed 7 --cases single)
+base=$(modernbert_model base --shape base --seed 21 --classifier)
+cases "$tiny" "$work/modernbert-ah/tiny" 0,1
+cases "$base" "$work/modernbert-ah/base" 0,5
+fail=0 ran=0
+for level in baseline avx2 avx_vnni avx512 native; do
+  if ! why=$("$adapterd" version --cpu-level "$level" 2>&1 >/dev/null); then
+    echo "level $level: skipped, ${why#adapterd: --cpu-level: }"
+    continue
+  fi
+  echo "level $level:"
+  ran=$((ran + 1))
+  ADAPTERD_CPU_LEVEL=$level "$bin" --tol 1e-4 --threads 2 "$work/modernbert-ah/tiny" "$work/modernbert-ah/base" || fail=1
+done
+echo "$ran levels"
+exit $fail
