@@ -446,9 +446,21 @@ static int split_merged_qkv(eng_load_ctx *x, eng_lora_raw *raw, const ah_cfg *cf
         if (!n)
             return eng_err_set(x->err, ENG_FORMAT, "%s: tensor '%s' on attn.Wqkv, but attn_matrices names none of q, k, v",
                                x->dir, nm);
-        if (m.gate_w)
-            return eng_err_set(x->err, ENG_UNSUPPORTED, "%s: gated LoRA on ModernBERT's merged attn.Wqkv is not supported",
-                               x->dir);
+        /* gated: gate Linear(H, n), row g for slice g (mean sigmoid over the tokens, in place of alpha / r) */
+        if ((m.tgate_w || m.tgate_b) && cfg->composition_scale)
+            return eng_err_set(x->err, ENG_UNSUPPORTED, "%s: gated (IA)^3 is not supported", x->dir);
+        if ((m.tgate_w || m.tgate_b) &&
+            (!m.tgate_w || !m.tgate_b || m.tgate_w->numel != (int64_t)n * H || m.tgate_b->numel != n))
+            return eng_err_set(x->err, ENG_SHAPE, "%s: attn.Wqkv gate of layer %d must be weight (%d, %d) and bias (%d)",
+                               x->dir, l, n, H, n);
+        float *gw = NULL, gb[3] = {0};
+        if (m.tgate_w) {
+            gw = eng__task_alloc(x->t, (size_t)n * H * sizeof *gw);
+            if (!gw) return eng_err_set(x->err, ENG_NO_MEMORY, "out of memory");
+            if (eng_convert_to_f32(m.tgate_w->dtype, m.tgate_w->data, (size_t)n * H, gw) ||
+                eng_convert_to_f32(m.tgate_b->dtype, m.tgate_b->data, (size_t)n, gb))
+                return eng_err_set(x->err, ENG_UNSUPPORTED, "%s: tensor '%s' has an unsupported dtype", x->dir, m.tgate_w->name);
+        }
         if (!m.B || m.tB->shape[0] != (int64_t)n * H)
             return eng_err_set(x->err, ENG_SHAPE, "%s: attn.Wqkv of layer %d needs lora_B of (%d, r): %d enabled of q, k, v x "
                                "hidden %d", x->dir, l, n * H, n, H);
@@ -471,6 +483,10 @@ static int split_merged_qkv(eng_load_ctx *x, eng_lora_raw *raw, const ah_cfg *cf
                 continue;
             }
             o->B = m.B + (size_t)g * H * r;
+            if (gw) {
+                o->gate_w = gw + (size_t)g * H;
+                o->gate_b = gb[g];
+            }
             if (m.A) {
                 o->A = m.A + (size_t)g * r * H;
                 o->rA = r;
@@ -596,6 +612,11 @@ int eng__load_adapterhub(eng_load_ctx *x, json_t *cfgj, eng_loaded_bn *lb, float
             int is_a = !strcmp(w, "lora_A"), is_b = !strcmp(w, "lora_B");
             if (!strcmp(w, "gate.weight") || !strcmp(w, "gate.bias")) {
                 int in = eng__lin_in(c, (eng_lin)lin);
+                if (c->arch == ENG_ARCH_MODERNBERT && lin == ENG_LIN_Q) { /* one gate per enabled slice: split_merged_qkv */
+                    if (w[5] == 'w') lr->tgate_w = ts;
+                    else lr->tgate_b = ts;
+                    continue;
+                }
                 if (w[5] == 'w') {
                     if (ts->numel != in) {
                         rc = eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' must be (1, %d)", x->dir, ts->name, in);

@@ -111,6 +111,9 @@ CASES = {
                       output_lora=True),
     "lora_qkv": lora_case(A.lora_config, "lqkv", "bin", "AdapterHub LoRA r=4 alpha=4 on q, k and v of attn.Wqkv.",
                           r=4, alpha=4, attn_matrices=["q", "k", "v"]),
+    "lora_gated": lora_case(A.lora_config, "lgate", "st", "AdapterHub LoRA with use_gating on q, k of attn.Wqkv (gate "
+                            "Linear(H, 2): one gate per slice) and mlp.Wo; the gates replace alpha / r.", r=4, alpha=8,
+                            attn_matrices=["q", "k"], output_lora=True, use_gating=True),
     "ia3": lora_case(A.ia3_config, "ia3", "bin", "(IA)^3 on k, v of attn.Wqkv and mlp.Wi, alpha 2 (the q slice is "
                      "multiplied by alpha too: LoRAMergedLinear pads with ones).", alpha=2),
     "stack": stack_case,

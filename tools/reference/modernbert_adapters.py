@@ -80,6 +80,9 @@ class MBLoRA:
                 else:
                     t["lora_A"] = rng.normal((g * r, n_in), 1.0 / math.sqrt(n_in))
                     t["lora_B"] = rng.normal((n_out, r), strength / math.sqrt(r) / self.scaling)
+                if config["use_gating"]:   # Linear(in, gating_heads): n heads on the merged Wqkv (get_n_heads)
+                    t["gate.weight"] = rng.normal((g, n_in), 1.0 / math.sqrt(n_in))
+                    t["gate.bias"] = rng.normal((g,), 0.5)
                 self.p[(i, role)] = t
         self._p64 = {k: {n: v.to(F64) for n, v in t.items()} for k, t in self.p.items()}
 
@@ -87,10 +90,13 @@ class MBLoRA:
         t = self._p64.get((i, role))
         if t is None:
             return y
+        # gated: mean over the valid tokens of sigmoid(gate(x)), one per head, in place of the scaling
+        gate = A.masked_token_mean(torch.sigmoid(A.lin(x, t["gate.weight"], t["gate.bias"])), tokmask) \
+            if "gate.weight" in t else None
         if role != "qkv":
             if self.ia3:
                 return y * (t["lora_B"].view(-1) * self.scaling)
-            return y + (x @ t["lora_A"].T @ t["lora_B"].T) * self.scaling
+            return y + (x @ t["lora_A"].T @ t["lora_B"].T) * (self.scaling if gate is None else gate)
         H, r = self.cfg.hidden, self.config["r"]
         parts = list(y.split(H, dim=-1))
         for g, m in enumerate(self.enabled):
@@ -99,7 +105,7 @@ class MBLoRA:
                 parts[j] = parts[j] * t["lora_B"][g * H:(g + 1) * H, 0]
             else:
                 Ag, Bg = t["lora_A"][g * r:(g + 1) * r], t["lora_B"][g * H:(g + 1) * H]
-                parts[j] = parts[j] + (x @ Ag.T @ Bg.T) * self.scaling
+                parts[j] = parts[j] + (x @ Ag.T @ Bg.T) * (self.scaling if gate is None else gate[..., g:g + 1])
         if self.ia3:   # LoRAMergedLinear.pad fills the slices not enabled with 1, then com multiplies by alpha
             parts = [p * self.scaling for p in parts]
         return torch.cat(parts, dim=-1)
@@ -114,7 +120,7 @@ class MBLoRA:
                 if t is None:
                     continue
                 k = f"model.layers.{i}.{path[role]}.loras.{self.name}."
-                for n in ("lora_A", "lora_B"):
+                for n in ("lora_A", "lora_B", "gate.weight", "gate.bias"):
                     if n in t:
                         sd[k + n] = t[n]
         return sd
