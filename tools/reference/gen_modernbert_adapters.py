@@ -56,10 +56,13 @@ def bn_case(preset, name, fmt, notes, head_kw=None, strength=1.0, **over):
     return build
 
 
-def lora_case(config_fn, name, fmt, notes, **over):
+def lora_case(config_fn, name, fmt, notes, base_over=None, strength=1.0, **over):
+    """base_over / strength: config values and weight scale that replace over's / 1.0 at hidden >= 256."""
     def build(cfg, rng):
         c = Case(notes)
-        lo = MA.MBLoRA(name, config_fn(**over), cfg, rng)
+        big = cfg.hidden >= 256
+        lo = MA.MBLoRA(name, config_fn(**dict(over, **(base_over or {}) if big else over)), cfg, rng,
+                       strength=strength if big else 1.0)
         c.linear, c.head = [lo], head(cfg, rng, name)
         c.adapters, c.head_dir = [f"adapters/{name}"], f"adapters/{name}"
         c.saves.append((c.head_dir, lambda d: A.save_adapterhub(d, cfg, lo, MODEL_NAME, fmt, c.head)))
@@ -114,8 +117,12 @@ CASES = {
     "lora_gated": lora_case(A.lora_config, "lgate", "st", "AdapterHub LoRA with use_gating on q, k of attn.Wqkv (gate "
                             "Linear(H, 2): one gate per slice) and mlp.Wo; the gates replace alpha / r.", r=4, alpha=8,
                             attn_matrices=["q", "k"], output_lora=True, use_gating=True),
-    "ia3": lora_case(A.ia3_config, "ia3", "bin", "(IA)^3 on k, v of attn.Wqkv and mlp.Wi, alpha 2 (the q slice is "
-                     "multiplied by alpha too: LoRAMergedLinear pads with ones).", alpha=2),
+    # (IA)^3 scales q and k, so every layer's attention scores by their product: at base shapes alpha 2 and l in
+    # 1 +- 0.6 make an ill-conditioned case (a relative 1e-7 change of the weights moves the float64 logits by
+    # 1.1e-4, measured), which no float32 engine could meet at 1e-4; there alpha 1.25 and l in 1 +- 0.18.
+    "ia3": lora_case(A.ia3_config, "ia3", "bin", "(IA)^3 on k, v of attn.Wqkv and mlp.Wi, alpha 2 (1.25 at base "
+                     "shapes; the q slice is multiplied by alpha too: LoRAMergedLinear pads with ones).", alpha=2,
+                     base_over=dict(alpha=1.25), strength=0.3),
     "stack": stack_case,
     "fusion_n3": fusion_case(3, "dynamic", "seq_bn"),
     "fusion_houlsby_n2": fusion_case(2, "static", "double_seq_bn"),
