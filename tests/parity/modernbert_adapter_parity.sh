@@ -60,4 +60,25 @@ for level in baseline avx2 avx_vnni avx512 native; do
   ADAPTERD_CPU_LEVEL=$level "$bin" --tol 1e-4 --threads 2 "$work/modernbert-ah/tiny" "$work/modernbert-ah/base" || fail=1
 done
 echo "$ran levels"
+# End to end through the CLI: adapterd predict on the tiny model's Houlsby task, the second input of its expected
+# file (7 tokens), against the reference's logits at 1e-4.
+case_dir="$work/modernbert-ah/tiny/double_seq_bn"
+read -r ids want < <("$PY" - "$ref" "$case_dir/expected/skip0.safetensors" <<'PYEOF'
+import sys
+sys.path.insert(0, sys.argv[1])
+import st
+t, _ = st.load_file(sys.argv[2])
+n0, n1 = int(t["seq_lens"][0]), int(t["seq_lens"][1])
+print(",".join(str(int(i)) for i in t["input_ids"][n0:n0 + n1]), ",".join(repr(float(v)) for v in t["logits"][1]))
+PYEOF
+)
+got=$("$adapterd" predict --model "$tiny" --adapter "$case_dir/adapters/sst" --ids "$ids" --threads 2)
+if ! "$PY" -c 'import json, sys
+got = json.loads(sys.argv[1])["tasks"]["sst"]["logits"]
+want = [float(v) for v in sys.argv[2].split(",")]
+d = max(abs(a - b) for a, b in zip(got, want))
+print(f"adapterd predict (double_seq_bn, 7 tokens): max |logit diff| {d:.3g} (tol 1e-4)")
+sys.exit(0 if len(got) == len(want) and d <= 1e-4 else 1)' "$got" "$want"; then
+  fail=1
+fi
 exit $fail
