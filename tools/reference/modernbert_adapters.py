@@ -32,6 +32,14 @@ layer_pre_self_attn "attn", layer_pre_ffn "mlp", layer_ln_1 "mlp_norm", layer_ln
   * Keys: the model's state-dict names, `model.layers.N.attention_adapters.adapters.<name>.adapter_down.0.weight`,
     `model.layers.N.attn.Wqkv.loras.<name>.lora_A`, ...adapter_fusion_layer.<names>.query.weight.
 
+Checked once (2026-11-26) against the library's own code, run from its source on Debian's torch with shims for the
+transformers imports (nothing of it kept here): Adapter / ParallelAdapter / BertFusion of methods/modeling.py in the
+hooked arrangement (pre_forward, forward, post_forward with original_ln_after off, with and without a LayerNorm;
+seq_bn, double_seq_bn, par_bn, scaled_par_bn, gating, ln_before/ln_after, channel scaling, a Stack of two, a dynamic
+Fuse of three) agree with hooked_block to 1.8e-15 in float64; LoRAMergedLinear's forward arithmetic (grouped conv1d,
+pad, com; LoRA, gated LoRA, (IA)^3) agrees with MBLoRA.apply exactly.  The wiring (which tensors reach the hooks) is
+read from bottleneck.py and transformers 4.57's modeling_modernbert.py, which do not run here.
+
 No flex heads exist for a plugin model; the cases carry an AdapterHub flex head folder (head_config.json) as on the
 other architectures, which adapterd applies to the final hidden state as everywhere.
 """
