@@ -27,6 +27,7 @@
 
 static int ensure_rows(eng_state *st, const eng_config *c, size_t rows, eng_err *err) {
     int width = c->intermediate * (c->glu ? 2 : 1); /* a GLU's first Linear yields both halves */
+    if (c->glu && width < c->hidden) width = c->hidden; /* ModernBERT's attention-site adapters borrow it (rows, H) */
     if (rows <= st->cap_rows && st->H == c->hidden && st->I == width) return 0;
     eng__state_free_rows(st);
     size_t cap = rows < 64 ? 64 : rows + rows / 4;
@@ -336,7 +337,7 @@ static int apply_sites(eng_state *st, const eng_config *c, const eng_group *g, i
         float *hi = h + (size_t)g[i].row0 * H;
         const float *xi = x + (size_t)g[i].row0 * H;
         if (site && (site->n_stack || site->n_fuse)) {
-            int rc = eng__site_apply(st, site, c, hi, xi, g[i].row0, g[i].rows, segs, n_segs, ln_g, ln_b, err);
+            int rc = eng__site_apply(st, site, c, hi, xi, g[i].row0, g[i].rows, segs, n_segs, ln_g, ln_b, 0, err);
             if (rc) return rc;
         } else {
             eng_add(hi, xi, (size_t)g[i].rows * H);
@@ -357,11 +358,10 @@ int eng_layer_forward(const eng_model *m, eng_state *st, int l, float *x, int ro
     if ((rc = segment_adapters(st, segs, n_segs, groups, n_groups, &max_prefix, &seg_ad, err))) return rc;
     if (!seg_ad) n_groups = 0; /* no adapters in this layer: the fused plain path */
     if (c->arch == ENG_ARCH_MODERNBERT) {
-        if (n_late) return eng_err_set(err, ENG_INTERNAL, "ModernBERT layers have no output-site adapters to split at");
         if ((rc = ensure_rows(st, c, (size_t)rows, err)) || (rc = ensure_lin_ws(st, m, (size_t)rows, err)) ||
             (rc = ensure_scores(st, eng__modernbert_score_floats(c, max_len), err)))
             return rc;
-        return eng__modernbert_layer(m, st, l, x, rows, segs, n_segs, groups, n_groups, err);
+        return eng__modernbert_layer(m, st, l, x, rows, segs, n_segs, groups, n_groups, late, n_late, late_out, err);
     }
     if ((rc = ensure_rows(st, c, (size_t)rows, err)) || (rc = ensure_lin_ws(st, m, (size_t)rows, err)) ||
         (rc = ensure_scores(st, attn_pack_offset(max_len, max_len + max_prefix) + attn_pack_floats(max_len, c->head_dim), err)))
@@ -435,7 +435,7 @@ attention_done:
             memcpy(o, x + (size_t)late[k].trunk_row0 * H, (size_t)late[k].len * H * sizeof *o);
             eng_seg one = {0, late[k].len};
             if ((rc = eng__site_apply(st, &late[k].ad->out, c, o, st->h + (size_t)late[k].trunk_row0 * H, 0,
-                                      late[k].len, &one, 1, w->ln2_g, w->ln2_b, err)))
+                                      late[k].len, &one, 1, w->ln2_g, w->ln2_b, 0, err)))
                 return rc;
         }
         if (n_groups) {

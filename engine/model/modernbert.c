@@ -11,6 +11,21 @@
  * (eng_linear_run) like BERT's; LoRA and (IA)^3 act on the same Linear layers by role (Wqkv as q, k
  * and v slices, attn.Wo, mlp.Wi, mlp.Wo).
  *
+ * Bottleneck adapters and fusion sit where AdapterHub puts them on ModernBERT (adapter-hub/adapters,
+ * src/adapters/wrappers/interfaces.py "modernbert" and methods/bottleneck.py init_bottleneck; the
+ * reference is tools/reference/modernbert_adapters.py): forward hooks on attn.Wo's and mlp.Wo's outputs
+ * ("hooked" layers). A pre-norm layer has no post-LayerNorm for a BERT-style post step, so the library
+ * forces original_ln_after off (and refuses configs that set it false) and ModernBERT adds its own
+ * residual after the hook:
+ *     h = x + site_attn(o = attn Wo^T, in = a)      a = attn_norm(x), x on layer 0
+ *     x = h + site_out(f = mlp Wo^T, in = LN_mlp(h))
+ * The sub-block input the adapters see (parallel adapters' input, original_ln_before's sum) is the
+ * pre-normed one, what a pre-hook on attn / mlp receives. original_ln_before's LayerNorm is layer_ln_1
+ * = mlp_norm at the attention site, read through a getter that binds late, so every layer uses the LAST
+ * layer's mlp_norm; the output site has none (layer_ln_2 None): the sum without a norm. residual_before_ln
+ * keeps its BERT meaning (adapter residual from the hooked output, or the sum / its norm). No site
+ * takes prefix tuning: AdapterHub's ModernBERT interface has none (refused at load).
+ *
  * Attention never holds a sequence's L x L scores: each (segment, head) task walks blocks of QB
  * query rows, and a block's scores cover only the keys it can see (all L on a global layer, the
  * block widened by the window on a local one), so a worker's scratch is QB x L floats (2 MB at 8,192
@@ -103,6 +118,32 @@ static int groups_have(const eng_group *g, int n, eng_lin lin) {
     return 0;
 }
 
+/* Does any group carry bottleneck modules (a stack or a fusion) at site pos? */
+static int groups_site(const eng_group *g, int n, eng_site_pos pos) {
+    for (int i = 0; i < n; i++) {
+        const eng_site *s = g[i].ad ? eng_layer_site(g[i].ad, pos) : NULL;
+        if (s && (s->n_stack || s->n_fuse)) return 1;
+    }
+    return 0;
+}
+
+/* AdapterHub's hooked bottleneck site on each group's rows (the file's top): y (rows, H) holds the
+ * hooked Linear's output and receives the adapters' output; in (rows, H) is the sub-block's pre-normed
+ * input; ln_g the LayerNorm original_ln_before applies, or NULL. */
+static int hooked_sites(eng_state *st, const eng_config *c, const eng_group *g, int n, eng_site_pos pos, float *y,
+                        const float *in, const eng_seg *segs, int n_segs, const float *ln_g, const float *ln_b,
+                        eng_err *err) {
+    int H = c->hidden;
+    for (int i = 0; i < n; i++) {
+        const eng_site *s = g[i].ad ? eng_layer_site(g[i].ad, pos) : NULL;
+        if (!s || !(s->n_stack || s->n_fuse)) continue;
+        size_t off = (size_t)g[i].row0 * H;
+        int rc = eng__site_apply(st, s, c, y + off, in + off, g[i].row0, g[i].rows, segs, n_segs, ln_g, ln_b, 1, err);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
 /* ---- GeGLU ---- */
 
 typedef struct {
@@ -125,27 +166,28 @@ static void glu_task(void *ctx, int task, int worker) {
 /* ---- layer ---- */
 
 int eng__modernbert_layer(const eng_model *m, eng_state *st, int l, float *x, int rows, const eng_seg *segs,
-                          int n_segs, const eng_group *groups, int n_groups, eng_err *err) {
+                          int n_segs, const eng_group *groups, int n_groups, const eng_late_split *late, int n_late,
+                          float *late_out, eng_err *err) {
     const eng_config *c = eng_model_config(m);
     const eng_weights *wt = eng_model_weights(m);
     const eng_layer_weights *w = &wt->layers[l];
-    int H = c->hidden, I = c->intermediate, rc;
-    for (int i = 0; i < n_groups; i++) {
-        const eng_task_layer *a = groups[i].ad;
-        if (a && (a->prefix_len || a->mh.n_stack || a->mh.n_fuse || a->out.n_stack || a->out.n_fuse))
-            return eng_err_set(err, ENG_UNSUPPORTED, "ModernBERT layer %d: bottleneck, fusion and prefix adapters are "
-                               "not supported on this architecture", l);
-    }
+    int H = c->hidden, I = c->intermediate, rc, last = l == c->n_layers - 1;
+    for (int i = 0; i < n_groups; i++)
+        if (groups[i].ad && groups[i].ad->prefix_len) /* the loaders refuse it first (task/load_adapterhub.c) */
+            return eng_err_set(err, ENG_UNSUPPORTED, "ModernBERT layer %d: prefix tuning has no site on this architecture", l);
     eng_pool *pool = st->pool;
     void *ws = st->lin_ws;
     st->cur_layer = l;
+    /* an attention-site adapter reads the attention input a after attention has reused ctx: a goes to h */
+    int mh = n_groups && groups_site(groups, n_groups, ENG_SITE_ATTN);
+    float *abuf = mh ? st->h : st->ctx;
 
     /* attention input: layer 0's attn_norm is the identity */
     const float *a = x;
     if (w->ln1_g) {
-        memcpy(st->ctx, x, (size_t)rows * H * sizeof *x);
-        eng__layernorm_rows(pool, st->ctx, rows, H, w->ln1_g, w->ln1_b, c->ln_eps);
-        a = st->ctx;
+        memcpy(abuf, x, (size_t)rows * H * sizeof *x);
+        eng__layernorm_rows(pool, abuf, rows, H, w->ln1_g, w->ln1_b, c->ln_eps);
+        a = abuf;
     }
     eng_epilogue ep_qkv = {.bias = w->bqkv, .act = ENG_ACT_IDENTITY};
     eng_linear_run(pool, rows, a, H, &w->wqkv, st->qkv, 3 * H, &ep_qkv, ws);
@@ -161,8 +203,18 @@ int eng__modernbert_layer(const eng_model *m, eng_state *st, int l, float *x, in
                       1.0f / sqrtf((float)c->head_dim), st->scores};
     eng_pool_run(pool, n_segs * c->n_heads, attn_task, &aj);
 
-    /* h = x + attn Wo^T (+ bo): the residual in the epilogue unless an (IA)^3 must scale the product alone */
-    if (n_groups && groups_have(groups, n_groups, ENG_LIN_O)) {
+    /* h = x + hook(attn Wo^T (+ bo)): the residual in the epilogue unless an adapter must see the product alone */
+    if (mh) { /* the product into inter's first rows (free until the MLP), the site, then h = x + it */
+        float *o = st->inter;
+        eng_epilogue ep_o = {.bias = w->bo, .act = ENG_ACT_IDENTITY};
+        eng_linear_run(pool, rows, st->ctx, H, &w->wo, o, H, &ep_o, ws);
+        if ((groups_have(groups, n_groups, ENG_LIN_O) &&
+             (rc = eng__linear_adapters(st, groups, n_groups, ENG_LIN_O, st->ctx, H, o, H, segs, n_segs, err))) ||
+            (rc = hooked_sites(st, c, groups, n_groups, ENG_SITE_ATTN, o, a, segs, n_segs,
+                               wt->layers[c->n_layers - 1].ln2_g, wt->layers[c->n_layers - 1].ln2_b, err)))
+            return rc;
+        for (size_t k = 0; k < (size_t)rows * H; k++) st->h[k] = x[k] + o[k];
+    } else if (n_groups && groups_have(groups, n_groups, ENG_LIN_O)) {
         eng_epilogue ep_o = {.bias = w->bo, .act = ENG_ACT_IDENTITY};
         eng_linear_run(pool, rows, st->ctx, H, &w->wo, st->h, H, &ep_o, ws);
         if ((rc = eng__linear_adapters(st, groups, n_groups, ENG_LIN_O, st->ctx, H, st->h, H, segs, n_segs, err))) return rc;
@@ -172,7 +224,7 @@ int eng__modernbert_layer(const eng_model *m, eng_state *st, int l, float *x, in
         eng_linear_run(pool, rows, st->ctx, H, &w->wo, st->h, H, &ep_o, ws);
     }
 
-    /* MLP: ctx = LN_mlp(h), inter = ctx Wi^T, GeGLU into inter's first half */
+    /* MLP: ctx = LN_mlp(h) (kept to the end: the output site's input), inter = ctx Wi^T, GeGLU into inter's first half */
     memcpy(st->ctx, st->h, (size_t)rows * H * sizeof *x);
     eng__layernorm_rows(pool, st->ctx, rows, H, w->ln2_g, w->ln2_b, c->ln_eps);
     eng_epilogue ep_1 = {.bias = w->b1, .act = ENG_ACT_IDENTITY};
@@ -184,16 +236,33 @@ int eng__modernbert_layer(const eng_model *m, eng_state *st, int l, float *x, in
     glu_job gj = {st->inter, rows, I, (rows + tasks - 1) / tasks, c->act};
     eng_pool_run(pool, tasks, glu_task, &gj);
 
-    if (n_groups && groups_have(groups, n_groups, ENG_LIN_D)) {
+    int out_site = n_groups && groups_site(groups, n_groups, ENG_SITE_FFN);
+    if (out_site || n_late || (n_groups && groups_have(groups, n_groups, ENG_LIN_D))) {
         eng_epilogue ep_2 = {.bias = w->b2, .act = ENG_ACT_IDENTITY};
         eng_linear_run(pool, rows, st->inter, 2 * I, &w->w2, x, H, &ep_2, ws);
-        if ((rc = eng__linear_adapters(st, groups, n_groups, ENG_LIN_D, st->inter, 2 * I, x, H, segs, n_segs, err))) return rc;
+        if (n_groups && groups_have(groups, n_groups, ENG_LIN_D) &&
+            (rc = eng__linear_adapters(st, groups, n_groups, ENG_LIN_D, st->inter, 2 * I, x, H, segs, n_segs, err)))
+            return rc;
+        /* late splits: a task's output-site adapters on the trunk's mlp.Wo output, before the trunk's residual */
+        for (int k = 0; k < n_late; k++) {
+            size_t t0 = (size_t)late[k].trunk_row0 * H, nk = (size_t)late[k].len * H;
+            float *o = late_out + (size_t)late[k].out_row0 * H;
+            memcpy(o, x + t0, nk * sizeof *o);
+            eng_seg one = {0, late[k].len};
+            if ((rc = eng__site_apply(st, &late[k].ad->out, c, o, st->ctx + t0, 0, late[k].len, &one, 1, NULL, NULL, 1,
+                                      err)))
+                return rc;
+            eng_add(o, st->h + t0, nk);
+            if (last) eng__layernorm_rows(pool, o, late[k].len, H, wt->final_ln_g, wt->final_ln_b, c->ln_eps);
+        }
+        if (out_site && (rc = hooked_sites(st, c, groups, n_groups, ENG_SITE_FFN, x, st->ctx, segs, n_segs, NULL, NULL, err)))
+            return rc;
         eng_add(x, st->h, (size_t)rows * H);
     } else {
         eng_epilogue ep_2 = {.bias = w->b2, .act = ENG_ACT_IDENTITY, .residual = st->h, .ldr = H};
         eng_linear_run(pool, rows, st->inter, 2 * I, &w->w2, x, H, &ep_2, ws);
     }
-    if (l == c->n_layers - 1) eng__layernorm_rows(pool, x, rows, H, wt->final_ln_g, wt->final_ln_b, c->ln_eps);
+    if (last) eng__layernorm_rows(pool, x, rows, H, wt->final_ln_g, wt->final_ln_b, c->ln_eps);
     return 0;
 }
 

@@ -155,7 +155,7 @@ static void pre_forward(eng_state *st, const eng_bottleneck *bn, const eng_confi
             memcpy(r, a, sz * sizeof *r);
             have_r = 1;
         }
-        eng__layernorm_rows(st->pool, a, n, c->hidden, ln_g, ln_b, c->ln_eps);
+        if (ln_g) eng__layernorm_rows(st->pool, a, n, c->hidden, ln_g, ln_b, c->ln_eps);
     } else {
         memcpy(a, h, sz * sizeof *a);
     }
@@ -163,7 +163,8 @@ static void pre_forward(eng_state *st, const eng_bottleneck *bn, const eng_confi
 }
 
 int eng__site_apply(eng_state *st, const eng_site *site, const eng_config *c, float *h, const float *x, int row0,
-                    int n, const eng_seg *segs, int n_segs, const float *ln_g, const float *ln_b, eng_err *err) {
+                    int n, const eng_seg *segs, int n_segs, const float *ln_g, const float *ln_b, int hooked,
+                    eng_err *err) {
     int H = c->hidden;
     size_t sz = (size_t)n * H;
     float *a = eng__state_scratch(st, ENG_SCRATCH_A, sz), *r = eng__state_scratch(st, ENG_SCRATCH_R, sz);
@@ -248,8 +249,8 @@ int eng__site_apply(eng_state *st, const eng_site *site, const eng_config *c, fl
             memcpy(h, a, sz * sizeof *h);
         if (!fu->residual_before) eng_add(h, r, sz);
     }
-    /* post_forward of the last adapter */
-    if (!last || last->original_ln_after) {
+    /* post_forward of the last adapter (a hooked site leaves the residual to the model) */
+    if (!hooked && (!last || last->original_ln_after)) {
         eng_add(h, x, sz);
         eng__layernorm_rows(st->pool, h, n, H, ln_g, ln_b, c->ln_eps);
     }

@@ -24,9 +24,13 @@ void eng__ia3_scale(const eng_ia3 *ia, float *y, int ldy, int n);
 
 /* Applies a bottleneck site (stack and/or fusion, then the last adapter's post step) to the n rows
  * starting at absolute row `row0`: h (n, H) holds the sub-layer output and receives the result; x
- * (n, H) is the sub-block input; segs (absolute rows) give the sequences for gating means. */
+ * (n, H) is the sub-block input; segs (absolute rows) give the sequences for gating means. ln_g NULL:
+ * original_ln_before adds x without a LayerNorm. hooked: AdapterHub's plugin-interface layers
+ * (ModernBERT, model/modernbert.c), where original_ln_after is off and the model adds its own residual:
+ * h receives the adapters' output alone. */
 int eng__site_apply(eng_state *st, const eng_site *site, const eng_config *c, float *h, const float *x, int row0,
-                    int n, const eng_seg *segs, int n_segs, const float *ln_g, const float *ln_b, eng_err *err);
+                    int n, const eng_seg *segs, int n_segs, const float *ln_g, const float *ln_b, int hooked,
+                    eng_err *err);
 
 /* Can a stream split off inside this layer (only output-site bottleneck modules act in it)? */
 int eng__late_split_ok(const eng_task_layer *a);

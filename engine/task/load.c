@@ -88,17 +88,11 @@ int eng__task_load_texts(const eng_model *m, const char *const *dirs, int n_dirs
                 }
             }
     }
-    /* ModernBERT's pre-norm layers have no post-LayerNorm sub-layer outputs where AdapterHub's bottleneck
-     * sites and fusion act, and its fused attention takes no prefix here: refused, not run elsewhere */
-    for (int l = 0; !rc && c->arch == ENG_ARCH_MODERNBERT && l < c->n_layers; l++) {
-        const eng_task_layer *L = &t->layers[l];
-        if (L->mh.n_stack || L->out.n_stack || p->fusion_dir)
-            rc = eng_err_set(err, ENG_UNSUPPORTED, "%s: bottleneck adapters and fusion are not supported on ModernBERT "
-                             "(model_type modernbert); LoRA and (IA)^3 on attn.Wqkv, attn.Wo, mlp.Wi, mlp.Wo are", dirs[0]);
-        else if (L->prefix_len)
+    /* ModernBERT takes no prefix (task/load_adapterhub.c refuses it first, with the reason) */
+    for (int l = 0; !rc && c->arch == ENG_ARCH_MODERNBERT && l < c->n_layers; l++)
+        if (t->layers[l].prefix_len)
             rc = eng_err_set(err, ENG_UNSUPPORTED, "%s: prefix tuning is not supported on ModernBERT (model_type modernbert)",
                              dirs[0]);
-    }
     if (!rc && p->fusion_dir) rc = eng__fusion_apply_saved(t, p->fusion_dir, err);
     if (!rc && p->fusion_dir && !p->keep_pruned) eng__fusion_free_pruned(t, c->hidden);
     /* head */

@@ -55,6 +55,7 @@ typedef struct {
     float r, alpha;
     int composition_scale; /* (IA)^3 */
     int lora_gating;
+    int qkv[3];            /* selfattn_lora and "q" / "k" / "v" in attn_matrices (a merged Wqkv's slices) */
     /* prefix */
     int prefix_flat, prefix_gating;
     int prefix_length; /* the config's prefix_length; 0 when it gives none */
@@ -116,6 +117,12 @@ static int parse_one_config(json_t *c, int legacy, const char *version, ah_cfg *
         const char *mode = eng__jstr(c, "composition_mode");
         o->composition_scale = mode && !strcmp(mode, "scale");
         o->lora_gating = eng__jbool(c, "use_gating", 0);
+        json_t *am = json_object_get(c, "attn_matrices");
+        static const char *const qkv_names[3] = {"q", "k", "v"};
+        for (size_t i = 0; eng__jbool(c, "selfattn_lora", 1) && json_is_array(am) && i < json_array_size(am); i++)
+            for (int m = 0; m < 3; m++)
+                if (json_is_string(json_array_get(am, i)) && !strcmp(json_string_value(json_array_get(am, i)), qkv_names[m]))
+                    o->qkv[m] = 1;
         if (eng__jbool(c, "use_dora", 0))
             return eng_err_set(err, ENG_UNSUPPORTED, "%s: DoRA is not supported", where);
         if (json_object_get(c, "vera_d") && !json_is_null(json_object_get(c, "vera_d")))
@@ -420,6 +427,76 @@ static int build_prefix(eng_load_ctx *x, const ah_cfg *cfg, const eng_st_tensor 
     return 0;
 }
 
+/* ---- ModernBERT's merged attn.Wqkv ---- */
+
+/* AdapterHub wraps ModernBERT's fused attn.Wqkv in LoRAMergedLinear (adapter-hub/adapters,
+ * src/adapters/methods/lora.py): with n of q, k, v enabled, lora_A is (n r, H) and lora_B (n H, r), and
+ * the grouped product gives enabled matrix g (q, k, v order) the update x A_g^T B_g^T on its H-wide slice
+ * (A_g: rows g r.., B_g: rows g H..). (IA)^3's lora_B (n H, 1) is padded with ones and the whole output
+ * multiplied by it times alpha, so a slice not enabled is multiplied by alpha. Here each slice becomes its
+ * own module of role q, k or v, as the engine's by-role hooks take them; raw[Q] of each layer holds the
+ * merged tensors as read. */
+static int split_merged_qkv(eng_load_ctx *x, eng_lora_raw *raw, const ah_cfg *cfg) {
+    const eng_config *c = x->c;
+    int H = c->hidden, n = cfg->qkv[0] + cfg->qkv[1] + cfg->qkv[2];
+    for (int l = 0; l < c->n_layers; l++) {
+        eng_lora_raw m = raw[l * ENG_LIN_COUNT + ENG_LIN_Q];
+        if (!m.A && !m.B) continue;
+        const char *nm = m.tB ? m.tB->name : m.tA->name;
+        if (!n)
+            return eng_err_set(x->err, ENG_FORMAT, "%s: tensor '%s' on attn.Wqkv, but attn_matrices names none of q, k, v",
+                               x->dir, nm);
+        /* gated: gate Linear(H, n), row g for slice g (mean sigmoid over the tokens, in place of alpha / r) */
+        if ((m.tgate_w || m.tgate_b) && cfg->composition_scale)
+            return eng_err_set(x->err, ENG_UNSUPPORTED, "%s: gated (IA)^3 is not supported", x->dir);
+        if ((m.tgate_w || m.tgate_b) &&
+            (!m.tgate_w || !m.tgate_b || m.tgate_w->numel != (int64_t)n * H || m.tgate_b->numel != n))
+            return eng_err_set(x->err, ENG_SHAPE, "%s: attn.Wqkv gate of layer %d must be weight (%d, %d) and bias (%d)",
+                               x->dir, l, n, H, n);
+        float *gw = NULL, gb[3] = {0};
+        if (m.tgate_w) {
+            gw = eng__task_alloc(x->t, (size_t)n * H * sizeof *gw);
+            if (!gw) return eng_err_set(x->err, ENG_NO_MEMORY, "out of memory");
+            if (eng_convert_to_f32(m.tgate_w->dtype, m.tgate_w->data, (size_t)n * H, gw) ||
+                eng_convert_to_f32(m.tgate_b->dtype, m.tgate_b->data, (size_t)n, gb))
+                return eng_err_set(x->err, ENG_UNSUPPORTED, "%s: tensor '%s' has an unsupported dtype", x->dir, m.tgate_w->name);
+        }
+        if (!m.B || m.tB->shape[0] != (int64_t)n * H)
+            return eng_err_set(x->err, ENG_SHAPE, "%s: attn.Wqkv of layer %d needs lora_B of (%d, r): %d enabled of q, k, v x "
+                               "hidden %d", x->dir, l, n * H, n, H);
+        int r = m.rB;
+        if (!cfg->composition_scale && (!m.A || m.rA != n * r))
+            return eng_err_set(x->err, ENG_SHAPE, "%s: attn.Wqkv of layer %d needs lora_A of (%d, %d): %d enabled x rank %d",
+                               x->dir, l, n * r, H, n, r);
+        for (int k = 0, g = 0; k < 3; k++) {
+            eng_lora_raw *o = &raw[l * ENG_LIN_COUNT + ENG_LIN_Q + k];
+            *o = m;
+            o->out = H;
+            if (!cfg->qkv[k]) {
+                memset(o, 0, sizeof *o);
+                if (!cfg->composition_scale || cfg->alpha == 1.0f) continue;
+                /* (IA)^3: the padding's ones, times alpha in eng__lora_finish */
+                float *ones = eng__task_alloc(x->t, (size_t)H * sizeof *ones);
+                if (!ones) return eng_err_set(x->err, ENG_NO_MEMORY, "out of memory");
+                for (int i = 0; i < H; i++) ones[i] = 1.0f;
+                *o = (eng_lora_raw){.B = ones, .rB = 1, .tB = m.tB, .out = H};
+                continue;
+            }
+            o->B = m.B + (size_t)g * H * r;
+            if (gw) {
+                o->gate_w = gw + (size_t)g * H;
+                o->gate_b = gb[g];
+            }
+            if (m.A) {
+                o->A = m.A + (size_t)g * r * H;
+                o->rA = r;
+            }
+            g++;
+        }
+    }
+    return 0;
+}
+
 /* ---- the folder ---- */
 
 int eng__load_adapterhub(eng_load_ctx *x, json_t *cfgj, eng_loaded_bn *lb, float sparse_threshold) {
@@ -435,8 +512,8 @@ int eng__load_adapterhub(eng_load_ctx *x, json_t *cfgj, eng_loaded_bn *lb, float
                            (long long)json_integer_value(hs), c->hidden);
     const char *mt = eng__jstr(cfgj, "model_type");
     /* the module names differ by family: BERT's (RoBERTa, XLM-R, ELECTRA too), DistilBERT's, DeBERTa's */
-    int mt_fam = !mt ? -1 : !strcmp(mt, "distilbert") ? 1 : !strcmp(mt, "deberta-v2") ? 2 : 0;
-    int m_fam = c->arch == ENG_ARCH_DISTILBERT ? 1 : c->arch == ENG_ARCH_DEBERTA_V2 ? 2 : 0;
+    int mt_fam = !mt ? -1 : !strcmp(mt, "distilbert") ? 1 : !strcmp(mt, "deberta-v2") ? 2 : !strcmp(mt, "modernbert") ? 3 : 0;
+    int m_fam = c->arch == ENG_ARCH_DISTILBERT ? 1 : c->arch == ENG_ARCH_DEBERTA_V2 ? 2 : c->arch == ENG_ARCH_MODERNBERT ? 3 : 0;
     if (mt && mt_fam != m_fam)
         return eng_err_set(x->err, ENG_UNSUPPORTED, "%s: adapter for model type '%s', the model is '%s'", x->dir, mt,
                            c->model_type);
@@ -447,10 +524,14 @@ int eng__load_adapterhub(eng_load_ctx *x, json_t *cfgj, eng_loaded_bn *lb, float
         return eng_err_set(x->err, ENG_UNSUPPORTED,
                            "%s: prefix tuning needs attention over plain keys; DeBERTa's relative attention has no "
                            "position for prefix keys, so the model lacks the site this adapter needs", x->dir);
-    if (c->arch == ENG_ARCH_MODERNBERT && (cfg.is_bottleneck || cfg.is_prefix)) /* task/load.c says why */
-        return eng_err_set(x->err, ENG_UNSUPPORTED, "%s: %s not supported on ModernBERT (model_type modernbert); LoRA "
-                           "and (IA)^3 on attn.Wqkv, attn.Wo, mlp.Wi, mlp.Wo are", x->dir,
-                           cfg.is_prefix ? "prefix tuning is" : "bottleneck adapters are");
+    /* ModernBERT: AdapterHub's plugin interface (model/modernbert.c's top) has no prefix tuning, and its hooked
+     * bottleneck layers refuse original_ln_after false (the model adds its own residual) */
+    if (c->arch == ENG_ARCH_MODERNBERT && cfg.is_prefix)
+        return eng_err_set(x->err, ENG_UNSUPPORTED, "%s: prefix tuning is not supported on ModernBERT: AdapterHub's "
+                           "ModernBERT interface has no prefix-tuning site (its rotary attention takes no prefix keys)", x->dir);
+    if (c->arch == ENG_ARCH_MODERNBERT && cfg.is_bottleneck && !cfg.original_ln_after)
+        return eng_err_set(x->err, ENG_UNSUPPORTED, "%s: original_ln_after false is not supported on ModernBERT: its "
+                           "pre-norm layers add the residual themselves (AdapterHub refuses it there too)", x->dir);
     lb->name = eng__task_strdup(x->t, name);
     lb->n_layers = c->n_layers;
     static const char *files[] = {"adapter.safetensors", "pytorch_adapter.bin", NULL};
@@ -531,6 +612,11 @@ int eng__load_adapterhub(eng_load_ctx *x, json_t *cfgj, eng_loaded_bn *lb, float
             int is_a = !strcmp(w, "lora_A"), is_b = !strcmp(w, "lora_B");
             if (!strcmp(w, "gate.weight") || !strcmp(w, "gate.bias")) {
                 int in = eng__lin_in(c, (eng_lin)lin);
+                if (c->arch == ENG_ARCH_MODERNBERT && lin == ENG_LIN_Q) { /* one gate per enabled slice: split_merged_qkv */
+                    if (w[5] == 'w') lr->tgate_w = ts;
+                    else lr->tgate_b = ts;
+                    continue;
+                }
                 if (w[5] == 'w') {
                     if (ts->numel != in) {
                         rc = eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' must be (1, %d)", x->dir, ts->name, in);
@@ -552,7 +638,8 @@ int eng__load_adapterhub(eng_load_ctx *x, json_t *cfgj, eng_loaded_bn *lb, float
             rc = eng__lora_tensor(x, is_a, 0, ts, lr);
             if (!rc) {
                 int in = eng__lin_in(c, (eng_lin)lin), out = eng__lin_out(c, (eng_lin)lin);
-                if ((is_a && ts->shape[1] != in) || (is_b && ts->shape[0] != out))
+                int merged = c->arch == ENG_ARCH_MODERNBERT && lin == ENG_LIN_Q; /* split_merged_qkv checks B */
+                if ((is_a && ts->shape[1] != in) || (is_b && !merged && ts->shape[0] != out))
                     rc = eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' does not fit a %dx%d layer", x->dir, ts->name,
                                      out, in);
             }
@@ -586,7 +673,8 @@ int eng__load_adapterhub(eng_load_ctx *x, json_t *cfgj, eng_loaded_bn *lb, float
     if (!rc && any_lora) {
         if (!cfg.is_lora) rc = eng_err_set(x->err, ENG_FORMAT, "%s: LoRA weights but no LoRA config", x->dir);
         else {
-            rc = eng__lora_finish(x, raw, cfg.composition_scale ? ENG_LORA_FORM_IA3 : ENG_LORA_FORM_LORA, cfg.alpha,
+            if (c->arch == ENG_ARCH_MODERNBERT) rc = split_merged_qkv(x, raw, &cfg);
+            if (!rc) rc = eng__lora_finish(x, raw, cfg.composition_scale ? ENG_LORA_FORM_IA3 : ENG_LORA_FORM_LORA, cfg.alpha,
                                    cfg.lora_gating);
             if (!rc) eng__task_kind_add(x->t, cfg.composition_scale ? "ia3" : "lora");
         }

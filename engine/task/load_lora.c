@@ -67,7 +67,7 @@ int eng__lora_finish(eng_load_ctx *x, eng_lora_raw *raw, eng_lora_form form, flo
         for (int k = 0; k < ENG_LIN_COUNT; k++) {
             eng_lora_raw *w = &raw[l * ENG_LIN_COUNT + k];
             if (!w->A && !w->B) continue;
-            int in = eng__lin_in(c, (eng_lin)k), out = eng__lin_out(c, (eng_lin)k);
+            int in = eng__lin_in(c, (eng_lin)k), out = w->out ? w->out : eng__lin_out(c, (eng_lin)k);
             if (form == ENG_LORA_FORM_IA3) {
                 if (!w->B || w->A)
                     return eng_err_set(x->err, ENG_FORMAT, "%s: (IA)^3 layer %d needs only lora_B", x->dir, l);

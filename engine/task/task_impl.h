@@ -124,6 +124,8 @@ typedef struct {
     float *A, *B, *E;        /* (r, in), (out, r), AdaLoRA's (r, 1); owned by the task */
     float *gate_w, gate_b;   /* gated LoRA (UniPELT) */
     int rA, rB;              /* ranks as read from A and B */
+    int out;                 /* rows of B when not the Linear's width (a merged Wqkv's slice), else 0 */
+    const eng_st_tensor *tgate_w, *tgate_b; /* a merged Wqkv's gate as read (one row per slice) */
     const eng_st_tensor *tA, *tB, *tE; /* the tensors read, for messages; live while the file is open */
 } eng_lora_raw;
 

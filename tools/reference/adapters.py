@@ -85,16 +85,20 @@ def encoder_module(arch):
 
 
 def base_prefix(arch):
+    if arch == "modernbert":   # ModernBertFor*'s encoder attribute (base_model_prefix "model")
+        return "model."
     return encoder_module(arch).prefix_of(arch)   # "bert." | "roberta." | "distilbert." | "electra." | "deberta."
 
 
 def model_class(arch):
     return {"bert": "BertAdapterModel", "roberta": "RobertaAdapterModel", "xlm-roberta": "XLMRobertaAdapterModel",
             "distilbert": "DistilBertAdapterModel", "electra": "ElectraAdapterModel",
-            "deberta-v2": "DebertaV2AdapterModel"}[arch]
+            "deberta-v2": "DebertaV2AdapterModel", "modernbert": "ModernBertForSequenceClassification"}[arch]
 
 
 def layer_path(arch, i):
+    if arch == "modernbert":
+        return f"layers.{i}."
     return f"transformer.layer.{i}." if arch == "distilbert" else f"encoder.layer.{i}."
 
 
@@ -113,14 +117,17 @@ LN_PATHS = {"bert": ("attention.output.LayerNorm", "output.LayerNorm"),
 # bottleneck location -> module path that holds `adapters.<name>` / `adapter_fusion_layer.<name>`
 BN_PATHS = {"bert": {"mh_adapter": "attention.output", "output_adapter": "output"},
             "distilbert": {"mh_adapter": "attention_adapters", "output_adapter": "output_adapters"},
-            "deberta": {"mh_adapter": "attention.output", "output_adapter": "output"}}
+            "deberta": {"mh_adapter": "attention.output", "output_adapter": "output"},
+            # AdapterHub's plugin interface (src/adapters/methods/bottleneck.py, init_bottleneck) puts the layer's
+            # BottleneckLayers on the layer itself: layers.N.attention_adapters / layers.N.output_adapters
+            "modernbert": {"mh_adapter": "attention_adapters", "output_adapter": "output_adapters"}}
 # where the prefix-tuning layer (and so its `.pool.` alias, §5) sits
 PREFIX_LAYER_PATH = {"bert": "attention.self.prefix_tuning", "distilbert": "attention.prefix_tuning"}
 
 
 def fam(arch):
     """Naming family: BERT's module names (also RoBERTa, XLM-R, ELECTRA), DistilBERT's, DeBERTa's (*_proj)."""
-    return {"distilbert": "distilbert", "deberta-v2": "deberta"}.get(arch, "bert")
+    return {"distilbert": "distilbert", "deberta-v2": "deberta", "modernbert": "modernbert"}.get(arch, "bert")
 
 
 def linear_path(arch, i, role):
@@ -320,10 +327,12 @@ class Bottleneck:
             out = out + residual
         return out, up
 
-    def post_forward(self, o, h_orig, x, LN):
+    def post_forward(self, o, h_orig, x, LN, hooked=False):
+        """hooked: AdapterHub's plugin-interface models (ModernBERT) force original_ln_after off at add time
+        (bottleneck.py, BottleneckLayer.add_adapter): the model adds its own residual after the hook."""
         if self.config["is_parallel"]:
             o = o + h_orig
-        if self.config["original_ln_after"]:
+        if self.config["original_ln_after"] and not hooked:
             o = LN(o + x)
         return o
 
@@ -680,7 +689,7 @@ class Fusion:
     def has(self, i, loc):
         return (i, loc) in self.p
 
-    def run(self, i, loc, h, x, LN, tokmask, stats=None):
+    def run(self, i, loc, h, x, LN, tokmask, stats=None, hooked=False):
         """compose_fuse: last adapter's pre_forward, every child's scaled up, attention with T = 1, last's post."""
         c = self.config
         t = self._p64[(i, loc)]
@@ -701,7 +710,7 @@ class Fusion:
             ctx = lin(ctx, t["value.weight"])
         if not c["residual_before"]:
             ctx = ctx + residual
-        return last.post_forward(ctx, h, x, LN)
+        return last.post_forward(ctx, h, x, LN, hooked)
 
     def state_dict(self, arch):
         sd = collections.OrderedDict()
