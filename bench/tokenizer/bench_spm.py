@@ -2,7 +2,9 @@
 """bench_spm.py - adapterd's SentencePiece tokenizers next to python3-sentencepiece, in one run.
 
 For each SentencePiece model of the shared data (DeBERTa-v3 spm.model, T5 spiece.model, CamemBERT
-sentencepiece.bpe.model) and each sentence set (SST-2: sst2_train.tsv + sst2_dev.tsv; AG News test;
+sentencepiece.bpe.model: all three Unigram) and a SentencePiece BPE model trained here at run time (2,000 pieces with
+byte fallback on the first 6,000 phrases of sst2_train.tsv, as the parity test trains it: no real BPE .model file is
+available), and each sentence set (SST-2: sst2_train.tsv + sst2_dev.tsv; AG News test;
 Wikipedia: the first --wiki-paragraphs paragraph lines of at least 200 bytes of wiki_en_unlabelled's first
 shard) it tokenizes every text single-threaded with both tokenizers: adapterd through bench_spm_driver
 (the model file alone, SentencePiece's rules, templates and offsets as served), sentencepiece through
@@ -16,7 +18,7 @@ the piece index's memory.
 Run with Debian's python3 (python3-sentencepiece). Exit 0, 1 when the token counts differ, 77 when
 sentencepiece, the data or the driver is missing.
 Usage: bench_spm.py --driver build/bench/bench_spm_driver [--data DIR] [--rounds N]
-                    [--models deberta-v3,t5-v1_1,camembert-base] [--sets sst2,agnews,wiki]
+                    [--models deberta-v3,t5-v1_1,camembert-base,trained-bpe] [--sets sst2,agnews,wiki]
 """
 import argparse
 import os
@@ -37,12 +39,13 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--driver", required=True)
 ap.add_argument("--data", default=os.environ.get("ADAPTERD_DATA_DIR", os.path.join(here, "../../../shared/data")))
 ap.add_argument("--rounds", type=int, default=5)
-ap.add_argument("--models", default="deberta-v3,t5-v1_1,camembert-base")
+ap.add_argument("--models", default="deberta-v3,t5-v1_1,camembert-base,trained-bpe")
 ap.add_argument("--sets", default="sst2,agnews,wiki")
 ap.add_argument("--wiki-paragraphs", type=int, default=3000)
 args = ap.parse_args()
 
-MODEL_FILES = {"deberta-v3": "spm.model", "t5-v1_1": "spiece.model", "camembert-base": "sentencepiece.bpe.model"}
+MODEL_FILES = {"deberta-v3": "spm.model", "t5-v1_1": "spiece.model", "camembert-base": "sentencepiece.bpe.model",
+               "trained-bpe": "spm.model"}
 ds = os.path.join(args.data, "datasets")
 if not os.access(args.driver, os.X_OK):
     print(f"SKIP: driver {args.driver} not built")
@@ -79,6 +82,8 @@ except (OSError, KeyError) as e:
     sys.exit(77)
 models = args.models.split(",")
 for m in models:
+    if m == "trained-bpe":
+        continue
     if m not in MODEL_FILES or not os.path.exists(os.path.join(args.data, "tokenizers", m, MODEL_FILES[m])):
         print(f"SKIP: no SentencePiece model for {m} under {args.data}/tokenizers")
         sys.exit(77)
@@ -106,6 +111,15 @@ summary = []
 with tempfile.TemporaryDirectory() as tmp:
     for m in models:
         folder = os.path.join(args.data, "tokenizers", m)
+        if m == "trained-bpe":
+            folder = os.path.join(tmp, m)
+            os.makedirs(folder)
+            corpus = os.path.join(tmp, "corpus.txt")
+            with open(corpus, "w", encoding="utf-8") as fh:
+                fh.write("\n".join(tsv_column(os.path.join(ds, "sst2_train.tsv"), True)[:6000]) + "\n")
+            spm.SentencePieceTrainer.train(input=corpus, model_prefix=os.path.join(folder, "spm"), vocab_size=2000,
+                                           model_type="bpe", byte_fallback=True, character_coverage=0.9995,
+                                           minloglevel=2)
         sp = spm.SentencePieceProcessor(model_file=os.path.join(folder, MODEL_FILES[m]))
         for sname, texts in sets.items():
             texts = [t for t in texts if t and "\n" not in t]
