@@ -813,7 +813,7 @@ void eng_tokenizer_free(eng_tokenizer *tok) {
     tpl_free(&tok->pair);
     free(tok->id_tok);
     eng__nsteps_free(tok);
-    eng__strmap_free(&tok->pieces);
+    eng__trie_free(&tok->pieces);
     free(tok->score);
     free(tok->ptype);
     free(tok->out_id);

@@ -40,6 +40,33 @@ int64_t eng__strmap_intern(eng__strmap *m, const char *key, size_t len, int32_t 
 int64_t eng__strmap_find(const eng__strmap *m, const char *key, size_t len);
 static inline const char *eng__strmap_key(const eng__strmap *m, uint32_t e) { return m->keys + m->key_off[e]; }
 
+/* ---- byte trie for SentencePiece pieces (trie.c): a double array, read-only once built ---- */
+
+typedef struct {
+    int32_t base;   /* the child on byte c is node base + c, when that node's check is this node */
+    uint32_t check; /* the parent node; UINT32_MAX: a free slot */
+    int32_t value;  /* the key ending at this node, -1 none */
+} eng__trie_node;
+
+typedef struct {
+    eng__trie_node *nodes; /* (n) node 0 is the root; base + c < n for every node and byte */
+    uint32_t n;
+} eng__trie;
+
+/* Builds t over keys[i] (lens[i] bytes, any byte values) with values vals[i] >= 0; of equal keys the
+ * one of lowest i is kept. Returns 0, ENG_NO_MEMORY or ENG_TOO_LARGE (t zeroed). */
+int eng__trie_build(eng__trie *t, const char *const *keys, const uint32_t *lens, const int32_t *vals, size_t n);
+void eng__trie_free(eng__trie *t);
+/* Moves *node to its child on byte c: returns 0, or -1 when there is none (*node unchanged). */
+static inline int eng__trie_step(const eng__trie *t, uint32_t *node, uint8_t c) {
+    uint32_t x = (uint32_t)t->nodes[*node].base + c;
+    if (t->nodes[x].check != *node) return -1;
+    *node = x;
+    return 0;
+}
+/* The value of key s[0, n): >= 0 for a key, -1 for a proper prefix of keys only, -2 for neither. */
+int32_t eng__trie_find(const eng__trie *t, const uint8_t *s, size_t n);
+
 /* ---- (sym, sym) -> (rank, merged sym) map for BPE merges ---- */
 
 typedef struct {
@@ -182,7 +209,7 @@ struct eng_tokenizer {
     bool ws_split;       /* WhitespaceSplit before Metaspace (pre-tokenizer Sequence, DeBERTa-v3) */
 
     /* Unigram (kind ENG_TOK_UNIGRAM) and SentencePiece BPE (ENG_TOK_SPM_BPE) over model pieces */
-    eng__strmap pieces;  /* piece string -> piece index, or -1 for a proper prefix of a piece only */
+    eng__trie pieces;    /* piece string -> piece index (the lattice's pieces only), walked byte by byte */
     double *score;       /* (n_pieces) */
     uint8_t *ptype;      /* (n_pieces) ENG__SP_* */
     int32_t *out_id;     /* (n_pieces) piece index -> token id (fairseq's table shifts them) */
@@ -267,9 +294,11 @@ int eng__unigram_text(const eng_tokenizer *tok, eng__tok_ctx *ctx, const eng__nt
  * pieces, normalizer and model kind; fairseq: shift ids as fairseq's dictionary (CamemBERT: 4,
  * XLM-R: 1; 0 keeps SentencePiece's ids). Returns 0 or an eng_status with err set. */
 int eng__spm_load(eng_tokenizer *tok, const uint8_t *buf, size_t n, int fairseq, eng_err *err);
-/* Builds tok->pieces (with prefixes) and the byte pieces from tok's piece arrays; the strings come
+/* Builds tok->pieces and the byte pieces from tok's piece arrays; the strings come
  * from names[i] (len lens[i]). Returns 0 or an eng_status. */
 int eng__pieces_index(eng_tokenizer *tok, const char *const *names, const uint32_t *lens, eng_err *err);
+/* Bytes the piece index of tok holds (reported by the benchmarks as its memory at load). */
+size_t eng__pieces_bytes(const eng_tokenizer *tok);
 void eng__nsteps_free(eng_tokenizer *tok);
 
 /* BPE merge of one word given as symbols; two implementations tested against each other: the

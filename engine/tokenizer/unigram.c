@@ -2,9 +2,9 @@
  *
  * Unigram picks, over all ways to cut a word into vocabulary pieces, the one whose piece scores
  * (log probabilities) add up highest: a forward Viterbi pass over code point positions, where the
- * pieces starting at a position are found by growing the string one character at a time and looking
- * it up in tok->pieces, which also holds every proper prefix of a piece (value -1) so the growth stops
- * as soon as no piece can match. A character no piece covers becomes the unknown piece with score
+ * pieces starting at a position are found by one walk of the piece trie (trie.c) from that position,
+ * byte by byte, which stops as soon as no piece can continue; a node reached at a character boundary
+ * holding a piece is a lattice edge. A character no piece covers becomes the unknown piece with score
  * min_score - 10. This is sentencepiece's EncodeOptimized and Hugging Face's encode_optimized: the
  * first best path found wins ties (strictly greater replaces). SentencePiece stores float32 path scores
  * but compares the double sum against them (which decides its ties), Hugging Face uses doubles; tok->spm_exact selects which, with SentencePiece's other rules: only NORMAL,
@@ -36,8 +36,8 @@ typedef struct {
 } lnode;
 
 static int32_t find_piece(const eng_tokenizer *tok, const view *v, size_t i, size_t j) {
-    int64_t e = eng__strmap_find(&tok->pieces, v->b + v->boff[i], v->boff[j] - v->boff[i]);
-    return e < 0 ? -2 : tok->pieces.val[e];
+    int32_t p = eng__trie_find(&tok->pieces, (const uint8_t *)v->b + v->boff[i], v->boff[j] - v->boff[i]);
+    return p >= 0 ? p : -2;
 }
 
 static uint32_t span_end(const eng_tokenizer *tok, const view *v, size_t j) {
@@ -105,12 +105,23 @@ static int viterbi(const eng_tokenizer *tok, eng__tok_ctx *ctx, const view *v) {
     for (size_t i = 0; i <= n; i++) best[i] = (lnode){0, -1, -1};
     const bool exact = tok->spm_exact;
     const double unk_score = exact ? (double)((float)tok->min_score - 10.0f) : tok->min_score - 10.0;
+    const eng__trie_node *nd = tok->pieces.nodes;
+    const uint8_t *b = (const uint8_t *)v->b;
+    const uint32_t *boff = v->boff;
+    const uint32_t bend = boff[n];
     for (size_t s = 0; s < n; s++) {
         double base = best[s].score;
         bool single = false;
-        for (size_t e = s + 1; e <= n; e++) {
-            int32_t p = find_piece(tok, v, s, e);
-            if (p == -2) break; /* not even a prefix of a piece */
+        /* one walk of the trie from s; e: the code point whose start boundary is next */
+        uint32_t node = 0;
+        size_t e = s + 1;
+        for (uint32_t q = boff[s]; q < bend;) {
+            uint32_t x = (uint32_t)nd[node].base + b[q];
+            if (nd[x].check != node) break; /* no piece continues */
+            node = x;
+            if (++q != boff[e]) continue; /* inside a character */
+            int32_t p = nd[node].value;
+            size_t end = e++;
             if (p < 0) continue;
             double sc;
             if (exact) {
@@ -118,15 +129,15 @@ static int viterbi(const eng_tokenizer *tok, eng__tok_ctx *ctx, const view *v) {
                  * double), the sum compared in double against the stored float, then stored as float */
                 if (tok->ptype[p] == ENG__SP_UNUSED) continue;
                 double f = tok->ptype[p] == ENG__SP_USER
-                               ? (double)(v->boff[e] - v->boff[s]) * (double)(float)tok->max_score - 0.1
+                               ? (double)(boff[end] - boff[s]) * (double)(float)tok->max_score - 0.1
                                : (double)(float)tok->score[p];
                 sc = f + base;
-                if (best[e].start < 0 || sc > best[e].score) best[e] = (lnode){(double)(float)sc, (int32_t)s, p};
+                if (best[end].start < 0 || sc > best[end].score) best[end] = (lnode){(double)(float)sc, (int32_t)s, p};
             } else {
                 sc = tok->score[p] + base;
-                if (best[e].start < 0 || sc > best[e].score) best[e] = (lnode){sc, (int32_t)s, p};
+                if (best[end].start < 0 || sc > best[end].score) best[end] = (lnode){sc, (int32_t)s, p};
             }
-            if (e == s + 1) single = true;
+            if (end == s + 1) single = true;
         }
         if (!single) {
             double sc = exact ? (double)((float)unk_score + (float)base) : unk_score + base;
@@ -284,7 +295,24 @@ int eng__unigram_text(const eng_tokenizer *tok, eng__tok_ctx *ctx, const eng__nt
 
 /* ---- building the piece index ---- */
 
+static int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
 int eng__pieces_index(eng_tokenizer *tok, const char *const *names, const uint32_t *lens, eng_err *err) {
+    size_t np = tok->n_pieces > 0 ? (size_t)tok->n_pieces : 1, nk = 0;
+    const char **keys = malloc(np * sizeof *keys);
+    uint32_t *klens = malloc(np * sizeof *klens);
+    int32_t *kvals = malloc(np * sizeof *kvals);
+    if (!keys || !klens || !kvals) {
+        free(keys);
+        free(klens);
+        free(kvals);
+        return eng_err_set(err, ENG_NO_MEMORY, "out of memory indexing pieces");
+    }
     for (int b = 0; b < 256; b++) tok->byte_piece[b] = -1;
     tok->min_score = 1e300;
     tok->max_score = tok->spm_exact ? 1.17549435e-38 : -1e300; /* sentencepiece starts from FLT_MIN */
@@ -296,25 +324,25 @@ int eng__pieces_index(eng_tokenizer *tok, const char *const *names, const uint32
             if (tok->score[i] < tok->min_score) tok->min_score = tok->score[i];
             if (tok->score[i] > tok->max_score) tok->max_score = tok->score[i];
         }
-        if (n == 6 && !memcmp(s, "<0x", 3) && s[5] == '>' && (!tok->spm_exact || ty == ENG__SP_BYTE)) {
-            char *endp;
-            char hex[3] = {s[3], s[4], 0};
-            long v = strtol(hex, &endp, 16);
-            if (*endp == 0 && tok->byte_piece[v] < 0) tok->byte_piece[v] = i;
+        if (n == 6 && !memcmp(s, "<0x", 3) && s[5] == '>' && hex_digit(s[3]) >= 0 && hex_digit(s[4]) >= 0 &&
+            (!tok->spm_exact || ty == ENG__SP_BYTE)) {
+            int v = hex_digit(s[3]) * 16 + hex_digit(s[4]); /* two hex digits: no sign, no space (strtol took "-1") */
+            if (tok->byte_piece[v] < 0) tok->byte_piece[v] = i;
         }
         if (ty == ENG__SP_UNKNOWN && tok->sp_unk < 0) tok->sp_unk = i;
         bool lattice = !tok->spm_exact || ty == ENG__SP_NORMAL || ty == ENG__SP_USER || ty == ENG__SP_UNUSED;
         if (!lattice || !n) continue;
-        bool added;
-        int64_t e = eng__strmap_intern(&tok->pieces, s, n, i, &added);
-        if (e < 0) return eng_err_set(err, ENG_NO_MEMORY, "out of memory indexing pieces");
-        if (!added && tok->pieces.val[e] == -1) tok->pieces.val[e] = i; /* was a prefix only */
-        for (uint32_t k = 1; k < n; k++) {
-            if (((uint8_t)s[k] & 0xC0) == 0x80) continue; /* prefixes at character boundaries */
-            if (eng__strmap_intern(&tok->pieces, s, k, -1, &added) < 0)
-                return eng_err_set(err, ENG_NO_MEMORY, "out of memory indexing pieces");
-        }
+        keys[nk] = s;
+        klens[nk] = n;
+        kvals[nk++] = i;
     }
+    int rc = eng__trie_build(&tok->pieces, keys, klens, kvals, nk);
+    free(keys);
+    free(klens);
+    free(kvals);
+    if (rc) return eng_err_set(err, rc, rc == ENG_NO_MEMORY ? "out of memory indexing pieces" : "too many pieces");
     if (tok->min_score > tok->max_score && !tok->n_pieces) tok->min_score = tok->max_score = 0;
     return 0;
 }
+
+size_t eng__pieces_bytes(const eng_tokenizer *tok) { return (size_t)tok->pieces.n * sizeof *tok->pieces.nodes; }
