@@ -276,7 +276,7 @@ int store__sync_tree(const char *dir) {
 static int ours_left_behind(const char *n) { return !strncmp(n, ".upload-", 8) || !strncmp(n, ".deleted-", 9); }
 
 /* Removes what a killed server leaves behind: upload staging (tasks/.upload-*), folders moved aside
- * to be deleted (tasks/.deleted-*, tasks/<name>/.deleted-*), the state file's temporary, and task
+ * to be deleted (tasks/.deleted-*, tasks/<name>/.deleted-*), the state files' temporaries, and task
  * folders left empty (created for an upload that never got renamed in). Other '.' names may be a
  * writer's copy in progress and stay. A replica's upload in progress on the same registry would go
  * too (its staging name is the same kind): replicas are started while no upload runs. */
@@ -307,8 +307,9 @@ void store__sweep(store_registry *r) {
     if (d) closedir(d);
     /* under the writer lock: a replica on the same registry may be writing it right now (the
      * lock file is created only then: a registry that is only read gets no new file) */
-    store__pathf(p, sizeof p, "%s/%s.tmp", r->dir, STATE_FILE);
-    if (access(p, F_OK) == 0) {
+    for (int i = 0; i < 2; i++) {
+        store__pathf(p, sizeof p, "%s/%s.tmp", r->dir, i ? STATE_LOG : STATE_FILE);
+        if (access(p, F_OK) != 0) continue;
         int held, lk = store__state_lock(r, &held);
         if (held) unlink(p);
         store__state_unlock(lk);

@@ -1,21 +1,39 @@
-/* state.c - .adapterd-state.json: every task's current version with max (the highest number on
+/* state.c - the registry's state: every task's current version with max (the highest number on
  * disk when written), admin pins and tombstones (deleted versions whose files could not go).
  *
- * Replicas on one registry. Each state write is a read-modify-write of one task's entry under a
- * POSIX record lock (.adapterd-state.lock): other tasks' entries are kept as on disk. An entry
- * holds the current version and max; every rescan re-reads the file and applies rule_current (the
- * recorded version unless one above max exists, then the highest), so replicas agree and a version
- * dropped in by hand still wins.
+ * Two files. The base, .adapterd-state.json: {"version": 2, "generation": G, "deleted":
+ * ["NAME/VERSION"], "tasks": {NAME: {"current": "3", "max": 5, "pinned": true}}}. The journal,
+ * .adapterd-state.log: a first line {"generation": G} naming the base it continues, then a line a
+ * write, each one task's whole entry: {"task": NAME, "current": "3", "max": 5, "pinned": true,
+ * "deleted": ["2"]}, or {"task": NAME, "gone": true, "deleted": []}. A line sets what it names, so
+ * reading it twice is harmless; the state is the base with its journal's lines applied in order.
  *
- * Cost. The file holds every task (about 40 bytes each), so the format stays one file that
- * replicas and operators read whole; what grew with N was the rest: a JSON tree built, sorted and
- * dumped at every write and parsed at every rescan (200 ms a write at 10,000 tasks). Now one parser
- * fills a sorted doc (state_doc) that is kept with the file's identity (inode, size, times) and
- * parsed again only when another writer changed the file, and the writer prints the doc directly:
- * 8 ms a write at 10,000 tasks, most of it the fsync.
+ * Writes. A write appends its task's line and fsyncs it: its cost does not depend on how many tasks
+ * the registry has (at 10,000 tasks the whole file was 400 KB, rewritten and fsynced twice an
+ * upload). When the journal has grown past the base (and 64 KiB), the write compacts instead: the
+ * base written anew with a new generation (tmp, fsync, rename, fsync of the folder), then a new
+ * journal holding only its header (the same way). Compaction writes the base's size once for at
+ * least as many bytes of lines appended: amortized, a write costs the same at 10 or 10,000 tasks.
+ * A crash between the two renames leaves a base that already holds the old journal, whose lower
+ * generation says so; a crash during an append leaves a partial last line, never followed (and
+ * the next write compacts rather than append after it).
+ *
+ * Reading. The base, then its journal: a journal of the base's generation is applied; an older one
+ * is already in the base (ignored); a newer one was begun after this reader read the base (both
+ * read again). Only whole lines are read, and a line that does not parse is skipped. The doc is kept
+ * with both files' identities (inode, size, times) and the journal's offset: a look costs two stats,
+ * and another writer's change costs the lines it appended (the base is parsed again only when it
+ * was replaced).
+ *
+ * Replicas on one registry. Each write is a read-modify-write of one task's entry under a POSIX
+ * record lock (.adapterd-state.lock): other tasks' entries are kept as written. An entry holds the
+ * current version and max; every rescan follows the state and applies rule_current (the recorded
+ * version unless one above max exists, then the highest), so replicas agree and a version dropped
+ * in by hand still wins. Where the file system has no locks, every write compacts, under names of
+ * its own (the last writer's base wins, as a whole file always did).
  *
  * Depends on disk.c and table.c (the table says what this process serves; it is read under
- * reg->mu, the file is written outside it). Nothing here loads weights. */
+ * reg->mu, the files are written outside it). Nothing here loads weights. */
 #define _GNU_SOURCE
 #include "store_impl.h"
 
@@ -25,11 +43,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- the one parser ---- */
 
-/* A name absent from the file reads as no entry: no current, no max, not pinned. */
+/* A name absent from the state reads as no entry: no current, no max, not pinned. */
 static int rec_cmp(const void *a, const void *b) { return strcmp(((const state_rec *)a)->name, ((const state_rec *)b)->name); }
 
 void store__state_doc_free(state_doc *d) {
@@ -39,12 +58,13 @@ void store__state_doc_free(state_doc *d) {
     memset(d, 0, sizeof *d);
 }
 
-/* Parses the state file's text (len bytes): {"version": 2, "tasks": {NAME: {"current": "3", "max":
- * 5, "pinned": true}}, "deleted": ["NAME/VERSION"]}. What does not have its type is read as absent
- * (a "tasks" that is not an object: no entry; an entry's "current" that is not a string: none; a
- * "max" that is not an integer: none, which a version-1 file never had, and then its current
- * holds; a "deleted" element that is not a string: skipped). Returns 0 and *out (free it with
- * store__state_doc_free), ENG_FORMAT when the text is not a JSON object, or ENG_NO_MEMORY. */
+/* Parses the base's text (len bytes): {"version": 2, "generation": G, "tasks": {NAME: {"current":
+ * "3", "max": 5, "pinned": true}}, "deleted": ["NAME/VERSION"]}. What does not have its type is read
+ * as absent (a "tasks" that is not an object: no entry; an entry's "current" that is not a string:
+ * none; a "max" that is not an integer: none, which a version-1 file never had, and then its
+ * current holds; a "deleted" element that is not a string: skipped; no "generation": 0, a base no
+ * journal continues). Returns 0 and *out (free it with store__state_doc_free), ENG_FORMAT when the
+ * text is not a JSON object, or ENG_NO_MEMORY. */
 int store__state_parse(const char *text, size_t len, state_doc *out, eng_err *err) {
     memset(out, 0, sizeof *out);
     json_error_t je;
@@ -54,6 +74,8 @@ int store__state_parse(const char *text, size_t len, state_doc *out, eng_err *er
         return eng_err_set(err, ENG_FORMAT, "%s:%d: %s", STATE_FILE, je.line, root ? "not a JSON object" : je.text);
     }
     json_t *tasks = json_object_get(root, "tasks"), *dead = json_object_get(root, "deleted"), *v;
+    json_t *gen = json_object_get(root, "generation");
+    out->generation = json_is_integer(gen) ? (long long)json_integer_value(gen) : 0;
     size_t nt = json_is_object(tasks) ? json_object_size(tasks) : 0, nd = json_array_size(dead), i;
     out->tasks = calloc(nt + 1, sizeof *out->tasks);
     out->deleted = calloc(nd + 1, sizeof *out->deleted);
@@ -95,42 +117,199 @@ state_task store__state_of(const state_doc *d, const char *name) {
     return (state_task){name, e ? e->current : NULL, e ? e->max : LONG_MAX, e ? e->pinned : 0};
 }
 
+/* Sets name's entry in d (added in name order when missing): current cur (NULL: none), max (read
+ * only with a current), pinned. Returns 0 or -1 when out of memory. */
+static int doc_set(state_doc *d, const char *name, const char *cur, int has_max, long max, int pinned) {
+    state_rec *e = store__state_find(d, name);
+    if (!e) {
+        state_rec *nt = realloc(d->tasks, (size_t)(d->n_tasks + 1) * sizeof *nt);
+        if (!nt) return -1;
+        d->tasks = nt;
+        int pos = d->n_tasks;
+        while (pos > 0 && strcmp(d->tasks[pos - 1].name, name) > 0) pos--;
+        memmove(&d->tasks[pos + 1], &d->tasks[pos], (size_t)(d->n_tasks - pos) * sizeof *d->tasks);
+        e = &d->tasks[pos];
+        memset(e, 0, sizeof *e);
+        if (!(e->name = strdup(name))) {
+            memmove(&d->tasks[pos], &d->tasks[pos + 1], (size_t)(d->n_tasks - pos) * sizeof *d->tasks);
+            return -1;
+        }
+        d->n_tasks++;
+    }
+    char *c = cur ? strdup(cur) : NULL;
+    if (cur && !c) return -1;
+    free(e->current);
+    e->current = c;
+    e->has_max = cur && has_max;
+    e->max = e->has_max ? max : LONG_MAX;
+    e->pinned = pinned;
+    return 0;
+}
+
+static void doc_del(state_doc *d, const char *name) {
+    state_rec *e = store__state_find(d, name);
+    if (!e) return;
+    free(e->name), free(e->current);
+    int pos = (int)(e - d->tasks);
+    memmove(e, e + 1, (size_t)(d->n_tasks - pos - 1) * sizeof *e);
+    d->n_tasks--;
+}
+
+static int is_tomb_of(const char *tomb, const char *name, size_t nlen) { return !strncmp(tomb, name, nlen) && tomb[nlen] == '/'; }
+
+/* Drops task name's (nlen bytes) tombstones from d. */
+static void tombs_drop(state_doc *d, const char *name, size_t nlen) {
+    int w = 0;
+    for (int i = 0; i < d->n_deleted; i++) {
+        if (is_tomb_of(d->deleted[i], name, nlen)) free(d->deleted[i]);
+        else d->deleted[w++] = d->deleted[i];
+    }
+    d->n_deleted = w;
+}
+
+/* Adds tombstone "name/version" (nlen bytes of name) to d. Returns 0 or -1 when out of memory. */
+static int tomb_add(state_doc *d, const char *name, size_t nlen, const char *version) {
+    char **nd = realloc(d->deleted, (size_t)(d->n_deleted + 2) * sizeof *nd);
+    if (!nd) return -1;
+    d->deleted = nd;
+    size_t n = nlen + strlen(version) + 2;
+    if (!(d->deleted[d->n_deleted] = malloc(n))) return -1;
+    snprintf(d->deleted[d->n_deleted++], n, "%.*s/%s", (int)nlen, name, version);
+    return 0;
+}
+
+/* Applies one journal line (len bytes, no newline) to d: the entry and tombstones of the task it
+ * names replaced by the line's. A line that is not an object naming a task is skipped. Returns 1
+ * when applied, 0 when skipped, -1 when out of memory (d then holds part of the line). */
+int store__state_apply_line(state_doc *d, const char *line, size_t len) {
+    json_t *o = json_loadb(line, len, 0, NULL);
+    const char *name = json_string_value(json_object_get(o, "task"));
+    if (!json_is_object(o) || !name || !store__valid_name(name)) {
+        json_decref(o);
+        return 0;
+    }
+    json_t *cur = json_object_get(o, "current"), *mx = json_object_get(o, "max"), *dead = json_object_get(o, "deleted"), *v;
+    int rc = 0;
+    if (json_is_true(json_object_get(o, "gone"))) doc_del(d, name);
+    else rc = doc_set(d, name, json_string_value(cur), json_is_integer(mx), (long)json_integer_value(mx),
+                      json_is_true(json_object_get(o, "pinned")));
+    size_t nlen = strlen(name), i;
+    tombs_drop(d, name, nlen);
+    json_array_foreach(dead, i, v) if (!rc && json_is_string(v)) rc = tomb_add(d, name, nlen, json_string_value(v));
+    json_decref(o);
+    return rc ? -1 : 1;
+}
+
+/* ---- reading: the base, then its journal ---- */
+
 /* The same file as when it was last read or written: same inode, size, modification and change
- * times. A writer replaces the file by a rename (a new inode), so another writer's change is seen. */
+ * times. A writer replaces the base by a rename (a new inode), so another writer's change is seen. */
 static int same_file(const struct stat *a, const struct stat *b) {
     return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
            a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
            a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
 }
 
-/* The file as it is now, in r->state: parsed again only when it changed since it was last read or
- * written (a stat, instead of a parse of every task's entry at every rescan and every write).
- * Returns 0 (*absent set when there is none: an empty doc), or the status of the read or the parse
+static int same_inode(const struct stat *a, const struct stat *b) { return a->st_dev == b->st_dev && a->st_ino == b->st_ino; }
+
+/* The journal from r->log_off on, applied to r->state when it continues the base. Returns 0, 1
+ * when the journal is newer than the base read (read both again), or a negative status. */
+static int journal_read(store_registry *r, const char *lpath, eng_err *err) {
+    int fd = open(lpath, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return errno == ENOENT ? 1 : eng_err_set(err, ENG_IO, "%s: %s", lpath, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || (r->log_known && (!same_inode(&st, &r->log_id) || st.st_size < r->log_off))) {
+        close(fd);
+        return 1; /* replaced since it was looked at */
+    }
+    off_t from = r->log_known ? r->log_off : 0;
+    size_t n = (size_t)(st.st_size - from);
+    if (n > STATE_FILE_MAX_BYTES) {
+        close(fd);
+        return eng_err_set(err, ENG_FORMAT, "%s: over %zu MiB", lpath, STATE_FILE_MAX_BYTES >> 20);
+    }
+    char *buf = malloc(n + 1);
+    size_t got = 0;
+    while (buf && got < n) {
+        ssize_t k = pread(fd, buf + got, n - got, from + (off_t)got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        got += (size_t)k;
+    }
+    int en = errno;
+    close(fd);
+    if (!buf) return eng_err_set(err, ENG_NO_MEMORY, "out of memory reading %s", STATE_LOG);
+    if (n && !got) {
+        free(buf);
+        return eng_err_set(err, ENG_IO, "%s: %s", lpath, strerror(en));
+    }
+    size_t at = 0;
+    int rc = 0;
+    for (char *nl; !rc && at < got && (nl = memchr(buf + at, '\n', got - at)); at = (size_t)(nl - buf) + 1) {
+        size_t len = (size_t)(nl - buf) - at;
+        if (from + (off_t)at == 0) { /* the header: the base it continues */
+            json_t *h = json_loadb(buf, len, 0, NULL), *g = json_object_get(h, "generation");
+            long long gen = json_is_integer(g) ? (long long)json_integer_value(g) : -1;
+            json_decref(h);
+            if (gen > r->state.generation) rc = 1;
+            else r->log_mode = gen == r->state.generation ? LOG_CONTINUES : LOG_STALE;
+        } else if (r->log_mode == LOG_CONTINUES && store__state_apply_line(&r->state, buf + at, len) < 0) {
+            rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory reading %s", STATE_LOG);
+        }
+    }
+    free(buf);
+    if (rc) return rc;
+    r->log_known = 1, r->log_id = st, r->log_off = from + (off_t)at;
+    r->log_tail = (size_t)(st.st_size - r->log_off); /* a line being written, or a crashed writer's */
+    return 0;
+}
+
+/* The state as it is now, in r->state: the base parsed again only when it was replaced or changed,
+ * the journal read from where it was last read (two stats when nothing changed). Returns 0
+ * (*absent set when there is no base: an empty doc), or the status of the read or the parse
  * (r->state then empty). admin_mu held (or open). */
 static int state_file_load(store_registry *r, int *absent, eng_err *err) {
-    char path[PATH_MAX];
+    char path[PATH_MAX], lpath[PATH_MAX];
     store__pathf(path, sizeof path, "%s/%s", r->dir, STATE_FILE);
+    store__pathf(lpath, sizeof lpath, "%s/%s", r->dir, STATE_LOG);
     *absent = 0;
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        int en = errno;
-        store__state_doc_free(&r->state), r->state_known = 0;
-        if (en == ENOENT) {
-            if (!r->state_absent) r->state_gen++, r->state_absent = 1;
-            return *absent = 1, 0;
+    for (int tries = 0; tries < 4; tries++) {
+        struct stat st, lst;
+        if (stat(path, &st) != 0) {
+            int en = errno;
+            store__state_doc_free(&r->state), r->state_known = 0, r->log_known = 0;
+            if (en == ENOENT) {
+                if (!r->state_absent) r->state_gen++, r->state_absent = 1;
+                return *absent = 1, 0;
+            }
+            return eng_err_set(err, ENG_IO, "%s: %s", path, strerror(en)); /* a network file system's hiccup is not "no state" */
         }
-        return eng_err_set(err, ENG_IO, "%s: %s", path, strerror(en)); /* a network file system's hiccup is not "no state" */
+        int have_log = stat(lpath, &lst) == 0;
+        if (!have_log && errno != ENOENT) return eng_err_set(err, ENG_IO, "%s: %s", lpath, strerror(errno));
+        int base_same = r->state_known && same_file(&st, &r->state_id);
+        int log_same = r->log_known ? have_log && same_inode(&lst, &r->log_id) && lst.st_size >= r->log_off : !have_log;
+        if (base_same && log_same && (!have_log || lst.st_size == r->log_off + (off_t)r->log_tail)) return 0;
+        if (!base_same || !log_same) { /* the base again, and its journal from the start */
+            store__state_doc_free(&r->state), r->state_known = 0, r->log_known = 0, r->log_mode = LOG_NONE, r->log_tail = 0;
+            char *text = NULL;
+            size_t len = 0;
+            int rc = eng_file_read(path, STATE_FILE_MAX_BYTES, &text, &len, err);
+            if (!rc) rc = store__state_parse(text, len, &r->state, err);
+            free(text);
+            if (rc) return rc;
+            r->state_known = 1, r->state_id = st; /* stat before the read: a change meanwhile is read next time */
+        }
+        r->state_gen++, r->state_absent = 0; /* another writer's change (or the first read): followed by every task */
+        if (!have_log) return 0; /* a base no journal continues (yet): the next write begins one */
+        int rc = journal_read(r, lpath, err);
+        if (rc <= 0) {
+            if (rc) store__state_doc_free(&r->state), r->state_known = 0, r->log_known = 0;
+            return rc;
+        }
+        r->state_known = 0; /* read both again */
     }
-    if (r->state_known && same_file(&st, &r->state_id)) return 0;
-    store__state_doc_free(&r->state), r->state_known = 0;
-    r->state_gen++, r->state_absent = 0; /* another writer's change (or the first read): followed by every task */
-    char *text = NULL;
-    size_t len = 0;
-    int rc = eng_file_read(path, STATE_FILE_MAX_BYTES, &text, &len, err);
-    if (!rc) rc = store__state_parse(text, len, &r->state, err);
-    free(text);
-    if (!rc) r->state_known = 1, r->state_id = st; /* stat before the read: a change meanwhile is read next time */
-    return rc;
+    store__state_doc_free(&r->state), r->log_known = 0;
+    return eng_err_set(err, ENG_IO, "%s: replaced while it was read; read again at the next look", STATE_FILE);
 }
 
 /* ---- the one writer ---- */
@@ -174,132 +353,173 @@ static void put_str(sbuf *b, const char *s) {
     put(b, "\"", 1);
 }
 
-/* The text of d: version 2, tombstones, then one line per task in name order (current and max only
- * when there is a current). Written straight from the sorted doc, without a JSON tree: about 50
- * bytes a task. NULL when out of memory. */
+/* An entry's fields after its opening brace: current and max only when there is a current. */
+static void put_entry(sbuf *b, const state_rec *e, int first) {
+    char num[32];
+    if (e->current) {
+        puts_(b, first ? "\"current\": " : ", \"current\": ");
+        put_str(b, e->current);
+        if (e->has_max) snprintf(num, sizeof num, ", \"max\": %ld", e->max), puts_(b, num);
+    }
+    if (e->pinned) puts_(b, e->current || !first ? ", \"pinned\": true" : "\"pinned\": true");
+}
+
+static char *sbuf_take(sbuf *b) {
+    if (b->oom || !b->p) {
+        free(b->p);
+        return NULL;
+    }
+    return b->p;
+}
+
+/* The base's text for d: version 2, its generation, tombstones, then one line per task in name
+ * order. Written straight from the sorted doc, without a JSON tree: about 50 bytes a task. NULL
+ * when out of memory. */
 char *store__state_format(const state_doc *d) {
     sbuf b = {0};
-    char num[32];
-    puts_(&b, "{\"version\": 2, \"deleted\": [");
+    char num[64];
+    snprintf(num, sizeof num, "{\"version\": 2, \"generation\": %lld, \"deleted\": [", d->generation);
+    puts_(&b, num);
     for (int i = 0; i < d->n_deleted; i++) {
         if (i) puts_(&b, ", ");
         put_str(&b, d->deleted[i]);
     }
     puts_(&b, "], \"tasks\": {");
     for (int i = 0; i < d->n_tasks; i++) {
-        const state_rec *e = &d->tasks[i];
         puts_(&b, i ? ",\n  " : "\n  ");
-        put_str(&b, e->name);
+        put_str(&b, d->tasks[i].name);
         puts_(&b, ": {");
-        if (e->current) {
-            puts_(&b, "\"current\": ");
-            put_str(&b, e->current);
-            if (e->has_max) snprintf(num, sizeof num, ", \"max\": %ld", e->max), puts_(&b, num);
-        }
-        if (e->pinned) puts_(&b, e->current ? ", \"pinned\": true" : "\"pinned\": true");
+        put_entry(&b, &d->tasks[i], 1);
         puts_(&b, "}");
     }
     puts_(&b, d->n_tasks ? "\n}}" : "}}");
-    if (b.oom || !b.p) {
-        free(b.p);
-        return NULL;
+    return sbuf_take(&b);
+}
+
+/* Task name's journal line as d holds it (with its newline). */
+static void put_line(sbuf *b, const state_doc *d, const char *name) {
+    const state_rec *e = store__state_find(d, name);
+    puts_(b, "{\"task\": ");
+    put_str(b, name);
+    if (e) put_entry(b, e, 0);
+    else puts_(b, ", \"gone\": true");
+    puts_(b, ", \"deleted\": [");
+    size_t nlen = strlen(name);
+    for (int i = 0, k = 0; i < d->n_deleted; i++) {
+        if (!is_tomb_of(d->deleted[i], name, nlen)) continue;
+        if (k++) puts_(b, ", ");
+        put_str(b, d->deleted[i] + nlen + 1);
     }
-    return b.p;
+    puts_(b, "]}\n");
 }
 
-/* Sets name's entry in d (added in name order when missing). Returns 0 or -1 when out of memory. */
-static int doc_set(state_doc *d, const char *name, const char *cur, long max, int pinned) {
-    state_rec *e = store__state_find(d, name);
-    if (!e) {
-        state_rec *nt = realloc(d->tasks, (size_t)(d->n_tasks + 1) * sizeof *nt);
-        if (!nt) return -1;
-        d->tasks = nt;
-        int pos = d->n_tasks;
-        while (pos > 0 && strcmp(d->tasks[pos - 1].name, name) > 0) pos--;
-        memmove(&d->tasks[pos + 1], &d->tasks[pos], (size_t)(d->n_tasks - pos) * sizeof *d->tasks);
-        e = &d->tasks[pos];
-        memset(e, 0, sizeof *e);
-        if (!(e->name = strdup(name))) {
-            memmove(&d->tasks[pos], &d->tasks[pos + 1], (size_t)(d->n_tasks - pos) * sizeof *d->tasks);
-            return -1;
-        }
-        d->n_tasks++;
-    }
-    char *c = cur ? strdup(cur) : NULL;
-    if (cur && !c) return -1;
-    free(e->current);
-    e->current = c;
-    e->has_max = cur != NULL;
-    e->max = cur ? max : LONG_MAX;
-    e->pinned = pinned;
-    return 0;
-}
-
-static void doc_del(state_doc *d, const char *name) {
-    state_rec *e = store__state_find(d, name);
-    if (!e) return;
-    free(e->name), free(e->current);
-    int pos = (int)(e - d->tasks);
-    memmove(e, e + 1, (size_t)(d->n_tasks - pos - 1) * sizeof *e);
-    d->n_tasks--;
-}
-
-/* Keeps the tombstones of other tasks and puts this process's of task name (nlen bytes). */
+/* Puts this process's tombstones of task name (nlen bytes) in d in place of the doc's. */
 static int doc_tombs(store_registry *r, state_doc *d, const char *name, size_t nlen) {
-    int w = 0;
-    for (int i = 0; i < d->n_deleted; i++) {
-        if (!strncmp(d->deleted[i], name, nlen) && d->deleted[i][nlen] == '/') free(d->deleted[i]);
-        else d->deleted[w++] = d->deleted[i];
-    }
-    d->n_deleted = w;
+    tombs_drop(d, name, nlen);
     int rc = 0;
     pthread_mutex_lock(&r->mu);
-    for (int k = 0; !rc && k < r->n_tombs; k++) {
-        if (strncmp(r->tombs[k], name, nlen) || r->tombs[k][nlen] != '/') continue;
-        char **nd = realloc(d->deleted, (size_t)(d->n_deleted + 2) * sizeof *nd);
-        if (nd) d->deleted = nd;
-        if (!nd || !(d->deleted[d->n_deleted] = strdup(r->tombs[k]))) rc = -1;
-        else d->n_deleted++;
-    }
+    for (int k = 0; !rc && k < r->n_tombs; k++)
+        if (is_tomb_of(r->tombs[k], name, nlen)) rc = tomb_add(d, name, nlen, r->tombs[k] + nlen + 1);
     pthread_mutex_unlock(&r->mu);
     return rc;
 }
 
-/* tmp, fsync, rename, fsync of the folder. Returns 0 or a negative status with err set. */
-static int write_durably(store_registry *r, const char *text, int locked, eng_err *err) {
+/* file (STATE_FILE or STATE_LOG) replaced by text: tmp, fsync, rename, fsync of the folder. Returns
+ * 0 or a negative status with err set. */
+static int write_durably(store_registry *r, const char *file, const char *text, int locked, eng_err *err) {
     char path[PATH_MAX], tmp[PATH_MAX];
-    store__pathf(path, sizeof path, "%s/%s", r->dir, STATE_FILE);
+    store__pathf(path, sizeof path, "%s/%s", r->dir, file);
     /* where locks do not work, replicas on other hosts may write at once: a name of its own then */
     char host[64] = "";
-    if (locked) store__pathf(tmp, sizeof tmp, "%s/%s.tmp", r->dir, STATE_FILE);
-    else gethostname(host, sizeof host - 1), store__pathf(tmp, sizeof tmp, "%s/%s.%s-%d.tmp", r->dir, STATE_FILE, host, (int)getpid());
+    if (locked) store__pathf(tmp, sizeof tmp, "%s/%s.tmp", r->dir, file);
+    else gethostname(host, sizeof host - 1), store__pathf(tmp, sizeof tmp, "%s/%s.%s-%d.tmp", r->dir, file, host, (int)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     size_t n = strlen(text);
     errno = 0;
-    int bw = fd < 0 || write(fd, text, n) != (ssize_t)n || write(fd, "\n", 1) != 1 || fsync(fd);
+    int bw = fd < 0 || write(fd, text, n) != (ssize_t)n || fsync(fd);
     if (fd >= 0 && close(fd) && !bw) bw = 1;
     if (!bw && (rename(tmp, path) || store__fsync_path(r->dir, 1))) bw = 2;
     if (!bw) return 0;
     int en = errno ? errno : ENOSPC; /* a short write sets no errno: the disk is full */
     if (bw == 1) unlink(tmp);
-    return eng_err_set(err, store__io_status(en), "cannot write the registry state %s (%s)", STATE_FILE, strerror(en));
+    return eng_err_set(err, store__io_status(en), "cannot write the registry state %s (%s)", file, strerror(en));
+}
+
+long store__journal_limit = -1;
+
+/* The doc written as a new base of a new generation, then a new journal continuing it. Returns 0
+ * or a negative status (the state as it was: no base of the new generation was renamed in). */
+static int compact(store_registry *r, int locked, eng_err *err) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    long long now = (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    /* above the last, and (from the clock) unlike any another writer or copy made */
+    r->state.generation = now > r->state.generation ? now : r->state.generation + 1;
+    char *text = store__state_format(&r->state), head[64];
+    if (!text) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    size_t base_len = strlen(text);
+    int rc = write_durably(r, STATE_FILE, text, locked, err);
+    free(text);
+    if (rc) return rc;
+    snprintf(head, sizeof head, "{\"generation\": %lld}\n", r->state.generation);
+    eng_err le = {0};
+    if (write_durably(r, STATE_LOG, head, locked, &le)) {
+        /* the base holds everything and the old journal's generation says so: written */
+        store__log(r, "%s; the next write begins it again", le.msg);
+        return 0;
+    }
+    char path[PATH_MAX];
+    store__pathf(path, sizeof path, "%s/%s", r->dir, STATE_FILE);
+    r->state_known = stat(path, &r->state_id) == 0 && (size_t)r->state_id.st_size == base_len;
+    store__pathf(path, sizeof path, "%s/%s", r->dir, STATE_LOG);
+    r->log_known = r->state_known && stat(path, &r->log_id) == 0 && (size_t)r->log_id.st_size == strlen(head);
+    r->log_off = (off_t)strlen(head), r->log_tail = 0, r->log_mode = LOG_CONTINUES;
+    return 0;
+}
+
+/* lines (n bytes) appended to the journal and fsynced. On failure the journal is cut back to where
+ * it was. Returns 0 or a negative status. */
+static int journal_append(store_registry *r, const char *lines, size_t n, eng_err *err) {
+    char path[PATH_MAX];
+    store__pathf(path, sizeof path, "%s/%s", r->dir, STATE_LOG);
+    int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+    errno = 0;
+    size_t done = 0;
+    while (fd >= 0 && done < n) {
+        ssize_t k = write(fd, lines + done, n - done);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        done += (size_t)k;
+    }
+    struct stat st;
+    int ok = fd >= 0 && done == n && fsync(fd) == 0 && fstat(fd, &st) == 0;
+    int en = errno ? errno : ENOSPC;
+    if (!ok && fd >= 0 && ftruncate(fd, r->log_off) != 0) /* left: read again below, the partial line is skipped */
+        store__log(r, "%s: could not cut a failed write back (%s); the next write compacts", path, strerror(errno));
+    if (fd >= 0) close(fd);
+    if (!ok) {
+        r->log_known = 0; /* read again before the next write */
+        return eng_err_set(err, store__io_status(en), "cannot write the registry state %s (%s)", STATE_LOG, strerror(en));
+    }
+    r->log_id = st, r->log_off += (off_t)n;
+    return 0;
 }
 
 state_change store__state_change(const char *name) {
     return (state_change){.name = name, .current = NULL, .extra_max = -1, .only_if_above = -1};
 }
 
-/* Rewrites task c->name's part of the state file durably (tmp, fsync, rename, fsync of the folder)
- * under the writer lock, as a read-modify-write: the file is read, the task's entry and tombstones
- * are replaced by this process's, the other tasks' entries are kept as they are on disk (another
- * replica may have just changed them), and a task this process serves that has no entry yet gets
- * one, so that every task's current version is recorded. The entry records the current version
+/* Records task c->name's entry durably under the writer lock, as a read-modify-write: the state is
+ * read (other writers' lines included), the task's entry and tombstones are replaced by this
+ * process's, the other tasks' entries are kept, and a task this process serves that has no entry
+ * yet gets one, so that every task's current version is recorded. The lines are appended to the
+ * journal, or the whole state compacted (see the file's top). The entry records the current version
  * (c->current when set: as it will be once the caller changes the table, the disk going first; see
  * versions.c) and max, the highest version number on disk, or c->extra_max when higher (a version
- * about to be renamed in). With c->only_if_above >= 0 the write is conditional: when the entry on
- * disk already records a current version with a max >= it, nothing is written and *skipped is set
- * (another replica recorded that version as not current). An unreadable file is replaced. admin_mu
- * held. */
+ * about to be renamed in). With c->only_if_above >= 0 the write is conditional: when the entry
+ * already records a current version with a max >= it, nothing is written and *skipped is set
+ * (another replica recorded that version as not current). An unreadable state is replaced.
+ * admin_mu held. */
 int store__state_write(store_registry *r, const state_change *c, int *skipped, eng_err *err) {
     int held, lk = store__state_lock(r, &held), rc = 0, absent;
     if (skipped) *skipped = 0;
@@ -308,7 +528,7 @@ int store__state_write(store_registry *r, const state_change *c, int *skipped, e
     eng_err le = {0};
     if ((rc = state_file_load(r, &absent, &le))) {
         if (rc == ENG_NO_MEMORY) goto oom;
-        rc = 0; /* unreadable: rewritten from this process's view */
+        rc = 0, absent = 1; /* unreadable: rewritten from this process's view */
     }
     const char *name = c->name;
     if (c->only_if_above >= 0) {
@@ -318,16 +538,18 @@ int store__state_write(store_registry *r, const state_change *c, int *skipped, e
             goto out;
         }
     }
+    int can_append = held && !absent && r->state_known && r->log_known && r->log_mode == LOG_CONTINUES && !r->log_tail;
     r->state_known = 0; /* changed from here on: known again once written */
     size_t nlen = strlen(name);
     if (doc_tombs(r, &d, name, nlen)) goto oom;
     long max = store__disk_max_version(r, name);
     if (c->extra_max > max) max = c->extra_max;
-    /* the tasks this process serves with no entry on disk yet (their folder still there) */
+    /* the tasks this process serves with no entry yet (their folder still there), then name: the
+     * names whose lines this write appends */
     char **miss = NULL;
     int n_miss = 0;
     pthread_mutex_lock(&r->mu);
-    if (r->n_e && !(miss = calloc((size_t)r->n_e, sizeof *miss))) {
+    if (!(miss = calloc((size_t)r->n_e + 1, sizeof *miss))) {
         pthread_mutex_unlock(&r->mu);
         goto oom;
     }
@@ -337,46 +559,49 @@ int store__state_write(store_registry *r, const state_change *c, int *skipped, e
             n_miss++;
     pthread_mutex_unlock(&r->mu);
     char tdir[PATH_MAX];
-    for (int k = 0; k < n_miss; k++) {
+    int bad = 0;
+    for (int k = 0; !bad && k < n_miss; k++) {
         store__pathf(tdir, sizeof tdir, "%s/tasks/%s", r->dir, miss[k]);
         long mk = eng_dir_exists(tdir) ? store__disk_max_version(r, miss[k]) : -1;
         pthread_mutex_lock(&r->mu);
         store_entry *e = store__get_entry(r, miss[k]);
-        int bad = 0;
         if (mk >= 0 && e && e->cur)
-            bad = doc_set(&d, miss[k], e->cur->version, e->cur->vnum > mk ? e->cur->vnum : mk, e->admin_pinned);
+            bad = doc_set(&d, miss[k], e->cur->version, 1, e->cur->vnum > mk ? e->cur->vnum : mk, e->admin_pinned);
         pthread_mutex_unlock(&r->mu);
-        if (bad) {
-            store__free_strs(miss, n_miss);
-            goto oom;
+    }
+    if (!bad) {
+        pthread_mutex_lock(&r->mu);
+        store_entry *e = store__get_entry(r, name);
+        const char *cur = c->current ? c->current : e && e->cur ? e->cur->version : NULL;
+        if (cur || e) {
+            long cv = store__version_number(cur ? cur : "");
+            bad = doc_set(&d, name, cur, 1, cv > max ? cv : max, e && e->admin_pinned);
+        } else {
+            doc_del(&d, name); /* the task is gone */
         }
+        pthread_mutex_unlock(&r->mu);
     }
+    sbuf lines = {0};
+    char *text = NULL;
+    for (int k = 0; !bad && can_append && k <= n_miss; k++) put_line(&lines, &d, k < n_miss ? miss[k] : name);
     store__free_strs(miss, n_miss);
-    pthread_mutex_lock(&r->mu);
-    store_entry *e = store__get_entry(r, name);
-    const char *cur = c->current ? c->current : e && e->cur ? e->cur->version : NULL;
-    int bad = 0;
-    if (cur || e) {
-        long cv = store__version_number(cur ? cur : "");
-        bad = doc_set(&d, name, cur, cv > max ? cv : max, e && e->admin_pinned);
-    } else {
-        doc_del(&d, name); /* the task is gone */
+    if (bad || (can_append && !(text = sbuf_take(&lines)))) {
+        free(bad ? lines.p : NULL);
+        goto oom;
     }
-    pthread_mutex_unlock(&r->mu);
-    if (bad) goto oom;
-    char *text = store__state_format(&d);
-    if (!text) goto oom;
-    if (!(rc = write_durably(r, text, held, err))) {
-        char path[PATH_MAX];
-        store__pathf(path, sizeof path, "%s/%s", r->dir, STATE_FILE);
-        r->state_known = stat(path, &r->state_id) == 0;
-    }
+    off_t limit = store__journal_limit >= 0 ? (off_t)store__journal_limit
+                  : r->state_id.st_size > STATE_LOG_MIN_BYTES ? r->state_id.st_size : STATE_LOG_MIN_BYTES;
+    if (can_append && r->log_off + (off_t)lines.n <= limit) rc = journal_append(r, text, lines.n, err);
+    else rc = compact(r, held, err);
+    if (!rc && can_append && r->log_known) r->state_known = 1; /* the base as it was, the journal as written */
     free(text);
+    if (rc) r->log_known = 0; /* read both again */
 out:
     store__state_unlock(lk);
     return rc;
 oom:
     store__state_doc_free(&d);
+    r->log_known = 0;
     store__state_unlock(lk);
     return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
 #undef d

@@ -6,7 +6,7 @@
  *     meta.c       models, a version's metadata (task.json or the folders), object lifetimes
  *     table.c      the table of tasks and versions, references, failed versions, lookups, accessors
  *     residency.c  loading, pacing, eviction, the current version, failed loads
- *     state.c      .adapterd-state.json: one task's entry written, the file read and followed
+ *     state.c      .adapterd-state.json and its journal: one task's entry written, the state read and followed
  *     open.c       store_open / store_free
  *     versions.c   add, activate, delete, pin, unload
  *     rescan.c     store_rescan
@@ -34,6 +34,8 @@
 #define NFTW_FDS 16 /* directories a tree walk keeps open at once */
 #define STATE_LOCK ".adapterd-state.lock"
 #define STATE_FILE_MAX_BYTES ((size_t)64 << 20) /* about 60 bytes a task */
+#define STATE_LOG ".adapterd-state.log"   /* the state file's journal (state.c) */
+#define STATE_LOG_MIN_BYTES ((off_t)64 << 10) /* a journal compacts once over this and the base's size */
 
 typedef struct store_fp_cache store_fp_cache; /* disk.c */
 
@@ -123,7 +125,11 @@ typedef struct {
     int n_tasks;
     char **deleted;          /* "name/version" deleted but not removable from disk */
     int n_deleted;
+    long long generation;    /* the base's; a journal of the same continues it (0: none does) */
 } state_doc;
+
+/* What the journal read so far says about the base (state.c). */
+enum { LOG_NONE, LOG_CONTINUES, LOG_STALE };
 
 struct store_registry {
     char *dir;
@@ -146,6 +152,11 @@ struct store_registry {
     unsigned state_gen;         /* +1 each time the file is found changed by another writer (read again, or gone) */
     unsigned state_followed;    /* state_gen when every task last followed the file (rescan.c) */
     int state_absent;           /* the last look found no file */
+    int log_known;              /* state holds the journal's first log_off bytes; its identity is log_id */
+    struct stat log_id;
+    off_t log_off;              /* bytes read: whole lines only */
+    size_t log_tail;            /* bytes after them (a line being written, or a crashed writer's) */
+    int log_mode;               /* LOG_*: whether the journal continues the base */
     bad_folder *bad;            /* version folders that failed, at the fingerprint they failed with; mu */
     int n_bad;                  /* at most BAD_MAX: one per failed folder on disk, forgotten with it */
     broken_version *broken;     /* guarded by mu */
@@ -248,6 +259,7 @@ void store__set_current_locked(store_registry *r, store_entry *e, store_task *t,
 
 /* state.c: the one parser (store__state_parse), the one writer (store__state_write) */
 int store__state_parse(const char *text, size_t len, state_doc *out, eng_err *err);
+int store__state_apply_line(state_doc *d, const char *line, size_t len);
 void store__state_doc_free(state_doc *d);
 char *store__state_format(const state_doc *d);
 state_rec *store__state_find(const state_doc *d, const char *name);

@@ -22,4 +22,9 @@ int store__version_check(store_registry *r, const char *name, const char *vdir, 
  * runs; NULL (the default) calls nothing. */
 extern void (*store__fs_hook)(const char *path);
 
+/* The size at which the state's journal (.adapterd-state.log) is compacted into the base: -1 (the
+ * default) for the larger of 64 KiB and the base's size; 0 compacts at every write. Set it while
+ * no store call runs. */
+extern long store__journal_limit;
+
 #endif

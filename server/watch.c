@@ -19,9 +19,9 @@
  * started first and the full rescan runs after them, so no version can arrive unseen between the two.
  *
  * Replicas sharing one registry (a ReadWriteMany volume): every rescan also re-reads the registry
- * state file (a stat when it did not change), where the admin API of any replica records current
- * versions and pins, and applies it. In inotify mode the state file's rename in the registry
- * directory arms the debounce too, so replicas on one host follow at once. Network file systems
+ * state (two stats when it did not change: the base and its journal), where the admin API of any
+ * replica records current versions and pins, and applies it. In inotify mode a base renamed in or
+ * a line appended to the journal arms the debounce too, so replicas on one host follow at once. Network file systems
  * deliver no events for other hosts' changes: --watch poll drops the fs events and rescans every
  * --watch-interval-ms, which bounds how long two replicas can disagree. */
 #define _GNU_SOURCE
@@ -469,11 +469,12 @@ static void on_task_event(uv_fs_event_t *h, const char *filename, int events, in
     arm(w);
 }
 
-/* The registry directory: only the state file's arrival (a writer renames it in) matters; a rescan
- * of no folder follows it. */
+/* The registry directory: only the state's files matter (a writer renames a base in, or appends
+ * a line to the journal); a rescan of no folder follows them. */
 static void on_state_event(uv_fs_event_t *h, const char *filename, int events, int status) {
     (void)events;
-    if (status >= 0 && filename && !strcmp(filename, ".adapterd-state.json")) arm(h->data);
+    if (status >= 0 && filename && (!strcmp(filename, ".adapterd-state.json") || !strcmp(filename, ".adapterd-state.log")))
+        arm(h->data);
 }
 
 /* The watch of registry folder dir on s's loop: its four handles made, none started (srv__watch_stop

@@ -6,6 +6,7 @@
 
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <jansson.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -93,6 +94,105 @@ static inline void fx_stage(const char *dir, char *out, size_t n, const char *ta
     cr_assert_eq(mkdir(out, 0755), 0, "mkdir %s", out);
     snprintf(sub, sizeof sub, "%s/lora", out);
     fx_copy_files(FIXTURE_LORA, sub);
+}
+
+/* ---- the registry's state as any reader sees it, written from the format (adapters_store/state.c's
+ * file-top note), not from the store's code: the base .adapterd-state.json, then the lines of the
+ * journal .adapterd-state.log when its header names the base's generation ---- */
+
+static inline json_t *fx_state_base(const char *dir) {
+    char p[1024];
+    snprintf(p, sizeof p, "%s/.adapterd-state.json", dir);
+    json_error_t je;
+    json_t *root = json_load_file(p, 0, &je);
+    cr_assert(json_is_object(root), "%s: %s", p, je.text);
+    return root;
+}
+
+/* The state folded: {"generation", "tasks": {NAME: {current, max, pinned}}, "deleted": [...]}. */
+static inline json_t *fx_state_read(const char *dir) {
+    json_t *root = fx_state_base(dir), *tasks = json_object_get(root, "tasks"), *dead = json_object_get(root, "deleted");
+    cr_assert(json_is_object(tasks) && json_is_array(dead), "the base holds tasks and deleted");
+    char p[1024], line[4096];
+    snprintf(p, sizeof p, "%s/.adapterd-state.log", dir);
+    FILE *f = fopen(p, "r");
+    for (int first = 1; f && fgets(line, sizeof line, f); first = 0) {
+        if (!strchr(line, '\n')) break; /* a line being written */
+        json_t *o = json_loads(line, 0, NULL);
+        if (first) {
+            int same = json_integer_value(json_object_get(o, "generation")) == json_integer_value(json_object_get(root, "generation"));
+            json_decref(o);
+            if (!same) break; /* folded into the base already */
+            continue;
+        }
+        const char *name = json_string_value(json_object_get(o, "task"));
+        if (!name) {
+            json_decref(o);
+            continue;
+        }
+        if (json_is_true(json_object_get(o, "gone"))) {
+            json_object_del(tasks, name);
+        } else {
+            json_t *e = json_object();
+            const char *keys[] = {"current", "max", "pinned"};
+            for (int k = 0; k < 3; k++)
+                if (json_object_get(o, keys[k])) json_object_set(e, keys[k], json_object_get(o, keys[k]));
+            json_object_set_new(tasks, name, e);
+        }
+        size_t nl = strlen(name), i;
+        for (i = json_array_size(dead); i-- > 0;) {
+            const char *t = json_string_value(json_array_get(dead, i));
+            if (t && !strncmp(t, name, nl) && t[nl] == '/') json_array_remove(dead, i);
+        }
+        json_t *v;
+        json_array_foreach(json_object_get(o, "deleted"), i, v) {
+            char tomb[512];
+            snprintf(tomb, sizeof tomb, "%s/%s", name, json_string_value(v));
+            json_array_append_new(dead, json_string(tomb));
+        }
+        json_decref(o);
+    }
+    if (f) fclose(f);
+    return root;
+}
+
+/* Task name's current version in the state, or NULL (valid while root lives). */
+static inline const char *fx_state_current(json_t *root, const char *name) {
+    return json_string_value(json_object_get(json_object_get(json_object_get(root, "tasks"), name), "current"));
+}
+
+/* What another writer leaves: task name's entry set to {current, max}, appended to the journal as
+ * one line (FX_APPEND), or the whole state compacted into a new base of a higher generation and a
+ * new journal, each renamed in (FX_COMPACT). */
+enum { FX_APPEND, FX_COMPACT };
+static inline void fx_state_set(const char *dir, const char *name, const char *current, long max, int how) {
+    char p[1024], tmp[1100];
+    if (how == FX_APPEND) {
+        snprintf(p, sizeof p, "%s/.adapterd-state.log", dir);
+        FILE *f = fopen(p, "a");
+        cr_assert(f, "%s", p);
+        fprintf(f, "{\"task\": \"%s\", \"current\": \"%s\", \"max\": %ld, \"deleted\": []}\n", name, current, max);
+        cr_assert_eq(fclose(f), 0);
+        return;
+    }
+    json_t *root = fx_state_read(dir), *o = json_object();
+    json_object_set_new(o, "current", json_string(current));
+    json_object_set_new(o, "max", json_integer(max));
+    json_object_set_new(json_object_get(root, "tasks"), name, o);
+    json_int_t gen = json_integer_value(json_object_get(root, "generation")) + 1;
+    json_object_set_new(root, "generation", json_integer(gen));
+    snprintf(p, sizeof p, "%s/.adapterd-state.json", dir);
+    snprintf(tmp, sizeof tmp, "%s.other", p);
+    cr_assert_eq(json_dump_file(root, tmp, JSON_COMPACT), 0);
+    cr_assert_eq(rename(tmp, p), 0);
+    json_decref(root);
+    snprintf(p, sizeof p, "%s/.adapterd-state.log", dir);
+    snprintf(tmp, sizeof tmp, "%s.other", p);
+    FILE *f = fopen(tmp, "w");
+    cr_assert(f, "%s", tmp);
+    fprintf(f, "{\"generation\": %lld}\n", (long long)gen);
+    cr_assert_eq(fclose(f), 0);
+    cr_assert_eq(rename(tmp, p), 0);
 }
 
 #endif

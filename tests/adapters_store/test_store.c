@@ -17,6 +17,7 @@
 
 #include "adapters_store/store.h"
 #include "store_fixture.h"
+#include "store_test.h"
 
 static char reg_dir[64];
 static size_t src_len;
@@ -449,34 +450,62 @@ Test(store, an_upload_is_on_disk_before_it_is_published) {
     }
     snprintf(line, sizeof line, "S %s/tasks/cls_lora", abs_reg);
     cr_expect_geq(find_ev(line, pub + 1), 0, "the task folder is fsynced after the rename");
-    snprintf(line, sizeof line, "R %s/.adapterd-state.json.tmp %s/.adapterd-state.json", abs_reg, abs_reg);
-    int st = find_ev(line, pub + 1);
-    cr_expect_geq(st, 0, "the state file is rewritten after the rename");
-    snprintf(line, sizeof line, "S %s", abs_reg);
-    cr_expect_geq(find_ev(line, st + 1), 0, "and its folder fsynced");
+    snprintf(line, sizeof line, "S %s/.adapterd-state.log", abs_reg);
+    cr_expect_geq(find_ev(line, pub + 1), 0, "the state's journal line is appended and fsynced after the rename");
     /* a deletion is durable too: the folder is moved aside and the move fsynced */
     ev.n = 0, ev.on = 1;
     cr_assert_eq(store_delete_version(r, "cls_lora", "0", &e), 0, "%s", e.msg);
     ev.on = 0;
     snprintf(line, sizeof line, "S %s/tasks/cls_lora", abs_reg);
     cr_expect_geq(find_ev(line, 0), 0, "the deletion's rename is fsynced");
+    /* a write that compacts the state: each file's temporary fsynced, renamed in, the folder fsynced */
+    store__journal_limit = 0;
+    ev.n = 0, ev.on = 1;
+    cr_assert_eq(store_activate(r, "cls_lora", "1", &e), 0, "%s", e.msg);
+    ev.on = 0;
+    store__journal_limit = -1;
+    int at = 0;
+    for (int f = 0; f < 2; f++) {
+        const char *file = f ? ".adapterd-state.log" : ".adapterd-state.json";
+        snprintf(line, sizeof line, "S %s/%s.tmp", abs_reg, file);
+        int synced = find_ev(line, at);
+        snprintf(line, sizeof line, "R %s/%s.tmp %s/%s", abs_reg, file, abs_reg, file);
+        int renamed = find_ev(line, at);
+        cr_expect(synced >= at && renamed > synced, "%s: fsynced (at %d) before its rename (at %d)", file, synced, renamed);
+        snprintf(line, sizeof line, "S %s", abs_reg);
+        at = find_ev(line, renamed + 1);
+        cr_expect_gt(at, renamed, "%s: the folder fsynced after the rename", file);
+        if (at < 0) break;
+    }
     free(abs_staged), free(abs_reg);
     store_free(r);
 }
 
-Test(store, an_upload_whose_state_cannot_be_written_is_not_published) {
+/* The disk fills up at the state's file ending in suffix (journal_limit: store__journal_limit, 0 for
+ * writes that compact): the upload is refused and nothing changes. The upload writes the state
+ * twice: before the rename (on a registry without state: a compaction) and after it (a journal
+ * line, unless every write compacts); the journal fails after the publish, the compaction (of a
+ * registry that has a state already) before it. */
+static void upload_whose_state_fails(const char *suffix, long journal_limit) {
     store_registry *r = open_reg(0);
     char staged[256];
     stage(staged, sizeof staged, "e");
     eng_err e = {0};
-    ev.fail_suffix = "/.adapterd-state.json.tmp"; /* the disk fills up at the state file */
+    if (!journal_limit) cr_assert_eq(store_activate(r, "cls_lora", "1", &e), 0, "%s", e.msg); /* a state to keep */
+    store__journal_limit = journal_limit;
+    ev.fail_suffix = suffix;
     int rc = store_version_add(r, "cls_lora", "4", staged, 1, &e);
     ev.fail_suffix = NULL;
+    store__journal_limit = -1;
     cr_expect_eq(rc, ENG_NO_SPACE, "%s", e.msg);
     cr_expect(strstr(e.msg, "state"), "%s", e.msg);
     cr_expect(exists("%s", staged), "the upload is back in staging for the caller to remove");
     cr_expect_not(exists("%s/tasks/cls_lora/4", reg_dir), "nothing published");
     cr_expect_not(exists("%s/.adapterd-state.json.tmp", reg_dir));
+    cr_expect_not(exists("%s/.adapterd-state.log.tmp", reg_dir));
+    json_t *root = fx_state_read(reg_dir);
+    cr_expect_str_eq(fx_state_current(root, "cls_lora") ?: "", "1", "the state still records version 1");
+    json_decref(root);
     expect_current(r, "cls_lora", "1", "the task keeps its version");
     cr_expect_null(store_task_acquire_version(r, "cls_lora", "4"));
     store_free(r);
@@ -487,32 +516,21 @@ Test(store, an_upload_whose_state_cannot_be_written_is_not_published) {
     store_free(r);
 }
 
+Test(store, an_upload_whose_state_line_cannot_be_written_is_not_published) {
+    upload_whose_state_fails("/.adapterd-state.log", -1);
+}
+
+Test(store, an_upload_whose_state_cannot_be_compacted_is_not_published) {
+    upload_whose_state_fails("/.adapterd-state.json.tmp", 0);
+}
+
 /* ---- the state file shared by replicas: one task's entry per write, max, the rule ---- */
 
-static json_t *state_load_file(void) {
-    char p[256];
-    snprintf(p, sizeof p, "%s/.adapterd-state.json", reg_dir);
-    json_error_t je;
-    json_t *root = json_load_file(p, 0, &je);
-    cr_assert(json_is_object(root), "%s: %s", p, je.text);
-    return root;
-}
+/* the state as any reader folds it (store_fixture.h) */
+static json_t *state_load_file(void) { return fx_state_read(reg_dir); }
 
-static void state_save_file(json_t *root) {
-    char p[256];
-    snprintf(p, sizeof p, "%s/.adapterd-state.json", reg_dir);
-    cr_assert_eq(json_dump_file(root, p, JSON_INDENT(2)), 0);
-}
-
-/* what another replica's writer leaves: task name's entry set to {current, max} */
-static void state_set_entry(const char *name, const char *current, long max) {
-    json_t *root = state_load_file(), *o = json_object();
-    json_object_set_new(o, "current", json_string(current));
-    json_object_set_new(o, "max", json_integer(max));
-    json_object_set_new(json_object_get(root, "tasks"), name, o);
-    state_save_file(root);
-    json_decref(root);
-}
+/* what another replica's writer leaves: task name's entry set to {current, max}, one journal line */
+static void state_set_entry(const char *name, const char *current, long max) { fx_state_set(reg_dir, name, current, max, FX_APPEND); }
 
 static void add_version_by_hand(const char *task, const char *version) {
     sh("mkdir -p %s/tasks/%s/.copy-%s && cp -rL %s %s/tasks/%s/.copy-%s/ && mv %s/tasks/%s/.copy-%s %s/tasks/%s/%s", reg_dir,
@@ -589,8 +607,9 @@ Test(store, a_version_within_the_recorded_max_is_not_made_current_one_above_is) 
     cr_expect_eq(json_integer_value(json_object_get(o, "max")), 3);
     json_decref(root);
     store_free(r);
-    /* the same rule at start-up: within max the recorded version, above it the highest */
-    state_set_entry("cls_lora", "2", 4);
+    /* the same rule at start-up: within max the recorded version, above it the highest (another
+     * replica's write that compacted the state: a new base and journal renamed in) */
+    fx_state_set(reg_dir, "cls_lora", "2", 4, FX_COMPACT);
     add_version_by_hand("cls_lora", "4");
     r = open_reg(0);
     expect_current(r, "cls_lora", "2", "at start-up, 4 within the recorded max");

@@ -1,10 +1,12 @@
-/* fuzz_state.c - the registry's state file (.adapterd-state.json; adapters_store/state.c): the one
- * parser every reader uses (store__state_parse: at start-up, at every rescan, and before every
- * write) and the one writer's text (store__state_format). The input is the file. A file that is
- * not a JSON object is refused with a reason; a parsed one is written and read back: the second
- * reading must hold the same tasks (sorted, each found by name) with the same current versions,
- * pins and tombstones, and writing it again must give the same text (the writer's output is a
- * fixed point of the parser). Nothing touches the disk. */
+/* fuzz_state.c - the registry's state (adapters_store/state.c): the one parser every reader uses
+ * (store__state_parse for the base .adapterd-state.json, store__state_apply_line for each line of
+ * its journal: at start-up, at every rescan, and before every write) and the one writer's text
+ * (store__state_format). The input is a base, or else a journal: a base that is not a JSON object
+ * is refused with a reason, and the input's lines are then applied one by one to an empty state
+ * (a line that is not a task's entry is skipped). Either way the state is written and read back:
+ * the second reading must hold the same tasks (sorted, each found by name) with the same current
+ * versions, pins and tombstones, and writing it again must give the same text (the writer's
+ * output is a fixed point of the parser). Nothing touches the disk. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,13 +23,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     state_doc a, b;
     int rc = store__state_parse((const char *)data, size, &a, &err);
     fuzz_log("state", rc, err.msg);
+    int journal = rc != 0;
     if (rc) {
         if (rc != ENG_FORMAT && rc != ENG_NO_MEMORY) abort();
         if (!err.msg[0]) abort(); /* refused with a reason */
-        return 0;
+        memset(&a, 0, sizeof a);
+        for (size_t at = 0, end; at < size; at = end + 1) { /* the input as a journal */
+            const uint8_t *nl = memchr(data + at, '\n', size - at);
+            end = nl ? (size_t)(nl - data) : size;
+            int k = store__state_apply_line(&a, (const char *)data + at, end - at);
+            if (k < -1 || k > 1) abort();
+            if (k < 0) { /* out of memory is not expected for these sizes */
+                store__state_doc_free(&a);
+                return 0;
+            }
+        }
     }
     for (int i = 0; i < a.n_tasks; i++) {
-        if (i && strcmp(a.tasks[i - 1].name, a.tasks[i].name) > 0) abort(); /* sorted (equal: a repeated key) */
+        /* sorted (equal: a repeated key of a base; a journal's entries are one a name) */
+        if (i && strcmp(a.tasks[i - 1].name, a.tasks[i].name) > (journal ? -1 : 0)) abort();
         if (!store__state_find(&a, a.tasks[i].name)) abort();
         if (!a.tasks[i].has_max && a.tasks[i].max != LONG_MAX) abort(); /* no max: the current holds */
     }

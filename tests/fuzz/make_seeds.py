@@ -278,4 +278,8 @@ for body in [{"version": 2, "tasks": {"cls": {"current": "2", "max": 3, "pinned"
              {"version": 2, "tasks": [], "deleted": {}}]:
     put("state", json.dumps(body, indent=2).encode())
 put("state", b'["not an object"]')
+# --- .adapterd-state.log: a journal (header, entries, a gone task, tombstones, a partial last line) ---
+put("state", b'{"generation": 7}\n{"task": "cls", "current": "2", "max": 3, "pinned": true, "deleted": ["0"]}\n'
+             b'{"task": "ner", "gone": true, "deleted": []}\n{"task": "cls", "current": "3", "max": 3, "deleted": []}\n'
+             b'{"task": "qa", "current": "1"')
 print("seeds written under", os.path.relpath(OUT, ROOT), file=sys.stderr)

@@ -94,13 +94,16 @@ static json_t *versions(const test_server *s, const char *task) {
 }
 
 /* Names in tasks/ and tasks/<name>/ that a server writes only while it works (staging, deletion),
- * and the state file's temporary: after a start-up there must be none. Returns how many. */
+ * and the state files' temporaries: after a start-up there must be none. Returns how many. */
 static int leftovers(const char *reg, char *first, size_t fn) {
     char p[PATH_MAX];
     int n = 0;
     first[0] = '\0';
-    snprintf(p, sizeof p, "%s/.adapterd-state.json.tmp", reg);
-    if (access(p, F_OK) == 0) n++, snprintf(first, fn, ".adapterd-state.json.tmp");
+    const char *tmps[] = {".adapterd-state.json.tmp", ".adapterd-state.log.tmp"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(p, sizeof p, "%s/%s", reg, tmps[i]);
+        if (access(p, F_OK) == 0 && !n++) snprintf(first, fn, "%s", tmps[i]);
+    }
     snprintf(p, sizeof p, "%s/tasks", reg);
     DIR *d = opendir(p);
     struct dirent *de;

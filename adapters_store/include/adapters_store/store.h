@@ -11,8 +11,10 @@
  *          "pinned": false}
  *     .adapterd-state.json           every task's current version and max (the highest version
  *                                    number on disk when it was recorded), pins, deletions that
- *                                    could not remove files; one task's entry rewritten at a time,
- *                                    under a record lock, atomically and durably
+ *                                    could not remove files, as of its generation
+ *     .adapterd-state.log            its journal: one line a change since (one task's whole entry,
+ *                                    appended under a record lock and fsynced; compacted into a
+ *                                    new base once it outgrows it)
  *     .adapterd-state.lock           the writers' lock (replicas sharing the registry)
  *
  * Without task.json the folders say it: sub-folders with adapter_config.json are the adapters (in

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Mirrors a registry kept in object storage ($SYNC_SOURCE, an rclone path such as s3:bucket/registry) into the
 # pod's own registry folder ($REGISTRY) by the rule adapterd's watch honours: a version is copied under a '.'
-# name and renamed to its number once complete, the state file is copied aside and renamed over the old one.
+# name and renamed to its number once complete, the state files (base, then journal) are copied aside and renamed
+# over the old ones.
 # Versions gone from the bucket are moved aside, then removed. "sync.sh once" copies everything and exits (the
 # init container: models must be there before adapterd starts); without it, it repeats every $SYNC_INTERVAL s.
 set -eu
@@ -9,13 +10,20 @@ R=${REGISTRY:-/registry}
 S=${SYNC_SOURCE:?SYNC_SOURCE (rclone path of the registry) is required}
 every=${SYNC_INTERVAL:-5}
 
+# $1 (a file of the registry's top) copied aside and renamed over the old one when it changed; 1 when
+# the bucket has none
+sync_file() {
+  [ -n "$(rclone lsf "$S/$1" 2>/dev/null)" ] || return 1
+  rclone copyto "$S/$1" "$R/$1.sync"
+  cmp -s "$R/$1.sync" "$R/$1" 2>/dev/null || mv -f "$R/$1.sync" "$R/$1"
+  rm -f "$R/$1.sync"
+}
+
+# The state: the base first, then its journal (or none): adapterd applies a journal only when it
+# names the base it read, so a reader between the two renames sees the old base or the new one whole.
 sync_state() {
-  if rclone lsf "$S/.adapterd-state.json" >/dev/null 2>&1 && [ -n "$(rclone lsf "$S/.adapterd-state.json")" ]; then
-    rclone copyto "$S/.adapterd-state.json" "$R/.adapterd-state.json.sync"
-    cmp -s "$R/.adapterd-state.json.sync" "$R/.adapterd-state.json" 2>/dev/null ||
-      mv -f "$R/.adapterd-state.json.sync" "$R/.adapterd-state.json"
-    rm -f "$R/.adapterd-state.json.sync"
-  fi
+  sync_file .adapterd-state.json || return 0
+  sync_file .adapterd-state.log || rm -f "$R/.adapterd-state.log"
 }
 
 sync_tasks() {
