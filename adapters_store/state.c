@@ -285,7 +285,11 @@ static int state_file_load(store_registry *r, int *absent, eng_err *err) {
             return eng_err_set(err, ENG_IO, "%s: %s", path, strerror(en)); /* a network file system's hiccup is not "no state" */
         }
         int have_log = stat(lpath, &lst) == 0;
-        if (!have_log && errno != ENOENT) return eng_err_set(err, ENG_IO, "%s: %s", lpath, strerror(errno));
+        if (!have_log && errno != ENOENT) {
+            int en = errno;
+            store__state_doc_free(&r->state), r->state_known = 0, r->log_known = 0;
+            return eng_err_set(err, ENG_IO, "%s: %s", lpath, strerror(en));
+        }
         int base_same = r->state_known && same_file(&st, &r->state_id);
         int log_same = r->log_known ? have_log && same_inode(&lst, &r->log_id) && lst.st_size >= r->log_off : !have_log;
         if (base_same && log_same && (!have_log || lst.st_size == r->log_off + (off_t)r->log_tail)) return 0;
