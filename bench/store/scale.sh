@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scale.sh - the registry at scale (issue 29): what 10, 1,000 and 10,000 registered tasks cost, in one run.
 #
-#   bench/store/scale.sh [--sizes "10 1000 10000"] [--seconds S] [--uploads K] [BINARY ...]
+#   bench/store/scale.sh [--sizes "10 1000 10000"] [--seconds S] [--uploads K] [--rounds R] [BINARY ...]
 #
 # For each N a registry of N copies of the example task "topic" (hard links: one version, a Pfeiffer
 # adapter and a head; --adapter-memory 256 MiB, so weights load on first use) on the example backbone, then for each binary
@@ -16,16 +16,20 @@
 # and for every window the event loop's longest turn (adapterd_loop_busy_max_seconds: callbacks between two
 # waits for events, reset at each scrape; wall, then CPU) and the most CPU one registry watch callback took
 # on it (adapterd_watch_loop_max_seconds): on a loaded host the wall time is mostly the loop being preempted. The machine and its load are printed first: compare figures of
-# one run only.
+# one run only. --rounds R (default 1) alternates the idle and +uploads windows R times, and takes R +rescans windows,
+# after a discarded warm-up window: each predict figure is then the median over its R windows (each window's p99
+# alone moves by tens of percent on a 2-vCPU host), and each round's p99 is printed under the row. The upload
+# client runs at nice 19: on a 2-vCPU host it would otherwise take CPU from the server it measures.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-sizes="10 1000 10000" secs=8 uploads=10
+sizes="10 1000 10000" secs=8 uploads=10 rounds=1
 while [ $# -gt 0 ]; do
   case $1 in
     --sizes) sizes=$2; shift 2 ;;
     --seconds) secs=$2; shift 2 ;;
     --uploads) uploads=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
     -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --*) echo "scale.sh: unknown option $1" >&2; exit 2 ;;
     *) break ;;
@@ -73,8 +77,11 @@ stall_ms() { metrics_to "$tmp/ms"; stall_of "$tmp/ms"; }
 pct() { sort -n | awk -v p="$1" '{a[NR]=$1} END {i=int(NR*p/100+0.999); if (i<1) i=1; printf "%.1f", a[i]}'; }
 wrk_run() { STORE_TASK=t00000 wrk -t1 -c4 -d"${secs}s" -s "$here/predict.lua" "$U/v1/predict" | grep RESULT; }
 field() { echo "$1" | sed "s/.*$2=\([0-9.]*\).*/\1/"; }
+med() { sort -n | awk '{a[NR] = $1} END {if (NR % 2) printf "%.3f", a[(NR + 1) / 2]; else printf "%.3f", (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
+# the worst of stall strings a/b/c (each field's maximum)
+worst() { tr '/' ' ' | awk '{for (i = 1; i <= 3; i++) if ($i > m[i]) m[i] = $i} END {printf "%.1f/%.1f/%.1f", m[1], m[2], m[3]}'; }
 upload_one() { # task version -> seconds to the answer, or the status when it is not 201
-  curl -s -o /dev/null -w '%{http_code} %{time_total}\n' -XPUT -H "Authorization: Bearer bench" \
+  nice -n 19 curl -s -o /dev/null -w '%{http_code} %{time_total}\n' -XPUT -H "Authorization: Bearer bench" \
     -H 'Content-Type: application/x-tar' --data-binary @"$tmp/upload.tar" "$U/v1/tasks/$1/versions/$2?activate=true" |
     awk '$1 == 201 {print $2 * 1000} $1 != 201 {print "status " $1 > "/dev/stderr"}'
 }
@@ -122,21 +129,32 @@ for n in $sizes; do
     start "$bin" 0
     rss=$(awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$pid/status")
     st0=$start_stall
-    stall_reset; idle=$(wrk_run); st1=$(stall_ms)
-    : > "$tmp/up"
-    for v in $(seq 2 $((uploads + 1))); do upload_one t00001 "$v" >> "$tmp/up"; done
-    st2=$(stall_ms)
-    ( v=100; while :; do upload_one t00002 $v >> "$tmp/upl"; v=$((v + 1)); done ) &
-    loader=$!
-    during=$(wrk_run)
-    kill "$loader" 2>/dev/null; wait "$loader" 2>/dev/null || true
-    st3=$(stall_ms)
+    STORE_TASK=t00000 wrk -t1 -c4 -d2s -s "$here/predict.lua" "$U/v1/predict" >/dev/null # warm-up, not counted
+    : > "$tmp/idl" ; : > "$tmp/dur"; : > "$tmp/s1"; : > "$tmp/s3"
+    for r in $(seq 1 "$rounds"); do
+      stall_reset; w=$(wrk_run); stall_ms >> "$tmp/s1"; echo >> "$tmp/s1"
+      echo "$(field "$w" p50_ms) $(field "$w" p99_ms)" >> "$tmp/idl"
+      if [ "$r" = 1 ]; then
+        : > "$tmp/up"
+        for v in $(seq 2 $((uploads + 1))); do upload_one t00001 "$v" >> "$tmp/up"; done
+        st2=$(stall_ms)
+      fi
+      ( v=$((r * 100000)); while :; do upload_one t00002 $v >> "$tmp/upl"; v=$((v + 1)); done ) &
+      loader=$!
+      w=$(wrk_run)
+      kill "$loader" 2>/dev/null; wait "$loader" 2>/dev/null || true
+      stall_ms >> "$tmp/s3"; echo >> "$tmp/s3"
+      echo "$(field "$w" p50_ms) $(field "$w" p99_ms)" >> "$tmp/dur"
+    done
+    st1=$(worst < "$tmp/s1"); st3=$(worst < "$tmp/s3")
     upl_med=$(pct 50 < "$tmp/upl"); rm -f "$tmp/upl"
     stop
     # --- server B: full rescans back to back
     start "$bin" 250
     metrics_to "$tmp/m0"
-    resc=$(wrk_run)
+    STORE_TASK=t00000 wrk -t1 -c4 -d2s -s "$here/predict.lua" "$U/v1/predict" >/dev/null # warm-up, not counted
+    : > "$tmp/res"
+    for r in $(seq 1 "$rounds"); do w=$(wrk_run); echo "$(field "$w" p50_ms) $(field "$w" p99_ms)" >> "$tmp/res"; done
     metrics_to "$tmp/m1"
     k='adapterd_registry_rescan_seconds_count{kind="full"}' s='adapterd_registry_rescan_seconds_sum{kind="full"}'
     c='adapterd_registry_rescan_cpu_seconds_total{kind="full"}'
@@ -148,10 +166,11 @@ for n in $sizes; do
     nresc=$(awk -v x="$(from "$tmp/m0" "$k")" -v y="$(from "$tmp/m1" "$k")" 'BEGIN {print y - x}')
     stop
     row=$(printf '%-9s %6s %7s %7s %14s | %7s %7s %14s | %7s %7s %14s | %7s %7s %7s %14s | %8s %8s %7s %7s %14s' \
-      "$name" "$n" "$startup_s" "$rss" "$st0" "$(field "$idle" p50_ms)" "$(field "$idle" p99_ms)" "$st1" \
-      "$(pct 50 < "$tmp/up")" "$(pct 95 < "$tmp/up")" "$st2" "$(field "$during" p50_ms)" "$(field "$during" p99_ms)" "$upl_med" "$st3" \
-      "$rw" "$rc" "$(field "$resc" p50_ms)" "$(field "$resc" p99_ms)" "$st4")
+      "$name" "$n" "$startup_s" "$rss" "$st0" "$(cut -d' ' -f1 "$tmp/idl" | med)" "$(cut -d' ' -f2 "$tmp/idl" | med)" "$st1" \
+      "$(pct 50 < "$tmp/up")" "$(pct 95 < "$tmp/up")" "$st2" "$(cut -d' ' -f1 "$tmp/dur" | med)" "$(cut -d' ' -f2 "$tmp/dur" | med)" "$upl_med" "$st3" \
+      "$rw" "$rc" "$(cut -d' ' -f1 "$tmp/res" | med)" "$(cut -d' ' -f2 "$tmp/res" | med)" "$st4")
     echo "$row   ($nresc full rescans; load $(cut -d' ' -f1 /proc/loadavg))"
+    echo "    p99 by round, idle: $(cut -d' ' -f2 "$tmp/idl" | tr '\n' ' ')| +uploads: $(cut -d' ' -f2 "$tmp/dur" | tr '\n' ' ')| +rescans: $(cut -d' ' -f2 "$tmp/res" | tr '\n' ' ')"
     rows+=("$row")
   done
 done
@@ -160,6 +179,6 @@ echo "start_s: launch to ready and the first full rescan done; stall: the event 
 echo "ms of wall time / of the loop thread's CPU / of the loop's CPU in one registry watch callback"
 echo "idl: idle predict (ms); up: time to 201 of one upload at a time (ms); upl: predict while uploads run, upl_med their"
 echo "time to 201; resc_ms / resc_cpu: one full rescan's wall / CPU (ms, mean of all since the start); res: predict while"
-echo "full rescans run"
+echo "full rescans run; with --rounds R each predict figure is the median of its R windows"
 echo "$hdr"
 printf '%s\n' "${rows[@]}"
