@@ -214,6 +214,7 @@ int store_task_resident(const store_task *t) { return atomic_load(&((store_task 
 /* Makes t current; the old current is unloaded when no request holds it. */
 void store__set_current_locked(store_registry *r, store_entry *e, store_task *t, detached *d) {
     store_task *old = e->cur;
+    if (!old) r->cur_gen++; /* a task with a current version: the state may have no entry for it yet */
     e->cur = t;
     t->current = 1;
     atomic_store(&t->fb_active, 0);

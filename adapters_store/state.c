@@ -553,14 +553,21 @@ int store__state_write(store_registry *r, const state_change *c, int *skipped, e
     char **miss = NULL;
     int n_miss = 0;
     pthread_mutex_lock(&r->mu);
-    if (!(miss = calloc((size_t)r->n_e + 1, sizeof *miss))) {
+    /* the walk of every task only when there is no state to keep, a task gained a current version
+     * or another writer changed the state since the last one (this process's writes keep every
+     * entry they found) */
+    int walk = absent || !r->entries_known || r->entries_cur_gen != r->cur_gen || r->entries_state_gen != r->state_gen;
+    unsigned cur_gen = r->cur_gen;
+    if (!(miss = calloc(walk ? (size_t)r->n_e + 1 : 1, sizeof *miss))) {
         pthread_mutex_unlock(&r->mu);
         goto oom;
     }
-    for (int k = 0; k < r->n_e; k++)
-        if (strcmp(r->e[k]->name, name) && r->e[k]->cur && !store__state_find(&d, r->e[k]->name) &&
-            (miss[n_miss] = strdup(r->e[k]->name)))
-            n_miss++;
+    for (int k = 0, j = 0; walk && k < r->n_e; k++) { /* both sorted by name: one pass, not a search a task */
+        const char *nm = r->e[k]->name;
+        while (j < d.n_tasks && strcmp(d.tasks[j].name, nm) < 0) j++;
+        int has = j < d.n_tasks && !strcmp(d.tasks[j].name, nm);
+        if (!has && r->e[k]->cur && strcmp(nm, name) && (miss[n_miss] = strdup(nm))) n_miss++;
+    }
     pthread_mutex_unlock(&r->mu);
     char tdir[PATH_MAX];
     int bad = 0;
@@ -599,13 +606,14 @@ int store__state_write(store_registry *r, const state_change *c, int *skipped, e
     else rc = compact(r, held, err);
     if (!rc && can_append && r->log_known) r->state_known = 1; /* the base as it was, the journal as written */
     free(text);
-    if (rc) r->log_known = 0; /* read both again */
+    if (rc) r->log_known = 0, r->entries_known = 0; /* read both again */
+    else if (walk) r->entries_known = 1, r->entries_cur_gen = cur_gen, r->entries_state_gen = r->state_gen;
 out:
     store__state_unlock(lk);
     return rc;
 oom:
     store__state_doc_free(&d);
-    r->log_known = 0;
+    r->log_known = 0, r->entries_known = 0;
     store__state_unlock(lk);
     return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
 #undef d

@@ -157,6 +157,9 @@ struct store_registry {
     off_t log_off;              /* bytes read: whole lines only */
     size_t log_tail;            /* bytes after them (a line being written, or a crashed writer's) */
     int log_mode;               /* LOG_*: whether the journal continues the base */
+    unsigned cur_gen;           /* +1 each time a task gains a current version (mu) */
+    int entries_known;          /* every task with a current had an entry when cur_gen and state_gen */
+    unsigned entries_cur_gen, entries_state_gen; /* were these (state.c: no walk of every task then) */
     bad_folder *bad;            /* version folders that failed, at the fingerprint they failed with; mu */
     int n_bad;                  /* at most BAD_MAX: one per failed folder on disk, forgotten with it */
     broken_version *broken;     /* guarded by mu */

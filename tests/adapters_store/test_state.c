@@ -219,3 +219,41 @@ Test(state, a_journal_of_another_base_is_not_applied) {
     fx_expect_current(r, "cls_lora", "0", "after a restart");
     store_free(r);
 }
+
+/* A task dropped in by hand after the last write is recorded once it is served (the rescan that
+ * finds it records it), and the next write about another task keeps it. */
+Test(state, a_task_added_by_hand_is_recorded_by_the_next_write) {
+    store_registry *r = fx_open(reg_dir, 0);
+    eng_err e = {0};
+    cr_assert_eq(store_activate(r, "cls_lora", "0", &e), 0, "%s", e.msg);
+    fx_sh("mkdir -p '%s/tasks/.copy' && cp -rL '%s' '%s/tasks/.copy/' && mkdir -p '%s/tasks/newtask' && mv '%s/tasks/.copy' '%s/tasks/newtask/3'",
+          reg_dir, FIXTURE_LORA, reg_dir, reg_dir, reg_dir, reg_dir);
+    cr_assert_geq(store_rescan(r, &e), 0, "%s", e.msg);
+    fx_expect_current(r, "newtask", "3", "the new task is served");
+    cr_assert_eq(store_pin(r, "qa", 1, &e), 0, "%s", e.msg);
+    json_t *root = load_state();
+    cr_expect_str_eq(current_of(root, "newtask") ?: "", "3", "and recorded");
+    cr_expect_str_eq(current_of(root, "cls_lora") ?: "", "0");
+    json_decref(root);
+    store_free(r);
+}
+
+/* The writer walks every task for missing entries only when a task gained a current version or the
+ * state changed under it: an entry another writer dropped for a task this process serves comes back
+ * with the next write, whichever task that write is about. */
+Test(state, an_entry_another_writer_dropped_is_recorded_again_by_the_next_write) {
+    store_registry *r = fx_open(reg_dir, 0);
+    eng_err e = {0};
+    cr_assert_eq(store_activate(r, "cls_lora", "0", &e), 0, "%s", e.msg);
+    cr_assert_eq(store_pin(r, "qa", 1, &e), 0, "%s", e.msg);
+    fx_sh("printf '{\"task\": \"reg\", \"gone\": true, \"deleted\": []}\\n' >> '%s/.adapterd-state.log'", reg_dir);
+    json_t *root = load_state();
+    cr_assert_null(current_of(root, "reg"), "the other writer's line dropped reg");
+    json_decref(root);
+    cr_assert_eq(store_activate(r, "cls_lora", "1", &e), 0, "%s", e.msg);
+    root = load_state();
+    cr_expect_str_eq(current_of(root, "reg") ?: "", "1", "reg, served here, is recorded again");
+    cr_expect_str_eq(current_of(root, "cls_lora") ?: "", "1");
+    json_decref(root);
+    store_free(r);
+}
