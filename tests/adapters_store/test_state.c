@@ -40,6 +40,20 @@ static int journal_lines(void) {
     return n;
 }
 
+/* Closes r, expects the state to record cls_lora's current version as version, and a restart to
+ * serve it. */
+static void expect_kept(store_registry *r, const char *version, const char *why) {
+    store_free(r);
+    json_t *root = load_state();
+    cr_expect_str_eq(current_of(root, "cls_lora") ?: "", version, "%s: recorded", why);
+    json_decref(root);
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s: after a restart", why);
+    r = fx_open(reg_dir, 0);
+    fx_expect_current(r, "cls_lora", version, msg);
+    store_free(r);
+}
+
 static long long base_generation(void) {
     json_t *b = fx_state_base(reg_dir);
     long long g = json_integer_value(json_object_get(b, "generation"));
@@ -99,14 +113,9 @@ Test(state, a_file_that_does_not_parse_is_not_followed_and_is_replaced_by_the_ne
     fx_expect_current(r, "cls_lora", "0", "a broken state file changes nothing");
     cr_assert_eq(store_pin(r, "qa", 1, &e), 0, "%s", e.msg);
     json_t *root = load_state();
-    cr_expect_str_eq(current_of(root, "cls_lora") ?: "", "0", "rewritten from what this process serves");
     cr_expect_str_eq(current_of(root, "reg") ?: "", "1", "every task again");
     json_decref(root);
-    /* a restart reads the rewritten file */
-    store_free(r);
-    r = fx_open(reg_dir, 0);
-    fx_expect_current(r, "cls_lora", "0", "after a restart");
-    store_free(r);
+    expect_kept(r, "0", "rewritten from what this process serves");
 }
 
 /* The cost of a write does not grow with the registry: one journal line, the base untouched. */
@@ -128,13 +137,9 @@ Test(state, a_write_appends_one_line_and_leaves_the_base) {
     cr_expect(before.st_ino == after.st_ino && before.st_size == after.st_size && before.st_mtim.tv_nsec == after.st_mtim.tv_nsec,
               "the base is not rewritten");
     json_t *root = load_state();
-    cr_expect_str_eq(current_of(root, "cls_lora") ?: "", "1");
     cr_expect(json_is_true(json_object_get(json_object_get(json_object_get(root, "tasks"), "qa"), "pinned")));
     json_decref(root);
-    store_free(r);
-    r = fx_open(reg_dir, 0);
-    fx_expect_current(r, "cls_lora", "1", "a restart reads base and journal");
-    store_free(r);
+    expect_kept(r, "1", "base and journal");
 }
 
 Test(state, the_journal_is_compacted_into_a_new_base_past_its_limit) {
@@ -155,13 +160,9 @@ Test(state, the_journal_is_compacted_into_a_new_base_past_its_limit) {
     cr_expect_gt(compacted, 0, "compacted at least once");
     cr_expect_lt(max_lines, 12, "the journal never held every write");
     json_t *root = load_state();
-    cr_expect_str_eq(current_of(root, "cls_lora") ?: "", "0", "the last write is the state");
     for (int i = 0; i < N_FIXTURE_TASKS; i++) cr_expect(current_of(root, fixture_tasks[i]), "task %s recorded", fixture_tasks[i]);
     json_decref(root);
-    store_free(r);
-    r = fx_open(reg_dir, 0);
-    fx_expect_current(r, "cls_lora", "0", "after a restart");
-    store_free(r);
+    expect_kept(r, "0", "the last write");
 }
 
 /* A crashed writer's partial line is not followed; the next write does not append after it. */
@@ -176,10 +177,7 @@ Test(state, a_partial_last_line_is_not_followed_and_the_next_write_compacts) {
     cr_assert_eq(store_pin(r, "qa", 1, &e), 0, "%s", e.msg);
     cr_expect_neq(base_generation(), g0, "the write compacted");
     cr_expect_eq(journal_lines(), 1, "a fresh journal");
-    json_t *root = load_state();
-    cr_expect_str_eq(current_of(root, "cls_lora") ?: "", "1");
-    json_decref(root);
-    store_free(r);
+    expect_kept(r, "1", "a partial line skipped");
 }
 
 /* A journal whose header names an older base is already in the base; one naming a base not yet
@@ -211,13 +209,7 @@ Test(state, a_journal_of_another_base_is_not_applied) {
     fx_expect_current(r, "cls_lora", "0", "a journal of a base not seen is not applied");
     /* the next write makes base and journal one again */
     cr_assert_eq(store_pin(r, "qa", 1, &e), 0, "%s", e.msg);
-    root = load_state();
-    cr_expect_str_eq(current_of(root, "cls_lora") ?: "", "0");
-    json_decref(root);
-    store_free(r);
-    r = fx_open(reg_dir, 0);
-    fx_expect_current(r, "cls_lora", "0", "after a restart");
-    store_free(r);
+    expect_kept(r, "0", "base and journal one again");
 }
 
 /* A task dropped in by hand after the last write is recorded once it is served (the rescan that
