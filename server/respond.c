@@ -1,9 +1,7 @@
-/* respond.c - a job's engine outputs become its response body: scores from the head, the label,
- * tagging tokens or entities, the QA answer (engine/answer.h: the same code as the command line's),
- * the request's share of the batch plan (explain), then proto's encoders. Runs on the worker that
- * ran the batch, so the loop only resumes connections.
- *
- * Also the one mapping of engine head types to wire kinds, used for results and task listings. */
+/* respond.c - a job's engine outputs become its response body: each input's and task's result
+ * (server/answer.c, the converter the command line uses too), the request's share of the batch plan
+ * (explain), then proto's encoders. Runs on the worker that ran the batch, so the loop only resumes
+ * connections. */
 #define _GNU_SOURCE
 #include "respond.h"
 
@@ -17,58 +15,11 @@
 #include "engine/task.h"
 #include "http_status.h"
 
-proto_head_kind srv__wire_head_kind(int head_type) {
-    switch (head_type) {
-    case ENG_HEAD_MULTILABEL: return PROTO_HEAD_MULTILABEL;
-    case ENG_HEAD_REGRESSION: return PROTO_HEAD_REGRESSION;
-    case ENG_HEAD_TAGGING: return PROTO_HEAD_TAGGING;
-    case ENG_HEAD_QA: return PROTO_HEAD_QA;
-    default: return PROTO_HEAD_CLASSIFICATION;
-    }
-}
-
 void srv__job_fail(srv_job *j, eng_status code, const char *msg) {
     free(j->body);
     j->body = NULL;
     j->head_len = 0;
     j->status = srv_error_body_as(j->dialect, code, msg, &j->body, &j->body_len);
-}
-
-/* The QA answer: eng_qa_best_span over the context (the text_pair: predict.c refuses QA without
- * one), mapped to code point offsets and the bytes of the pair. */
-static void qa_answer(const eng_tok_encoding *e, const proto_text *t, const float *lg, proto_task_result *r) {
-    eng_qa_span sp;
-    if (!t->pair || eng_qa_best_span(lg, e->seq_ids, (int)e->n, 1, ENG_QA_MAX_ANSWER_TOKENS, &sp)) return;
-    r->has_answer = 1;
-    r->ans_start = e->offsets[2 * sp.start];
-    r->ans_end = e->offsets[2 * sp.end + 1];
-    r->ans_score = sp.score;
-    int32_t b0 = e->byte_offsets[2 * sp.start], b1 = e->byte_offsets[2 * sp.end + 1];
-    r->ans_text = t->pair + b0;
-    r->ans_text_len = b1 > b0 ? (size_t)(b1 - b0) : 0;
-}
-
-/* Tagging entities (eng_tag_entities) as wire entities with offsets and words; ents and flags are
- * scratch of n + 1 entries. Ids inputs have no text: no subwords, empty words. Returns the count. */
-static int tag_entities(const srv_job *j, int i, const float *p, int n, int k, const char *const *labels, proto_aggregation agg,
-                        eng_tag_entity *ents, uint8_t *sub, proto_entity *out) {
-    const eng_tok_encoding *e = &j->enc[i];
-    const proto_text *t = &j->texts[i];
-    memset(sub, 0, (size_t)n);
-    if (!t->ids && (size_t)n == e->n)
-        eng_tok_subword_flags(store_model_tokenizer(j->model), e, t->text, t->len, t->pair, t->pair_len, sub);
-    eng_tag_aggregation a = agg == PROTO_AGG_SIMPLE ? ENG_TAG_AGG_SIMPLE : agg == PROTO_AGG_FIRST ? ENG_TAG_AGG_FIRST : ENG_TAG_AGG_NONE;
-    int m = eng_tag_entities(p, n, k, e->special_mask, sub, e->seq_ids, labels, a, ents);
-    for (int x = 0; x < m; x++) {
-        const eng_tag_entity *g = &ents[x];
-        const char *src = g->seq == 1 ? t->pair : t->text;
-        int32_t b0 = e->byte_offsets[2 * g->first], b1 = e->byte_offsets[2 * g->last + 1];
-        out[x] = (proto_entity){.name = a == ENG_TAG_AGG_NONE ? labels[g->label] : eng_tag_group_name(labels[g->label]),
-                                .score = g->score, .start = e->offsets[2 * g->first], .end = e->offsets[2 * g->last + 1],
-                                .seq = g->seq, .word = src && b1 > b0 ? src + b0 : NULL,
-                                .word_len = src && b1 > b0 ? (size_t)(b1 - b0) : 0};
-    }
-    return m;
 }
 
 /* This request's share of the batch plan (see proto_explain). Its rows, streams and trunks per layer
@@ -129,84 +80,29 @@ static void explain_fusions(const srv_job *j, proto_fusion_view *fv, proto_expla
 void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats *stats) {
     size_t nr = (size_t)j->n_inputs * j->n_tasks;
     proto_task_result *res = calloc(nr, sizeof *res);
-    float **bufs = calloc(nr, sizeof *bufs);
-    proto_tag **tags = calloc(nr, sizeof *tags);
-    proto_entity **ents = calloc(nr, sizeof *ents);
+    srv_answer_bufs *bufs = calloc(nr, sizeof *bufs);
     int *tokens = calloc((size_t)j->n_inputs, sizeof *tokens);
-    int max_n = 0;
-    for (int i = 0; i < j->n_inputs; i++) max_n = (int)j->enc[i].n > max_n ? (int)j->enc[i].n : max_n;
-    eng_tag_entity *scratch = malloc(((size_t)max_n + 1) * sizeof *scratch);
-    uint8_t *sub = malloc((size_t)max_n + 1);
-    int bad = !res || !bufs || !tags || !ents || !tokens || !scratch || !sub;
+    int bad = !res || !bufs || !tokens;
     /* v2 has no per-token list: its default is the pipeline's "none" */
     proto_aggregation agg = j->aggregation == PROTO_AGG_TOKENS && j->form == SRV_ANSWER_V2 ? PROTO_AGG_NONE : j->aggregation;
     for (int i = 0; !bad && i < j->n_inputs; i++) {
-        const eng_tok_encoding *e = &j->enc[i];
-        tokens[i] = (int)e->n;
+        const proto_text *tx = &j->texts[i];
+        srv_answer_input in = {.enc = &j->enc[i], .tok = store_model_tokenizer(j->model)};
+        if (!tx->ids) in.text = tx->text, in.text_len = tx->len, in.pair = tx->pair, in.pair_len = tx->pair_len;
+        tokens[i] = (int)j->enc[i].n;
         for (int k = 0; !bad && k < j->n_tasks; k++) {
             size_t idx = (size_t)i * j->n_tasks + k;
             const eng_task_out *o = &outs[idx];
             const store_task *t = j->tasks[k];
-            const eng_head *h = store_task_head(t);
             proto_task_result *r = &res[idx];
             r->task = store_task_name(t);
             r->version = store_task_version(t);
-            r->kind = srv__wire_head_kind(h->type);
             r->skip = j->treqs[k].skip;
             r->skip_source = srv__skip_source_name(j->skip_src[k]);
             r->n_labels = store_task_num_labels(t);
             r->labels = store_task_labels(t);
-            r->n_rows = o->n_rows;
             r->logits = j->ret_logits ? o->logits : NULL;
-            size_t nv = (size_t)o->n_rows * o->num_labels;
-            if (!(bufs[idx] = malloc(nv * sizeof(float)))) {
-                bad = 1;
-                break;
-            }
-            eng_head_probs(h, o->logits, o->n_rows, bufs[idx]);
-            const float *p = bufs[idx];
-            switch (r->kind) {
-            case PROTO_HEAD_CLASSIFICATION:
-                r->scores = p;
-                r->label = eng_argmax(p, o->num_labels);
-                r->score = p[r->label];
-                break;
-            case PROTO_HEAD_MULTILABEL:
-                r->scores = p;
-                break;
-            case PROTO_HEAD_REGRESSION:
-                r->value = o->logits[0];
-                break;
-            case PROTO_HEAD_TAGGING: {
-                int n = (int)e->n < o->n_rows ? (int)e->n : o->n_rows;
-                r->aggregation = agg;
-                if (agg != PROTO_AGG_TOKENS) {
-                    if (!(ents[idx] = calloc((size_t)n + 1, sizeof *ents[idx]))) {
-                        bad = 1;
-                        break;
-                    }
-                    r->n_entities = tag_entities(j, i, p, n, o->num_labels, r->labels, agg, scratch, sub, ents[idx]);
-                    r->entities = ents[idx];
-                    break;
-                }
-                if (!(tags[idx] = calloc((size_t)n + 1, sizeof *tags[idx]))) {
-                    bad = 1;
-                    break;
-                }
-                for (int row = 0; row < n; row++) {
-                    if (e->special_mask[row]) continue;
-                    const float *pr = p + (size_t)row * o->num_labels;
-                    int lb = eng_argmax(pr, o->num_labels);
-                    tags[idx][r->n_tags++] = (proto_tag){e->offsets[2 * row], e->offsets[2 * row + 1],
-                                                         e->seq_ids[row] > 0 ? e->seq_ids[row] : 0, lb, pr[lb]};
-                }
-                r->tags = tags[idx];
-                break;
-            }
-            case PROTO_HEAD_QA:
-                if (o->num_labels == 2 && o->n_rows == (int)e->n && !j->texts[i].ids) qa_answer(e, &j->texts[i], o->logits, r);
-                break;
-            }
+            bad = srv_answer_task(store_task_head(t), o, &in, agg, &bufs[idx], r) != 0;
         }
     }
     proto_explain ex = {0};
@@ -251,11 +147,8 @@ void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats
         bad = !j->body;
     }
     if (bad) srv__job_fail(j, ENG_NO_MEMORY, "out of memory building the response");
-    for (size_t i = 0; i < nr && bufs; i++) free(bufs[i]);
-    for (size_t i = 0; i < nr && tags; i++) free(tags[i]);
-    for (size_t i = 0; i < nr && ents; i++) free(ents[i]);
-    free(bufs), free(tags), free(ents), free(res), free(tokens), free(xrows), free(xms), free(xfv), free(scratch);
-    free(sub);
+    for (size_t i = 0; i < nr && bufs; i++) srv_answer_free(&bufs[i]);
+    free(bufs), free(res), free(tokens), free(xrows), free(xms), free(xfv);
 }
 
 

@@ -5,10 +5,7 @@
 #include "engine/run.h"
 #include "job.h"
 #include "proto/proto.h"
-
-/* The wire kind of an engine head type (eng_head.type, or store_task_head_type); a head not known
- * yet (negative: never loaded) reads as classification, which the caller flags separately. */
-proto_head_kind srv__wire_head_kind(int head_type);
+#include "server/answer.h" /* srv__wire_head_kind */
 
 /* Encodes job j's answer from outs ((n_inputs, n_tasks), input-major) and stats (NULL: no explain)
  * into j->body / j->status; when out of memory the body is a 500 error. */

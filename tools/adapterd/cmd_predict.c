@@ -4,9 +4,10 @@
  *                    [--skip N] (--text STR [--text-pair STR] | --ids 101,2023,102) [--explain]
  *                    [--aggregation none|simple|first]
  *
- * Each task is answered as POST /v1/predict answers it: QA spans and tagging entities come from
- * engine/answer.h, and the JSON from proto's encoder (proto_local_predict_encode), the server's own,
- * so the two give the same answer for the same input (tests/tools/adapterd/test_predict.c).
+ * Each task is answered as POST /v1/predict answers it: the result from the server's converter
+ * (server/answer.h: scores, label, tagging entities, QA spans) and the JSON from proto's encoder
+ * (proto_local_predict_encode), so the two give the same answer for the same input
+ * (tests/tools/adapterd/test_predict.c).
  *
  * Each --adapter folder is one task on the same input (a comma-separated list of folders is one
  * task that stacks them, e.g. a MAD-X language + task adapter). With --fusion, the --adapter
@@ -26,6 +27,7 @@
 #include "engine/tokenizer.h"
 #include "opts.h"
 #include "proto/proto.h"
+#include "server/answer.h"
 
 #define MAX_TASKS 64
 
@@ -48,13 +50,6 @@ static void usage(FILE *f) {
             "  --precision P      backbone Linear layers in fp32, bf16 or int8 (default: DIR/model.json's, else fp32)\n");
 }
 
-/* The head types as the wire names them (proto's kinds). */
-static const proto_head_kind wire_kind[] = {
-    [ENG_HEAD_CLASSIFICATION] = PROTO_HEAD_CLASSIFICATION, [ENG_HEAD_MULTILABEL] = PROTO_HEAD_MULTILABEL,
-    [ENG_HEAD_REGRESSION] = PROTO_HEAD_REGRESSION,         [ENG_HEAD_TAGGING] = PROTO_HEAD_TAGGING,
-    [ENG_HEAD_QA] = PROTO_HEAD_QA,
-};
-
 /* The input: its encoding (a text's, or the --ids marked as the server marks them) gives QA and
  * tagging their offsets and special tokens. */
 typedef struct {
@@ -64,95 +59,32 @@ typedef struct {
     proto_aggregation aggregation;
 } text_input;
 
-/* What one task's answer borrows until it is printed. */
+/* What one task's answer borrows until it is printed: the converter's buffers, the label names. */
 typedef struct {
-    float *probs;                      /* (n_rows, n_labels) */
+    srv_answer_bufs ans;
     const char **labels;               /* (n_labels) proto_label_name of each */
     char (*names)[PROTO_LABEL_BUF];    /* (n_labels) where the head has no name */
-    proto_tag *tags;                   /* (n_rows) */
-    proto_entity *ents;                /* (n_rows + 1) */
-    eng_tag_entity *groups;            /* (n_rows + 1) scratch of eng_tag_entities */
-    uint8_t *subword;                  /* (n_rows + 1) */
 } task_bufs;
 
 static void task_bufs_free(task_bufs *b) {
-    free(b->probs), free(b->labels), free(b->names), free(b->tags), free(b->ents), free(b->groups), free(b->subword);
+    srv_answer_free(&b->ans);
+    free(b->labels), free(b->names);
 }
 
-/* Tagging: every token but the special ones (aggregation "tokens"), or entities grouped by engine/answer.h. */
-static void tag_answer(const eng_tok_encoding *e, const text_input *in, int n, int k, task_bufs *b, proto_task_result *r) {
-    r->aggregation = in->aggregation;
-    if (in->aggregation == PROTO_AGG_TOKENS) {
-        for (int row = 0; row < n; row++)
-            if (!e->special_mask[row]) {
-                int best = eng_argmax(b->probs + (size_t)row * k, k);
-                b->tags[r->n_tags++] = (proto_tag){.start = e->offsets[2 * row], .end = e->offsets[2 * row + 1],
-                                                   .seq = e->seq_ids[row] > 0, .label = best,
-                                                   .score = b->probs[(size_t)row * k + best]};
-            }
-        r->tags = b->tags;
-        return;
-    }
-    eng_tag_aggregation a = in->aggregation == PROTO_AGG_SIMPLE  ? ENG_TAG_AGG_SIMPLE
-                            : in->aggregation == PROTO_AGG_FIRST ? ENG_TAG_AGG_FIRST
-                                                                 : ENG_TAG_AGG_NONE;
-    memset(b->subword, 0, (size_t)n + 1);
-    if (in->text)
-        eng_tok_subword_flags(in->tok, e, in->text, strlen(in->text), in->pair, in->pair ? strlen(in->pair) : 0, b->subword);
-    int m = eng_tag_entities(b->probs, n, k, e->special_mask, b->subword, e->seq_ids, b->labels, a, b->groups);
-    for (int x = 0; x < m; x++) {
-        const eng_tag_entity *g = &b->groups[x];
-        const char *src = g->seq == 1 ? in->pair : in->text;
-        int32_t b0 = e->byte_offsets[2 * g->first], b1 = e->byte_offsets[2 * g->last + 1];
-        b->ents[x] = (proto_entity){.name = a == ENG_TAG_AGG_NONE ? b->labels[g->label] : eng_tag_group_name(b->labels[g->label]),
-                                    .score = g->score, .start = e->offsets[2 * g->first], .end = e->offsets[2 * g->last + 1],
-                                    .seq = g->seq, .word = src && b1 > b0 ? src + b0 : NULL,
-                                    .word_len = src && b1 > b0 ? (size_t)(b1 - b0) : 0};
-    }
-    r->entities = b->ents;
-    r->n_entities = m;
-}
-
-/* One task's output as the server answers it: the head's probabilities, the label, the tagged
- * tokens or entities, the QA span (engine/answer.h, the server's code). Returns 0, or ENG_NO_MEMORY. */
+/* One task's output as the server answers it (server/answer.h, the server's converter). Returns 0,
+ * or ENG_NO_MEMORY. */
 static int task_answer(const eng_task *t, const eng_task_out *o, int skip, const text_input *in, task_bufs *b,
                        proto_task_result *r) {
     const eng_head *h = eng_task_head(t);
-    const eng_tok_encoding *e = in->enc;
-    int n = o->n_rows, k = o->num_labels;
-    b->probs = malloc((size_t)n * k * sizeof *b->probs);
+    int k = o->num_labels;
     b->labels = malloc(((size_t)k + 1) * sizeof *b->labels);
     b->names = malloc(((size_t)k + 1) * sizeof *b->names);
-    b->tags = calloc((size_t)n + 1, sizeof *b->tags);
-    b->ents = calloc((size_t)n + 1, sizeof *b->ents);
-    b->groups = calloc((size_t)n + 1, sizeof *b->groups);
-    b->subword = calloc((size_t)n + 1, 1);
-    if (!b->probs || !b->labels || !b->names || !b->tags || !b->ents || !b->groups || !b->subword) return ENG_NO_MEMORY;
+    if (!b->labels || !b->names) return ENG_NO_MEMORY;
     for (int j = 0; j < k; j++) b->labels[j] = proto_label_name((const char *const *)h->labels, j, b->names[j], sizeof b->names[j]);
-    eng_head_probs(h, o->logits, n, b->probs);
-    *r = (proto_task_result){.task = eng_task_name(t), .kind = wire_kind[h->type], .skip = skip, .n_labels = k,
-                             .labels = b->labels, .logits = o->logits, .n_rows = n, .scores = b->probs};
-    eng_qa_span sp;
-    switch (h->type) {
-    case ENG_HEAD_CLASSIFICATION:
-        r->label = eng_argmax(b->probs, k);
-        r->score = b->probs[r->label];
-        break;
-    case ENG_HEAD_MULTILABEL: break;
-    case ENG_HEAD_REGRESSION: r->value = o->logits[0]; break;
-    case ENG_HEAD_TAGGING: tag_answer(e, in, n < (int)e->n ? n : (int)e->n, k, b, r); break;
-    case ENG_HEAD_QA: /* the context is --text-pair: cmd_predict refuses QA without one */
-        if (k != 2 || (size_t)n != e->n || eng_qa_best_span(o->logits, e->seq_ids, n, 1, ENG_QA_MAX_ANSWER_TOKENS, &sp)) break;
-        int32_t b0 = e->byte_offsets[2 * sp.start], b1 = e->byte_offsets[2 * sp.end + 1];
-        r->has_answer = 1;
-        r->ans_start = e->offsets[2 * sp.start];
-        r->ans_end = e->offsets[2 * sp.end + 1];
-        r->ans_score = sp.score;
-        r->ans_text = in->pair + b0;
-        r->ans_text_len = b1 > b0 ? (size_t)(b1 - b0) : 0;
-        break;
-    }
-    return 0;
+    *r = (proto_task_result){.task = eng_task_name(t), .skip = skip, .n_labels = k, .labels = b->labels, .logits = o->logits};
+    srv_answer_input ai = {.enc = in->enc, .tok = in->tok, .text = in->text, .pair = in->pair,
+                           .text_len = in->text ? strlen(in->text) : 0, .pair_len = in->pair ? strlen(in->pair) : 0};
+    return srv_answer_task(h, o, &ai, in->aggregation, &b->ans, r);
 }
 
 /* --ids as an encoding, marked as the server marks ids: no offsets, the tokenizer's [CLS], [SEP] and

@@ -1,0 +1,107 @@
+/* answer.c - one task's engine output as the wire's result: the head's probabilities, the label,
+ * the value, tagged tokens or entities, the QA span (engine/answer.h), into a proto_task_result.
+ * The server (respond.c, every input of a job) and `adapterd predict` (tools/adapterd) both call
+ * it, so the command line answers as POST /v1/predict does by construction, not by a test keeping
+ * two copies equal. Depends on engine/ and proto's types only (no job, no store). */
+#include "server/answer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/answer.h"
+
+proto_head_kind srv__wire_head_kind(int head_type) {
+    switch (head_type) {
+    case ENG_HEAD_MULTILABEL: return PROTO_HEAD_MULTILABEL;
+    case ENG_HEAD_REGRESSION: return PROTO_HEAD_REGRESSION;
+    case ENG_HEAD_TAGGING: return PROTO_HEAD_TAGGING;
+    case ENG_HEAD_QA: return PROTO_HEAD_QA;
+    default: return PROTO_HEAD_CLASSIFICATION;
+    }
+}
+
+void srv_answer_free(srv_answer_bufs *b) {
+    free(b->probs), free(b->tags), free(b->ents), free(b->groups), free(b->subword);
+    memset(b, 0, sizeof *b);
+}
+
+/* The QA answer: eng_qa_best_span over the context (the pair), mapped to code point offsets and the
+ * bytes of the pair. */
+static void qa_answer(const srv_answer_input *in, const float *lg, proto_task_result *r) {
+    const eng_tok_encoding *e = in->enc;
+    eng_qa_span sp;
+    if (!in->text || !in->pair || eng_qa_best_span(lg, e->seq_ids, (int)e->n, 1, ENG_QA_MAX_ANSWER_TOKENS, &sp)) return;
+    r->has_answer = 1;
+    r->ans_start = e->offsets[2 * sp.start];
+    r->ans_end = e->offsets[2 * sp.end + 1];
+    r->ans_score = sp.score;
+    int32_t b0 = e->byte_offsets[2 * sp.start], b1 = e->byte_offsets[2 * sp.end + 1];
+    r->ans_text = in->pair + b0;
+    r->ans_text_len = b1 > b0 ? (size_t)(b1 - b0) : 0;
+}
+
+/* Tagging: every token but the special ones (aggregation "tokens"), or entities grouped by
+ * eng_tag_entities with offsets and words (an ids input has no text: no subwords, no words). */
+static int tag_answer(const srv_answer_input *in, const float *p, int n, int k, proto_aggregation agg, srv_answer_bufs *b,
+                      proto_task_result *r) {
+    const eng_tok_encoding *e = in->enc;
+    r->aggregation = agg;
+    if (agg == PROTO_AGG_TOKENS) {
+        if (!(b->tags = calloc((size_t)n + 1, sizeof *b->tags))) return ENG_NO_MEMORY;
+        for (int row = 0; row < n; row++) {
+            if (e->special_mask[row]) continue;
+            const float *pr = p + (size_t)row * k;
+            int lb = eng_argmax(pr, k);
+            b->tags[r->n_tags++] = (proto_tag){e->offsets[2 * row], e->offsets[2 * row + 1], e->seq_ids[row] > 0 ? e->seq_ids[row] : 0,
+                                               lb, pr[lb]};
+        }
+        r->tags = b->tags;
+        return 0;
+    }
+    b->ents = calloc((size_t)n + 1, sizeof *b->ents);
+    b->groups = calloc((size_t)n + 1, sizeof *b->groups);
+    b->subword = calloc((size_t)n + 1, 1);
+    if (!b->ents || !b->groups || !b->subword) return ENG_NO_MEMORY;
+    if (in->text && in->tok && (size_t)n == e->n)
+        eng_tok_subword_flags(in->tok, e, in->text, in->text_len, in->pair, in->pair_len, b->subword);
+    eng_tag_aggregation a = agg == PROTO_AGG_SIMPLE ? ENG_TAG_AGG_SIMPLE : agg == PROTO_AGG_FIRST ? ENG_TAG_AGG_FIRST : ENG_TAG_AGG_NONE;
+    const char *const *labels = r->labels;
+    int m = eng_tag_entities(p, n, k, e->special_mask, b->subword, e->seq_ids, labels, a, b->groups);
+    for (int x = 0; x < m; x++) {
+        const eng_tag_entity *g = &b->groups[x];
+        const char *src = g->seq == 1 ? in->pair : in->text;
+        int32_t b0 = e->byte_offsets[2 * g->first], b1 = e->byte_offsets[2 * g->last + 1];
+        b->ents[x] = (proto_entity){.name = a == ENG_TAG_AGG_NONE ? labels[g->label] : eng_tag_group_name(labels[g->label]),
+                                    .score = g->score, .start = e->offsets[2 * g->first], .end = e->offsets[2 * g->last + 1],
+                                    .seq = g->seq, .word = src && b1 > b0 ? src + b0 : NULL,
+                                    .word_len = src && b1 > b0 ? (size_t)(b1 - b0) : 0};
+    }
+    r->entities = b->ents;
+    r->n_entities = m;
+    return 0;
+}
+
+int srv_answer_task(const eng_head *h, const eng_task_out *o, const srv_answer_input *in, proto_aggregation agg,
+                    srv_answer_bufs *b, proto_task_result *r) {
+    const eng_tok_encoding *e = in->enc;
+    int n = o->n_rows, k = o->num_labels;
+    r->kind = srv__wire_head_kind(h->type);
+    r->n_rows = n;
+    if (!(b->probs = malloc(((size_t)n * k + 1) * sizeof *b->probs))) return ENG_NO_MEMORY;
+    eng_head_probs(h, o->logits, n, b->probs);
+    const float *p = b->probs;
+    switch (r->kind) {
+    case PROTO_HEAD_CLASSIFICATION:
+        r->scores = p;
+        r->label = eng_argmax(p, k);
+        r->score = p[r->label];
+        break;
+    case PROTO_HEAD_MULTILABEL: r->scores = p; break;
+    case PROTO_HEAD_REGRESSION: r->value = o->logits[0]; break;
+    case PROTO_HEAD_TAGGING: return tag_answer(in, p, (int)e->n < n ? (int)e->n : n, k, agg, b, r);
+    case PROTO_HEAD_QA:
+        if (k == 2 && (size_t)n == e->n) qa_answer(in, o->logits, r);
+        break;
+    }
+    return 0;
+}

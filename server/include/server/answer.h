@@ -1,0 +1,44 @@
+/* answer.h - one task's engine output as the wire's result (server/answer.c): the one converter of
+ * the server's answers (respond.c) and of `adapterd predict` (tools/adapterd/cmd_predict.c). */
+#ifndef ADAPTERD_SERVER_ANSWER_H
+#define ADAPTERD_SERVER_ANSWER_H
+
+#include "engine/answer.h"
+#include "engine/run.h"
+#include "engine/task.h"
+#include "engine/tokenizer.h"
+#include "proto/proto.h"
+
+/* The input a task answered: its encoding, and for a text input the text (and pair) it came from,
+ * which tagging's words and subwords and QA's answer are taken from. */
+typedef struct {
+    const eng_tok_encoding *enc;
+    const eng_tokenizer *tok;    /* the model's tokenizer (subwords); NULL: none */
+    const char *text, *pair;     /* NULL: an ids input, or no pair */
+    size_t text_len, pair_len;
+} srv_answer_input;
+
+/* What a result borrows until it is encoded: free with srv_answer_free. Starts as {0}. */
+typedef struct {
+    float *probs;                /* (n_rows, n_labels) the head's probabilities */
+    proto_tag *tags;             /* (n_rows + 1) */
+    proto_entity *ents;          /* (n_rows + 1) */
+    eng_tag_entity *groups;      /* (n_rows + 1) scratch of eng_tag_entities */
+    uint8_t *subword;            /* (n_rows + 1) scratch */
+} srv_answer_bufs;
+
+/* The wire kind of an engine head type (eng_head.type, or store_task_head_type); a head not known
+ * yet (negative: never loaded) reads as classification, which the caller flags separately. */
+proto_head_kind srv__wire_head_kind(int head_type);
+
+/* Fills r's answer from head h's output o for input in: kind and n_rows, then by kind scores, label
+ * and score (classification), scores (multi-label), value (regression), tagged tokens or entities
+ * grouped by agg (tagging), the best span of the pair (QA, text inputs with a pair; none else). r's
+ * labels and n_labels must be set (the names entities take); the rest of r is the caller's.
+ * Returns 0, or ENG_NO_MEMORY. */
+int srv_answer_task(const eng_head *h, const eng_task_out *o, const srv_answer_input *in, proto_aggregation agg,
+                    srv_answer_bufs *b, proto_task_result *r);
+
+void srv_answer_free(srv_answer_bufs *b);
+
+#endif
