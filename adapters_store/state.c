@@ -542,7 +542,7 @@ int store__state_write(store_registry *r, const state_change *c, int *skipped, e
             goto out;
         }
     }
-    int can_append = held && !absent && r->state_known && r->log_known && r->log_mode == LOG_CONTINUES && !r->log_tail;
+    int can_append = held && !absent && r->log_known && r->log_mode == LOG_CONTINUES && !r->log_tail;
     r->state_known = 0; /* changed from here on: known again once written */
     size_t nlen = strlen(name);
     if (doc_tombs(r, &d, name, nlen)) goto oom;
@@ -596,15 +596,14 @@ int store__state_write(store_registry *r, const state_change *c, int *skipped, e
     char *text = NULL;
     for (int k = 0; !bad && can_append && k <= n_miss; k++) put_line(&lines, &d, k < n_miss ? miss[k] : name);
     store__free_strs(miss, n_miss);
-    if (bad || (can_append && !(text = sbuf_take(&lines)))) {
-        free(bad ? lines.p : NULL);
-        goto oom;
-    }
+    if (bad || (can_append && !(text = sbuf_take(&lines)))) goto oom; /* bad: no line was put */
     off_t limit = store__journal_limit >= 0 ? (off_t)store__journal_limit
                   : r->state_id.st_size > STATE_LOG_MIN_BYTES ? r->state_id.st_size : STATE_LOG_MIN_BYTES;
-    if (can_append && r->log_off + (off_t)lines.n <= limit) rc = journal_append(r, text, lines.n, err);
-    else rc = compact(r, held, err);
-    if (!rc && can_append && r->log_known) r->state_known = 1; /* the base as it was, the journal as written */
+    if (can_append && r->log_off + (off_t)lines.n <= limit) {
+        if (!(rc = journal_append(r, text, lines.n, err))) r->state_known = 1; /* the base as it was, the journal as written */
+    } else {
+        rc = compact(r, held, err);
+    }
     free(text);
     if (rc) r->log_known = 0, r->entries_known = 0; /* read both again */
     else if (walk) r->entries_known = 1, r->entries_cur_gen = cur_gen, r->entries_state_gen = r->state_gen;

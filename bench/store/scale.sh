@@ -79,7 +79,7 @@ wrk_run() { STORE_TASK=t00000 wrk -t1 -c4 -d"${secs}s" -s "$here/predict.lua" "$
 field() { echo "$1" | sed "s/.*$2=\([0-9.]*\).*/\1/"; }
 med() { sort -n | awk '{a[NR] = $1} END {if (NR % 2) printf "%.3f", a[(NR + 1) / 2]; else printf "%.3f", (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 # the worst of stall strings a/b/c (each field's maximum)
-worst() { tr '/' ' ' | awk '{for (i = 1; i <= 3; i++) if ($i > m[i]) m[i] = $i} END {printf "%.1f/%.1f/%.1f", m[1], m[2], m[3]}'; }
+worst() { tr '/' ' ' | awk 'NF == 3 {for (i = 1; i <= 3; i++) if ($i > m[i]) m[i] = $i} END {printf "%.1f/%.1f/%.1f", m[1], m[2], m[3]}'; }
 upload_one() { # task version -> seconds to the answer, or the status when it is not 201
   nice -n 19 curl -s -o /dev/null -w '%{http_code} %{time_total}\n' -XPUT -H "Authorization: Bearer bench" \
     -H 'Content-Type: application/x-tar' --data-binary @"$tmp/upload.tar" "$U/v1/tasks/$1/versions/$2?activate=true" |
@@ -102,13 +102,13 @@ start() { # binary, interval -> $pid, $U, $startup_s
   : > "$tmp/startmax"
   for _ in $(seq 1 1200); do
     metrics_to "$tmp/ms"
-    stall_of "$tmp/ms" | tr '/' ' ' >> "$tmp/startmax"; echo >> "$tmp/startmax"
+    stall_of "$tmp/ms" >> "$tmp/startmax"; echo >> "$tmp/startmax"
     [ "$(from "$tmp/ms" 'adapterd_registry_rescan_seconds_count{kind="full"}')" -ge 1 ] 2>/dev/null && break
     sleep 0.05
   done
   sleep 1 # what the first full rescan's end still does on the loop (the watches of every folder, before)
-  metrics_to "$tmp/ms"; stall_of "$tmp/ms" | tr '/' ' ' >> "$tmp/startmax"; echo >> "$tmp/startmax"
-  start_stall=$(awk 'NF == 3 {for (i = 1; i <= 3; i++) if ($i > m[i]) m[i] = $i} END {printf "%.1f/%.1f/%.1f", m[1], m[2], m[3]}' "$tmp/startmax")
+  metrics_to "$tmp/ms"; stall_of "$tmp/ms" >> "$tmp/startmax"; echo >> "$tmp/startmax"
+  start_stall=$(worst < "$tmp/startmax")
   startup_s=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.2f", b - a}')
   curl -s -o /dev/null -H 'Content-Type: application/json' -d '{"inputs":"x","tasks":["t00000"]}' "$U/v1/predict"
 }

@@ -50,15 +50,6 @@ static void usage(FILE *f) {
             "  --precision P      backbone Linear layers in fp32, bf16 or int8 (default: DIR/model.json's, else fp32)\n");
 }
 
-/* The input: its encoding (a text's, or the --ids marked as the server marks them) gives QA and
- * tagging their offsets and special tokens. */
-typedef struct {
-    const eng_tokenizer *tok;    /* NULL for --ids when the model folder has no tokenizer */
-    const eng_tok_encoding *enc;
-    const char *text, *pair;     /* NULL for --ids */
-    proto_aggregation aggregation;
-} text_input;
-
 /* What one task's answer borrows until it is printed: the converter's buffers, the label names. */
 typedef struct {
     srv_answer_bufs ans;
@@ -73,8 +64,8 @@ static void task_bufs_free(task_bufs *b) {
 
 /* One task's output as the server answers it (server/answer.h, the server's converter). Returns 0,
  * or ENG_NO_MEMORY. */
-static int task_answer(const eng_task *t, const eng_task_out *o, int skip, const text_input *in, task_bufs *b,
-                       proto_task_result *r) {
+static int task_answer(const eng_task *t, const eng_task_out *o, int skip, const srv_answer_input *in, proto_aggregation agg,
+                       task_bufs *b, proto_task_result *r) {
     const eng_head *h = eng_task_head(t);
     int k = o->num_labels;
     b->labels = malloc(((size_t)k + 1) * sizeof *b->labels);
@@ -82,9 +73,7 @@ static int task_answer(const eng_task *t, const eng_task_out *o, int skip, const
     if (!b->labels || !b->names) return ENG_NO_MEMORY;
     for (int j = 0; j < k; j++) b->labels[j] = proto_label_name((const char *const *)h->labels, j, b->names[j], sizeof b->names[j]);
     *r = (proto_task_result){.task = eng_task_name(t), .skip = skip, .n_labels = k, .labels = b->labels, .logits = o->logits};
-    srv_answer_input ai = {.enc = in->enc, .tok = in->tok, .text = in->text, .pair = in->pair,
-                           .text_len = in->text ? strlen(in->text) : 0, .pair_len = in->pair ? strlen(in->pair) : 0};
-    return srv_answer_task(h, o, &ai, in->aggregation, &b->ans, r);
+    return srv_answer_task(h, o, in, agg, &b->ans, r);
 }
 
 /* --ids as an encoding, marked as the server marks ids: no offsets, the tokenizer's [CLS], [SEP] and
@@ -103,8 +92,8 @@ static int ids_encoding(const eng_tokenizer *tok, const int32_t *ids, const int3
 }
 
 /* The answer on stdout through proto's encoder, as the server would write each task. */
-static int print_answer(eng_task *const *tasks, const eng_task_out *outs, int n_tasks, int skip, const text_input *in,
-                        const proto_local_plan *plan) {
+static int print_answer(eng_task *const *tasks, const eng_task_out *outs, int n_tasks, int skip, const srv_answer_input *in,
+                        proto_aggregation agg, const proto_local_plan *plan) {
     proto_task_result res[MAX_TASKS];
     task_bufs bufs[MAX_TASKS] = {0};
     const char *kinds[MAX_TASKS];
@@ -112,7 +101,7 @@ static int print_answer(eng_task *const *tasks, const eng_task_out *outs, int n_
     for (int k = 0; k < n_tasks && !rc; k++) {
         kinds[k] = eng_task_kind(tasks[k]);
         starts[k] = outs[k].start_layer;
-        rc = task_answer(tasks[k], &outs[k], skip, in, &bufs[k], &res[k]);
+        rc = task_answer(tasks[k], &outs[k], skip, in, agg, &bufs[k], &res[k]);
     }
     proto_local_predict p = {.n_tasks = n_tasks, .results = res, .kinds = kinds, .start_layers = starts, .plan = plan};
     size_t len = 0;
@@ -229,8 +218,10 @@ int cmd_predict(int argc, char **argv) {
     n = (int)enc.n;
     for (int i = 0; i < n_tasks; i++) reqs[i] = (eng_task_req){tasks[i], skip};
     eng_input in = {.ids = enc.ids, .type_ids = enc.type_ids, .len = n, .tasks = reqs, .n_tasks = n_tasks};
-    text_input tin = {.tok = tokz, .enc = &enc, .text = text, .pair = pair,
-                      .aggregation = agg >= 0 ? agg_of[agg] : PROTO_AGG_TOKENS};
+    /* the input as the answers read it: its encoding (a text's, or the --ids marked as the server
+     * marks them) and, for a text, the text and pair (tokz NULL for --ids without a tokenizer) */
+    srv_answer_input tin = {.enc = &enc, .tok = tokz, .text = text, .pair = pair,
+                            .text_len = text ? strlen(text) : 0, .pair_len = pair ? strlen(pair) : 0};
     if (!(st = eng_state_new(threads))) {
         eng_err_set(&err, ENG_NO_MEMORY, "out of memory");
         goto fail;
@@ -254,7 +245,7 @@ int cmd_predict(int argc, char **argv) {
                                                                 .kept = eng_task_fusion_kept(tasks[k]), .n = nc};
         }
     }
-    if (print_answer(tasks, outs, n_tasks, skip, &tin, explain ? &plan : NULL)) {
+    if (print_answer(tasks, outs, n_tasks, skip, &tin, agg >= 0 ? agg_of[agg] : PROTO_AGG_TOKENS, explain ? &plan : NULL)) {
         eng_err_set(&err, ENG_NO_MEMORY, "out of memory");
         goto fail;
     }
