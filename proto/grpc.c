@@ -565,3 +565,39 @@ void proto_grpc_error_message(const char *json, size_t n, char *out, size_t cap)
     else snprintf(out, cap, "%.*s", (int)(n < cap ? n : cap - 1), json);
     json_decref(j);
 }
+
+/* ---- codec ---- */
+
+static int grpc_infer_decode(const proto_wire *w, const proto_limits *lim, proto_predict_req *out, eng_err *err) {
+    proto_grpc_infer_target t;
+    char *json = NULL;
+    size_t jlen = 0;
+    memset(out, 0, sizeof *out);
+    int rc = proto_grpc_infer_request((const uint8_t *)w->body, w->len, &t, &json, &jlen, err);
+    if (!rc) rc = proto_v2_infer_parse(json, jlen, t.spec, lim, out, err);
+    free(json);
+    if (rc) return rc;
+    /* v2 has no per-token list: its default is the pipeline's "none" */
+    if (out->aggregation == PROTO_AGG_TOKENS) out->aggregation = PROTO_AGG_NONE;
+    out->grpc_raw = t.raw;
+    if (!(out->tasks[0] = proto_req_own_string(out, t.spec))) {
+        proto_predict_free(out);
+        return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    }
+    return 0;
+}
+
+static char *grpc_infer_encode(const proto_predict_resp *r, size_t *len, size_t *head_len) {
+    *head_len = 0;
+    proto_predict_resp j = *r;
+    j.v2_binary = 0;
+    size_t jl = 0, hl = 0;
+    char *json = proto_v2_infer_encode_binary(&j, &jl, &hl);
+    uint8_t *out = NULL;
+    int rc = json ? proto_grpc_infer_response(json, jl, r->req->grpc_raw, &out, len) : ENG_NO_MEMORY;
+    free(json);
+    return rc ? NULL : (char *)out;
+}
+
+const proto_codec proto_grpc_infer_codec = {.name = "kserve_v2_grpc", .dialect = PROTO_DIALECT_KSERVE, .decode = grpc_infer_decode,
+                                            .encode = grpc_infer_encode};

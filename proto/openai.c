@@ -84,3 +84,16 @@ char *proto_openai_embed_encode(const float *vectors, int n, int dim, int b64, c
                                  "prompt_tokens", tokens, "total_tokens", tokens),
                        len);
 }
+
+/* ---- codec ---- */
+
+static int openai_embed_decode(const proto_wire *w, const proto_limits *lim, proto_predict_req *out, eng_err *err) {
+    return proto_openai_embed_parse(w->body, w->len, lim, out, err);
+}
+
+static char *openai_embed_encode(const proto_embed_resp *e, size_t *len) {
+    return proto_openai_embed_encode(e->vectors, e->n_inputs, e->dim, e->req->base64, e->model, e->tokens, len);
+}
+
+const proto_codec proto_openai_embed_codec = {.name = "openai", .dialect = PROTO_DIALECT_OPENAI, .embed = 1,
+                                              .decode = openai_embed_decode, .encode_embed = openai_embed_encode};

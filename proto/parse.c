@@ -71,6 +71,13 @@ int proto_req_set_ids(proto_predict_req *r, int i, const int32_t *ids, const int
     return 0;
 }
 
+const char *proto_req_own_string(proto_predict_req *r, const char *s) {
+    size_t n = strlen(s) + 1;
+    char *b = malloc(n);
+    if (!b || own(r, b)) return NULL;
+    return memcpy(b, s, n);
+}
+
 static void req_init(proto_predict_req *r) {
     memset(r, 0, sizeof *r);
     r->skip = -1;

@@ -255,3 +255,65 @@ char *proto_tei_decode_encode(const char *const *texts, const size_t *lens, int 
     }
     return proto__dump(a, len);
 }
+
+/* ---- codecs ---- */
+
+static int tei_embed_decode(const proto_wire *w, const proto_limits *lim, proto_predict_req *out, eng_err *err) {
+    return proto_embed_parse(w->body, w->len, lim, out, err);
+}
+
+/* /embed_all answers every token's vector as the model gives it: no pooling, no normalization. */
+static int tei_embed_all_decode(const proto_wire *w, const proto_limits *lim, proto_predict_req *out, eng_err *err) {
+    int rc = proto_embed_parse(w->body, w->len, lim, out, err);
+    if (rc) return rc;
+    if (out->pooling != PROTO_POOL_DEFAULT || out->dimensions) {
+        proto_predict_free(out);
+        return eng_err_set(err, ENG_INVALID_ARGUMENT, "/embed_all answers every token's vector: no \"pooling\" or \"dimensions\"");
+    }
+    out->pooling = PROTO_POOL_NONE, out->normalize = 0;
+    return 0;
+}
+
+static char *tei_embed_encode(const proto_embed_resp *e, size_t *len) {
+    return proto_embed_encode(e->vectors, e->n_inputs, e->rows, e->dim, len);
+}
+
+/* The task is ?task=NAME, else the registry's only task (one_task: the server checks there is one). */
+static int tei_task_decode(const proto_wire *w, const proto_limits *lim, proto_predict_req *out, int rerank, eng_err *err) {
+    int rc = proto_tei_predict_parse(w->body, w->len, w->task ? w->task : "", rerank, lim, out, err);
+    if (rc) return rc;
+    out->one_task = 1;
+    if (!w->task) out->n_tasks = 0;
+    else if (!(out->tasks[0] = proto_req_own_string(out, w->task))) {
+        proto_predict_free(out);
+        return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    }
+    return 0;
+}
+
+static int tei_predict_decode(const proto_wire *w, const proto_limits *lim, proto_predict_req *out, eng_err *err) {
+    return tei_task_decode(w, lim, out, 0, err);
+}
+
+static int tei_rerank_decode(const proto_wire *w, const proto_limits *lim, proto_predict_req *out, eng_err *err) {
+    return tei_task_decode(w, lim, out, 1, err);
+}
+
+static char *tei_predict_encode_resp(const proto_predict_resp *r, size_t *len, size_t *head_len) {
+    *head_len = 0;
+    return proto_tei_predict_encode(r, r->req->tei_batch, r->req->tei_raw, len);
+}
+
+static char *tei_rerank_encode_resp(const proto_predict_resp *r, size_t *len, size_t *head_len) {
+    *head_len = 0;
+    return proto_tei_rerank_encode(r, r->req->tei_raw, r->req->inputs, r->req->tei_return_text, len);
+}
+
+const proto_codec proto_tei_embed_codec = {.name = "tei", .dialect = PROTO_DIALECT_TEI, .embed = 1, .decode = tei_embed_decode,
+                                           .encode_embed = tei_embed_encode};
+const proto_codec proto_tei_embed_all_codec = {.name = "tei", .dialect = PROTO_DIALECT_TEI, .embed = 1,
+                                               .decode = tei_embed_all_decode, .encode_embed = tei_embed_encode};
+const proto_codec proto_tei_predict_codec = {.name = "tei", .dialect = PROTO_DIALECT_TEI, .decode = tei_predict_decode,
+                                             .encode = tei_predict_encode_resp};
+const proto_codec proto_tei_rerank_codec = {.name = "tei", .dialect = PROTO_DIALECT_TEI, .decode = tei_rerank_decode,
+                                            .encode = tei_rerank_encode_resp};

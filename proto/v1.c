@@ -303,3 +303,27 @@ char *proto_tokenize_encode(const proto_tokens *in, int n_inputs, size_t *len) {
     }
     return proto__dump(all, len);
 }
+
+/* ---- codecs ---- */
+
+static int v1_predict_decode(const proto_wire *w, const proto_limits *lim, proto_predict_req *out, eng_err *err) {
+    return proto_predict_parse(w->body, w->len, lim, out, err);
+}
+
+static char *v1_predict_encode(const proto_predict_resp *r, size_t *len, size_t *head_len) {
+    *head_len = 0;
+    return proto_predict_encode(r, len);
+}
+
+static int v1_embed_decode(const proto_wire *w, const proto_limits *lim, proto_predict_req *out, eng_err *err) {
+    return proto_embed_parse(w->body, w->len, lim, out, err);
+}
+
+static char *v1_embed_encode(const proto_embed_resp *e, size_t *len) {
+    return proto_embed_encode(e->vectors, e->n_inputs, e->rows, e->dim, len);
+}
+
+const proto_codec proto_v1_predict_codec = {.name = "adapterd", .dialect = PROTO_DIALECT_ADAPTERD, .decode = v1_predict_decode,
+                                            .encode = v1_predict_encode};
+const proto_codec proto_v1_embed_codec = {.name = "adapterd", .dialect = PROTO_DIALECT_ADAPTERD, .embed = 1,
+                                          .decode = v1_embed_decode, .encode_embed = v1_embed_encode};

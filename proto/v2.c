@@ -583,3 +583,25 @@ char *proto_v2_stats_encode(const char *name, const char *version, uint64_t coun
                                  "inference_count", n, "execution_count", n, "inference_stats", "success", "count", n, "ns", ns),
                        len);
 }
+
+/* ---- codec ---- */
+
+/* The task comes from the path ("name" or "name@version"); the body is JSON, or JSON and binary tensors. */
+static int v2_infer_decode(const proto_wire *w, const proto_limits *lim, proto_predict_req *out, eng_err *err) {
+    int rc = proto_v2_infer_parse_binary(w->body, w->len, w->header_len, w->task ? w->task : "", lim, out, err);
+    if (rc) return rc;
+    /* v2 has no per-token list: its default is the pipeline's "none" */
+    if (out->aggregation == PROTO_AGG_TOKENS) out->aggregation = PROTO_AGG_NONE;
+    if (!(out->tasks[0] = proto_req_own_string(out, w->task ? w->task : ""))) {
+        proto_predict_free(out);
+        return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    }
+    return 0;
+}
+
+static char *v2_infer_encode(const proto_predict_resp *r, size_t *len, size_t *head_len) {
+    return proto_v2_infer_encode_binary(r, len, head_len);
+}
+
+const proto_codec proto_v2_infer_codec = {.name = "kserve_v2", .dialect = PROTO_DIALECT_KSERVE, .decode = v2_infer_decode,
+                                          .encode = v2_infer_encode};

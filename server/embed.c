@@ -1,21 +1,20 @@
-/* embed.c - POST /v1/embed and POST /v1/tokenize, the two routes users of Hugging Face's
- * text-embeddings-inference (TEI) expect, with its request and answer shapes (bare JSON arrays).
+/* embed.c - the job of an embedding request (POST /v1/embed, TEI's POST /, /embed and /embed_all,
+ * OpenAI's POST /v1/embeddings), and the routes answered on the MHD thread beside them: POST
+ * /v1/tokenize and TEI's /tokenize, TEI's /decode and GET /info.
  *
- * An embed is a pass with no task: the job carries the inputs' tokens and goes through the same
- * scheduler as predictions (bounded queue, dynamic batching, engine workers), but the worker runs
- * eng_encode - the encoder alone, which gives every row's last hidden state and the pooler output -
- * and only batches embeds together (scheduler.c). Pooling and normalization happen on the worker
- * (respond.c). The pooling a request does not name is the model's: its sentence-transformers
+ * An embed is a pass with no task: it comes through the front door like a prediction (front.c: one
+ * admission, the model acquired once, the same scheduler, bounded queue and dynamic batching), but the
+ * worker runs eng_encode - the encoder alone, which gives every row's last hidden state and the pooler
+ * output - and only batches embeds together (scheduler.c). Pooling and normalization happen on the
+ * worker (respond.c). The pooling a request does not name is the model's: its sentence-transformers
  * folder `1_Pooling/config.json` says mean or CLS; without one, CLS.
  *
- * The same handler serves text-embeddings-inference's own paths (POST / and /embed as /v1/embed,
- * /embed_all as "pooling": "none" without normalization) and OpenAI's POST /v1/embeddings (its
- * request parser and answer, proto/openai.c); the route decides the error shape (http.c). TEI's
- * request fields are /v1/embed's: "prompt_name" puts the named prompt of the model's
- * sentence-transformers config (config_sentence_transformers.json; its default_prompt_name when not
- * named) before each text, "truncation_direction": "left" cuts a text's start (tokenized whole, then
- * the first tokens after the leading special tokens dropped), "dimensions" keeps the first N
- * values of each vector before normalizing (Matryoshka).
+ * What a request asks comes decoded by its protocol's codec (proto/: /v1/embed's and TEI's fields,
+ * /embed_all as "pooling": "none" without normalization, OpenAI's). "prompt_name" puts the named prompt
+ * of the model's sentence-transformers config (config_sentence_transformers.json; its
+ * default_prompt_name when not named) before each text, "truncation_direction": "left" cuts a text's
+ * start (tokenized whole, then the first tokens after the leading special tokens dropped), "dimensions"
+ * keeps the first N values of each vector before normalizing (Matryoshka).
  *
  * Tokenizing costs about as much as parsing the request, so /v1/tokenize answers on the MHD thread
  * like the quick routes. */
@@ -38,21 +37,31 @@
 /* Bytes of a path to a model's pooling config. */
 #define POOLING_PATH_MAX 1400
 
-/* A new reference to the model the request names, or to the registry's only model; NULL with an
- * error answered. */
-static store_model *pick_model(srv_request *r, const char *name, enum MHD_Result *ans) {
-    store_registry *reg = r->srv->reg;
+store_model *srv__model_pick(srv_server *s, const char *name, eng_status *code, char *msg, size_t msz) {
+    store_registry *reg = s->reg;
     int n = store_n_models(reg);
     for (int i = 0; i < n && (name || n == 1); i++) {
         store_model *m = store_model_acquire_at(reg, i);
         if (m && (!name || !strcmp(store_model_name(m), name))) return m;
         store_model_release(m);
     }
-    if (name)
-        *ans = srv__send_error(r, ENG_NOT_FOUND, "unknown model \"%.*s\" (GET /v1/models lists them)", QUOTED_MODEL_MAX, name);
-    else
-        *ans = srv__send_error(r, ENG_INVALID_ARGUMENT, "the registry serves %d models; name one in \"model\" (GET /v1/models)", n);
+    if (name) {
+        *code = ENG_NOT_FOUND;
+        snprintf(msg, msz, "unknown model \"%.*s\" (GET /v1/models lists them)", QUOTED_MODEL_MAX, name);
+    } else {
+        *code = ENG_INVALID_ARGUMENT;
+        snprintf(msg, msz, "the registry serves %d models; name one in \"model\" (GET /v1/models)", n);
+    }
     return NULL;
+}
+
+/* srv__model_pick for a route that answers its own errors: NULL with the error answered in *ans. */
+static store_model *pick_model(srv_request *r, const char *name, enum MHD_Result *ans) {
+    eng_status code = ENG_OK;
+    char msg[SRV_FRONT_MSG_MAX];
+    store_model *m = srv__model_pick(r->srv, name, &code, msg, sizeof msg);
+    if (!m) *ans = srv__send_error(r, code, "%s", msg);
+    return m;
 }
 
 /* The model's own pooling: sentence-transformers' 1_Pooling/config.json in its folder
@@ -72,22 +81,22 @@ static proto_pooling model_pooling(const srv_server *s, const store_model *m) {
 
 /* Puts the model's prompt ("prompt_name", else its default_prompt_name) before each text input.
  * Returns 0, or an error status with msg set. */
-static int apply_prompt(srv_request *r, const store_model *m, const proto_limits *lim, char *msg, size_t msz) {
+static int apply_prompt(srv_front *f, const store_model *m, const proto_limits *lim, char *msg, size_t msz) {
     char path[POOLING_PATH_MAX];
-    snprintf(path, sizeof path, "%s/models/%s/config_sentence_transformers.json", r->srv->cfg.registry, store_model_name(m));
+    snprintf(path, sizeof path, "%s/models/%s/config_sentence_transformers.json", f->s->cfg.registry, store_model_name(m));
     char *text = NULL;
     size_t n = 0;
-    FILE *f = fopen(path, "rb");
-    bool found = f != NULL;
-    if (f) {
-        if ((text = malloc(ST_CONFIG_MAX))) n = fread(text, 1, ST_CONFIG_MAX, f);
-        fclose(f);
+    FILE *fp = fopen(path, "rb");
+    bool found = fp != NULL;
+    if (fp) {
+        if ((text = malloc(ST_CONFIG_MAX))) n = fread(text, 1, ST_CONFIG_MAX, fp);
+        fclose(fp);
     }
     eng_err e = {0};
     size_t plen = 0;
-    char *prompt = proto_tei_prompt(text, n, r->preq.prompt_name, &plen, &e);
+    char *prompt = proto_tei_prompt(text, n, f->req.prompt_name, &plen, &e);
     free(text);
-    if (!prompt && r->preq.prompt_name && !found) {
+    if (!prompt && f->req.prompt_name && !found) {
         snprintf(msg, msz, "\"prompt_name\": model %s has no sentence-transformers prompts (no config_sentence_transformers.json)",
                  store_model_name(m));
         return ENG_INVALID_ARGUMENT;
@@ -97,9 +106,9 @@ static int apply_prompt(srv_request *r, const store_model *m, const proto_limits
         return e.code;
     }
     int rc = 0;
-    for (int i = 0; !rc && i < r->preq.n_inputs; i++) {
-        if (!r->preq.inputs[i].ids) rc = proto_req_prefix_text(&r->preq, i, prompt, plen, lim, &e);
-        else if (r->preq.prompt_name) rc = eng_err_set(&e, ENG_INVALID_ARGUMENT, "inputs[%d]: \"prompt_name\" applies to texts, not token ids", i);
+    for (int i = 0; !rc && i < f->req.n_inputs; i++) {
+        if (!f->req.inputs[i].ids) rc = proto_req_prefix_text(&f->req, i, prompt, plen, lim, &e);
+        else if (f->req.prompt_name) rc = eng_err_set(&e, ENG_INVALID_ARGUMENT, "inputs[%d]: \"prompt_name\" applies to texts, not token ids", i);
     }
     free(prompt);
     if (rc) snprintf(msg, msz, "%s", e.msg);
@@ -109,13 +118,13 @@ static int apply_prompt(srv_request *r, const store_model *m, const proto_limits
 /* "truncation_direction": "left": each text over max_len tokens is tokenized whole and keeps its
  * leading special tokens and its last tokens, as token ids. Returns 0, or an error status with msg
  * set. */
-static int truncate_left(srv_request *r, const store_model *m, char *msg, size_t msz) {
+static int truncate_left(srv_front *f, const store_model *m, char *msg, size_t msz) {
     int max_len = store_model_max_tokens(m);
-    if (r->srv->cfg.max_seq_len > 0 && r->srv->cfg.max_seq_len < max_len) max_len = r->srv->cfg.max_seq_len;
+    if (f->s->cfg.max_seq_len > 0 && f->s->cfg.max_seq_len < max_len) max_len = f->s->cfg.max_seq_len;
     eng_tok_params tp = eng_tok_default_params();
     tp.truncation = ENG_TOK_TRUNCATE_NONE;
-    for (int i = 0; i < r->preq.n_inputs; i++) {
-        const proto_text *x = &r->preq.inputs[i];
+    for (int i = 0; i < f->req.n_inputs; i++) {
+        const proto_text *x = &f->req.inputs[i];
         if (x->ids) continue;
         if (x->pair) {
             snprintf(msg, msz, "inputs[%d]: \"truncation_direction\": \"left\" is for single texts, not pairs", i);
@@ -133,7 +142,7 @@ static int truncate_left(srv_request *r, const store_model *m, char *msg, size_t
         if (cut) {
             memmove(e.ids + lead, e.ids + lead + cut, (e.n - lead - cut) * sizeof *e.ids);
             memmove(e.type_ids + lead, e.type_ids + lead + cut, (e.n - lead - cut) * sizeof *e.type_ids);
-            rc = proto_req_set_ids(&r->preq, i, e.ids, e.type_ids, (int)(e.n - cut));
+            rc = proto_req_set_ids(&f->req, i, e.ids, e.type_ids, (int)(e.n - cut));
         }
         eng_tok_encoding_free(&e);
         if (rc) {
@@ -144,91 +153,54 @@ static int truncate_left(srv_request *r, const store_model *m, char *msg, size_t
     return 0;
 }
 
-/* Answers 415 or 413 when the body is not JSON or was over the limit; returns whether it did. */
-enum MHD_Result srv__embed(srv_request *r) {
-    srv_server *s = r->srv;
-    enum MHD_Result ans = MHD_YES;
-    if (srv__refuse_unready(r, &ans) || srv__refuse_json_body(r, &ans) || srv__refuse_busy(r, &ans)) return ans;
+int srv__embed_job(srv_front *f, srv_job *j) {
+    srv_server *s = f->s;
+    store_model *m = j->model = j->model_ref;
     proto_limits lim = srv__proto_limits(s);
-    eng_err pe = {0};
-    bool openai = r->route == SRV_ROUTE_OPENAI_EMBEDDINGS, all = r->route == SRV_ROUTE_TEI_EMBED_ALL;
-    int rc = (openai ? proto_openai_embed_parse : proto_embed_parse)(r->body ? r->body : "", r->body_len, &lim, &r->preq, &pe);
-    if (rc) return srv__send_error(r, (eng_status)rc, "%s", pe.msg);
-    if (all && (r->preq.pooling != PROTO_POOL_DEFAULT || r->preq.dimensions))
-        return srv__send_error(r, ENG_INVALID_ARGUMENT, "/embed_all answers every token's vector: no \"pooling\" or \"dimensions\"");
-    if (all) r->preq.pooling = PROTO_POOL_NONE, r->preq.normalize = 0;
-    store_model *m = pick_model(r, r->preq.model, &ans);
-    if (!m) return ans;
-    char emsg[600];
-    int H = eng_model_config(store_model_engine(m))->hidden;
-    if (r->preq.dimensions > H) rc = ENG_INVALID_ARGUMENT, snprintf(emsg, sizeof emsg, "\"dimensions\" is %d, over the model's %d",
-                                                                     r->preq.dimensions, H);
-    if (!rc) rc = apply_prompt(r, m, &lim, emsg, sizeof emsg);
-    if (!rc && r->preq.truncate && r->preq.truncate_left) rc = truncate_left(r, m, emsg, sizeof emsg);
+    int H = eng_model_config(store_model_engine(m))->hidden, rc = 0;
+    if (f->req.dimensions > H)
+        rc = ENG_INVALID_ARGUMENT, snprintf(f->msg, sizeof f->msg, "\"dimensions\" is %d, over the model's %d", f->req.dimensions, H);
+    if (!rc) rc = apply_prompt(f, m, &lim, f->msg, sizeof f->msg);
+    if (!rc && f->req.truncate && f->req.truncate_left) rc = truncate_left(f, m, f->msg, sizeof f->msg);
+    j->texts = f->req.inputs; /* a prompt or a left cut may have replaced an input */
+    j->pooling = f->req.pooling != PROTO_POOL_DEFAULT ? f->req.pooling : model_pooling(s, m);
+    if (!rc && j->pooling == PROTO_POOL_POOLER && !eng_model_config(store_model_engine(m))->has_pooler)
+        rc = ENG_INVALID_ARGUMENT,
+        snprintf(f->msg, sizeof f->msg, "model %s has no pooler; use \"pooling\": \"cls\" or \"mean\"", store_model_name(m));
+    if (!rc && (!(j->enc = calloc((size_t)j->n_inputs, sizeof *j->enc)) || !(j->truncated = calloc((size_t)j->n_inputs, sizeof(int)))))
+        rc = ENG_NO_MEMORY, snprintf(f->msg, sizeof f->msg, "out of memory");
     if (rc) {
-        store_model_release(m);
-        return srv__send_error(r, (eng_status)rc, "%s", emsg);
+        f->code = (eng_status)rc;
+        return -1;
     }
-    srv_job *j = calloc(1, sizeof *j);
-    if (!j) {
-        store_model_release(m);
-        return srv__send_error(r, ENG_NO_MEMORY, "out of memory");
-    }
-    r->job = j;
-    j->form = SRV_ANSWER_EMBED;
-    j->model = j->model_ref = m;
-    j->req = r;
-    j->request_id = r->id;
-    j->t_request = r->t0;
-    j->texts = r->preq.inputs;
-    j->n_inputs = r->preq.n_inputs;
-    j->latency_ms = j->predicted_ms = -1;
-    j->normalize = r->preq.normalize;
-    j->dimensions = r->preq.dimensions;
-    j->openai = openai, j->base64 = r->preq.base64;
-    j->dialect = srv__route_dialect(r->route);
-    j->pooling = r->preq.pooling != PROTO_POOL_DEFAULT ? r->preq.pooling : model_pooling(s, m);
-    if (j->pooling == PROTO_POOL_POOLER && !eng_model_config(store_model_engine(m))->has_pooler)
-        return srv__send_error(r, ENG_INVALID_ARGUMENT, "model %s has no pooler; use \"pooling\": \"cls\" or \"mean\"",
-                               store_model_name(m));
-    if (!(j->enc = calloc((size_t)j->n_inputs, sizeof *j->enc)) || !(j->truncated = calloc((size_t)j->n_inputs, sizeof(int))))
-        return srv__send_error(r, ENG_NO_MEMORY, "out of memory");
-    eng_status code = ENG_OK;
-    char msg[600];
-    if (srv__job_tokenize(s, j, &r->preq, &code, msg, sizeof msg)) return srv__send_error(r, code, "%s", msg);
-    /* counted like predict's: hook_done takes it off when the job is done */
-    atomic_fetch_add(&s->n_suspended, 1);
-    MHD_suspend_connection(r->conn);
-    r->suspended = true;
-    r->admitted = false; /* the job holds the place from here on */
-    srv__sched_submit(s->sched, j);
-    return MHD_YES;
+    return srv__job_tokenize(s, j, &f->req, &f->code, f->msg, sizeof f->msg);
 }
 
 enum MHD_Result srv__tokenize(srv_request *r) {
+    proto_predict_req *q = &r->front.req; /* freed with the request */
     srv_server *s = r->srv;
     enum MHD_Result ans = MHD_YES;
     if (srv__refuse_json_body(r, &ans)) return ans;
     proto_limits lim = srv__proto_limits(s);
     eng_err pe = {0};
-    int rc = proto_tokenize_parse(r->body ? r->body : "", r->body_len, &lim, &r->preq, &pe);
+    int rc = proto_tokenize_parse(r->body ? r->body : "", r->body_len, &lim, q, &pe);
     if (rc) return srv__send_error(r, (eng_status)rc, "%s", pe.msg);
-    store_model *m = pick_model(r, r->preq.model, &ans);
+    store_model *m = pick_model(r, q->model, &ans);
     if (!m) return ans;
     const eng_tokenizer *tok = store_model_tokenizer(m);
-    int n = r->preq.n_inputs;
+    int n = q->n_inputs;
     eng_tok_encoding *enc = calloc((size_t)n, sizeof *enc);
     proto_tokens *pt = calloc((size_t)n, sizeof *pt);
     const char **names = NULL;
     size_t total = 0;
     eng_tok_params tp = eng_tok_default_params();
     tp.truncation = ENG_TOK_TRUNCATE_NONE;
-    tp.add_special_tokens = r->preq.add_special_tokens;
+    tp.add_special_tokens = q->add_special_tokens;
     eng_status code = ENG_OK;
     char msg[ENG_ERR_MSG_MAX + 32] = "out of memory";
     if (!enc || !pt) code = ENG_NO_MEMORY;
     for (int i = 0; code == ENG_OK && i < n; i++) {
-        const proto_text *x = &r->preq.inputs[i];
+        const proto_text *x = &q->inputs[i];
         eng_err e = {0};
         int trc = eng_tok_encode(tok, x->text, x->len, x->pair, x->pair_len, &tp, &enc[i], &e);
         if (trc) {
@@ -250,7 +222,7 @@ enum MHD_Result srv__tokenize(srv_request *r) {
             }
             pt[i] = (proto_tokens){.n = (int)e->n, .ids = e->ids, .tokens = nm, .offsets = e->offsets,
                                    .byte_offsets = e->byte_offsets, .seq_ids = e->seq_ids, .special = e->special_mask,
-                                   .text = r->preq.inputs[i].text, .pair = r->preq.inputs[i].pair};
+                                   .text = q->inputs[i].text, .pair = q->inputs[i].pair};
             nm += e->n;
         }
         if (!(body = proto_tokenize_encode(pt, n, &len))) code = ENG_NO_MEMORY;
@@ -277,23 +249,24 @@ enum MHD_Result srv__tei_info(srv_request *r) {
 }
 
 enum MHD_Result srv__tei_decode(srv_request *r) {
+    proto_predict_req *q = &r->front.req; /* freed with the request */
     enum MHD_Result ans = MHD_YES;
     if (srv__refuse_json_body(r, &ans)) return ans;
     proto_limits lim = srv__proto_limits(r->srv);
     eng_err pe = {0};
-    int rc = proto_tei_decode_parse(r->body ? r->body : "", r->body_len, &lim, &r->preq, &pe);
+    int rc = proto_tei_decode_parse(r->body ? r->body : "", r->body_len, &lim, q, &pe);
     if (rc) return srv__send_error(r, (eng_status)rc, "%s", pe.msg);
     store_model *m = pick_model(r, NULL, &ans);
     if (!m) return ans;
-    int n = r->preq.n_inputs, bad = -1, at = 0;
+    int n = q->n_inputs, bad = -1, at = 0;
     char **texts = calloc((size_t)n, sizeof *texts);
     bool oom = !texts;
     size_t *lens = calloc((size_t)n + 1, sizeof *lens);
     oom |= !lens;
     /* the engine's decoder for the model's tokenizer kind (WordPiece, byte-level BPE, SentencePiece) */
     for (int i = 0; !oom && bad < 0 && i < n; i++) {
-        const proto_text *x = &r->preq.inputs[i];
-        int dr = eng_tok_decode(store_model_tokenizer(m), x->ids, x->n_ids, !r->preq.add_special_tokens, &texts[i], &lens[i], &bad);
+        const proto_text *x = &q->inputs[i];
+        int dr = eng_tok_decode(store_model_tokenizer(m), x->ids, x->n_ids, !q->add_special_tokens, &texts[i], &lens[i], &bad);
         oom = dr == ENG_NO_MEMORY;
         at = i;
     }

@@ -1,14 +1,17 @@
-/* embed.h - the embedding routes: POST /v1/embed and TEI's own paths (/, /embed, /embed_all),
- * OpenAI's POST /v1/embeddings (all through the scheduler, see embed.c), POST /v1/tokenize and
- * TEI's /tokenize (answered on the MHD thread), and TEI's GET /info. */
+/* embed.h - the job of an embedding request, and the routes answered on the MHD thread beside it:
+ * POST /v1/tokenize and TEI's /tokenize, TEI's /decode and GET /info (see embed.c). */
 #ifndef ADAPTERD_SERVER_EMBED_H
 #define ADAPTERD_SERVER_EMBED_H
 
 #include "internal.h"
 
-/* MHD thread, body complete: answers errors at once; otherwise suspends the connection and submits
- * an embed job. */
-enum MHD_Result srv__embed(srv_request *r);
+/* A new reference to the model named name, or to the registry's only model when name is NULL. NULL
+ * with *code (ENG_NOT_FOUND, ENG_INVALID_ARGUMENT: several models and none named) and msg set. */
+store_model *srv__model_pick(srv_server *s, const char *name, eng_status *code, char *msg, size_t msz);
+
+/* Builds embed job j (its model reference set by front.c) from f's decoded request: pooling, prompt,
+ * truncation, tokenization. Returns 0, or -1 with f->code and f->msg set. */
+int srv__embed_job(srv_front *f, srv_job *j);
 
 /* MHD thread, body complete: tokenizes the inputs and answers. */
 enum MHD_Result srv__tokenize(srv_request *r);

@@ -89,11 +89,8 @@ void srv__grpc_call_release(srv_grpc_call *c) {
     else g->calls = c->next;
     if (c->next) c->next->prev = c->prev;
     if (c->active) atomic_fetch_sub(&g->s->active, 1);
-    if (c->admitted) srv__sched_release(g->s->sched);
-    free(c->msg), free(c->out);
-    proto_predict_free(&c->preq);
-    for (int i = 0; i < c->n_held; i++) store_task_release(c->held[i]);
-    free(c->held);
+    srv__front_clear(&c->front); /* its admission, tasks, job and decoded request */
+    free(c->msg), free(c->out), free(c->pend_out);
     uv_close((uv_handle_t *)&c->timer, call_closed);
 }
 
@@ -522,10 +519,9 @@ void srv__grpc_free(srv_grpc *g) {
     while (g->calls) {
         srv_grpc_call *c = g->calls;
         g->calls = c->next;
-        free(c->msg), free(c->out);
-        proto_predict_free(&c->preq);
-        for (int i = 0; i < c->n_held; i++) store_task_release(c->held[i]);
-        free(c->held);
+        c->front.admitted = false; /* the scheduler is gone: no place to give back */
+        srv__front_clear(&c->front);
+        free(c->msg), free(c->out), free(c->pend_out);
         free(c);
     }
     while (g->conns) {

@@ -1,7 +1,7 @@
 /* grpc.h - KServe v2's GRPCInferenceService on --grpc-port: HTTP/2 (nghttp2) connections on the
- * server's libuv loop (grpc.c) and the calls they carry (grpc_calls.c). ModelInfer runs as a job of
- * the same scheduler as REST's infer (srv__job_prepare, srv__sched_submit), so admission, limits,
- * batching and metrics are one. Loop thread, except srv__grpc_job_encode (a worker). */
+ * server's libuv loop (grpc.c) and the calls they carry (grpc_calls.c, the gRPC edge of the front door:
+ * ModelInfer goes through front.c as every protocol's inference does, so admission, limits, batching
+ * and metrics are one). Loop thread. */
 #ifndef ADAPTERD_SERVER_GRPC_H
 #define ADAPTERD_SERVER_GRPC_H
 
@@ -39,23 +39,23 @@ typedef struct srv_grpc_call {
     size_t out_len, out_off;
     int status;                    /* grpc-status */
     char message[512];             /* grpc-message, not escaped yet */
-    /* ModelInfer */
-    bool admitted;                 /* holds a --max-queue place no job took over */
-    proto_predict_req preq;        /* the parsed request (the job's texts point into it) */
-    proto_grpc_infer_target target;
+    /* the methods' side (grpc_calls.c) */
+    srv_front front;               /* ModelInfer: its way to the engine (admission from its headers on, request, tasks, job) */
     srv_job *job;                  /* submitted and not done yet */
-    int rounds;                    /* task loads gone round */
-    double load_s;
+    bool loading;                  /* on a prep thread or libuv's pool: the call stays until it comes back */
+    struct srv_grpc_call *prep_next; /* the prep threads' queue */
+    srv_inbox_node inbox;          /* prepared calls back to the loop */
     uv_work_t work;                /* a task load on libuv's pool */
-    store_task **held;             /* (n_held) references the task load took, kept until the call ends */
-    int n_held;
-    bool loading;
-    int load_rc;
-    char load_msg[256];
+    srv_front_step step;           /* ModelInfer: what its last prepare or load said */
+    int pend_status;               /* the other methods: the answer a prep thread made */
+    char pend_msg[512];
+    uint8_t *pend_out;
+    size_t pend_len;
 } srv_grpc_call;
 
 /* What the transport calls on the methods' side (grpc_calls.c), so neither file calls the other back. */
 typedef struct {
+    int (*begin)(srv_grpc_call *c);     /* the call's HEADERS arrived: 0 to take its DATA, -1 when it answered (refused) */
     void (*dispatch)(srv_grpc_call *c); /* the call's request is complete: answer it, now or later */
     void (*deadline)(srv_grpc_call *c); /* its grpc-timeout passed before it was answered */
 } srv_grpc_hooks;
@@ -84,12 +84,9 @@ void srv__grpc_call_release(srv_grpc_call *c);
  * 404 NOT_FOUND, 429 RESOURCE_EXHAUSTED, 503 UNAVAILABLE, 504 DEADLINE_EXCEEDED, else INTERNAL. */
 int srv__grpc_status_of_http(unsigned http);
 
-/* Worker thread, after respond.c encoded a gRPC job's v2 JSON: re-encode it as the call's
- * ModelInferResponse (or its error's status and message) while the worker has the job. */
-void srv__grpc_job_encode(srv_job *j);
-/* Loop thread, the scheduler's done hook for a gRPC job: metrics, then the answer. */
-void srv__grpc_job_done(srv_server *s, srv_job *j);
-/* Loop thread, drain deadline: answer UNAVAILABLE now; the job takes over the parsed request. */
-void srv__grpc_job_abandon(srv_server *s, srv_job *j);
+/* grpc_calls.c: joins the prep threads (after the loop stopped, before its handles close), then frees
+ * what they used (after the loop closed its handles). Nothing when gRPC is off. */
+void srv__grpc_calls_stop(srv_server *s);
+void srv__grpc_calls_free(srv_server *s);
 
 #endif

@@ -1,30 +1,34 @@
-/* grpc_calls.c - the methods of KServe v2's GRPCInferenceService, each answered from what the REST
- * v2 route of the same name builds (proto/grpc.c converts), so the two protocols answer alike:
- * ServerLive, ServerReady, ServerMetadata, ModelReady, ModelMetadata and ModelStatistics at once on the loop;
- * ModelInfer as a job of the one scheduler, with REST's admission (--max-queue), parser and limits
- * (proto_v2_infer_parse), output check, lazy task loads (libuv's pool), job preparation
- * (srv__job_prepare: tasks, skips, tokenization) and metrics. The job's answer is encoded on its
- * worker (srv__grpc_job_encode) and sent by the done hook on the loop, where the connection lives.
+/* grpc_calls.c - the gRPC edge of the front door: the methods of KServe v2's GRPCInferenceService.
  *
- * Unlike REST's, a gRPC request is parsed and tokenized on the loop thread (the connection is the
- * loop's): microseconds for the texts of one request, taken from the batcher's thread. */
+ * ModelInfer is a request like any other protocol's (front.c): its queue place is taken when its
+ * HEADERS arrive (the begin hook, before grpc.c accepts a byte of its DATA), its message is decoded by
+ * the gRPC codec (proto/grpc.c: protobuf straight into the typed request), its task acquired once,
+ * loaded if need be, its inputs tokenized, and its job submitted to the one scheduler; the worker
+ * encodes the answer as a ModelInferResponse (the codec's encoder) and the done hook below sends it.
+ *
+ * The loop owns the connections and runs the batcher, so nothing that grows with a request or with
+ * the registry runs on it: decoding, preparing (tokenizing), ModelMetadata (it lists versions from the
+ * registry's folders), ModelStatistics and RepositoryIndex (walks over every task) run on the edge's
+ * own threads (prep threads, as many as --http-threads: HTTP's requests are prepared on as many of
+ * libmicrohttpd's threads), and task loads on libuv's pool as HTTP's are. Own threads rather than
+ * libuv's pool: the pool's threads are lowered to nice 19 for loads and uploads for good, and a
+ * request's preparation must not wait behind the engine's workers for a CPU. Only ServerLive,
+ * ServerReady and ServerMetadata, constant-time answers, are made on the loop. */
 #define _GNU_SOURCE
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "clock.h"
+#include "front.h"
 #include "grpc.h"
-#include "http.h"
 #include "http_status.h"
-#include "predict.h"
-#include "respond.h"
+#include "offload.h"
 #include "routes.h"
 
-/* Rounds of "load the missing task, run again" before a call gives up, as REST's. */
-#define LOAD_ROUNDS_MAX 3
 /* Bytes of an error message. */
 #define MSG_MAX 600
 
@@ -43,160 +47,213 @@ int srv__grpc_status_of_http(unsigned http) {
     }
 }
 
-/* An error of adapterd's table, with the status REST would give it mapped to gRPC's. */
+/* An error of adapterd's table, with the status REST would give it mapped to gRPC's. Loop thread. */
 static void answer_error(srv_grpc_call *c, eng_status code, const char *msg) {
     srv__grpc_answer(c, srv__grpc_status_of_http(srv_http_status(code)), msg, NULL, 0);
 }
 
-static void answer_message(srv_grpc_call *c, int rc, uint8_t *out, size_t len) {
-    if (rc) answer_error(c, rc == ENG_NO_MEMORY ? ENG_NO_MEMORY : ENG_INTERNAL, "cannot encode the answer");
-    else srv__grpc_answer(c, PROTO_GRPC_OK, NULL, out, len);
+/* The answer a prep thread made, sent later from the loop (pend_*). */
+static void pend(srv_grpc_call *c, int status, const char *msg, uint8_t *out, size_t len) {
+    c->pend_status = status;
+    snprintf(c->pend_msg, sizeof c->pend_msg, "%s", msg ? msg : "");
+    free(c->pend_out);
+    c->pend_out = out, c->pend_len = len;
 }
 
-/* ---- ModelInfer ---- */
-
-static void infer_run(srv_grpc_call *c);
-
-static void load_work(uv_work_t *w) {
-    srv_grpc_call *c = w->data;
-    eng_err e = {0};
-    int bad = -1;
-    double t0 = srv__now();
-    c->load_rc = store_tasks_ensure(srv__grpc_server(c->g)->reg, c->held, c->n_held, &bad, &e);
-    if (c->load_rc) snprintf(c->load_msg, sizeof c->load_msg, "%.250s", e.msg);
-    c->load_s += srv__now() - t0;
+static void pend_error(srv_grpc_call *c, eng_status code, const char *msg) {
+    pend(c, srv__grpc_status_of_http(srv_http_status(code)), msg, NULL, 0);
 }
 
-static void load_done(uv_work_t *w, int status) {
-    srv_grpc_call *c = w->data;
-    srv_server *s = srv__grpc_server(c->g);
-    c->loading = false; /* the loaded task stays held until the call ends, so it stays resident for the job */
-    if (!c->conn) return srv__grpc_call_release(c);
-    if (c->answered) return; /* the deadline passed meanwhile; the stream's close releases the call */
-    srv__metrics_lazy_load(s->metrics, c->load_s);
-    if (c->load_rc) return answer_error(c, (eng_status)c->load_rc, c->load_msg);
-    infer_run(c);
+static void pend_message(srv_grpc_call *c, int rc, uint8_t *out, size_t len) {
+    if (rc) pend_error(c, rc == ENG_NO_MEMORY ? ENG_NO_MEMORY : ENG_INTERNAL, "cannot encode the answer");
+    else pend(c, PROTO_GRPC_OK, NULL, out, len);
 }
 
-/* Loads the call's task on libuv's pool, then runs the call again. */
-static void load_then_retry(srv_grpc_call *c, store_task *t) {
-    srv_server *s = srv__grpc_server(c->g);
-    if (++c->rounds > LOAD_ROUNDS_MAX) {
-        store_task_release(t);
-        return answer_error(c, ENG_UNAVAILABLE, "tasks were evicted or replaced while loading; retry");
+/* ---- the prep threads ---- */
+
+struct srv_grpc_prep {
+    srv_server *s;
+    pthread_t *threads;
+    int n_threads;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    srv_grpc_call *head, *tail;  /* waiting calls (prep_next), guarded by mu */
+    bool stop;
+    srv_inbox back;              /* prepared calls back to the loop */
+};
+
+static void prep_run(srv_grpc_call *c);
+static void on_prepared(srv_inbox *in, srv_inbox_node *first);
+
+static void *prep_main(void *arg) {
+    srv_grpc_prep *p = arg;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (!p->head && !p->stop) pthread_cond_wait(&p->cv, &p->mu);
+        if (p->stop) break;
+        srv_grpc_call *c = p->head;
+        if (!(p->head = c->prep_next)) p->tail = NULL;
+        pthread_mutex_unlock(&p->mu);
+        prep_run(c);
+        srv__inbox_push(&p->back, &c->inbox);
+        pthread_mutex_lock(&p->mu);
     }
-    /* what an earlier round held: the current version may have changed */
-    for (int i = 0; i < c->n_held; i++) store_task_release(c->held[i]);
-    free(c->held);
-    c->held = NULL, c->n_held = 0;
-    if (!(c->held = malloc(sizeof *c->held))) {
-        store_task_release(t);
-        return answer_error(c, ENG_NO_MEMORY, "out of memory");
-    }
-    c->held[0] = t, c->n_held = 1;
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+/* Loop thread: c's work goes to a prep thread; on_prepared gets it back. The call stays alive meanwhile
+ * (c->loading). The queue holds at most the calls of the open streams. */
+static void prep_push(srv_grpc_call *c) {
+    srv_grpc_prep *p = srv__grpc_server(c->g)->grpc_prep;
     c->loading = true;
-    c->work.data = c;
-    if (uv_queue_work(&s->loop, &c->work, load_work, load_done)) {
-        c->loading = false;
-        answer_error(c, ENG_INTERNAL, "cannot queue the task's load");
-    }
+    c->prep_next = NULL;
+    pthread_mutex_lock(&p->mu);
+    if (p->tail) p->tail->prep_next = c;
+    else p->head = c;
+    p->tail = c;
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
 }
 
-static void infer_run(srv_grpc_call *c) {
-    srv_server *s = srv__grpc_server(c->g);
-    char msg[MSG_MAX];
-    if (!atomic_load(&s->ready) || atomic_load(&s->draining))
-        return answer_error(c, ENG_UNAVAILABLE, "the server is starting or draining");
-    /* admission first, as REST's: a refusal costs no parse, tokenization or load */
-    if (!c->admitted) {
-        if (srv__sched_admit(s->sched)) {
-            snprintf(msg, sizeof msg, "the queue is full (--max-queue %d); retry after a second", s->cfg.max_queue);
-            return answer_error(c, ENG_BUSY, msg);
-        }
-        c->admitted = true;
-    }
-    if (!c->preq.n_inputs) {
-        eng_err e = {0};
-        char *json = NULL;
-        size_t jlen = 0;
-        int rc = proto_grpc_infer_request(c->msg + PROTO_GRPC_PREFIX, c->len - PROTO_GRPC_PREFIX, &c->target, &json, &jlen, &e);
-        proto_limits lim = srv__proto_limits(s);
-        if (!rc) rc = proto_v2_infer_parse(json, jlen, c->target.spec, &lim, &c->preq, &e);
-        free(json);
-        if (rc) return answer_error(c, rc == ENG_MALFORMED ? ENG_INVALID_ARGUMENT : (eng_status)rc, e.msg);
-        char answers[160];
-        if (c->preq.v2_outputs && srv__check_v2_outputs(s->reg, c->preq.v2_outputs, c->target.spec, answers, sizeof answers)) {
-            snprintf(msg, sizeof msg, "\"outputs\" asks for a tensor task \"%.100s\" does not answer (it answers %s)", c->target.spec,
-                     answers);
-            return answer_error(c, ENG_INVALID_ARGUMENT, msg);
-        }
-    }
-    store_task *t = srv__task_acquire_spec(s->reg, c->target.spec, strlen(c->target.spec));
-    if (t && !store_task_resident(t)) return load_then_retry(c, t); /* the load holds the reference */
-    store_task_release(t);
-    srv_job *j = calloc(1, sizeof *j);
-    if (!j) return answer_error(c, ENG_NO_MEMORY, "out of memory");
-    j->form = SRV_ANSWER_V2;
-    j->dialect = PROTO_DIALECT_KSERVE;
-    j->grpc = c;
-    eng_status code = ENG_OK;
-    srv_prepare_result prep = srv__job_prepare(s, j, &c->preq, c->id, c->t0, c->load_s, &code, msg, sizeof msg);
-    if (prep != PREPARE_READY) {
+static int prep_start(srv_server *s, eng_err *err) {
+    srv_grpc_prep *p = calloc(1, sizeof *p);
+    if (!p) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    s->grpc_prep = p;
+    p->s = s;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    if (srv__inbox_init(&p->back, &s->loop, on_prepared, p)) return eng_err_set(err, ENG_INTERNAL, "cannot create the gRPC inbox");
+    int n = s->cfg.http_threads > 0 ? s->cfg.http_threads : 1;
+    if (!(p->threads = calloc((size_t)n, sizeof *p->threads))) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    for (; p->n_threads < n; p->n_threads++)
+        if (pthread_create(&p->threads[p->n_threads], NULL, prep_main, p))
+            return eng_err_set(err, ENG_INTERNAL, "cannot start the gRPC prep threads");
+    return 0;
+}
+
+void srv__grpc_calls_stop(srv_server *s) {
+    srv_grpc_prep *p = s->grpc_prep;
+    if (!p) return;
+    pthread_mutex_lock(&p->mu);
+    p->stop = true;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->n_threads; i++) pthread_join(p->threads[i], NULL);
+    p->n_threads = 0;
+}
+
+void srv__grpc_calls_free(srv_server *s) {
+    srv_grpc_prep *p = s->grpc_prep;
+    if (!p) return;
+    srv__grpc_calls_stop(s);
+    srv__inbox_destroy(&p->back);
+    pthread_cond_destroy(&p->cv);
+    pthread_mutex_destroy(&p->mu);
+    free(p->threads);
+    free(p);
+    s->grpc_prep = NULL;
+}
+
+/* ---- ModelInfer: the edge's hooks ---- */
+
+/* Loop thread: the job is answered. The answer is the codec's ModelInferResponse, or the error's status
+ * and message. */
+static void grpc_done(srv_server *s, srv_job *j) {
+    (void)s;
+    srv_grpc_call *c = j->edge_ctx;
+    if (!c) { /* abandoned at the drain deadline: the call was answered and may be gone */
         srv__job_free(j);
-        if (prep == PREPARE_FAILED) return answer_error(c, code, msg);
-        t = srv__task_acquire_spec(s->reg, c->target.spec, strlen(c->target.spec));
-        if (!t) return answer_error(c, ENG_UNAVAILABLE, "the task went away while loading; retry");
-        return load_then_retry(c, t);
-    }
-    c->job = j;
-    c->admitted = false; /* the job holds the place from here on */
-    srv__sched_submit(s->sched, j);
-}
-
-void srv__grpc_job_encode(srv_job *j) {
-    if (j->status != 200 || !j->body) return;
-    uint8_t *out = NULL;
-    size_t len = 0;
-    int rc = proto_grpc_infer_response(j->body, j->body_len, j->grpc->target.raw, &out, &len);
-    if (rc) {
-        srv__job_fail(j, rc == ENG_NO_MEMORY ? ENG_NO_MEMORY : ENG_INTERNAL, "cannot encode the answer as a ModelInferResponse");
         return;
     }
-    free(j->body);
-    j->body = (char *)out, j->body_len = len;
-}
-
-void srv__grpc_job_done(srv_server *s, srv_job *j) {
-    srv_grpc_call *c = j->grpc;
-    srv__metrics_queue_wait(s->metrics, j->t_start > 0 ? j->t_start - j->t_submit : -1);
-    for (int k = 0; k < j->n_tasks; k++)
-        srv__metrics_task(s->metrics, store_task_name(j->tasks[k]), j->treqs[k].skip, j->n_inputs,
-                          j->t_end > 0 ? j->t_end - j->t_request : -1);
     if (j->status == 200 && j->body) {
         srv__grpc_answer(c, PROTO_GRPC_OK, NULL, (uint8_t *)j->body, j->body_len);
         j->body = NULL;
     } else {
-        char m[MSG_MAX];
-        proto_grpc_error_message(j->body ? j->body : "", j->body ? j->body_len : 0, m, sizeof m);
-        srv__grpc_answer(c, srv__grpc_status_of_http(j->status), m, NULL, 0);
+        srv__grpc_answer(c, srv__grpc_status_of_http(j->status), j->fail_msg, NULL, 0);
     }
     c->job = NULL;
+    c->front.job = NULL;
     srv__job_free(j);
     if (!c->conn) srv__grpc_call_release(c);
 }
 
-void srv__grpc_job_abandon(srv_server *s, srv_job *j) {
+static void grpc_abandon(srv_server *s, srv_job *j) {
     (void)s;
-    /* the pass goes on reading the call's request; the call stays until the done hook */
-    answer_error(j->grpc, ENG_UNAVAILABLE, "the server stopped at its drain deadline before this request ran; retry on another replica");
+    srv_grpc_call *c = j->edge_ctx;
+    answer_error(c, ENG_UNAVAILABLE, "the server stopped at its drain deadline before this request ran; retry on another replica");
+    if (srv__front_abandon(&c->front, j)) return; /* out of memory: the call stays until the done hook */
+    c->job = NULL;
+    if (!c->conn) srv__grpc_call_release(c);
 }
 
-static void on_deadline(srv_grpc_call *c) {
-    /* a job under way still runs (its batch may hold others); its answer is dropped */
-    srv__grpc_answer(c, PROTO_GRPC_DEADLINE_EXCEEDED, "the deadline (grpc-timeout) passed", NULL, 0);
+static const srv_edge grpc_edge = {.done = grpc_done, .abandon = grpc_abandon};
+
+/* Loop thread, the request's HEADERS: a ModelInfer takes its queue place before any of its DATA is
+ * accepted (refused: RESOURCE_EXHAUSTED now, and grpc.c drops its body). Returns 0, or -1 when it
+ * answered. */
+static int begin(srv_grpc_call *c) {
+    if (c->method != PROTO_GRPC_MODEL_INFER || c->front.codec) return 0;
+    srv__front_init(&c->front, srv__grpc_server(c->g), &proto_grpc_infer_codec, &grpc_edge, c, c->id, c->t0);
+    if (!srv__front_admit(&c->front)) return 0;
+    answer_error(c, c->front.code, c->front.msg);
+    return -1;
 }
 
-/* ---- the other calls ---- */
+/* libuv's pool: the call's tasks loaded (as HTTP's, below the engine's threads). */
+static void load_work(uv_work_t *w) {
+    srv_grpc_call *c = w->data;
+    srv__pool_thread_nice();
+    c->step = srv__front_load(&c->front) ? SRV_FRONT_FAILED : SRV_FRONT_LOAD;
+}
+
+static void load_done(uv_work_t *w, int status) {
+    srv_grpc_call *c = w->data;
+    c->loading = false; /* the loaded tasks stay held by the call, so they stay resident for its job */
+    if (!c->conn) return srv__grpc_call_release(c);
+    if (c->answered) return; /* the deadline passed meanwhile; the stream's close releases the call */
+    if (status == UV_ECANCELED) return answer_error(c, ENG_UNAVAILABLE, "the server is stopping");
+    if (c->step == SRV_FRONT_FAILED) return answer_error(c, c->front.code, c->front.msg);
+    prep_push(c); /* prepare again, now that its tasks are in memory */
+}
+
+/* Prep thread: decode once, then prepare (the front door's one acquisition, tokenization). */
+static void infer_prep(srv_grpc_call *c) {
+    srv_front *f = &c->front;
+    if (!f->decoded) {
+        size_t n = c->len - PROTO_GRPC_PREFIX;
+        proto_wire w = {.body = (const char *)c->msg + PROTO_GRPC_PREFIX, .len = n, .header_len = n};
+        if (srv__front_decode(f, &w)) {
+            c->step = SRV_FRONT_FAILED;
+            return;
+        }
+        free(c->msg); /* decoded: the request's bytes are no longer needed */
+        c->msg = NULL, c->len = c->cap = 0;
+    }
+    c->step = srv__front_prepare(f);
+}
+
+/* Loop thread: what the prep thread made of the call. */
+static void infer_continue(srv_grpc_call *c) {
+    srv_server *s = srv__grpc_server(c->g);
+    switch (c->step) {
+    case SRV_FRONT_FAILED: return answer_error(c, c->front.code, c->front.msg);
+    case SRV_FRONT_LOAD:
+        c->loading = true;
+        c->work.data = c;
+        if (uv_queue_work(&s->loop, &c->work, load_work, load_done)) {
+            c->loading = false;
+            answer_error(c, ENG_INTERNAL, "cannot queue the task's load");
+        }
+        return;
+    case SRV_FRONT_READY:
+        c->job = c->front.job;
+        srv__front_submit(&c->front);
+        return;
+    }
+}
+
+/* ---- the other calls (prep threads) ---- */
 
 /* The admin token in the call's "authorization: Bearer <token>" metadata, compared in constant time. */
 static bool admin_token_ok(const srv_grpc_call *c, const char *want) {
@@ -216,12 +273,11 @@ static void repository_index(srv_grpc_call *c) {
     srv_server *s = srv__grpc_server(c->g);
     eng_err e = {0};
     bool ready_only = false;
-    if (!s->cfg.admin_token[0])
-        return srv__grpc_answer(c, PROTO_GRPC_UNIMPLEMENTED, "the admin API is off (start with --admin-token)", NULL, 0);
+    if (!s->cfg.admin_token[0]) return pend(c, PROTO_GRPC_UNIMPLEMENTED, "the admin API is off (start with --admin-token)", NULL, 0);
     if (!admin_token_ok(c, s->cfg.admin_token))
-        return answer_error(c, ENG_UNAUTHENTICATED, "admin calls need \"authorization: Bearer <admin token>\" metadata");
+        return pend_error(c, ENG_UNAUTHENTICATED, "admin calls need \"authorization: Bearer <admin token>\" metadata");
     if (proto_grpc_index_request(c->msg + PROTO_GRPC_PREFIX, c->len - PROTO_GRPC_PREFIX, &ready_only, &e))
-        return answer_error(c, ENG_INVALID_ARGUMENT, e.msg);
+        return pend_error(c, ENG_INVALID_ARGUMENT, e.msg);
     store_task **all = NULL;
     int n = store_tasks_acquire(s->reg, &all), k = 0;
     proto_grpc_index_entry *v = n >= 0 ? calloc((size_t)n + 1, sizeof *v) : NULL;
@@ -236,11 +292,11 @@ static void repository_index(srv_grpc_call *c) {
     int rc = v ? proto_grpc_index_response(v, k, &out, &len) : ENG_NO_MEMORY;
     free(v);
     if (n > 0) store_tasks_release(all, n);
-    answer_message(c, rc, out, len);
+    pend_message(c, rc, out, len);
 }
 
-/* The statistics of every task, as GET /v2/models/{m}/stats gives each, in one {"model_stats": [...]}.
- * Answers the error itself and returns NULL. */
+/* The statistics of every task, as GET /v2/models/{m}/stats gives each, in one {"model_stats": [...]};
+ * NULL with the error pending. */
 static char *all_stats(srv_grpc_call *c, size_t *len) {
     srv_server *s = srv__grpc_server(c->g);
     store_task **all = NULL;
@@ -261,13 +317,13 @@ static char *all_stats(srv_grpc_call *c, size_t *len) {
     json_t *root = bad ? NULL : json_pack("{s:O}", "model_stats", ms);
     char *out = root ? json_dumps(root, JSON_COMPACT) : NULL;
     json_decref(root), json_decref(ms);
-    if (!out) answer_error(c, ENG_NO_MEMORY, "out of memory");
+    if (!out) pend_error(c, ENG_NO_MEMORY, "out of memory");
     else *len = strlen(out);
     return out;
 }
 
-/* The JSON of a v2 task view for a ModelReady / ModelMetadata / ModelStatistics request; answers the
- * error itself and returns NULL. */
+/* The JSON of a v2 task view for a ModelReady / ModelMetadata / ModelStatistics request; NULL with the
+ * error pending. */
 static char *task_json(srv_grpc_call *c, srv_task_view view, size_t *len) {
     srv_server *s = srv__grpc_server(c->g);
     char name[PROTO_GRPC_SPEC_MAX], ver[PROTO_GRPC_SPEC_MAX], path[2 * PROTO_GRPC_SPEC_MAX + 16], msg[MSG_MAX];
@@ -275,7 +331,7 @@ static char *task_json(srv_grpc_call *c, srv_task_view view, size_t *len) {
     int rc = proto_grpc_model_request(c->msg + PROTO_GRPC_PREFIX, c->len - PROTO_GRPC_PREFIX, view == TASK_VIEW_V2_STATS, name, ver,
                                       sizeof name, &e);
     if (rc) {
-        answer_error(c, rc == ENG_MALFORMED ? ENG_INVALID_ARGUMENT : (eng_status)rc, e.msg);
+        pend_error(c, rc == ENG_MALFORMED ? ENG_INVALID_ARGUMENT : (eng_status)rc, e.msg);
         return NULL;
     }
     char *j = NULL;
@@ -283,10 +339,68 @@ static char *task_json(srv_grpc_call *c, srv_task_view view, size_t *len) {
     /* as the REST path /v2/models/{name}[/versions/{v}] */
     snprintf(path, sizeof path, "%s%s%s", name, ver[0] ? "/versions/" : "", ver);
     if ((rc = srv__task_view(s, path, strlen(name), view, &j, len, msg, sizeof msg))) {
-        answer_error(c, (eng_status)rc, msg);
+        pend_error(c, (eng_status)rc, msg);
         return NULL;
     }
     return j;
+}
+
+static void model_call(srv_grpc_call *c) {
+    bool ready = c->method == PROTO_GRPC_MODEL_READY, stats = c->method == PROTO_GRPC_MODEL_STATISTICS;
+    size_t len = 0;
+    uint8_t *out = NULL;
+    char *j = task_json(c, ready ? TASK_VIEW_V2_READY : stats ? TASK_VIEW_V2_STATS : TASK_VIEW_V2, &len);
+    if (!j) return;
+    int rc;
+    if (stats) {
+        rc = proto_grpc_stats_response(j, len, &out, &len);
+    } else if (ready) {
+        json_t *doc = json_loadb(j, len, 0, NULL);
+        rc = proto_grpc_bool_response(c->method, json_is_true(json_object_get(doc, "ready")), &out, &len);
+        json_decref(doc);
+    } else {
+        rc = proto_grpc_model_metadata_response(j, len, &out, &len);
+    }
+    free(j);
+    pend_message(c, rc, out, len);
+}
+
+/* Prep thread. */
+static void prep_run(srv_grpc_call *c) {
+    switch (c->method) {
+    case PROTO_GRPC_MODEL_INFER: return infer_prep(c);
+    case PROTO_GRPC_REPOSITORY_INDEX: return repository_index(c);
+    default: return model_call(c);
+    }
+}
+
+/* Loop thread: prepared calls come back. */
+static void on_prepared(srv_inbox *in, srv_inbox_node *first) {
+    (void)in;
+    for (srv_inbox_node *n = first, *nx; n; n = nx) {
+        nx = n->next;
+        srv_grpc_call *c = SRV_CONTAINER_OF(n, srv_grpc_call, inbox);
+        c->loading = false;
+        if (!c->conn) { /* the client left meanwhile */
+            srv__grpc_call_release(c);
+            continue;
+        }
+        if (c->answered) continue; /* its deadline passed; the stream's close releases the call */
+        if (c->method == PROTO_GRPC_MODEL_INFER) {
+            infer_continue(c);
+        } else {
+            uint8_t *out = c->pend_out; /* the answer takes it; the call may be released inside */
+            c->pend_out = NULL;
+            srv__grpc_answer(c, c->pend_status, c->pend_msg, out, c->pend_len);
+        }
+    }
+}
+
+/* ---- dispatch (loop thread) ---- */
+
+static void on_deadline(srv_grpc_call *c) {
+    /* a job under way still runs (its batch may hold others); its answer is dropped */
+    srv__grpc_answer(c, PROTO_GRPC_DEADLINE_EXCEEDED, "the deadline (grpc-timeout) passed", NULL, 0);
 }
 
 static void dispatch(srv_grpc_call *c) {
@@ -295,50 +409,38 @@ static void dispatch(srv_grpc_call *c) {
     size_t n = c->len - PROTO_GRPC_PREFIX, len = 0;
     eng_err e = {0};
     uint8_t *out = NULL;
-    char *j = NULL;
     switch (c->method) {
     case PROTO_GRPC_SERVER_LIVE:
     case PROTO_GRPC_SERVER_READY:
-    case PROTO_GRPC_SERVER_METADATA:
+    case PROTO_GRPC_SERVER_METADATA: {
         if (proto_grpc_empty_request(c->method, m, n, &e)) return answer_error(c, ENG_INVALID_ARGUMENT, e.msg);
+        int rc;
         if (c->method != PROTO_GRPC_SERVER_METADATA) { /* ready: false while starting or draining, as GET /v2/health/ready's 503 */
             bool v = c->method == PROTO_GRPC_SERVER_LIVE || (atomic_load(&s->ready) && !atomic_load(&s->draining));
-            int rc = proto_grpc_bool_response(c->method, v, &out, &len);
-            return answer_message(c, rc, out, len);
-        }
-        {
+            rc = proto_grpc_bool_response(c->method, v, &out, &len);
+        } else {
             /* GET /v2's answer, with the extensions this protocol serves (binary tensor data is REST's alone) */
             static const char *const ext[] = {"model_repository", "statistics"};
-            if (!(j = proto_v2_server_encode("adapterd", ADAPTERD_VERSION_STRING, ext, 2, &len)))
-                return answer_error(c, ENG_NO_MEMORY, "out of memory");
-            int rc = proto_grpc_server_metadata_response(j, len, &out, &len);
+            char *j = proto_v2_server_encode("adapterd", ADAPTERD_VERSION_STRING, ext, 2, &len);
+            rc = j ? proto_grpc_server_metadata_response(j, len, &out, &len) : ENG_NO_MEMORY;
             free(j);
-            return answer_message(c, rc, out, len);
         }
+        if (rc) return answer_error(c, rc == ENG_NO_MEMORY ? ENG_NO_MEMORY : ENG_INTERNAL, "cannot encode the answer");
+        return srv__grpc_answer(c, PROTO_GRPC_OK, NULL, out, len);
+    }
+    case PROTO_GRPC_MODEL_INFER:
+        if (begin(c)) return; /* not admitted at its headers (a transport without the begin hook): now */
+        return prep_push(c);
     case PROTO_GRPC_MODEL_READY:
     case PROTO_GRPC_MODEL_METADATA:
-    case PROTO_GRPC_MODEL_STATISTICS: {
-        bool ready = c->method == PROTO_GRPC_MODEL_READY, stats = c->method == PROTO_GRPC_MODEL_STATISTICS;
-        if (!(j = task_json(c, ready ? TASK_VIEW_V2_READY : stats ? TASK_VIEW_V2_STATS : TASK_VIEW_V2, &len))) return;
-        int rc;
-        if (stats) {
-            rc = proto_grpc_stats_response(j, len, &out, &len);
-        } else if (ready) {
-            json_t *doc = json_loadb(j, len, 0, NULL);
-            rc = proto_grpc_bool_response(c->method, json_is_true(json_object_get(doc, "ready")), &out, &len);
-            json_decref(doc);
-        } else {
-            rc = proto_grpc_model_metadata_response(j, len, &out, &len);
-        }
-        free(j);
-        return answer_message(c, rc, out, len);
-    }
-    case PROTO_GRPC_MODEL_INFER: return infer_run(c);
-    case PROTO_GRPC_REPOSITORY_INDEX: return repository_index(c);
+    case PROTO_GRPC_MODEL_STATISTICS:
+    case PROTO_GRPC_REPOSITORY_INDEX: return prep_push(c);
     default: return srv__grpc_answer(c, PROTO_GRPC_UNIMPLEMENTED, "unknown method", NULL, 0);
     }
 }
 
 int srv__grpc_serve(srv_server *s, srv_grpc **out, eng_err *err) {
-    return srv__grpc_start(s, (srv_grpc_hooks){.dispatch = dispatch, .deadline = on_deadline}, out, err);
+    int rc = prep_start(s, err);
+    if (rc) return rc;
+    return srv__grpc_start(s, (srv_grpc_hooks){.begin = begin, .dispatch = dispatch, .deadline = on_deadline}, out, err);
 }

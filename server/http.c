@@ -30,7 +30,7 @@ static enum MHD_Result send_body_with(srv_request *r, unsigned status, const cha
     if (status == 429) MHD_add_response_header(resp, "Retry-After", "1");
     if (status == 503) MHD_add_response_header(resp, "Retry-After", "5");
     if (status == 405) MHD_add_response_header(resp, "Allow", r->route == SRV_ROUTE_PREDICT || r->route == SRV_ROUTE_V2_INFER ? "POST" : "GET");
-    srv__admission_release(r); /* answered: it will not become a job */
+    srv__front_release(&r->front); /* answered: it will not become a job */
     r->status = status;
     r->bytes_out = len;
     /* counted when the answer is queued, not when it is sent: a client that reads /metrics right
@@ -160,30 +160,6 @@ bool srv__refuse_json_body(srv_request *r, enum MHD_Result *ans) {
     else
         return false;
     return true;
-}
-
-bool srv__refuse_unready(srv_request *r, enum MHD_Result *ans) {
-    const srv_server *s = r->srv;
-    bool draining = atomic_load(&s->draining);
-    if (!draining && atomic_load(&s->ready)) return false;
-    *ans = srv__send_error(r, ENG_UNAVAILABLE, "the server is %s; retry on another replica", draining ? "draining" : "starting");
-    return true;
-}
-
-bool srv__refuse_busy(srv_request *r, enum MHD_Result *ans) {
-    if (r->admitted) return false; /* run again after its tasks loaded: it kept its place */
-    if (srv__sched_admit(r->srv->sched) == 0) {
-        r->admitted = true;
-        return false;
-    }
-    *ans = srv__send_error(r, ENG_BUSY, "the queue is full (--max-queue %d); retry after a second", r->srv->cfg.max_queue);
-    return true;
-}
-
-void srv__admission_release(srv_request *r) {
-    if (!r->admitted) return;
-    r->admitted = false;
-    srv__sched_release(r->srv->sched);
 }
 
 proto_limits srv__proto_limits(const srv_server *s) {

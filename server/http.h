@@ -45,16 +45,6 @@ bool srv__media_type_is(const char *ct, const char *want);
  * application/json (srv__media_type_is), 413 when the body went over --max-body-bytes. Returns true
  * when it answered, with MHD's result in *ans. */
 bool srv__refuse_json_body(srv_request *r, enum MHD_Result *ans);
-/* A route that queues work answers 503 while the server starts or drains. Returns true when it
- * answered, with MHD's result in *ans. */
-bool srv__refuse_unready(srv_request *r, enum MHD_Result *ans);
-/* Admission (scheduler.h): a route that queues work takes a place in --max-queue before it parses
- * anything; with none free it answers 429 with Retry-After at once. Returns true when it answered,
- * with MHD's result in *ans. A request that holds a place (r->admitted) gives it back when an answer
- * is queued for it (srv__send_body) or when it ends, unless a job took it over (srv__sched_submit). */
-bool srv__refuse_busy(srv_request *r, enum MHD_Result *ans);
-/* Gives r's admission back, if it holds one. */
-void srv__admission_release(srv_request *r);
 /* The request codec's limits from the server's options (--max-inputs, --max-tasks, and
  * --max-body-bytes for one text). */
 proto_limits srv__proto_limits(const srv_server *s);

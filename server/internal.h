@@ -1,5 +1,5 @@
 /* internal.h - the request and the server, the two structs the HTTP side of the server shares
- * (routes.c, http.c, predict.c, embed.c, admin.c, docs.c, offload.c, watch.c, server.c). The scheduler, the metrics
+ * (routes.c, http.c, infer.c, front.c, predict.c, embed.c, admin.c, docs.c, offload.c, watch.c, server.c). The scheduler, the metrics
  * and respond.c do not see them: they work on jobs (job.h) and values. Not installed; srv__ names
  * are internal. */
 #ifndef ADAPTERD_SERVER_INTERNAL_H
@@ -13,6 +13,7 @@
 
 #include "adapters_store/store.h"
 #include "engine/run.h"
+#include "front.h"
 #include "inbox.h"
 #include "job.h"
 #include "metrics.h"
@@ -45,9 +46,6 @@ typedef struct {
     unsigned status;             /* the answer fn built; 0: run the request again (tasks loaded) */
     char *body;
     size_t len;
-    store_task **held;           /* (n_held) references loaded for this request, kept until it ends */
-    int n_held, rounds;
-    double load_s;               /* seconds spent loading tasks for this request (lazy loading) */
     char name[SRV_NAME_MAX], version[SRV_VERSION_MAX]; /* admin: the route's task and version */
     bool activate;               /* admin: ?activate=true on upload, pin (true) or unpin */
 } srv_offload;
@@ -72,11 +70,9 @@ struct srv_request {
     size_t body_len, body_cap;
     bool too_large;
     int upload_errno;            /* the upload's body file could not be written (ENOSPC, EFBIG, ...): 507 or 500 */
-    bool admitted;               /* holds a place in --max-queue (srv__refuse_busy) that no job took over yet */
     bool suspended;
     bool abandoned;              /* its job was given up at the drain deadline: answer 503 */
-    proto_predict_req preq;
-    srv_job *job;
+    srv_front front;             /* an inference route's way to the engine (front.h): admission, request, tasks, job */
     unsigned status;             /* sent status, for the access log and metrics */
     bool counted;                /* already in the request metrics (counted when queued) */
     size_t bytes_out;
@@ -92,6 +88,7 @@ struct srv_request {
 typedef struct srv_offloader srv_offloader;
 typedef struct srv_watch srv_watch;
 typedef struct srv_conns srv_conns;
+typedef struct srv_grpc_prep srv_grpc_prep;
 
 struct srv_server {
     srv_config cfg;
@@ -110,6 +107,7 @@ struct srv_server {
     srv_conns *conns;                /* conn.c: header deadline, body rate, health reserve */
     srv_watch *watch;                /* watch.c; NULL when off */
     struct srv_grpc *grpc;           /* grpc.c: the gRPC listener and its connections; NULL when --grpc-port is 0 */
+    struct srv_grpc_prep *grpc_prep; /* grpc_calls.c: the threads that prepare gRPC calls; NULL when --grpc-port is 0 */
     atomic_bool ready;
     atomic_bool draining;
     atomic_int active;               /* requests between first byte and completion: the in-flight count */

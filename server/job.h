@@ -1,6 +1,6 @@
-/* job.h - one inference job: a request's inputs x tasks, tokenized, with a skip per task. predict.c
+/* job.h - one inference job: a request's inputs x tasks, tokenized, with a skip per task. front.c
  * builds it, the scheduler (scheduler.c) batches it, a worker runs it and respond.c turns its outputs
- * into the response body; the loop then resumes the request's connection. */
+ * into the response body with the request's codec; the loop then hands it to its edge. */
 #ifndef ADAPTERD_SERVER_JOB_H
 #define ADAPTERD_SERVER_JOB_H
 
@@ -25,26 +25,20 @@ typedef enum {
 /* Wire name: "default", "request", "budget", "latency", "adaptive". */
 const char *srv__skip_source_name(srv_skip_source s);
 
-/* The form of the answer. */
-typedef enum {
-    SRV_ANSWER_V1,       /* POST /v1/predict */
-    SRV_ANSWER_V2,       /* KServe v2 infer */
-    SRV_ANSWER_EMBED,    /* POST /v1/embed: the encoder alone, no task (eng_encode); batched only with embeds */
-    SRV_ANSWER_TEI_PREDICT, /* TEI's POST /predict: one task's labels by score */
-    SRV_ANSWER_TEI_RERANK,  /* TEI's POST /rerank: texts by score */
-} srv_answer_form;
-
 /* Owned by its request; the scheduler borrows it from submission until the loop hands it back. */
 typedef struct srv_job {
     srv_inbox_node inbox;        /* the scheduler's inbox (any thread -> loop) */
     struct srv_job *next;        /* the scheduler's FIFO and batches (loop, then one worker) */
-    struct srv_request *req;     /* NULL once abandoned at the drain deadline (the scheduler frees it) */
-    struct srv_grpc_call *grpc;  /* a gRPC ModelInfer's call instead of req (server/grpc_calls.c), or NULL */
+    const struct srv_edge *edge; /* the edge its request came through (front.h): told when the job is done */
+    void *edge_ctx;              /* the edge's request; NULL once abandoned at the drain deadline */
+    const proto_codec *codec;    /* the request's protocol: the answer's encoder and error shape */
+    const proto_predict_req *preq; /* the decoded request (the edge's, or owned_req once abandoned) */
     const char *request_id;      /* id below, for the body */
     char id[72];                 /* the request's id, copied: the job may outlive its request */
-    proto_predict_req *owned_req; /* an abandoned job's parsed request (texts point into it), or NULL */
+    proto_predict_req *owned_req; /* an abandoned job's decoded request (texts point into it), or NULL */
     double t_request;            /* the request's first byte, seconds, monotonic */
-    store_model *model;          /* borrowed from the tasks (each holds a reference) */
+    bool embed;                  /* the encoder alone, no task (eng_encode); batched only with embeds */
+    store_model *model;          /* the tasks' model (borrowed from them), or an embed's (model_ref) */
     int n_inputs, n_tasks;
     store_task **tasks;          /* (n_tasks) references, released with the job */
     eng_task_req *treqs;         /* (n_tasks) engine task + skip, shared by all inputs */
@@ -55,29 +49,20 @@ typedef struct srv_job {
     double load_ms;              /* time the request waited for its tasks to load; 0: none */
     eng_tok_encoding *enc;       /* (n_inputs) */
     int *truncated;              /* (n_inputs) 1 when the input was cut */
-    const proto_text *texts;     /* (n_inputs) borrowed from the parsed request */
+    const proto_text *texts;     /* (n_inputs) borrowed from the decoded request */
     int tokens;                  /* total tokens of the inputs */
-    bool ret_scores, ret_logits, ret_explain;
-    proto_aggregation aggregation; /* tagging: "aggregation" */
-    unsigned v2_outputs;         /* v2: the output tensors asked for; 0: all */
-    const char *v2_id;           /* v2: the client's "id", borrowed from the parsed request; NULL: none */
-    unsigned v2_binary;          /* v2: the outputs answered as binary data (PROTO_V2_OUT_* bits) */
-    bool tei_batch, tei_raw, tei_return_text; /* TEI /predict, /rerank: the request's "inputs" shape and flags */
-    srv_answer_form form;
     /* embed jobs: n_tasks 0; the model reference is the job's own */
     store_model *model_ref;
     proto_pooling pooling;       /* resolved: never PROTO_POOL_DEFAULT */
-    bool normalize;
-    int dimensions;              /* keep the first N values of each vector; 0: all */
-    bool openai, base64;         /* answer in OpenAI's embeddings shape (base64: the vectors as base64) */
-    proto_dialect dialect;       /* the error shape of the route that made the job */
     double t_submit, t_start, t_end;       /* seconds, monotonic; t_start 0: never ran */
     int batch_requests, batch_inputs, batch_tokens, batch_outputs;
-    /* result, written by the worker, read after the loop resumes the connection */
+    /* result, written by the worker, read after the loop hands the job back */
     unsigned status;
     char *body;
     size_t body_len;
     size_t head_len;             /* v2 binary answer: the bytes of JSON before the tensors' (Inference-Header-Content-Length); 0: JSON only */
+    eng_status fail_code;        /* a failed job: the error (status and body follow from it); 0: none */
+    char fail_msg[256];
 } srv_job;
 
 /* Releases the job's encodings, task references and body; NULL does nothing. */

@@ -7,7 +7,7 @@
  * runs the work; the after-work callback, on the loop again, resumes the connection, and MHD calls
  * on_request, which sends the answer or runs the request again. Suspending before queueing means
  * the resume can never overtake the suspend. What the work does is the caller's (admin.c,
- * predict.c): this file knows no route. */
+ * infer.c): this file knows no route. */
 #define _GNU_SOURCE
 #include "offload.h"
 
@@ -101,10 +101,6 @@ void srv__offload(srv_offloader *o, srv_request *r, void (*fn)(srv_request *r)) 
 }
 
 void srv__offload_clear(srv_request *r) {
-    for (int i = 0; i < r->off.n_held; i++) store_task_release(r->off.held[i]);
-    free(r->off.held);
-    r->off.held = NULL;
-    r->off.n_held = 0;
     free(r->off.body);
     r->off.body = NULL;
 }

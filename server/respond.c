@@ -1,6 +1,7 @@
 /* respond.c - a job's engine outputs become its response body: each input's and task's result
  * (server/answer.c, the converter the command line uses too), the request's share of the batch plan
- * (explain), then proto's encoders. Runs on the worker that ran the batch, so the loop only resumes
+ * (explain), then its protocol's encoder (the job's codec: JSON, TEI's, OpenAI's, KServe v2's JSON or
+ * binary, gRPC's protobuf). Runs on the worker that ran the batch, so the loop only resumes
  * connections. */
 #define _GNU_SOURCE
 #include "respond.h"
@@ -19,7 +20,9 @@ void srv__job_fail(srv_job *j, eng_status code, const char *msg) {
     free(j->body);
     j->body = NULL;
     j->head_len = 0;
-    j->status = srv_error_body_as(j->dialect, code, msg, &j->body, &j->body_len);
+    j->fail_code = code;
+    snprintf(j->fail_msg, sizeof j->fail_msg, "%s", msg && *msg ? msg : eng_status_desc(code));
+    j->status = srv_error_body_as(j->codec->dialect, code, msg, &j->body, &j->body_len);
 }
 
 /* This request's share of the batch plan (see proto_explain). Its rows, streams and trunks per layer
@@ -83,8 +86,8 @@ void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats
     srv_answer_bufs *bufs = calloc(nr, sizeof *bufs);
     int *tokens = calloc((size_t)j->n_inputs, sizeof *tokens);
     int bad = !res || !bufs || !tokens;
-    /* v2 has no per-token list: its default is the pipeline's "none" */
-    proto_aggregation agg = j->aggregation == PROTO_AGG_TOKENS && j->form == SRV_ANSWER_V2 ? PROTO_AGG_NONE : j->aggregation;
+    const proto_predict_req *q = j->preq;
+    proto_aggregation agg = q->aggregation;
     for (int i = 0; !bad && i < j->n_inputs; i++) {
         const proto_text *tx = &j->texts[i];
         srv_answer_input in = {.enc = &j->enc[i], .tok = store_model_tokenizer(j->model)};
@@ -101,7 +104,7 @@ void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats
             r->skip_source = srv__skip_source_name(j->skip_src[k]);
             r->n_labels = store_task_num_labels(t);
             r->labels = store_task_labels(t);
-            r->logits = j->ret_logits ? o->logits : NULL;
+            r->logits = q->ret_logits ? o->logits : NULL;
             bad = srv_answer_task(store_task_head(t), o, &in, agg, &bufs[idx], r) != 0;
         }
     }
@@ -109,7 +112,7 @@ void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats
     int *xrows = NULL;
     double *xms = NULL;
     proto_fusion_view *xfv = NULL;
-    if (stats && j->ret_explain && !bad) {
+    if (stats && q->ret_explain && !bad) {
         int L = stats->n_layers;
         xrows = calloc((size_t)3 * L + 1, sizeof *xrows);
         xms = calloc((size_t)L + 1, sizeof *xms);
@@ -126,8 +129,9 @@ void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats
                                  .results = res,
                                  .tokens = tokens,
                                  .truncated = j->truncated,
-                                 .ret_scores = j->ret_scores,
-                                 .v2_outputs = j->v2_outputs, .v2_id = j->v2_id, .v2_binary = j->v2_binary,
+                                 .ret_scores = q->ret_scores,
+                                 .v2_outputs = q->v2_outputs, .v2_id = q->v2_id, .v2_binary = q->v2_binary,
+                                 .req = q,
                                  .queue_ms = (j->t_start - j->t_submit) * 1e3,
                                  .inference_ms = (j->t_end - j->t_start) * 1e3,
                                  .total_ms = (j->t_end - j->t_request) * 1e3,
@@ -137,12 +141,8 @@ void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats
                                  .latency_target_ms = j->latency_ms,
                                  .predicted_ms = j->predicted_ms,
                                  .load_ms = j->load_ms,
-                                 .explain = stats && j->ret_explain ? &ex : NULL};
-        j->body = j->form == SRV_ANSWER_V2            ? proto_v2_infer_encode_binary(&pr, &j->body_len, &j->head_len)
-                  : j->form == SRV_ANSWER_TEI_PREDICT ? proto_tei_predict_encode(&pr, j->tei_batch, j->tei_raw, &j->body_len)
-                  : j->form == SRV_ANSWER_TEI_RERANK
-                      ? proto_tei_rerank_encode(&pr, j->tei_raw, j->texts, j->tei_return_text, &j->body_len)
-                      : proto_predict_encode(&pr, &j->body_len);
+                                 .explain = stats && q->ret_explain ? &ex : NULL};
+        j->body = j->codec->encode(&pr, &j->body_len, &j->head_len);
         j->status = 200;
         bad = !j->body;
     }
@@ -194,14 +194,16 @@ void srv__job_respond_embed(srv_job *j, const float *hidden, const float *pooled
         }
         row0 += (size_t)len;
     }
-    int D = j->dimensions > 0 && j->dimensions < H ? j->dimensions : H;
+    const proto_predict_req *q = j->preq;
+    int D = q->dimensions > 0 && q->dimensions < H ? q->dimensions : H;
     for (size_t r = 1; D < H && r < n_vec; r++) memmove(v + r * D, v + r * H, (size_t)D * sizeof *v); /* Matryoshka: the first D */
-    if (j->normalize)
+    if (q->normalize)
         for (size_t r = 0; r < n_vec; r++) l2_normalize(v + r * D, D);
     j->t_end = srv__now();
     free(j->body);
-    j->body = j->openai ? proto_openai_embed_encode(v, n, D, j->base64, store_model_name(j->model), j->tokens, &j->body_len)
-                        : proto_embed_encode(v, n, rows, D, &j->body_len);
+    proto_embed_resp er = {.vectors = v, .n_inputs = n, .dim = D, .rows = rows, .model = store_model_name(j->model),
+                           .tokens = j->tokens, .req = q};
+    j->body = j->codec->encode_embed(&er, &j->body_len);
     j->status = 200;
     free(v), free(rows);
     if (!j->body) srv__job_fail(j, ENG_NO_MEMORY, "out of memory building the response");

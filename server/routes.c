@@ -3,8 +3,8 @@
  * A request's life: MHD's thread calls srv__on_request for the headers (route, method, request id),
  * for each body chunk (bounded by max_body_bytes, or max_upload_bytes on admin routes), and once
  * more at the end. Quick routes (tasks, models, health, metrics, OpenAPI) answer there; the
- * inference routes go to predict.c (embed.c for /v1/embed and /v1/tokenize), the admin routes to
- * admin.c, the API reference page to docs.c. A suspended request comes back
+ * inference routes of every protocol go to the front door's HTTP edge (infer.c), /v1/tokenize and
+ * TEI's /decode and /info to embed.c, the admin routes to admin.c, the API reference page to docs.c. A suspended request comes back
  * here when the loop resumes it: with its job's body, or with offloaded work's answer, or to run
  * again once its tasks are loaded. srv__on_completed logs, counts and frees. */
 #define _GNU_SOURCE
@@ -20,8 +20,8 @@
 #include "clock.h"
 #include "conn.h"
 #include "http.h"
+#include "infer.h"
 #include "offload.h"
-#include "predict.h"
 #include "respond.h"
 #include "url.h"
 
@@ -134,35 +134,19 @@ static enum MHD_Result route_tasks(srv_request *r) {
 /* Longest task name quoted back in an error. */
 #define QUOTED_NAME_MAX 100
 
-/* The error for a task that is not served: unknown, or on disk with no version that loads (then
- * the message says why, from its newest failed version). */
-static eng_status unknown_task(srv_server *s, const char *name, size_t nlen, char *msg, size_t msz) {
-    int q = (int)(nlen > QUOTED_NAME_MAX ? QUOTED_NAME_MAX : nlen);
-    char nm[SRV_NAME_MAX];
-    store_version_info v[8];
-    int n = nlen < sizeof nm ? (memcpy(nm, name, nlen), nm[nlen] = '\0', store_versions(s->reg, nm, v, 8)) : -1;
-    if (n <= 0 || strcmp(v[n - 1].state, "failed"))
-        snprintf(msg, msz, "unknown task \"%.*s\" (GET /v1/tasks lists them)", q, name);
-    else
-        snprintf(msg, msz, "task \"%.*s\" is not served: no version of it loads (version %s: %s)", q, name, v[n - 1].version,
-                 v[n - 1].reason);
-    return ENG_NOT_FOUND;
-}
-
-static size_t v2_infer_spec(const char *name, size_t name_len, char *out, size_t n);
 
 int srv__task_view(srv_server *s, const char *name, size_t nlen, srv_task_view view, char **json, size_t *jlen, char *msg,
                    size_t msz) {
     /* /v2/models/{task}/versions/{v}: that version ("task@v", as infer reads it) */
     char spec[V2_SPEC_MAX];
-    size_t sl = view != TASK_VIEW_V1 && !strncmp(name + nlen, "/versions/", 10) ? v2_infer_spec(name, nlen, spec, sizeof spec) : 0;
+    size_t sl = view != TASK_VIEW_V1 && !strncmp(name + nlen, "/versions/", 10) ? srv__v2_task_spec(name, nlen, spec, sizeof spec) : 0;
     store_task *t = sl ? srv__task_acquire_spec(s->reg, spec, sl) : store_task_acquire(s->reg, name, nlen);
     *json = NULL;
     if (!t && sl) {
         snprintf(msg, msz, "unknown task or version \"%.*s\"", (int)(sl > QUOTED_NAME_MAX ? QUOTED_NAME_MAX : sl), spec);
         return ENG_NOT_FOUND;
     }
-    if (!t) return unknown_task(s, name, nlen, msg, msz);
+    if (!t) return srv__unknown_task(s, name, nlen, msg, msz);
     proto_task_info ti;
     fill_task_info(t, &ti);
     task_versions tv = {0};
@@ -309,10 +293,7 @@ static srv_route match(const char *url, const char **arg, size_t *arg_len) {
 }
 
 
-/* The task a v2 infer path names, as srv__task_acquire_spec reads it: "task" for
- * /v2/models/{task}/infer, "task@v" for /v2/models/{task}/versions/{v}/infer. name, name_len
- * from match(); returns the length written to out, or 0 when it does not fit. */
-static size_t v2_infer_spec(const char *name, size_t name_len, char *out, size_t n) {
+size_t srv__v2_task_spec(const char *name, size_t name_len, char *out, size_t n) {
     const char *rest = name + name_len;
     int w = !strncmp(rest, "/versions/", 10)
                 ? snprintf(out, n, "%.*s@%.*s", (int)name_len, name, (int)strcspn(rest + 10, "/"), rest + 10)
@@ -379,17 +360,12 @@ enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const ch
             return srv__send_json(r, r->off.status, b, r->off.len);
         }
         r->route = match(url, &arg, &arg_len);
-        proto_predict_free(&r->preq);
-        memset(&r->preq, 0, sizeof r->preq);
-        if (r->route != SRV_ROUTE_V2_INFER) return srv__predict(r, NULL, 0);
-        char spec[V2_SPEC_MAX];
-        size_t sl = v2_infer_spec(arg, arg_len, spec, sizeof spec);
-        return srv__predict(r, spec, sl);
+        return srv__infer(r, arg, arg_len);
     }
     if (r->suspended) {
         /* resumed: the job is done */
         r->suspended = false;
-        srv_job *j = r->job;
+        srv_job *j = r->front.job;
         if (r->abandoned || !j)
             return srv__send_error(r, ENG_UNAVAILABLE, "the server stopped at its drain deadline before this request finished; retry on another replica");
         char *b = j->body;
@@ -421,14 +397,8 @@ enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const ch
     size_t len = 0;
     char *j = NULL;
     bool ready = atomic_load(&s->ready) && !atomic_load(&s->draining);
+    if (srv__infer_codec(r->route)) return srv__infer(r, arg, arg_len); /* the front door */
     switch (r->route) {
-    case SRV_ROUTE_PREDICT:
-    case SRV_ROUTE_TEI_PREDICT:
-    case SRV_ROUTE_TEI_RERANK: return srv__predict(r, NULL, 0);
-    case SRV_ROUTE_EMBED:
-    case SRV_ROUTE_TEI_EMBED:
-    case SRV_ROUTE_TEI_EMBED_ALL:
-    case SRV_ROUTE_OPENAI_EMBEDDINGS: return srv__embed(r);
     case SRV_ROUTE_TOKENIZE:
     case SRV_ROUTE_TEI_TOKENIZE: return srv__tokenize(r);
     case SRV_ROUTE_TEI_INFO: return srv__tei_info(r);
@@ -437,16 +407,6 @@ enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const ch
         if (!ready) return srv__send_error(r, ENG_UNAVAILABLE, "not ready");
         return srv__send_body(r, 200, "text/plain", (char *)"", 0, MHD_RESPMEM_PERSISTENT);
     case SRV_ROUTE_DOCS: return srv__docs(r);
-    case SRV_ROUTE_V2_INFER: {
-        char spec[V2_SPEC_MAX];
-        size_t sl = v2_infer_spec(arg, arg_len, spec, sizeof spec);
-        store_task *t = sl ? srv__task_acquire_spec(s->reg, spec, sl) : NULL;
-        if (!t)
-            return srv__send_error(r, ENG_NOT_FOUND, "unknown task or version \"%.*s\"",
-                                   (int)(sl > QUOTED_NAME_MAX ? QUOTED_NAME_MAX : sl), spec);
-        store_task_release(t);
-        return srv__predict(r, spec, sl);
-    }
     case SRV_ROUTE_TASKS: return route_tasks(r);
     case SRV_ROUTE_TASK: return route_task(r, arg, arg_len, TASK_VIEW_V1);
     case SRV_ROUTE_V2_MODEL: return route_task(r, arg, arg_len, TASK_VIEW_V2);
@@ -492,11 +452,9 @@ void srv__on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, e
     unsigned status = r->status ? r->status : 499; /* 499: the client went away before an answer */
     if (!r->counted) srv__metrics_request(s->metrics, r->route, status, dt);
     if (s->cfg.access_log) srv__access_log(r, status, dt, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
-    srv__admission_release(r); /* a request that ended without an answer (the client went away) */
-    srv__job_free(r->job);
+    srv__front_clear(&r->front); /* admission (the client went away before an answer), tasks, job, request */
     srv__offload_clear(r);
     srv__admin_end(r);
-    proto_predict_free(&r->preq);
     free(r->body);
     free(r);
     *con_cls = NULL;

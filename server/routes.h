@@ -9,6 +9,10 @@ enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const ch
                                 const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls);
 /* Matches a decoded path to a non-admin route; a route with a name sets *arg, *arg_len (inside url). */
 srv_route srv__route_match(const char *url, const char **arg, size_t *arg_len);
+/* The task a v2 path names, as srv__task_acquire_spec reads it: "task" for /v2/models/{task}[/infer],
+ * "task@v" for /v2/models/{task}/versions/{v}[/infer|/ready]. name, name_len from the matcher (the
+ * version follows name in memory); returns the length written to out, or 0 when it does not fit. */
+size_t srv__v2_task_spec(const char *name, size_t name_len, char *out, size_t n);
 /* What GET on one task answers. */
 typedef enum {
     TASK_VIEW_V1,            /* /v1/tasks/{name} */

@@ -124,7 +124,7 @@ static void run_jobs(srv_sched *q, eng_state *st, srv_job *jobs, int n_jobs, boo
         n_in += j->n_inputs;
         n_out += j->n_inputs * j->n_tasks;
         toks += j->tokens;
-        want_stats |= j->ret_explain;
+        want_stats |= j->preq && j->preq->ret_explain;
     }
     eng_input *in = calloc((size_t)n_in, sizeof *in);
     eng_task_out *outs = calloc((size_t)n_out, sizeof *outs);
@@ -238,7 +238,7 @@ static void *worker_main(void *arg) {
         pthread_mutex_unlock(&w->mu);
         if (!b) break;
         double t0 = srv__now();
-        if (b->jobs->form == SRV_ANSWER_EMBED) run_embeds(w->q, w->st, b->jobs, b->n_jobs);
+        if (b->jobs->embed) run_embeds(w->q, w->st, b->jobs, b->n_jobs);
         else run_jobs(w->q, w->st, b->jobs, b->n_jobs, w->passes++ > 0);
         b->seconds = srv__now() - t0;
         /* the batch itself is the done record: no allocation on this path */
@@ -265,7 +265,7 @@ static srv_batch *take_batch(srv_sched *q) {
     int toks = 0;
     for (srv_job *j = q->head, *nx; j; j = nx) {
         nx = j->next;
-        bool embed = j->form == SRV_ANSWER_EMBED, first_embed = first->form == SRV_ANSWER_EMBED;
+        bool embed = j->embed, first_embed = first->embed;
         if (j->model != first->model || embed != first_embed || (b->n_jobs > 0 && toks + j->tokens > q->p.max_batch_tokens)) {
             link = &j->next;
             continue;

@@ -1,8 +1,9 @@
 /* server.c - srv_run: the libuv loop (scheduler, offloader, watch, signals), libmicrohttpd's daemon,
  * the cost models measured at start-up, and the drain on SIGTERM/SIGINT. It wires the parts
- * together and holds no route: requests enter through routes.c, inference runs through
- * predict.c -> scheduler.c -> respond.c, and the scheduler hands finished jobs back through the hooks
- * below, so no file of the server calls back into this one. */
+ * together and holds no route: requests enter through routes.c (HTTP) and grpc.c, inference runs
+ * through the front door (infer.c or grpc_calls.c -> front.c) -> scheduler.c -> respond.c, and
+ * the scheduler hands finished jobs back through the hooks below to the edge each came through, so no
+ * file of the server calls back into this one. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <signal.h>
@@ -45,8 +46,7 @@
 
 static void hook_respond(void *ctx, srv_job *j, const eng_task_out *outs, const eng_plan_stats *stats) {
     (void)ctx;
-    srv__job_respond(j, outs, stats);
-    if (j->grpc) srv__grpc_job_encode(j); /* the v2 answer as a ModelInferResponse, on the worker */
+    srv__job_respond(j, outs, stats); /* the answer in its protocol's encoding, on the worker */
 }
 
 static void hook_respond_embed(void *ctx, srv_job *j, const float *hidden, const float *pooled) {
@@ -57,51 +57,25 @@ static void hook_respond_embed(void *ctx, srv_job *j, const float *hidden, const
 static void hook_fail(void *ctx, srv_job *j, eng_status code, const char *msg) {
     (void)ctx;
     srv__job_fail(j, code, msg);
-    if (j->grpc) srv__grpc_job_encode(j);
 }
 
-/* Loop thread: the job is answered; count it and resume its connection (MHD sends the body). A
- * job abandoned at the drain deadline has no request any more: it ends here. */
+/* Loop thread: the job is answered; count it and hand it to the edge its request came through (HTTP
+ * resumes the connection, gRPC sends the call's answer). A job abandoned at the drain deadline has
+ * no request any more: its edge frees it. */
 static void hook_done(void *ctx, srv_job *j) {
     srv_server *s = ctx;
-    if (j->grpc) {
-        srv__grpc_job_done(s, j);
-        return;
+    if (j->edge_ctx) {
+        srv__metrics_queue_wait(s->metrics, j->t_start > 0 ? j->t_start - j->t_submit : -1);
+        for (int k = 0; k < j->n_tasks; k++)
+            srv__metrics_task(s->metrics, store_task_name(j->tasks[k]), j->treqs[k].skip, j->n_inputs,
+                              j->t_end > 0 ? j->t_end - j->t_request : -1);
     }
-    if (!j->req) {
-        srv__job_free(j);
-        return;
-    }
-    srv__metrics_queue_wait(s->metrics, j->t_start > 0 ? j->t_start - j->t_submit : -1);
-    for (int k = 0; k < j->n_tasks; k++)
-        srv__metrics_task(s->metrics, store_task_name(j->tasks[k]), j->treqs[k].skip, j->n_inputs,
-                          j->t_end > 0 ? j->t_end - j->t_request : -1);
-    atomic_fetch_sub(&s->n_suspended, 1);
-    MHD_resume_connection(j->req->conn);
+    j->edge->done(s, j);
 }
 
-/* Loop thread, drain deadline: j's pass goes on, but its request answers 503 now. The job takes
- * over what the worker still reads from the request (the parsed texts); the request forgets the
- * job, and hook_done frees it when the pass ends. The connection is suspended, so nothing else
- * touches the request meanwhile. */
-static void hook_abandon(void *ctx, srv_job *j) {
-    srv_server *s = ctx;
-    if (j->grpc) {
-        srv__grpc_job_abandon(s, j);
-        return;
-    }
-    srv_request *r = j->req;
-    proto_predict_req *owned = malloc(sizeof *owned);
-    if (!owned) return; /* out of memory: this one waits for its pass like before */
-    *owned = r->preq;
-    memset(&r->preq, 0, sizeof r->preq);
-    j->owned_req = owned;
-    j->req = NULL;
-    r->job = NULL;
-    r->abandoned = true;
-    atomic_fetch_sub(&s->n_suspended, 1);
-    MHD_resume_connection(r->conn);
-}
+/* Loop thread, drain deadline: j's pass goes on, but its request answers 503 now (the edge's hook;
+ * the job takes over what the worker still reads from the request). */
+static void hook_abandon(void *ctx, srv_job *j) { j->edge->abandon(ctx, j); }
 
 /* ---- the loop ---- */
 
@@ -328,11 +302,13 @@ done:
     /* workers may still report batches after a drain timeout: join them before closing handles,
      * and free the scheduler (whose handles these are) only once they are closed */
     srv__sched_stop(s->sched);
+    srv__grpc_calls_stop(s); /* nothing may push to the loop's inboxes once their handles close */
     uv_walk(&s->loop, close_cb, NULL);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     uv_loop_close(&s->loop);
     srv__sched_free(s->sched);
     srv__grpc_free(s->grpc);
+    srv__grpc_calls_free(s);
     srv__offload_free(s->offl);
     srv__conns_free(s->conns);
     srv__metrics_free(s->metrics);

@@ -468,7 +468,11 @@ Test(tei_tasks, predict_is_the_tasks_labels_by_score) {
         for (size_t k = 0; k < json_array_size(probs); k++) {
             json_t *e = json_array_get(probs, k);
             const char *label = json_string_value(json_object_get(e, "label"));
-            cr_expect_eq(json_real_value(json_object_get(e, "score")), json_real_value(json_object_get(scores, label)), "%s", label);
+            /* one input alone against the same input in a batch of two: the kernels block the rows differently
+             * by row count (on AVX-512 machines), so the logits may differ in their last bits (seen: 3e-6
+             * relative in a probability of 8e-4); the labels, their order and the raw scores below are exact */
+            double got = json_real_value(json_object_get(e, "score")), want = json_real_value(json_object_get(scores, label));
+            cr_expect(fabs(got - want) <= 1e-5 * fabs(want) + 1e-9, "%s: %.9g against %.9g", label, got, want);
             if (k) cr_expect_geq(json_real_value(json_object_get(json_array_get(probs, k - 1), "score")), json_real_value(json_object_get(e, "score")));
         }
         /* raw: the logits, label i's logit at index i of /v1/predict's "logits" (labels in head order) */

@@ -91,7 +91,7 @@ static void finish(srv_sched *q) {
 static srv_job *embed_job(const char *text) {
     srv_job *j = calloc(1, sizeof *j);
     cr_assert(j);
-    j->form = SRV_ANSWER_EMBED;
+    j->embed = true;
     j->model = store_task_model(task);
     j->n_inputs = 1;
     j->pooling = PROTO_POOL_CLS;

@@ -97,6 +97,9 @@ typedef struct {
     int tei_batch;           /* TEI /predict: "inputs" was a batch (the answer nests a list per input) */
     int tei_raw;             /* TEI /predict, /rerank: "raw_scores" (logits, not probabilities) */
     int tei_return_text;     /* TEI /rerank: "return_text" */
+    int one_task;            /* TEI /predict, /rerank: exactly one task, the one named (tasks[0]) or, with n_tasks 0, the
+                              * registry's only task */
+    int grpc_raw;            /* gRPC ModelInfer: answer the outputs in raw_output_contents */
     void **own_;             /* internal: (n_own_) buffers proto_req_own_* made, freed with the request */
     int n_own_;
 } proto_predict_req;
@@ -268,6 +271,7 @@ typedef struct {
     unsigned v2_outputs;              /* v2: the output tensors asked for (PROTO_V2_OUT_*); 0: all */
     const char *v2_id;                /* v2: the client's "id", answered instead of request_id; NULL: none */
     unsigned v2_binary;               /* v2: the outputs answered as binary data (PROTO_V2_OUT_* bits) */
+    const proto_predict_req *req;     /* the request answered (its protocol's flags, e.g. TEI's) */
     double queue_ms, inference_ms, total_ms;
     double latency_target_ms, predicted_ms;           /* "latency_ms" asked and the cost model's prediction; -1: none */
     double load_ms;                   /* time spent loading the request's tasks first (lazy loading); 0: none */
@@ -359,6 +363,59 @@ typedef enum {
 /* The error body of dialect d for code (the error table's API code) with HTTP status http_status
  * (TEI's error_type and OpenAI's type follow from it). Same return as the encoders. */
 char *proto_error_encode_as(proto_dialect d, const char *code, unsigned http_status, const char *msg, size_t *len);
+
+/* ---- codecs: a protocol is a decoder and an encoder ----
+ *
+ * Every inference route of every protocol decodes into the one typed request above (proto_predict_req)
+ * and is answered from the one result type (proto_predict_resp, or proto_embed_resp for embeddings); the
+ * server's one path runs between the two (server/front.c). A protocol's codec is its file's pair of
+ * functions and the error shape it answers in; adding a protocol is a codec here and a route table
+ * entry in the server. */
+
+/* What a decoder gets: the body as it arrived and what the route's path or query named. */
+typedef struct {
+    const char *body;        /* len bytes (not NUL-terminated for binary bodies) */
+    size_t len;
+    size_t header_len;       /* KServe v2's binary extension: bytes of JSON before the tensors; len: JSON only */
+    const char *task;        /* the task the path or query names ("name" or "name@version"), or NULL */
+} proto_wire;
+
+/* An embedding answer: vectors (n_vec, dim) row-major; rows NULL: one vector per input, else input i
+ * owns the next rows[i] vectors (every token's). */
+typedef struct {
+    const float *vectors;
+    int n_inputs, dim;
+    const int *rows;
+    const char *model;
+    int tokens;              /* tokens of every input, for usage counts */
+    const proto_predict_req *req;
+} proto_embed_resp;
+
+typedef struct proto_codec {
+    const char *name;        /* "adapterd", "tei", "openai", "kserve_v2", "kserve_v2_grpc": metrics and logs */
+    proto_dialect dialect;   /* the shape of its errors */
+    int embed;               /* 1: the encoder alone, no task (answered by encode_embed) */
+    /* Fills *out from w; same contract as proto_predict_parse (the task w names is copied into *out). */
+    int (*decode)(const proto_wire *w, const proto_limits *lim, proto_predict_req *out, eng_err *err);
+    /* Task answers: a malloc'd body of *len bytes, or NULL when out of memory; *head_len the bytes of a JSON
+     * header before binary data (KServe v2's binary extension), else 0. */
+    char *(*encode)(const proto_predict_resp *r, size_t *len, size_t *head_len);
+    char *(*encode_embed)(const proto_embed_resp *e, size_t *len);
+} proto_codec;
+
+/* The codecs, one per inference route (each defined in its protocol's file). */
+extern const proto_codec proto_v1_predict_codec;      /* POST /v1/predict (parse.c, v1.c) */
+extern const proto_codec proto_v1_embed_codec;        /* POST /v1/embed */
+extern const proto_codec proto_tei_embed_codec;       /* TEI's POST / and /embed (tei.c) */
+extern const proto_codec proto_tei_embed_all_codec;   /* TEI's POST /embed_all: every token's vector, not normalized */
+extern const proto_codec proto_tei_predict_codec;     /* TEI's POST /predict */
+extern const proto_codec proto_tei_rerank_codec;      /* TEI's POST /rerank */
+extern const proto_codec proto_openai_embed_codec;    /* OpenAI's POST /v1/embeddings (openai.c) */
+extern const proto_codec proto_v2_infer_codec;        /* KServe v2 POST /v2/models/{task}/infer, JSON or binary (v2.c) */
+extern const proto_codec proto_grpc_infer_codec;      /* KServe v2 gRPC ModelInfer: body is the message, no prefix (grpc.c) */
+
+/* Copies s into memory r owns (freed with it); NULL when out of memory. */
+const char *proto_req_own_string(proto_predict_req *r, const char *s);
 
 /* ---- text-embeddings-inference (tei.c) ---- */
 

@@ -1,0 +1,246 @@
+/* front.c - the front door: every inference request, whatever protocol carried it (adapterd's v1,
+ * TEI, OpenAI, KServe v2 REST JSON or binary, KServe v2 gRPC), takes this one path to the engine:
+ *
+ *     admit      a --max-queue place (and readiness), before any byte of work is spent on it
+ *     decode     the protocol's codec (proto_codec) fills the one typed request, proto_predict_req
+ *     prepare    the request's tasks (or, for an embedding, its model) acquired ONCE, as one snapshot
+ *                held until the answer; loads asked for when some are not resident; then the job:
+ *                skips (predict.c), or pooling and prompts (embed.c), and tokenization
+ *     load       on libuv's pool: the held tasks made resident (the only wait), then prepare again
+ *     submit     the job to the scheduler, which takes over the admission place
+ *
+ * and is answered by the codec's encoder on the worker (respond.c) and sent by its edge. An edge is
+ * where a protocol's bytes arrive and leave: HTTP (infer.c, on libmicrohttpd's threads, which suspend
+ * the connection while the pool loads or the engine runs) and gRPC (grpc_calls.c: its connections live
+ * on the loop, so it runs decode, prepare and load on the pool and submits from there). The edges differ
+ * only in where they wait; what a request is allowed, what it holds and how it reaches the engine is
+ * decided here once (as Triton's one inference request behind its HTTP and gRPC front ends, or Redis's
+ * processCommand()).
+ *
+ * Holding the acquired references is what makes one acquisition enough: a reference keeps a version
+ * and, once loaded, its weights (store.h), so the versions loaded are the versions run, and a request
+ * in flight keeps the version it started with whatever activation happens meanwhile. */
+#define _GNU_SOURCE
+#include "front.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "embed.h"
+#include "http.h"
+#include "predict.h"
+
+/* Rounds of loads before a request gives up (503): a round more means a task's current version
+ * failed to load and the store made another version current in its place. */
+#define LOAD_ROUNDS_MAX 3
+/* Bytes of a task name (with "@version") quoted in an error. */
+#define SPEC_MAX 320
+/* Longest task name quoted back in an error. */
+#define QUOTED_NAME_MAX 100
+
+void srv__front_init(srv_front *f, srv_server *s, const proto_codec *codec, const srv_edge *edge, void *ctx, const char *id,
+                     double t0) {
+    *f = (srv_front){.s = s, .codec = codec, .edge = edge, .edge_ctx = ctx, .id = id, .t0 = t0};
+}
+
+static int refuse(srv_front *f, eng_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int refuse(srv_front *f, eng_status code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f->msg, sizeof f->msg, fmt, ap);
+    va_end(ap);
+    f->code = code;
+    return -1;
+}
+
+int srv__front_admit(srv_front *f) {
+    srv_server *s = f->s;
+    if (f->admitted) return 0; /* run again after a load: it kept its place */
+    bool draining = atomic_load(&s->draining);
+    if (draining || !atomic_load(&s->ready))
+        return refuse(f, ENG_UNAVAILABLE, "the server is %s; retry on another replica", draining ? "draining" : "starting");
+    if (srv__sched_admit(s->sched))
+        return refuse(f, ENG_BUSY, "the queue is full (--max-queue %d); retry after a second", s->cfg.max_queue);
+    f->admitted = true;
+    return 0;
+}
+
+void srv__front_release(srv_front *f) {
+    if (!f->admitted) return;
+    f->admitted = false;
+    srv__sched_release(f->s->sched);
+}
+
+int srv__front_decode(srv_front *f, const proto_wire *w) {
+    proto_limits lim = srv__proto_limits(f->s);
+    eng_err e = {0};
+    int rc = f->codec->decode(w, &lim, &f->req, &e);
+    if (rc) return refuse(f, (eng_status)rc, "%s", e.msg);
+    f->decoded = true;
+    return 0;
+}
+
+/* ---- the one acquisition ---- */
+
+store_task *srv__task_acquire_spec(store_registry *reg, const char *spec, size_t len) {
+    const char *at = memchr(spec, '@', len);
+    if (!at) return store_task_acquire(reg, spec, len);
+    char name[SPEC_MAX], ver[SPEC_MAX];
+    size_t nl = (size_t)(at - spec), vl = len - nl - 1;
+    if (nl == 0 || vl == 0 || nl >= sizeof name || vl >= sizeof ver) return NULL;
+    memcpy(name, spec, nl), name[nl] = '\0';
+    memcpy(ver, at + 1, vl), ver[vl] = '\0';
+    return store_task_acquire_version(reg, name, ver);
+}
+
+eng_status srv__unknown_task(srv_server *s, const char *name, size_t nlen, char *msg, size_t msz) {
+    int q = (int)(nlen > QUOTED_NAME_MAX ? QUOTED_NAME_MAX : nlen);
+    if (memchr(name, '@', nlen)) {
+        snprintf(msg, msz, "unknown task or version \"%.*s\" (GET /v1/tasks lists them and their versions)", q, name);
+        return ENG_NOT_FOUND;
+    }
+    char nm[SRV_NAME_MAX];
+    store_version_info v[8];
+    int n = nlen < sizeof nm ? (memcpy(nm, name, nlen), nm[nlen] = '\0', store_versions(s->reg, nm, v, 8)) : -1;
+    if (n <= 0 || strcmp(v[n - 1].state, "failed"))
+        snprintf(msg, msz, "unknown task \"%.*s\" (GET /v1/tasks lists them)", q, name);
+    else
+        snprintf(msg, msz, "task \"%.*s\" is not served: no version of it loads (version %s: %s)", q, name, v[n - 1].version,
+                 v[n - 1].reason);
+    return ENG_NOT_FOUND;
+}
+
+/* The request's tasks: the ones it names (each "name" or "name@version"), or every task of one
+ * snapshot; for TEI's one-task routes, the registry's only task when none is named. */
+static int acquire_tasks(srv_front *f) {
+    srv_server *s = f->s;
+    const proto_predict_req *p = &f->req;
+    if (!p->n_tasks) {
+        int n = store_tasks_acquire(s->reg, &f->tasks);
+        if (n < 0) return refuse(f, ENG_NO_MEMORY, "out of memory");
+        f->n_tasks = n;
+        if (p->one_task && n != 1)
+            return refuse(f, ENG_INVALID_ARGUMENT, "the registry serves %d tasks; name one with ?task=NAME (GET /v1/tasks)", n);
+        return 0;
+    }
+    if (!(f->tasks = calloc((size_t)p->n_tasks, sizeof *f->tasks))) return refuse(f, ENG_NO_MEMORY, "out of memory");
+    for (int k = 0; k < p->n_tasks; k++) {
+        size_t len = strlen(p->tasks[k]);
+        store_task *t = srv__task_acquire_spec(s->reg, p->tasks[k], len);
+        if (!t) {
+            f->code = srv__unknown_task(s, p->tasks[k], len, f->msg, sizeof f->msg);
+            return -1;
+        }
+        f->tasks[f->n_tasks++] = t;
+    }
+    return 0;
+}
+
+static int acquire(srv_front *f) {
+    f->acquired = true;
+    if (f->codec->embed) {
+        f->model = srv__model_pick(f->s, f->req.model, &f->code, f->msg, sizeof f->msg);
+        return f->model ? 0 : -1;
+    }
+    return acquire_tasks(f);
+}
+
+/* ---- prepare and load ---- */
+
+srv_front_step srv__front_prepare(srv_front *f) {
+    if (!f->acquired && acquire(f)) return SRV_FRONT_FAILED;
+    if (f->code) return SRV_FRONT_FAILED; /* the acquisition failed on an earlier call */
+    for (int k = 0; k < f->n_tasks; k++)
+        if (!store_task_resident(f->tasks[k])) return SRV_FRONT_LOAD;
+    srv_job *j = calloc(1, sizeof *j);
+    if (!j) return refuse(f, ENG_NO_MEMORY, "out of memory"), SRV_FRONT_FAILED;
+    srv__job_free(f->job);
+    f->job = j;
+    snprintf(j->id, sizeof j->id, "%s", f->id);
+    j->request_id = j->id;
+    j->t_request = f->t0;
+    j->edge = f->edge, j->edge_ctx = f->edge_ctx;
+    j->codec = f->codec;
+    j->preq = &f->req;
+    j->embed = f->codec->embed;
+    j->texts = f->req.inputs;
+    j->n_inputs = f->req.n_inputs;
+    j->latency_ms = j->predicted_ms = -1;
+    j->load_ms = f->load_s * 1e3;
+    /* the held references go to the job, which runs exactly the versions acquired */
+    j->tasks = f->tasks, j->n_tasks = f->n_tasks;
+    f->tasks = NULL, f->n_tasks = 0;
+    j->model_ref = f->codec->embed ? f->model : NULL;
+    if (f->codec->embed) f->model = NULL;
+    int rc = j->embed ? srv__embed_job(f, j) : srv__predict_job(f, j);
+    return rc ? SRV_FRONT_FAILED : SRV_FRONT_READY;
+}
+
+/* After t failed to load: the store made another version current in its place (it does so when the
+ * current version turns out broken on first use), unless the request named t's version. */
+static store_task *replacement(srv_front *f, const store_task *t) {
+    const char *name = store_task_name(t);
+    size_t n = strlen(name);
+    for (int i = 0; i < f->req.n_tasks; i++)
+        if (!strncmp(f->req.tasks[i], name, n) && f->req.tasks[i][n] == '@') return NULL;
+    store_task *now = store_task_acquire(f->s->reg, name, n);
+    if (now == t) {
+        store_task_release(now);
+        return NULL;
+    }
+    return now;
+}
+
+int srv__front_load(srv_front *f) {
+    if (++f->rounds > LOAD_ROUNDS_MAX) return refuse(f, ENG_UNAVAILABLE, "tasks were replaced while loading; retry");
+    double t0 = srv__now();
+    int missing = 0;
+    for (int k = 0; k < f->n_tasks; k++) missing += !store_task_resident(f->tasks[k]);
+    eng_err e = {0};
+    int bad = -1, rc = store_tasks_ensure(f->s->reg, f->tasks, f->n_tasks, &bad, &e);
+    if (!rc && missing) { /* a failed load is not timed */
+        srv__metrics_lazy_load(f->s->metrics, srv__now() - t0);
+        f->load_s += srv__now() - t0;
+    }
+    if (!rc) return 0;
+    store_task *now = rc != ENG_NO_MEMORY && rc != ENG_LIMIT && bad >= 0 ? replacement(f, f->tasks[bad]) : NULL;
+    if (!now) return refuse(f, (eng_status)rc, "%s", e.msg);
+    /* the version standing in for the broken one: the request goes round on it */
+    store_task_release(f->tasks[bad]);
+    f->tasks[bad] = now;
+    return 0;
+}
+
+/* ---- submit, abandon, clear ---- */
+
+void srv__front_submit(srv_front *f) {
+    srv_job *j = f->job;
+    f->admitted = false; /* the job holds the place from here on */
+    srv__sched_submit(f->s->sched, j);
+}
+
+int srv__front_abandon(srv_front *f, srv_job *j) {
+    proto_predict_req *owned = malloc(sizeof *owned);
+    if (!owned) return -1;
+    *owned = f->req;
+    memset(&f->req, 0, sizeof f->req);
+    j->owned_req = owned;
+    j->preq = owned;
+    j->edge_ctx = NULL;
+    f->job = NULL;
+    return 0;
+}
+
+void srv__front_clear(srv_front *f) {
+    srv__front_release(f);
+    if (f->tasks) store_tasks_release(f->tasks, f->n_tasks);
+    f->tasks = NULL, f->n_tasks = 0;
+    store_model_release(f->model);
+    f->model = NULL;
+    srv__job_free(f->job);
+    f->job = NULL;
+    proto_predict_free(&f->req);
+}
