@@ -80,6 +80,7 @@ int srv__front_decode(srv_front *f, const proto_wire *w) {
     int rc = f->codec->decode(w, &lim, &f->req, &e);
     if (rc) return refuse(f, (eng_status)rc, "%s", e.msg);
     f->decoded = true;
+    srv__metrics_protocol(f->s->metrics, f->codec->name);
     return 0;
 }
 

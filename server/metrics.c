@@ -52,6 +52,9 @@ static const char *const precisions[] = {"fp32", "bf16", "int8"};
 #define HIST_MAX_BOUNDS 15 /* bucket bounds of the largest histogram */
 #define SERIES_LABEL_MAX 320 /* bytes of a task label (names are at most SRV_NAME_MAX) */
 
+/* Protocols counted apart (their codecs' names); more are not counted. */
+#define PROTOCOLS_MAX 16
+
 typedef struct {
     atomic_uint_fast64_t b[HIST_MAX_BOUNDS + 1]; /* per bucket + overflow; cumulative only at render */
     atomic_uint_fast64_t count;
@@ -62,6 +65,10 @@ struct srv_metrics {
     atomic_uint_fast64_t requests[SRV_ROUTE_COUNT][N_CODES + 1];
     hist latency[SRV_ROUTE_COUNT];
     atomic_uint_fast64_t grpc[PROTO_GRPC_N_METHODS][PROTO_GRPC_N_CODES]; /* gRPC calls by method and status */
+    struct {
+        _Atomic(const char *) name;        /* a codec's name (static), claimed once by the first request */
+        atomic_uint_fast64_t count;
+    } protocols[PROTOCOLS_MAX];            /* requests decoded by the front door, by protocol */
     hist grpc_latency[PROTO_GRPC_N_METHODS];
     hist queue_wait, lazy_load, batch_requests, batch_inputs, batch_tokens, batch_seconds;
     atomic_uint_fast64_t tokens, batches;
@@ -213,6 +220,17 @@ void srv__metrics_request(srv_metrics *m, srv_route r, unsigned status, double s
     observe(&m->latency[r], lat_b, N_LAT, seconds);
 }
 
+void srv__metrics_protocol(srv_metrics *m, const char *protocol) {
+    for (int i = 0; i < PROTOCOLS_MAX; i++) {
+        const char *have = atomic_load_explicit(&m->protocols[i].name, memory_order_acquire);
+        if (!have && atomic_compare_exchange_strong(&m->protocols[i].name, &have, protocol)) have = protocol;
+        if (have == protocol || !strcmp(have, protocol)) {
+            atomic_fetch_add_explicit(&m->protocols[i].count, 1, memory_order_relaxed);
+            return;
+        }
+    }
+}
+
 void srv__metrics_grpc(srv_metrics *m, int method, int code, double seconds) {
     if (method < 0 || method >= PROTO_GRPC_N_METHODS) method = PROTO_GRPC_UNKNOWN_METHOD;
     if (code < 0 || code >= PROTO_GRPC_N_CODES) code = PROTO_GRPC_UNKNOWN;
@@ -340,6 +358,14 @@ char *srv__metrics_render(srv_metrics *m, const srv_metrics_live *live, size_t *
         char l[64];
         snprintf(l, sizeof l, "route=\"%s\"", route_names[r]);
         put_hist(&b, "adapterd_request_duration_seconds", l, &m->latency[r], lat_b, N_LAT);
+    }
+    put(&b, "# HELP adapterd_decoded_requests_total Inference requests decoded by the front door, by protocol (its codec).\n"
+            "# TYPE adapterd_decoded_requests_total counter\n");
+    for (int i = 0; i < PROTOCOLS_MAX; i++) {
+        const char *name = atomic_load_explicit(&m->protocols[i].name, memory_order_acquire);
+        if (name)
+            put(&b, "adapterd_decoded_requests_total{protocol=\"%s\"} %llu\n", name,
+                (unsigned long long)atomic_load_explicit(&m->protocols[i].count, memory_order_relaxed));
     }
     put(&b, "# HELP adapterd_grpc_requests_total gRPC calls (--grpc-port) by method and grpc-status.\n"
             "# TYPE adapterd_grpc_requests_total counter\n");

@@ -32,6 +32,9 @@ void srv__metrics_task(srv_metrics *m, const char *name, int skip, int n_inputs,
 /* Any thread: the requests that ran task name so far and the sum of their seconds (first byte to
  * answer), for KServe's statistics extension; 0 and 0 for a task that never ran. */
 void srv__metrics_task_totals(srv_metrics *m, const char *name, uint64_t *count, double *seconds);
+/* Any thread: the front door decoded one request of protocol (a codec's name, a static string):
+ * adapterd_decoded_requests_total{protocol}. */
+void srv__metrics_protocol(srv_metrics *m, const char *protocol);
 /* Loop thread: one gRPC call of method (a proto_grpc_method) answered with gRPC status code after
  * `seconds` (adapterd_grpc_requests_total{method, code}, adapterd_grpc_request_duration_seconds). */
 void srv__metrics_grpc(srv_metrics *m, int method, int code, double seconds);

@@ -16,6 +16,7 @@ SIGTERM: the calls under way finish, then the server exits 0.
     test_grpc.py <adapterd> <registry> <proto dir>
 """
 import json
+import re
 import math
 import os
 import shutil
@@ -343,6 +344,12 @@ def main():
               'adapterd_grpc_requests_total{method="ServerLive",code="OK"} 1' in metrics and
               'adapterd_grpc_request_duration_seconds_count{method="ModelInfer"}' in metrics,
               "/metrics counts gRPC calls by method and status")
+        # the front door: every ModelInfer that was decoded went through the gRPC codec, none through another's
+        # (the ones answered OK at least; a refusal before decoding, e.g. an unknown method, is not decoded)
+        decoded = re.search(r'^adapterd_decoded_requests_total\{protocol="kserve_v2_grpc"\} (\d+)$', metrics, re.M)
+        ok = re.search(r'^adapterd_grpc_requests_total\{method="ModelInfer",code="OK"\} (\d+)$', metrics, re.M)
+        check(decoded and ok and int(decoded.group(1)) >= int(ok.group(1)) > 0,
+              "/metrics: ModelInfer calls decoded by the gRPC codec (adapterd_decoded_requests_total)")
         # a request that stops arriving: HEADERS without END_STREAM and no DATA, by hand (HTTP/2 frames, HPACK
         # literals without indexing or Huffman, RFC 7540 / 7541); past --header-timeout-ms it is answered (a HEADERS
         # frame that ends stream 1, the trailers-only answer) while the client still holds the stream open

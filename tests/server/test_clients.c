@@ -542,3 +542,66 @@ Test(kserve, statistics_count_the_tasks_requests) {
     kserve_error(e, "stats of an unknown model");
     json_decref(e);
 }
+
+/* The front door: the same classification through every HTTP protocol is decoded once by its own codec
+ * (adapterd_decoded_requests_total{protocol} rises by one for each) and answers the same label and
+ * score (one input each, so the batches have the same shape and the scores are equal to the bit). The
+ * gRPC protocol's share of this check is tests/grpc/test_grpc.py's. */
+static long decoded(const char *protocol) {
+    char name[96];
+    snprintf(name, sizeof name, "adapterd_decoded_requests_total{protocol=\"%s\"}", protocol);
+    long v = ts_metric(&srv, name);
+    return v < 0 ? 0 : v;
+}
+
+Test(kserve, every_protocol_goes_through_its_codec) {
+    const char *protocols[] = {"adapterd", "tei", "kserve_v2"};
+    long before[3];
+    for (int i = 0; i < 3; i++) before[i] = decoded(protocols[i]);
+    json_t *v1 = post("/v1/predict", "{\"inputs\": [\"a fine day\"], \"tasks\": [\"cls_lora\"]}", 200, NULL);
+    json_t *tei = post("/predict?task=cls_lora", "{\"inputs\": \"a fine day\"}", 200, NULL);
+    json_t *v2 = post("/v2/models/cls_lora/infer",
+                      "{\"inputs\": [{\"name\": \"text\", \"datatype\": \"BYTES\", \"shape\": [1], \"data\": [\"a fine day\"]}]}", 200,
+                      NULL);
+    /* KServe v2's binary tensor data: the same text as a 4-byte little-endian length and its bytes */
+    const char *head = "{\"inputs\": [{\"name\": \"text\", \"datatype\": \"BYTES\", \"shape\": [1], \"parameters\": "
+                       "{\"binary_data_size\": 14}}]}";
+    char bin[256];
+    size_t hl = strlen(head);
+    memcpy(bin, head, hl);
+    memcpy(bin + hl, "\x0a\x00\x00\x00" "a fine day", 14);
+    char hdr[64];
+    snprintf(hdr, sizeof hdr, "Inference-Header-Content-Length: %zu", hl);
+    json_t *v2b = NULL;
+    long st = ts_request(&srv, "POST", "/v2/models/cls_lora/infer", bin, hl + 14, "application/octet-stream", hdr, &v2b);
+    cr_assert_eq(st, 200, "binary: %ld", st);
+    cr_expect_eq(decoded("adapterd"), before[0] + 1, "v1 decoded once");
+    cr_expect_eq(decoded("tei"), before[1] + 1, "TEI decoded once");
+    cr_expect_eq(decoded("kserve_v2"), before[2] + 2, "KServe v2 JSON and binary, once each");
+    json_t *t = json_object_get(json_object_get(json_array_get(json_object_get(v1, "results"), 0), "tasks"), "cls_lora");
+    const char *label = json_string_value(json_object_get(t, "label"));
+    double score = json_real_value(json_object_get(t, "score"));
+    cr_assert(label);
+    cr_expect_str_eq(json_string_value(json_object_get(json_array_get(tei, 0), "label")), label, "TEI");
+    cr_expect_eq(json_real_value(json_object_get(json_array_get(tei, 0), "score")), score, "TEI");
+    json_t *v2s[2] = {v2, v2b};
+    for (int k = 0; k < 2; k++) {
+        json_t *outs = json_object_get(v2s[k], "outputs"), *o;
+        size_t i;
+        int seen = 0;
+        json_array_foreach(outs, i, o) {
+            const char *n = json_string_value(json_object_get(o, "name"));
+            json_t *d = json_array_get(json_object_get(o, "data"), 0);
+            if (!strcmp(n, "label")) {
+                cr_expect_str_eq(json_string_value(d), label, "v2 %d", k);
+                seen++;
+            }
+            if (!strcmp(n, "score")) {
+                cr_expect_eq(json_real_value(d), score, "v2 %d", k);
+                seen++;
+            }
+        }
+        cr_expect_eq(seen, 2, "v2 %d answers label and score", k);
+    }
+    json_decref(v1), json_decref(tei), json_decref(v2), json_decref(v2b);
+}
