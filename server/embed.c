@@ -64,38 +64,73 @@ static store_model *pick_model(srv_request *r, const char *name, enum MHD_Result
     return m;
 }
 
-/* The model's own pooling: sentence-transformers' 1_Pooling/config.json in its folder
- * (pooling_mode_mean_tokens or pooling_mode_cls_token), else CLS. */
-static proto_pooling model_pooling(const srv_server *s, const store_model *m) {
-    char path[POOLING_PATH_MAX];
-    snprintf(path, sizeof path, "%s/models/%s/1_Pooling/config.json", s->cfg.registry, store_model_name(m));
-    json_t *c = json_load_file(path, 0, NULL);
-    proto_pooling p = PROTO_POOL_CLS;
-    if (c && json_is_true(json_object_get(c, "pooling_mode_mean_tokens"))) p = PROTO_POOL_MEAN;
-    json_decref(c);
-    return p;
-}
+/* What an embedding reads from its model's folder, read once at start-up (the registry's models are
+ * fixed when it opens), so a request's path never touches the disk: the model's own pooling
+ * (sentence-transformers' 1_Pooling/config.json, pooling_mode_mean_tokens or pooling_mode_cls_token;
+ * else CLS) and its sentence-transformers config (config_sentence_transformers.json: prompts). */
+struct srv_model_files {
+    store_model *m;              /* a reference */
+    proto_pooling pooling;
+    char *st_config;             /* the config's bytes (st_len), or NULL when the model has none */
+    size_t st_len;
+};
 
 /* Bytes of a sentence-transformers config read for its prompts. */
 #define ST_CONFIG_MAX (1 << 20)
 
+int srv__model_files_load(srv_server *s) {
+    int n = store_n_models(s->reg);
+    if (!(s->model_files = calloc((size_t)n + 1, sizeof *s->model_files))) return ENG_NO_MEMORY;
+    for (int i = 0; i < n; i++) {
+        store_model *m = store_model_acquire_at(s->reg, i);
+        if (!m) continue;
+        srv_model_files *mf = &s->model_files[s->n_model_files++];
+        mf->m = m;
+        char path[POOLING_PATH_MAX];
+        snprintf(path, sizeof path, "%s/models/%s/1_Pooling/config.json", s->cfg.registry, store_model_name(m));
+        json_t *c = json_load_file(path, 0, NULL);
+        mf->pooling = c && json_is_true(json_object_get(c, "pooling_mode_mean_tokens")) ? PROTO_POOL_MEAN : PROTO_POOL_CLS;
+        json_decref(c);
+        snprintf(path, sizeof path, "%s/models/%s/config_sentence_transformers.json", s->cfg.registry, store_model_name(m));
+        FILE *fp = fopen(path, "rb");
+        if (!fp) continue;
+        char *text = malloc(ST_CONFIG_MAX);
+        size_t len = text ? fread(text, 1, ST_CONFIG_MAX, fp) : 0;
+        fclose(fp);
+        if (!text) return ENG_NO_MEMORY;
+        char *fit = realloc(text, len + 1);
+        mf->st_config = fit ? fit : text;
+        mf->st_len = len;
+    }
+    return 0;
+}
+
+void srv__model_files_free(srv_server *s) {
+    for (int i = 0; i < s->n_model_files; i++) {
+        store_model_release(s->model_files[i].m);
+        free(s->model_files[i].st_config);
+    }
+    free(s->model_files);
+    s->model_files = NULL, s->n_model_files = 0;
+}
+
+/* m's files as read at start-up; a model without (none when the server loaded them): CLS, no prompts. */
+static srv_model_files files_of(const srv_server *s, const store_model *m) {
+    for (int i = 0; i < s->n_model_files; i++)
+        if (s->model_files[i].m == m) return s->model_files[i];
+    return (srv_model_files){.pooling = PROTO_POOL_CLS};
+}
+
+static proto_pooling model_pooling(const srv_server *s, const store_model *m) { return files_of(s, m).pooling; }
+
 /* Puts the model's prompt ("prompt_name", else its default_prompt_name) before each text input.
  * Returns 0, or an error status with msg set. */
 static int apply_prompt(srv_front *f, const store_model *m, const proto_limits *lim, char *msg, size_t msz) {
-    char path[POOLING_PATH_MAX];
-    snprintf(path, sizeof path, "%s/models/%s/config_sentence_transformers.json", f->s->cfg.registry, store_model_name(m));
-    char *text = NULL;
-    size_t n = 0;
-    FILE *fp = fopen(path, "rb");
-    bool found = fp != NULL;
-    if (fp) {
-        if ((text = malloc(ST_CONFIG_MAX))) n = fread(text, 1, ST_CONFIG_MAX, fp);
-        fclose(fp);
-    }
+    srv_model_files mf = files_of(f->s, m);
+    bool found = mf.st_config != NULL;
     eng_err e = {0};
     size_t plen = 0;
-    char *prompt = proto_tei_prompt(text, n, f->req.prompt_name, &plen, &e);
-    free(text);
+    char *prompt = proto_tei_prompt(mf.st_config, mf.st_len, f->req.prompt_name, &plen, &e);
     if (!prompt && f->req.prompt_name && !found) {
         snprintf(msg, msz, "\"prompt_name\": model %s has no sentence-transformers prompts (no config_sentence_transformers.json)",
                  store_model_name(m));

@@ -5,6 +5,12 @@
 
 #include "internal.h"
 
+/* Reads what embeddings need from each model's folder (its pooling, its sentence-transformers prompts)
+ * once, at start-up, into s. Returns 0 or ENG_NO_MEMORY; srv__model_files_free releases it (also after
+ * a failure). */
+int srv__model_files_load(srv_server *s);
+void srv__model_files_free(srv_server *s);
+
 /* A new reference to the model named name, or to the registry's only model when name is NULL. NULL
  * with *code (ENG_NOT_FOUND, ENG_INVALID_ARGUMENT: several models and none named) and msg set. */
 store_model *srv__model_pick(srv_server *s, const char *name, eng_status *code, char *msg, size_t msz);

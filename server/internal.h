@@ -89,6 +89,7 @@ typedef struct srv_offloader srv_offloader;
 typedef struct srv_watch srv_watch;
 typedef struct srv_conns srv_conns;
 typedef struct srv_grpc_prep srv_grpc_prep;
+typedef struct srv_model_files srv_model_files;
 
 struct srv_server {
     srv_config cfg;
@@ -103,6 +104,8 @@ struct srv_server {
     int n_costs;
     store_model **cost_models;       /* (n_costs) references */
     eng_cost_model *costs;           /* (n_costs) */
+    srv_model_files *model_files;    /* embed.c: each model's pooling and prompts, read at start-up */
+    int n_model_files;
     srv_offloader *offl;             /* offload.c */
     srv_conns *conns;                /* conn.c: header deadline, body rate, health reserve */
     srv_watch *watch;                /* watch.c; NULL when off */

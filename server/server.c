@@ -16,6 +16,7 @@
 
 #include "clock.h"
 #include "conn.h"
+#include "embed.h"
 #include "grpc.h"
 #include "internal.h"
 #include "offload.h"
@@ -224,6 +225,10 @@ int srv_run(const srv_config *cfg, store_registry *reg, eng_err *err) {
     }
     srv__metrics_set_task_series(s->metrics, cfg->metrics_tasks);
     if ((rc = calibrate_costs(s, err))) goto done;
+    if (srv__model_files_load(s)) {
+        rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+        goto done;
+    }
     if (!(s->offl = srv__offload_new(&s->loop))) {
         rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory");
         goto done;
@@ -310,6 +315,7 @@ done:
     srv__grpc_free(s->grpc);
     srv__grpc_calls_free(s);
     srv__offload_free(s->offl);
+    srv__model_files_free(s);
     srv__conns_free(s->conns);
     srv__metrics_free(s->metrics);
     for (int i = 0; i < s->n_costs; i++) store_model_release(s->cost_models[i]);
