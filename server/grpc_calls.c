@@ -55,7 +55,7 @@ static void answer_error(srv_grpc_call *c, eng_status code, const char *msg) {
 /* The answer a prep thread made, sent later from the loop (pend_*). */
 static void pend(srv_grpc_call *c, int status, const char *msg, uint8_t *out, size_t len) {
     c->pend_status = status;
-    snprintf(c->pend_msg, sizeof c->pend_msg, "%s", msg ? msg : "");
+    snprintf(c->pend_msg, sizeof c->pend_msg, "%.*s", (int)sizeof c->pend_msg - 1, msg ? msg : ""); /* cut to fit */
     free(c->pend_out);
     c->pend_out = out, c->pend_len = len;
 }
