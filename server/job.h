@@ -66,6 +66,7 @@ typedef struct srv_job {
     srv_answer_form form;
     /* embed jobs: n_tasks 0; the model reference is the job's own */
     store_model *model_ref;
+    const char *model_id;        /* the model's name as the answer says it (models.c), server-owned; NULL: its registry name */
     proto_pooling pooling;       /* resolved: never PROTO_POOL_DEFAULT */
     bool normalize;
     int dimensions;              /* keep the first N values of each vector; 0: all */

@@ -200,7 +200,8 @@ void srv__job_respond_embed(srv_job *j, const float *hidden, const float *pooled
         for (size_t r = 0; r < n_vec; r++) l2_normalize(v + r * D, D);
     j->t_end = srv__now();
     free(j->body);
-    j->body = j->openai ? proto_openai_embed_encode(v, n, D, j->base64, store_model_name(j->model), j->tokens, &j->body_len)
+    j->body = j->openai ? proto_openai_embed_encode(v, n, D, j->base64, j->model_id ? j->model_id : store_model_name(j->model),
+                                                        j->tokens, &j->body_len)
                         : proto_embed_encode(v, n, rows, D, &j->body_len);
     j->status = 200;
     free(v), free(rows);
