@@ -259,7 +259,8 @@ static srv_route match(const char *url, const char **arg, size_t *arg_len) {
                  {"/embeddings", SRV_ROUTE_OPENAI_EMBEDDINGS}, {"/v2", SRV_ROUTE_V2_SERVER}};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         if (!strcmp(url, fixed[i].path)) return fixed[i].r;
-    if (!strcmp(url, "/docs/redoc.standalone.js")) return SRV_ROUTE_DOCS;
+    if (!strcmp(url, "/docs/redoc.standalone.js") || !strcmp(url, "/docs/redoc.standalone.js.LICENSE.txt"))
+        return SRV_ROUTE_DOCS;
     if (!strncmp(url, "/v1/models/", 11) && url[11]) {
         /* the rest of the path, '/' included: served names such as "org/model" are common */
         *arg = url + 11, *arg_len = strlen(url + 11);

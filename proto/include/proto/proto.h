@@ -520,7 +520,10 @@ char *proto_v2_bool_encode(const char *key, int value, size_t *len);
 const char *proto_openapi_json(size_t *len);
 
 /* The Redoc standalone bundle compiled in at build time (static, len bytes), or NULL when the build
- * did not find it (npm's `redoc` not installed). */
+ * did not find it (npm's `redoc` not installed in docs/redoc). */
 const char *proto_redoc_js(size_t *len);
+/* The licence texts that go with it: Redoc's MIT licence, then the notices of the libraries its
+ * bundle holds, both from the installed package (static, len bytes); NULL when the bundle is. */
+const char *proto_redoc_license(size_t *len);
 
 #endif
