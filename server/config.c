@@ -77,9 +77,9 @@ static const opt opts[] = {
       "limits (default 0: off)"},
      INT(grpc_port, 0, 65535)},
     {{"served-model-name", "NAME[,NAME...]",
-      "names clients may give as \"model\" (OpenAI's /v1/embeddings, /v1/embed, /v1/tokenize) besides the registry's "
-      "model names, vLLM's option: with one model, each NAME is an alias of it; with several, write NAME=MODEL. A "
-      "model's first name is its id in GET /v1/models and TEI's /info (default: none)"},
+      "names clients may send as \"model\" (vLLM's option), besides the registry's model names: with one model each "
+      "NAME is an alias of it, with several write NAME=MODEL; a model's first name is its id in GET /v1/models and "
+      "TEI's /info, and a name served by no model gets 404 (default: none)"},
      STR(served_model_name)},
     {{"threads", "N", "engine threads per worker (default: all cores, shared by the workers)"}, INT(threads, 1, 1024)},
     {{"workers", "N", "engine workers, each running its own batches (default 1)"}, INT(workers, 1, 64)},
