@@ -117,11 +117,10 @@ int srv__model_names_new(const char *spec, store_registry *reg, srv_model_names 
         return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
     }
     int rc = 0;
-    for (const char *p = spec; !rc; p++) {
+    for (const char *p = spec;; p++) {
         size_t len = strcspn(p, ",");
-        rc = add_entry(t, reg, p, len, err);
-        if (!p[len]) break;
-        p += len;
+        if ((rc = add_entry(t, reg, p, len, err)) || !p[len]) break;
+        p += len; /* then past the comma */
     }
     if (rc) {
         srv__model_names_free(t);
