@@ -48,6 +48,9 @@ COPY proto/ proto/
 COPY adapters_store/ adapters_store/
 COPY server/ server/
 COPY tools/ tools/
+# Redoc for GET /docs, compiled in when the host installed it (scripts/setup.sh; .dockerignore lets
+# only the bundle and its licences through), else the page answers 503
+COPY docs/redoc/ docs/redoc/
 RUN if [ "${TARGETARCH:-$BUILDARCH}" = arm64 ] && [ "$BUILDARCH" != arm64 ]; then \
       cross="-DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake" strip=aarch64-linux-gnu-strip; \
     else cross="" strip=strip; fi \

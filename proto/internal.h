@@ -6,8 +6,8 @@
  *   parse.c     the v1 requests (predict, embed, tokenize) and their limits; json.c
  *   v1.c        the v1 answers of a prediction (predict, embed, tokenize); json.c
  *   v2.c        KServe v2: infer request and answer, model metadata, live/ready; parse.c, json.c
- *   registry.c  the registry's answers (GET /v1/tasks paginated, /v1/tasks/{name}, /v1/models);
- *               json.c
+ *   registry.c  the registry's answers (GET /v1/tasks paginated, /v1/tasks/{name}, /v1/models in
+ *               adapterd's and OpenAI's list shape at once, /v1/models/{id}); json.c
  *   tei.c       text-embeddings-inference's own answers (/info, prompts, its error shape); json.c
  *   openai.c    OpenAI's embeddings request and answer, its error shape; parse.c, json.c
  *   grpc.c      KServe v2's gRPC messages (grpc_service.proto, protoc-c) to and from the v2 JSON; json.c

@@ -1,8 +1,11 @@
 /* registry.c - the registry's answers: GET /v1/tasks (a page of served tasks, the unserved ones,
- * a cursor to the next page), GET /v1/tasks/{name} (versions, layout, fallback) and GET
- * /v1/models. GET /v1/tasks' page (limit, after) is read here too, so its rules sit beside the
- * answer that carries its cursor. The server copies what it shows out of the store into
- * proto_task_info structs; this file only writes them. Built on json.c only. */
+ * a cursor to the next page), GET /v1/tasks/{name} (versions, layout, fallback), GET /v1/models
+ * and GET /v1/models/{id}. GET /v1/tasks' page (limit, after) is read here too, so its rules sit
+ * beside the answer that carries its cursor. /v1/models answers OpenAI's list shape ("object",
+ * "data": what the openai clients' models.list() reads) and adapterd's own ("models") in one
+ * object, so neither kind of client has to be pointed elsewhere. The server copies what it shows
+ * out of the store into proto_task_info and proto_model_info structs; this file only writes them.
+ * Built on json.c only. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,21 +99,38 @@ char *proto_tasks_encode(const proto_task_info *t, int n, const proto_unserved_t
                        len);
 }
 
+const char *proto_model_id(const proto_model_info *m) { return m->n_served > 0 ? m->served[0] : m->name; }
+
+/* OpenAI's model object; the fields after owned_by are vLLM's. NULL when out of memory. */
+static json_t *model_object(const proto_model_info *m, const char *id) {
+    return json_pack("{s:s,s:s,s:I,s:s,s:s,s:i}", "id", id ? id : proto_model_id(m), "object", "model", "created",
+                     (json_int_t)m->created, "owned_by", "adapterd", "root", m->name, "max_model_len", m->max_tokens);
+}
+
+/* adapterd's description of a model. NULL when out of memory. */
+static json_t *model_info(const proto_model_info *m) {
+    json_t *served = proto__strings(m->served, m->n_served);
+    if (!served) return NULL;
+    return json_pack("{s:s,s:o,s:s,s:i,s:i,s:i,s:i,s:I,s:s,s:s,s:I}", "name", m->name, "served_names", served,
+                     "model_type", m->model_type, "hidden", m->hidden, "layers", m->layers, "max_tokens", m->max_tokens,
+                     "vocab", m->vocab, "bytes", (json_int_t)m->bytes, "precision", m->precision ? m->precision : "fp32",
+                     "kernel", m->kernel ? m->kernel : "c", "packed_bytes", (json_int_t)m->packed_bytes);
+}
+
 char *proto_models_encode(const proto_model_info *m, int n, size_t *len) {
-    json_t *a = json_array();
-    int bad = !a;
+    json_t *data = json_array(), *a = json_array();
+    int bad = !data || !a;
     for (int i = 0; !bad && i < n; i++)
-        bad |= json_array_append_new(
-            a, json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:I,s:s,s:s,s:I}", "name", m[i].name, "model_type", m[i].model_type,
-                         "hidden", m[i].hidden, "layers", m[i].layers, "max_tokens", m[i].max_tokens, "vocab", m[i].vocab,
-                         "bytes", (json_int_t)m[i].bytes, "precision", m[i].precision ? m[i].precision : "fp32",
-                         "kernel", m[i].kernel ? m[i].kernel : "c", "packed_bytes",
-                         (json_int_t)m[i].packed_bytes));
+        bad |= json_array_append_new(data, model_object(&m[i], NULL)) || json_array_append_new(a, model_info(&m[i]));
     if (bad) {
-        json_decref(a);
+        json_decref(data), json_decref(a);
         return NULL;
     }
-    return proto__dump(json_pack("{s:o}", "models", a), len);
+    return proto__dump(json_pack("{s:s,s:o,s:o}", "object", "list", "data", data, "models", a), len);
+}
+
+char *proto_model_object_encode(const proto_model_info *m, const char *id, size_t *len) {
+    return proto__dump(model_object(m, id), len);
 }
 
 int proto_tasks_page_parse(const char *limit, const char *after, proto_tasks_page *p, eng_err *err) {

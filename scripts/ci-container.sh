@@ -107,7 +107,7 @@ if [ "${ADAPTERD_CI_AMD64:-1}" != 0 ]; then
 fi
 
 # The smoke test of one image: start it, wait for /readyz (within wait_s), the README's sample request, the
-# health check, SIGTERM drains with exit status 0.
+# health check, Redoc's licence (when the host installed Redoc), SIGTERM drains with exit status 0.
 NAMES=""
 cleanup() { for n in $NAMES; do podman rm -f "$n" >/dev/null 2>&1 || true; done; }
 trap cleanup EXIT
@@ -148,6 +148,16 @@ PY
   podman exec "$name" /bin/bash -c 'exec 3<>/dev/tcp/127.0.0.1/8080 && printf "GET /healthz HTTP/1.0\r\n\r\n" >&3 && head -n1 <&3' |
     grep -q ' 200 ' || { echo "ci-container: health check failed"; exit 1; }
   echo "ci-container: health check passes"
+
+  # GET /docs: Redoc's bundle and its licence texts are compiled in when this host had them installed
+  # (scripts/setup.sh, in docs/redoc; .dockerignore lets them into the build)
+  if [ -f "$ROOT/docs/redoc/node_modules/redoc/bundles/redoc.standalone.js" ]; then
+    local lic
+    lic=$(curl -sf "http://127.0.0.1:$port/docs/redoc.standalone.js.LICENSE.txt" || true)
+    [[ "$lic" == *"The MIT License"* ]] ||
+      { echo "ci-container: the image serves no Redoc licence at /docs/redoc.standalone.js.LICENSE.txt"; exit 1; }
+    echo "ci-container: GET /docs serves Redoc, its licence beside it"
+  fi
 
   # SIGTERM drains: exit status 0
   podman stop -t 60 "$name" >/dev/null

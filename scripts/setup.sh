@@ -35,12 +35,13 @@ if [ "${ADAPTERD_SKIP_APT:-0}" != 1 ]; then
   fi
 fi
 
-# npm packages for the parity tests, the API checks and benchmarks (local files only at run time).
-# Install scripts are skipped: they would download binaries from outside the npm registry (the
-# browser test uses Debian's chromium). tests/api also holds Redoc's bundle, which the build
-# compiles into the server for GET /docs, so it comes before the build.
+# npm packages: docs/redoc holds Redoc's bundle and licence, which the build compiles into the
+# server for GET /docs (proto/CMakeLists.txt), so it comes before the build; the others serve the
+# parity tests, the API checks and benchmarks (local files only at run time). Install scripts are
+# skipped: they would download binaries from outside the npm registry (the browser test uses
+# Debian's chromium). Without npm the build still works and GET /docs answers 503 saying why.
 if command -v npm >/dev/null; then
-  for d in tests/parity/tokenizer tests/api tests/clients bench/peers; do
+  for d in docs/redoc tests/parity/tokenizer tests/api tests/clients bench/peers; do
     if [ -f "$d/package.json" ] && [ ! -d "$d/node_modules" ]; then
       echo "setup: npm ci in $d"
       (cd "$d" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) ||

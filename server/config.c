@@ -1,6 +1,8 @@
 /* config.c - server options from flags, a JSON file and ADAPTERD_* variables, through one table, so
  * the three sources accept the same names and the same ranges. Precedence (flags > file > env) is
- * the order srv_config_load applies them in: env first, then the file, then flags. */
+ * the order srv_config_load applies them in: env first, then the file, then flags. The table also
+ * carries each option's help, which `adapterd serve --help` prints (srv_config_option_at), so an
+ * option cannot be added without being documented there. */
 #include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
@@ -51,52 +53,108 @@ srv_config srv_default_config(void) {
 
 typedef enum { OPT_STR, OPT_INT, OPT_SIZE, OPT_BOOL, OPT_WATCH } opt_type;
 
+/* One option: its public face (name, placeholder, help) and where and how it is stored. */
 typedef struct {
-    const char *name;
+    srv_config_option pub;
     opt_type type;
     size_t off, size;
     long long min, max;
 } opt;
 
+/* The table, in the order `adapterd serve --help` lists it. The help says the default where it is
+ * not obvious from srv_default_config. */
 #define STR(f) OPT_STR, offsetof(srv_config, f), sizeof(((srv_config *)0)->f), 0, 0
 #define INT(f, lo, hi) OPT_INT, offsetof(srv_config, f), sizeof(int), lo, hi
+#define SIZE(f, lo, hi) OPT_SIZE, offsetof(srv_config, f), sizeof(size_t), lo, hi
+#define BOOL(f) OPT_BOOL, offsetof(srv_config, f), sizeof(int), 0, 1
 static const opt opts[] = {
-    {"registry", STR(registry)},
-    {"host", STR(host)},
-    {"port", INT(port, 0, 65535)},
-    {"port-file", STR(port_file)},
-    {"threads", INT(threads, 1, 1024)},
-    {"workers", INT(workers, 1, 64)},
-    {"max-batch-tokens", INT(max_batch_tokens, 1, 1 << 24)},
-    {"max-wait-us", INT(max_wait_us, 0, 10000000)},
-    {"max-queue", INT(max_queue, 1, 1 << 20)},
-    {"max-body-bytes", OPT_SIZE, offsetof(srv_config, max_body_bytes), sizeof(size_t), 1, 1LL << 32},
-    {"max-inputs", INT(max_inputs, 1, 1 << 16)},
-    {"max-tasks", INT(max_tasks, 1, 1 << 16)},
-    {"max-seq-len", INT(max_seq_len, 0, 1 << 20)},
-    {"allow-skip", INT(allow_skip, 0, 1024)},
-    {"admin-token", STR(admin_token)},
-    {"precision", STR(precision)},
-    {"drain-timeout-ms", INT(drain_timeout_ms, 0, 3600000)},
-    {"access-log", OPT_BOOL, offsetof(srv_config, access_log), sizeof(int), 0, 1},
-    {"adapter-memory", OPT_SIZE, offsetof(srv_config, adapter_memory), sizeof(size_t), 0, 1LL << 50},
-    {"load-rate", OPT_SIZE, offsetof(srv_config, load_rate), sizeof(size_t), 0, 1LL << 40},
-    {"load-burst", OPT_SIZE, offsetof(srv_config, load_burst), sizeof(size_t), 0, 1LL << 40},
-    {"max-upload-bytes", OPT_SIZE, offsetof(srv_config, max_upload_bytes), sizeof(size_t), 1, 1LL << 40},
-    {"watch", OPT_WATCH, offsetof(srv_config, watch), sizeof(int), 0, 2},
-    {"watch-debounce-ms", INT(watch_debounce_ms, 0, 600000)},
-    {"watch-interval-ms", INT(watch_interval_ms, 0, 86400000)},
-    {"http-threads", INT(http_threads, 1, 256)},
-    {"adaptive-skips", OPT_BOOL, offsetof(srv_config, adaptive_skips), sizeof(int), 0, 1},
-    {"target-queue-ms", INT(target_queue_ms, 0, 3600000)},
-    {"max-connections", INT(max_connections, 1, 1 << 20)},
-    {"max-connections-per-ip", INT(max_connections_per_ip, 0, 1 << 20)},
-    {"health-reserve", INT(health_reserve, 0, 4096)},
-    {"header-timeout-ms", INT(header_timeout_ms, 100, 3600000)},
-    {"min-body-rate", OPT_SIZE, offsetof(srv_config, min_body_rate), sizeof(size_t), 0, 1LL << 40},
-    {"metrics-tasks", INT(metrics_tasks, 0, 1 << 20)},
-    {"grpc-port", INT(grpc_port, 0, 65535)},
+    {{"registry", "DIR", "registry directory (models/NAME/, tasks/NAME/VERSION/)"}, STR(registry)},
+    {{"host", "ADDR", "IPv4 address to listen on (default 127.0.0.1)"}, STR(host)},
+    {{"port", "N", "port (default 8080; 0 picks a free one, see --port-file)"}, INT(port, 0, 65535)},
+    {{"port-file", "FILE", "once listening, write the bound port to FILE (for --port 0)"}, STR(port_file)},
+    {{"grpc-port", "N",
+      "also serve KServe v2's GRPCInferenceService (gRPC, HTTP/2 cleartext) on port N, through the same queue and "
+      "limits (default 0: off)"},
+     INT(grpc_port, 0, 65535)},
+    {{"served-model-name", "NAME[,NAME...]",
+      "names clients may send as \"model\" (vLLM's option), besides the registry's model names: with one model each "
+      "NAME is an alias of it, with several write NAME=MODEL; a model's first name is its id in GET /v1/models and "
+      "TEI's /info, and a name served by no model gets 404 (default: none)"},
+     STR(served_model_name)},
+    {{"threads", "N", "engine threads per worker (default: all cores, shared by the workers)"}, INT(threads, 1, 1024)},
+    {{"workers", "N", "engine workers, each running its own batches (default 1)"}, INT(workers, 1, 64)},
+    {{"http-threads", "N", "libmicrohttpd threads that parse and tokenize, each with its own epoll (default 2)"},
+     INT(http_threads, 1, 256)},
+    {{"max-batch-tokens", "N", "token budget of one packed batch (default 8192)"}, INT(max_batch_tokens, 1, 1 << 24)},
+    {{"max-wait-us", "N",
+      "a batch closes once no request came for N us (default 500), at the latest when its oldest request waited 20 x N"},
+     INT(max_wait_us, 0, 10000000)},
+    {{"max-queue", "N", "requests waiting or running before 429 (default 256)"}, INT(max_queue, 1, 1 << 20)},
+    {{"max-body-bytes", "N", "inference request body limit, 413 beyond (default 1048576)"}, SIZE(max_body_bytes, 1, 1LL << 32)},
+    {{"max-inputs", "N", "inputs per request (default 64)"}, INT(max_inputs, 1, 1 << 16)},
+    {{"max-tasks", "N", "tasks per request (default 32)"}, INT(max_tasks, 1, 1 << 16)},
+    {{"max-seq-len", "N", "tokens per input (default 0: the model's limit)"}, INT(max_seq_len, 0, 1 << 20)},
+    {{"allow-skip", "N", "let every task skip up to N layers (AdapterDrop), beyond its task.json"}, INT(allow_skip, 0, 1024)},
+    {{"adaptive-skips", "true|false",
+      "load-adaptive mode: when the queue wait exceeds --target-queue-ms, raise the skips of tasks a request left at "
+      "their default, within each task's range (default false)"},
+     BOOL(adaptive_skips)},
+    {{"target-queue-ms", "N", "adaptive mode's queue-wait target (default 50)"}, INT(target_queue_ms, 0, 3600000)},
+    {{"precision", "P",
+      "backbone Linear layers of models without models/NAME/model.json in fp32 (default), bf16 or int8; a model whose "
+      "precision this CPU has no fast kernel for is not served"},
+     STR(precision)},
+    {{"admin-token", "T",
+      "bearer token of the admin routes (off without one): upload, activate, delete versions (PUT/POST/DELETE "
+      "/v1/tasks/{name}/...), /v2/repository/*"},
+     STR(admin_token)},
+    {{"adapter-memory", "N",
+      "bytes of adapter weights kept resident; tasks then load on first use and the least recently used are evicted "
+      "(default 0: all, loaded at start)"},
+     SIZE(adapter_memory, 0, 1LL << 50)},
+    {{"load-rate", "B/S",
+      "bytes per second a task load converts beyond its first --load-burst bytes, so large loads leave memory "
+      "bandwidth to inference (default 268435456; 0: unpaced)"},
+     SIZE(load_rate, 0, 1LL << 40)},
+    {{"load-burst", "N", "bytes of each load converted at full speed (default 16777216)"}, SIZE(load_burst, 0, 1LL << 40)},
+    {{"max-upload-bytes", "N", "admin upload limit (default 268435456)"}, SIZE(max_upload_bytes, 1, 1LL << 40)},
+    {{"watch", "inotify|poll|off",
+      "follow the registry while serving: new version directories of tasks/ and the state file other replicas "
+      "write (current versions, pins). inotify (default; also true): file events plus the periodic rescan; poll: "
+      "only the periodic rescan, for network file systems (NFS, CephFS, EFS); off (false)"},
+     OPT_WATCH, offsetof(srv_config, watch), sizeof(int), 0, 2},
+    {{"watch-debounce-ms", "N", "quiet time before a rescan (default 200)"}, INT(watch_debounce_ms, 0, 600000)},
+    {{"watch-interval-ms", "N",
+      "periodic rescan: new versions, the state file, changed files (default 5000; 0: none in inotify mode; poll "
+      "mode needs one)"},
+     INT(watch_interval_ms, 0, 86400000)},
+    {{"max-connections", "N",
+      "open connections for any route (default 4096); beyond them the longest-idle connection is closed to make "
+      "room"},
+     INT(max_connections, 1, 1 << 20)},
+    {{"health-reserve", "N",
+      "connections beyond --max-connections that serve /healthz, /readyz and /v2/health/* only (default 16)"},
+     INT(health_reserve, 0, 4096)},
+    {{"max-connections-per-ip", "N",
+      "open connections from one address (default 256; 0: no cap; raise it behind a proxy that connects from one "
+      "address)"},
+     INT(max_connections_per_ip, 0, 1 << 20)},
+    {{"header-timeout-ms", "N",
+      "time from connecting (or from the previous answer on a kept-alive connection) to a request's last header "
+      "byte (default 10000)"},
+     INT(header_timeout_ms, 100, 3600000)},
+    {{"min-body-rate", "B/S", "average rate of a body once --header-timeout-ms has passed (default 1024; 0: off)"},
+     SIZE(min_body_rate, 0, 1LL << 40)},
+    {{"drain-timeout-ms", "N", "longest drain after SIGTERM (default 30000)"}, INT(drain_timeout_ms, 0, 3600000)},
+    {{"access-log", "true|false", "one line per request on stderr (default true)"}, BOOL(access_log)},
+    {{"metrics-tasks", "N",
+      "tasks with their own /metrics series, the busiest; the rest are summed as task=\"(other)\" (default 100)"},
+     INT(metrics_tasks, 0, 1 << 20)},
 };
+
+const srv_config_option *srv_config_option_at(size_t i) {
+    return i < sizeof opts / sizeof opts[0] ? &opts[i].pub : NULL;
+}
 
 static int same_key(const char *a, const char *b) {
     for (; *a && *b; a++, b++) {
@@ -109,11 +167,11 @@ static int same_key(const char *a, const char *b) {
 int srv_config_set(srv_config *c, const char *key, const char *value, eng_err *err) {
     for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
         const opt *o = &opts[i];
-        if (!same_key(key, o->name)) continue;
+        if (!same_key(key, o->pub.name)) continue;
         char *dst = (char *)c + o->off;
         if (o->type == OPT_STR) {
             if (strlen(value) >= o->size)
-                return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s: value longer than %zu bytes", o->name, o->size - 1);
+                return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s: value longer than %zu bytes", o->pub.name, o->size - 1);
             memcpy(dst, value, strlen(value) + 1);
             return 0;
         }
@@ -121,19 +179,19 @@ int srv_config_set(srv_config *c, const char *key, const char *value, eng_err *e
         if (o->type == OPT_BOOL) {
             if (!strcmp(value, "1") || !strcmp(value, "true") || !strcmp(value, "on")) v = 1;
             else if (!strcmp(value, "0") || !strcmp(value, "false") || !strcmp(value, "off")) v = 0;
-            else return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s: expected true or false, got '%s'", o->name, value);
+            else return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s: expected true or false, got '%s'", o->pub.name, value);
         } else if (o->type == OPT_WATCH) {
             /* true/false stay accepted: true is inotify */
             if (!strcmp(value, "inotify") || !strcmp(value, "1") || !strcmp(value, "true") || !strcmp(value, "on")) v = SRV_WATCH_INOTIFY;
             else if (!strcmp(value, "poll")) v = SRV_WATCH_POLL;
             else if (!strcmp(value, "0") || !strcmp(value, "false") || !strcmp(value, "off")) v = SRV_WATCH_OFF;
-            else return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s: expected inotify, poll or off, got '%s'", o->name, value);
+            else return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s: expected inotify, poll or off, got '%s'", o->pub.name, value);
         } else {
             char *end;
             errno = 0;
             v = strtoll(value, &end, 10);
             if (errno || end == value || *end || v < o->min || v > o->max)
-                return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s: expected an integer in %lld..%lld, got '%s'", o->name,
+                return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s: expected an integer in %lld..%lld, got '%s'", o->pub.name,
                                    o->min, o->max, value);
         }
         if (o->type == OPT_SIZE) *(size_t *)dst = (size_t)v;
@@ -147,10 +205,25 @@ int srv_config_from_env(srv_config *c, eng_err *err) {
     for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
         char env[64] = "ADAPTERD_";
         size_t k = strlen(env);
-        for (const char *p = opts[i].name; *p && k < sizeof env - 1; p++) env[k++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
+        for (const char *p = opts[i].pub.name; *p && k < sizeof env - 1; p++) env[k++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
         env[k] = '\0';
         const char *v = getenv(env);
-        if (v && srv_config_set(c, opts[i].name, v, err)) return eng_err_prefix(err, "%s", env);
+        if (v && srv_config_set(c, opts[i].pub.name, v, err)) return eng_err_prefix(err, "%s", env);
+    }
+    return 0;
+}
+
+/* The strings of array a joined by commas into buf. Returns 0, or -1 when an element is not a
+ * string or they do not fit. */
+static int join_strings(const json_t *a, char *buf, size_t n) {
+    size_t at = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < json_array_size(a); i++) {
+        const char *e = json_string_value(json_array_get(a, i));
+        if (!e) return -1;
+        int w = snprintf(buf + at, n - at, "%s%s", i ? "," : "", e);
+        if (w < 0 || (size_t)w >= n - at) return -1;
+        at += (size_t)w;
     }
     return 0;
 }
@@ -166,11 +239,15 @@ int srv_config_from_file(srv_config *c, const char *path, eng_err *err) {
     json_object_foreach(root, k, v) {
         if (rc) break;
         char buf[1100];
+        int bad = 0;
         if (json_is_string(v)) snprintf(buf, sizeof buf, "%s", json_string_value(v));
         else if (json_is_integer(v)) snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(v));
         else if (json_is_boolean(v)) snprintf(buf, sizeof buf, "%s", json_is_true(v) ? "true" : "false");
-        else {
-            rc = eng_err_set(err, ENG_FORMAT, "%s: \"%s\" must be a string, integer or boolean", path, k);
+        else if (json_is_array(v)) bad = join_strings(v, buf, sizeof buf); /* a list option, as its flag spells it */
+        else bad = 1;
+        if (bad) {
+            rc = eng_err_set(err, ENG_FORMAT, "%s: \"%s\" must be a string, integer, boolean or array of strings%s", path, k,
+                             json_is_array(v) ? " (of at most 1 KiB joined)" : "");
             break;
         }
         if ((rc = srv_config_set(c, k, buf, err))) eng_err_prefix(err, "%s", path);

@@ -4,8 +4,8 @@
 
 #include "internal.h"
 
-/* MHD thread: the page (/docs) or its script (/docs/redoc.standalone.js), or 503 when the build
- * had no Redoc bundle. */
+/* MHD thread: the page (/docs), its script (/docs/redoc.standalone.js) or the script's licence texts
+ * (/docs/redoc.standalone.js.LICENSE.txt), or 503 when the build had no Redoc bundle. */
 enum MHD_Result srv__docs(srv_request *r);
 
 #endif

@@ -29,37 +29,19 @@
 
 #include "http.h"
 #include "http_status.h"
+#include "models.h"
 #include "predict.h"
 #include "respond.h"
 
-/* Longest model name quoted back in an error. */
-#define QUOTED_MODEL_MAX 100
 /* Bytes of a path to a model's pooling config. */
 #define POOLING_PATH_MAX 1400
 
-store_model *srv__model_pick(srv_server *s, const char *name, eng_status *code, char *msg, size_t msz) {
-    store_registry *reg = s->reg;
-    int n = store_n_models(reg);
-    for (int i = 0; i < n && (name || n == 1); i++) {
-        store_model *m = store_model_acquire_at(reg, i);
-        if (m && (!name || !strcmp(store_model_name(m), name))) return m;
-        store_model_release(m);
-    }
-    if (name) {
-        *code = ENG_NOT_FOUND;
-        snprintf(msg, msz, "unknown model \"%.*s\" (GET /v1/models lists them)", QUOTED_MODEL_MAX, name);
-    } else {
-        *code = ENG_INVALID_ARGUMENT;
-        snprintf(msg, msz, "the registry serves %d models; name one in \"model\" (GET /v1/models)", n);
-    }
-    return NULL;
-}
-
-/* srv__model_pick for a route that answers its own errors: NULL with the error answered in *ans. */
+/* A new reference to the model the request names, or to the registry's only model (models.c's
+ * rule); NULL with an error answered. r->model_id is the name to answer with. */
 static store_model *pick_model(srv_request *r, const char *name, enum MHD_Result *ans) {
     eng_status code = ENG_OK;
-    char msg[SRV_FRONT_MSG_MAX];
-    store_model *m = srv__model_pick(r->srv, name, &code, msg, sizeof msg);
+    char msg[SRV_MODEL_MSG_MAX];
+    store_model *m = srv__model_resolve(r->srv, name, SRV_MODEL_ONLY, &r->model_id, &code, msg, sizeof msg);
     if (!m) *ans = srv__send_error(r, code, "%s", msg);
     return m;
 }
@@ -271,9 +253,12 @@ enum MHD_Result srv__tokenize(srv_request *r) {
 
 enum MHD_Result srv__tei_info(srv_request *r) {
     srv_server *s = r->srv;
-    store_model *m = store_n_models(s->reg) > 0 ? store_model_acquire_at(s->reg, 0) : NULL;
-    if (!m) return srv__send_error(r, ENG_UNAVAILABLE, "no model is loaded");
-    proto_tei_info ti = {.model_id = store_model_name(m), .dtype = eng_model_precision(store_model_engine(m)).name,
+    const char *id = NULL;
+    eng_status code = ENG_OK;
+    char msg[SRV_MODEL_MSG_MAX];
+    store_model *m = srv__model_resolve(s, NULL, SRV_MODEL_FIRST, &id, &code, msg, sizeof msg);
+    if (!m) return srv__send_error(r, code, "%s", msg);
+    proto_tei_info ti = {.model_id = id, .dtype = eng_model_precision(store_model_engine(m)).name,
                          .pooling = proto_pooling_name(model_pooling(s, m)), .version = ADAPTERD_VERSION_STRING,
                          .max_concurrent = s->cfg.max_queue, .max_input_length = store_model_max_tokens(m),
                          .max_batch_tokens = s->cfg.max_batch_tokens, .max_client_batch = s->cfg.max_inputs};

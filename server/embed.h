@@ -11,10 +11,6 @@
 int srv__model_files_load(srv_server *s);
 void srv__model_files_free(srv_server *s);
 
-/* A new reference to the model named name, or to the registry's only model when name is NULL. NULL
- * with *code (ENG_NOT_FOUND, ENG_INVALID_ARGUMENT: several models and none named) and msg set. */
-store_model *srv__model_pick(srv_server *s, const char *name, eng_status *code, char *msg, size_t msz);
-
 /* Builds embed job j (its model reference set by front.c) from f's decoded request: pooling, prompt,
  * truncation, tokenization. Returns 0, or -1 with f->code and f->msg set. */
 int srv__embed_job(srv_front *f, srv_job *j);

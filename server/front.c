@@ -31,6 +31,7 @@
 #include "clock.h"
 #include "embed.h"
 #include "http.h"
+#include "models.h"
 #include "predict.h"
 
 /* Rounds of loads before a request gives up (503): a round more means a task's current version
@@ -143,7 +144,7 @@ static int acquire_tasks(srv_front *f) {
 static int acquire(srv_front *f) {
     f->acquired = true;
     if (f->codec->embed) {
-        f->model = srv__model_pick(f->s, f->req.model, &f->code, f->msg, sizeof f->msg);
+        f->model = srv__model_resolve(f->s, f->req.model, SRV_MODEL_ONLY, &f->model_id, &f->code, f->msg, sizeof f->msg);
         return f->model ? 0 : -1;
     }
     return acquire_tasks(f);
@@ -175,6 +176,7 @@ srv_front_step srv__front_prepare(srv_front *f) {
     j->tasks = f->tasks, j->n_tasks = f->n_tasks;
     f->tasks = NULL, f->n_tasks = 0;
     j->model_ref = f->codec->embed ? f->model : NULL;
+    j->model_id = f->model_id;
     if (f->codec->embed) f->model = NULL;
     int rc = j->embed ? srv__embed_job(f, j) : srv__predict_job(f, j);
     return rc ? SRV_FRONT_FAILED : SRV_FRONT_READY;

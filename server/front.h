@@ -37,7 +37,8 @@ typedef struct srv_front {
     bool decoded, admitted, acquired;
     store_task **tasks;          /* (n_tasks) held from the one acquisition until the job takes them */
     int n_tasks;
-    store_model *model;          /* the model (embeds: acquired; tasks: borrowed from them) */
+    store_model *model;          /* an embedding's model, acquired (the job takes it) */
+    const char *model_id;        /* its name as answered (models.c: the name asked, or its first served name) */
     int rounds;                  /* loads gone round (a task replaced after its load failed) */
     double load_s;               /* seconds spent loading the request's tasks */
     srv_job *job;                /* built by srv__front_prepare, owned here until srv__front_submit */

@@ -87,7 +87,8 @@ proto_dialect srv__route_dialect(srv_route route) {
     case SRV_ROUTE_TEI_RERANK:
     case SRV_ROUTE_TEI_DECODE:
     case SRV_ROUTE_TEI_HEALTH: return PROTO_DIALECT_TEI;
-    case SRV_ROUTE_OPENAI_EMBEDDINGS: return PROTO_DIALECT_OPENAI;
+    case SRV_ROUTE_OPENAI_EMBEDDINGS:
+    case SRV_ROUTE_OPENAI_MODEL: return PROTO_DIALECT_OPENAI;
     case SRV_ROUTE_V2_SERVER:
     case SRV_ROUTE_V2_STATS:
     case SRV_ROUTE_V2_LIVE:

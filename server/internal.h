@@ -1,7 +1,7 @@
 /* internal.h - the request and the server, the two structs the HTTP side of the server shares
- * (routes.c, http.c, infer.c, front.c, predict.c, embed.c, admin.c, docs.c, offload.c, watch.c, server.c). The scheduler, the metrics
- * and respond.c do not see them: they work on jobs (job.h) and values. Not installed; srv__ names
- * are internal. */
+ * (routes.c, http.c, infer.c, front.c, predict.c, embed.c, models.c, admin.c, docs.c, offload.c, watch.c,
+ * server.c). The scheduler, the metrics and respond.c do not see them: they work on jobs (job.h) and
+ * values. Not installed; srv__ names are internal. */
 #ifndef ADAPTERD_SERVER_INTERNAL_H
 #define ADAPTERD_SERVER_INTERNAL_H
 
@@ -83,6 +83,7 @@ struct srv_request {
     int upload_fd;               /* admin upload: the body streams into this file (upload_path) */
     char *upload_path;           /* malloc'd; NULL when the body is not streamed to a file */
     srv_offload off;
+    const char *model_id;        /* the name of the model the request resolved, as answered (models.c) */
 };
 
 typedef struct srv_offloader srv_offloader;
@@ -90,6 +91,7 @@ typedef struct srv_watch srv_watch;
 typedef struct srv_conns srv_conns;
 typedef struct srv_grpc_prep srv_grpc_prep;
 typedef struct srv_model_files srv_model_files;
+typedef struct srv_model_names srv_model_names;
 
 struct srv_server {
     srv_config cfg;
@@ -111,6 +113,8 @@ struct srv_server {
     srv_watch *watch;                /* watch.c; NULL when off */
     struct srv_grpc *grpc;           /* grpc.c: the gRPC listener and its connections; NULL when --grpc-port is 0 */
     struct srv_grpc_prep *grpc_prep; /* grpc_calls.c: the threads that prepare gRPC calls; NULL when --grpc-port is 0 */
+    srv_model_names *names;          /* models.c: --served-model-name, read at start; NULL: none */
+    long long started;               /* Unix seconds at start: the models' "created" in OpenAI's answers */
     atomic_bool ready;
     atomic_bool draining;
     atomic_int active;               /* requests between first byte and completion: the in-flight count */

@@ -53,6 +53,7 @@ typedef struct srv_job {
     int tokens;                  /* total tokens of the inputs */
     /* embed jobs: n_tasks 0; the model reference is the job's own */
     store_model *model_ref;
+    const char *model_id;        /* the model's name as the answer says it (models.c), server-owned; NULL: its registry name */
     proto_pooling pooling;       /* resolved: never PROTO_POOL_DEFAULT */
     double t_submit, t_start, t_end;       /* seconds, monotonic; t_start 0: never ran */
     int batch_requests, batch_inputs, batch_tokens, batch_outputs;

@@ -201,8 +201,8 @@ void srv__job_respond_embed(srv_job *j, const float *hidden, const float *pooled
         for (size_t r = 0; r < n_vec; r++) l2_normalize(v + r * D, D);
     j->t_end = srv__now();
     free(j->body);
-    proto_embed_resp er = {.vectors = v, .n_inputs = n, .dim = D, .rows = rows, .model = store_model_name(j->model),
-                           .tokens = j->tokens, .req = q};
+    proto_embed_resp er = {.vectors = v, .n_inputs = n, .dim = D, .rows = rows,
+                           .model = j->model_id ? j->model_id : store_model_name(j->model), .tokens = j->tokens, .req = q};
     j->body = j->codec->encode_embed(&er, &j->body_len);
     j->status = 200;
     free(v), free(rows);

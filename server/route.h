@@ -10,6 +10,7 @@
     X(TASKS, "/v1/tasks")                  \
     X(TASK, "/v1/tasks/{name}")            \
     X(MODELS, "/v1/models")                \
+    X(OPENAI_MODEL, "/v1/models/{id}")     \
     X(HEALTHZ, "/healthz")                 \
     X(READYZ, "/readyz")                   \
     X(METRICS, "/metrics")                 \

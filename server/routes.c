@@ -2,9 +2,10 @@
  *
  * A request's life: MHD's thread calls srv__on_request for the headers (route, method, request id),
  * for each body chunk (bounded by max_body_bytes, or max_upload_bytes on admin routes), and once
- * more at the end. Quick routes (tasks, models, health, metrics, OpenAPI) answer there; the
- * inference routes of every protocol go to the front door's HTTP edge (infer.c), /v1/tokenize and
- * TEI's /decode and /info to embed.c, the admin routes to admin.c, the API reference page to docs.c. A suspended request comes back
+ * more at the end. Quick routes (tasks, health, metrics, OpenAPI) answer there, the models' in
+ * models.c; the inference routes of every protocol go to the front door's HTTP edge (infer.c),
+ * /v1/tokenize and TEI's /decode and /info to embed.c, the admin routes to admin.c, the API
+ * reference page to docs.c. A suspended request comes back
  * here when the loop resumes it: with its job's body, or with offloaded work's answer, or to run
  * again once its tasks are loaded. srv__on_completed logs, counts and frees. */
 #define _GNU_SOURCE
@@ -21,6 +22,7 @@
 #include "conn.h"
 #include "http.h"
 #include "infer.h"
+#include "models.h"
 #include "offload.h"
 #include "respond.h"
 #include "url.h"
@@ -185,32 +187,6 @@ static enum MHD_Result route_task(srv_request *r, const char *name, size_t nlen,
     return srv__send_json(r, 200, j, len);
 }
 
-static enum MHD_Result route_models(srv_request *r) {
-    int n = store_n_models(r->srv->reg);
-    proto_model_info *mi = calloc((size_t)n + 1, sizeof *mi);
-    store_model **ms = calloc((size_t)n + 1, sizeof *ms);
-    if (!mi || !ms) {
-        free(mi), free(ms);
-        return srv__send_error(r, ENG_NO_MEMORY, "out of memory");
-    }
-    int k = 0;
-    for (int i = 0; i < n; i++) {
-        if (!(ms[k] = store_model_acquire_at(r->srv->reg, i))) continue;
-        const eng_config *c = eng_model_config(store_model_engine(ms[k]));
-        eng_model_precision_info pi = eng_model_precision(store_model_engine(ms[k]));
-        mi[k] = (proto_model_info){.name = store_model_name(ms[k]), .model_type = c->model_type, .hidden = c->hidden,
-                                   .layers = c->n_layers, .max_tokens = store_model_max_tokens(ms[k]), .vocab = c->vocab,
-                                   .bytes = eng_model_bytes(store_model_engine(ms[k])), .precision = pi.name,
-                                   .kernel = pi.kernel, .packed_bytes = pi.packed_bytes};
-        k++;
-    }
-    size_t len = 0;
-    char *j = proto_models_encode(mi, k, &len);
-    for (int i = 0; i < k; i++) store_model_release(ms[i]);
-    free(mi), free(ms);
-    return srv__send_json(r, 200, j, len);
-}
-
 static bool is_health(srv_route rt) {
     return rt == SRV_ROUTE_HEALTHZ || rt == SRV_ROUTE_READYZ || rt == SRV_ROUTE_V2_LIVE || rt == SRV_ROUTE_V2_READY;
 }
@@ -251,7 +227,8 @@ static enum MHD_Result over_limit(srv_request *r) {
     return srv__send_error(r, ENG_TOO_LARGE, "the body passed this route's limit of %zu bytes", limit);
 }
 
-/* Matches url to a route; for /v1/tasks/{name} and /v2/models/{task}/... the name goes to arg, arg_len. */
+/* Matches url to a route; for /v1/tasks/{name}, /v1/models/{id} and /v2/models/{task}/... the name
+ * goes to arg, arg_len. */
 static srv_route match(const char *url, const char **arg, size_t *arg_len) {
     static const struct {
         const char *path;
@@ -267,7 +244,13 @@ static srv_route match(const char *url, const char **arg, size_t *arg_len) {
                  {"/embeddings", SRV_ROUTE_OPENAI_EMBEDDINGS}, {"/v2", SRV_ROUTE_V2_SERVER}};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         if (!strcmp(url, fixed[i].path)) return fixed[i].r;
-    if (!strcmp(url, "/docs/redoc.standalone.js")) return SRV_ROUTE_DOCS;
+    if (!strcmp(url, "/docs/redoc.standalone.js") || !strcmp(url, "/docs/redoc.standalone.js.LICENSE.txt"))
+        return SRV_ROUTE_DOCS;
+    if (!strncmp(url, "/v1/models/", 11) && url[11]) {
+        /* the rest of the path, '/' included: served names such as "org/model" are common */
+        *arg = url + 11, *arg_len = strlen(url + 11);
+        return SRV_ROUTE_OPENAI_MODEL;
+    }
     if (!strncmp(url, "/v1/tasks/", 10) && url[10] && !strchr(url + 10, '/')) {
         *arg = url + 10, *arg_len = strlen(url + 10);
         return SRV_ROUTE_TASK;
@@ -412,7 +395,8 @@ enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const ch
     case SRV_ROUTE_V2_MODEL: return route_task(r, arg, arg_len, TASK_VIEW_V2);
     case SRV_ROUTE_V2_MODEL_READY: return route_task(r, arg, arg_len, TASK_VIEW_V2_READY);
     case SRV_ROUTE_V2_STATS: return route_task(r, arg, arg_len, TASK_VIEW_V2_STATS);
-    case SRV_ROUTE_MODELS: return route_models(r);
+    case SRV_ROUTE_MODELS: return srv__models(r);
+    case SRV_ROUTE_OPENAI_MODEL: return srv__model(r, arg, arg_len);
     case SRV_ROUTE_HEALTHZ: j = proto_status_encode("ok", ready, &len); return srv__send_json(r, 200, j, len);
     case SRV_ROUTE_READYZ: {
         const char *st = atomic_load(&s->draining) ? "draining" : ready ? "ok" : "starting";

@@ -19,6 +19,7 @@
 #include "embed.h"
 #include "grpc.h"
 #include "internal.h"
+#include "models.h"
 #include "offload.h"
 #include "respond.h"
 #include "routes.h"
@@ -209,6 +210,7 @@ int srv_run(const srv_config *cfg, store_registry *reg, eng_err *err) {
     if (!s) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
     s->cfg = *cfg;
     s->reg = reg;
+    s->started = (long long)time(NULL);
     uint32_t rnd = 0;
     if (getrandom(&rnd, sizeof rnd, 0) != sizeof rnd) rnd = (uint32_t)time(NULL);
     snprintf(s->id_prefix, sizeof s->id_prefix, "%08x", rnd);
@@ -219,6 +221,8 @@ int srv_run(const srv_config *cfg, store_registry *reg, eng_err *err) {
         return eng_err_set(err, ENG_INTERNAL, "cannot create the event loop");
     }
     uv_loop_configure(&s->loop, UV_METRICS_IDLE_TIME); /* for on_prepare; 0 idle time without it */
+    /* a served name that cannot be honoured stops the start, before anything listens */
+    if ((rc = srv__model_names_new(cfg->served_model_name, reg, &s->names, err))) goto done;
     if (!(s->metrics = srv__metrics_new(reg))) {
         rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory");
         goto done;
@@ -318,6 +322,7 @@ done:
     srv__model_files_free(s);
     srv__conns_free(s->conns);
     srv__metrics_free(s->metrics);
+    srv__model_names_free(s->names);
     for (int i = 0; i < s->n_costs; i++) store_model_release(s->cost_models[i]);
     free(s->cost_models), free(s->costs);
     free(s);

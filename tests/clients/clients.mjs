@@ -2,7 +2,9 @@
 // docs say, against a live `adapterd serve` on the fixture registry (bert-tiny): Hugging Face's
 // @huggingface/inference (featureExtraction with endpointUrl = the base URL, TEI's usual setup),
 // LangChain's HuggingFaceInferenceEmbeddings (@langchain/community, endpointUrl = the base URL) and
-// openai (embeddings.create with baseURL = .../v1; it asks for base64 by default and decodes it).
+// openai (embeddings.create with baseURL = .../v1; it asks for base64 by default and decodes it; and
+// models.list / models.retrieve against a second server started with --served-model-name, whose
+// alias must embed exactly as the registry's model does).
 // Their answers must equal POST /v1/embed's (which tests/server/test_embed.c checks against
 // PyTorch): the same numbers (OpenAI's base64 float32s equal the JSON floats rounded to float32),
 // and their errors must reach the caller with the server's status and message.
@@ -100,6 +102,58 @@ try {
       return true;
     });
   });
+  await check('openai models.list on the registry alone: its model by its registry name', async () => {
+    const ids = [];
+    for await (const m of openai.models.list()) ids.push(m.id);
+    assert.deepEqual(ids, ['bert-tiny']);
+  });
+
+  // vLLM's --served-model-name: the name an OpenAI client already sends, served by the registry's model
+  const alias = 'text-embedding-ada-002';
+  const named = await startServer(binary, ['--registry', registry, '--served-model-name', `${alias},ada`]);
+  try {
+    const client = new OpenAI({ baseURL: `${named.url}/v1`, apiKey: 'unused' });
+    await check('openai models.list with --served-model-name: the first name is the id', async () => {
+      const page = await client.models.list();
+      assert.equal(page.data.length, 1);
+      const m = page.data[0];
+      assert.equal(m.id, alias);
+      assert.equal(m.object, 'model');
+      assert.equal(m.owned_by, 'adapterd');
+      assert.ok(Number.isInteger(m.created) && m.created > 1.6e9, `created ${m.created}`);
+    });
+    await check('openai models.retrieve by each name; an unknown one is a NotFoundError naming the served names', async () => {
+      for (const id of [alias, 'ada', 'bert-tiny']) assert.equal((await client.models.retrieve(id)).id, id);
+      await assert.rejects(client.models.retrieve('gpt-9'), (e) => {
+        assert.equal(e.status, 404);
+        assert.match(e.message, new RegExp(`unknown model.*${alias}`));
+        return true;
+      });
+    });
+    await check('openai embeddings.create with the alias equals /v1/embed on the registry model', async () => {
+      const input = ['the match was great', 'a cat'];
+      const got = await client.embeddings.create({ model: alias, input });
+      assert.equal(got.model, alias);
+      const want = await v1embed({ inputs: input });
+      got.data.forEach((d, i) => assert.deepEqual(d.embedding, want[i].map(Math.fround)));
+      const floats = await client.embeddings.create({ model: 'ada', input: input[0], encoding_format: 'float' });
+      assert.deepEqual(floats.data[0].embedding, want[0]);
+    });
+    await check('openai embeddings.create with a name not served: 404 naming the served names', async () => {
+      await assert.rejects(client.embeddings.create({ model: 'text-embedding-3-small', input: 'x' }), (e) => {
+        assert.equal(e.status, 404);
+        assert.match(e.message, new RegExp(`text-embedding-3-small.*"${alias}", "ada", "bert-tiny"`));
+        return true;
+      });
+    });
+  } finally {
+    const code = await named.stop();
+    if (code !== 0) {
+      console.log(`adapterd serve --served-model-name exited ${code} after SIGTERM:\n${named.log()}`);
+      failed++;
+    }
+  }
+
   // a body over --max-body-bytes (1 MiB by default) from Node's own fetch, which the npm clients use:
   // the client must read the 413, not a reset connection. 7 MiB: answered on the headers, a body this
   // size was reset 7 times of 9 here (2 MiB bodies were not, on this machine's loopback)

@@ -22,6 +22,7 @@ static void cleanup(void) {
     if (cfg_path[0]) unlink(cfg_path);
     unsetenv("ADAPTERD_PORT"), unsetenv("ADAPTERD_MAX_QUEUE"), unsetenv("ADAPTERD_MAX_WAIT_US");
     unsetenv("ADAPTERD_CONFIG"), unsetenv("ADAPTERD_THREADS"), unsetenv("ADAPTERD_WORKERS");
+    unsetenv("ADAPTERD_SERVED_MODEL_NAME");
 }
 
 TestSuite(config, .fini = cleanup);
@@ -91,4 +92,25 @@ Test(config, metrics_tasks_defaults_to_100_and_is_range_checked) {
     cr_expect_eq(c.metrics_tasks, 0, "0: every task in (other)");
     const char *a2[] = {"--metrics-tasks", "-1"};
     cr_expect_eq(srv_config_load(&c, 2, a2, &e), ENG_INVALID_ARGUMENT);
+}
+
+Test(config, served_model_name_from_every_source) {
+    srv_config c = srv_default_config();
+    eng_err e = {0};
+    cr_expect_str_eq(c.served_model_name, "", "no alias unless given");
+    setenv("ADAPTERD_SERVED_MODEL_NAME", "from-env", 1);
+    cr_assert_eq(srv_config_load(&c, 0, NULL, &e), 0, "%s", e.msg);
+    cr_expect_str_eq(c.served_model_name, "from-env");
+    /* the file may list the names as an array, as vLLM's config does: joined as the flag spells them */
+    write_file("{\"served_model_name\": [\"text-embedding-ada-002\", \"ada\"]}");
+    const char *a1[] = {"--config", cfg_path};
+    cr_assert_eq(srv_config_load(&c, 2, a1, &e), 0, "%s", e.msg);
+    cr_expect_str_eq(c.served_model_name, "text-embedding-ada-002,ada");
+    const char *a2[] = {"--config", cfg_path, "--served-model-name", "a=bert-tiny"};
+    cr_assert_eq(srv_config_load(&c, 4, a2, &e), 0, "%s", e.msg);
+    cr_expect_str_eq(c.served_model_name, "a=bert-tiny", "the flag wins");
+    unsetenv("ADAPTERD_SERVED_MODEL_NAME");
+    write_file("{\"served-model-name\": [\"a\", 1]}");
+    cr_expect_eq(srv_config_load(&c, 2, a1, &e), ENG_FORMAT, "an array of strings only");
+    cr_expect(strstr(e.msg, "served-model-name"), "%s", e.msg);
 }

@@ -373,7 +373,8 @@ Test(embed, embeds_and_predictions_share_the_queue) {
     ts_resp_free(&r);
 }
 
-/* GET /docs: the page when the build found Redoc, else a 503 that says why. */
+/* GET /docs: the page, its script and their licence texts when the build found Redoc, else a 503
+ * that says why. */
 Test(embed, docs_page_or_a_reason) {
     ts_resp r;
     cr_assert_eq(ts_http(&srv, "GET", "/docs", NULL, NULL, NULL, &r), 0);
@@ -393,5 +394,13 @@ Test(embed, docs_page_or_a_reason) {
     cr_expect_eq(r.status, 200);
     cr_expect(strstr(r.content_type, "javascript"));
     cr_expect_gt(r.len, 100000, "the whole bundle");
+    cr_expect(strstr(r.body, "redoc.standalone.js.LICENSE.txt"), "the bundle names its licence file");
+    ts_resp_free(&r);
+    /* Redoc's MIT licence and its bundle's notices travel with it, where the bundle says */
+    cr_assert_eq(ts_http(&srv, "GET", "/docs/redoc.standalone.js.LICENSE.txt", NULL, NULL, NULL, &r), 0);
+    cr_expect_eq(r.status, 200);
+    cr_expect(strstr(r.content_type, "text/plain"));
+    cr_expect(strstr(r.body, "The MIT License") && strstr(r.body, "Rebilly"), "Redoc's own licence first");
+    cr_expect(strstr(r.body, "ReDoc - OpenAPI/Swagger-generated API Reference Documentation"), "then the bundle's notices");
     ts_resp_free(&r);
 }

@@ -15,7 +15,7 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: adapterd encode --model DIR (--text STR [--text-pair STR] | --ids 101,2023,102)\n"
+            "usage: adapterd encode --model DIR (--text STR [--text-pair STR] | --ids 2,415,1284,261,1387,3)\n"
             "                       [--max-length N] [--threads N] [--blas-core NAME] [--precision P]\n\n"
             "Runs the encoder in DIR (config.json + model.safetensors) and prints one JSON object:\n"
             "  {\"ids\":[...],\"last_hidden_state\":[[...],...],\"pooler_output\":[...]}\n\n"

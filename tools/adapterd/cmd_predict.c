@@ -1,7 +1,7 @@
 /* cmd_predict.c - `adapterd predict`: run one or more tasks on one input and print their outputs.
  *
  *   adapterd predict --model DIR --adapter DIR [--adapter DIR ...] [--fusion DIR [--head DIR]]
- *                    [--skip N] (--text STR [--text-pair STR] | --ids 101,2023,102) [--explain]
+ *                    [--skip N] (--text STR [--text-pair STR] | --ids 2,415,1284,261,1387,3) [--explain]
  *                    [--aggregation none|simple|first]
  *
  * Each task is answered as POST /v1/predict answers it: the result from the server's converter

@@ -17,61 +17,53 @@
 /* Blocks from this size on get their own mapping (see cmd_serve). */
 #define MMAP_THRESHOLD_BYTES (1 << 20)
 
+/* Help layout: the options' descriptions start at this column and wrap before this width. */
+#define HELP_COL 26
+#define HELP_WIDTH 112
+
+/* Prints text from column col (the cursor is there), words wrapped before width, each further line
+ * indented to col. */
+static void print_wrapped(FILE *f, const char *text, int col, int width) {
+    int at = col;
+    for (const char *p = text; *p;) {
+        while (*p == ' ') p++;
+        size_t w = strcspn(p, " ");
+        if (!w) break;
+        if (at > col && at + 1 + (int)w > width) {
+            fprintf(f, "\n%*s", col, "");
+            at = col;
+        } else if (at > col) {
+            fputc(' ', f);
+            at++;
+        }
+        fwrite(p, 1, w, f);
+        at += (int)w;
+        p += w;
+    }
+    fputc('\n', f);
+}
+
+/* The help is made from server/config.c's table (srv_config_option_at), so every option the
+ * flags, the config file and the environment take is listed. */
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: adapterd serve --registry DIR [--host 127.0.0.1] [--port 8080] [--threads N] [--workers N]\n"
-            "                      [--max-batch-tokens N] [--max-wait-us N] [--max-queue N] [--max-body-bytes N]\n"
-            "                      [--max-inputs N] [--max-tasks N] [--max-seq-len N] [--allow-skip N]\n"
-            "                      [--admin-token T] [--drain-timeout-ms N] [--access-log true|false]\n"
-            "                      [--http-threads N] [--adaptive-skips true|false] [--target-queue-ms N]\n"
-            "                      [--adapter-memory BYTES] [--load-rate B/S] [--load-burst B] [--max-upload-bytes N]\n"
-            "                      [--watch inotify|poll|off] [--watch-interval-ms N]\n"
-            "                      [--precision P] [--port-file FILE] [--grpc-port N] [--config FILE]\n\n"
-            "Serves the tasks of a registry (models/<name>/, tasks/<name>/<version>/) over HTTP/JSON:\n"
-            "POST /v1/predict, GET /v1/tasks, /v1/models, /healthz, /readyz, /metrics, /openapi.json and the\n"
-            "KServe v2 routes. SIGTERM/SIGINT drain: readiness turns false, work in flight completes, exit 0.\n\n"
-            "  --registry DIR        registry directory\n"
-            "  --host ADDR           IPv4 address to listen on (default 127.0.0.1)\n"
-            "  --port N              port (default 8080; 0 picks a free one, see --port-file)\n"
-            "  --grpc-port N         also serve KServe v2's GRPCInferenceService (gRPC, HTTP/2 cleartext) on\n"
-            "                        port N, through the same queue and limits (default 0: off)\n"
-            "  --threads N           engine threads per worker (default: all cores)\n"
-            "  --workers N           engine workers, each running its own batches (default 1)\n"
-            "  --max-batch-tokens N  token budget of one packed batch (default 8192)\n"
-            "  --max-wait-us N       a batch closes once no request came for N us (default 500), at\n"
-            "                        the latest when its oldest request waited 20 x N\n"
-            "  --max-queue N         requests waiting or running before 429 (default 256)\n"
-            "  --max-body-bytes N    request body limit, 413 beyond (default 1048576)\n"
-            "  --max-inputs N        inputs per request (default 64)\n"
-            "  --max-tasks N         tasks per request (default 32)\n"
-            "  --max-seq-len N       tokens per input (default: the model's limit)\n"
-            "  --allow-skip N        let every task skip up to N layers (AdapterDrop), beyond task.json\n"
-            "  --admin-token T       bearer token of the admin routes (off without one): upload, activate,\n"
-            "                        delete versions (PUT/POST/DELETE /v1/tasks/{name}/...), /v2/repository/*\n"
-            "  --adapter-memory N    bytes of adapter weights kept resident; tasks then load on first use and\n"
-            "                        the least recently used are evicted (default 0: all, loaded at start)\n"
-            "  --load-rate N         bytes per second a task load converts beyond its first --load-burst bytes,\n"
-            "                        so large loads leave memory bandwidth to inference (default 268435456;\n"
-            "                        0: unpaced)\n"
-            "  --load-burst N        bytes of each load converted at full speed (default 16777216)\n"
-            "  --max-upload-bytes N  admin upload limit (default 268435456)\n"
-            "  --watch M             follow the registry while serving: new version directories of tasks/ and\n"
-            "                        the state file other replicas write (current versions, pins). inotify\n"
-            "                        (default; also true): file events plus the periodic rescan; poll: only the\n"
-            "                        periodic rescan, for network file systems (NFS, CephFS, EFS); off (false)\n"
-            "  --watch-debounce-ms N quiet time before a rescan (default 200)\n"
-            "  --watch-interval-ms N periodic rescan: new versions, the state file, changed files (default 5000;\n"
-            "                        0: none in inotify mode; poll mode needs one)\n"
-            "  --drain-timeout-ms N  longest drain after SIGTERM (default 30000)\n"
-            "  --http-threads N      libmicrohttpd threads that parse and tokenize, each with its own epoll (default 2)\n"
-            "  --adaptive-skips B    load-adaptive mode: when the queue wait exceeds --target-queue-ms, raise the\n"
-            "                        skips of tasks a request left at their default, within each task's range\n"
-            "  --target-queue-ms N   adaptive mode's queue-wait target (default 50)\n"
-            "  --precision P         backbone Linear layers of models without models/NAME/model.json in fp32\n"
-            "                        (default), bf16 or int8; a model whose precision this CPU has no fast\n"
-            "                        kernel for is not served\n"
-            "  --config FILE         JSON object of these options ({\"port\": 8080, \"max-queue\": 64})\n"
-            "Environment: ADAPTERD_<OPTION> (ADAPTERD_PORT, ADAPTERD_MAX_QUEUE, ADAPTERD_CONFIG, ...).\n");
+    fprintf(f, "usage: adapterd serve --registry DIR [--OPTION VALUE ...] [--config FILE]\n\n"
+               "Serves the tasks of a registry (models/<name>/, tasks/<name>/<version>/) over HTTP/JSON:\n"
+               "POST /v1/predict, /v1/embed, /v1/tokenize, GET /v1/tasks, /v1/models, /healthz, /readyz, /metrics,\n"
+               "/openapi.json, /docs; text-embeddings-inference's and OpenAI's embeddings routes and the KServe v2\n"
+               "routes. SIGTERM/SIGINT drain: readiness turns false, work in flight completes, exit 0.\n\n");
+    const srv_config_option *o;
+    for (size_t i = 0; (o = srv_config_option_at(i)); i++) {
+        int w = fprintf(f, "  --%s %s", o->name, o->arg);
+        if (w + 2 > HELP_COL) fprintf(f, "\n%*s", HELP_COL, "");
+        else fprintf(f, "%*s", HELP_COL - w, "");
+        print_wrapped(f, o->help, HELP_COL, HELP_WIDTH);
+    }
+    fprintf(f, "  --config FILE");
+    fprintf(f, "%*s", HELP_COL - 15, "");
+    print_wrapped(f, "JSON object of these options ({\"port\": 8080, \"max-queue\": 64, \"served-model-name\": [\"a\", \"b\"]})",
+                  HELP_COL, HELP_WIDTH);
+    fprintf(f, "Environment: ADAPTERD_<OPTION> (ADAPTERD_PORT, ADAPTERD_MAX_QUEUE, ADAPTERD_CONFIG, ...).\n"
+               "Precedence: flags, then the --config file, then the environment.\n");
 }
 
 int cmd_serve(int argc, char **argv) {

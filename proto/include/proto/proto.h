@@ -521,7 +521,13 @@ typedef struct {
     size_t bytes;
     const char *precision, *kernel; /* "fp32" / "bf16" / "int8"; the product kernel's name */
     size_t packed_bytes;            /* of the backbone Linear weights */
+    const char *const *served;      /* (n_served) the names clients may use besides name (--served-model-name) */
+    int n_served;
+    long long created;              /* Unix seconds the server has served it since (OpenAI's "created") */
 } proto_model_info;
+
+/* A model's id in OpenAI's answers: its first served name, or its registry name when it has none. */
+const char *proto_model_id(const proto_model_info *m);
 
 char *proto_task_encode(const proto_task_info *t, size_t *len);               /* GET /v1/tasks/{name} */
 /* A task that is not served: every version on disk failed (GET /v1/tasks lists it under "unserved"). */
@@ -555,7 +561,13 @@ int proto_tasks_page_after(const proto_tasks_page *p, const char *name);
  * tasks follow, NULL (null) on the last page; the unserved tasks are listed on the first page. */
 char *proto_tasks_encode(const proto_task_info *t, int n, const proto_unserved_task *u, int nu, const char *next,
                          size_t *len);
-char *proto_models_encode(const proto_model_info *m, int n, size_t *len);     /* GET /v1/models */
+/* GET /v1/models in OpenAI's list shape and adapterd's at once: {"object": "list", "data": [one
+ * model object per model, proto_model_object_encode's], "models": [adapterd's model descriptions]}. */
+char *proto_models_encode(const proto_model_info *m, int n, size_t *len);
+/* GET /v1/models/{id}: OpenAI's model object {"id", "object": "model", "created", "owned_by":
+ * "adapterd", "root": the registry name, "max_model_len"}, id being the name the client gave (NULL:
+ * proto_model_id). */
+char *proto_model_object_encode(const proto_model_info *m, const char *id, size_t *len);
 char *proto_v2_model_encode(const proto_task_info *t, size_t *len);           /* GET /v2/models/{task} */
 /* {"status": status, "ready": ready} for health routes, and {"live":..}/{"ready":..} for v2. */
 char *proto_status_encode(const char *status, int ready, size_t *len);
@@ -565,7 +577,10 @@ char *proto_v2_bool_encode(const char *key, int value, size_t *len);
 const char *proto_openapi_json(size_t *len);
 
 /* The Redoc standalone bundle compiled in at build time (static, len bytes), or NULL when the build
- * did not find it (npm's `redoc` not installed). */
+ * did not find it (npm's `redoc` not installed in docs/redoc). */
 const char *proto_redoc_js(size_t *len);
+/* The licence texts that go with it: Redoc's MIT licence, then the notices of the libraries its
+ * bundle holds, both from the installed package (static, len bytes); NULL when the bundle is. */
+const char *proto_redoc_license(size_t *len);
 
 #endif

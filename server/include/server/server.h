@@ -68,9 +68,21 @@ typedef struct {
     size_t min_body_rate;    /* bytes/s a body must average after header_timeout_ms (0: none); 1024 */
     int metrics_tasks;       /* tasks with their own /metrics series, the busiest; the rest sum as task="(other)"; 100 */
     int grpc_port;           /* KServe v2 GRPCInferenceService on host:grpc_port (HTTP/2, cleartext); 0: off */
+    char served_model_name[1024]; /* "NAME[,NAME...]" or "NAME=MODEL,...": names clients may give as "model"
+                                   * (server/models.c reads it); "": the registry's names only */
 } srv_config;
 
 srv_config srv_default_config(void);
+
+/* One option of the table behind srv_config_set, for help texts. */
+typedef struct {
+    const char *name;    /* the flag without "--", also the JSON key; ADAPTERD_<NAME> with '_' for '-' */
+    const char *arg;     /* the value's placeholder: "N", "DIR", "true|false" */
+    const char *help;    /* one paragraph, unwrapped, naming the default */
+} srv_config_option;
+
+/* The i-th option (from 0) in the order help lists them, or NULL past the last. Static storage. */
+const srv_config_option *srv_config_option_at(size_t i);
 
 /* Sets one option by name: the long flag without "--" ("max-batch-tokens"), or with '_' for '-'
  * (JSON config keys). Returns 0, ENG_NOT_FOUND for an unknown key, or ENG_INVALID_ARGUMENT for a
