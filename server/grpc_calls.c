@@ -27,7 +27,7 @@
 #include "grpc.h"
 #include "http_status.h"
 #include "offload.h"
-#include "routes.h"
+#include "views.h"
 
 /* Bytes of an error message. */
 #define MSG_MAX 600

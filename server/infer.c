@@ -19,7 +19,7 @@
 #include "clock.h"
 #include "http.h"
 #include "offload.h"
-#include "routes.h"
+#include "views.h"
 
 /* The inference routes: one line a route. */
 static const struct {

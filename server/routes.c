@@ -26,61 +26,9 @@
 #include "offload.h"
 #include "respond.h"
 #include "url.h"
+#include "views.h"
 
 /* ---- quick routes ---- */
-
-/* A task that never loaded (memory budget) has no head or adapter kind yet. */
-static void fill_task_info(store_task *t, proto_task_info *ti) {
-    int h = store_task_head_type(t);
-    proto_head_kind k = srv__wire_head_kind(h);
-    *ti = (proto_task_info){.name = store_task_name(t), .version = store_task_version(t),
-                            .model = store_model_name(store_task_model(t)), .kind = store_task_kind(t),
-                            .head = k, .head_known = h >= 0, .n_labels = store_task_num_labels(t),
-                            .labels = store_task_labels(t), .skip_min = store_task_skip_min(t),
-                            .skip_max = store_task_skip_max(t), .skip_default = store_task_skip_default(t),
-                            .bytes = store_task_bytes(t), .resident = store_task_resident(t)};
-    ti->fallback_reason = store_task_fallback(t, &ti->fallback_from);
-    ti->fusion.n = store_task_fusion(t, &ti->fusion.children, &ti->fusion.kept);
-}
-
-/* Versions listed per task in GET /v1/tasks and /v2/models/{task}. */
-#define TASK_VERSIONS_MAX 256
-
-/* A task's versions for the listings: store_versions' rows and their wire form (pv points into
- * sv). Release with versions_free. */
-typedef struct {
-    store_version_info *sv;
-    proto_version_info *pv;
-    int n;
-} task_versions;
-
-static void versions_free(task_versions *v) {
-    free(v->sv), free(v->pv);
-    *v = (task_versions){0};
-}
-
-/* Fills v with the versions of task name and points ti at them. Returns 0, or -1 when out of
- * memory (ti then lists the current version only). */
-static int versions_fill(store_registry *reg, const char *name, task_versions *v, proto_task_info *ti) {
-    *v = (task_versions){0};
-    if (!(v->sv = calloc(TASK_VERSIONS_MAX, sizeof *v->sv))) return -1;
-    int n = store_versions(reg, name, v->sv, TASK_VERSIONS_MAX);
-    if (n <= 0 || !(v->pv = calloc((size_t)n, sizeof *v->pv))) {
-        versions_free(v);
-        return n < 0 ? 0 : -1;
-    }
-    for (int i = 0; i < n; i++) {
-        const store_version_info *s = &v->sv[i];
-        bool failed = !strcmp(s->state, "failed");
-        v->pv[i] = (proto_version_info){.version = s->version, .resident = s->resident, .bytes = s->bytes, .added = s->added,
-                                        .reason = failed ? s->reason : NULL,
-                                        .state = failed ? "failed" : s->current ? "current" : s->resident ? "loaded" : "available"};
-    }
-    v->n = n;
-    ti->versions = v->pv;
-    ti->n_versions = n;
-    return 0;
-}
 
 /* GET /v1/tasks: one page of the served tasks (?limit, ?after: proto_tasks_page), in the store's
  * name order; the unserved tasks on the first page. */
@@ -97,86 +45,37 @@ static enum MHD_Result route_tasks(srv_request *r) {
         if (n >= 0) store_tasks_release(ts, n);
         return srv__send_error(r, ENG_NO_MEMORY, "out of memory");
     }
-    task_versions *tv = calloc((size_t)pg.limit + 1, sizeof *tv);
+    srv_task_versions *tv = calloc((size_t)pg.limit + 1, sizeof *tv);
     int k = 0, oom = !tv;
     for (int i = 0; !oom && i < n; i++) {
         if (!proto_tasks_page_after(&pg, store_task_name(ts[i]))) continue;
         if ((more = k == pg.limit)) break;
-        fill_task_info(ts[i], &ti[k]);
-        oom |= versions_fill(r->srv->reg, store_task_name(ts[i]), &tv[k], &ti[k]);
+        srv__task_info_fill(ts[i], &ti[k]);
+        oom |= srv__task_versions_fill(r->srv->reg, store_task_name(ts[i]), &tv[k], &ti[k]);
         k++;
     }
     /* tasks with no version that loads: their failed versions and why */
     char **un = NULL;
     int nu = oom || pg.after ? 0 : store_unserved_task_names(r->srv->reg, &un);
     proto_unserved_task *ut = nu > 0 ? calloc((size_t)nu, sizeof *ut) : NULL;
-    task_versions *uv = nu > 0 ? calloc((size_t)nu, sizeof *uv) : NULL;
+    srv_task_versions *uv = nu > 0 ? calloc((size_t)nu, sizeof *uv) : NULL;
     oom |= nu < 0 || (nu > 0 && (!ut || !uv));
     for (int i = 0; !oom && i < nu; i++) {
         proto_task_info vi = {0};
-        oom |= versions_fill(r->srv->reg, un[i], &uv[i], &vi);
+        oom |= srv__task_versions_fill(r->srv->reg, un[i], &uv[i], &vi);
         ut[i] = (proto_unserved_task){.name = un[i], .versions = vi.versions, .n_versions = vi.n_versions};
     }
     size_t len = 0;
     char *j = oom ? NULL : proto_tasks_encode(ti, k, ut, nu > 0 ? nu : 0, more ? ti[k - 1].name : NULL, &len);
-    for (int i = 0; i < k; i++) versions_free(&tv[i]);
+    for (int i = 0; i < k; i++) srv__task_versions_free(&tv[i]);
     store_tasks_release(ts, n);
     for (int i = 0; i < nu; i++) {
         free(un[i]);
-        if (uv) versions_free(&uv[i]);
+        if (uv) srv__task_versions_free(&uv[i]);
     }
     free(un), free(ut), free(uv);
     free(ti), free(tv);
     return srv__send_json(r, 200, j, len);
-}
-
-/* Bytes of "task@version" from a v2 path. */
-#define V2_SPEC_MAX 320
-
-/* Longest task name quoted back in an error. */
-#define QUOTED_NAME_MAX 100
-
-
-int srv__task_view(srv_server *s, const char *name, size_t nlen, srv_task_view view, char **json, size_t *jlen, char *msg,
-                   size_t msz) {
-    /* /v2/models/{task}/versions/{v}: that version ("task@v", as infer reads it) */
-    char spec[V2_SPEC_MAX];
-    size_t sl = view != TASK_VIEW_V1 && !strncmp(name + nlen, "/versions/", 10) ? srv__v2_task_spec(name, nlen, spec, sizeof spec) : 0;
-    store_task *t = sl ? srv__task_acquire_spec(s->reg, spec, sl) : store_task_acquire(s->reg, name, nlen);
-    *json = NULL;
-    if (!t && sl) {
-        snprintf(msg, msz, "unknown task or version \"%.*s\"", (int)(sl > QUOTED_NAME_MAX ? QUOTED_NAME_MAX : sl), spec);
-        return ENG_NOT_FOUND;
-    }
-    if (!t) return srv__unknown_task(s, name, nlen, msg, msz);
-    proto_task_info ti;
-    fill_task_info(t, &ti);
-    task_versions tv = {0};
-    size_t len = 0;
-    char *j = NULL;
-    /* ready: in memory (KServe's unload makes it false; with no memory budget a request reloads it) */
-    if (view == TASK_VIEW_V2_READY) j = proto_v2_bool_encode("ready", store_task_resident(t), &len);
-    else if (view == TASK_VIEW_V2_STATS) {
-        uint64_t count;
-        double sec;
-        srv__metrics_task_totals(s->metrics, store_task_name(t), &count, &sec);
-        j = proto_v2_stats_encode(store_task_name(t), store_task_version(t), count, sec, &len);
-    }
-    else if (!versions_fill(s->reg, store_task_name(t), &tv, &ti)) {
-        store_task_layout lay = store_task_layout_of(t);
-        ti.layout_from = lay.from_task_json ? "task.json" : "inferred";
-        ti.layout_adapters = lay.adapters, ti.layout_n_adapters = lay.n_adapters;
-        ti.layout_fusion = lay.fusion, ti.layout_head = lay.head;
-        j = view == TASK_VIEW_V2 ? proto_v2_model_encode(&ti, &len) : proto_task_encode(&ti, &len);
-    }
-    versions_free(&tv);
-    store_task_release(t);
-    if (!j) {
-        snprintf(msg, msz, "out of memory");
-        return ENG_NO_MEMORY;
-    }
-    *json = j, *jlen = len;
-    return 0;
 }
 
 static enum MHD_Result route_task(srv_request *r, const char *name, size_t nlen, srv_task_view view) {
@@ -276,13 +175,6 @@ static srv_route match(const char *url, const char **arg, size_t *arg_len) {
 }
 
 
-size_t srv__v2_task_spec(const char *name, size_t name_len, char *out, size_t n) {
-    const char *rest = name + name_len;
-    int w = !strncmp(rest, "/versions/", 10)
-                ? snprintf(out, n, "%.*s@%.*s", (int)name_len, name, (int)strcspn(rest + 10, "/"), rest + 10)
-                : snprintf(out, n, "%.*s", (int)name_len, name);
-    return w > 0 && (size_t)w < n ? (size_t)w : 0;
-}
 
 enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls) {
