@@ -176,103 +176,99 @@ static srv_route match(const char *url, const char **arg, size_t *arg_len) {
 
 
 
-enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
-                                  const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls) {
-    srv_server *s = cls;
-    srv_request *r = *con_cls;
+/* The request's headers: its route, id and limits, decided before a byte of its body is read. */
+static enum MHD_Result begin(srv_server *s, struct MHD_Connection *conn, const char *url, const char *method, void **con_cls) {
     const char *arg = NULL;
     size_t arg_len = 0;
-    if (!r) {
-        if (!(r = calloc(1, sizeof *r))) return MHD_NO;
-        r->srv = s;
-        r->conn = conn;
-        r->t0 = srv__now();
-        r->route = match(url, &arg, &arg_len);
-        r->dialect = srv__route_dialect(r->route);
-        /* under /v2 (the repository routes are claimed by admin.c later), refusals made before the
-         * route is known come in KServe's shape too */
-        if (!strncmp(url, "/v2/", 4)) r->dialect = PROTO_DIALECT_KSERVE;
-        snprintf(r->method, sizeof r->method, "%s", method);
-        snprintf(r->path, sizeof r->path, "%s", url);
-        for (char *c = r->path; *c; c++)
-            if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?'; /* the access log stays one line */
-        srv__set_request_id(r);
-        atomic_fetch_add(&s->active, 1);
-        *con_cls = r;
-        srv__conns_phase(s->conns, conn, SRV_CONN_BODY);
-        if (!srv__url_ok(url)) {
-            r->route = SRV_ROUTE_UNKNOWN;
-            return srv__send_error(r, ENG_MALFORMED, "the path holds an encoded NUL, control character or '/' inside a segment");
-        }
-        if (srv__conns_reserve(s->conns, conn) && !is_health(r->route))
-            return srv__send_error(r, ENG_UNAVAILABLE, "the server is at its connection limit; connections beyond it serve "
-                                                       "/healthz, /readyz and /v2/health/* only");
-        if (srv__admin_claims(r, url, method)) {
-            /* the admin switch, the token and the limits are decided on the headers alone: no
-             * byte of the body is read for a request that is refused */
-            r->method_ok = true;
-            return srv__admin_begin(r, method);
-        }
-        r->method_ok = is_post_route(r->route) ? !strcmp(method, "POST") : (!strcmp(method, "GET") || !strcmp(method, "HEAD"));
-        size_t limit = body_limit(r);
-        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
-        unsigned long long cl_n = cl ? strtoull(cl, NULL, 10) : 0;
-        if (cl && cl_n > limit && takes_body(r) && cl_n - limit <= DRAIN_MAX) {
-            r->too_large = true; /* its chunks are dropped; the 413 comes at the body's end */
-            return MHD_YES;
-        }
-        if (cl && cl_n > limit)
-            return srv__send_error(r, ENG_TOO_LARGE, "a body of %.40s bytes is over this route's limit of %zu", cl, limit);
+    srv_request *r = calloc(1, sizeof *r);
+    if (!r) return MHD_NO;
+    r->srv = s;
+    r->conn = conn;
+    r->t0 = srv__now();
+    r->route = match(url, &arg, &arg_len);
+    r->dialect = srv__route_dialect(r->route);
+    /* under /v2 (the repository routes are claimed by admin.c later), refusals made before the
+     * route is known come in KServe's shape too */
+    if (!strncmp(url, "/v2/", 4)) r->dialect = PROTO_DIALECT_KSERVE;
+    snprintf(r->method, sizeof r->method, "%s", method);
+    snprintf(r->path, sizeof r->path, "%s", url);
+    for (char *c = r->path; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?'; /* the access log stays one line */
+    srv__set_request_id(r);
+    atomic_fetch_add(&s->active, 1);
+    *con_cls = r;
+    srv__conns_phase(s->conns, conn, SRV_CONN_BODY);
+    if (!srv__url_ok(url)) {
+        r->route = SRV_ROUTE_UNKNOWN;
+        return srv__send_error(r, ENG_MALFORMED, "the path holds an encoded NUL, control character or '/' inside a segment");
+    }
+    if (srv__conns_reserve(s->conns, conn) && !is_health(r->route))
+        return srv__send_error(r, ENG_UNAVAILABLE, "the server is at its connection limit; connections beyond it serve "
+                                                   "/healthz, /readyz and /v2/health/* only");
+    if (srv__admin_claims(r, url, method)) {
+        /* the admin switch, the token and the limits are decided on the headers alone: no
+         * byte of the body is read for a request that is refused */
+        r->method_ok = true;
+        return srv__admin_begin(r, method);
+    }
+    r->method_ok = is_post_route(r->route) ? !strcmp(method, "POST") : (!strcmp(method, "GET") || !strcmp(method, "HEAD"));
+    size_t limit = body_limit(r);
+    const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+    unsigned long long cl_n = cl ? strtoull(cl, NULL, 10) : 0;
+    if (cl && cl_n > limit && takes_body(r) && cl_n - limit <= DRAIN_MAX) {
+        r->too_large = true; /* its chunks are dropped; the 413 comes at the body's end */
         return MHD_YES;
     }
-    if (r->suspended && r->off.state == SRV_OFFLOAD_DONE) {
-        /* resumed after offloaded work: its answer, or run the request again (tasks now loaded) */
-        r->suspended = false;
+    if (cl && cl_n > limit)
+        return srv__send_error(r, ENG_TOO_LARGE, "a body of %.40s bytes is over this route's limit of %zu", cl, limit);
+    return MHD_YES;
+}
+
+/* The loop resumed the request: offloaded work is done (its answer, or tasks loaded: the front door
+ * goes on), or its job is. */
+static enum MHD_Result resumed(srv_request *r, const char *url) {
+    r->suspended = false;
+    if (r->off.state == SRV_OFFLOAD_DONE) {
         r->off.state = SRV_OFFLOAD_IDLE;
         if (r->off.status) {
             char *b = r->off.body;
             r->off.body = NULL;
             return srv__send_json(r, r->off.status, b, r->off.len);
         }
+        const char *arg = NULL;
+        size_t arg_len = 0;
         r->route = match(url, &arg, &arg_len);
         return srv__infer(r, arg, arg_len);
     }
-    if (r->suspended) {
-        /* resumed: the job is done */
-        r->suspended = false;
-        srv_job *j = r->front.job;
-        if (r->abandoned || !j)
-            return srv__send_error(r, ENG_UNAVAILABLE, "the server stopped at its drain deadline before this request finished; retry on another replica");
-        char *b = j->body;
-        j->body = NULL;
-        if (!b) return srv__send_error(r, ENG_INTERNAL, "no response was produced");
-        if (j->head_len) return srv__send_v2_binary(r, b, j->body_len, j->head_len);
-        return srv__send_json(r, j->status, b, j->body_len);
-    }
-    if (*upload_data_size) {
-        size_t n = *upload_data_size;
-        *upload_data_size = 0;
-        srv__conns_body(s->conns, conn, n);
-        if (r->too_large || r->status) return MHD_YES;
-        int rc;
-        if (r->admin) rc = srv__admin_body(r, upload_data, n);
-        else if (takes_body(r)) rc = srv__append_body(r, upload_data, n, s->cfg.max_body_bytes);
-        else rc = (r->dropped += n) > UNUSED_BODY_MAX ? (r->too_large = true, 0) : 0;
-        if (rc) return MHD_NO;
-        if (r->too_large) return over_limit(r);
-        return MHD_YES;
-    }
-    srv__conns_phase(s->conns, conn, SRV_CONN_BUSY);
-    if (r->status) return MHD_YES; /* already answered (413 by Content-Length) */
-    if (r->too_large) return over_limit(r); /* a body over the limit, read to its end and dropped */
-    if (r->admin) return srv__admin_dispatch(r, url, method);
-    r->route = match(url, &arg, &arg_len);
-    if (r->route == SRV_ROUTE_UNKNOWN) return srv__send_error(r, ENG_NOT_FOUND, "no route %s %.200s", method, url);
-    if (!r->method_ok) return srv__send_error(r, ENG_METHOD_NOT_ALLOWED, "%s is not allowed on %.200s", method, url);
+    srv_job *j = r->front.job;
+    if (r->abandoned || !j)
+        return srv__send_error(r, ENG_UNAVAILABLE, "the server stopped at its drain deadline before this request finished; retry on another replica");
+    char *b = j->body;
+    j->body = NULL;
+    if (!b) return srv__send_error(r, ENG_INTERNAL, "no response was produced");
+    if (j->head_len) return srv__send_v2_binary(r, b, j->body_len, j->head_len);
+    return srv__send_json(r, j->status, b, j->body_len);
+}
+
+/* A chunk of the body: kept (bounded by the route's limit), streamed to a file (uploads) or dropped. */
+static enum MHD_Result body_chunk(srv_request *r, const char *data, size_t n) {
+    srv__conns_body(r->srv->conns, r->conn, n);
+    if (r->too_large || r->status) return MHD_YES;
+    int rc;
+    if (r->admin) rc = srv__admin_body(r, data, n);
+    else if (takes_body(r)) rc = srv__append_body(r, data, n, r->srv->cfg.max_body_bytes);
+    else rc = (r->dropped += n) > UNUSED_BODY_MAX ? (r->too_large = true, 0) : 0;
+    if (rc) return MHD_NO;
+    if (r->too_large) return over_limit(r);
+    return MHD_YES;
+}
+
+/* The quick routes, answered here on the HTTP thread. */
+static enum MHD_Result quick(srv_request *r, const char *url, const char *arg, size_t arg_len) {
+    srv_server *s = r->srv;
     size_t len = 0;
     char *j = NULL;
     bool ready = atomic_load(&s->ready) && !atomic_load(&s->draining);
-    if (srv__infer_codec(r->route)) return srv__infer(r, arg, arg_len); /* the front door */
     switch (r->route) {
     case SRV_ROUTE_TOKENIZE:
     case SRV_ROUTE_TEI_TOKENIZE: return srv__tokenize(r);
@@ -318,6 +314,31 @@ enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const ch
     }
     default: return srv__send_error(r, ENG_NOT_FOUND, "no route %.200s", url);
     }
+}
+
+enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                                  const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls) {
+    (void)version;
+    srv_request *r = *con_cls;
+    if (!r) return begin(cls, conn, url, method, con_cls);
+    if (r->suspended) return resumed(r, url);
+    if (*upload_data_size) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        return body_chunk(r, upload_data, n);
+    }
+    /* the body is complete */
+    srv__conns_phase(r->srv->conns, conn, SRV_CONN_BUSY);
+    if (r->status) return MHD_YES; /* already answered (413 by Content-Length) */
+    if (r->too_large) return over_limit(r); /* a body over the limit, read to its end and dropped */
+    if (r->admin) return srv__admin_dispatch(r, url, method);
+    const char *arg = NULL;
+    size_t arg_len = 0;
+    r->route = match(url, &arg, &arg_len);
+    if (r->route == SRV_ROUTE_UNKNOWN) return srv__send_error(r, ENG_NOT_FOUND, "no route %s %.200s", method, url);
+    if (!r->method_ok) return srv__send_error(r, ENG_METHOD_NOT_ALLOWED, "%s is not allowed on %.200s", method, url);
+    if (srv__infer_codec(r->route)) return srv__infer(r, arg, arg_len); /* every protocol's inference: the front door */
+    return quick(r, url, arg, arg_len);
 }
 
 void srv__on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
