@@ -46,6 +46,7 @@ const char *proto_pooling_name(proto_pooling p) {
 json_t *proto__num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
 
 bool proto__utf8_valid(const void *p, size_t n) {
+    if (!n) return true; /* p may be NULL then */
     const unsigned char *s = p, *end = s + n;
     while (s < end) {
         /* texts are mostly ASCII: eight bytes at a time until a byte has its high bit */

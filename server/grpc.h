@@ -1,7 +1,8 @@
 /* grpc.h - KServe v2's GRPCInferenceService on --grpc-port: HTTP/2 (nghttp2) connections on the
  * server's libuv loop (grpc.c) and the calls they carry (grpc_calls.c). ModelInfer runs as a job of
  * the same scheduler as REST's infer (srv__job_prepare, srv__sched_submit), so admission, limits,
- * batching and metrics are one. Loop thread, except srv__grpc_job_encode (a worker). */
+ * batching and metrics are one; its answer is encoded on the worker (respond.c, SRV_ANSWER_GRPC).
+ * Loop thread. */
 #ifndef ADAPTERD_SERVER_GRPC_H
 #define ADAPTERD_SERVER_GRPC_H
 
@@ -84,9 +85,6 @@ void srv__grpc_call_release(srv_grpc_call *c);
  * 404 NOT_FOUND, 429 RESOURCE_EXHAUSTED, 503 UNAVAILABLE, 504 DEADLINE_EXCEEDED, else INTERNAL. */
 int srv__grpc_status_of_http(unsigned http);
 
-/* Worker thread, after respond.c encoded a gRPC job's v2 JSON: re-encode it as the call's
- * ModelInferResponse (or its error's status and message) while the worker has the job. */
-void srv__grpc_job_encode(srv_job *j);
 /* Loop thread, the scheduler's done hook for a gRPC job: metrics, then the answer. */
 void srv__grpc_job_done(srv_server *s, srv_job *j);
 /* Loop thread, drain deadline: answer UNAVAILABLE now; the job takes over the parsed request. */

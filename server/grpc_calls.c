@@ -1,13 +1,15 @@
 /* grpc_calls.c - the methods of KServe v2's GRPCInferenceService, each answered from what the REST
  * v2 route of the same name builds (proto/grpc.c converts), so the two protocols answer alike:
  * ServerLive, ServerReady, ServerMetadata, ModelReady, ModelMetadata and ModelStatistics at once on the loop;
- * ModelInfer as a job of the one scheduler, with REST's admission (--max-queue), parser and limits
- * (proto_v2_infer_parse), output check, lazy task loads (libuv's pool), job preparation
- * (srv__job_prepare: tasks, skips, tokenization) and metrics. The job's answer is encoded on its
- * worker (srv__grpc_job_encode) and sent by the done hook on the loop, where the connection lives.
+ * ModelInfer as a job of the one scheduler, with REST's admission (--max-queue), REST's rules and
+ * limits (proto_grpc_infer_decode, which fills the same request struct as proto_v2_infer_parse),
+ * output check, lazy task loads (libuv's pool), job preparation (srv__job_prepare: tasks, skips,
+ * tokenization) and metrics. The job's answer is encoded as a ModelInferResponse on its worker
+ * (respond.c, SRV_ANSWER_GRPC) and sent by the done hook on the loop, where the connection lives.
  *
- * Unlike REST's, a gRPC request is parsed and tokenized on the loop thread (the connection is the
- * loop's): microseconds for the texts of one request, taken from the batcher's thread. */
+ * Unlike REST's, a gRPC request is decoded and tokenized on the loop thread (the connection is the
+ * loop's), taken from the batcher's thread: protobuf-c's unpack and one pass over the texts, linear
+ * in the message (--max-body-bytes bounds it; bench/grpc/bench_grpc_decode.c measures it). */
 #define _GNU_SOURCE
 #include <jansson.h>
 #include <stdio.h>
@@ -117,12 +119,8 @@ static void infer_run(srv_grpc_call *c) {
     }
     if (!c->preq.n_inputs) {
         eng_err e = {0};
-        char *json = NULL;
-        size_t jlen = 0;
-        int rc = proto_grpc_infer_request(c->msg + PROTO_GRPC_PREFIX, c->len - PROTO_GRPC_PREFIX, &c->target, &json, &jlen, &e);
         proto_limits lim = srv__proto_limits(s);
-        if (!rc) rc = proto_v2_infer_parse(json, jlen, c->target.spec, &lim, &c->preq, &e);
-        free(json);
+        int rc = proto_grpc_infer_decode(c->msg + PROTO_GRPC_PREFIX, c->len - PROTO_GRPC_PREFIX, &lim, &c->preq, &c->target, &e);
         if (rc) return answer_error(c, rc == ENG_MALFORMED ? ENG_INVALID_ARGUMENT : (eng_status)rc, e.msg);
         char answers[160];
         if (c->preq.v2_outputs && srv__check_v2_outputs(s->reg, c->preq.v2_outputs, c->target.spec, answers, sizeof answers)) {
@@ -136,7 +134,8 @@ static void infer_run(srv_grpc_call *c) {
     store_task_release(t);
     srv_job *j = calloc(1, sizeof *j);
     if (!j) return answer_error(c, ENG_NO_MEMORY, "out of memory");
-    j->form = SRV_ANSWER_V2;
+    j->form = SRV_ANSWER_GRPC;
+    j->grpc_raw = c->target.raw;
     j->dialect = PROTO_DIALECT_KSERVE;
     j->grpc = c;
     eng_status code = ENG_OK;
@@ -151,19 +150,6 @@ static void infer_run(srv_grpc_call *c) {
     c->job = j;
     c->admitted = false; /* the job holds the place from here on */
     srv__sched_submit(s->sched, j);
-}
-
-void srv__grpc_job_encode(srv_job *j) {
-    if (j->status != 200 || !j->body) return;
-    uint8_t *out = NULL;
-    size_t len = 0;
-    int rc = proto_grpc_infer_response(j->body, j->body_len, j->grpc->target.raw, &out, &len);
-    if (rc) {
-        srv__job_fail(j, rc == ENG_NO_MEMORY ? ENG_NO_MEMORY : ENG_INTERNAL, "cannot encode the answer as a ModelInferResponse");
-        return;
-    }
-    free(j->body);
-    j->body = (char *)out, j->body_len = len;
 }
 
 void srv__grpc_job_done(srv_server *s, srv_job *j) {

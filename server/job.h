@@ -29,6 +29,7 @@ const char *srv__skip_source_name(srv_skip_source s);
 typedef enum {
     SRV_ANSWER_V1,       /* POST /v1/predict */
     SRV_ANSWER_V2,       /* KServe v2 infer */
+    SRV_ANSWER_GRPC,     /* KServe v2's gRPC ModelInfer: the body is the prefixed ModelInferResponse (grpc_raw) */
     SRV_ANSWER_EMBED,    /* POST /v1/embed: the encoder alone, no task (eng_encode); batched only with embeds */
     SRV_ANSWER_TEI_PREDICT, /* TEI's POST /predict: one task's labels by score */
     SRV_ANSWER_TEI_RERANK,  /* TEI's POST /rerank: texts by score */
@@ -62,6 +63,7 @@ typedef struct srv_job {
     unsigned v2_outputs;         /* v2: the output tensors asked for; 0: all */
     const char *v2_id;           /* v2: the client's "id", borrowed from the parsed request; NULL: none */
     unsigned v2_binary;          /* v2: the outputs answered as binary data (PROTO_V2_OUT_* bits) */
+    bool grpc_raw;               /* SRV_ANSWER_GRPC: every output in raw_output_contents (proto_grpc_infer_target.raw) */
     bool tei_batch, tei_raw, tei_return_text; /* TEI /predict, /rerank: the request's "inputs" shape and flags */
     srv_answer_form form;
     /* embed jobs: n_tasks 0; the model reference is the job's own */

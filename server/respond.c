@@ -14,6 +14,7 @@
 #include "engine/answer.h"
 #include "engine/task.h"
 #include "http_status.h"
+#include "proto/grpc.h"
 
 void srv__job_fail(srv_job *j, eng_status code, const char *msg) {
     free(j->body);
@@ -83,8 +84,9 @@ void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats
     srv_answer_bufs *bufs = calloc(nr, sizeof *bufs);
     int *tokens = calloc((size_t)j->n_inputs, sizeof *tokens);
     int bad = !res || !bufs || !tokens;
-    /* v2 has no per-token list: its default is the pipeline's "none" */
-    proto_aggregation agg = j->aggregation == PROTO_AGG_TOKENS && j->form == SRV_ANSWER_V2 ? PROTO_AGG_NONE : j->aggregation;
+    /* v2 (REST and gRPC) has no per-token list: its default is the pipeline's "none" */
+    bool v2 = j->form == SRV_ANSWER_V2 || j->form == SRV_ANSWER_GRPC;
+    proto_aggregation agg = j->aggregation == PROTO_AGG_TOKENS && v2 ? PROTO_AGG_NONE : j->aggregation;
     for (int i = 0; !bad && i < j->n_inputs; i++) {
         const proto_text *tx = &j->texts[i];
         srv_answer_input in = {.enc = &j->enc[i], .tok = store_model_tokenizer(j->model)};
@@ -117,6 +119,7 @@ void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats
         if (!xrows || !xms || !xfv || explain_share(j, stats, xrows, xrows + L, xrows + 2 * L, xms, &ex)) bad = 1;
         else explain_fusions(j, xfv, &ex);
     }
+    int enc_rc = 0;
     if (!bad) {
         j->t_end = srv__now();
         proto_predict_resp pr = {.request_id = j->request_id,
@@ -138,15 +141,22 @@ void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats
                                  .predicted_ms = j->predicted_ms,
                                  .load_ms = j->load_ms,
                                  .explain = stats && j->ret_explain ? &ex : NULL};
-        j->body = j->form == SRV_ANSWER_V2            ? proto_v2_infer_encode_binary(&pr, &j->body_len, &j->head_len)
-                  : j->form == SRV_ANSWER_TEI_PREDICT ? proto_tei_predict_encode(&pr, j->tei_batch, j->tei_raw, &j->body_len)
-                  : j->form == SRV_ANSWER_TEI_RERANK
-                      ? proto_tei_rerank_encode(&pr, j->tei_raw, j->texts, j->tei_return_text, &j->body_len)
-                      : proto_predict_encode(&pr, &j->body_len);
+        if (j->form == SRV_ANSWER_GRPC) { /* sent as it is by the gRPC done hook */
+            uint8_t *b = NULL;
+            enc_rc = proto_grpc_infer_encode(&pr, j->grpc_raw, &b, &j->body_len);
+            j->body = (char *)b;
+        } else {
+            j->body = j->form == SRV_ANSWER_V2            ? proto_v2_infer_encode_binary(&pr, &j->body_len, &j->head_len)
+                      : j->form == SRV_ANSWER_TEI_PREDICT ? proto_tei_predict_encode(&pr, j->tei_batch, j->tei_raw, &j->body_len)
+                      : j->form == SRV_ANSWER_TEI_RERANK
+                          ? proto_tei_rerank_encode(&pr, j->tei_raw, j->texts, j->tei_return_text, &j->body_len)
+                          : proto_predict_encode(&pr, &j->body_len);
+        }
         j->status = 200;
         bad = !j->body;
     }
-    if (bad) srv__job_fail(j, ENG_NO_MEMORY, "out of memory building the response");
+    if (enc_rc && enc_rc != ENG_NO_MEMORY) srv__job_fail(j, (eng_status)enc_rc, "cannot encode the answer as a ModelInferResponse");
+    else if (bad) srv__job_fail(j, ENG_NO_MEMORY, "out of memory building the response");
     for (size_t i = 0; i < nr && bufs; i++) srv_answer_free(&bufs[i]);
     free(bufs), free(res), free(tokens), free(xrows), free(xms), free(xfv);
 }

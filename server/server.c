@@ -45,8 +45,7 @@
 
 static void hook_respond(void *ctx, srv_job *j, const eng_task_out *outs, const eng_plan_stats *stats) {
     (void)ctx;
-    srv__job_respond(j, outs, stats);
-    if (j->grpc) srv__grpc_job_encode(j); /* the v2 answer as a ModelInferResponse, on the worker */
+    srv__job_respond(j, outs, stats); /* a gRPC job's body is its ModelInferResponse (SRV_ANSWER_GRPC) */
 }
 
 static void hook_respond_embed(void *ctx, srv_job *j, const float *hidden, const float *pooled) {
@@ -57,7 +56,6 @@ static void hook_respond_embed(void *ctx, srv_job *j, const float *hidden, const
 static void hook_fail(void *ctx, srv_job *j, eng_status code, const char *msg) {
     (void)ctx;
     srv__job_fail(j, code, msg);
-    if (j->grpc) srv__grpc_job_encode(j);
 }
 
 /* Loop thread: the job is answered; count it and resume its connection (MHD sends the body). A
