@@ -10,9 +10,10 @@
  * (proto__v2_answer_make) that REST's JSON is written from too. What is gRPC's own is checked here,
  * in the order and with the messages of the REST parser: the message's fields must be text where
  * REST's JSON would have to carry them (a client's mistake, INVALID_ARGUMENT naming the field), and
- * raw_input_contents is framed. A JSON round trip cost 150 ms to write and 90 ms to parse a 1 MB
- * request of a million shape entries; the decode is now protobuf-c's unpack and one pass over the
- * texts (bench/grpc/bench_grpc_decode.c).
+ * raw_input_contents is framed. The JSON round trip this replaced grew with the message whatever
+ * it held: ~240 ms to write and parse a 1 MB request of a million shape entries before v2 refused
+ * the shape; the decode is protobuf-c's unpack and one pass over the texts, a few ms there and a
+ * few us for eight texts (bench/grpc/bench_grpc_decode.c, bench/README.md).
  *
  * The small calls (metadata, statistics, readiness) are still converted from their REST route's
  * JSON: a few hundred bytes each, answered on the loop. */
@@ -104,9 +105,7 @@ size_t proto_grpc_message_escape(const char *msg, char *out, size_t cap) {
     return o;
 }
 
-/* ---- requests ---- */
-
-/* ---- ModelInfer ---- */
+/* ---- requests: ModelInfer ---- */
 
 /* An InferParameter as a request parameter's value, for parse.c's setters; PROTO__NULL when p holds
  * nothing. A uint64 past int64's range is a real, as JSON would carry it. */
@@ -361,6 +360,8 @@ int proto_grpc_infer_decode(const uint8_t *msg, size_t n, const proto_limits *li
     if (rc) proto_predict_free(out);
     return rc;
 }
+
+/* ---- requests: the other calls ---- */
 
 int proto_grpc_model_request(const uint8_t *msg, size_t n, bool name_optional, char *name, char *version, size_t cap,
                              eng_err *err) {
