@@ -1,17 +1,26 @@
 /* grpc.c - KServe v2's GRPCInferenceService messages (proto/grpc_service.proto, C from protoc-c at
- * build time) to and from the JSON of the REST v2 routes, and gRPC's own small wire rules (the
- * 5-byte message prefix, grpc-timeout, grpc-message's escaping).
+ * build time) and gRPC's own small wire rules (the 5-byte message prefix, grpc-timeout,
+ * grpc-message's escaping).
  *
- * Why through JSON: a ModelInfer request becomes the body POST /v2/models/{m}/infer would take and
- * goes through the same parser (proto_v2_infer_parse: the same checks, limits and messages), and its
- * answer is the v2 encoder's JSON re-framed as a ModelInferResponse. So the two protocols cannot
- * drift: a new output tensor, a head or a parameter reaches gRPC with no change here, and the tests
- * compare gRPC's answers with REST's value for value. The cost is a JSON round trip of a request of a
- * few hundred bytes, microseconds against a forward pass of milliseconds (bench/grpc measures the
- * whole call). Depends on json.c only. */
+ * ModelInfer is decoded straight into the request struct every protocol fills, and its answer
+ * encoded straight from the response struct; no JSON in between. The two protocols still cannot
+ * drift, because the rules are not written here: the parameters go through parse.c's setters
+ * (proto__param_set), the outputs asked for through v2.c's (proto__v2_output_named, _binary), the
+ * texts through the same limit, and the answer's tensors come from v2.c's one table
+ * (proto__v2_answer_make) that REST's JSON is written from too. What is gRPC's own is checked here,
+ * in the order and with the messages of the REST parser: the message's fields must be text where
+ * REST's JSON would have to carry them (a client's mistake, INVALID_ARGUMENT naming the field), and
+ * raw_input_contents is framed. The JSON round trip this replaced grew with the message whatever
+ * it held: ~240 ms to write and parse a 1 MB request of a million shape entries before v2 refused
+ * the shape; the decode is protobuf-c's unpack and one pass over the texts, a few ms there and a
+ * few us for eight texts (bench/grpc/bench_grpc_decode.c, bench/README.md).
+ *
+ * The small calls (metadata, statistics, readiness) are still converted from their REST route's
+ * JSON: a few hundred bytes each, answered on the loop. */
 #include "proto/grpc.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,147 +105,263 @@ size_t proto_grpc_message_escape(const char *msg, char *out, size_t cap) {
     return o;
 }
 
-/* ---- requests ---- */
+/* ---- requests: ModelInfer ---- */
 
-/* An InferParameter as JSON (a new reference), or NULL when it holds nothing or out of memory. */
-static json_t *param_json(const Inference__InferParameter *p) {
-    if (!p) return NULL;
+/* An InferParameter as a request parameter's value, for parse.c's setters; PROTO__NULL when p holds
+ * nothing. A uint64 past int64's range is a real, as JSON would carry it. */
+static proto__value param_value(const Inference__InferParameter *p) {
+    proto__value v = {.kind = PROTO__NULL};
+    if (!p) return v;
     switch (p->parameter_choice_case) {
-    case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM: return json_boolean(p->bool_param);
-    case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM: return json_integer((json_int_t)p->int64_param);
-    case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM: return json_string(p->string_param);
-    case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_DOUBLE_PARAM: return json_real(p->double_param);
+    case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM: v.kind = PROTO__BOOL, v.b = p->bool_param != 0; break;
+    case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM: v.kind = PROTO__INT, v.i = p->int64_param; break;
     case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM:
-        return p->uint64_param > (uint64_t)INT64_MAX ? json_real((double)p->uint64_param) : json_integer((json_int_t)p->uint64_param);
-    default: return NULL;
+        if (p->uint64_param > (uint64_t)INT64_MAX) v.kind = PROTO__REAL, v.x = (double)p->uint64_param;
+        else v.kind = PROTO__INT, v.i = (long long)p->uint64_param;
+        break;
+    case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_DOUBLE_PARAM: v.kind = PROTO__REAL, v.x = p->double_param; break;
+    case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM: v.kind = PROTO__STRING, v.s = p->string_param; break;
+    default: break;
     }
+    return v;
 }
 
-/* Bytes as a JSON string: NULL with err set when they are not UTF-8 (a REST body could not carry
- * them either). */
-static json_t *bytes_json(const uint8_t *b, size_t n, size_t input, size_t k, const char *field, eng_err *err) {
-    json_t *s = json_stringn((const char *)b, n);
-    if (!s) eng_err_set(err, ENG_INVALID_ARGUMENT, "inputs[%zu].%s[%zu] is not UTF-8 text", input, field, k);
+/* The request's parameter key: its last entry, as protobuf keeps the last value of a map key sent
+ * twice. */
+static proto__value request_param(const Inference__ModelInferRequest *q, const char *key) {
+    for (size_t i = q->n_parameters; i-- > 0;)
+        if (!strcmp(q->parameters[i]->key, key)) return param_value(q->parameters[i]->value);
+    return param_value(NULL);
+}
+
+static proto__value output_param(const Inference__ModelInferRequest__InferRequestedOutputTensor *o, const char *key) {
+    for (size_t i = o->n_parameters; i-- > 0;)
+        if (!strcmp(o->parameters[i]->key, key)) return param_value(o->parameters[i]->value);
+    return param_value(NULL);
+}
+
+/* A C string of the message that is not UTF-8: ENG_INVALID_ARGUMENT naming it (what). */
+static int utf8_field(const char *s, const char *what, eng_err *err) {
+    if (proto__utf8_valid(s, strlen(s))) return 0;
+    return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s is not UTF-8 text", what);
+}
+
+/* The elements of one BYTES input in order: contents.bytes_contents, or its raw_input_contents
+ * entry (raw, non-NULL), where each element is a 4-byte little-endian length and that many bytes. */
+typedef struct {
+    const Inference__ModelInferRequest__InferInputTensor *x;
+    const ProtobufCBinaryData *raw;
+    size_t k, o;
+} elems;
+
+/* The next element into *p, *n: 1, 0 at the end, -1 when raw data ends inside an element. */
+static int elem_next(elems *c, const uint8_t **p, size_t *n) {
+    if (!c->raw) {
+        if (!c->x->contents || c->k >= c->x->contents->n_bytes_contents) return 0;
+        *p = c->x->contents->bytes_contents[c->k].data, *n = c->x->contents->bytes_contents[c->k].len;
+        c->k++;
+        return 1;
+    }
+    const uint8_t *d = c->raw->data;
+    size_t left = c->raw->len - c->o;
+    if (!left) return 0;
+    if (left < 4) return -1;
+    uint32_t l = (uint32_t)d[c->o] | (uint32_t)d[c->o + 1] << 8 | (uint32_t)d[c->o + 2] << 16 | (uint32_t)d[c->o + 3] << 24;
+    if (l > left - 4) return -1;
+    *p = d + c->o + 4, *n = l;
+    c->o += 4 + (size_t)l;
+    c->k++;
+    return 1;
+}
+
+static elems elems_of(const Inference__ModelInferRequest *q, size_t i) {
+    return (elems){.x = q->inputs[i], .raw = q->n_raw_input_contents ? &q->raw_input_contents[i] : NULL};
+}
+
+/* Input i's data holds text: each element UTF-8 without a NUL byte (REST's JSON cannot carry
+ * either), raw data framed whole. A raw tensor of another datatype holds no text to check: v2's
+ * datatype rule refuses it after. */
+static int input_data_ok(const Inference__ModelInferRequest *q, size_t i, eng_err *err) {
+    const Inference__ModelInferRequest__InferInputTensor *x = q->inputs[i];
+    const char *field = q->n_raw_input_contents ? "raw_input_contents" : "contents.bytes_contents";
+    if (q->n_raw_input_contents && x->contents)
+        return eng_err_set(err, ENG_INVALID_ARGUMENT, "inputs[%zu] has both contents and raw_input_contents", i);
+    if (q->n_raw_input_contents && strcmp(x->datatype, "BYTES")) return 0;
+    elems c = elems_of(q, i);
+    const uint8_t *p;
+    size_t n;
+    int more;
+    while ((more = elem_next(&c, &p, &n)) > 0) {
+        if (n && memchr(p, 0, n))
+            return eng_err_set(err, ENG_INVALID_ARGUMENT, "inputs[%zu].%s[%zu] holds a NUL byte", i, field, c.k - 1);
+        if (!proto__utf8_valid(p, n)) return eng_err_set(err, ENG_INVALID_ARGUMENT, "inputs[%zu].%s[%zu] is not UTF-8 text", i, field, c.k - 1);
+    }
+    if (more < 0)
+        return eng_err_set(err, ENG_INVALID_ARGUMENT,
+                           "raw_input_contents[%zu]: a BYTES element is a 4-byte little-endian length and that many bytes; the "
+                           "data ends inside one",
+                           i);
+    return 0;
+}
+
+/* What the message itself must be before v2's rules are applied: a model name, one raw entry per
+ * input or none, and text wherever text is read (the id, every parameter, the tensors' names and
+ * data, the outputs' names), every value of a parameter map set. Sets t. */
+static int infer_message_ok(const Inference__ModelInferRequest *q, proto_grpc_infer_target *t, eng_err *err) {
+    char what[96];
+    if (!q->model_name[0]) return eng_err_set(err, ENG_INVALID_ARGUMENT, "model_name is empty");
+    int sl = q->model_version[0] ? snprintf(t->spec, sizeof t->spec, "%s@%s", q->model_name, q->model_version)
+                                 : snprintf(t->spec, sizeof t->spec, "%s", q->model_name);
+    if (sl < 0 || (size_t)sl >= sizeof t->spec)
+        return eng_err_set(err, ENG_NOT_FOUND, "unknown model \"%.60s...\" (the name is too long)", q->model_name);
+    if (q->n_raw_input_contents && q->n_raw_input_contents != q->n_inputs)
+        return eng_err_set(err, ENG_INVALID_ARGUMENT, "raw_input_contents has %zu entries for %zu inputs; send one per input or none",
+                           q->n_raw_input_contents, q->n_inputs);
+    int rc = utf8_field(q->id, "id", err);
+    for (size_t i = 0; !rc && i < q->n_parameters; i++) {
+        const Inference__ModelInferRequest__ParametersEntry *e = q->parameters[i];
+        proto__value v = param_value(e->value);
+        snprintf(what, sizeof what, "a key of \"parameters\" (entry %zu)", i);
+        if ((rc = utf8_field(e->key, what, err))) break;
+        if (v.kind == PROTO__NULL) rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "parameters[\"%.60s\"] holds no value", e->key);
+        else if (v.kind == PROTO__STRING && !proto__utf8_valid(v.s, strlen(v.s)))
+            rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "parameters[\"%.60s\"] is not UTF-8 text", e->key);
+        else if (v.kind == PROTO__REAL && !isfinite(v.x)) /* JSON has no such number */
+            rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "parameters[\"%.60s\"] is not a finite number", e->key);
+    }
+    for (size_t i = 0; !rc && i < q->n_inputs; i++) {
+        if ((rc = input_data_ok(q, i, err))) break;
+        snprintf(what, sizeof what, "inputs[%zu].name", i);
+        rc = utf8_field(q->inputs[i]->name, what, err);
+    }
+    for (size_t i = 0; !rc && i < q->n_outputs; i++) {
+        snprintf(what, sizeof what, "outputs[%zu].name", i);
+        rc = utf8_field(q->outputs[i]->name, what, err);
+    }
+    return rc;
+}
+
+/* Input i as v2's "text" or "text_pair" (slots 0, 1): v2's datatype, shape and name rules and
+ * messages (proto_v2_infer_parse), with its element count in *count. */
+static int infer_input_slot(const Inference__ModelInferRequest *q, size_t i, size_t slot_of[2], size_t *count, eng_err *err) {
+    const Inference__ModelInferRequest__InferInputTensor *x = q->inputs[i];
+    if (strcmp(x->datatype, "BYTES")) return eng_err_set(err, ENG_INVALID_ARGUMENT, "inputs[%zu].datatype must be \"BYTES\"", i);
+    elems c = elems_of(q, i);
+    const uint8_t *p;
+    size_t n;
+    while (elem_next(&c, &p, &n) > 0) {}
+    *count = c.k;
+    if (x->n_shape < 1 || x->n_shape > 2 || x->shape[0] != (int64_t)c.k || (x->n_shape == 2 && x->shape[1] != 1))
+        return eng_err_set(err, ENG_INVALID_ARGUMENT, "inputs[%zu].shape must be [N] (or [N, 1]) with N the number of data entries", i);
+    int slot = !strcmp(x->name, "text_pair") ? 1 : !strcmp(x->name, "text") || q->n_inputs == 1 ? 0 : -1;
+    if (slot < 0) return eng_err_set(err, ENG_INVALID_ARGUMENT, "inputs[%zu]: unknown tensor \"%.60s\" (text, text_pair)", i, x->name);
+    if (slot_of[slot] != SIZE_MAX)
+        return eng_err_set(err, ENG_INVALID_ARGUMENT, "inputs[%zu]: a second tensor named \"%.60s\"", i, x->name);
+    slot_of[slot] = i;
+    return 0;
+}
+
+/* n bytes at p (NULL when n is 0) and a NUL at *o; advances *o past them. */
+static const char *copy_text(char **o, const uint8_t *p, size_t n) {
+    char *s = *o;
+    if (n) memcpy(s, p, n);
+    s[n] = '\0';
+    *o += n + 1;
     return s;
 }
 
-/* raw_input_contents of a BYTES tensor: elements of a 4-byte little-endian length then the bytes. */
-static json_t *raw_bytes_json(const ProtobufCBinaryData *raw, size_t input, eng_err *err) {
-    json_t *a = json_array();
-    if (!a) {
-        eng_err_set(err, ENG_NO_MEMORY, "out of memory");
-        return NULL;
+/* The texts of the "text" input (and "text_pair", pair SIZE_MAX when none) into r->inputs (n),
+ * each checked against the text limit first and then copied with a NUL after it into one buffer r
+ * owns, which also takes the id and the spec (r->v2_id, r->tasks[0]). */
+static int infer_texts(const Inference__ModelInferRequest *q, size_t text, size_t pair, size_t n, const proto_grpc_infer_target *t,
+                       const proto_limits *lim, proto_predict_req *r, eng_err *err) {
+    elems ct = elems_of(q, text), cp = pair != SIZE_MAX ? elems_of(q, pair) : (elems){0};
+    const uint8_t *p, *pp = NULL;
+    size_t len, pl = 0, total = strlen(q->id) + strlen(t->spec) + 2;
+    char where[48];
+    for (size_t i = 0; i < n; i++) {
+        elem_next(&ct, &p, &len);
+        if (pair != SIZE_MAX) elem_next(&cp, &pp, &pl);
+        snprintf(where, sizeof where, "text[%zu]", i);
+        int rc = proto__text_fits(len, pl, lim, where, err);
+        if (rc) return rc;
+        total += len + 1 + (pair != SIZE_MAX ? pl + 1 : 0);
     }
-    size_t o = 0, k = 0;
-    while (o < raw->len) {
-        if (raw->len - o < 4) goto bad;
-        uint32_t l = (uint32_t)raw->data[o] | (uint32_t)raw->data[o + 1] << 8 | (uint32_t)raw->data[o + 2] << 16 |
-                     (uint32_t)raw->data[o + 3] << 24;
-        o += 4;
-        if (l > raw->len - o) goto bad;
-        json_t *s = bytes_json(raw->data + o, l, input, k++, "raw_input_contents", err);
-        if (!s || json_array_append_new(a, s)) {
-            json_decref(a);
-            return NULL;
-        }
-        o += l;
+    char *b = malloc(total), *o = b;
+    if (!b || proto__req_own(r, b)) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    ct = elems_of(q, text), cp = pair != SIZE_MAX ? elems_of(q, pair) : (elems){0};
+    for (size_t i = 0; i < n; i++) {
+        proto_text *x = &r->inputs[i];
+        elem_next(&ct, &p, &len);
+        x->text = copy_text(&o, p, len), x->len = len;
+        if (pair == SIZE_MAX) continue;
+        elem_next(&cp, &pp, &pl);
+        x->pair = copy_text(&o, pp, pl), x->pair_len = pl;
     }
-    return a;
-bad:
-    json_decref(a);
-    eng_err_set(err, ENG_INVALID_ARGUMENT,
-                "raw_input_contents[%zu]: a BYTES element is a 4-byte little-endian length and that many bytes; the data ends "
-                "inside one",
-                input);
-    return NULL;
+    r->tasks[r->n_tasks++] = strcpy(o, t->spec);
+    o += strlen(t->spec) + 1;
+    if (q->id[0]) r->v2_id = strcpy(o, q->id);
+    return 0;
 }
 
-int proto_grpc_infer_request(const uint8_t *msg, size_t n, proto_grpc_infer_target *t, char **json, size_t *len,
-                             eng_err *err) {
-    *json = NULL;
+/* v2's rules over a message infer_message_ok passed, in proto_v2_infer_parse's order: the inputs,
+ * their texts, the parameters, the outputs, the id. */
+static int infer_fill(const Inference__ModelInferRequest *q, const proto_grpc_infer_target *t, const proto_limits *lim,
+                      proto_predict_req *r, eng_err *err) {
+    if (q->n_inputs < 1 || q->n_inputs > 2)
+        return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"inputs\" must hold a BYTES tensor \"text\" and optionally \"text_pair\"");
+    size_t slot_of[2] = {SIZE_MAX, SIZE_MAX}, count[2] = {0, 0};
+    int rc;
+    for (size_t i = 0; i < q->n_inputs; i++)
+        if ((rc = infer_input_slot(q, i, slot_of, &count[i], err))) return rc;
+    if (slot_of[0] == SIZE_MAX) return eng_err_set(err, ENG_INVALID_ARGUMENT, "no \"text\" input tensor");
+    size_t n = count[slot_of[0]];
+    if (slot_of[1] != SIZE_MAX && count[slot_of[1]] != n)
+        return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"text_pair\" must have as many entries as \"text\"");
+    if (n == 0) return eng_err_set(err, ENG_INVALID_ARGUMENT, "the \"text\" tensor is empty");
+    if (n > (size_t)lim->max_inputs)
+        return eng_err_set(err, ENG_LIMIT, "the \"text\" tensor has %zu entries, over the limit of %d", n, lim->max_inputs);
+    if (!(r->inputs = calloc(n, sizeof *r->inputs)) || !(r->tasks = malloc(sizeof *r->tasks)))
+        return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    r->n_inputs = (int)n;
+    if ((rc = infer_texts(q, slot_of[0], slot_of[1], n, t, lim, r, err))) return rc;
+    for (const char *const *k = proto__common_params; *k; k++) {
+        proto__value v = request_param(q, *k);
+        if ((rc = proto__param_set(r, *k, &v, lim, err))) return rc;
+    }
+    proto__v2_outs outs = {0};
+    for (size_t i = 0; i < q->n_outputs; i++) {
+        unsigned bit;
+        if ((rc = proto__v2_output_named(i, q->outputs[i]->name, &outs, &bit, err))) return rc;
+        proto__value v = output_param(q->outputs[i], "binary_data");
+        if ((rc = proto__v2_output_binary(i, &v, bit, &outs, err))) return rc;
+    }
+    proto__value all = request_param(q, "binary_data_output");
+    if ((rc = proto__param_set(r, "binary_data_output", &all, lim, err))) return rc;
+    proto__v2_outputs_end(r, &outs);
+    return 0;
+}
+
+int proto_grpc_infer_decode(const uint8_t *msg, size_t n, const proto_limits *lim, proto_predict_req *out, proto_grpc_infer_target *t,
+                            eng_err *err) {
+    proto_limits dl = proto_default_limits();
+    if (!lim) lim = &dl;
+    proto__req_init(out);
+    memset(t, 0, sizeof *t);
     Inference__ModelInferRequest *q = inference__model_infer_request__unpack(NULL, n, msg);
     if (!q) return eng_err_set(err, ENG_MALFORMED, "the message is not a ModelInferRequest");
-    int rc = 0;
-    json_t *root = NULL;
-    memset(t, 0, sizeof *t);
-    if (!q->model_name[0]) {
-        rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "model_name is empty");
-        goto out;
-    }
-    int sl = q->model_version[0] ? snprintf(t->spec, sizeof t->spec, "%s@%s", q->model_name, q->model_version)
-                                 : snprintf(t->spec, sizeof t->spec, "%s", q->model_name);
-    if (sl < 0 || (size_t)sl >= sizeof t->spec) {
-        rc = eng_err_set(err, ENG_NOT_FOUND, "unknown model \"%.60s...\" (the name is too long)", q->model_name);
-        goto out;
-    }
-    t->raw = q->n_raw_input_contents > 0;
-    if (t->raw && q->n_raw_input_contents != q->n_inputs) {
-        rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "raw_input_contents has %zu entries for %zu inputs; send one per input or none",
-                         q->n_raw_input_contents, q->n_inputs);
-        goto out;
-    }
-    json_t *ins = json_array(), *outs = json_array(), *params = json_object();
-    root = json_object();
-    if (!root || !ins || !outs || !params || json_object_set_new(root, "inputs", ins) || json_object_set_new(root, "outputs", outs)) {
-        json_decref(ins), json_decref(outs), json_decref(params);
-        rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory");
-        goto out;
-    }
-    if (q->id[0] && json_object_set_new(root, "id", json_string(q->id))) goto oom_params;
-    for (size_t i = 0; i < q->n_parameters; i++) {
-        json_t *v = param_json(q->parameters[i]->value);
-        if (!v) {
-            json_decref(params);
-            rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "parameters[\"%.60s\"] holds no value", q->parameters[i]->key);
-            goto out;
-        }
-        if (json_object_set_new(params, q->parameters[i]->key, v)) goto oom_params;
-    }
-    if (json_object_set_new(root, "parameters", params)) goto oom;
-    for (size_t i = 0; i < q->n_inputs; i++) {
-        const Inference__ModelInferRequest__InferInputTensor *x = q->inputs[i];
-        json_t *shape = json_array(), *data = NULL;
-        for (size_t k = 0; shape && k < x->n_shape; k++)
-            if (json_array_append_new(shape, json_integer((json_int_t)x->shape[k]))) json_decref(shape), shape = NULL;
-        if (!shape) goto oom;
-        if (t->raw) {
-            if (x->contents) {
-                json_decref(shape);
-                rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "inputs[%zu] has both contents and raw_input_contents", i);
-                goto out;
-            }
-            /* a non-BYTES tensor: no data, the REST parser refuses its datatype by name */
-            data = !strcmp(x->datatype, "BYTES") ? raw_bytes_json(&q->raw_input_contents[i], i, err) : json_array();
-        } else {
-            data = json_array();
-            for (size_t k = 0; data && x->contents && k < x->contents->n_bytes_contents; k++) {
-                json_t *s = bytes_json(x->contents->bytes_contents[k].data, x->contents->bytes_contents[k].len, i, k,
-                                       "contents.bytes_contents", err);
-                if (!s || json_array_append_new(data, s)) json_decref(data), data = NULL;
-            }
-        }
-        json_t *tensor = data ? json_pack("{s:s,s:s,s:o,s:o}", "name", x->name, "datatype", x->datatype, "shape", shape, "data", data) : NULL;
-        if (!data) json_decref(shape);
-        if (!tensor || json_array_append_new(ins, tensor)) {
-            rc = data ? eng_err_set(err, ENG_NO_MEMORY, "out of memory") : err ? err->code : ENG_INVALID_ARGUMENT;
-            goto out;
-        }
-    }
-    for (size_t i = 0; i < q->n_outputs; i++)
-        if (json_array_append_new(outs, json_pack("{s:s}", "name", q->outputs[i]->name))) goto oom;
-    if (!q->n_outputs) json_object_del(root, "outputs");
-    if (!(*json = json_dumps(root, JSON_COMPACT))) goto oom;
-    *len = strlen(*json);
-    goto out;
-oom_params:
-    json_decref(params);
-oom:
-    rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory");
-out:
-    json_decref(root);
+    int rc = infer_message_ok(q, t, err);
+    if (!rc) rc = infer_fill(q, t, lim, out, err);
+    /* raw answers for raw inputs, or when an output the request answers is asked as binary data:
+     * gRPC has no per-output choice (raw_output_contents holds every output or none), so one
+     * binary output makes them all raw, as Triton answers raw whenever raw is used */
+    if (!rc) t->raw = q->n_raw_input_contents > 0 || (out->v2_binary & (out->v2_outputs ? out->v2_outputs : ~0u));
     inference__model_infer_request__free_unpacked(q, NULL);
+    if (rc) proto_predict_free(out);
     return rc;
 }
+
+/* ---- requests: the other calls ---- */
 
 int proto_grpc_model_request(const uint8_t *msg, size_t n, bool name_optional, char *name, char *version, size_t cap,
                              eng_err *err) {
@@ -293,6 +418,54 @@ int proto_grpc_bool_response(proto_grpc_method m, bool v, uint8_t **out, size_t 
     Inference__ModelReadyResponse model = INFERENCE__MODEL_READY_RESPONSE__INIT;
     live.live = ready.ready = model.ready = v;
     return pack(m == PROTO_GRPC_SERVER_LIVE ? &live.base : m == PROTO_GRPC_SERVER_READY ? &ready.base : &model.base, out, len);
+}
+
+int proto_grpc_infer_encode(const proto_predict_resp *r, bool raw, uint8_t **out, size_t *len) {
+    proto__v2_answer a;
+    int rc = proto__v2_answer_make(r, &a);
+    size_t n = (size_t)a.n, n_bytes = 0, n_raw = 0;
+    for (size_t i = 0; !rc && i < n; i++) {
+        if (a.t[i].type == PROTO__V2_BYTES) n_bytes += a.t[i].n;
+        n_raw += raw ? proto__v2_raw_size(&a.t[i]) : 0;
+    }
+    Inference__ModelInferResponse m = INFERENCE__MODEL_INFER_RESPONSE__INIT;
+    Inference__ModelInferResponse__InferOutputTensor *tv = calloc(n + 1, sizeof *tv), **pv = calloc(n + 1, sizeof *pv);
+    Inference__InferTensorContents *cv = calloc(n + 1, sizeof *cv);
+    ProtobufCBinaryData *rv = calloc(n + 1, sizeof *rv), *bv = raw ? NULL : calloc(n_bytes + 1, sizeof *bv);
+    uint8_t *rb = raw ? malloc(n_raw + 1) : NULL;
+    if (!rc && (!tv || !pv || !cv || !rv || (!raw && !bv) || (raw && !rb))) rc = ENG_NO_MEMORY;
+    /* FP32 and INT32 contents are the typed tensors' own arrays; BYTES point at their strings */
+    for (size_t i = 0, b = 0, o = 0; !rc && i < n; i++) {
+        const proto__v2_tensor *t = &a.t[i];
+        inference__model_infer_response__infer_output_tensor__init(&tv[i]);
+        tv[i].name = (char *)t->name, tv[i].datatype = (char *)t->datatype;
+        tv[i].shape = (int64_t *)t->shape, tv[i].n_shape = (size_t)t->n_shape;
+        pv[i] = &tv[i];
+        if (raw) {
+            rv[i].data = rb + o, rv[i].len = proto__v2_raw_size(t);
+            proto__v2_raw_write(t, rb + o);
+            o += rv[i].len;
+            continue;
+        }
+        inference__infer_tensor_contents__init(&cv[i]);
+        tv[i].contents = &cv[i];
+        if (t->type == PROTO__V2_FP32) cv[i].fp32_contents = t->f32, cv[i].n_fp32_contents = t->n;
+        else if (t->type == PROTO__V2_INT32) cv[i].int_contents = t->i32, cv[i].n_int_contents = t->n;
+        else {
+            cv[i].bytes_contents = bv + b, cv[i].n_bytes_contents = t->n;
+            for (size_t k = 0; k < t->n; k++) bv[b + k] = (ProtobufCBinaryData){.len = t->str_len[k], .data = (uint8_t *)t->str[k]};
+            b += t->n;
+        }
+    }
+    if (!rc) {
+        m.model_name = (char *)a.model_name, m.model_version = (char *)a.model_version, m.id = (char *)a.id;
+        m.outputs = pv, m.n_outputs = n;
+        if (raw) m.raw_output_contents = rv, m.n_raw_output_contents = n;
+        rc = pack(&m.base, out, len);
+    }
+    free(tv), free(pv), free(cv), free(rv), free(bv), free(rb);
+    proto__v2_answer_free(&a);
+    return rc;
 }
 
 static json_t *load(const char *json, size_t n) { return json_loadb(json, n, JSON_DISABLE_EOF_CHECK, NULL); }
@@ -364,128 +537,6 @@ int proto_grpc_model_metadata_response(const char *json, size_t n, uint8_t **out
     r.inputs = pv, r.n_inputs = ni, r.outputs = pv + ni, r.n_outputs = no;
     if (!rc) rc = pack(&r.base, out, len);
     free(tv), free(pv), free(sh), free(r.versions);
-    json_decref(j);
-    return rc;
-}
-
-/* A JSON number (null: NaN) as a float. */
-static float json_f32(json_t *v) { return json_is_number(v) ? (float)json_number_value(v) : NAN; }
-
-/* One output tensor's data ("data", flat) into contents, or into raw (a malloc'd buffer). */
-static int output_data(json_t *data, const char *dt, Inference__InferTensorContents *c, ProtobufCBinaryData *raw, bool use_raw) {
-    size_t n = json_array_size(data);
-    if (!strcmp(dt, "BYTES")) {
-        size_t total = 0;
-        for (size_t i = 0; i < n; i++) total += json_string_length(json_array_get(data, i)) + 4;
-        if (use_raw) {
-            uint8_t *b = malloc(total + 1);
-            if (!b) return ENG_NO_MEMORY;
-            size_t o = 0;
-            for (size_t i = 0; i < n; i++) {
-                json_t *s = json_array_get(data, i);
-                uint32_t l = (uint32_t)json_string_length(s);
-                b[o] = (uint8_t)l, b[o + 1] = (uint8_t)(l >> 8), b[o + 2] = (uint8_t)(l >> 16), b[o + 3] = (uint8_t)(l >> 24);
-                memcpy(b + o + 4, json_string_value(s) ? json_string_value(s) : "", l);
-                o += 4 + l;
-            }
-            raw->data = b, raw->len = o;
-            return 0;
-        }
-        if (!(c->bytes_contents = calloc(n + 1, sizeof *c->bytes_contents))) return ENG_NO_MEMORY;
-        c->n_bytes_contents = n;
-        for (size_t i = 0; i < n; i++) {
-            json_t *s = json_array_get(data, i);
-            c->bytes_contents[i].data = (uint8_t *)(json_string_value(s) ? json_string_value(s) : "");
-            c->bytes_contents[i].len = json_string_length(s);
-        }
-        return 0;
-    }
-    bool f32 = !strcmp(dt, "FP32");
-    if (!f32 && strcmp(dt, "INT32")) return ENG_MALFORMED; /* v2.c answers BYTES, FP32 and INT32 */
-    if (use_raw) {
-        uint8_t *b = malloc(4 * n + 1);
-        if (!b) return ENG_NO_MEMORY;
-        for (size_t i = 0; i < n; i++) {
-            uint32_t u;
-            if (f32) {
-                float f = json_f32(json_array_get(data, i));
-                memcpy(&u, &f, 4);
-            } else {
-                u = (uint32_t)(int32_t)json_integer_value(json_array_get(data, i));
-            }
-            b[4 * i] = (uint8_t)u, b[4 * i + 1] = (uint8_t)(u >> 8), b[4 * i + 2] = (uint8_t)(u >> 16), b[4 * i + 3] = (uint8_t)(u >> 24);
-        }
-        raw->data = b, raw->len = 4 * n;
-        return 0;
-    }
-    if (f32) {
-        if (!(c->fp32_contents = calloc(n + 1, sizeof *c->fp32_contents))) return ENG_NO_MEMORY;
-        c->n_fp32_contents = n;
-        for (size_t i = 0; i < n; i++) c->fp32_contents[i] = json_f32(json_array_get(data, i));
-    } else {
-        if (!(c->int_contents = calloc(n + 1, sizeof *c->int_contents))) return ENG_NO_MEMORY;
-        c->n_int_contents = n;
-        for (size_t i = 0; i < n; i++) c->int_contents[i] = (int32_t)json_integer_value(json_array_get(data, i));
-    }
-    return 0;
-}
-
-/* A flat copy of data (a nested array, [N, K], read row by row), as a new reference. */
-static json_t *flatten(json_t *data) {
-    json_t *f = json_array();
-    for (size_t i = 0; f && i < json_array_size(data); i++) {
-        json_t *e = json_array_get(data, i);
-        if (json_is_array(e)) {
-            for (size_t k = 0; k < json_array_size(e); k++)
-                if (json_array_append(f, json_array_get(e, k))) return json_decref(f), NULL;
-        } else if (json_array_append(f, e)) {
-            return json_decref(f), NULL;
-        }
-    }
-    return f;
-}
-
-int proto_grpc_infer_response(const char *json, size_t n, bool raw, uint8_t **out, size_t *len) {
-    json_t *j = load(json, n), *outs = json_object_get(j, "outputs");
-    const char *name = json_string_value(json_object_get(j, "model_name"));
-    if (!name || !json_is_array(outs)) {
-        json_decref(j);
-        return ENG_MALFORMED;
-    }
-    size_t no = json_array_size(outs);
-    Inference__ModelInferResponse r = INFERENCE__MODEL_INFER_RESPONSE__INIT;
-    Inference__ModelInferResponse__InferOutputTensor *tv = calloc(no + 1, sizeof *tv), **pv = calloc(no + 1, sizeof *pv);
-    Inference__InferTensorContents *cv = calloc(no + 1, sizeof *cv);
-    ProtobufCBinaryData *rv = calloc(no + 1, sizeof *rv);
-    int64_t *sh = calloc((no + 1) * MAX_DIMS, sizeof *sh);
-    json_t **flat = calloc(no + 1, sizeof *flat);
-    int rc = !tv || !pv || !cv || !rv || !sh || !flat ? ENG_NO_MEMORY : 0;
-    const char *ver = json_string_value(json_object_get(j, "model_version")), *id = json_string_value(json_object_get(j, "id"));
-    r.model_name = (char *)name, r.model_version = (char *)(ver ? ver : ""), r.id = (char *)(id ? id : "");
-    for (size_t i = 0; !rc && i < no; i++) {
-        json_t *t = json_array_get(outs, i), *s = json_object_get(t, "shape");
-        const char *tn = json_string_value(json_object_get(t, "name")), *dt = json_string_value(json_object_get(t, "datatype"));
-        if (!tn || !dt || json_array_size(s) > MAX_DIMS) {
-            rc = ENG_MALFORMED;
-            break;
-        }
-        inference__model_infer_response__infer_output_tensor__init(&tv[i]);
-        inference__infer_tensor_contents__init(&cv[i]);
-        tv[i].name = (char *)tn, tv[i].datatype = (char *)dt;
-        tv[i].shape = sh + i * MAX_DIMS, tv[i].n_shape = json_array_size(s);
-        for (size_t k = 0; k < tv[i].n_shape; k++) tv[i].shape[k] = json_integer_value(json_array_get(s, k));
-        if (!(flat[i] = flatten(json_object_get(t, "data")))) rc = ENG_NO_MEMORY;
-        else rc = output_data(flat[i], dt, &cv[i], &rv[i], raw);
-        if (!raw) tv[i].contents = &cv[i];
-        pv[i] = &tv[i];
-    }
-    r.outputs = pv, r.n_outputs = no;
-    if (raw) r.raw_output_contents = rv, r.n_raw_output_contents = no;
-    if (!rc) rc = pack(&r.base, out, len);
-    for (size_t i = 0; cv && i < no; i++) free(cv[i].bytes_contents), free(cv[i].fp32_contents), free(cv[i].int_contents);
-    for (size_t i = 0; rv && i < no; i++) free(rv[i].data);
-    for (size_t i = 0; flat && i < no; i++) json_decref(flat[i]);
-    free(tv), free(pv), free(cv), free(rv), free(sh), free(flat);
     json_decref(j);
     return rc;
 }
@@ -568,35 +619,23 @@ void proto_grpc_error_message(const char *json, size_t n, char *out, size_t cap)
 
 /* ---- codec ---- */
 
+/* The codec: the message (no prefix) is the body; the model it names is the task. */
 static int grpc_infer_decode(const proto_wire *w, const proto_limits *lim, proto_predict_req *out, eng_err *err) {
     proto_grpc_infer_target t;
-    char *json = NULL;
-    size_t jlen = 0;
-    memset(out, 0, sizeof *out);
-    int rc = proto_grpc_infer_request((const uint8_t *)w->body, w->len, &t, &json, &jlen, err);
-    if (!rc) rc = proto_v2_infer_parse(json, jlen, t.spec, lim, out, err);
-    free(json);
+    int rc = proto_grpc_infer_decode((const uint8_t *)w->body, w->len, lim, out, &t, err);
     if (rc) return rc;
     /* v2 has no per-token list: its default is the pipeline's "none" */
     if (out->aggregation == PROTO_AGG_TOKENS) out->aggregation = PROTO_AGG_NONE;
     out->grpc_raw = t.raw;
-    if (!(out->tasks[0] = proto_req_own_string(out, t.spec))) {
-        proto_predict_free(out);
-        return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
-    }
     return 0;
 }
 
-static char *grpc_infer_encode(const proto_predict_resp *r, size_t *len, size_t *head_len) {
-    *head_len = 0;
-    proto_predict_resp j = *r;
-    j.v2_binary = 0;
-    size_t jl = 0, hl = 0;
-    char *json = proto_v2_infer_encode_binary(&j, &jl, &hl);
+static int grpc_infer_encode(const proto_predict_resp *r, char **body, size_t *len, size_t *head_len) {
     uint8_t *out = NULL;
-    int rc = json ? proto_grpc_infer_response(json, jl, r->req->grpc_raw, &out, len) : ENG_NO_MEMORY;
-    free(json);
-    return rc ? NULL : (char *)out;
+    *head_len = 0;
+    int rc = proto_grpc_infer_encode(r, r->req->grpc_raw, &out, len);
+    *body = (char *)out;
+    return rc;
 }
 
 const proto_codec proto_grpc_infer_codec = {.name = "kserve_v2_grpc", .dialect = PROTO_DIALECT_KSERVE, .decode = grpc_infer_decode,

@@ -1,8 +1,10 @@
 /* json.c - what every part of proto builds answers with: JSON values that cannot fail on a
  * non-finite float, the dump every encoder ends with, label names with Hugging Face's LABEL_i
- * fallback, a fusion's children, the wire names of enums, and the two small answers every route
- * shares (errors, health). Depends on no other file of proto (see internal.h for the order). */
+ * fallback, a fusion's children, the wire names of enums, the two small answers every route
+ * shares (errors, health), and the UTF-8 check of text that arrives outside JSON (gRPC's strings
+ * and bytes). Depends on no other file of proto (see internal.h for the order). */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +44,38 @@ const char *proto_pooling_name(proto_pooling p) {
 }
 
 json_t *proto__num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+bool proto__utf8_valid(const void *p, size_t n) {
+    if (!n) return true; /* p may be NULL then */
+    const unsigned char *s = p, *end = s + n;
+    while (s < end) {
+        /* texts are mostly ASCII: eight bytes at a time until a byte has its high bit */
+        while (end - s >= 8) {
+            uint64_t w;
+            memcpy(&w, s, sizeof w);
+            if (w & 0x8080808080808080ull) break;
+            s += 8;
+        }
+        if (s == end) break;
+        unsigned c = *s;
+        if (c < 0x80) {
+            s++;
+            continue;
+        }
+        /* RFC 3629: no overlong forms, no surrogates (U+D800..U+DFFF), nothing past U+10FFFF; the
+         * same as jansson's check, so a text JSON refuses is refused here too */
+        size_t k = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+        if (!k || (size_t)(end - s) < k) return false;
+        uint32_t cp = c & (k == 2 ? 0x1f : k == 3 ? 0x0f : 0x07);
+        for (size_t i = 1; i < k; i++) {
+            if ((s[i] & 0xc0) != 0x80) return false;
+            cp = cp << 6 | (s[i] & 0x3f);
+        }
+        if ((k == 3 && cp < 0x800) || (k == 4 && cp < 0x10000) || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+        s += k;
+    }
+    return true;
+}
 
 /* Builders: each json_object_set_new consumes its value even on failure, so an allocation that
  * fails leaves a NULL somewhere; the failure is checked once at the end by dumping. */

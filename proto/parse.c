@@ -5,7 +5,13 @@
  * pointers into it, so a request's texts are never copied. Every check names the field it refused,
  * because a client fixing a request reads these messages. The pieces v2's parser reuses (the
  * document, a text, the common parameters) are proto__ functions (internal.h); this file needs
- * only json.c's names. */
+ * only json.c's names.
+ *
+ * The request parameters (skip, budget, latency_ms, truncate, aggregation, binary_data_output)
+ * are one table of setters that take a typed value (proto__value), whichever wire carried it: a
+ * JSON body (v1, v2's "parameters") or gRPC's InferParameter map (grpc.c). A parameter's rules and
+ * messages live in its setter alone, so the protocols cannot drift apart. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,8 +40,7 @@ void proto_predict_free(proto_predict_req *r) {
     memset(r, 0, sizeof *r);
 }
 
-/* Keeps p (malloc'd) with r until proto_predict_free; frees it and returns -1 when out of memory. */
-static int own(proto_predict_req *r, void *p) {
+int proto__req_own(proto_predict_req *r, void *p) {
     void **o = realloc(r->own_, (size_t)(r->n_own_ + 1) * sizeof *o);
     if (!o) {
         free(p);
@@ -53,7 +58,7 @@ int proto_req_prefix_text(proto_predict_req *r, int i, const char *prefix, size_
         return eng_err_set(err, ENG_LIMIT, "inputs[%d] with its prompt is %zu bytes, over the limit of %zu", i,
                            t->len + t->pair_len + plen, lim->max_text_bytes);
     char *b = malloc(plen + t->len + 1);
-    if (!b || own(r, b)) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    if (!b || proto__req_own(r, b)) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
     memcpy(b, prefix, plen);
     memcpy(b + plen, t->text, t->len);
     b[plen + t->len] = '\0';
@@ -64,7 +69,7 @@ int proto_req_prefix_text(proto_predict_req *r, int i, const char *prefix, size_
 
 int proto_req_set_ids(proto_predict_req *r, int i, const int32_t *ids, const int32_t *type_ids, int n) {
     int32_t *b = malloc((size_t)(n > 0 ? n : 1) * 2 * sizeof *b);
-    if (!b || own(r, b)) return ENG_NO_MEMORY;
+    if (!b || proto__req_own(r, b)) return ENG_NO_MEMORY;
     memcpy(b, ids, (size_t)n * sizeof *b);
     if (type_ids) memcpy(b + n, type_ids, (size_t)n * sizeof *b);
     r->inputs[i] = (proto_text){.ids = b, .type_ids = type_ids ? b + n : NULL, .n_ids = n};
@@ -74,11 +79,11 @@ int proto_req_set_ids(proto_predict_req *r, int i, const int32_t *ids, const int
 const char *proto_req_own_string(proto_predict_req *r, const char *s) {
     size_t n = strlen(s) + 1;
     char *b = malloc(n);
-    if (!b || own(r, b)) return NULL;
+    if (!b || proto__req_own(r, b)) return NULL;
     return memcpy(b, s, n);
 }
 
-static void req_init(proto_predict_req *r) {
+void proto__req_init(proto_predict_req *r) {
     memset(r, 0, sizeof *r);
     r->skip = -1;
     r->budget = -1;
@@ -108,8 +113,14 @@ json_t *proto__req_begin(const char *body, size_t len, const proto_limits **lim,
                          eng_err *err) {
     *dl = proto_default_limits();
     if (!*lim) *lim = dl;
-    req_init(r);
+    proto__req_init(r);
     return r->doc_ = load_object(body, len, err);
+}
+
+int proto__text_fits(size_t len, size_t pair_len, const proto_limits *lim, const char *where, eng_err *err) {
+    if (len + pair_len > lim->max_text_bytes)
+        return eng_err_set(err, ENG_LIMIT, "%s is %zu bytes, over the limit of %zu", where, len + pair_len, lim->max_text_bytes);
+    return 0;
 }
 
 int proto__set_text(proto_text *t, json_t *s, json_t *pair, const proto_limits *lim, const char *where, eng_err *err) {
@@ -120,10 +131,7 @@ int proto__set_text(proto_text *t, json_t *s, json_t *pair, const proto_limits *
         t->pair = json_string_value(pair);
         t->pair_len = json_string_length(pair);
     }
-    if (t->len + t->pair_len > lim->max_text_bytes)
-        return eng_err_set(err, ENG_LIMIT, "%s is %zu bytes, over the limit of %zu", where, t->len + t->pair_len,
-                    lim->max_text_bytes);
-    return 0;
+    return proto__text_fits(t->len, t->pair_len, lim, where, err);
 }
 
 /* Largest token id accepted on the wire (the server checks it against the model's vocabulary). */
@@ -250,57 +258,118 @@ int proto__parse_inputs(json_t *in, const char *field, const proto_limits *lim, 
     return 0;
 }
 
-static int skip_value(json_t *v, const char *where, eng_err *err) {
-    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 1000)
+/* ---- request parameters: one setter each, for every wire (see the file's head) ---- */
+
+proto__value proto__value_json(json_t *v) {
+    proto__value x = {.kind = PROTO__NULL};
+    if (!v || json_is_null(v)) return x;
+    if (json_is_boolean(v)) x.kind = PROTO__BOOL, x.b = json_is_true(v);
+    else if (json_is_integer(v)) x.kind = PROTO__INT, x.i = json_integer_value(v);
+    else if (json_is_real(v)) x.kind = PROTO__REAL, x.x = json_real_value(v);
+    else if (json_is_string(v)) x.kind = PROTO__STRING, x.s = json_string_value(v);
+    else if (json_is_object(v)) x.kind = PROTO__OBJECT, x.obj = v;
+    else x.kind = PROTO__OTHER;
+    return x;
+}
+
+static bool is_number(const proto__value *v) { return v->kind == PROTO__INT || v->kind == PROTO__REAL; }
+static double number(const proto__value *v) { return v->kind == PROTO__INT ? (double)v->i : v->x; }
+
+/* A skip: an integer 0..1000; returns it, or a negative status naming where. */
+static int skip_value(const proto__value *v, const char *where, eng_err *err) {
+    if (v->kind != PROTO__INT || v->i < 0 || v->i > 1000)
         return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s must be a non-negative integer", where);
-    return (int)json_integer_value(v);
+    return (int)v->i;
+}
+
+/* "skip": N for every task, or (JSON only) {"task": N}, whose task names the document keeps. */
+static int param_skip(proto_predict_req *r, const proto__value *v, const proto_limits *lim, eng_err *err) {
+    if (v->kind != PROTO__OBJECT) return (r->skip = skip_value(v, "\"skip\"", err)) < 0 ? r->skip : 0;
+    size_t n = json_object_size(v->obj);
+    if (n > (size_t)lim->max_tasks) return eng_err_set(err, ENG_LIMIT, "\"skip\" names %zu tasks, over the limit of %d", n, lim->max_tasks);
+    if (n && !(r->skips = calloc(n, sizeof *r->skips))) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    const char *k;
+    json_t *s;
+    json_object_foreach(v->obj, k, s) {
+        char where[96];
+        snprintf(where, sizeof where, "skip.%.80s", k);
+        proto__value e = proto__value_json(s);
+        int sk = skip_value(&e, where, err);
+        if (sk < 0) return sk;
+        r->skips[r->n_skips++] = (proto_skip){k, sk};
+    }
+    return 0;
+}
+
+static int param_budget(proto_predict_req *r, const proto__value *v, const proto_limits *lim, eng_err *err) {
+    (void)lim;
+    if (!is_number(v) || number(v) < 0 || number(v) > 1)
+        return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"budget\" must be a number from 0 to 1");
+    r->budget = number(v);
+    if (r->skip >= 0 || r->n_skips) return eng_err_set(err, ENG_INVALID_ARGUMENT, "give either \"skip\" or \"budget\", not both");
+    return 0;
+}
+
+static int param_latency(proto_predict_req *r, const proto__value *v, const proto_limits *lim, eng_err *err) {
+    (void)lim;
+    if (!is_number(v) || !(number(v) > 0)) return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"latency_ms\" must be a positive number");
+    r->latency_ms = number(v);
+    if (r->budget >= 0 || r->skip >= 0 || r->n_skips)
+        return eng_err_set(err, ENG_INVALID_ARGUMENT, "give either \"latency_ms\" or \"skip\"/\"budget\", not both");
+    return 0;
+}
+
+static int param_truncate(proto_predict_req *r, const proto__value *v, const proto_limits *lim, eng_err *err) {
+    (void)lim;
+    if (v->kind != PROTO__BOOL) return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"truncate\" must be true or false");
+    r->truncate = v->b;
+    return 0;
+}
+
+static int param_aggregation(proto_predict_req *r, const proto__value *v, const proto_limits *lim, eng_err *err) {
+    (void)lim;
+    const char *a = v->kind == PROTO__STRING ? v->s : NULL;
+    if (a && !strcmp(a, "none")) r->aggregation = PROTO_AGG_NONE;
+    else if (a && !strcmp(a, "simple")) r->aggregation = PROTO_AGG_SIMPLE;
+    else if (a && !strcmp(a, "first")) r->aggregation = PROTO_AGG_FIRST;
+    else return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"aggregation\" must be \"none\", \"simple\" or \"first\"");
+    return 0;
+}
+
+/* v2's "binary_data_output": every output as binary data unless the output says otherwise (the
+ * outputs' own "binary_data" are applied after, proto__v2_outputs_end). */
+static int param_binary_output(proto_predict_req *r, const proto__value *v, const proto_limits *lim, eng_err *err) {
+    (void)lim;
+    if (v->kind != PROTO__BOOL) return eng_err_set(err, ENG_INVALID_ARGUMENT, "parameters.binary_data_output must be true or false");
+    r->v2_binary = v->b ? ~0u : 0u;
+    return 0;
+}
+
+static const struct {
+    const char *key;
+    int (*set)(proto_predict_req *r, const proto__value *v, const proto_limits *lim, eng_err *err);
+} params[] = {{"skip", param_skip},
+              {"budget", param_budget},
+              {"latency_ms", param_latency},
+              {"truncate", param_truncate},
+              {"aggregation", param_aggregation},
+              {"binary_data_output", param_binary_output}};
+
+/* In the order proto__parse_common reads them: a request's first refusal is the same on every wire. */
+const char *const proto__common_params[] = {"skip", "budget", "latency_ms", "truncate", "aggregation", NULL};
+
+int proto__param_set(proto_predict_req *r, const char *key, const proto__value *v, const proto_limits *lim, eng_err *err) {
+    if (v->kind == PROTO__NULL) return 0;
+    for (size_t i = 0; i < sizeof params / sizeof params[0]; i++)
+        if (!strcmp(key, params[i].key)) return params[i].set(r, v, lim, err);
+    return 0;
 }
 
 int proto__parse_common(json_t *root, const proto_limits *lim, proto_predict_req *r, eng_err *err) {
-    json_t *v;
-    if ((v = json_object_get(root, "skip")) && !json_is_null(v)) {
-        if (json_is_object(v)) {
-            size_t n = json_object_size(v);
-            if (n > (size_t)lim->max_tasks)
-                return eng_err_set(err, ENG_LIMIT, "\"skip\" names %zu tasks, over the limit of %d", n, lim->max_tasks);
-            if (n && !(r->skips = calloc(n, sizeof *r->skips))) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
-            const char *k;
-            json_t *s;
-            json_object_foreach(v, k, s) {
-                char where[96];
-                snprintf(where, sizeof where, "skip.%.80s", k);
-                int sk = skip_value(s, where, err);
-                if (sk < 0) return sk;
-                r->skips[r->n_skips++] = (proto_skip){k, sk};
-            }
-        } else {
-            if ((r->skip = skip_value(v, "\"skip\"", err)) < 0) return r->skip;
-        }
-    }
-    if ((v = json_object_get(root, "budget")) && !json_is_null(v)) {
-        if (!json_is_number(v) || json_number_value(v) < 0 || json_number_value(v) > 1)
-            return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"budget\" must be a number from 0 to 1");
-        r->budget = json_number_value(v);
-    }
-    if (r->budget >= 0 && (r->skip >= 0 || r->n_skips))
-        return eng_err_set(err, ENG_INVALID_ARGUMENT, "give either \"skip\" or \"budget\", not both");
-    if ((v = json_object_get(root, "latency_ms")) && !json_is_null(v)) {
-        if (!json_is_number(v) || !(json_number_value(v) > 0))
-            return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"latency_ms\" must be a positive number");
-        r->latency_ms = json_number_value(v);
-        if (r->budget >= 0 || r->skip >= 0 || r->n_skips)
-            return eng_err_set(err, ENG_INVALID_ARGUMENT, "give either \"latency_ms\" or \"skip\"/\"budget\", not both");
-    }
-    if ((v = json_object_get(root, "truncate")) && !json_is_null(v)) {
-        if (!json_is_boolean(v)) return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"truncate\" must be true or false");
-        r->truncate = json_is_true(v);
-    }
-    if ((v = json_object_get(root, "aggregation")) && !json_is_null(v)) {
-        const char *a = json_string_value(v);
-        if (a && !strcmp(a, "none")) r->aggregation = PROTO_AGG_NONE;
-        else if (a && !strcmp(a, "simple")) r->aggregation = PROTO_AGG_SIMPLE;
-        else if (a && !strcmp(a, "first")) r->aggregation = PROTO_AGG_FIRST;
-        else return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"aggregation\" must be \"none\", \"simple\" or \"first\"");
+    for (const char *const *k = proto__common_params; *k; k++) {
+        proto__value v = proto__value_json(json_object_get(root, *k));
+        int rc = proto__param_set(r, *k, &v, lim, err);
+        if (rc) return rc;
     }
     return 0;
 }

@@ -299,14 +299,14 @@ static int tei_rerank_decode(const proto_wire *w, const proto_limits *lim, proto
     return tei_task_decode(w, lim, out, 1, err);
 }
 
-static char *tei_predict_encode_resp(const proto_predict_resp *r, size_t *len, size_t *head_len) {
+static int tei_predict_encode_resp(const proto_predict_resp *r, char **body, size_t *len, size_t *head_len) {
     *head_len = 0;
-    return proto_tei_predict_encode(r, r->req->tei_batch, r->req->tei_raw, len);
+    return (*body = proto_tei_predict_encode(r, r->req->tei_batch, r->req->tei_raw, len)) ? 0 : ENG_NO_MEMORY;
 }
 
-static char *tei_rerank_encode_resp(const proto_predict_resp *r, size_t *len, size_t *head_len) {
+static int tei_rerank_encode_resp(const proto_predict_resp *r, char **body, size_t *len, size_t *head_len) {
     *head_len = 0;
-    return proto_tei_rerank_encode(r, r->req->tei_raw, r->req->inputs, r->req->tei_return_text, len);
+    return (*body = proto_tei_rerank_encode(r, r->req->tei_raw, r->req->inputs, r->req->tei_return_text, len)) ? 0 : ENG_NO_MEMORY;
 }
 
 const proto_codec proto_tei_embed_codec = {.name = "tei", .dialect = PROTO_DIALECT_TEI, .embed = 1, .decode = tei_embed_decode,

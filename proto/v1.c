@@ -310,9 +310,9 @@ static int v1_predict_decode(const proto_wire *w, const proto_limits *lim, proto
     return proto_predict_parse(w->body, w->len, lim, out, err);
 }
 
-static char *v1_predict_encode(const proto_predict_resp *r, size_t *len, size_t *head_len) {
+static int v1_predict_encode(const proto_predict_resp *r, char **body, size_t *len, size_t *head_len) {
     *head_len = 0;
-    return proto_predict_encode(r, len);
+    return (*body = proto_predict_encode(r, len)) ? 0 : ENG_NO_MEMORY;
 }
 
 static int v1_embed_decode(const proto_wire *w, const proto_limits *lim, proto_predict_req *out, eng_err *err) {

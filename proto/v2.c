@@ -5,10 +5,14 @@
  *
  * The binary tensor data extension rides on the same path: a request's binary BYTES tensors are
  * decoded into the JSON document's "data" before the tensors are read (every size checked against
- * the bytes there are, nothing read past them), and an answer's binary outputs are the same JSON
- * data written out as little-endian bytes after the JSON, so binary and JSON answers cannot differ. */
+ * the bytes there are, nothing read past them). An answer is first a list of typed tensors
+ * (proto__v2_answer_make: name, datatype, shape, values), then written out as JSON data, as
+ * little-endian bytes after the JSON (binary outputs), or by grpc.c as a ModelInferResponse, so the
+ * three cannot differ. The outputs a request names and its binary_data flags are read by the
+ * functions grpc.c's decoder calls too (proto__v2_output_named, proto__v2_output_binary). */
 #include <limits.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,48 +115,56 @@ void proto_v2_outputs_describe(proto_head_kind k, char *buf, size_t n) {
         o += (size_t)snprintf(buf + o, n - o, "%s%s", o ? ", " : "", x->name);
 }
 
-/* A boolean parameter of a v2 "parameters" object: *dst 1 or 0 when given, untouched when absent.
- * Returns 0, or ENG_INVALID_ARGUMENT naming it (where) when it is not a boolean. */
-static int v2_bool_param(json_t *params, const char *key, const char *where, int *dst, eng_err *err) {
-    json_t *v = json_is_object(params) ? json_object_get(params, key) : NULL;
-    if (!v || json_is_null(v)) return 0;
-    if (!json_is_boolean(v)) return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s.%s must be true or false", where, key);
-    *dst = json_is_true(v);
+int proto__v2_output_named(size_t i, const char *name, proto__v2_outs *o, unsigned *bit, eng_err *err) {
+    static const v2_output *const heads[] = {v2_cls, v2_ml, v2_reg, v2_qa, v2_tag};
+    unsigned b = 0;
+    for (size_t h = 0; h < sizeof heads / sizeof heads[0]; h++)
+        for (const v2_output *x = heads[h]; x->name; x++)
+            if (!strcmp(name, x->name)) b = x->bit;
+    if (!b)
+        return eng_err_set(err, ENG_INVALID_ARGUMENT,
+                           "outputs[%zu]: unknown output \"%.60s\" (label, score, scores, labels, value, answer, start, end, "
+                           "entity, word, seq, input)",
+                           i, name);
+    if (o->mask & b) return eng_err_set(err, ENG_INVALID_ARGUMENT, "outputs[%zu]: \"%s\" is asked for twice", i, name);
+    o->mask |= b;
+    *bit = b;
     return 0;
+}
+
+int proto__v2_output_binary(size_t i, const proto__value *v, unsigned bit, proto__v2_outs *o, eng_err *err) {
+    if (v->kind == PROTO__NULL) return 0;
+    if (v->kind != PROTO__BOOL)
+        return eng_err_set(err, ENG_INVALID_ARGUMENT, "outputs[%zu].parameters.binary_data must be true or false", i);
+    if (v->b) o->bin_on |= bit;
+    else o->bin_off |= bit;
+    return 0;
+}
+
+void proto__v2_outputs_end(proto_predict_req *r, const proto__v2_outs *o) {
+    /* r->v2_binary holds "binary_data_output" (all or none); an output's own flag overrides it */
+    r->v2_outputs = o->mask;
+    r->v2_binary = (r->v2_binary & ~o->bin_off) | o->bin_on;
 }
 
 /* "outputs": [{"name": "label", "parameters": {"binary_data": true}}, ...]: each name once, each an
  * output tensor of some head (whether the task's head answers it is the server's check, once it
- * knows the task). *bin_on, *bin_off: the outputs whose "binary_data" is true, false. */
-static int v2_requested_outputs(json_t *outs, unsigned *mask, unsigned *bin_on, unsigned *bin_off, eng_err *err) {
-    static const v2_output *const heads[] = {v2_cls, v2_ml, v2_reg, v2_qa, v2_tag};
-    *mask = *bin_on = *bin_off = 0;
+ * knows the task). */
+static int v2_requested_outputs(json_t *outs, proto__v2_outs *o, eng_err *err) {
     if (!outs || json_is_null(outs)) return 0;
     if (!json_is_array(outs)) return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"outputs\" must be an array of {\"name\": ...}");
     for (size_t i = 0; i < json_array_size(outs); i++) {
-        json_t *o = json_array_get(outs, i);
-        const char *name = json_string_value(json_object_get(o, "name"));
+        json_t *e = json_array_get(outs, i);
+        const char *name = json_string_value(json_object_get(e, "name"));
         if (!name) return eng_err_set(err, ENG_INVALID_ARGUMENT, "outputs[%zu] must be an object with a \"name\"", i);
-        unsigned bit = 0;
-        for (size_t h = 0; h < sizeof heads / sizeof heads[0]; h++)
-            for (const v2_output *x = heads[h]; x->name; x++)
-                if (!strcmp(name, x->name)) bit = x->bit;
-        if (!bit)
-            return eng_err_set(err, ENG_INVALID_ARGUMENT,
-                                 "outputs[%zu]: unknown output \"%.60s\" (label, score, scores, labels, value, answer, start, end, "
-                                 "entity, word, seq, input)",
-                                 i, name);
-        if (*mask & bit) return eng_err_set(err, ENG_INVALID_ARGUMENT, "outputs[%zu]: \"%s\" is asked for twice", i, name);
-        *mask |= bit;
-        json_t *params = json_object_get(o, "parameters");
+        unsigned bit;
+        int rc = proto__v2_output_named(i, name, o, &bit, err);
+        if (rc) return rc;
+        json_t *params = json_object_get(e, "parameters");
         if (params && !json_is_null(params) && !json_is_object(params))
             return eng_err_set(err, ENG_INVALID_ARGUMENT, "outputs[%zu].parameters must be an object", i);
-        int b = -1;
-        char where[64];
-        snprintf(where, sizeof where, "outputs[%zu].parameters", i);
-        if (v2_bool_param(params, "binary_data", where, &b, err)) return err ? err->code : ENG_INVALID_ARGUMENT;
-        if (b == 1) *bin_on |= bit;
-        if (b == 0) *bin_off |= bit;
+        proto__value b = proto__value_json(json_is_object(params) ? json_object_get(params, "binary_data") : NULL);
+        if ((rc = proto__v2_output_binary(i, &b, bit, o, err))) return rc;
     }
     return 0;
 }
@@ -370,11 +382,11 @@ int proto_v2_infer_parse_binary(const char *body, size_t len, size_t header_len,
         }
         if ((rc = proto__parse_common(params, lim, r, err))) goto bad;
     }
-    unsigned bin_on, bin_off;
-    int all_binary = 0;
-    if ((rc = v2_requested_outputs(json_object_get(root, "outputs"), &r->v2_outputs, &bin_on, &bin_off, err))) goto bad;
-    if ((rc = v2_bool_param(params, "binary_data_output", "parameters", &all_binary, err))) goto bad;
-    r->v2_binary = ((all_binary ? ~0u : 0u) & ~bin_off) | bin_on;
+    proto__v2_outs outs = {0};
+    if ((rc = v2_requested_outputs(json_object_get(root, "outputs"), &outs, err))) goto bad;
+    proto__value all_binary = proto__value_json(json_is_object(params) ? json_object_get(params, "binary_data_output") : NULL);
+    if ((rc = proto__param_set(r, "binary_data_output", &all_binary, lim, err))) goto bad;
+    proto__v2_outputs_end(r, &outs);
     json_t *id = json_object_get(root, "id");
     if (id && !json_is_null(id) && !json_is_string(id)) {
         rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "\"id\" must be a string");
@@ -389,16 +401,48 @@ bad:
     return rc;
 }
 
-static json_t *v2_tensor(const char *name, const char *dt, int n, int k, json_t *data) {
-    json_t *shape = k ? json_pack("[i,i]", n, k) : json_pack("[i]", n);
-    return json_pack("{s:s,s:s,s:o,s:o}", "name", name, "datatype", dt, "shape", shape, "data", data);
+/* ---- the answer: typed tensors, then JSON, binary data or (grpc.c) protobuf ---- */
+
+/* Filling one tensor's values in order; bad once a value does not fit the shape or a string is
+ * not UTF-8 (JSON could not carry it, so no wire does). */
+typedef struct {
+    proto__v2_tensor *t;
+    size_t k;
+    int bad;
+} v2_fill;
+
+static void put_str(v2_fill *f, const char *s, size_t n) {
+    if (!s || f->k >= f->t->n || !proto__utf8_valid(s, n)) {
+        f->bad = 1;
+        return;
+    }
+    f->t->str[f->k] = s, f->t->str_len[f->k++] = n;
 }
 
-/* The data of one output tensor over every input of r (results of task 0 of each input). */
-static json_t *v2_data(const proto_predict_resp *r, proto_head_kind kind, unsigned bit) {
-    json_t *a = json_array();
-    int bad = !a;
-    for (int i = 0; !bad && i < r->n_inputs; i++) {
+static void put_f32(v2_fill *f, float v) {
+    if (f->k >= f->t->n) f->bad = 1;
+    else f->t->f32[f->k++] = isfinite(v) ? v : NAN; /* JSON's null: one NaN on every wire */
+}
+
+static void put_i32(v2_fill *f, int32_t v) {
+    if (f->k >= f->t->n) f->bad = 1;
+    else f->t->i32[f->k++] = v;
+}
+
+/* Label i's wire name (proto_label_name), a LABEL_i fallback kept in the tensor's names_. */
+static void put_label(v2_fill *f, const char *const *labels, int i) {
+    if (f->k >= f->t->n || !f->t->names_) {
+        f->bad = 1;
+        return;
+    }
+    char *b = f->t->names_ + f->k * PROTO_LABEL_BUF;
+    const char *s = proto_label_name(labels, i, b, PROTO_LABEL_BUF);
+    put_str(f, s, strlen(s));
+}
+
+/* The values of one output tensor over every input of r (results of task 0 of each input). */
+static void v2_values(const proto_predict_resp *r, proto_head_kind kind, unsigned bit, v2_fill *f) {
+    for (int i = 0; !f->bad && i < r->n_inputs; i++) {
         const proto_task_result *t = &r->results[(size_t)i * r->n_tasks];
         switch (kind) {
         case PROTO_HEAD_CLASSIFICATION:
@@ -407,92 +451,138 @@ static json_t *v2_data(const proto_predict_resp *r, proto_head_kind kind, unsign
             if (kind == PROTO_HEAD_MULTILABEL)
                 for (int j = best = 0; j < t->n_labels; j++)
                     if (t->scores[j] > t->scores[best]) best = j;
-            if (bit == PROTO_V2_OUT_LABEL) bad |= json_array_append_new(a, proto__label_json(t->labels, best));
-            if (bit == PROTO_V2_OUT_SCORE) bad |= json_array_append_new(a, proto__num(t->scores[best]));
-            for (int j = 0; bit == PROTO_V2_OUT_SCORES && j < t->n_labels; j++) bad |= json_array_append_new(a, proto__num(t->scores[j]));
+            if (bit == PROTO_V2_OUT_LABEL) put_label(f, t->labels, best);
+            if (bit == PROTO_V2_OUT_SCORE) put_f32(f, t->scores[best]);
+            for (int j = 0; bit == PROTO_V2_OUT_SCORES && j < t->n_labels; j++) put_f32(f, t->scores[j]);
             if (bit == PROTO_V2_OUT_LABELS) { /* the labels over the threshold in label order, then "" to K */
                 int k = 0;
                 for (int j = 0; j < t->n_labels; j++)
-                    if (t->scores[j] > 0.5f) bad |= json_array_append_new(a, proto__label_json(t->labels, j)), k++;
-                for (; k < t->n_labels; k++) bad |= json_array_append_new(a, json_string(""));
+                    if (t->scores[j] > 0.5f) put_label(f, t->labels, j), k++;
+                for (; k < t->n_labels; k++) put_str(f, "", 0);
             }
             break;
         }
-        case PROTO_HEAD_REGRESSION: bad |= json_array_append_new(a, proto__num(t->value)); break;
+        case PROTO_HEAD_REGRESSION: put_f32(f, t->value); break;
         case PROTO_HEAD_QA: {
             int has = t->has_answer;
-            if (bit == PROTO_V2_OUT_ANSWER)
-                bad |= json_array_append_new(a, json_stringn(has && t->ans_text ? t->ans_text : "", has ? t->ans_text_len : 0));
-            if (bit == PROTO_V2_OUT_START) bad |= json_array_append_new(a, json_integer(has ? t->ans_start : -1));
-            if (bit == PROTO_V2_OUT_END) bad |= json_array_append_new(a, json_integer(has ? t->ans_end : -1));
-            if (bit == PROTO_V2_OUT_SCORE) bad |= json_array_append_new(a, has ? proto__num(t->ans_score) : json_real(0));
+            if (bit == PROTO_V2_OUT_ANSWER) put_str(f, has && t->ans_text ? t->ans_text : "", has && t->ans_text ? t->ans_text_len : 0);
+            if (bit == PROTO_V2_OUT_START) put_i32(f, has ? t->ans_start : -1);
+            if (bit == PROTO_V2_OUT_END) put_i32(f, has ? t->ans_end : -1);
+            if (bit == PROTO_V2_OUT_SCORE) put_f32(f, has ? t->ans_score : 0.0f);
             break;
         }
         case PROTO_HEAD_TAGGING:
-            for (int e = 0; !bad && e < t->n_entities; e++) {
+            for (int e = 0; !f->bad && e < t->n_entities; e++) {
                 const proto_entity *g = &t->entities[e];
-                json_t *v = bit == PROTO_V2_OUT_ENTITY  ? json_string(g->name)
-                            : bit == PROTO_V2_OUT_SCORE ? proto__num(g->score)
-                            : bit == PROTO_V2_OUT_WORD  ? json_stringn(g->word ? g->word : "", g->word_len)
-                            : bit == PROTO_V2_OUT_START ? json_integer(g->start)
-                            : bit == PROTO_V2_OUT_END   ? json_integer(g->end)
-                            : bit == PROTO_V2_OUT_SEQ   ? json_integer(g->seq)
-                                                        : json_integer(i);
-                bad |= json_array_append_new(a, v);
+                if (bit == PROTO_V2_OUT_ENTITY) put_str(f, g->name, g->name ? strlen(g->name) : 0);
+                if (bit == PROTO_V2_OUT_SCORE) put_f32(f, g->score);
+                if (bit == PROTO_V2_OUT_WORD) put_str(f, g->word ? g->word : "", g->word ? g->word_len : 0);
+                if (bit == PROTO_V2_OUT_START) put_i32(f, g->start);
+                if (bit == PROTO_V2_OUT_END) put_i32(f, g->end);
+                if (bit == PROTO_V2_OUT_SEQ) put_i32(f, g->seq);
+                if (bit == PROTO_V2_OUT_INPUT) put_i32(f, i);
             }
             break;
         }
     }
+}
+
+/* Tensor o of r's answer into t: its shape from the head's table, then its values. */
+static int v2_tensor_make(const proto_predict_resp *r, const v2_output *o, proto__v2_tensor *t) {
+    const proto_task_result *t0 = &r->results[0];
+    int64_t rows = r->n_inputs;
+    if (o->dim == V2_PER_ENTITY)
+        for (int i = rows = 0; i < r->n_inputs; i++) rows += r->results[(size_t)i * r->n_tasks].n_entities;
+    t->name = o->name, t->datatype = o->datatype, t->bit = o->bit;
+    t->type = !strcmp(o->datatype, "BYTES") ? PROTO__V2_BYTES : !strcmp(o->datatype, "FP32") ? PROTO__V2_FP32 : PROTO__V2_INT32;
+    t->shape[0] = rows, t->n_shape = 1;
+    if (o->dim == V2_PER_LABEL) t->shape[1] = t0->n_labels, t->n_shape = 2;
+    t->n = (size_t)rows * (o->dim == V2_PER_LABEL ? (size_t)(t0->n_labels > 0 ? t0->n_labels : 0) : 1);
+    if (t->type == PROTO__V2_BYTES) {
+        t->str = calloc(t->n + 1, sizeof *t->str);
+        t->str_len = calloc(t->n + 1, sizeof *t->str_len);
+        if (o->bit == PROTO_V2_OUT_LABEL || o->bit == PROTO_V2_OUT_LABELS) t->names_ = malloc((t->n + 1) * PROTO_LABEL_BUF);
+        if (!t->str || !t->str_len || ((o->bit == PROTO_V2_OUT_LABEL || o->bit == PROTO_V2_OUT_LABELS) && !t->names_))
+            return ENG_NO_MEMORY;
+    } else if (t->type == PROTO__V2_FP32) {
+        if (!(t->f32 = calloc(t->n + 1, sizeof *t->f32))) return ENG_NO_MEMORY;
+    } else if (!(t->i32 = calloc(t->n + 1, sizeof *t->i32))) {
+        return ENG_NO_MEMORY;
+    }
+    v2_fill f = {.t = t};
+    v2_values(r, t0->kind, o->bit, &f);
+    /* every tensor holds exactly what its shape says: never a tensor without its data */
+    return f.bad || f.k != t->n ? ENG_INTERNAL : 0;
+}
+
+static bool text_ok(const char *s) { return s && proto__utf8_valid(s, strlen(s)); }
+
+int proto__v2_answer_make(const proto_predict_resp *r, proto__v2_answer *a) {
+    memset(a, 0, sizeof *a);
+    if (r->n_tasks != 1 || r->n_inputs < 1) return ENG_INTERNAL;
+    const proto_task_result *t0 = &r->results[0];
+    a->model_name = t0->task, a->model_version = t0->version, a->id = r->v2_id ? r->v2_id : r->request_id;
+    if (!text_ok(a->model_name) || !text_ok(a->model_version) || !text_ok(a->id)) return ENG_INTERNAL;
+    int n = 0;
+    for (const v2_output *o = v2_outputs(t0->kind); o->name; o++) n++;
+    if (!(a->t = calloc((size_t)n + 1, sizeof *a->t))) return ENG_NO_MEMORY;
+    for (const v2_output *o = v2_outputs(t0->kind); o->name; o++) {
+        if (r->v2_outputs && !(r->v2_outputs & o->bit)) continue;
+        int rc = v2_tensor_make(r, o, &a->t[a->n++]);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+void proto__v2_answer_free(proto__v2_answer *a) {
+    for (int i = 0; a->t && i < a->n; i++)
+        free(a->t[i].str), free(a->t[i].str_len), free(a->t[i].f32), free(a->t[i].i32), free(a->t[i].names_);
+    free(a->t);
+    memset(a, 0, sizeof *a);
+}
+
+size_t proto__v2_raw_size(const proto__v2_tensor *t) {
+    size_t n = 4 * t->n;
+    for (size_t k = 0; t->type == PROTO__V2_BYTES && k < t->n; k++) n += t->str_len[k];
+    return n;
+}
+
+static void v2_put_le32(uint8_t *p, uint32_t v) {
+    p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8), p[2] = (uint8_t)(v >> 16), p[3] = (uint8_t)(v >> 24);
+}
+
+void proto__v2_raw_write(const proto__v2_tensor *t, uint8_t *p) {
+    for (size_t k = 0; k < t->n; k++) {
+        uint32_t u;
+        if (t->type == PROTO__V2_BYTES) {
+            v2_put_le32(p, (uint32_t)t->str_len[k]);
+            if (t->str_len[k]) memcpy(p + 4, t->str[k], t->str_len[k]);
+            p += 4 + t->str_len[k];
+            continue;
+        }
+        if (t->type == PROTO__V2_INT32) u = (uint32_t)t->i32[k];
+        else memcpy(&u, &t->f32[k], sizeof u);
+        v2_put_le32(p, u);
+        p += 4;
+    }
+}
+
+static json_t *v2_shape_json(const proto__v2_tensor *t) {
+    return t->n_shape == 2 ? json_pack("[I,I]", (json_int_t)t->shape[0], (json_int_t)t->shape[1]) : json_pack("[I]", (json_int_t)t->shape[0]);
+}
+
+static json_t *v2_data_json(const proto__v2_tensor *t) {
+    json_t *a = json_array();
+    int bad = !a;
+    for (size_t k = 0; !bad && k < t->n; k++)
+        bad = json_array_append_new(a, t->type == PROTO__V2_BYTES  ? json_stringn(t->str[k], t->str_len[k])
+                                       : t->type == PROTO__V2_FP32 ? proto__num(t->f32[k])
+                                                                   : json_integer(t->i32[k]));
     if (bad) {
         json_decref(a);
         return NULL;
     }
     return a;
-}
-
-/* The bytes of binary output tensors, growing as outputs are added. */
-typedef struct {
-    unsigned char *p;
-    size_t n, cap;
-} v2_bytes_buf;
-
-static int v2_put(v2_bytes_buf *b, const void *src, size_t n) {
-    if (b->n + n > b->cap) {
-        size_t c = b->cap ? b->cap : 256;
-        while (c < b->n + n) c *= 2;
-        unsigned char *q = realloc(b->p, c);
-        if (!q) return -1;
-        b->p = q, b->cap = c;
-    }
-    memcpy(b->p + b->n, src, n);
-    b->n += n;
-    return 0;
-}
-
-static int v2_put_le32(v2_bytes_buf *b, uint32_t v) {
-    unsigned char q[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16), (unsigned char)(v >> 24)};
-    return v2_put(b, q, 4);
-}
-
-/* Appends the elements of one output's JSON data (d) to b as the extension lays them out for its
- * datatype dt. Returns 0 or -1 when out of memory. */
-static int v2_put_tensor(v2_bytes_buf *b, const char *dt, json_t *d) {
-    int rc = 0;
-    for (size_t i = 0; !rc && i < json_array_size(d); i++) {
-        json_t *e = json_array_get(d, i);
-        if (!strcmp(dt, "BYTES")) {
-            size_t l = json_string_length(e);
-            rc = v2_put_le32(b, (uint32_t)l) || v2_put(b, json_string_value(e), l);
-        } else if (!strcmp(dt, "INT32")) {
-            rc = v2_put_le32(b, (uint32_t)(int32_t)json_integer_value(e));
-        } else { /* FP32: the JSON's null (not finite) as NaN */
-            float f = json_is_number(e) ? (float)json_number_value(e) : NAN;
-            uint32_t u;
-            memcpy(&u, &f, sizeof u);
-            rc = v2_put_le32(b, u);
-        }
-    }
-    return rc;
 }
 
 char *proto_v2_infer_encode(const proto_predict_resp *r, size_t *len) {
@@ -504,45 +594,48 @@ char *proto_v2_infer_encode(const proto_predict_resp *r, size_t *len) {
 
 char *proto_v2_infer_encode_binary(const proto_predict_resp *r, size_t *len, size_t *header_len) {
     *header_len = 0;
-    if (r->n_tasks != 1 || r->n_inputs < 1) return NULL;
-    const proto_task_result *t0 = &r->results[0];
+    proto__v2_answer a;
+    if (proto__v2_answer_make(r, &a)) {
+        proto__v2_answer_free(&a);
+        return NULL;
+    }
     json_t *outs = json_array();
-    v2_bytes_buf bin = {0};
-    int bad = !outs, n = r->n_inputs, any_binary = 0;
-    for (const v2_output *o = v2_outputs(t0->kind); !bad && o->name; o++) {
-        if (r->v2_outputs && !(r->v2_outputs & o->bit)) continue;
-        json_t *d = v2_data(r, t0->kind, o->bit);
-        int rows = o->dim == V2_PER_ENTITY ? (int)json_array_size(d) : n;
-        int k = o->dim == V2_PER_LABEL ? t0->n_labels : 0;
-        if (d && (r->v2_binary & o->bit)) {
-            size_t at = bin.n;
+    int bad = !outs, any_binary = 0;
+    size_t bin = 0;
+    for (int i = 0; !bad && i < a.n; i++) {
+        const proto__v2_tensor *t = &a.t[i];
+        if (r->v2_binary & t->bit) { /* its bytes follow the JSON, in output order */
+            size_t sz = proto__v2_raw_size(t);
+            bin += sz;
             any_binary = 1;
-            bad |= v2_put_tensor(&bin, o->datatype, d);
-            json_decref(d);
-            json_t *shape = k ? json_pack("[i,i]", rows, k) : json_pack("[i]", rows);
-            bad |= json_array_append_new(outs, json_pack("{s:s,s:s,s:o,s:{s:I}}", "name", o->name, "datatype", o->datatype, "shape",
-                                                         shape, "parameters", "binary_data_size", (json_int_t)(bin.n - at)));
+            bad |= json_array_append_new(outs, json_pack("{s:s,s:s,s:o,s:{s:I}}", "name", t->name, "datatype", t->datatype, "shape",
+                                                         v2_shape_json(t), "parameters", "binary_data_size", (json_int_t)sz));
             continue;
         }
-        bad |= !d || json_array_append_new(outs, v2_tensor(o->name, o->datatype, rows, k, d));
-    }
-    if (bad) {
-        json_decref(outs);
-        free(bin.p);
-        return NULL;
+        json_t *d = v2_data_json(t);
+        bad |= !d || json_array_append_new(outs, json_pack("{s:s,s:s,s:o,s:o}", "name", t->name, "datatype", t->datatype, "shape",
+                                                           v2_shape_json(t), "data", d));
     }
     size_t jl = 0;
-    char *text = proto__dump(json_pack("{s:s,s:s,s:s,s:o}", "model_name", t0->task, "model_version", t0->version, "id",
-                                       r->v2_id ? r->v2_id : r->request_id, "outputs", outs),
-                             &jl);
-    char *all = text && bin.n ? realloc(text, jl + bin.n + 1) : text;
+    char *text = bad ? (json_decref(outs), NULL)
+                     : proto__dump(json_pack("{s:s,s:s,s:s,s:o}", "model_name", a.model_name, "model_version", a.model_version, "id",
+                                             a.id, "outputs", outs),
+                                   &jl);
+    char *all = text && bin ? realloc(text, jl + bin + 1) : text;
     if (!all) {
-        free(text), free(bin.p);
+        free(text);
+        proto__v2_answer_free(&a);
         return NULL;
     }
-    if (bin.n) memcpy(all + jl, bin.p, bin.n), all[jl + bin.n] = '\0';
-    free(bin.p);
-    *len = jl + bin.n;
+    size_t o = jl;
+    for (int i = 0; bin && i < a.n; i++)
+        if (r->v2_binary & a.t[i].bit) {
+            proto__v2_raw_write(&a.t[i], (uint8_t *)all + o);
+            o += proto__v2_raw_size(&a.t[i]);
+        }
+    all[jl + bin] = '\0';
+    proto__v2_answer_free(&a);
+    *len = jl + bin;
     *header_len = any_binary ? jl : 0;
     return all;
 }
@@ -599,8 +692,8 @@ static int v2_infer_decode(const proto_wire *w, const proto_limits *lim, proto_p
     return 0;
 }
 
-static char *v2_infer_encode(const proto_predict_resp *r, size_t *len, size_t *head_len) {
-    return proto_v2_infer_encode_binary(r, len, head_len);
+static int v2_infer_encode(const proto_predict_resp *r, char **body, size_t *len, size_t *head_len) {
+    return (*body = proto_v2_infer_encode_binary(r, len, head_len)) ? 0 : ENG_NO_MEMORY;
 }
 
 const proto_codec proto_v2_infer_codec = {.name = "kserve_v2", .dialect = PROTO_DIALECT_KSERVE, .decode = v2_infer_decode,

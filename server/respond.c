@@ -15,6 +15,7 @@
 #include "engine/answer.h"
 #include "engine/task.h"
 #include "http_status.h"
+#include "proto/grpc.h"
 
 void srv__job_fail(srv_job *j, eng_status code, const char *msg) {
     free(j->body);
@@ -120,6 +121,7 @@ void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats
         if (!xrows || !xms || !xfv || explain_share(j, stats, xrows, xrows + L, xrows + 2 * L, xms, &ex)) bad = 1;
         else explain_fusions(j, xfv, &ex);
     }
+    int enc_rc = 0;
     if (!bad) {
         j->t_end = srv__now();
         proto_predict_resp pr = {.request_id = j->request_id,
@@ -142,11 +144,12 @@ void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats
                                  .predicted_ms = j->predicted_ms,
                                  .load_ms = j->load_ms,
                                  .explain = stats && q->ret_explain ? &ex : NULL};
-        j->body = j->codec->encode(&pr, &j->body_len, &j->head_len);
+        enc_rc = j->codec->encode(&pr, &j->body, &j->body_len, &j->head_len);
         j->status = 200;
         bad = !j->body;
     }
-    if (bad) srv__job_fail(j, ENG_NO_MEMORY, "out of memory building the response");
+    if (enc_rc && enc_rc != ENG_NO_MEMORY) srv__job_fail(j, (eng_status)enc_rc, "cannot put the answer in the protocol's shape");
+    else if (bad) srv__job_fail(j, ENG_NO_MEMORY, "out of memory building the response");
     for (size_t i = 0; i < nr && bufs; i++) srv_answer_free(&bufs[i]);
     free(bufs), free(res), free(tokens), free(xrows), free(xms), free(xfv);
 }

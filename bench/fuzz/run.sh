@@ -26,7 +26,7 @@ only=""
 jobs=1
 report_only=0 # --report: print and record the figures of the last logs without running
 scratch=""
-all="proto_v1 proto_v2 url tar safetensors torch_bin tokenizer config adapter_config head_config task_json"
+all="proto_v1 proto_v2 proto_grpc url tar safetensors torch_bin tokenizer config adapter_config head_config task_json"
 
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -57,6 +57,7 @@ sources() {
     case "$1" in
     proto_v1) echo proto/parse.c proto/json.c ;;
     proto_v2) echo proto/v2.c proto/parse.c proto/json.c ;;
+    proto_grpc) echo proto/grpc.c proto/v2.c proto/parse.c ;;
     url) echo server/routes.c server/admin.c ;;
     tar) echo server/tar.c ;;
     safetensors) echo engine/io/safetensors.c ;;

@@ -58,7 +58,8 @@ for ins, raw in [
     put("proto_v2", json.dumps(body).encode() + SEP + raw)
 
 # --- gRPC messages (proto/grpc.c): option byte 0 ModelInferRequest, 1 model request, 2 RepositoryIndexRequest,
-# 3/4 a v2 infer answer (contents / raw), 5 model metadata, 6 statistics, 7 server metadata; protobuf by hand
+# 3/4 an answer to encode (contents / raw: head, inputs, labels, outputs mask, flags, then NUL-separated
+# strings), 5 model metadata, 6 statistics, 7 server metadata; protobuf by hand
 def pb_len(field, b):
     n, v = len(b), b""
     while True:
@@ -74,7 +75,23 @@ def pb_tensor(name, dt, shape, texts):
             (pb_len(5, b"".join(pb_len(8, t) for t in texts)) if texts is not None else b""))
 
 
+def pb_param(key, field, value):
+    """A map<string, InferParameter> entry: 1 bool, 2 int64, 3 string, 4 double, 5 uint64 (varints as given)"""
+    return pb_len(1, key) + pb_len(2, (pb_len(field, value) if field == 3 else
+                                      bytes([field << 3 | 1]) + value if field == 4 else bytes([field << 3]) + value))
+
+
 for msg in [pb_len(1, b"sentiment") + pb_len(5, pb_tensor(b"text", b"BYTES", [2], [b"a", b"b"])),
+            pb_len(1, b"t") + pb_len(3, b"id-1") +
+            pb_len(4, pb_param(b"skip", 2, b"\x02")) + pb_len(4, pb_param(b"truncate", 1, b"\x00")) +
+            pb_len(4, pb_param(b"aggregation", 3, b"first")) + pb_len(4, pb_param(b"priority", 5, b"\x14")) +
+            pb_len(4, pb_param(b"binary_data_output", 1, b"\x01")) +
+            pb_len(5, pb_tensor(b"text", b"BYTES", [1, 1], [b"caf\xc3\xa9"])) +
+            pb_len(6, pb_len(1, b"label") + pb_len(2, pb_param(b"binary_data", 1, b"\x00"))) + pb_len(6, pb_len(1, b"scores")),
+            pb_len(1, b"t") + pb_len(4, pb_param(b"budget", 4, struct.pack("<d", 0.5))) +
+            pb_len(5, pb_tensor(b"text", b"BYTES", [1], [b"x"])),
+            pb_len(1, b"t") + pb_len(4, pb_param(b"latency_ms", 5, b"\x14")) + pb_len(5, pb_tensor(b"text", b"BYTES", [1], None)) + pb_len(5, pb_tensor(b"text_pair", b"BYTES", [1], None)) +
+            pb_len(7, struct.pack("<I", 1) + b"q") + pb_len(7, struct.pack("<I", 3) + b"ctx"),
             pb_len(1, b"qa") + pb_len(2, b"1") + pb_len(3, b"r1") + pb_len(4, pb_len(1, b"skip") + pb_len(2, b"\x10\x01")) +
             pb_len(5, pb_tensor(b"text", b"BYTES", [1], [b"q"])) + pb_len(5, pb_tensor(b"text_pair", b"BYTES", [1], [b"c"])) +
             pb_len(6, pb_len(1, b"answer")),
@@ -83,12 +100,13 @@ for msg in [pb_len(1, b"sentiment") + pb_len(5, pb_tensor(b"text", b"BYTES", [2]
     put("proto_grpc", b"\x00" + msg)
 put("proto_grpc", b"\x01" + pb_len(1, b"cls") + pb_len(2, b"2"))
 put("proto_grpc", b"\x02" + b"\x10\x01")
-answer = {"model_name": "m", "model_version": "1", "id": "x", "outputs": [
-    {"name": "label", "datatype": "BYTES", "shape": [2], "data": ["pos", "neg"]},
-    {"name": "scores", "datatype": "FP32", "shape": [2, 2], "data": [[0.1, 0.9], [None, 0.2]]},
-    {"name": "start", "datatype": "INT32", "shape": [2], "data": [-1, 3]}]}
-put("proto_grpc", b"\x03" + json.dumps(answer).encode())
-put("proto_grpc", b"\x04" + json.dumps(answer).encode())
+# answers: classification (2 inputs, 3 labels, every output), QA, tagging with entities, named labels or LABEL_i
+for head, flags in [(0, 0), (0, 1), (4, 0), (3, 0), (1, 1), (2, 0)]:
+    strings = [b"neg", b"pos", b"neutral", b"other", b"task", b"an answer", b"caf\xc3\xa9", b"", b"x", b"PER", b"LOC", b"MISC",
+               b"Ada", b"London", b"word", b"req-1"]
+    desc = bytes([head, 1 | 0x3c, 2, 0, 0, flags])
+    put("proto_grpc", b"\x03" + desc + b"\x00".join(strings))
+    put("proto_grpc", b"\x04" + desc + b"\x00".join(strings))
 put("proto_grpc", b"\x05" + json.dumps({"name": "t", "versions": ["1"], "platform": "adapterd", "inputs": [
     {"name": "text", "datatype": "BYTES", "shape": [-1]}], "outputs": [{"name": "scores", "datatype": "FP32", "shape": [-1, 2]}]}).encode())
 put("proto_grpc", b"\x06" + json.dumps({"model_stats": [{"name": "t", "version": "1", "inference_count": 3, "execution_count": 3,

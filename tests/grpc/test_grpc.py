@@ -6,7 +6,8 @@ Every call is checked (RepositoryIndex with the admin token, as REST's), and eve
 same inputs: the same tensors (names, datatypes, shapes), the same labels and integers exactly, and
 the same scores within 1e-6 relative (float32 carried as JSON in REST and as float in gRPC: the same
 float32 when both passes agree; a batch of another size may round the last bit differently). Raw
-inputs (raw_input_contents) get raw outputs, decoded here. Errors: unknown model NOT_FOUND, bad
+inputs (raw_input_contents), or binary_data_output, get raw outputs, decoded here; every tensor holds
+its shape's elements. Errors: unknown model NOT_FOUND, bad
 tensors INVALID_ARGUMENT, unknown method UNIMPLEMENTED, a compressed message UNIMPLEMENTED, a message
 over --max-body-bytes and a full queue RESOURCE_EXHAUSTED, a passed deadline DEADLINE_EXCEEDED (the
 server's: sent with nghttp as a raw grpc-timeout header), a non-gRPC content-type 415. /metrics
@@ -173,7 +174,8 @@ def same_value(a, b):
     return a == b
 
 
-def compare(s, pb, stub, model, texts, pairs=None, raw=False, outputs=(), params=None):
+def compare(s, pb, stub, model, texts, pairs=None, raw=False, outputs=(), params=None, grpc_params=None):
+    """grpc_params: parameters of the gRPC request alone (binary_data_output: the answer comes raw)."""
     body = {"id": "cmp", "inputs": [{"name": "text", "shape": [len(texts)], "datatype": "BYTES", "data": texts}]}
     if pairs:
         body["inputs"].append({"name": "text_pair", "shape": [len(pairs)], "datatype": "BYTES", "data": pairs})
@@ -184,11 +186,16 @@ def compare(s, pb, stub, model, texts, pairs=None, raw=False, outputs=(), params
     st, rest = s.post("/v2/models/%s/infer" % model, body)
     what = "%s%s%s" % (model, " raw" if raw else "", " outputs=" + ",".join(outputs) if outputs else "")
     check(st == 200, "REST infer %s answers 200 (%s)" % (what, st))
-    resp = stub.ModelInfer(infer_req(pb, model, texts, pairs, raw, outputs, "cmp", params))
+    resp = stub.ModelInfer(infer_req(pb, model, texts, pairs, raw, outputs, "cmp", dict(params or {}, **(grpc_params or {}))))
     g = grpc_tensors(resp)
+    what += " " + json.dumps(grpc_params) if grpc_params else ""
     check(resp.model_name == rest["model_name"] and resp.model_version == rest["model_version"] and resp.id == "cmp",
           "gRPC infer %s: model_name, model_version and id as REST's" % what)
-    check(bool(resp.raw_output_contents) == raw, "gRPC infer %s: raw outputs exactly when the inputs were raw" % what)
+    want_raw = raw or bool((grpc_params or {}).get("binary_data_output"))
+    check(bool(resp.raw_output_contents) == want_raw,
+          "gRPC infer %s: raw outputs exactly when the inputs were raw or binary data was asked for" % what)
+    check(all(len(g[t.name][2]) == math.prod(t.shape) for t in resp.outputs),
+          "gRPC infer %s: every tensor holds the elements its shape says" % what)
     check([t.name for t in resp.outputs] == [t["name"] for t in rest["outputs"]], "gRPC infer %s: the same output tensors" % what)
     for t in rest["outputs"]:
         dt, shape, data = g.get(t["name"], (None, None, None))
@@ -243,6 +250,10 @@ def main():
         compare(s, pb, stub, "cls_lora", texts, outputs=("label",))
         compare(s, pb, stub, "cls_lora", texts, params={"skip": 1})
         compare(s, pb, stub, "cls_lora", ["x"], pairs=["y"])
+        # binary_data_output: every output in raw_output_contents, with its data (it once answered OK with no data)
+        for name in names:
+            if name != "qa":
+                compare(s, pb, stub, name, texts, grpc_params={"binary_data_output": True})
         r = stub.ModelInfer(pb.ModelInferRequest(model_name="cls_lora", model_version=v[0],
                                                  inputs=[pb.ModelInferRequest.InferInputTensor(
                                                      name="text", datatype="BYTES", shape=[1],
@@ -279,6 +290,13 @@ def main():
         check(got == grpc.StatusCode.UNIMPLEMENTED, "another service: UNIMPLEMENTED")
         got, msg = code_of(lambda: s.channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")(b"\xff\xff\xff"))
         check(got == grpc.StatusCode.INVALID_ARGUMENT, "a message that is not a ModelInferRequest: INVALID_ARGUMENT (%s)" % msg)
+        # strings that are not UTF-8 (Python's protobuf will not write them: the bytes are patched) are the client's mistake
+        for field, good, bad_bytes in (("id", b"\x1a\x02ZZ", b"\x1a\x02\xff\xfe"), ("outputs[0].name", b"\x0a\x02ZZ", b"\x0a\x02\xc3\x28")):
+            req = infer_req(pb, "cls_lora", texts, rid="ZZ" if field == "id" else "", outputs=("ZZ",) if field != "id" else ())
+            raw_msg = req.SerializeToString().replace(good, bad_bytes)
+            got, msg = code_of(lambda: s.channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")(raw_msg))
+            check(got == grpc.StatusCode.INVALID_ARGUMENT and field in msg,
+                  "a ModelInfer %s that is not UTF-8: INVALID_ARGUMENT naming it (%s: %s)" % (field, got.name, msg))
 
         nghttp = shutil.which("nghttp")
         if nghttp:

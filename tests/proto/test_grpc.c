@@ -1,10 +1,10 @@
-/* test_grpc.c - proto/grpc.c: gRPC's message prefix, grpc-timeout, grpc-message escaping, and the
- * ModelInfer conversions, with no server. The protobuf bytes here are written by hand from the
- * protobuf encoding rules (tag = field << 3 | wire type; 2: length-delimited, 0: varint; repeated
- * scalars packed) and the field numbers of proto/grpc_service.proto, not produced by protobuf-c, so
- * a generated-code or field-number mistake shows. */
+/* test_grpc.c - proto/grpc.c: gRPC's message prefix, grpc-timeout, grpc-message escaping, ModelInfer's
+ * decode and encode, and the small calls' messages, with no server. The protobuf bytes here are
+ * written by hand from the protobuf encoding rules (tag = field << 3 | wire type; 2:
+ * length-delimited, 0: varint; repeated scalars packed) and the field numbers of
+ * proto/grpc_service.proto, not produced by protobuf-c, so a generated-code or field-number mistake
+ * shows. test_grpc_infer.c checks ModelInfer against REST's v2 codec with messages protobuf-c packs. */
 #include <criterion/criterion.h>
-#include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,110 +80,114 @@ static const uint8_t infer_msg[] = {
     0x2a, 7, 0x42, 1, 'a', 0x42, 2, 'b', 'c',                                  /* contents: bytes_contents (8) */
     0x32, 7, 0x0a, 5, 'l', 'a', 'b', 'e', 'l'};
 
-Test(grpc, infer_request_as_v2_json) {
+Test(grpc, infer_decode) {
     proto_grpc_infer_target t;
-    char *json = NULL;
-    size_t len = 0;
+    proto_predict_req r;
     eng_err e = {0};
-    cr_assert_eq(proto_grpc_infer_request(infer_msg, sizeof infer_msg, &t, &json, &len, &e), 0, "%s", e.msg);
+    cr_assert_eq(proto_grpc_infer_decode(infer_msg, sizeof infer_msg, NULL, &r, &t, &e), 0, "%s", e.msg);
     cr_assert_str_eq(t.spec, "m@2");
     cr_assert(!t.raw);
-    json_t *got = json_loadb(json, len, 0, NULL),
-           *want = json_loads("{\"id\":\"r\",\"parameters\":{\"skip\":1},\"inputs\":[{\"name\":\"text\",\"datatype\":\"BYTES\","
-                              "\"shape\":[2],\"data\":[\"a\",\"bc\"]}],\"outputs\":[{\"name\":\"label\"}]}",
-                              0, NULL);
-    cr_assert(json_equal(got, want), "%s", json);
-    /* and the REST parser takes it */
-    proto_predict_req r;
-    cr_assert_eq(proto_v2_infer_parse(json, len, t.spec, NULL, &r, &e), 0, "%s", e.msg);
     cr_assert_eq(r.n_inputs, 2);
+    cr_assert_eq(r.inputs[0].len, 1);
+    cr_assert_str_eq(r.inputs[0].text, "a");
     cr_assert_str_eq(r.inputs[1].text, "bc");
+    cr_assert_null(r.inputs[1].pair);
+    cr_assert_eq(r.n_tasks, 1);
+    cr_assert_str_eq(r.tasks[0], "m@2");
     cr_assert_eq(r.skip, 1);
     cr_assert_eq(r.v2_outputs, PROTO_V2_OUT_LABEL);
+    cr_assert_eq(r.v2_binary, 0);
     cr_assert_str_eq(r.v2_id, "r");
     proto_predict_free(&r);
-    json_decref(got), json_decref(want);
-    free(json);
 }
 
-Test(grpc, infer_request_raw_inputs) {
+Test(grpc, infer_decode_raw_inputs) {
     /* inputs [{name "text", datatype "BYTES", shape [2]}], raw_input_contents [len 2 "hi", len 0 ""] */
     const uint8_t msg[] = {0x0a, 1, 'm', 0x2a, 16, 0x0a, 4, 't', 'e', 'x', 't', 0x12, 5, 'B', 'Y', 'T', 'E', 'S', 0x1a, 1, 2,
                            0x3a, 10, 2, 0, 0, 0, 'h', 'i', 0, 0, 0, 0};
     proto_grpc_infer_target t;
-    char *json = NULL;
-    size_t len = 0;
+    proto_predict_req r;
     eng_err e = {0};
-    cr_assert_eq(proto_grpc_infer_request(msg, sizeof msg, &t, &json, &len, &e), 0, "%s", e.msg);
-    cr_assert(t.raw);
+    cr_assert_eq(proto_grpc_infer_decode(msg, sizeof msg, NULL, &r, &t, &e), 0, "%s", e.msg);
+    cr_assert(t.raw, "raw inputs: raw outputs");
     cr_assert_str_eq(t.spec, "m");
-    cr_assert(strstr(json, "\"data\":[\"hi\",\"\"]"), "%s", json);
-    free(json);
+    cr_assert_eq(r.n_inputs, 2);
+    cr_assert_str_eq(r.inputs[0].text, "hi");
+    cr_assert_eq(r.inputs[1].len, 0);
+    cr_assert_str_eq(r.inputs[1].text, "");
+    proto_predict_free(&r);
     /* the same with the element cut: length 9, 2 bytes */
     uint8_t cut[sizeof msg];
     memcpy(cut, msg, sizeof msg);
     cut[23] = 9;
-    cr_assert_eq(proto_grpc_infer_request(cut, sizeof cut, &t, &json, &len, &e), ENG_INVALID_ARGUMENT);
+    cr_assert_eq(proto_grpc_infer_decode(cut, sizeof cut, NULL, &r, &t, &e), ENG_INVALID_ARGUMENT);
     cr_assert(strstr(e.msg, "raw_input_contents[0]"), "%s", e.msg);
+    cr_assert_null(r.inputs, "a failed decode owns nothing");
 }
 
-Test(grpc, infer_request_errors) {
+Test(grpc, infer_decode_errors) {
     proto_grpc_infer_target t;
-    char *json = NULL;
-    size_t len = 0;
+    proto_predict_req r;
     eng_err e = {0};
     const uint8_t garbage[] = {0xff, 0xff, 0xff};
-    cr_assert_eq(proto_grpc_infer_request(garbage, sizeof garbage, &t, &json, &len, &e), ENG_MALFORMED);
+    cr_assert_eq(proto_grpc_infer_decode(garbage, sizeof garbage, NULL, &r, &t, &e), ENG_MALFORMED);
     const uint8_t noname[] = {0x1a, 1, 'r'};
-    cr_assert_eq(proto_grpc_infer_request(noname, sizeof noname, &t, &json, &len, &e), ENG_INVALID_ARGUMENT);
+    cr_assert_eq(proto_grpc_infer_decode(noname, sizeof noname, NULL, &r, &t, &e), ENG_INVALID_ARGUMENT);
     cr_assert(strstr(e.msg, "model_name"));
     /* one raw entry for no inputs */
     const uint8_t rawcount[] = {0x0a, 1, 'm', 0x3a, 0};
-    cr_assert_eq(proto_grpc_infer_request(rawcount, sizeof rawcount, &t, &json, &len, &e), ENG_INVALID_ARGUMENT);
+    cr_assert_eq(proto_grpc_infer_decode(rawcount, sizeof rawcount, NULL, &r, &t, &e), ENG_INVALID_ARGUMENT);
     /* bytes that are not UTF-8 */
     const uint8_t bad8[] = {0x0a, 1, 'm', 0x2a, 8, 0x0a, 1, 't', 0x2a, 3, 0x42, 1, 0xff};
-    cr_assert_eq(proto_grpc_infer_request(bad8, sizeof bad8, &t, &json, &len, &e), ENG_INVALID_ARGUMENT);
-    cr_assert(strstr(e.msg, "UTF-8"), "%s", e.msg);
-    cr_assert_null(json);
+    cr_assert_eq(proto_grpc_infer_decode(bad8, sizeof bad8, NULL, &r, &t, &e), ENG_INVALID_ARGUMENT);
+    cr_assert(strstr(e.msg, "inputs[0].contents.bytes_contents[0] is not UTF-8"), "%s", e.msg);
 }
 
-Test(grpc, infer_response_bytes) {
-    const char *j = "{\"model_name\":\"m\",\"model_version\":\"1\",\"id\":\"x\",\"outputs\":[{\"name\":\"v\",\"datatype\":\"FP32\","
-                    "\"shape\":[1],\"data\":[1.5]}]}";
+/* A regression answer (one input, value 1.5): the bytes of ModelInferResponse by hand. */
+Test(grpc, infer_encode_bytes) {
+    proto_task_result res = {.task = "m", .version = "1", .kind = PROTO_HEAD_REGRESSION, .value = 1.5f};
+    proto_predict_resp pr = {.request_id = "x", .model = "bert", .n_inputs = 1, .n_tasks = 1, .results = &res};
     uint8_t *out = NULL;
     size_t len = 0;
-    cr_assert_eq(proto_grpc_infer_response(j, strlen(j), false, &out, &len), 0);
+    cr_assert_eq(proto_grpc_infer_encode(&pr, false, &out, &len), 0);
     /* 1.5f = 0x3fc00000, little-endian in a packed fp32_contents (6) */
-    const uint8_t want[] = {0, 0, 0, 0, 31, 0x0a, 1, 'm', 0x12, 1, '1', 0x1a, 1, 'x', 0x2a, 20, 0x0a, 1, 'v', 0x12, 4, 'F', 'P', '3', '2',
-                            0x1a, 1, 1, 0x2a, 6, 0x32, 4, 0x00, 0x00, 0xc0, 0x3f};
+    const uint8_t want[] = {0, 0, 0, 0, 35, 0x0a, 1, 'm', 0x12, 1, '1', 0x1a, 1, 'x', 0x2a, 24, 0x0a, 5, 'v', 'a', 'l', 'u', 'e',
+                            0x12, 4, 'F', 'P', '3', '2', 0x1a, 1, 1, 0x2a, 6, 0x32, 4, 0x00, 0x00, 0xc0, 0x3f};
     cr_assert_eq(len, sizeof want);
     cr_assert_arr_eq(out, want, sizeof want);
     free(out);
     /* raw: no contents, the data in raw_output_contents (6) */
-    cr_assert_eq(proto_grpc_infer_response(j, strlen(j), true, &out, &len), 0);
-    const uint8_t want_raw[] = {0, 0, 0, 0, 29, 0x0a, 1, 'm', 0x12, 1, '1', 0x1a, 1, 'x', 0x2a, 12, 0x0a, 1, 'v', 0x12, 4, 'F', 'P', '3', '2',
-                                0x1a, 1, 1, 0x32, 4, 0x00, 0x00, 0xc0, 0x3f};
+    cr_assert_eq(proto_grpc_infer_encode(&pr, true, &out, &len), 0);
+    const uint8_t want_raw[] = {0, 0, 0, 0, 33, 0x0a, 1, 'm', 0x12, 1, '1', 0x1a, 1, 'x', 0x2a, 16, 0x0a, 5, 'v', 'a', 'l', 'u', 'e',
+                                0x12, 4, 'F', 'P', '3', '2', 0x1a, 1, 1, 0x32, 4, 0x00, 0x00, 0xc0, 0x3f};
     cr_assert_eq(len, sizeof want_raw);
     cr_assert_arr_eq(out, want_raw, sizeof want_raw);
     free(out);
 }
 
-Test(grpc, infer_response_nested_and_typed) {
-    /* [N, K] data nested as REST gives it, BYTES and INT32, null as NaN */
-    const char *j = "{\"model_name\":\"m\",\"model_version\":\"1\",\"id\":\"x\",\"outputs\":["
-                    "{\"name\":\"s\",\"datatype\":\"FP32\",\"shape\":[1,2],\"data\":[[null,2]]},"
-                    "{\"name\":\"l\",\"datatype\":\"BYTES\",\"shape\":[1],\"data\":[\"ok\"]},"
-                    "{\"name\":\"i\",\"datatype\":\"INT32\",\"shape\":[1],\"data\":[-1]}]}";
+Test(grpc, infer_encode_raw_typed) {
+    /* classification: label BYTES, score FP32, scores FP32 [1, 2] with a NaN; QA's start INT32 -1 */
+    const char *labels[] = {"neg", "ok"};
+    float sc[] = {NAN, 2.0f};
+    proto_task_result res = {.task = "m", .version = "1", .kind = PROTO_HEAD_CLASSIFICATION, .n_labels = 2, .labels = labels,
+                             .scores = sc, .label = 1, .score = 2.0f};
+    proto_predict_resp pr = {.request_id = "x", .model = "bert", .n_inputs = 1, .n_tasks = 1, .results = &res};
     uint8_t *out = NULL;
     size_t len = 0;
-    cr_assert_eq(proto_grpc_infer_response(j, strlen(j), true, &out, &len), 0);
-    /* the raw entries at the end: FP32 NaN then 2.0, BYTES 4-byte length + "ok", INT32 -1 */
-    const uint8_t tail[] = {0x32, 8, 0x00, 0x00, 0xc0, 0x7f, 0x00, 0x00, 0x00, 0x40, 0x32, 6, 2, 0, 0, 0, 'o', 'k', 0x32, 4, 0xff, 0xff, 0xff, 0xff};
+    cr_assert_eq(proto_grpc_infer_encode(&pr, true, &out, &len), 0);
+    /* the raw entries at the end: BYTES 4-byte length + "ok", FP32 2.0, FP32 NaN then 2.0 */
+    const uint8_t tail[] = {0x32, 6, 2, 0, 0, 0, 'o', 'k', 0x32, 4, 0x00, 0x00, 0x00, 0x40, 0x32, 8, 0x00, 0x00, 0xc0, 0x7f, 0x00, 0x00, 0x00, 0x40};
     cr_assert_geq(len, sizeof tail);
     cr_assert_arr_eq(out + len - sizeof tail, tail, sizeof tail);
     free(out);
-    const char *notv2 = "{\"error\":\"x\"}";
-    cr_assert_eq(proto_grpc_infer_response(notv2, strlen(notv2), false, &out, &len), ENG_MALFORMED);
+    proto_task_result qa = {.task = "qa", .version = "1", .kind = PROTO_HEAD_QA};
+    pr.results = &qa, pr.v2_outputs = PROTO_V2_OUT_START;
+    cr_assert_eq(proto_grpc_infer_encode(&pr, true, &out, &len), 0);
+    const uint8_t minus1[] = {0x32, 4, 0xff, 0xff, 0xff, 0xff};
+    cr_assert_arr_eq(out + len - sizeof minus1, minus1, sizeof minus1);
+    free(out);
+    pr.n_tasks = 2; /* v2 answers one task */
+    cr_assert_eq(proto_grpc_infer_encode(&pr, false, &out, &len), ENG_INTERNAL);
 }
 
 Test(grpc, small_answers) {

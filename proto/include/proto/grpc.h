@@ -1,14 +1,16 @@
 /* grpc.h - KServe v2's GRPCInferenceService on the wire (proto/grpc_service.proto): the gRPC
- * message prefix, the grpc-timeout header, the methods, and the conversion of each call's protobuf
- * to and from the JSON the REST v2 routes take and give (proto/grpc.c says why).
+ * message prefix, the grpc-timeout header, the methods, ModelInfer's request decoded into the
+ * request struct and its answer encoded from the response struct, and the small calls' messages
+ * from and to the REST v2 routes' JSON (proto/grpc.c says why).
  *
  * Usage (one ModelInfer):
  *     proto_grpc_infer_target t;
- *     char *json; size_t jlen;
- *     if (proto_grpc_infer_request(msg, n, &t, &json, &jlen, &err) == 0)
- *         proto_v2_infer_parse(json, jlen, t.spec, &lim, &req, &err);      // as POST /v2/models/{m}/infer
- *     ... the v2 answer body ...
- *     proto_grpc_infer_response(body, blen, t.raw, &out, &olen, &err);    // out: prefix + ModelInferResponse
+ *     proto_predict_req req;
+ *     if (proto_grpc_infer_decode(msg, n, &lim, &req, &t, &err) == 0) {   // as POST /v2/models/{m}/infer
+ *         ... run it, fill a proto_predict_resp resp ...
+ *         proto_grpc_infer_encode(&resp, t.raw, &out, &olen);             // out: prefix + ModelInferResponse
+ *         proto_predict_free(&req);
+ *     }
  *
  * No HTTP/2 here (server/grpc.c), no engine. */
 #ifndef ADAPTERD_PROTO_GRPC_H
@@ -19,6 +21,7 @@
 #include <stdint.h>
 
 #include "engine/status.h"
+#include "proto/proto.h"
 
 /* gRPC status codes (grpc/doc/statuscodes.md), the ones adapterd sends. */
 typedef enum {
@@ -86,21 +89,30 @@ size_t proto_grpc_message_escape(const char *msg, char *out, size_t cap);
 /* Bytes of a ModelInfer target "name" or "name@version". */
 #define PROTO_GRPC_SPEC_MAX 320
 
-/* What a ModelInfer request names besides its body. */
+/* What a ModelInfer request names besides the request struct. */
 typedef struct {
     char spec[PROTO_GRPC_SPEC_MAX]; /* "model_name", or "model_name@model_version" (as the REST version routes) */
-    bool raw;                       /* its inputs came in raw_input_contents: the outputs go back raw too (as Triton) */
+    bool raw;                       /* answer in raw_output_contents: the inputs came in raw_input_contents, or an output
+                                     * the request answers is asked as binary data (binary_data_output, an output's
+                                     * binary_data); gRPC answers every output raw or none, as Triton does */
 } proto_grpc_infer_target;
 
-/* A ModelInferRequest (msg, n bytes, no prefix) as the JSON body of POST /v2/models/{m}/infer: its
- * inputs with their data from contents.bytes_contents or raw_input_contents (4-byte little-endian
- * lengths, each then its bytes), shapes, datatypes, "parameters", "outputs" and "id" as sent, so
- * the REST parser (proto_v2_infer_parse) checks them with the same rules and messages. Returns 0
- * with *json malloc'd (the caller frees it), or ENG_MALFORMED (not a ModelInferRequest),
- * ENG_INVALID_ARGUMENT (no model name, raw data that does not match its inputs, bytes that are not
- * UTF-8) or ENG_NO_MEMORY with err set. */
-int proto_grpc_infer_request(const uint8_t *msg, size_t n, proto_grpc_infer_target *t, char **json, size_t *len,
-                             eng_err *err);
+/* Decodes a ModelInferRequest (msg, n bytes, no prefix) into *out with the rules and messages of
+ * proto_v2_infer_parse on the same request as REST JSON: inputs "text" and optionally "text_pair"
+ * (BYTES, shape [N] or [N, 1]) from contents.bytes_contents or raw_input_contents (4-byte
+ * little-endian lengths, each then its bytes), lim's limits (NULL: proto_default_limits()), the
+ * "parameters" REST reads (skip, budget, latency_ms, truncate, aggregation, binary_data_output;
+ * others ignored), "outputs" (and their binary_data) into v2_outputs and v2_binary, "id" into
+ * v2_id, tasks {t->spec}. *out owns copies of every string it holds (release with
+ * proto_predict_free); t is filled. Returns 0; ENG_MALFORMED only when the bytes are not a
+ * ModelInferRequest; ENG_INVALID_ARGUMENT for a client's mistake, naming the field (no
+ * model_name, a bad shape or datatype, raw data that does not frame its inputs, an unknown or
+ * repeated output, a parameter of the wrong type or with no value, and bytes that are not UTF-8 or
+ * hold a NUL where text is read: the id, a parameter's key or string, a tensor's or an output's
+ * name, the texts); ENG_LIMIT over lim; ENG_NOT_FOUND for a name too long for any task;
+ * ENG_NO_MEMORY when an allocation fails. On failure *out owns nothing. */
+int proto_grpc_infer_decode(const uint8_t *msg, size_t n, const proto_limits *lim, proto_predict_req *out, proto_grpc_infer_target *t,
+                            eng_err *err);
 
 /* ModelReadyRequest, ModelMetadataRequest and ModelStatisticsRequest (same fields): the model's name
  * and version ("" when not given) into name, version (cap bytes each). Returns 0, or ENG_MALFORMED /
@@ -123,10 +135,15 @@ int proto_grpc_bool_response(proto_grpc_method m, bool v, uint8_t **out, size_t 
 int proto_grpc_server_metadata_response(const char *json, size_t n, uint8_t **out, size_t *len);
 /* ModelMetadataResponse from GET /v2/models/{m}'s JSON. */
 int proto_grpc_model_metadata_response(const char *json, size_t n, uint8_t **out, size_t *len);
-/* ModelInferResponse from the v2 infer answer's JSON: model_name, model_version, id, and each output
- * tensor with its shape; BYTES data as bytes, FP32 as float, INT32 as int32 (JSON null, a non-finite
- * score, as NaN), in contents, or in raw_output_contents (raw: little-endian, BYTES length-prefixed). */
-int proto_grpc_infer_response(const char *json, size_t n, bool raw, uint8_t **out, size_t *len);
+/* ModelInferResponse from a one-task answer r, with the tensors, names, shapes, datatypes and
+ * values of REST's (proto_v2_infer_encode): model_name, model_version, id (the client's, else the
+ * request id), each output tensor with its shape and its data, FP32 in fp32_contents, INT32 in
+ * int_contents, BYTES in bytes_contents, or every output in raw_output_contents when raw
+ * (little-endian, a BYTES element as a 4-byte length and its bytes; r->v2_binary is not read). A
+ * tensor always holds the elements its shape says. Returns 0 with *out as above, ENG_NO_MEMORY,
+ * ENG_LIMIT (over 4 GiB), or ENG_INTERNAL when r is not one task's answer or one of its strings is
+ * not UTF-8. */
+int proto_grpc_infer_encode(const proto_predict_resp *r, bool raw, uint8_t **out, size_t *len);
 /* ModelStatisticsResponse from the statistics extension's JSON ({"model_stats": [{"name", "version",
  * "last_inference", "inference_count", "execution_count", "inference_stats": {"success": {"count",
  * "ns"}, ...}}]}, GET /v2/models/{m}/stats), n bytes. */

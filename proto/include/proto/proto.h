@@ -397,9 +397,10 @@ typedef struct proto_codec {
     int embed;               /* 1: the encoder alone, no task (answered by encode_embed) */
     /* Fills *out from w; same contract as proto_predict_parse (the task w names is copied into *out). */
     int (*decode)(const proto_wire *w, const proto_limits *lim, proto_predict_req *out, eng_err *err);
-    /* Task answers: a malloc'd body of *len bytes, or NULL when out of memory; *head_len the bytes of a JSON
-     * header before binary data (KServe v2's binary extension), else 0. */
-    char *(*encode)(const proto_predict_resp *r, size_t *len, size_t *head_len);
+    /* Task answers: 0 with *body malloc'd (*len bytes; *head_len the bytes of a JSON header before binary
+     * data, KServe v2's binary extension, else 0), or ENG_NO_MEMORY, or ENG_INTERNAL / ENG_LIMIT when the
+     * answer cannot be put in the protocol's shape. */
+    int (*encode)(const proto_predict_resp *r, char **body, size_t *len, size_t *head_len);
     char *(*encode_embed)(const proto_embed_resp *e, size_t *len);
 } proto_codec;
 
