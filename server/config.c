@@ -44,6 +44,7 @@ srv_config srv_default_config(void) {
     c.header_timeout_ms = 10000;
     c.min_body_rate = 1024;
     c.metrics_tasks = 100;
+    c.grpc_buffer_bytes = (size_t)8 << 20;
     c.load_rate = (size_t)256 << 20;            /* the store's own default is unpaced */
     c.load_burst = store_default_params().load_burst;
     return c;
@@ -96,6 +97,7 @@ static const opt opts[] = {
     {"min-body-rate", OPT_SIZE, offsetof(srv_config, min_body_rate), sizeof(size_t), 0, 1LL << 40},
     {"metrics-tasks", INT(metrics_tasks, 0, 1 << 20)},
     {"grpc-port", INT(grpc_port, 0, 65535)},
+    {"grpc-buffer-bytes", OPT_SIZE, offsetof(srv_config, grpc_buffer_bytes), sizeof(size_t), 1, 1LL << 40},
 };
 
 static int same_key(const char *a, const char *b) {

@@ -102,19 +102,32 @@ static void load_then_retry(srv_grpc_call *c, store_task *t) {
     }
 }
 
+/* At the call's headers, before grpc.c takes a byte of its message: a ModelInfer takes its
+ * --max-queue place here, as REST's does before its body, so a call beyond the queue is refused
+ * before its message is read (grpc.c drops it). Other methods need no place. */
+static int begin(srv_grpc_call *c) {
+    srv_server *s = srv__grpc_server(c->g);
+    if (c->method != PROTO_GRPC_MODEL_INFER) return 0;
+    if (!atomic_load(&s->ready) || atomic_load(&s->draining)) {
+        answer_error(c, ENG_UNAVAILABLE, "the server is starting or draining");
+        return 1;
+    }
+    if (srv__sched_admit(s->sched)) {
+        char msg[MSG_MAX];
+        snprintf(msg, sizeof msg, "the queue is full (--max-queue %d); retry after a second", s->cfg.max_queue);
+        answer_error(c, ENG_BUSY, msg);
+        return 1;
+    }
+    c->admitted = true;
+    return 0;
+}
+
 static void infer_run(srv_grpc_call *c) {
     srv_server *s = srv__grpc_server(c->g);
     char msg[MSG_MAX];
     if (!atomic_load(&s->ready) || atomic_load(&s->draining))
         return answer_error(c, ENG_UNAVAILABLE, "the server is starting or draining");
-    /* admission first, as REST's: a refusal costs no parse, tokenization or load */
-    if (!c->admitted) {
-        if (srv__sched_admit(s->sched)) {
-            snprintf(msg, sizeof msg, "the queue is full (--max-queue %d); retry after a second", s->cfg.max_queue);
-            return answer_error(c, ENG_BUSY, msg);
-        }
-        c->admitted = true;
-    }
+    /* the call holds its --max-queue place since its headers (begin) */
     if (!c->preq.n_inputs) {
         eng_err e = {0};
         char *json = NULL;
@@ -340,5 +353,5 @@ static void dispatch(srv_grpc_call *c) {
 }
 
 int srv__grpc_serve(srv_server *s, srv_grpc **out, eng_err *err) {
-    return srv__grpc_start(s, (srv_grpc_hooks){.dispatch = dispatch, .deadline = on_deadline}, out, err);
+    return srv__grpc_start(s, (srv_grpc_hooks){.begin = begin, .dispatch = dispatch, .deadline = on_deadline}, out, err);
 }

@@ -61,13 +61,14 @@ typedef struct {
     int http_threads;        /* libmicrohttpd threads (each its own epoll) that parse and tokenize; 2 */
     int adaptive_skips;      /* load-adaptive mode: raise skips of requests that did not choose them; 0 */
     int target_queue_ms;     /* adaptive mode's queue-wait target; 50 */
-    int max_connections;     /* open connections for any route; 4096 */
-    int max_connections_per_ip; /* open connections per client address (0: no cap); 256 */
+    int max_connections;     /* open connections for any route, HTTP and gRPC together; 4096 */
+    int max_connections_per_ip; /* open connections per client address, HTTP and gRPC together (0: no cap); 256 */
     int health_reserve;      /* connections beyond max_connections for the health and readiness routes; 16 */
     int header_timeout_ms;   /* from accept or the previous answer to a request's last header byte; 10000 */
     size_t min_body_rate;    /* bytes/s a body must average after header_timeout_ms (0: none); 1024 */
     int metrics_tasks;       /* tasks with their own /metrics series, the busiest; the rest sum as task="(other)"; 100 */
     int grpc_port;           /* KServe v2 GRPCInferenceService on host:grpc_port (HTTP/2, cleartext); 0: off */
+    size_t grpc_buffer_bytes; /* request messages the calls of one gRPC connection may hold at once; 8 MiB */
 } srv_config;
 
 srv_config srv_default_config(void);
