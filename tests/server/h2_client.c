@@ -126,7 +126,7 @@ static int on_frame_recv(nghttp2_session *h2, const nghttp2_frame *f, void *ud) 
         c->goaway = true;
         c->goaway_code = f->goaway.error_code;
         size_t n = f->goaway.opaque_data_len < sizeof c->goaway_debug ? f->goaway.opaque_data_len : sizeof c->goaway_debug - 1;
-        memcpy(c->goaway_debug, f->goaway.opaque_data, n);
+        if (n) memcpy(c->goaway_debug, f->goaway.opaque_data, n);
         c->goaway_debug[n] = '\0';
     } else if (f->hd.type == NGHTTP2_RST_STREAM) {
         h2c_stream *s = stream_of(h2, f->hd.stream_id);
