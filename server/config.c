@@ -46,6 +46,7 @@ srv_config srv_default_config(void) {
     c.header_timeout_ms = 10000;
     c.min_body_rate = 1024;
     c.metrics_tasks = 100;
+    c.grpc_buffer_bytes = (size_t)8 << 20;
     c.load_rate = (size_t)256 << 20;            /* the store's own default is unpaced */
     c.load_burst = store_default_params().load_burst;
     return c;
@@ -76,6 +77,10 @@ static const opt opts[] = {
       "also serve KServe v2's GRPCInferenceService (gRPC, HTTP/2 cleartext) on port N, through the same queue and "
       "limits (default 0: off)"},
      INT(grpc_port, 0, 65535)},
+    {{"grpc-buffer-bytes", "N",
+      "request messages the calls of one gRPC connection may hold at once; a call beyond is answered "
+      "RESOURCE_EXHAUSTED (default 8388608)"},
+     SIZE(grpc_buffer_bytes, 1, 1LL << 40)},
     {{"served-model-name", "NAME[,NAME...]",
       "names clients may send as \"model\" (vLLM's option), besides the registry's model names: with one model each "
       "NAME is an alias of it, with several write NAME=MODEL; a model's first name is its id in GET /v1/models and "

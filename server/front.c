@@ -44,7 +44,7 @@
 
 void srv__front_init(srv_front *f, srv_server *s, const proto_codec *codec, const srv_edge *edge, void *ctx, const char *id,
                      double t0) {
-    *f = (srv_front){.s = s, .codec = codec, .edge = edge, .edge_ctx = ctx, .id = id, .t0 = t0};
+    *f = (srv_front){.s = s, .sched = s->sched, .codec = codec, .edge = edge, .edge_ctx = ctx, .id = id, .t0 = t0};
 }
 
 static int refuse(srv_front *f, eng_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -67,12 +67,6 @@ int srv__front_admit(srv_front *f) {
         return refuse(f, ENG_BUSY, "the queue is full (--max-queue %d); retry after a second", s->cfg.max_queue);
     f->admitted = true;
     return 0;
-}
-
-void srv__front_release(srv_front *f) {
-    if (!f->admitted) return;
-    f->admitted = false;
-    srv__sched_release(f->s->sched);
 }
 
 int srv__front_decode(srv_front *f, const proto_wire *w) {

@@ -8,6 +8,7 @@
 #include "adapters_store/store.h"
 #include "job.h"
 #include "proto/proto.h"
+#include "scheduler.h"
 
 typedef struct srv_server srv_server;
 
@@ -28,6 +29,7 @@ typedef struct srv_edge {
  * touches it at a time (the edge's thread, then the pool during a load, then the edge's again). */
 typedef struct srv_front {
     srv_server *s;
+    srv_sched *sched;            /* s's scheduler, where the admission place is taken and given back */
     const proto_codec *codec;    /* the protocol: decoder, encoder, error shape */
     const srv_edge *edge;
     void *edge_ctx;              /* the edge's request, handed back through the job (srv_job.edge_ctx) */
@@ -60,8 +62,13 @@ void srv__front_init(srv_front *f, srv_server *s, const proto_codec *codec, cons
  * free. Returns 0 (f holds the place until its job takes it or srv__front_clear), or -1 with f->code
  * ENG_UNAVAILABLE / ENG_BUSY and f->msg. Any thread. */
 int srv__front_admit(srv_front *f);
-/* Gives f's admission place back, if it holds one (its request was answered without a job). */
-void srv__front_release(srv_front *f);
+/* Gives f's admission place back, if it holds one (its request was answered without a job). Inline:
+ * the edges' senders (http.c, grpc.c) call it without depending on the front door's file. */
+static inline void srv__front_release(srv_front *f) {
+    if (!f->admitted) return;
+    f->admitted = false;
+    srv__sched_release(f->sched);
+}
 /* Decodes w with the codec into f->req. Returns 0, or -1 with f->code and f->msg (the codec's status:
  * ENG_MALFORMED, ENG_INVALID_ARGUMENT, ENG_LIMIT, ENG_NO_MEMORY). Any thread but the loop. */
 int srv__front_decode(srv_front *f, const proto_wire *w);

@@ -12,15 +12,41 @@
  * core would bring its own completion queues and threads (a second event model beside libuv, with
  * its own polling threads), a C++ runtime, and a far larger surface for the ARM64 cross-build.
  *
- * Bounds: connections (--max-connections, counted apart from HTTP's), streams per connection
- * (SETTINGS_MAX_CONCURRENT_STREAMS), one request message per call at most --max-body-bytes (the
- * rest is dropped and the call answers RESOURCE_EXHAUSTED), bytes handed to the socket and not yet
- * written (reading from nghttp2 pauses beyond WRITE_MAX; HTTP/2 flow control holds the rest).
- * SIGTERM sends GOAWAY: calls under way finish, a connection closes once its last answer is out,
- * and each open connection counts as in flight for the server's drain until then. */
+ * Bounds. A call is decided on its headers, before a byte of its message is taken: a malformed
+ * request (content-type, :method, an unknown method, grpc-timeout), a call on a connection in the
+ * reserve and a ModelInfer beyond --max-queue (grpc_calls.c's begin hook) are answered there; such a
+ * call's DATA is dropped as it arrives and its stream reset (NO_ERROR) once the answer is out, so its
+ * client stops sending. HTTP/2's flow control is the back-pressure: automatic WINDOW_UPDATE is off,
+ * every stream starts with a window of STREAM_WINDOW, and a stream's window is never given back. The
+ * message's 5-byte prefix declares its length; only then, once the length is within --max-body-bytes
+ * and within what is left of the connection's budget (--grpc-buffer-bytes, RESOURCE_EXHAUSTED beyond
+ * either), is the message allocated whole and the stream's window raised to exactly prefix + message,
+ * in one WINDOW_UPDATE (one round trip for a large message). A client cannot push more: DATA past a
+ * stream's window is a flow-control error (nghttp2 resets the stream without handing us a byte), and
+ * bytes past the declared message are INVALID_ARGUMENT at once. The connection's window is consumed as
+ * DATA arrives, kept or dropped, so a refused stream never stalls the others. What a connection's
+ * requests hold is thus at most its budget; a ModelInfer whose client left while its job runs keeps
+ * its message until the job ends, and those are bounded by --max-queue.
+ *
+ * Connections are counted in conn.c together with HTTP's: --max-connections, --health-reserve and
+ * --max-connections-per-ip are one set of limits for both protocols. A connection in the reserve
+ * (beyond --max-connections) serves ServerLive and ServerReady, answers other calls UNAVAILABLE, and
+ * goes away (GOAWAY) once it answered, so the reserve stays free for probes; while it has no call
+ * open, a gRPC connection may be closed to make room, as an HTTP one waiting for headers. A connection
+ * refused (over --max-connections-per-ip, or every connection in use) is still served long enough to
+ * answer its calls UNAVAILABLE with the reason, then GOAWAY (ENHANCE_YOUR_CALM): gRPC clients report
+ * that status and its message, where a connection closed at accept reads only "Connection reset by
+ * peer", and a GOAWAY before any call makes them retry until their deadline (Debian's grpcio 1.51).
+ * At most REFUSING_MAX connections are being refused at once, each for REFUSE_LINGER_S at most; past
+ * that a refused connection is closed at accept. Also bounded: concurrent calls per connection
+ * (SETTINGS_MAX_CONCURRENT_STREAMS), and bytes handed to the socket and not yet written (reading from
+ * nghttp2 pauses beyond WRITE_MAX; HTTP/2 flow control holds the rest). SIGTERM sends GOAWAY: calls
+ * under way finish, a connection closes once its last answer is out, and each open connection counts
+ * as in flight for the server's drain until then. */
 #define _GNU_SOURCE
 #include "grpc.h"
 
+#include <assert.h>
 #include <nghttp2/nghttp2.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,9 +54,16 @@
 #include <strings.h>
 
 #include "clock.h"
+#include "conn.h"
 
 /* Concurrent calls per connection (SETTINGS_MAX_CONCURRENT_STREAMS). */
 #define STREAMS_MAX 100
+/* Every stream's window until its message's prefix arrived (SETTINGS_INITIAL_WINDOW_SIZE): HTTP/2's
+ * default, said explicitly. Smaller would save little (a refused stream's DATA is dropped as it
+ * arrives, never held) and would change at the client's SETTINGS ACK: the windows of streams opened
+ * before it would shrink by the difference, below what their prefix may already have raised them
+ * to, and those calls would stall. It also lets a message of up to 64 KiB arrive with no round trip. */
+#define STREAM_WINDOW 65535
 /* Bytes of answers handed to the socket and not yet written, per connection, beyond which no more
  * are taken from nghttp2 until a write completes. */
 #define WRITE_MAX (1u << 20)
@@ -43,17 +76,34 @@
 #define IDLE_TIMEOUT_S 60.0
 /* How often the sweep looks for idle connections and slow requests, ms. */
 #define SWEEP_MS 1000
+/* Refused connections being served their refusal at once; past this, one is closed at accept. */
+#define REFUSING_MAX 32
+/* How long a refused connection stays for its calls' answers, seconds. */
+#define REFUSE_LINGER_S 2.0
+
+#define ONE_MESSAGE                                                                                                    \
+    "a unary call takes exactly one message (a 5-byte prefix: flag 0 or 1, big-endian length; then the message)"
 
 struct srv_grpc_conn {
     uv_tcp_t tcp;
     srv_grpc *g;
     nghttp2_session *h2;
     srv_grpc_conn *prev, *next;
+    srv_conn *sc;                /* conn.c's record, the limits HTTP and gRPC share; NULL: not counted */
     int n_streams;
     size_t writing;              /* bytes in uv_write requests not completed */
+    size_t buffered;             /* bytes of request messages its calls hold (each its want), <= grpc_buffer_bytes */
     bool closing, drain_counted;
     bool in_recv;                /* inside nghttp2_session_mem_recv: its callbacks may not send or close */
+    bool idle;                   /* conn.c was told it has no call open and nothing to write */
+    bool reserve;                /* accepted beyond --max-connections: ServerLive and ServerReady only */
+    bool answered_any;           /* a call was answered (a refused or reserve connection then says GOAWAY) */
+    bool goaway;                 /* GOAWAY submitted: closes once its calls are done */
+    char refuse[200];            /* refused: every call answers UNAVAILABLE with this; "" when not refused */
     double last_read;            /* srv__now() of the last bytes read */
+    double t_open;
+    void (*out)(void *ud, const uint8_t *p, size_t n); /* a memory connection's output; NULL: the socket */
+    void *out_ud;
 };
 
 struct srv_grpc {
@@ -62,6 +112,7 @@ struct srv_grpc {
     bool listening, draining;
     srv_grpc_conn *conns;
     int n_conns;
+    int n_refusing;              /* connections with refuse set */
     srv_grpc_call *calls;
     srv_grpc_hooks hooks;
     uv_timer_t sweep;
@@ -79,9 +130,23 @@ static void conn_close(srv_grpc_conn *c);
 
 srv_server *srv__grpc_server(const srv_grpc *g) { return g->s; }
 
+/* conn.c learns whether the connection has a call open (a connection with none may give way). */
+static void conn_mark_idle(srv_grpc_conn *c, bool idle) {
+    if (c->idle == idle) return;
+    c->idle = idle;
+    if (c->sc) srv__conn_phase(c->g->s->conns, c->sc, idle ? SRV_CONN_WAITING : SRV_CONN_BUSY);
+}
+
 /* ---- calls ---- */
 
 static void call_closed(uv_handle_t *h) { free(h->data); }
+
+/* The call's message is no longer needed: freed, and its bytes back in its connection's budget. */
+void srv__grpc_call_drop_msg(srv_grpc_call *c) {
+    if (c->msg && c->conn) c->conn->buffered -= c->want;
+    free(c->msg);
+    c->msg = NULL;
+}
 
 void srv__grpc_call_release(srv_grpc_call *c) {
     srv_grpc *g = c->g;
@@ -90,7 +155,8 @@ void srv__grpc_call_release(srv_grpc_call *c) {
     if (c->next) c->next->prev = c->prev;
     if (c->active) atomic_fetch_sub(&g->s->active, 1);
     srv__front_clear(&c->front); /* its admission, tasks, job and decoded request */
-    free(c->msg), free(c->out), free(c->pend_out);
+    srv__grpc_call_drop_msg(c);
+    free(c->out), free(c->pend_out);
     uv_close((uv_handle_t *)&c->timer, call_closed);
 }
 
@@ -107,6 +173,7 @@ static srv_grpc_call *call_new(srv_grpc_conn *conn, int32_t stream_id) {
     if ((c->next = g->calls)) c->next->prev = c;
     g->calls = c;
     conn->n_streams++;
+    conn_mark_idle(conn, false);
     return c;
 }
 
@@ -114,6 +181,7 @@ static srv_grpc_call *call_new(srv_grpc_conn *conn, int32_t stream_id) {
 static void call_detach(srv_grpc_call *c) {
     srv_grpc_conn *conn = c->conn;
     if (!conn) return;
+    srv__grpc_call_drop_msg(c);
     conn->n_streams--;
     c->conn = NULL;
     if (!c->answered) { /* the client left first: nobody to answer */
@@ -155,16 +223,20 @@ void srv__grpc_answer(srv_grpc_call *c, int status, const char *message, uint8_t
     }
     c->answered = true;
     uv_timer_stop(&c->timer);
-    srv__metrics_grpc(c->g->s->metrics, (int)c->method, status, srv__now() - c->t0);
+    srv_server *s = c->g->s;
+    srv__metrics_grpc(s->metrics, (int)c->method, status, srv__now() - c->t0);
     if (c->active) {
         c->active = false;
-        atomic_fetch_sub(&c->g->s->active, 1);
+        atomic_fetch_sub(&s->active, 1);
     }
+    srv__front_release(&c->front); /* answered before a job took its place: free for the next call now */
+    if (!c->loading) srv__grpc_call_drop_msg(c); /* a prep thread may be reading it: dropped when it is back */
     srv_grpc_conn *conn = c->conn;
     if (!conn || conn->closing) {
         free(out);
         return;
     }
+    conn->answered_any = true;
     c->status = status;
     snprintf(c->message, sizeof c->message, "%s", message ? message : "");
     int rc;
@@ -190,6 +262,7 @@ void srv__grpc_answer(srv_grpc_call *c, int status, const char *message, uint8_t
 /* A request that is not gRPC at all (content-type): HTTP's 415, as gRPC over HTTP/2 says. */
 static void answer_http(srv_grpc_call *c, const char *status) {
     c->answered = true;
+    uv_timer_stop(&c->timer);
     nghttp2_nv hd[] = {NV(":status", status)};
     nghttp2_submit_response(c->conn->h2, c->stream_id, hd, 1, NULL);
     conn_flush(c->conn);
@@ -200,12 +273,16 @@ static void on_deadline(uv_timer_t *t) {
     if (!c->answered) c->g->hooks.deadline(c);
 }
 
-/* The request's last frame arrived: check the framing, then dispatch. */
-static void request_complete(srv_grpc_call *c) {
-    srv_server *s = c->g->s;
-    char m[160];
-    bool compressed = false;
-    uint32_t n = 0;
+/* The request's headers are complete: everything that can be refused on them is, before a byte of
+ * its message is taken. */
+static void request_begin(srv_grpc_call *c) {
+    srv_grpc_conn *conn = c->conn;
+    const srv_config *cfg = &c->g->s->cfg;
+    if (c->deadline > 0) {
+        double left = c->deadline - srv__now();
+        uv_timer_start(&c->timer, on_deadline, left > 0 ? (uint64_t)(left * 1e3) + 1 : 0, 0);
+    }
+    if (conn->refuse[0]) return srv__grpc_answer(c, PROTO_GRPC_UNAVAILABLE, conn->refuse, NULL, 0);
     if (c->bad_ctype) return answer_http(c, "415");
     if (c->bad_method) return srv__grpc_answer(c, PROTO_GRPC_UNIMPLEMENTED, "gRPC calls are POST requests", NULL, 0);
     if (c->method == PROTO_GRPC_UNKNOWN_METHOD)
@@ -214,20 +291,73 @@ static void request_complete(srv_grpc_call *c) {
                                 "ServerMetadata, ModelMetadata, ModelInfer, ModelStatistics, RepositoryIndex",
                                 NULL, 0);
     if (c->bad_timeout) return srv__grpc_answer(c, PROTO_GRPC_INVALID_ARGUMENT, "grpc-timeout is malformed", NULL, 0);
-    if (c->too_large) {
-        snprintf(m, sizeof m, "the request message is over the limit of %zu bytes (--max-body-bytes)", s->cfg.max_body_bytes);
-        return srv__grpc_answer(c, PROTO_GRPC_RESOURCE_EXHAUSTED, m, NULL, 0);
+    if (conn->reserve && c->method != PROTO_GRPC_SERVER_LIVE && c->method != PROTO_GRPC_SERVER_READY) {
+        char m[200];
+        snprintf(m, sizeof m,
+                 "the server is at its connection limit (--max-connections %d); connections beyond it serve ServerLive "
+                 "and ServerReady only: retry",
+                 cfg->max_connections);
+        return srv__grpc_answer(c, PROTO_GRPC_UNAVAILABLE, m, NULL, 0);
     }
-    if (c->len < PROTO_GRPC_PREFIX || proto_grpc_prefix_read(c->msg, &compressed, &n) || n != c->len - PROTO_GRPC_PREFIX)
-        return srv__grpc_answer(c, PROTO_GRPC_INVALID_ARGUMENT,
-                                "a unary call takes exactly one message (a 5-byte prefix: flag 0 or 1, big-endian length; then "
-                                "the message)",
-                                NULL, 0);
-    if (compressed)
-        return srv__grpc_answer(c, PROTO_GRPC_UNIMPLEMENTED,
-                                c->bad_encoding ? "grpc-encoding: only identity is supported"
-                                                : "a compressed message without grpc-encoding (only identity is supported)",
-                                NULL, 0);
+    if (c->g->hooks.begin && c->g->hooks.begin(c)) assert(c->answered);
+}
+
+/* The message's prefix arrived: its declared length is checked against --max-body-bytes and the
+ * connection's budget, the message allocated whole, and the stream allowed to send exactly that
+ * much. Returns 0, or -1 after answering the call. */
+static int message_begin(srv_grpc_conn *conn, srv_grpc_call *c) {
+    const srv_config *cfg = &c->g->s->cfg;
+    bool compressed = false;
+    uint32_t n = 0;
+    char m[300];
+    if (proto_grpc_prefix_read(c->head, &compressed, &n)) {
+        srv__grpc_answer(c, PROTO_GRPC_INVALID_ARGUMENT, ONE_MESSAGE, NULL, 0);
+        return -1;
+    }
+    if (compressed) {
+        srv__grpc_answer(c, PROTO_GRPC_UNIMPLEMENTED,
+                         c->bad_encoding ? "grpc-encoding: only identity is supported"
+                                         : "a compressed message without grpc-encoding (only identity is supported)",
+                         NULL, 0);
+        return -1;
+    }
+    /* a stream's window cannot pass 2^31 - 1 */
+    size_t limit = cfg->max_body_bytes;
+    if (limit > (size_t)NGHTTP2_MAX_WINDOW_SIZE - PROTO_GRPC_PREFIX) limit = (size_t)NGHTTP2_MAX_WINDOW_SIZE - PROTO_GRPC_PREFIX;
+    if (n > limit) {
+        snprintf(m, sizeof m, "the request message of %u bytes is over the limit of %zu bytes (--max-body-bytes)", n, limit);
+        srv__grpc_answer(c, PROTO_GRPC_RESOURCE_EXHAUSTED, m, NULL, 0);
+        return -1;
+    }
+    size_t want = PROTO_GRPC_PREFIX + (size_t)n;
+    if (want > cfg->grpc_buffer_bytes - (conn->buffered < cfg->grpc_buffer_bytes ? conn->buffered : cfg->grpc_buffer_bytes)) {
+        snprintf(m, sizeof m,
+                 "this connection's calls hold %zu bytes of request messages; %zu more would pass its budget of %zu bytes "
+                 "(--grpc-buffer-bytes): retry, or spread the calls over more connections",
+                 conn->buffered, want, cfg->grpc_buffer_bytes);
+        srv__grpc_answer(c, PROTO_GRPC_RESOURCE_EXHAUSTED, m, NULL, 0);
+        return -1;
+    }
+    if (!(c->msg = malloc(want))) {
+        srv__grpc_answer(c, PROTO_GRPC_RESOURCE_EXHAUSTED, "out of memory for the request message", NULL, 0);
+        return -1;
+    }
+    memcpy(c->msg, c->head, PROTO_GRPC_PREFIX);
+    c->want = want;
+    conn->buffered += want;
+    /* one WINDOW_UPDATE for the rest of the message, never more: the stream's window is not given
+     * back as its bytes arrive (automatic WINDOW_UPDATE is off) */
+    if (want > STREAM_WINDOW && nghttp2_session_set_local_window_size(conn->h2, NGHTTP2_FLAG_NONE, c->stream_id, (int32_t)want)) {
+        srv__grpc_answer(c, PROTO_GRPC_RESOURCE_EXHAUSTED, "out of memory for the request message", NULL, 0);
+        return -1;
+    }
+    return 0;
+}
+
+/* The request's last frame arrived: check the framing, then dispatch. */
+static void request_complete(srv_grpc_call *c) {
+    srv_server *s = c->g->s;
+    if (!c->want || c->len != c->want) return srv__grpc_answer(c, PROTO_GRPC_INVALID_ARGUMENT, ONE_MESSAGE, NULL, 0);
     if (c->deadline > 0 && srv__now() >= c->deadline)
         return srv__grpc_answer(c, PROTO_GRPC_DEADLINE_EXCEEDED, "the deadline passed before the call ran", NULL, 0);
     c->active = true;
@@ -273,40 +403,50 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8_t 
 }
 
 static int on_data_chunk(nghttp2_session *h2, uint8_t flags, int32_t stream_id, const uint8_t *data, size_t len, void *ud) {
+    srv_grpc_conn *conn = ud;
+    /* kept or dropped, these bytes leave the connection's window now, so a refused stream never
+     * holds up the others; the stream's own window is not given back (see message_begin) */
+    if (nghttp2_session_consume_connection(h2, len)) return NGHTTP2_ERR_CALLBACK_FAILURE;
     srv_grpc_call *c = nghttp2_session_get_stream_user_data(h2, stream_id);
-    if (!c || c->too_large) return 0;
-    size_t limit = c->g->s->cfg.max_body_bytes + PROTO_GRPC_PREFIX;
-    if (c->len + len > limit) { /* answered now (nghttp2 then resets the rest of the request), the data dropped */
-        c->too_large = true;
-        free(c->msg);
-        c->msg = NULL, c->len = c->cap = 0;
-        char m[160];
-        snprintf(m, sizeof m, "the request message is over the limit of %zu bytes (--max-body-bytes)", c->g->s->cfg.max_body_bytes);
-        srv__grpc_answer(c, PROTO_GRPC_RESOURCE_EXHAUSTED, m, NULL, 0);
-        return 0;
+    while (c && !c->answered && len) { /* an answered call's DATA is dropped */
+        if (!c->want) {                /* the prefix, maybe split across frames */
+            size_t k = PROTO_GRPC_PREFIX - c->len;
+            if (k > len) k = len;
+            memcpy(c->head + c->len, data, k);
+            c->len += k, data += k, len -= k;
+            if (c->len == PROTO_GRPC_PREFIX && message_begin(conn, c)) break;
+            continue;
+        }
+        if (len > c->want - c->len) {
+            srv__grpc_answer(c, PROTO_GRPC_INVALID_ARGUMENT, ONE_MESSAGE, NULL, 0);
+            break;
+        }
+        memcpy(c->msg + c->len, data, len);
+        c->len += len;
+        break;
     }
-    if (c->len + len > c->cap) {
-        size_t cap = c->cap ? c->cap : 1024;
-        while (cap < c->len + len) cap *= 2;
-        if (cap > limit) cap = limit;
-        uint8_t *m = realloc(c->msg, cap);
-        if (!m) return NGHTTP2_ERR_CALLBACK_FAILURE;
-        c->msg = m, c->cap = cap;
-    }
-    memcpy(c->msg + c->len, data, len);
-    c->len += len;
     return 0;
 }
 
 static int on_frame_recv(nghttp2_session *h2, const nghttp2_frame *f, void *ud) {
     if (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA) return 0;
     srv_grpc_call *c = nghttp2_session_get_stream_user_data(h2, f->hd.stream_id);
-    if (!c || c->answered) return 0;
-    if (f->hd.type == NGHTTP2_HEADERS && f->headers.cat == NGHTTP2_HCAT_REQUEST && c->deadline > 0) {
-        double left = c->deadline - srv__now();
-        uv_timer_start(&c->timer, on_deadline, left > 0 ? (uint64_t)(left * 1e3) + 1 : 0, 0);
-    }
-    if (f->hd.flags & NGHTTP2_FLAG_END_STREAM) request_complete(c);
+    if (!c) return 0;
+    if (f->hd.flags & NGHTTP2_FLAG_END_STREAM) c->ended = true;
+    if (c->answered) return 0;
+    if (f->hd.type == NGHTTP2_HEADERS && f->headers.cat == NGHTTP2_HCAT_REQUEST) request_begin(c);
+    if (!c->answered && c->ended) request_complete(c);
+    return 0;
+}
+
+/* A call answered before its request ended: once its answer is out (the HEADERS that end the
+ * stream), RST_STREAM NO_ERROR tells the client to stop sending (RFC 9113, 8.1). Sent after the
+ * answer, not with it: a stream reset before its HEADERS went out would drop them. */
+static int on_frame_send(nghttp2_session *h2, const nghttp2_frame *f, void *ud) {
+    if (f->hd.type != NGHTTP2_HEADERS || !(f->hd.flags & NGHTTP2_FLAG_END_STREAM)) return 0;
+    srv_grpc_call *c = nghttp2_session_get_stream_user_data(h2, f->hd.stream_id);
+    if (c && !c->ended && nghttp2_submit_rst_stream(h2, NGHTTP2_FLAG_NONE, f->hd.stream_id, NGHTTP2_NO_ERROR))
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
     return 0;
 }
 
@@ -334,7 +474,12 @@ static void conn_close(srv_grpc_conn *c) {
     else g->conns = c->next;
     if (c->next) c->next->prev = c->prev;
     g->n_conns--;
+    if (c->refuse[0]) g->n_refusing--;
+    /* conn.c forgets the connection before its socket closes: it may shut a registered one down */
+    if (c->sc) srv__conn_close(g->s->conns, c->sc);
+    c->sc = NULL;
     if (c->drain_counted) atomic_fetch_sub(&g->s->active, 1);
+    if (c->out) return; /* a memory connection: srv__grpc_mem_close frees it */
     uv_close((uv_handle_t *)&c->tcp, conn_closed);
 }
 
@@ -348,49 +493,86 @@ static void on_written(uv_write_t *req, int status) {
     conn_flush(c);
 }
 
-/* Hands what nghttp2 has to send to the socket (up to WRITE_MAX in flight); closes the connection
- * when neither side has more to say, or, draining, once its last call is answered and written. */
-static void conn_flush(srv_grpc_conn *c) {
-    if (c->closing || c->in_recv) return; /* on_read flushes after the receive */
-    /* everything nghttp2 has (frame by frame) gathered into one write: one syscall, one packet for a
-     * small answer's HEADERS, DATA and trailers */
-    write_req *w = NULL;
-    size_t cap = 0;
-    while (c->writing + (w ? w->len : 0) < WRITE_MAX) {
+/* What nghttp2 has to send goes to a memory connection's output. Returns -1 when the session failed. */
+static int conn_send_mem(srv_grpc_conn *c) {
+    for (;;) {
         const uint8_t *data;
         ssize_t n = nghttp2_session_mem_send(c->h2, &data);
-        if (n < 0) {
-            free(w);
+        if (n < 0) return -1;
+        if (n == 0) return 0;
+        c->out(c->out_ud, data, (size_t)n);
+    }
+}
+
+/* Hands what nghttp2 has to send to the socket (up to WRITE_MAX in flight); closes the connection
+ * when neither side has more to say, or, draining, once its last call is answered and written. A
+ * refused or reserve connection that answered says GOAWAY first (after the whole read was taken, so
+ * that every call that arrived with it is answered, not retried). */
+static void conn_flush(srv_grpc_conn *c) {
+    if (c->closing || c->in_recv) return; /* on_read flushes after the receive */
+    if ((c->refuse[0] || c->reserve) && c->answered_any && !c->goaway) {
+        c->goaway = true;
+        uint32_t code = c->refuse[0] ? NGHTTP2_ENHANCE_YOUR_CALM : NGHTTP2_NO_ERROR;
+        if (nghttp2_submit_goaway(c->h2, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(c->h2), code,
+                                  (const uint8_t *)c->refuse, strlen(c->refuse)))
             return conn_close(c);
-        }
-        if (n == 0) break;
-        size_t have = w ? w->len : 0;
-        if (have + (size_t)n > cap) {
-            size_t nc = cap ? cap : 4096;
-            while (nc < have + (size_t)n) nc *= 2;
-            write_req *nw = realloc(w, sizeof *nw + nc);
-            if (!nw) {
+    }
+    if (c->out) {
+        if (conn_send_mem(c)) return conn_close(c);
+    } else {
+        /* everything nghttp2 has (frame by frame) gathered into one write: one syscall, one packet for a
+         * small answer's HEADERS, DATA and trailers */
+        write_req *w = NULL;
+        size_t cap = 0;
+        while (c->writing + (w ? w->len : 0) < WRITE_MAX) {
+            const uint8_t *data;
+            ssize_t n = nghttp2_session_mem_send(c->h2, &data);
+            if (n < 0) {
                 free(w);
                 return conn_close(c);
             }
-            if (!w) nw->len = 0;
-            w = nw, cap = nc;
+            if (n == 0) break;
+            size_t have = w ? w->len : 0;
+            if (have + (size_t)n > cap) {
+                size_t nc = cap ? cap : 4096;
+                while (nc < have + (size_t)n) nc *= 2;
+                write_req *nw = realloc(w, sizeof *nw + nc);
+                if (!nw) {
+                    free(w);
+                    return conn_close(c);
+                }
+                if (!w) nw->len = 0;
+                w = nw, cap = nc;
+            }
+            memcpy(w->data + w->len, data, (size_t)n);
+            w->len += (size_t)n;
         }
-        memcpy(w->data + w->len, data, (size_t)n);
-        w->len += (size_t)n;
-    }
-    if (w) {
-        w->c = c;
-        uv_buf_t b = uv_buf_init(w->data, (unsigned)w->len);
-        if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_written)) {
-            free(w);
-            return conn_close(c);
+        if (w) {
+            w->c = c;
+            uv_buf_t b = uv_buf_init(w->data, (unsigned)w->len);
+            if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_written)) {
+                free(w);
+                return conn_close(c);
+            }
+            c->writing += w->len;
         }
-        c->writing += w->len;
     }
     if (c->writing) return;
-    bool idle = !nghttp2_session_want_read(c->h2) && !nghttp2_session_want_write(c->h2);
-    if (idle || (c->g->draining && c->n_streams == 0)) conn_close(c);
+    bool want_write = nghttp2_session_want_write(c->h2);
+    bool idle = !nghttp2_session_want_read(c->h2) && !want_write;
+    if (idle || (c->g->draining && c->n_streams == 0)) return conn_close(c);
+    /* with no call open and every byte written, it may give way to a new connection (conn.c) */
+    if (!c->n_streams && !want_write) conn_mark_idle(c, true);
+}
+
+/* Takes n bytes the client sent; then sends what they called for. */
+static void conn_recv(srv_grpc_conn *c, const uint8_t *p, size_t n) {
+    c->last_read = srv__now();
+    c->in_recv = true;
+    ssize_t rc = n ? nghttp2_session_mem_recv(c->h2, p, n) : 0;
+    c->in_recv = false;
+    if (rc < 0) return conn_close(c);
+    conn_flush(c);
 }
 
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
@@ -405,16 +587,70 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
         if (n < 0) conn_close(c);
         return;
     }
-    c->last_read = srv__now();
-    c->in_recv = true;
-    ssize_t rc = n ? nghttp2_session_mem_recv(c->h2, (const uint8_t *)buf->base, (size_t)n) : 0;
-    c->in_recv = false;
+    conn_recv(c, (const uint8_t *)buf->base, (size_t)n);
     free(buf->base);
-    if (rc < 0) return conn_close(c);
-    conn_flush(c);
+}
+
+/* The connection's nghttp2 session, with its SETTINGS and the connection's window queued. Returns 0 or -1. */
+static int conn_session(srv_grpc_conn *c) {
+    const srv_config *cfg = &c->g->s->cfg;
+    nghttp2_session_callbacks *cb = NULL;
+    nghttp2_option *opt = NULL;
+    int rc = -1;
+    if (nghttp2_session_callbacks_new(&cb) || nghttp2_option_new(&opt)) goto done;
+    nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
+    nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+    /* windows are given back by hand: the connection's as DATA arrives, a stream's only as much as
+     * its message needs (message_begin) */
+    nghttp2_option_set_no_auto_window_update(opt, 1);
+    if (nghttp2_session_server_new2(&c->h2, cb, c, opt)) goto done;
+    nghttp2_settings_entry set[] = {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, STREAMS_MAX},
+                                    {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, HEADER_LIST_MAX},
+                                    {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, STREAM_WINDOW}};
+    /* the connection's window: what its calls may hold (at least HTTP/2's initial 64 KiB), so a
+     * message as large as the budget arrives in one window; kept and dropped bytes are consumed at
+     * once, so it is never what bounds memory */
+    size_t win = cfg->grpc_buffer_bytes;
+    if (win < STREAM_WINDOW) win = STREAM_WINDOW;
+    if (win > NGHTTP2_MAX_WINDOW_SIZE) win = NGHTTP2_MAX_WINDOW_SIZE;
+    if (nghttp2_submit_settings(c->h2, NGHTTP2_FLAG_NONE, set, sizeof set / sizeof set[0]) ||
+        nghttp2_session_set_local_window_size(c->h2, NGHTTP2_FLAG_NONE, 0, (int32_t)win))
+        goto done;
+    rc = 0;
+done:
+    nghttp2_option_del(opt);
+    if (cb) nghttp2_session_callbacks_del(cb);
+    if (rc && c->h2) {
+        nghttp2_session_del(c->h2);
+        c->h2 = NULL;
+    }
+    return rc;
+}
+
+static void conn_link(srv_grpc *g, srv_grpc_conn *c) {
+    c->g = g;
+    if ((c->next = g->conns)) c->next->prev = c;
+    g->conns = c;
+    g->n_conns++;
+    if (c->refuse[0]) g->n_refusing++;
+    c->last_read = c->t_open = srv__now();
 }
 
 static void conn_refused(uv_handle_t *h) { free(h); }
+
+/* Why a connection conn.c would not count is refused, for the client to read in its calls' status. */
+static void refusal(const srv_config *cfg, srv_conn_verdict why, char *m, size_t n) {
+    if (why == SRV_CONN_OVER_PER_IP)
+        snprintf(m, n, "too many connections from this address (--max-connections-per-ip %d): close some, or retry later",
+                 cfg->max_connections_per_ip);
+    else
+        snprintf(m, n, "the server is at its connection limit (--max-connections %d and --health-reserve %d in use): retry later",
+                 cfg->max_connections, cfg->health_reserve);
+}
 
 static void on_connection(uv_stream_t *ls, int status) {
     srv_grpc *g = ls->data;
@@ -423,44 +659,37 @@ static void on_connection(uv_stream_t *ls, int status) {
     uv_tcp_t *t = c ? &c->tcp : malloc(sizeof *t);
     if (!t) return;
     uv_tcp_init(&g->s->loop, t);
-    if (uv_accept(ls, (uv_stream_t *)t) || !c || g->draining || g->n_conns >= g->s->cfg.max_connections) {
+    bool refuse = uv_accept(ls, (uv_stream_t *)t) || !c || g->draining;
+    if (!refuse && g->s->conns) {
+        /* counted with HTTP's connections, by the peer's address */
+        struct sockaddr_storage peer;
+        int plen = sizeof peer;
+        uv_os_fd_t fd;
+        bool known = !uv_tcp_getpeername(t, (struct sockaddr *)&peer, &plen);
+        srv_conn_verdict why = SRV_CONN_OK;
+        if (uv_fileno((uv_handle_t *)t, &fd)) refuse = true;
+        else if ((c->sc = srv__conn_accept(g->s->conns, fd, known ? (struct sockaddr *)&peer : NULL, SRV_CONN_GRPC, &why)))
+            c->reserve = srv__conn_reserve(c->sc), c->idle = true;
+        else if (why == SRV_CONN_OK || g->n_refusing >= REFUSING_MAX) refuse = true; /* out of memory, or too many refusing */
+        else refusal(&g->s->cfg, why, c->refuse, sizeof c->refuse);
+    }
+    if (refuse) {
         t->data = c ? (void *)c : (void *)t;
         uv_close((uv_handle_t *)t, c ? conn_closed : conn_refused);
         return;
     }
-    c->g = g;
     c->tcp.data = c;
-    nghttp2_session_callbacks *cb;
-    if (nghttp2_session_callbacks_new(&cb)) {
-        uv_close((uv_handle_t *)t, conn_closed);
-        return;
-    }
-    nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
-    nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
-    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
-    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
-    nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
-    int rc = nghttp2_session_server_new(&c->h2, cb, c);
-    nghttp2_session_callbacks_del(cb);
-    nghttp2_settings_entry set[] = {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, STREAMS_MAX},
-                                    {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, HEADER_LIST_MAX}};
-    if (rc || nghttp2_submit_settings(c->h2, NGHTTP2_FLAG_NONE, set, 2)) {
-        nghttp2_session_del(c->h2);
-        uv_close((uv_handle_t *)t, conn_closed);
-        return;
-    }
+    conn_link(g, c);
+    if (conn_session(c)) return conn_close(c);
     uv_tcp_nodelay(t, 1);
-    if ((c->next = g->conns)) c->next->prev = c;
-    g->conns = c;
-    g->n_conns++;
-    c->last_read = srv__now();
     uv_read_start((uv_stream_t *)t, on_alloc, on_read);
     conn_flush(c);
 }
 
 /* Every SWEEP_MS: a request still arriving after --header-timeout-ms that averages under --min-body-rate
- * is answered DEADLINE_EXCEEDED (HTTP's rules for slow clients), and a connection with no call that read
- * nothing for IDLE_TIMEOUT_S is closed. */
+ * is answered DEADLINE_EXCEEDED (HTTP's rules for slow clients); a connection with no call that read
+ * nothing for IDLE_TIMEOUT_S is closed (a reserve one after --header-timeout-ms, as HTTP's waiting for
+ * headers), and a refused one after REFUSE_LINGER_S whatever it does. */
 static void on_sweep(uv_timer_t *t) {
     srv_grpc *g = t->data;
     const srv_config *cfg = &g->s->cfg;
@@ -474,16 +703,23 @@ static void on_sweep(uv_timer_t *t) {
     }
     for (srv_grpc_conn *c = g->conns, *next; c; c = next) {
         next = c->next;
-        if (!c->n_streams && !c->writing && now - c->last_read > IDLE_TIMEOUT_S) conn_close(c);
+        double idle_max = c->reserve ? wait : IDLE_TIMEOUT_S;
+        if (c->refuse[0] ? now - c->t_open > REFUSE_LINGER_S : !c->n_streams && !c->writing && now - c->last_read > idle_max)
+            conn_close(c);
     }
 }
 
-int srv__grpc_start(srv_server *s, srv_grpc_hooks hooks, srv_grpc **out, eng_err *err) {
+srv_grpc *srv__grpc_new(srv_server *s, srv_grpc_hooks hooks) {
     srv_grpc *g = calloc(1, sizeof *g);
-    *out = g;
-    if (!g) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    if (!g) return NULL;
     g->s = s;
     g->hooks = hooks;
+    return g;
+}
+
+int srv__grpc_start(srv_server *s, srv_grpc_hooks hooks, srv_grpc **out, eng_err *err) {
+    srv_grpc *g = *out = srv__grpc_new(s, hooks);
+    if (!g) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
     struct sockaddr_in addr;
     if (uv_ip4_addr(s->cfg.host, s->cfg.grpc_port, &addr))
         return eng_err_set(err, ENG_INVALID_ARGUMENT, "host: '%s' is not an IPv4 address", s->cfg.host);
@@ -531,4 +767,34 @@ void srv__grpc_free(srv_grpc *g) {
         free(c);
     }
     free(g);
+}
+
+/* ---- without the network ---- */
+
+srv_grpc_conn *srv__grpc_mem_open(srv_grpc *g, const char *refuse, bool reserve,
+                                  void (*out)(void *ud, const uint8_t *p, size_t n), void *ud) {
+    srv_grpc_conn *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->out = out, c->out_ud = ud, c->reserve = reserve, c->idle = true;
+    if (refuse) snprintf(c->refuse, sizeof c->refuse, "%s", refuse);
+    conn_link(g, c);
+    if (conn_session(c)) {
+        srv__grpc_mem_close(c);
+        return NULL;
+    }
+    conn_flush(c);
+    return c;
+}
+
+int srv__grpc_mem_recv(srv_grpc_conn *c, const uint8_t *p, size_t n) {
+    if (!c->closing) conn_recv(c, p, n);
+    return c->closing ? -1 : 0;
+}
+
+size_t srv__grpc_conn_buffered(const srv_grpc_conn *c) { return c->buffered; }
+
+void srv__grpc_mem_close(srv_grpc_conn *c) {
+    if (!c) return;
+    conn_close(c);
+    free(c);
 }

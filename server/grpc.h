@@ -28,11 +28,16 @@ typedef struct srv_grpc_call {
     double t0;                     /* first byte, srv__now() */
     double deadline;               /* grpc-timeout, absolute (srv__now()); 0: none */
     uv_timer_t timer;              /* the deadline; closing it frees the call */
-    bool bad_method, bad_ctype, bad_encoding, bad_timeout; /* found in the headers: answered at the end of the request */
+    bool bad_method, bad_ctype, bad_encoding, bad_timeout; /* found in the headers: answered at once */
     char auth[320];                /* the "authorization" metadata (RepositoryIndex's admin token), cut; "" when none */
-    uint8_t *msg;                  /* the request's bytes (prefix + message), at most --max-body-bytes + prefix */
-    size_t len, cap;
-    bool too_large;
+    /* The request's bytes (prefix + message), allocated whole (want bytes) once the prefix declared
+     * the message's length, from the connection's budget (--grpc-buffer-bytes): valid from dispatch
+     * until the call is answered, when grpc.c frees it. */
+    uint8_t *msg;
+    size_t len;                    /* bytes of the request received (prefix included) */
+    size_t want;                   /* prefix + the declared message length; 0 until the prefix arrived */
+    uint8_t head[PROTO_GRPC_PREFIX]; /* the prefix while it arrives */
+    bool ended;                    /* the request's END_STREAM arrived */
     bool answered;                 /* trailers queued (or the stream is gone): the answer is given */
     bool active;                   /* counted in srv_server.active (between dispatch and answer) */
     uint8_t *out;                  /* the answer's DATA (prefix + message), or NULL for a trailers-only answer */
@@ -55,7 +60,12 @@ typedef struct srv_grpc_call {
 
 /* What the transport calls on the methods' side (grpc_calls.c), so neither file calls the other back. */
 typedef struct {
-    int (*begin)(srv_grpc_call *c);     /* the call's HEADERS arrived: 0 to take its DATA, -1 when it answered (refused) */
+    /* The call's headers are complete (c->method known), no byte of its message was taken yet, and
+     * the transport's own checks passed (content-type, :method, the method's name, grpc-timeout, the
+     * connection's reserve). Returns 0 to take the call's message, or nonzero after answering the
+     * call (srv__grpc_answer): its message is then never buffered, its DATA is dropped and the
+     * stream reset (NO_ERROR). A ModelInfer takes its --max-queue place here (c->front.admitted). */
+    int (*begin)(srv_grpc_call *c);
     void (*dispatch)(srv_grpc_call *c); /* the call's request is complete: answer it, now or later */
     void (*deadline)(srv_grpc_call *c); /* its grpc-timeout passed before it was answered */
 } srv_grpc_hooks;
@@ -71,11 +81,36 @@ void srv__grpc_drain(srv_grpc *g);
 /* After the loop closed its handles: frees what is left. NULL does nothing. */
 void srv__grpc_free(srv_grpc *g);
 
+/* ---- without the network (tests/fuzz/fuzz_grpc_session.c) ---- */
+
+/* The transport on s's loop with no listener and no sweep; NULL when out of memory. Freed by
+ * srv__grpc_free once its connections are closed and the loop ran their handles' closes. */
+srv_grpc *srv__grpc_new(srv_server *s, srv_grpc_hooks hooks);
+/* A connection whose client's bytes come from srv__grpc_mem_recv and whose server bytes go to
+ * out(ud, bytes, n), synchronously. refuse: non-NULL, a connection refused with that message (as
+ * one beyond --max-connections-per-ip); reserve: one beyond --max-connections. NULL when out of
+ * memory. */
+srv_grpc_conn *srv__grpc_mem_open(srv_grpc *g, const char *refuse, bool reserve,
+                                  void (*out)(void *ud, const uint8_t *p, size_t n), void *ud);
+/* Feeds n bytes the client sent, as a socket read would; returns 0, or -1 once the connection is
+ * closed (the session failed, or it ended). */
+int srv__grpc_mem_recv(srv_grpc_conn *c, const uint8_t *p, size_t n);
+/* Bytes of request messages c's calls hold (never above --grpc-buffer-bytes). */
+size_t srv__grpc_conn_buffered(const srv_grpc_conn *c);
+/* Closes c (its calls leave their streams) and frees it. */
+void srv__grpc_mem_close(srv_grpc_conn *c);
+
 /* grpc.c for grpc_calls.c: queue call c's answer (status, message; out, len: the DATA, NULL for a
- * trailers-only answer, taken over) and send it; when the stream is gone, only frees out. */
+ * trailers-only answer, taken over) and send it; when the stream is gone, only frees out. Frees
+ * c->msg (unless a prep thread has the call: then when it is back) and gives back the call's
+ * --max-queue place when no job holds it (c->front.admitted). A call
+ * answered before its request ended has its stream reset (NO_ERROR) after the answer, so its
+ * client stops sending. */
 void srv__grpc_answer(srv_grpc_call *c, int status, const char *message, uint8_t *out, size_t len);
 /* The server a call belongs to. */
 srv_server *srv__grpc_server(const srv_grpc *g);
+/* The call's message is no longer needed (decoded): freed, its bytes back in its connection's budget. */
+void srv__grpc_call_drop_msg(srv_grpc_call *c);
 /* A call no longer needed by its job or its stream is freed (timer closed first). */
 void srv__grpc_call_release(srv_grpc_call *c);
 

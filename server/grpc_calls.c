@@ -227,8 +227,6 @@ static void infer_prep(srv_grpc_call *c) {
             c->step = SRV_FRONT_FAILED;
             return;
         }
-        free(c->msg); /* decoded: the request's bytes are no longer needed */
-        c->msg = NULL, c->len = c->cap = 0;
     }
     c->step = srv__front_prepare(f);
 }
@@ -387,6 +385,7 @@ static void on_prepared(srv_inbox *in, srv_inbox_node *first) {
         }
         if (c->answered) continue; /* its deadline passed; the stream's close releases the call */
         if (c->method == PROTO_GRPC_MODEL_INFER) {
+            if (c->front.decoded) srv__grpc_call_drop_msg(c); /* its bytes back in the connection's budget */
             infer_continue(c);
         } else {
             uint8_t *out = c->pend_out; /* the answer takes it; the call may be released inside */

@@ -37,7 +37,7 @@ static enum MHD_Result route_tasks(srv_request *r) {
     eng_err perr = {0};
     if (proto_tasks_page_parse(MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "limit"),
                                MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "after"), &pg, &perr))
-        return srv__send_error(r, perr.code, perr.msg);
+        return srv__send_error(r, perr.code, "%s", perr.msg);
     store_task **ts = NULL;
     int n = store_tasks_acquire(r->srv->reg, &ts), more = 0;
     proto_task_info *ti = n >= 0 ? calloc((size_t)pg.limit + 1, sizeof *ti) : NULL;

@@ -263,7 +263,8 @@ int srv_run(const srv_config *cfg, store_registry *reg, eng_err *err) {
         goto done;
     }
     srv_conn_params cp = {.max_connections = cfg->max_connections, .reserve = cfg->health_reserve,
-                          .header_timeout_s = cfg->header_timeout_ms / 1e3, .min_body_rate = cfg->min_body_rate};
+                          .max_per_ip = cfg->max_connections_per_ip, .header_timeout_s = cfg->header_timeout_ms / 1e3,
+                          .min_body_rate = cfg->min_body_rate};
     if (!(s->conns = srv__conns_new(&cp))) {
         rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory");
         goto done;
@@ -271,14 +272,16 @@ int srv_run(const srv_config *cfg, store_registry *reg, eng_err *err) {
     raise_fd_limit(cfg->max_connections + cfg->health_reserve);
     uv_timer_start(&ctx.sweep_timer, sweep, CONN_SWEEP_MS, CONN_SWEEP_MS);
     /* http_threads > 1: MHD's own pool, each thread with its own epoll set, so parsing and tokenizing
-     * run in parallel; every handler path is thread-safe (atomics, the store's and scheduler's mutexes) */
+     * run in parallel; every handler path is thread-safe (atomics, the store's and scheduler's mutexes).
+     * The cap per address is conn.c's accept policy (srv__conns_accept_policy), not MHD's own
+     * per-IP limit, which would count HTTP's connections alone: gRPC's are counted there too. */
     s->mhd = MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO, (uint16_t)cfg->port,
-                              NULL, NULL, srv__on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-                              MHD_OPTION_NOTIFY_COMPLETED, srv__on_completed, s,
+                              srv__conns_accept_policy, s->conns, srv__on_request, s, MHD_OPTION_SOCK_ADDR,
+                              (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, srv__on_completed, s,
                               MHD_OPTION_UNESCAPE_CALLBACK, srv__url_unescape, NULL, MHD_OPTION_CONNECTION_TIMEOUT,
                               (unsigned)HTTP_IDLE_TIMEOUT_S, MHD_OPTION_CONNECTION_LIMIT,
-                              (unsigned)(cfg->max_connections + cfg->health_reserve), MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-                              (unsigned)cfg->max_connections_per_ip, MHD_OPTION_NOTIFY_CONNECTION, srv__conns_notify, s->conns,
+                              (unsigned)(cfg->max_connections + cfg->health_reserve),
+                              MHD_OPTION_NOTIFY_CONNECTION, srv__conns_notify, s->conns,
                               MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)HTTP_LISTEN_BACKLOG,
                               MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(cfg->http_threads > 1 ? cfg->http_threads : 0),
                               MHD_OPTION_END);

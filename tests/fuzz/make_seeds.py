@@ -113,6 +113,61 @@ put("proto_grpc", b"\x06" + json.dumps({"model_stats": [{"name": "t", "version":
                                                         "inference_stats": {"success": {"count": 3, "ns": 300}}}]}).encode())
 put("proto_grpc", b"\x07" + json.dumps({"name": "adapterd", "version": "0.1.0", "extensions": ["statistics"]}).encode())
 
+# --- gRPC sessions (server/grpc.c): option byte (connection, limits, read size, refusals; see the harness), then the
+# client's HTTP/2 frames after its preface; HPACK literals without indexing or Huffman (RFC 7541 6.2.2)
+def h2_frame(ftype, flags, sid, payload):
+    return struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + struct.pack(">I", sid) + payload
+
+
+def hpack(*pairs):
+    return b"".join(b"\x00" + bytes([len(k)]) + k + bytes([len(v)]) + v for k, v in pairs)
+
+
+def grpc_headers(method, *extra, verb=b"POST", ctype=b"application/grpc"):
+    return hpack((b":method", verb), (b":scheme", b"http"), (b":path", b"/inference.GRPCInferenceService/" + method),
+                 (b":authority", b"a"), (b"content-type", ctype), (b"te", b"trailers"), *extra)
+
+
+def grpc_msg(b, flag=0):
+    return bytes([flag]) + struct.pack(">I", len(b)) + b
+
+
+SETTINGS = h2_frame(4, 0, 0, b"")
+END_STREAM, END_HEADERS = 1, 4
+infer = grpc_msg(pb_len(1, b"cls") + pb_len(5, pb_tensor(b"text", b"BYTES", [1], [b"a fine film"])))
+sessions = [
+    # ServerLive, then a ModelInfer whose message comes in three frames
+    SETTINGS + h2_frame(1, END_HEADERS, 1, grpc_headers(b"ServerLive")) + h2_frame(0, END_STREAM, 1, grpc_msg(b"")) +
+    h2_frame(1, END_HEADERS, 3, grpc_headers(b"ModelInfer")) + h2_frame(0, 0, 3, infer[:3]) + h2_frame(0, 0, 3, infer[3:9]) +
+    h2_frame(0, END_STREAM, 3, infer[9:]),
+    # a deadline already passed, a malformed one, an unknown method, a GET, a JSON content-type, a compressed flag
+    SETTINGS + h2_frame(1, END_HEADERS, 1, grpc_headers(b"ModelInfer", (b"grpc-timeout", b"1n"))) +
+    h2_frame(0, END_STREAM, 1, infer) +
+    h2_frame(1, END_HEADERS, 3, grpc_headers(b"ModelInfer", (b"grpc-timeout", b"soon"))) + h2_frame(0, END_STREAM, 3, infer) +
+    h2_frame(1, END_HEADERS | END_STREAM, 5, grpc_headers(b"NoSuchCall")) +
+    h2_frame(1, END_HEADERS | END_STREAM, 7, grpc_headers(b"ServerLive", verb=b"GET")) +
+    h2_frame(1, END_HEADERS, 9, grpc_headers(b"ServerReady", ctype=b"application/json")) + h2_frame(0, END_STREAM, 9, b"{}") +
+    h2_frame(1, END_HEADERS, 11, grpc_headers(b"ModelInfer", (b"grpc-encoding", b"gzip"))) +
+    h2_frame(0, END_STREAM, 11, grpc_msg(b"zz", 1)),
+    # a message declared larger than it is, one with bytes past its declared end, a prefix cut short
+    SETTINGS + h2_frame(1, END_HEADERS, 1, grpc_headers(b"ModelInfer")) + h2_frame(0, END_STREAM, 1, infer[:5] + b"\x00" * 4) +
+    h2_frame(1, END_HEADERS, 3, grpc_headers(b"ModelMetadata")) + h2_frame(0, END_STREAM, 3, grpc_msg(b"") + b"extra") +
+    h2_frame(1, END_HEADERS, 5, grpc_headers(b"ServerLive")) + h2_frame(0, END_STREAM, 5, b"\x00\x00"),
+    # a large message in frames (its window raised past 64 KiB), a window update, a ping, a stream reset by the client
+    SETTINGS + h2_frame(1, END_HEADERS, 1, grpc_headers(b"ModelInfer")) +
+    h2_frame(0, 0, 1, b"\x00" + struct.pack(">I", 70000) + b"x" * 16379) +
+    b"".join(h2_frame(0, 0, 1, b"x" * 16384) for _ in range(3)) + h2_frame(0, END_STREAM, 1, b"x" * (70000 - 16379 - 3 * 16384)) +
+    h2_frame(8, 0, 0, struct.pack(">I", 1 << 20)) + h2_frame(6, 0, 0, b"12345678") +
+    h2_frame(1, END_HEADERS, 3, grpc_headers(b"ModelInfer")) + h2_frame(3, 0, 3, struct.pack(">I", 8)),
+    # headers in a HEADERS and a CONTINUATION, then trailers from the client that end the stream
+    SETTINGS + h2_frame(1, 0, 1, grpc_headers(b"ServerReady")[:20]) + h2_frame(9, END_HEADERS, 1, grpc_headers(b"ServerReady")[20:]) +
+    h2_frame(0, 0, 1, grpc_msg(b"")) + h2_frame(1, END_HEADERS | END_STREAM, 1, hpack((b"x-trailer", b"1"))),
+]
+for i, sess in enumerate(sessions):
+    for opt in (0x00, 0x02 | 0x30, 0x03 | 0x10, 0x84 | 0x40, 0x0c | 0x70, 0x88 | 0x20):
+        if (i + opt) % 2 == 0 or opt in (0x00, 0x0c | 0x70):
+            put("grpc_session", bytes([opt]) + sess)
+
 # --- URLs: option byte picks GET POST PUT DELETE HEAD ---
 for m, u in [(0, "/v1/tasks/abc"), (0, "/v2/models/t/ready"), (1, "/v2/models/t/infer"), (1, "/v1/predict"),
              (2, "/v1/tasks/t/versions/3"), (3, "/v1/tasks/t%00/versions/1"), (1, "/v1/tasks/t:activate"),

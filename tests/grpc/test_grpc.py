@@ -12,7 +12,8 @@ tensors INVALID_ARGUMENT, unknown method UNIMPLEMENTED, a compressed message UNI
 over --max-body-bytes and a full queue RESOURCE_EXHAUSTED, a passed deadline DEADLINE_EXCEEDED (the
 server's: sent with nghttp as a raw grpc-timeout header), a non-gRPC content-type 415. /metrics
 counts the calls by method and status. A request that stops arriving is answered after --header-timeout-ms.
-SIGTERM: the calls under way finish, then the server exits 0.
+SIGTERM: the calls under way finish, then the server exits 0. A connection over --max-connections-per-ip (counted
+with HTTP's) fails its call UNAVAILABLE with the server's reason.
 
     test_grpc.py <adapterd> <registry> <proto dir>
 """
@@ -432,6 +433,17 @@ def main():
         check(codes == [grpc.StatusCode.OK] or codes == [grpc.StatusCode.UNAVAILABLE],
               "SIGTERM during a call: the call answers (%s)" % [c.name for c in codes])
         check(s.stop(signalled=True) == 0, "drained, exit 0")
+
+        # connection limits shared with HTTP: with one connection per address, the test's channel holds it, and a
+        # second channel's call fails UNAVAILABLE with the server's reason (what grpcio reports to its caller)
+        s = Server(tmp, "--max-connections-per-ip", "1")
+        # (its own subchannel pool: grpcio would otherwise share the first channel's connection)
+        second = grpc.insecure_channel("127.0.0.1:%d" % s.grpc_port, options=[("grpc.use_local_subchannel_pool", 1)])
+        got, msg = code_of(lambda: pbg.GRPCInferenceServiceStub(second).ServerLive(pb.ServerLiveRequest(), timeout=10))
+        second.close()
+        check(got == grpc.StatusCode.UNAVAILABLE and "--max-connections-per-ip 1" in msg,
+              "a connection over --max-connections-per-ip: UNAVAILABLE naming it (%s: %s)" % (got.name, msg))
+        check(s.stop() == 0, "SIGTERM: exit 0")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print("%d failure(s)" % len(FAILS))

@@ -2,11 +2,15 @@
  * server" is visible as the end of the stream on the peer. Each case is one limit conn.h promises:
  * the oldest connection waiting for headers gives way to an arrival beyond max_connections (and
  * only a waiting one does), the header deadline, the minimum body rate, a kept-alive connection's
- * fresh deadline, and the bookkeeping under many threads at once. Deadlines are tens of ms and the
+ * fresh deadline, the cap per address and the absolute cap (max_connections + reserve) over both
+ * protocols, gRPC's idle connections giving way after HTTP's waiting ones, and the bookkeeping under
+ * many threads at once. Deadlines are tens of ms and the
  * waits are several times longer, so a loaded machine makes the tests slower, not flaky. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -132,6 +136,94 @@ Test(conn, bodies_below_the_rate_are_closed_once_the_deadline_passed) {
     cr_expect_eq(srv__conns_sweep(cs), 1, "the bytes of its last request do not count for this one");
     cr_expect(was_shut(&fast));
     close_pair(cs, &slow), close_pair(cs, &fast);
+    srv__conns_free(cs);
+}
+
+static struct sockaddr_in ip4(const char *a) {
+    struct sockaddr_in s = {.sin_family = AF_INET};
+    inet_pton(AF_INET, a, &s.sin_addr);
+    return s;
+}
+
+/* Opens a socketpair connection of kind from address a through the gRPC path (check and register at
+ * once); returns the verdict, p->c NULL when refused. */
+static srv_conn_verdict accept_pair(srv_conns *cs, pair *p, const struct sockaddr *a, srv_conn_kind kind) {
+    int sv[2];
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    p->server = sv[0], p->client = sv[1];
+    srv_conn_verdict why = SRV_CONN_OK;
+    p->c = srv__conn_accept(cs, p->server, a, kind, &why);
+    cr_assert(p->c || why != SRV_CONN_OK, "out of memory");
+    return why;
+}
+
+Test(conn, the_cap_per_address_counts_both_kinds) {
+    srv_conn_params p = params(100, 60, 0);
+    p.max_per_ip = 2;
+    srv_conns *cs = srv__conns_new(&p);
+    struct sockaddr_in a = ip4("10.0.0.1"), b = ip4("10.0.0.2");
+    struct sockaddr_in6 mapped = {.sin6_family = AF_INET6};
+    inet_pton(AF_INET6, "::ffff:10.0.0.1", &mapped.sin6_addr);
+    pair h, g, x, y;
+    open_pair(cs, &h);
+    srv__conn_close(cs, h.c); /* a socketpair's connection has no address: never counted by one */
+    h.c = srv__conn_open_from(cs, h.server, (struct sockaddr *)&a, SRV_CONN_HTTP);
+    cr_expect_eq(accept_pair(cs, &g, (struct sockaddr *)&a, SRV_CONN_GRPC), SRV_CONN_OK, "HTTP then gRPC: 2 of 2");
+    cr_expect_eq(srv__conns_count_from(cs, (struct sockaddr *)&a), 2);
+    cr_expect_eq(srv__conns_check(cs, (struct sockaddr *)&a), SRV_CONN_OVER_PER_IP, "a third from the address");
+    cr_expect_eq(srv__conns_check(cs, (struct sockaddr *)&mapped), SRV_CONN_OVER_PER_IP, "the same address as IPv4-mapped IPv6");
+    cr_expect_eq(accept_pair(cs, &x, (struct sockaddr *)&a, SRV_CONN_GRPC), SRV_CONN_OVER_PER_IP);
+    cr_expect_null(x.c);
+    close(x.server), close(x.client);
+    cr_expect_eq(accept_pair(cs, &y, (struct sockaddr *)&b, SRV_CONN_GRPC), SRV_CONN_OK, "another address");
+    close_pair(cs, &h);
+    cr_expect_eq(srv__conns_check(cs, (struct sockaddr *)&a), SRV_CONN_OK, "one closed: room again");
+    cr_expect_eq(srv__conns_count_from(cs, (struct sockaddr *)&a), 1);
+    close_pair(cs, &g), close_pair(cs, &y);
+    cr_expect_eq(srv__conns_count_from(cs, (struct sockaddr *)&a), 0);
+    cr_expect_eq(srv__conns_count(cs), 0);
+    srv__conns_free(cs);
+}
+
+Test(conn, beyond_the_reserve_nothing_is_accepted) {
+    srv_conn_params p = params(2, 60, 0);
+    p.reserve = 1;
+    srv_conns *cs = srv__conns_new(&p);
+    struct sockaddr_in a = ip4("10.0.0.1");
+    pair c[4];
+    for (int i = 0; i < 3; i++) cr_expect_eq(accept_pair(cs, &c[i], (struct sockaddr *)&a, i % 2 ? SRV_CONN_HTTP : SRV_CONN_GRPC), SRV_CONN_OK);
+    cr_expect(srv__conn_reserve(c[2].c), "the third of max 2 is in the reserve");
+    cr_expect_eq(srv__conns_check(cs, (struct sockaddr *)&a), SRV_CONN_FULL);
+    cr_expect_eq(accept_pair(cs, &c[3], (struct sockaddr *)&a, SRV_CONN_GRPC), SRV_CONN_FULL);
+    close(c[3].server), close(c[3].client);
+    for (int i = 0; i < 3; i++) close_pair(cs, &c[i]);
+    srv__conns_free(cs);
+}
+
+/* gRPC connections are in neither deadline list: the sweep leaves them; while one has no call open
+ * it gives way to an arrival beyond the limit, after any HTTP connection waiting for headers. */
+Test(conn, idle_grpc_connections_give_way_after_waiting_http_ones) {
+    srv_conn_params p = params(3, 0.02, 0);
+    srv_conns *cs = srv__conns_new(&p);
+    pair busy, idle, http, n1, n2;
+    cr_assert_eq(accept_pair(cs, &busy, NULL, SRV_CONN_GRPC), SRV_CONN_OK);
+    srv__conn_phase(cs, busy.c, SRV_CONN_BUSY); /* a call open */
+    cr_assert_eq(accept_pair(cs, &idle, NULL, SRV_CONN_GRPC), SRV_CONN_OK);
+    sleep_ms(60);
+    cr_expect_eq(srv__conns_sweep(cs), 0, "no header deadline for gRPC connections");
+    open_pair(cs, &http);
+    open_pair(cs, &n1);
+    cr_expect(was_shut(&http) && !was_shut(&idle), "the HTTP connection waiting for headers goes first");
+    cr_assert_eq(accept_pair(cs, &n2, NULL, SRV_CONN_GRPC), SRV_CONN_OK);
+    cr_expect(was_shut(&n1), "then the next HTTP one waiting");
+    pair n3;
+    srv__conn_phase(cs, n2.c, SRV_CONN_BUSY);
+    cr_assert_eq(accept_pair(cs, &n3, NULL, SRV_CONN_GRPC), SRV_CONN_OK);
+    cr_expect(was_shut(&idle), "with none waiting, the idle gRPC connection");
+    cr_expect(!was_shut(&busy) && !was_shut(&n2), "a gRPC connection with a call open never gives way");
+    pair *all[] = {&busy, &idle, &http, &n1, &n2, &n3};
+    for (int i = 0; i < 6; i++) close_pair(cs, all[i]);
+    cr_expect_eq(srv__conns_count(cs), 0);
     srv__conns_free(cs);
 }
 

@@ -61,8 +61,8 @@ typedef struct {
     int http_threads;        /* libmicrohttpd threads (each its own epoll) that parse and tokenize; 2 */
     int adaptive_skips;      /* load-adaptive mode: raise skips of requests that did not choose them; 0 */
     int target_queue_ms;     /* adaptive mode's queue-wait target; 50 */
-    int max_connections;     /* open connections for any route; 4096 */
-    int max_connections_per_ip; /* open connections per client address (0: no cap); 256 */
+    int max_connections;     /* open connections for any route, HTTP and gRPC together; 4096 */
+    int max_connections_per_ip; /* open connections per client address, HTTP and gRPC together (0: no cap); 256 */
     int health_reserve;      /* connections beyond max_connections for the health and readiness routes; 16 */
     int header_timeout_ms;   /* from accept or the previous answer to a request's last header byte; 10000 */
     size_t min_body_rate;    /* bytes/s a body must average after header_timeout_ms (0: none); 1024 */
@@ -70,6 +70,7 @@ typedef struct {
     int grpc_port;           /* KServe v2 GRPCInferenceService on host:grpc_port (HTTP/2, cleartext); 0: off */
     char served_model_name[1024]; /* "NAME[,NAME...]" or "NAME=MODEL,...": names clients may give as "model"
                                    * (server/models.c reads it); "": the registry's names only */
+    size_t grpc_buffer_bytes; /* request messages the calls of one gRPC connection may hold at once; 8 MiB */
 } srv_config;
 
 srv_config srv_default_config(void);
