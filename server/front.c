@@ -122,7 +122,9 @@ static int acquire_tasks(srv_front *f) {
             return refuse(f, ENG_INVALID_ARGUMENT, "the registry serves %d tasks; name one with ?task=NAME (GET /v1/tasks)", n);
         return 0;
     }
-    if (!(f->tasks = calloc((size_t)p->n_tasks, sizeof *f->tasks))) return refuse(f, ENG_NO_MEMORY, "out of memory");
+    /* twice the references: store_tasks_release (srv__front_clear) uses the second half as scratch, as
+     * it does on store_tasks_acquire's arrays */
+    if (!(f->tasks = calloc((size_t)p->n_tasks * 2, sizeof *f->tasks))) return refuse(f, ENG_NO_MEMORY, "out of memory");
     for (int k = 0; k < p->n_tasks; k++) {
         size_t len = strlen(p->tasks[k]);
         store_task *t = srv__task_acquire_spec(s->reg, p->tasks[k], len);
@@ -160,7 +162,6 @@ srv_front_step srv__front_prepare(srv_front *f) {
     j->t_request = f->t0;
     j->edge = f->edge, j->edge_ctx = f->edge_ctx;
     j->codec = f->codec;
-    j->preq = &f->req;
     j->embed = f->codec->embed;
     j->texts = f->req.inputs;
     j->n_inputs = f->req.n_inputs;
@@ -173,7 +174,12 @@ srv_front_step srv__front_prepare(srv_front *f) {
     j->model_id = f->model_id;
     if (f->codec->embed) f->model = NULL;
     int rc = j->embed ? srv__embed_job(f, j) : srv__predict_job(f, j);
-    return rc ? SRV_FRONT_FAILED : SRV_FRONT_READY;
+    if (rc) return SRV_FRONT_FAILED;
+    /* what the worker reads of the request, fixed before the job is submitted: its copy of the struct (a
+     * prompt or a left cut may have replaced inputs meanwhile), sharing the front's buffers */
+    j->req = f->req;
+    j->preq = &j->req;
+    return SRV_FRONT_READY;
 }
 
 /* After t failed to load: the store made another version current in its place (it does so when the
@@ -219,16 +225,12 @@ void srv__front_submit(srv_front *f) {
     srv__sched_submit(f->s->sched, j);
 }
 
-int srv__front_abandon(srv_front *f, srv_job *j) {
-    proto_predict_req *owned = malloc(sizeof *owned);
-    if (!owned) return -1;
-    *owned = f->req;
+void srv__front_abandon(srv_front *f, srv_job *j) {
+    /* the worker reads j->req, the job's copy: only ownership moves, nothing it reads changes */
     memset(&f->req, 0, sizeof f->req);
-    j->owned_req = owned;
-    j->preq = owned;
+    j->owns_req = true;
     j->edge_ctx = NULL;
     f->job = NULL;
-    return 0;
 }
 
 void srv__front_clear(srv_front *f) {

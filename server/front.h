@@ -82,9 +82,9 @@ int srv__front_load(srv_front *f);
 /* Hands f's job (SRV_FRONT_READY) to the scheduler with f's admission. f still owns the job (the
  * scheduler borrows it until the edge's done hook, where its answer is read). Any thread. */
 void srv__front_submit(srv_front *f);
-/* Drain deadline (the edge's abandon hook): the job takes over f's decoded request, which it still
- * reads; f forgets the job. Returns 0, or -1 when out of memory (the job then keeps reading f's). */
-int srv__front_abandon(srv_front *f, srv_job *j);
+/* Drain deadline (the edge's abandon hook): the job takes over the buffers of f's decoded request,
+ * which its worker still reads (through the job's own copy of the struct); f forgets the job. */
+void srv__front_abandon(srv_front *f, srv_job *j);
 /* Releases what f holds (admission, task and model references, the request, an unsubmitted job).
  * Safe on a zeroed f and twice. */
 void srv__front_clear(srv_front *f);

@@ -181,7 +181,8 @@ static srv_grpc_call *call_new(srv_grpc_conn *conn, int32_t stream_id) {
 static void call_detach(srv_grpc_call *c) {
     srv_grpc_conn *conn = c->conn;
     if (!conn) return;
-    srv__grpc_call_drop_msg(c);
+    if (c->loading) conn->buffered -= c->msg ? c->want : 0; /* a prep thread reads it: freed with the call */
+    else srv__grpc_call_drop_msg(c);
     conn->n_streams--;
     c->conn = NULL;
     if (!c->answered) { /* the client left first: nobody to answer */

@@ -182,7 +182,7 @@ static void grpc_abandon(srv_server *s, srv_job *j) {
     (void)s;
     srv_grpc_call *c = j->edge_ctx;
     answer_error(c, ENG_UNAVAILABLE, "the server stopped at its drain deadline before this request ran; retry on another replica");
-    if (srv__front_abandon(&c->front, j)) return; /* out of memory: the call stays until the done hook */
+    srv__front_abandon(&c->front, j);
     c->job = NULL;
     if (!c->conn) srv__grpc_call_release(c);
 }

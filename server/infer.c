@@ -53,7 +53,7 @@ static void http_done(srv_server *s, srv_job *j) {
 /* The connection is suspended, so nothing else touches the request meanwhile. */
 static void http_abandon(srv_server *s, srv_job *j) {
     srv_request *r = j->edge_ctx;
-    if (srv__front_abandon(&r->front, j)) return; /* out of memory: this one waits for its pass like before */
+    srv__front_abandon(&r->front, j);
     r->abandoned = true;
     atomic_fetch_sub(&s->n_suspended, 1);
     MHD_resume_connection(r->conn);

@@ -20,7 +20,6 @@ void srv__job_free(srv_job *j) {
     for (int k = 0; j->tasks && k < j->n_tasks; k++) store_task_release(j->tasks[k]);
     store_model_release(j->model_ref);
     free(j->enc), free(j->truncated), free(j->tasks), free(j->treqs), free(j->skip_src), free(j->body);
-    if (j->owned_req) proto_predict_free(j->owned_req);
-    free(j->owned_req);
+    if (j->owns_req) proto_predict_free(&j->req);
     free(j);
 }

@@ -32,10 +32,12 @@ typedef struct srv_job {
     const struct srv_edge *edge; /* the edge its request came through (front.h): told when the job is done */
     void *edge_ctx;              /* the edge's request; NULL once abandoned at the drain deadline */
     const proto_codec *codec;    /* the request's protocol: the answer's encoder and error shape */
-    const proto_predict_req *preq; /* the decoded request (the edge's, or owned_req once abandoned) */
+    const proto_predict_req *preq; /* &req once prepared (NULL in a job built by hand) */
+    proto_predict_req req;       /* the decoded request, a copy of its front's taken once the job is built: it
+                                  * shares the front's buffers, owned by the front until an abandon (owns_req) */
+    bool owns_req;               /* abandoned at the drain deadline: req's buffers are the job's to free */
     const char *request_id;      /* id below, for the body */
     char id[72];                 /* the request's id, copied: the job may outlive its request */
-    proto_predict_req *owned_req; /* an abandoned job's decoded request (texts point into it), or NULL */
     double t_request;            /* the request's first byte, seconds, monotonic */
     bool embed;                  /* the encoder alone, no task (eng_encode); batched only with embeds */
     store_model *model;          /* the tasks' model (borrowed from them), or an embed's (model_ref) */

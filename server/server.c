@@ -289,6 +289,9 @@ int srv_run(const srv_config *cfg, store_registry *reg, eng_err *err) {
         rc = eng_err_set(err, ENG_UNAVAILABLE, "cannot listen on %s:%d (%s)", cfg->host, cfg->port, strerror(errno));
         goto done;
     }
+    /* gRPC listens before the port file says the server is up, so a client that waits for the file
+     * finds both ports */
+    if (cfg->grpc_port && (rc = srv__grpc_serve(s, &s->grpc, err))) goto done;
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
     int port = di ? di->port : cfg->port;
     if (cfg->port_file[0]) {
@@ -303,7 +306,6 @@ int srv_run(const srv_config *cfg, store_registry *reg, eng_err *err) {
     fprintf(stderr, "adapterd: listening on http://%s:%d (%d tasks, %d http thread(s), %d worker(s) x %d threads, batch %d tokens / %d us, queue %d%s)\n",
             cfg->host, port, store_n_tasks(reg), cfg->http_threads, cfg->workers, cfg->threads, cfg->max_batch_tokens,
             cfg->max_wait_us, cfg->max_queue, cfg->adaptive_skips ? ", adaptive skips" : "");
-    if (cfg->grpc_port && (rc = srv__grpc_serve(s, &s->grpc, err))) goto done;
     atomic_store(&s->ready, true);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     atomic_store(&s->ready, false);
