@@ -84,7 +84,8 @@ static void infer_request(const uint8_t *m, size_t n) {
         keep_bytes((const uint8_t *)x->text, x->len);
     }
     /* an answer to it: a regression per input, with the request's outputs, id and binary flags */
-    proto_task_result *res = calloc((size_t)req.n_inputs, sizeof *res);
+    /* (unsigned) n_inputs: checked above, but a sanitized build's range analysis cannot see it */
+    proto_task_result *res = calloc((unsigned)req.n_inputs, sizeof *res);
     if (res) {
         for (int i = 0; i < req.n_inputs; i++)
             res[i] = (proto_task_result){.task = "t", .version = "1", .kind = PROTO_HEAD_REGRESSION, .value = (float)req.inputs[i].len};
