@@ -16,7 +16,7 @@
  * few us for eight texts (bench/grpc/bench_grpc_decode.c, bench/README.md).
  *
  * The small calls (metadata, statistics, readiness) are still converted from their REST route's
- * JSON: a few hundred bytes each, answered on the loop. */
+ * JSON: a few hundred bytes each (the server makes them off its event loop, server/grpc_calls.c). */
 #include "proto/grpc.h"
 
 #include <math.h>

@@ -12,7 +12,8 @@
  * and is answered by the codec's encoder on the worker (respond.c) and sent by its edge. An edge is
  * where a protocol's bytes arrive and leave: HTTP (infer.c, on libmicrohttpd's threads, which suspend
  * the connection while the pool loads or the engine runs) and gRPC (grpc_calls.c: its connections live
- * on the loop, so it runs decode, prepare and load on the pool and submits from there). The edges differ
+ * on the loop, so it decodes and prepares on its own prep threads, loads on libuv's pool, and submits
+ * from the loop). The edges differ
  * only in where they wait; what a request is allowed, what it holds and how it reaches the engine is
  * decided here once (as Triton's one inference request behind its HTTP and gRPC front ends, or Redis's
  * processCommand()).
