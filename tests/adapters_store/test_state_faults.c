@@ -109,6 +109,14 @@ static char *whole_state(int with_gen) {
     return s;
 }
 
+/* Whether task name's current version is pinned, as replica r serves it. */
+static int pinned_in(store_registry *r, const char *name) {
+    store_version_info v[8];
+    int n = store_versions(r, name, v, 8), p = 0;
+    for (int i = 0; i < n; i++) p |= v[i].current && v[i].pinned;
+    return p;
+}
+
 /* ---- the writes ---- */
 
 enum { W_ACTIVATE, W_PIN, W_UPLOAD };
@@ -176,6 +184,7 @@ static void each_fault(long journal_limit, int what) {
                 char was[32];
                 snprintf(was, sizeof was, "%s", store_task_version(cur));
                 store_task_release(cur);
+                int was_pinned = pinned_in(x.a, "cls2");
                 eng_err e = {0};
                 arm(op, kind, at);
                 int rc = write_of_a(&x, what, version, sizeof version, &e);
@@ -213,6 +222,7 @@ static void each_fault(long journal_limit, int what) {
                     store_task_release(t);
                 }
                 if (rc && what == W_ACTIVATE) fx_expect_current(x.a, "cls2", was, why);
+                if (rc && what == W_PIN) cr_expect_eq(pinned_in(x.a, "cls2"), was_pinned, "%s: the pin as it was", why);
             }
         }
     }
