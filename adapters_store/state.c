@@ -14,14 +14,21 @@
  * base written anew with a new generation (tmp, fsync, rename, fsync of the folder), then a new
  * journal holding only its header (the same way). Compaction writes the base's size once for at
  * least as many bytes of lines appended: amortized, a write costs the same at 10 or 10,000 tasks.
+ * Both continue a short write and retry an interrupted call; every call on the files goes through
+ * store__state_io (store_test.h), so tests can fail each one.
  * A crash between the two renames leaves a base that already holds the old journal, whose lower
  * generation says so; a crash during an append leaves a partial last line, never followed (and
  * the next write compacts rather than append after it).
  *
  * Reading. The base, then its journal: a journal of the base's generation is applied; an older one
  * is already in the base (ignored); a newer one was begun after this reader read the base (both
- * read again). Only whole lines are read, and a line that does not parse is skipped. The doc is kept
- * with both files' identities (inode, size, times) and the journal's offset: a look costs two stats,
+ * read again; still newer after every try, two writers without a lock crossed their renames: the
+ * base alone, compacted by the next write). Only whole lines are read, and a line that does not
+ * parse is skipped. A file that cannot be read whole (an I/O error, a file replaced under every
+ * try) is not "no state": a write then refuses (ENG_UNAVAILABLE) rather than write from this
+ * process's view, which would drop other tasks' tombstones and the pins and rollbacks of replicas
+ * not followed yet; only a base that does not parse (renamed in whole, so that lasts) is replaced.
+ * The doc is kept with both files' identities (inode, size, times) and the journal's offset: a look costs two stats,
  * and another writer's change costs the lines it appended (the base is parsed again only when it
  * was replaced).
  *
