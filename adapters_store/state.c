@@ -28,9 +28,9 @@
  * try) is not "no state": a write then refuses (ENG_UNAVAILABLE) rather than write from this
  * process's view, which would drop other tasks' tombstones and the pins and rollbacks of replicas
  * not followed yet; only a base that does not parse (renamed in whole, so that lasts) is replaced.
- * The doc is kept with both files' identities (inode, size, times) and the journal's offset: a look costs two stats,
- * and another writer's change costs the lines it appended (the base is parsed again only when it
- * was replaced).
+ * The doc is kept with both files' identities (inode, size, times) and the journal's offset: a
+ * look costs two stats, and another writer's change costs the lines it appended (the base is
+ * parsed again only when it was replaced).
  *
  * Replicas on one registry. Each write is a read-modify-write of one task's entry under a POSIX
  * record lock (.adapterd-state.lock): other tasks' entries are kept as written. An entry holds the
