@@ -9,7 +9,8 @@
  * tombstone may change in the state as any reader folds it (store_fixture.h); a write that could not
  * read the state answers ENG_UNAVAILABLE and writes nothing; an interrupted or short read or write
  * is continued and succeeds. The writes are an activation, a pin and an upload, over the journal
- * (append) and with every write compacting. */
+ * (append) and with every write compacting. The one call made only on a failure path (ftruncate,
+ * cutting a failed append back) is failed after the append's own. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <jansson.h>
@@ -37,49 +38,82 @@ enum { F_EIO, F_EINTR, F_SHORT, F_ENOSPC, N_FAULTS };
 static const char *const fault_names[] = {"EIO", "EINTR", "a short count", "ENOSPC"};
 
 static store__io_calls real;
-static int fault_op = -1, fault_kind, fault_at, calls, fired;
+/* the faults armed (at most 3: a failure path's own calls fail only after another): the at-th call of
+ * op since armed fails with kind */
+typedef struct {
+    int op, kind, at;
+} fault;
+static fault faults[3];
+static int n_faults, calls[N_OPS], fired;
 
-/* 1 when this call of op is the one to fail */
+/* The kind of fault this call of op gets, or -1 for the real call. */
 static int hit(int op) {
-    if (op != fault_op || calls++ != fault_at) return 0;
-    fired = 1;
-    return 1;
-}
-
-static int fail(void) {
-    errno = fault_kind == F_EIO ? EIO : fault_kind == F_EINTR ? EINTR : ENOSPC;
+    int at = calls[op]++;
+    for (int i = 0; i < n_faults; i++)
+        if (faults[i].op == op && faults[i].at == at) return fired = 1, faults[i].kind;
     return -1;
 }
 
-static int f_open(const char *p, int fl, mode_t m) { return hit(OP_OPEN) ? fail() : real.open(p, fl, m); }
-static int f_stat(const char *p, struct stat *st) { return hit(OP_STAT) ? fail() : real.stat(p, st); }
-static int f_fstat(int fd, struct stat *st) { return hit(OP_FSTAT) ? fail() : real.fstat(fd, st); }
-static ssize_t f_pread(int fd, void *b, size_t n, off_t off) {
-    if (!hit(OP_PREAD)) return real.pread(fd, b, n, off);
-    return fault_kind == F_SHORT ? real.pread(fd, b, n > 1 ? n / 2 : n, off) : fail();
-}
-static ssize_t f_write(int fd, const void *b, size_t n) {
-    if (!hit(OP_WRITE)) return real.write(fd, b, n);
-    return fault_kind == F_SHORT ? real.write(fd, b, n > 1 ? n / 2 : n) : fail();
-}
-static int f_fsync(int fd) { return hit(OP_FSYNC) ? fail() : real.fsync(fd); }
-static int f_ftruncate(int fd, off_t n) { return hit(OP_FTRUNCATE) ? fail() : real.ftruncate(fd, n); }
-static int f_rename(const char *a, const char *b) { return hit(OP_RENAME) ? fail() : real.rename(a, b); }
-static int f_close(int fd) {
-    if (!hit(OP_CLOSE)) return real.close(fd);
-    real.close(fd); /* as Linux does: the descriptor is gone whatever close answers */
-    return fail();
+static int fail(int kind) {
+    errno = kind == F_EIO ? EIO : kind == F_EINTR ? EINTR : ENOSPC;
+    return -1;
 }
 
-static void arm(int op, int kind, int at) {
+static int f_open(const char *p, int fl, mode_t m) {
+    int k = hit(OP_OPEN);
+    return k >= 0 ? fail(k) : real.open(p, fl, m);
+}
+static int f_stat(const char *p, struct stat *st) {
+    int k = hit(OP_STAT);
+    return k >= 0 ? fail(k) : real.stat(p, st);
+}
+static int f_fstat(int fd, struct stat *st) {
+    int k = hit(OP_FSTAT);
+    return k >= 0 ? fail(k) : real.fstat(fd, st);
+}
+static ssize_t f_pread(int fd, void *b, size_t n, off_t off) {
+    int k = hit(OP_PREAD);
+    if (k < 0) return real.pread(fd, b, n, off);
+    return k == F_SHORT ? real.pread(fd, b, n > 1 ? n / 2 : n, off) : fail(k);
+}
+static ssize_t f_write(int fd, const void *b, size_t n) {
+    int k = hit(OP_WRITE);
+    if (k < 0) return real.write(fd, b, n);
+    return k == F_SHORT ? real.write(fd, b, n > 1 ? n / 2 : n) : fail(k);
+}
+static int f_fsync(int fd) {
+    int k = hit(OP_FSYNC);
+    return k >= 0 ? fail(k) : real.fsync(fd);
+}
+static int f_ftruncate(int fd, off_t n) {
+    int k = hit(OP_FTRUNCATE);
+    return k >= 0 ? fail(k) : real.ftruncate(fd, n);
+}
+static int f_rename(const char *a, const char *b) {
+    int k = hit(OP_RENAME);
+    return k >= 0 ? fail(k) : real.rename(a, b);
+}
+static int f_close(int fd) {
+    int k = hit(OP_CLOSE);
+    if (k < 0) return real.close(fd);
+    real.close(fd); /* as Linux does: the descriptor is gone whatever close answers */
+    return fail(k);
+}
+
+/* Arms the faults f (n of them) until disarm. */
+static void arm_all(const fault *f, int n) {
     real = store__state_io;
-    fault_op = op, fault_kind = kind, fault_at = at, calls = 0, fired = 0;
+    memcpy(faults, f, (size_t)n * sizeof *f);
+    n_faults = n, fired = 0;
+    memset(calls, 0, sizeof calls);
     store__state_io = (store__io_calls){f_open, f_stat, f_fstat, f_pread, f_write, f_fsync, f_ftruncate, f_rename, f_close};
 }
 
+static void arm(int op, int kind, int at) { arm_all(&(fault){op, kind, at}, 1); }
+
 static void disarm(void) {
     store__state_io = real;
-    fault_op = -1;
+    n_faults = 0;
 }
 
 /* ---- what must not change ---- */
@@ -242,3 +276,50 @@ Test(state_faults, a_pin_over_the_journal) { each_fault(-1, W_PIN); }
 Test(state_faults, a_pin_that_compacts) { each_fault(0, W_PIN); }
 Test(state_faults, an_upload_over_the_journal) { each_fault(-1, W_UPLOAD); }
 Test(state_faults, an_upload_that_compacts) { each_fault(0, W_UPLOAD); }
+
+/* The last byte of the journal. */
+static int journal_last_byte(void) {
+    char p[700];
+    snprintf(p, sizeof p, "%s/.adapterd-state.log", reg_dir);
+    FILE *f = fopen(p, "rb");
+    cr_assert(f, "%s", p);
+    cr_assert_eq(fseek(f, -1, SEEK_END), 0);
+    int c = fgetc(f);
+    fclose(f);
+    return c;
+}
+
+/* The failure path's own call: an append that writes part of its line, then finds the disk full,
+ * and cannot cut the journal back either. The partial line is followed by no reader, the next write
+ * (the other replica's) compacts instead of appending after it, and no other task changes. */
+Test(state_faults, an_append_that_fails_and_cannot_be_cut_back) {
+    replicas x;
+    replicas_open(&x, -1);
+    other_replica_changes(&x);
+    json_t *before = others_of("cls2");
+    eng_err e = {0};
+    const fault f[] = {{OP_WRITE, F_SHORT, 0}, {OP_WRITE, F_ENOSPC, 1}, {OP_FTRUNCATE, F_EIO, 0}};
+    arm_all(f, 3);
+    int rc = store_pin(x.a, "cls2", 1, &e);
+    int cut = calls[OP_FTRUNCATE];
+    disarm();
+    cr_expect_eq(rc, ENG_NO_SPACE, "a full disk: %s", e.msg);
+    cr_expect_eq(cut, 1, "the cut back was tried");
+    cr_expect_neq(journal_last_byte(), '\n', "a partial line is left");
+    cr_expect_eq(pinned_in(x.a, "cls2"), 0, "not pinned here either");
+    json_t *after = others_of("cls2");
+    cr_expect(json_equal(before, after), "no other task changed");
+    json_decref(before), json_decref(after);
+    x.round++;
+    other_replica_changes(&x);
+    cr_expect_eq(journal_last_byte(), '\n', "the other replica's write compacted");
+    before = others_of("cls2");
+    cr_assert_eq(store_pin(x.a, "cls2", 1, &e), 0, "%s", e.msg);
+    after = others_of("cls2");
+    cr_expect(json_equal(before, after), "no other task changed");
+    json_decref(before), json_decref(after);
+    json_t *root = fx_state_read(reg_dir);
+    cr_expect(json_is_true(json_object_get(json_object_get(json_object_get(root, "tasks"), "cls2"), "pinned")), "the pin is recorded");
+    json_decref(root);
+    replicas_close(&x);
+}
