@@ -14,16 +14,23 @@
  * base written anew with a new generation (tmp, fsync, rename, fsync of the folder), then a new
  * journal holding only its header (the same way). Compaction writes the base's size once for at
  * least as many bytes of lines appended: amortized, a write costs the same at 10 or 10,000 tasks.
+ * Both continue a short write and retry an interrupted call; every call on the files goes through
+ * store__state_io (store_test.h), so tests can fail each one.
  * A crash between the two renames leaves a base that already holds the old journal, whose lower
  * generation says so; a crash during an append leaves a partial last line, never followed (and
  * the next write compacts rather than append after it).
  *
  * Reading. The base, then its journal: a journal of the base's generation is applied; an older one
  * is already in the base (ignored); a newer one was begun after this reader read the base (both
- * read again). Only whole lines are read, and a line that does not parse is skipped. The doc is kept
- * with both files' identities (inode, size, times) and the journal's offset: a look costs two stats,
- * and another writer's change costs the lines it appended (the base is parsed again only when it
- * was replaced).
+ * read again; still newer after every try, two writers without a lock crossed their renames: the
+ * base alone, compacted by the next write). Only whole lines are read, and a line that does not
+ * parse is skipped. A file that cannot be read whole (an I/O error, a file replaced under every
+ * try) is not "no state": a write then refuses (ENG_UNAVAILABLE) rather than write from this
+ * process's view, which would drop other tasks' tombstones and the pins and rollbacks of replicas
+ * not followed yet; only a base that does not parse (renamed in whole, so that lasts) is replaced.
+ * The doc is kept with both files' identities (inode, size, times) and the journal's offset: a
+ * look costs two stats, and another writer's change costs the lines it appended (the base is
+ * parsed again only when it was replaced).
  *
  * Replicas on one registry. Each write is a read-modify-write of one task's entry under a POSIX
  * record lock (.adapterd-state.lock): other tasks' entries are kept as written. An entry holds the
@@ -45,6 +52,96 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "store_test.h"
+
+/* ---- the file system, through one table ----
+ *
+ * Every call that reads or writes the state's files goes through store__state_io, so that a test
+ * can fail any one of them (an I/O error, an interrupted call, a short write, a full disk) and
+ * check that nothing but the written task's entry can change. The real calls by default. */
+
+static int io_open(const char *path, int flags, mode_t mode) { return open(path, flags, mode); }
+
+store__io_calls store__state_io = {io_open, stat, fstat, pread, write, fsync, ftruncate, rename, close};
+#define IO store__state_io
+
+/* n bytes at offset from of fd into buf, interrupted calls retried. Returns the bytes read: fewer
+ * than n only at the end of the file (errno 0) or on an error (errno set). */
+static size_t read_at(int fd, char *buf, size_t n, off_t from) {
+    size_t got = 0;
+    errno = 0;
+    while (got < n) {
+        ssize_t k = IO.pread(fd, buf + got, n - got, from + (off_t)got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        got += (size_t)k;
+    }
+    return got;
+}
+
+/* n bytes of text written to fd, a short write continued and an interrupted call retried (the
+ * kernel may write part of a buffer; only a call that writes nothing says why). Returns 0, or -1
+ * with errno set (ENOSPC when a call wrote nothing and said nothing). */
+static int write_all(int fd, const char *text, size_t n) {
+    size_t done = 0;
+    while (done < n) {
+        errno = 0;
+        ssize_t k = IO.write(fd, text + done, n - done);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            if (!errno) errno = ENOSPC;
+            return -1;
+        }
+        done += (size_t)k;
+    }
+    return 0;
+}
+
+/* fsync of the registry folder, after a rename in it. Returns 0, or -1 with errno. */
+static int fsync_dir(const char *dir) {
+    int fd = IO.open(dir, O_RDONLY | O_CLOEXEC | O_DIRECTORY, 0);
+    if (fd < 0) return -1;
+    int rc = IO.fsync(fd), e = errno;
+    IO.close(fd);
+    errno = e;
+    return rc;
+}
+
+/* The base's text, whole, in *out (free it; len bytes, NUL-terminated). Returns 0, ENG_FORMAT when
+ * it holds more than STATE_FILE_MAX_BYTES, ENG_NO_MEMORY, or ENG_IO when it cannot be read whole:
+ * a base read in part is never taken for the state. */
+static int base_read(const char *path, char **out, size_t *len, eng_err *err) {
+    *out = NULL, *len = 0;
+    int fd = IO.open(path, O_RDONLY | O_CLOEXEC, 0);
+    if (fd < 0) return eng_err_set(err, ENG_IO, "%s: %s", path, strerror(errno));
+    struct stat st;
+    if (IO.fstat(fd, &st) != 0) {
+        int en = errno;
+        IO.close(fd);
+        return eng_err_set(err, ENG_IO, "%s: %s", path, strerror(en));
+    }
+    size_t n = (size_t)st.st_size;
+    if (n > STATE_FILE_MAX_BYTES) {
+        IO.close(fd);
+        return eng_err_set(err, ENG_FORMAT, "%s: over %zu MiB", path, STATE_FILE_MAX_BYTES >> 20);
+    }
+    char *buf = malloc(n + 1);
+    if (!buf) {
+        IO.close(fd);
+        return eng_err_set(err, ENG_NO_MEMORY, "out of memory reading %s", STATE_FILE);
+    }
+    size_t got = read_at(fd, buf, n, 0);
+    int en = errno;
+    IO.close(fd);
+    if (got < n) {
+        free(buf);
+        return eng_err_set(err, ENG_IO, "%s: %s", path, en ? strerror(en) : "shorter than its size; read again at the next look");
+    }
+    buf[n] = '\0';
+    *out = buf, *len = n;
+    return 0;
+}
 
 /* ---- the one parser ---- */
 
@@ -213,35 +310,40 @@ static int same_file(const struct stat *a, const struct stat *b) {
 static int same_inode(const struct stat *a, const struct stat *b) { return a->st_dev == b->st_dev && a->st_ino == b->st_ino; }
 
 /* The journal from r->log_off on, applied to r->state when it continues the base. Returns 0, 1
- * when the journal is newer than the base read (read both again), or a negative status. */
+ * when it was replaced since it was looked at, 2 when its header names a base newer than the one
+ * read (read both again), or a negative status. */
 static int journal_read(store_registry *r, const char *lpath, eng_err *err) {
-    int fd = open(lpath, O_RDONLY | O_CLOEXEC);
+    int fd = IO.open(lpath, O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0) return errno == ENOENT ? 1 : eng_err_set(err, ENG_IO, "%s: %s", lpath, strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) != 0 || (r->log_known && (!same_inode(&st, &r->log_id) || st.st_size < r->log_off))) {
-        close(fd);
+    if (IO.fstat(fd, &st) != 0) {
+        int en = errno;
+        IO.close(fd);
+        return eng_err_set(err, ENG_IO, "%s: %s", lpath, strerror(en));
+    }
+    if (r->log_known && (!same_inode(&st, &r->log_id) || st.st_size < r->log_off)) {
+        IO.close(fd);
         return 1; /* replaced since it was looked at */
     }
     off_t from = r->log_known ? r->log_off : 0;
     size_t n = (size_t)(st.st_size - from);
     if (n > STATE_FILE_MAX_BYTES) {
-        close(fd);
+        IO.close(fd);
         return eng_err_set(err, ENG_FORMAT, "%s: over %zu MiB", lpath, STATE_FILE_MAX_BYTES >> 20);
     }
     char *buf = malloc(n + 1);
-    size_t got = 0;
-    while (buf && got < n) {
-        ssize_t k = pread(fd, buf + got, n - got, from + (off_t)got);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) break;
-        got += (size_t)k;
+    if (!buf) {
+        IO.close(fd);
+        return eng_err_set(err, ENG_NO_MEMORY, "out of memory reading %s", STATE_LOG);
     }
+    size_t got = read_at(fd, buf, n, from);
     int en = errno;
-    close(fd);
-    if (!buf) return eng_err_set(err, ENG_NO_MEMORY, "out of memory reading %s", STATE_LOG);
-    if (n && !got) {
+    IO.close(fd);
+    /* the lines read in part would be taken for all of them: the ones not read would be lost
+     * at the next compaction. A journal cut short meanwhile (errno 0) was replaced: read again. */
+    if (got < n) {
         free(buf);
-        return eng_err_set(err, ENG_IO, "%s: %s", lpath, strerror(en));
+        return en ? eng_err_set(err, ENG_IO, "%s: %s", lpath, strerror(en)) : 1;
     }
     size_t at = 0;
     int rc = 0;
@@ -251,7 +353,7 @@ static int journal_read(store_registry *r, const char *lpath, eng_err *err) {
             json_t *h = json_loadb(buf, len, 0, NULL), *g = json_object_get(h, "generation");
             long long gen = json_is_integer(g) ? (long long)json_integer_value(g) : -1;
             json_decref(h);
-            if (gen > r->state.generation) rc = 1;
+            if (gen > r->state.generation) rc = 2;
             else r->log_mode = gen == r->state.generation ? LOG_CONTINUES : LOG_STALE;
         } else if (r->log_mode == LOG_CONTINUES && store__state_apply_line(&r->state, buf + at, len) < 0) {
             rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory reading %s", STATE_LOG);
@@ -275,7 +377,7 @@ static int state_file_load(store_registry *r, int *absent, eng_err *err) {
     *absent = 0;
     for (int tries = 0; tries < 4; tries++) {
         struct stat st, lst;
-        if (stat(path, &st) != 0) {
+        if (IO.stat(path, &st) != 0) {
             int en = errno;
             store__state_doc_free(&r->state), r->state_known = 0, r->log_known = 0;
             if (en == ENOENT) {
@@ -284,7 +386,7 @@ static int state_file_load(store_registry *r, int *absent, eng_err *err) {
             }
             return eng_err_set(err, ENG_IO, "%s: %s", path, strerror(en)); /* a network file system's hiccup is not "no state" */
         }
-        int have_log = stat(lpath, &lst) == 0;
+        int have_log = IO.stat(lpath, &lst) == 0;
         if (!have_log && errno != ENOENT) {
             int en = errno;
             store__state_doc_free(&r->state), r->state_known = 0, r->log_known = 0;
@@ -297,7 +399,7 @@ static int state_file_load(store_registry *r, int *absent, eng_err *err) {
             store__state_doc_free(&r->state), r->state_known = 0, r->log_known = 0, r->log_mode = LOG_NONE, r->log_tail = 0;
             char *text = NULL;
             size_t len = 0;
-            int rc = eng_file_read(path, STATE_FILE_MAX_BYTES, &text, &len, err);
+            int rc = base_read(path, &text, &len, err);
             if (!rc) rc = store__state_parse(text, len, &r->state, err);
             free(text);
             if (rc) return rc;
@@ -309,6 +411,13 @@ static int state_file_load(store_registry *r, int *absent, eng_err *err) {
         if (rc <= 0) {
             if (rc) store__state_doc_free(&r->state), r->state_known = 0, r->log_known = 0;
             return rc;
+        }
+        if (rc == 2 && tries == 3) {
+            /* still newer after every try: not a compaction seen half done but two writers without
+             * a lock that renamed their files in crosswise. The base is a whole state (the last
+             * writer's); its journal is not followed, and the next write compacts both into one. */
+            r->log_mode = LOG_STALE;
+            return 0;
         }
         r->state_known = 0; /* read both again */
     }
@@ -437,14 +546,14 @@ static int write_durably(store_registry *r, const char *file, const char *text, 
     char host[64] = "";
     if (locked) store__pathf(tmp, sizeof tmp, "%s/%s.tmp", r->dir, file);
     else gethostname(host, sizeof host - 1), store__pathf(tmp, sizeof tmp, "%s/%s.%s-%d.tmp", r->dir, file, host, (int)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    size_t n = strlen(text);
+    int fd = IO.open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     errno = 0;
-    int bw = fd < 0 || write(fd, text, n) != (ssize_t)n || fsync(fd);
-    if (fd >= 0 && close(fd) && !bw) bw = 1;
-    if (!bw && (rename(tmp, path) || store__fsync_path(r->dir, 1))) bw = 2;
+    int bw = fd < 0 || write_all(fd, text, strlen(text)) || IO.fsync(fd);
+    int en = errno;
+    if (fd >= 0 && IO.close(fd) && !bw) bw = 1, en = errno;
+    if (!bw && (IO.rename(tmp, path) || fsync_dir(r->dir))) bw = 2, en = errno;
     if (!bw) return 0;
-    int en = errno ? errno : ENOSPC; /* a short write sets no errno: the disk is full */
+    if (!en) en = EIO;
     if (bw == 1) unlink(tmp);
     return eng_err_set(err, store__io_status(en), "cannot write the registry state %s (%s)", file, strerror(en));
 }
@@ -474,9 +583,9 @@ static int compact(store_registry *r, int locked, eng_err *err) {
     }
     char path[PATH_MAX];
     store__pathf(path, sizeof path, "%s/%s", r->dir, STATE_FILE);
-    r->state_known = stat(path, &r->state_id) == 0 && (size_t)r->state_id.st_size == base_len;
+    r->state_known = IO.stat(path, &r->state_id) == 0 && (size_t)r->state_id.st_size == base_len;
     store__pathf(path, sizeof path, "%s/%s", r->dir, STATE_LOG);
-    r->log_known = r->state_known && stat(path, &r->log_id) == 0 && (size_t)r->log_id.st_size == strlen(head);
+    r->log_known = r->state_known && IO.stat(path, &r->log_id) == 0 && (size_t)r->log_id.st_size == strlen(head);
     r->log_off = (off_t)strlen(head), r->log_tail = 0, r->log_mode = LOG_CONTINUES;
     return 0;
 }
@@ -486,21 +595,14 @@ static int compact(store_registry *r, int locked, eng_err *err) {
 static int journal_append(store_registry *r, const char *lines, size_t n, eng_err *err) {
     char path[PATH_MAX];
     store__pathf(path, sizeof path, "%s/%s", r->dir, STATE_LOG);
-    int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+    int fd = IO.open(path, O_WRONLY | O_APPEND | O_CLOEXEC, 0);
     errno = 0;
-    size_t done = 0;
-    while (fd >= 0 && done < n) {
-        ssize_t k = write(fd, lines + done, n - done);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) break;
-        done += (size_t)k;
-    }
     struct stat st;
-    int ok = fd >= 0 && done == n && fsync(fd) == 0 && fstat(fd, &st) == 0;
-    int en = errno ? errno : ENOSPC;
-    if (!ok && fd >= 0 && ftruncate(fd, r->log_off) != 0) /* left: read again below, the partial line is skipped */
+    int ok = fd >= 0 && !write_all(fd, lines, n) && IO.fsync(fd) == 0 && IO.fstat(fd, &st) == 0;
+    int en = errno ? errno : EIO;
+    if (!ok && fd >= 0 && IO.ftruncate(fd, r->log_off) != 0) /* left: read again below, the partial line is skipped */
         store__log(r, "%s: could not cut a failed write back (%s); the next write compacts", path, strerror(errno));
-    if (fd >= 0) close(fd);
+    if (fd >= 0) IO.close(fd);
     if (!ok) {
         r->log_known = 0; /* read again before the next write */
         return eng_err_set(err, store__io_status(en), "cannot write the registry state %s (%s)", STATE_LOG, strerror(en));
@@ -522,7 +624,8 @@ state_change store__state_change(const char *name) {
  * versions.c) and max, the highest version number on disk, or c->extra_max when higher (a version
  * about to be renamed in). With c->only_if_above >= 0 the write is conditional: when the entry
  * already records a current version with a max >= it, nothing is written and *skipped is set
- * (another replica recorded that version as not current). An unreadable state is replaced.
+ * (another replica recorded that version as not current). A state that cannot be read refuses the
+ * write (ENG_UNAVAILABLE, nothing written); only a base that does not parse is replaced.
  * admin_mu held. */
 int store__state_write(store_registry *r, const state_change *c, int *skipped, eng_err *err) {
     int held, lk = store__state_lock(r, &held), rc = 0, absent;
@@ -532,7 +635,15 @@ int store__state_write(store_registry *r, const state_change *c, int *skipped, e
     eng_err le = {0};
     if ((rc = state_file_load(r, &absent, &le))) {
         if (rc == ENG_NO_MEMORY) goto oom;
-        rc = 0, absent = 1; /* unreadable: rewritten from this process's view */
+        if (rc != ENG_FORMAT) {
+            /* a state that could not be read (an I/O error, a file replaced under every try) is not
+             * "no state": written from this process's view, it would drop other tasks' tombstones
+             * and the pins and rollbacks of replicas this one has not followed yet */
+            r->log_known = 0, r->entries_known = 0;
+            store__state_unlock(lk);
+            return eng_err_set(err, ENG_UNAVAILABLE, "the registry state could not be read (%s); nothing changed, try again", le.msg);
+        }
+        rc = 0, absent = 1; /* a base that does not parse (it is renamed in whole): no reader follows it, rewritten */
     }
     const char *name = c->name;
     if (c->only_if_above >= 0) {

@@ -4,6 +4,8 @@
 #define ADAPTERD_STORE_TEST_H
 
 #include <stddef.h>
+#include <sys/stat.h>
+#include <sys/types.h>
 
 #include "adapters_store/store.h"
 
@@ -26,5 +28,22 @@ extern void (*store__fs_hook)(const char *path);
  * default) for the larger of 64 KiB and the base's size; 0 compacts at every write. Set it while
  * no store call runs. */
 extern long store__journal_limit;
+
+/* The calls state.c makes on the state's files (.adapterd-state.json, .adapterd-state.log, their
+ * temporaries and the registry folder's fsync), each with the real call's contract (-1 or a short
+ * count, errno set): the real calls by default. A test replaces one to fail it (EIO, EINTR, a short
+ * write, a full disk) and puts the default back. Set it while no store call runs. */
+typedef struct {
+    int (*open)(const char *path, int flags, mode_t mode);
+    int (*stat)(const char *path, struct stat *st);
+    int (*fstat)(int fd, struct stat *st);
+    ssize_t (*pread)(int fd, void *buf, size_t n, off_t off);
+    ssize_t (*write)(int fd, const void *buf, size_t n);
+    int (*fsync)(int fd);
+    int (*ftruncate)(int fd, off_t len);
+    int (*rename)(const char *from, const char *to);
+    int (*close)(int fd);
+} store__io_calls;
+extern store__io_calls store__state_io;
 
 #endif

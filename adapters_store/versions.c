@@ -31,6 +31,18 @@ static int record_as_served(store_registry *r, const char *name, eng_err *err) {
     return store__state_write(r, &c, NULL, err);
 }
 
+/* A deletion whose state write was refused (ENG_UNAVAILABLE: the state could not be read) has
+ * already removed its folder: its answer says so instead of the writer's "nothing changed". */
+static int deleted_unrecorded(int rc, eng_err *err, const char *name, const char *version) {
+    if (rc != ENG_UNAVAILABLE || !err) return rc;
+    char why[ENG_ERR_MSG_MAX];
+    snprintf(why, sizeof why, "%s", err->msg);
+    char *cut = strstr(why, "; nothing changed");
+    if (cut) *cut = '\0';
+    return eng_err_set(err, rc, "task %s%s%s was deleted, but %s; a later change of the task records it", name,
+                       version ? " version " : "", version ? version : "", why);
+}
+
 /* Loads t (unlisted) to validate it; returns 0 and the weights in *et. */
 int store__validate(store_registry *r, store_task *t, eng_task **et, double *dt, eng_err *err) {
     double t0 = store__now_s();
@@ -283,7 +295,7 @@ int store_delete_version(store_registry *r, const char *name, const char *versio
     pthread_mutex_unlock(&r->mu);
     store_task_release(t);
     store__log(r, "task %s version %s deleted", name, version);
-    rc = record_as_served(r, name, err);
+    rc = deleted_unrecorded(record_as_served(r, name, err), err, name, version);
     pthread_mutex_unlock(&r->admin_mu);
     return rc;
 }
@@ -317,7 +329,7 @@ int store_delete_task(store_registry *r, const char *name, eng_err *err) {
     pthread_mutex_unlock(&r->mu);
     if (e) store__entry_free(e);
     store__log(r, "task %s deleted", name);
-    int rc = record_as_served(r, name, err);
+    int rc = deleted_unrecorded(record_as_served(r, name, err), err, name, NULL);
     pthread_mutex_unlock(&r->admin_mu);
     return rc;
 }
@@ -326,6 +338,7 @@ int store_pin(store_registry *r, const char *name, int pinned, eng_err *err) {
     pthread_mutex_lock(&r->admin_mu);
     pthread_mutex_lock(&r->mu);
     store_entry *e = store__get_entry(r, name);
+    int was = e && e->admin_pinned;
     if (e) e->admin_pinned = pinned;
     store_task *t = e ? store__take(r, e->cur) : NULL;
     pthread_mutex_unlock(&r->mu);
@@ -333,7 +346,12 @@ int store_pin(store_registry *r, const char *name, int pinned, eng_err *err) {
     if (!e) rc = eng_err_set(err, ENG_NOT_FOUND, "unknown task \"%.100s\"", name);
     else if (t) rc = store_task_ensure(r, t, err);
     store_task_release(t);
-    if (!rc) rc = record_as_served(r, name, err);
+    if (!rc && (rc = record_as_served(r, name, err))) {
+        /* not on disk: not in memory either (the entry stays while admin_mu is held) */
+        pthread_mutex_lock(&r->mu);
+        if ((e = store__get_entry(r, name))) e->admin_pinned = was;
+        pthread_mutex_unlock(&r->mu);
+    }
     pthread_mutex_unlock(&r->admin_mu);
     return rc;
 }

@@ -38,6 +38,7 @@ eng_status srv_status_of_upload(eng_status rc, int *prefix) {
     case ENG_NO_MEMORY:
     case ENG_IO:
     case ENG_NO_SPACE:
+    case ENG_UNAVAILABLE: /* the registry state could not be read: nothing changed, the client may retry */
     case ENG_INVALID_ARGUMENT:
     case ENG_CONFLICT: return rc;
     default: *prefix = 1; return ENG_INVALID_ARGUMENT;

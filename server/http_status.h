@@ -20,8 +20,8 @@ eng_status srv_status_of_tokenize(int eng_rc);
 
 /* A task version that does not load from an upload is the upload's fault: the loader's shape,
  * format and unsupported-method errors become ENG_INVALID_ARGUMENT (422, *prefix set so the message
- * keeps the loader's code), while out of memory, I/O, a full disk, conflicts and invalid arguments
- * keep theirs. */
+ * keeps the loader's code), while out of memory, I/O, a full disk, a registry state that could not
+ * be read (503), conflicts and invalid arguments keep theirs. */
 eng_status srv_status_of_upload(eng_status rc, int *prefix);
 
 /* Builds {"error":{"code","message"}} for code into *body / *len and returns its HTTP status; an

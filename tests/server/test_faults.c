@@ -1,6 +1,7 @@
 /* test_faults.c - faults under load on the real `adapterd serve` (adapters_store/'s crash
  * consistency and start-up, server/admin.c's answers): kills at random moments while versions
- * change and clients predict, a full disk during an upload, and a start-up over broken versions.
+ * change and clients predict, a full disk during an upload, a state that cannot be read, and a
+ * start-up over broken versions.
  * Registries are copies of the bert-tiny fixtures in temporary folders. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -450,6 +451,56 @@ Test(faults, a_full_file_system_during_an_upload_is_507_and_leaves_nothing, .tim
 }
 
 /* ---- start-up over broken versions ---- */
+
+/* A state the server cannot read (here a folder where the base should be: stat succeeds, reading
+ * fails, as a network file system's I/O error does) is not "no state": an upload and an activation
+ * answer 503 naming the cause, and change nothing; once it reads again, they go through. */
+Test(faults, a_state_that_cannot_be_read_refuses_changes_with_503, .timeout = 60) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    char *reg = make_registry();
+    blob small = tgz_of(AD "/ia3/adapters");
+    test_server s;
+    cr_assert_eq(start_on(&s, reg), 0);
+    cr_assert_eq(activate(&s, "cls", "0"), 200, "the state written once");
+    ts_sh_ok("mv %s/.adapterd-state.json %s/state.saved && mkdir %s/.adapterd-state.json", reg, reg, reg);
+    json_t *d = NULL;
+    long st = upload(&s, "cls", "7", &small, 1, &d);
+    cr_expect_eq(st, 503, "an upload: %ld", st);
+    json_t *e = json_object_get(d, "error");
+    cr_expect_str_eq(json_string_value(json_object_get(e, "code")) ?: "", "unavailable");
+    const char *msg = json_string_value(json_object_get(e, "message"));
+    cr_expect(msg && strstr(msg, "registry state could not be read") && strstr(msg, "nothing changed"), "%s", msg ?: "(none)");
+    char vmsg[512];
+    cr_expect_eq(ts_validate("PUT", "/v1/tasks/{name}/versions/{version}", st, d, vmsg, sizeof vmsg), 0, "%s", vmsg);
+    json_decref(d);
+    d = NULL;
+    st = ts_request(&s, "POST", "/v1/tasks/cls:activate", "{\"version\":\"1\"}", 15, "application/json", AUTH, &d);
+    cr_expect_eq(st, 503, "an activation: %ld", st);
+    msg = json_string_value(json_object_get(json_object_get(d, "error"), "message"));
+    cr_expect(msg && strstr(msg, "registry state could not be read"), "%s", msg ?: "(none)");
+    cr_expect_eq(ts_validate("POST", "/v1/tasks/{name}:activate", st, d, vmsg, sizeof vmsg), 0, "%s", vmsg);
+    json_decref(d);
+    char v[32] = "", p[PATH_MAX];
+    cr_expect_eq(predict(&s, "cls", v, sizeof v), 200);
+    cr_expect_str_eq(v, "0", "the task keeps its version");
+    json_t *vs = versions(&s, "cls");
+    cr_expect_eq(json_array_size(json_object_get(vs, "versions")), 2, "nothing listed");
+    json_decref(vs);
+    snprintf(p, sizeof p, "%s/tasks/cls/7", reg);
+    cr_expect_neq(access(p, F_OK), 0, "no version folder");
+    snprintf(p, sizeof p, "%s/state.saved", reg);
+    cr_expect_eq(access(p, F_OK), 0, "the state was not rewritten");
+    /* readable again */
+    ts_sh_ok("rmdir %s/.adapterd-state.json && mv %s/state.saved %s/.adapterd-state.json", reg, reg, reg);
+    cr_expect_eq(activate(&s, "cls", "1"), 200);
+    cr_expect_eq(upload(&s, "cls", "7", &small, 0, NULL), 201);
+    cr_expect_eq(predict(&s, "cls", v, sizeof v), 200);
+    cr_expect_str_eq(v, "1");
+    cr_expect_eq(ts_stop(&s), 0);
+    free(small.data);
+    ts_sh_ok("rm -rf %s", reg);
+    free(reg);
+}
 
 Test(faults, start_up_serves_every_good_task_and_lists_the_broken_versions, .timeout = 60) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
