@@ -347,3 +347,14 @@ uint8_t *h2c_infer_request(const char *model, const char *text, size_t min_len, 
     *len = o;
     return b;
 }
+
+int h2c_free_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    socklen_t n = sizeof a;
+    if (fd < 0) return -1;
+    int ok = !bind(fd, (struct sockaddr *)&a, sizeof a) && !getsockname(fd, (struct sockaddr *)&a, &n);
+    close(fd);
+    return ok ? ntohs(a.sin_port) : -1;
+}

@@ -33,6 +33,8 @@ typedef struct h2c h2c;
  * another client address), retrying for up to 2 s while nothing listens, and queues the preface and
  * SETTINGS. NULL when it cannot connect. */
 h2c *h2c_connect(int port, const char *from);
+/* A TCP port on 127.0.0.1 that was free a moment ago (for a server's --grpc-port). */
+int h2c_free_port(void);
 /* Closes the socket and frees c. NULL does nothing. */
 void h2c_free(h2c *c);
 

@@ -201,6 +201,21 @@ Test(front, every_http_inference_route_has_a_codec) {
 
 /* The one acquisition: prepare holds one reference per task it names, the job runs exactly those,
  * and a version that does not exist is refused with 404 before anything else happens. */
+/* body decodes with codec, and its preparation is refused with code and a message holding what, before
+ * any job is built (nothing tokenized). */
+static void expect_refused(const proto_codec *codec, const char *body, eng_status code, const char *what) {
+    srv_front f;
+    proto_wire w = json_wire(body, NULL);
+    memset(&f, 0, sizeof f);
+    srv__front_init(&f, &srv, codec, &test_edge, NULL, "test-2", 0);
+    cr_assert_eq(srv__front_decode(&f, &w), 0, "%s", f.msg);
+    cr_expect_eq(srv__front_prepare(&f), SRV_FRONT_FAILED);
+    cr_expect_eq(f.code, code, "%s", f.msg);
+    cr_expect(strstr(f.msg, what), "%s", f.msg);
+    cr_expect_null(f.job, "nothing tokenized");
+    srv__front_clear(&f);
+}
+
 /* References held by requests on the current version of task name. */
 static int in_flight(const char *name) {
     store_version_info v[8];
@@ -223,23 +238,8 @@ Test(front, tasks_are_acquired_once, .init = setup, .fini = teardown) {
     cr_expect_eq(in_flight("cls_lora"), cls, "all given back");
     cr_expect_eq(in_flight("ml"), ml, "all given back");
 
-    w = json_wire("{\"inputs\": [\"a fine day\"], \"tasks\": [\"cls_lora@99\"]}", NULL);
-    memset(&f, 0, sizeof f);
-    srv__front_init(&f, &srv, &proto_v1_predict_codec, &test_edge, NULL, "test-2", 0);
-    cr_assert_eq(srv__front_decode(&f, &w), 0);
-    cr_expect_eq(srv__front_prepare(&f), SRV_FRONT_FAILED);
-    cr_expect_eq(f.code, ENG_NOT_FOUND);
-    cr_expect(strstr(f.msg, "cls_lora@99"), "%s", f.msg);
-    cr_expect_null(f.job, "nothing tokenized");
-    srv__front_clear(&f);
-
+    expect_refused(&proto_v1_predict_codec, "{\"inputs\": [\"a fine day\"], \"tasks\": [\"cls_lora@99\"]}", ENG_NOT_FOUND,
+                   "cls_lora@99");
     /* TEI's one-task routes: with several tasks served and none named, a clear refusal */
-    w = json_wire("{\"inputs\": \"a fine day\"}", NULL);
-    memset(&f, 0, sizeof f);
-    srv__front_init(&f, &srv, &proto_tei_predict_codec, &test_edge, NULL, "test-3", 0);
-    cr_assert_eq(srv__front_decode(&f, &w), 0);
-    cr_expect_eq(srv__front_prepare(&f), SRV_FRONT_FAILED);
-    cr_expect_eq(f.code, ENG_INVALID_ARGUMENT);
-    cr_expect(strstr(f.msg, "?task="), "%s", f.msg);
-    srv__front_clear(&f);
+    expect_refused(&proto_tei_predict_codec, "{\"inputs\": \"a fine day\"}", ENG_INVALID_ARGUMENT, "?task=");
 }

@@ -27,21 +27,11 @@
 #define TWO_INPUTS "{\"inputs\":[\"the movie\",\"a song\"]}"
 #define MIB (1024 * 1024)
 
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    socklen_t n = sizeof a;
-    cr_assert(fd >= 0 && !bind(fd, (struct sockaddr *)&a, sizeof a) && !getsockname(fd, (struct sockaddr *)&a, &n));
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 /* Starts the server with --grpc-port (a free port, in *gport) and extra args (NULL-terminated). */
 static void start(test_server *s, int *gport, const char *const *extra) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     static char port[16];
-    *gport = free_port();
+    *gport = h2c_free_port();
     snprintf(port, sizeof port, "%d", *gport);
     const char *args[32] = {"--grpc-port", port};
     int n = 2;

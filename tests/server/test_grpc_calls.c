@@ -26,20 +26,10 @@ enum { OK = 0, INVALID_ARGUMENT = 3, NOT_FOUND = 5, INTERNAL = 13 };
 static test_server srv;
 static int gport;
 
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    socklen_t n = sizeof a;
-    cr_assert(fd >= 0 && !bind(fd, (struct sockaddr *)&a, sizeof a) && !getsockname(fd, (struct sockaddr *)&a, &n));
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 static void start(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     static char port[16];
-    gport = free_port();
+    gport = h2c_free_port();
     snprintf(port, sizeof port, "%d", gport);
     const char *args[] = {"--grpc-port", port, NULL};
     cr_assert_eq(ts_start(&srv, args, NULL), 0, "the server did not start");
