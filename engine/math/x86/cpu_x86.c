@@ -40,7 +40,7 @@ const eng__cpu_feature eng__cpu_feature_names[] = {
 };
 const size_t eng__cpu_n_feature_names = sizeof eng__cpu_feature_names / sizeof eng__cpu_feature_names[0];
 
-const char eng__cpu_lowp_need[] = "at least AVX2 + FMA (x86-64-v3)";
+const char eng__cpu_lowp_need[] = "at least x86-64-v3 (AVX2, FMA, BMI1/2, F16C, LZCNT, MOVBE)";
 
 /* What each kernel file is compiled for (engine/CMakeLists.txt: X86_V3, X86_V4 and the extra -m
  * flags per file name), as CPUID / XCR0 bits: a level counts only when all of them are there, since
@@ -86,8 +86,8 @@ const eng__x86_feature_needs eng__x86_features[] = {
     {ENG_CPU_AVX512, NEED_V4},                                   /* avx512_*: X86_V4 */
     {ENG_CPU_AVX512_VNNI, NEED_V4 | NEED_AVX512_VNNI},           /* avx512_vnni_*: X86_V4 -mavx512vnni */
     {ENG_CPU_AVX512_BF16, NEED_V4 | NEED_AVX512_BF16},           /* avx512_bf16_*: X86_V4 -mavx512bf16 */
-    {ENG_CPU_AMX, NEED_V4 | NEED_AVX512_VNNI | NEED_AVX512_BF16 | NEED_AMX}, /* amx*: X86_V4 -mavx512bf16
-                                                                  * -mavx512vnni -mamx-tile -mamx-bf16 -mamx-int8 */
+    /* amx*: X86_V4 -mavx512bf16 -mavx512vnni -mamx-tile -mamx-bf16 -mamx-int8 */
+    {ENG_CPU_AMX, NEED_V4 | NEED_AVX512_VNNI | NEED_AVX512_BF16 | NEED_AMX},
 };
 const size_t eng__x86_n_features = sizeof eng__x86_features / sizeof eng__x86_features[0];
 
