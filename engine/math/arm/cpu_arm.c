@@ -10,6 +10,7 @@
 #include "math/arm/cpu_arm.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/auxv.h>
 
 #define F_NEON ENG_CPU_NEON
@@ -42,7 +43,7 @@ const char eng__cpu_lowp_need[] = "NEON (bf16) or NEON with the dot-product exte
 #define N(w, b, name, cpuinfo) {ENG__ARM_##w, b, name, cpuinfo}
 const eng__arm_need eng__arm_needs[] = {
     N(HWCAP, 0, "FP", "fp"), N(HWCAP, 1, "ASIMD", "asimd"),                              /* armv8-a */
-    N(HWCAP, 7, "CRC32", "crc32"), N(HWCAP, 8, "LSE atomics", "atomics"), N(HWCAP, 12, "RDM", "asimdrdm"), /* armv8.2-a */
+    N(HWCAP, 7, "CRC32", "crc32"), N(HWCAP, 8, "LSE", "atomics"), N(HWCAP, 12, "RDM", "asimdrdm"), /* armv8.2-a */
     N(HWCAP, 20, "DOTPROD", "asimddp"),                                                  /* +dotprod */
     N(HWCAP2, 13, "I8MM", "i8mm"),                                                       /* +i8mm */
     N(HWCAP2, 14, "BF16", "bf16"),                                                       /* +bf16 */
@@ -74,8 +75,31 @@ unsigned eng__cpu_arm_features(const eng__cpu_arm_words *w) {
     return f;
 }
 
+void eng__cpu_arm_lacking(const eng__cpu_arm_words *w, unsigned f, char *buf, int n) {
+    if (n <= 0) return;
+    buf[0] = '\0';
+    unsigned long long need = 0;
+    for (size_t i = 0; i < eng__arm_n_features; i++)
+        if (f & eng__arm_features[i].feature) need |= eng__arm_features[i].needs;
+    int len = 0;
+    for (size_t i = 0; i < eng__arm_n_needs; i++) {
+        if (!((need >> i) & 1) || ((w->w[eng__arm_needs[i].word] >> eng__arm_needs[i].bit) & 1)) continue;
+        int k = snprintf(buf + len, (size_t)(n - len), "%s%s", len ? " " : "", eng__arm_needs[i].name);
+        if (k < 0 || k >= n - len) { /* cut at the last whole name */
+            buf[len] = '\0';
+            return;
+        }
+        len += k;
+    }
+}
+
+static eng__cpu_arm_words detected_words; /* eng__cpu_detect's, for eng__cpu_lacking */
+
+void eng__cpu_lacking(unsigned f, char *buf, int n) { eng__cpu_arm_lacking(&detected_words, f, buf, n); }
+
 unsigned eng__cpu_detect(void) {
     eng__cpu_arm_words w = {{getauxval(AT_HWCAP), getauxval(AT_HWCAP2)}};
+    detected_words = w;
     return eng__cpu_arm_features(&w);
 }
 

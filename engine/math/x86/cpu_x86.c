@@ -10,6 +10,7 @@
 #include "math/x86/cpu_x86.h"
 
 #include <cpuid.h>
+#include <stdio.h>
 #include <strings.h>
 #include <xmmintrin.h>
 #if defined(__linux__)
@@ -65,7 +66,7 @@ const eng__x86_need eng__x86_needs[] = {
     /* the files' extra flags: -mavxvnni, -mavx512vnni, -mavx512bf16, -mamx-tile -mamx-bf16 -mamx-int8 (26..) */
     N(A71, 4, "AVX-VNNI", "avx_vnni"), N(C7, 11, "AVX512_VNNI", "avx512_vnni"), N(A71, 5, "AVX512_BF16", "avx512_bf16"),
     N(D7, 24, "AMX-TILE", "amx_tile"), N(D7, 22, "AMX-BF16", "amx_bf16"), N(D7, 25, "AMX-INT8", "amx_int8"),
-    N(XCR0, 17, "XCR0.XTILECFG", NULL), N(XCR0, 18, "XCR0.XTILEDATA", NULL), N(GRANT, 0, "AMX permission", NULL),
+    N(XCR0, 17, "XCR0.XTILECFG", NULL), N(XCR0, 18, "XCR0.XTILEDATA", NULL), N(GRANT, 0, "AMX-GRANT", NULL),
 };
 #undef N
 const size_t eng__x86_n_needs = sizeof eng__x86_needs / sizeof eng__x86_needs[0];
@@ -101,6 +102,28 @@ unsigned eng__cpu_x86_features(const eng__cpu_x86_words *w) {
     return f;
 }
 
+void eng__cpu_x86_lacking(const eng__cpu_x86_words *w, unsigned f, char *buf, int n) {
+    if (n <= 0) return;
+    buf[0] = '\0';
+    unsigned long long need = 0;
+    for (size_t i = 0; i < eng__x86_n_features; i++)
+        if (f & eng__x86_features[i].feature) need |= eng__x86_features[i].needs;
+    int len = 0;
+    for (size_t i = 0; i < eng__x86_n_needs; i++) {
+        if (!((need >> i) & 1) || ((w->w[eng__x86_needs[i].word] >> eng__x86_needs[i].bit) & 1)) continue;
+        int k = snprintf(buf + len, (size_t)(n - len), "%s%s", len ? " " : "", eng__x86_needs[i].name);
+        if (k < 0 || k >= n - len) { /* cut at the last whole name */
+            buf[len] = '\0';
+            return;
+        }
+        len += k;
+    }
+}
+
+static eng__cpu_x86_words detected_words; /* eng__cpu_detect's, for eng__cpu_lacking */
+
+void eng__cpu_lacking(unsigned f, char *buf, int n) { eng__cpu_x86_lacking(&detected_words, f, buf, n); }
+
 static unsigned long long xgetbv0(void) {
     unsigned lo, hi;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
@@ -127,6 +150,7 @@ unsigned eng__cpu_detect(void) {
         w.w[ENG__X86_GRANT] = 0;
 #endif
     }
+    detected_words = w;
     return eng__cpu_x86_features(&w);
 }
 

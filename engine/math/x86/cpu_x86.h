@@ -47,4 +47,8 @@ extern const size_t eng__x86_n_features;
 /* The engine's feature bits whose every need is set in w. Pure. */
 unsigned eng__cpu_x86_features(const eng__cpu_x86_words *w);
 
+/* Writes the names of the needs of the features f that w lacks, space-separated, into buf (n bytes;
+ * "" when none). Pure. */
+void eng__cpu_x86_lacking(const eng__cpu_x86_words *w, unsigned f, char *buf, int n);
+
 #endif

@@ -195,6 +195,14 @@ Test(cpu, x86_level_examples) {
     w.w[ENG__X86_B7] &= ~(1ull << 8); /* AVX2 + FMA without BMI2 (some hypervisors) */
     cr_assert_str_eq(x86_level(&w), "baseline");
     cr_assert_eq(eng__cpu_x86_features(&w), 0u);
+    char why[128];
+    eng__cpu_x86_lacking(&w, ENG_CPU_AVX2, why, sizeof why); /* what --cpu-level avx2's refusal names */
+    cr_assert_str_eq(why, "BMI2");
+    w.w[ENG__X86_C7] = 0;
+    eng__cpu_x86_lacking(&w, ENG_CPU_AVX512_VNNI, why, sizeof why);
+    cr_assert_str_eq(why, "BMI2 AVX512F AVX512BW AVX512CD AVX512DQ AVX512VL XCR0.OPMASK XCR0.ZMM_HI256 XCR0.HI16_ZMM AVX512_VNNI");
+    eng__cpu_x86_lacking(&w, ENG_CPU_AVX512_VNNI, why, 8); /* cut at a whole name */
+    cr_assert_str_eq(why, "BMI2");
     x86_words_of(6, &w);
     w.w[ENG__X86_D7] &= ~(1ull << 24); /* no AMX-TILE */
     cr_assert_str_eq(x86_level(&w), "avx512_bf16");
@@ -318,6 +326,9 @@ Test(cpu, arm_bf16_without_i8mm_keeps_the_bf16_kernel_out) {
     eng__kern_fill_arch(&k, f);
     cr_assert_str_eq(k.bf16, "neon");
     cr_assert_str_eq(k.int8, "dotprod");
+    char why[64];
+    eng__cpu_arm_lacking(&w, ENG_CPU_BF16, why, sizeof why);
+    cr_assert_str_eq(why, "I8MM");
     arm_words_of(2, &w);
     w.w[ENG__ARM_HWCAP] &= ~(1ull << 8); /* dotprod without LSE atomics: ARMv8.2-A is not all there */
     cr_assert_str_eq(arm_level(&w), "neon");
