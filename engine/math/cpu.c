@@ -67,10 +67,12 @@ int eng_cpu_level_check(const char *name, char *msg, int n) {
     }
     unsigned lack = (unsigned)m & ~eng_cpu_detected();
     if ((unsigned)m == ENG_CPU_ALL || !lack) return 0;
-    char need[128], have[128];
+    char need[128], have[128], missing[256];
     eng_cpu_describe(lack, need, sizeof need);
     eng_cpu_describe(eng_cpu_detected(), have, sizeof have);
-    snprintf(msg, (size_t)(n > 0 ? n : 0), "CPU level %s needs %s, which this CPU lacks (it has: %s)", name, need, have);
+    eng__cpu_lacking(lack, missing, sizeof missing); /* AVX2 listed by the CPU, BMI2 not: say so */
+    snprintf(msg, (size_t)(n > 0 ? n : 0), "CPU level %s needs %s, which this CPU lacks (it has: %s%s%s)", name, need,
+             have, missing[0] ? "; missing: " : "", missing);
     return -1;
 }
 

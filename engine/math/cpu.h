@@ -15,10 +15,11 @@
  * ARM64's in an aarch64 build (one build is for one architecture); each architecture's files use
  * only their own names. */
 
-/* x86-64. ENG_CPU_AVX512 is the set the engine's AVX-512 kernels assume together: F, BW, DQ
- * and VL, with the OS saving the zmm and mask registers. */
-#define ENG_CPU_AVX2 (1u << 0)        /* AVX2 and FMA3, ymm state enabled by the OS */
-#define ENG_CPU_AVX512 (1u << 1)      /* AVX-512 F/BW/DQ/VL, zmm state enabled by the OS */
+/* x86-64. Each bit is set only when all that its kernel files are compiled for is there (the table
+ * in x86/cpu_x86.c): ENG_CPU_AVX2 is all of x86-64-v3, ENG_CPU_AVX512 all of x86-64-v4, with the OS
+ * saving the ymm (zmm and mask) registers. */
+#define ENG_CPU_AVX2 (1u << 0)        /* x86-64-v3: AVX2, FMA3, BMI1/2, F16C, LZCNT, MOVBE (and v2), ymm state */
+#define ENG_CPU_AVX512 (1u << 1)      /* x86-64-v4: AVX-512 F/BW/CD/DQ/VL and v3, zmm state enabled by the OS */
 #define ENG_CPU_AVX512_BF16 (1u << 2) /* vdpbf16ps, vcvtne2ps2bf16 (implies ENG_CPU_AVX512 here) */
 #define ENG_CPU_AVX512_VNNI (1u << 3) /* vpdpbusd on zmm (implies ENG_CPU_AVX512 here) */
 #define ENG_CPU_AVX_VNNI (1u << 4)    /* vpdpbusd on ymm with the VEX encoding (implies ENG_CPU_AVX2) */
@@ -28,9 +29,11 @@
 /* ARM64 (aarch64; read from getauxval(AT_HWCAP / AT_HWCAP2), arm/cpu_arm.c). Advanced SIMD (NEON)
  * is part of ARMv8-A, so every aarch64 CPU has ENG_CPU_NEON; the rest are ARMv8.2+ extensions. */
 #define ENG_CPU_NEON (1u << 0)    /* Advanced SIMD: 32 registers of 128 bits (4 floats) */
-#define ENG_CPU_DOTPROD (1u << 1) /* sdot / udot: 4 int8 products into each int32 lane (Neoverse N1, Graviton 2) */
+#define ENG_CPU_DOTPROD (1u << 1) /* sdot / udot: 4 int8 products into each int32 lane (Neoverse N1, Graviton 2);
+                                   * with ARMv8.2-A's CRC32, LSE and RDM, which its files may use */
 #define ENG_CPU_I8MM (1u << 2)    /* smmla: a 2x8 by 8x2 int8 matrix product per instruction (Neoverse V1, Graviton 3) */
-#define ENG_CPU_BF16 (1u << 3)    /* bfdot / bfmmla: bfloat16 products into float32 (Neoverse V1, Graviton 3) */
+#define ENG_CPU_BF16 (1u << 3)    /* bfdot / bfmmla: bfloat16 products into float32 (Neoverse V1, Graviton 3);
+                                   * only with I8MM too, its files being built with +i8mm */
 
 /* The features detected (CPUID and XGETBV, on first call) and not masked by eng_cpu_restrict. */
 unsigned eng_cpu_features(void);

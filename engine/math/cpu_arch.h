@@ -32,6 +32,11 @@ extern const char eng__cpu_lowp_need[];
 /* The features the CPU and OS offer (called once). */
 unsigned eng__cpu_detect(void);
 
+/* Writes the names of what the features f need and this CPU lacks ("BMI2 AVX512CD", as CPUID or
+ * HWCAP name them) into buf (n bytes; "" when nothing is known to lack), so that a level refused on
+ * a CPU that lists AVX2 says why. Called after eng__cpu_detect. */
+void eng__cpu_lacking(unsigned f, char *buf, int n);
+
 /* The calling thread's float mode: flush = 1 sets flush-to-zero (and denormals-are-zero where the
  * architecture separates them), 0 clears it; cheap when already so. eng__cpu_fp_flushed: set now. */
 void eng__cpu_fp_flush(int flush);

@@ -10,6 +10,12 @@
 
 #include "math/pool.h"
 #include "math/cpu.h"
+#include "math/cpu_arch.h"
+#if defined(__x86_64__)
+#include "math/x86/cpu_x86.h"
+#elif defined(__aarch64__)
+#include "math/arm/cpu_arm.h"
+#endif
 
 /* 1 when /proc/cpuinfo's first line named key ("flags" on x86, "Features" on ARM64) lists flag, 0 when
  * not, -1 when there is no such line (qemu-user before 8.2 shows the host's file). */
@@ -40,13 +46,18 @@ Test(cpu, features_agree_with_the_kernel) {
     char desc[128];
     eng_cpu_describe(f, desc, sizeof desc);
     cr_log_info("detected: %s", desc);
+    for (size_t i = 0; i < eng__x86_n_features; i++) { /* each feature: every need Linux names is listed */
+        int all = 1;
+        for (size_t n = 0; n < eng__x86_n_needs; n++)
+            if ((eng__x86_features[i].needs >> n) & 1 && eng__x86_needs[n].cpuinfo)
+                all &= cpuinfo_flag(eng__x86_needs[n].cpuinfo) == 1;
+        eng_cpu_describe(eng__x86_features[i].feature, desc, sizeof desc);
+        cr_assert_eq(!!(f & eng__x86_features[i].feature), all, "%s", desc);
+    }
     int avx512 = cpuinfo_flag("avx512f") == 1 && cpuinfo_flag("avx512bw") == 1 && cpuinfo_flag("avx512dq") == 1 &&
-                 cpuinfo_flag("avx512vl") == 1;
-    cr_assert_eq(!!(f & ENG_CPU_AVX2), cpuinfo_flag("avx2") == 1 && cpuinfo_flag("fma") == 1);
-    cr_assert_eq(!!(f & ENG_CPU_AVX512), avx512);
-    cr_assert_eq(!!(f & ENG_CPU_AVX512_BF16), avx512 && cpuinfo_flag("avx512_bf16") == 1);
-    cr_assert_eq(!!(f & ENG_CPU_AVX512_VNNI), avx512 && cpuinfo_flag("avx512_vnni") == 1);
-    cr_assert_eq(!!(f & ENG_CPU_AVX_VNNI), (f & ENG_CPU_AVX2) && cpuinfo_flag("avx_vnni") == 1);
+                 cpuinfo_flag("avx512vl") == 1 && cpuinfo_flag("avx512cd") == 1;
+    if (f & ENG_CPU_AVX2) cr_assert(cpuinfo_flag("bmi2") == 1 && cpuinfo_flag("avx2") == 1 && cpuinfo_flag("fma") == 1);
+    if (f & ENG_CPU_AVX512) cr_assert(avx512 && (f & ENG_CPU_AVX2));
 }
 
 #elif defined(__aarch64__)
@@ -58,10 +69,13 @@ Test(cpu, features_agree_with_the_kernel) {
     cr_log_info("detected: %s", desc);
     cr_assert(f & ENG_CPU_NEON, "Advanced SIMD is part of ARMv8-A");
     if (cpuinfo_feature("asimd") < 0) cr_skip_test("no ARM64 Features line in /proc/cpuinfo (an emulator's host file?)");
-    cr_assert_eq(!!(f & ENG_CPU_NEON), cpuinfo_feature("asimd") == 1);
-    cr_assert_eq(!!(f & ENG_CPU_DOTPROD), cpuinfo_feature("asimddp") == 1);
-    cr_assert_eq(!!(f & ENG_CPU_I8MM), cpuinfo_feature("i8mm") == 1);
-    cr_assert_eq(!!(f & ENG_CPU_BF16), cpuinfo_feature("bf16") == 1);
+    for (size_t i = 0; i < eng__arm_n_features; i++) { /* each feature: every need its -march names is listed */
+        int all = 1;
+        for (size_t n = 0; n < eng__arm_n_needs; n++)
+            if ((eng__arm_features[i].needs >> n) & 1) all &= cpuinfo_feature(eng__arm_needs[n].cpuinfo) == 1;
+        eng_cpu_describe(eng__arm_features[i].feature, desc, sizeof desc);
+        cr_assert_eq(!!(f & eng__arm_features[i].feature), all, "%s", desc);
+    }
 }
 
 #endif
@@ -115,7 +129,104 @@ Test(cpu, environment_caps_and_nothing_raises_it) {
     cr_assert_eq(eng_cpu_features(), 0u);
     eng_cpu_restrict(ENG_CPU_ALL);
     cr_assert_eq(eng_cpu_features(), 0u);
-    cr_assert_eq(eng_cpu_detected() & ENG_CPU_AVX2, (unsigned)(cpuinfo_flag("avx2") == 1 && cpuinfo_flag("fma") == 1) * ENG_CPU_AVX2);
+    if (eng_cpu_detected() & ENG_CPU_AVX2) cr_assert(cpuinfo_flag("avx2") == 1 && cpuinfo_flag("bmi2") == 1);
+}
+
+/* The levels' needs written again here from the x86-64 psABI and Intel's CPUID pages (word, bit),
+ * apart from cpu_x86.c's table, so that a wrong bit there is caught. */
+typedef struct {
+    int word, bit;
+} raw_bit;
+#define END {-1, 0}
+#define V2 {ENG__X86_C1, 13}, {ENG__X86_C81, 0}, {ENG__X86_C1, 23}, {ENG__X86_C1, 0}, {ENG__X86_C1, 19}, \
+           {ENG__X86_C1, 20}, {ENG__X86_C1, 9}                 /* cx16 lahf popcnt sse3 sse4.1 sse4.2 ssse3 */
+#define V3 V2, {ENG__X86_C1, 28}, {ENG__X86_B7, 5}, {ENG__X86_B7, 3}, {ENG__X86_B7, 8}, {ENG__X86_C1, 29}, \
+           {ENG__X86_C1, 12}, {ENG__X86_C81, 5}, {ENG__X86_C1, 22}, {ENG__X86_C1, 27}, {ENG__X86_XCR0, 1}, \
+           {ENG__X86_XCR0, 2} /* avx avx2 bmi1 bmi2 f16c fma lzcnt movbe osxsave, xmm and ymm state */
+#define V4 V3, {ENG__X86_B7, 16}, {ENG__X86_B7, 30}, {ENG__X86_B7, 28}, {ENG__X86_B7, 17}, {ENG__X86_B7, 31}, \
+           {ENG__X86_XCR0, 5}, {ENG__X86_XCR0, 6}, {ENG__X86_XCR0, 7} /* f bw cd dq vl, k and zmm state */
+static const struct {
+    const char *level;
+    raw_bit needs[48];
+} x86_levels[] = {
+    {"baseline", {END}},
+    {"avx2", {V3, END}},
+    {"avx_vnni", {V3, {ENG__X86_A71, 4}, END}},
+    {"avx512", {V4, END}},
+    {"avx512_vnni", {V4, {ENG__X86_C7, 11}, END}},
+    {"avx512_bf16", {V4, {ENG__X86_C7, 11}, {ENG__X86_A71, 5}, END}},
+    {"amx", {V4, {ENG__X86_C7, 11}, {ENG__X86_A71, 5}, {ENG__X86_D7, 24}, {ENG__X86_D7, 22}, {ENG__X86_D7, 25},
+             {ENG__X86_XCR0, 17}, {ENG__X86_XCR0, 18}, {ENG__X86_GRANT, 0}, END}},
+};
+#define N_X86_LEVELS (sizeof x86_levels / sizeof x86_levels[0])
+
+static void x86_words_of(size_t level, eng__cpu_x86_words *w) {
+    *w = (eng__cpu_x86_words){{0}};
+    for (const raw_bit *r = x86_levels[level].needs; r->word >= 0; r++) w->w[r->word] |= 1ull << r->bit;
+}
+
+static const char *x86_level(const eng__cpu_x86_words *w) { return eng_cpu_level_of(eng__cpu_x86_features(w)); }
+
+Test(cpu, x86_level_needs_every_feature_of_its_files) {
+    cr_assert_null(eng_cpu_level_name(N_X86_LEVELS));
+    for (size_t l = 0; l < N_X86_LEVELS; l++) {
+        cr_assert_str_eq(eng_cpu_level_name(l), x86_levels[l].level);
+        eng__cpu_x86_words full;
+        x86_words_of(l, &full);
+        cr_assert_str_eq(x86_level(&full), x86_levels[l].level, "the full set of %s", x86_levels[l].level);
+        for (const raw_bit *r = x86_levels[l].needs; r->word >= 0; r++) {
+            eng__cpu_x86_words w = full;
+            w.w[r->word] &= ~(1ull << r->bit);
+            size_t want = 0; /* the highest lower level whose needs all remain */
+            for (size_t m = 1; m < l; m++) {
+                int all = 1;
+                for (const raw_bit *q = x86_levels[m].needs; q->word >= 0; q++) all &= (int)((w.w[q->word] >> q->bit) & 1);
+                if (all) want = m;
+            }
+            cr_assert_str_eq(x86_level(&w), x86_levels[want].level, "%s without word %d bit %d", x86_levels[l].level,
+                             r->word, r->bit);
+        }
+    }
+}
+
+Test(cpu, x86_level_examples) {
+    eng__cpu_x86_words w;
+    x86_words_of(1, &w);
+    w.w[ENG__X86_B7] &= ~(1ull << 8); /* AVX2 + FMA without BMI2 (some hypervisors) */
+    cr_assert_str_eq(x86_level(&w), "baseline");
+    cr_assert_eq(eng__cpu_x86_features(&w), 0u);
+    char why[128];
+    eng__cpu_x86_lacking(&w, ENG_CPU_AVX2, why, sizeof why); /* what --cpu-level avx2's refusal names */
+    cr_assert_str_eq(why, "BMI2");
+    w.w[ENG__X86_C7] = 0;
+    eng__cpu_x86_lacking(&w, ENG_CPU_AVX512_VNNI, why, sizeof why);
+    cr_assert_str_eq(why, "BMI2 AVX512F AVX512BW AVX512CD AVX512DQ AVX512VL XCR0.OPMASK XCR0.ZMM_HI256 XCR0.HI16_ZMM AVX512_VNNI");
+    eng__cpu_x86_lacking(&w, ENG_CPU_AVX512_VNNI, why, 8); /* cut at a whole name */
+    cr_assert_str_eq(why, "BMI2");
+    x86_words_of(6, &w);
+    w.w[ENG__X86_D7] &= ~(1ull << 24); /* no AMX-TILE */
+    cr_assert_str_eq(x86_level(&w), "avx512_bf16");
+    x86_words_of(6, &w);
+    w.w[ENG__X86_GRANT] = 0; /* Linux refused the tile state */
+    cr_assert_str_eq(x86_level(&w), "avx512_bf16");
+    x86_words_of(5, &w);
+    w.w[ENG__X86_B7] &= ~(1ull << 28); /* AVX-512 without CD */
+    cr_assert_str_eq(x86_level(&w), "avx2");
+    x86_words_of(4, &w);
+    w.w[ENG__X86_XCR0] &= ~(1ull << 6); /* the OS does not save the upper halves of zmm */
+    cr_assert_str_eq(x86_level(&w), "avx2");
+    x86_words_of(1, &w);
+    w.w[ENG__X86_C1] &= ~(1ull << 23); /* no POPCNT: not even x86-64-v2 */
+    cr_assert_str_eq(x86_level(&w), "baseline");
+    for (size_t i = 0; i < ENG__X86_N_WORDS; i++) w.w[i] = ~0ull;
+    cr_assert_str_eq(x86_level(&w), "amx");
+    eng_kernels k = {0};
+    x86_words_of(5, &w);
+    w.w[ENG__X86_B7] &= ~(1ull << 8); /* the kernel table keeps the portable kernels */
+    eng__kern_fill_arch(&k, eng__cpu_x86_features(&w));
+    cr_assert_null(k.f32);
+    cr_assert_null(k.bf16);
+    cr_assert_null(k.int8);
 }
 
 #elif defined(__aarch64__)
@@ -154,6 +265,73 @@ Test(cpu, environment_caps_and_nothing_raises_it) {
     eng_cpu_restrict(ENG_CPU_ALL);
     cr_assert_eq(eng_cpu_features(), ENG_CPU_NEON);
     cr_assert(eng_cpu_detected() & ENG_CPU_NEON);
+}
+
+/* The levels' needs written again here from Linux's hwcap.h (word, bit), apart from cpu_arm.c's table. */
+typedef struct {
+    int word, bit;
+} raw_bit;
+#define END {-1, 0}
+#define V8 {ENG__ARM_HWCAP, 0}, {ENG__ARM_HWCAP, 1} /* fp asimd */
+#define V82 V8, {ENG__ARM_HWCAP, 7}, {ENG__ARM_HWCAP, 8}, {ENG__ARM_HWCAP, 12} /* crc32 atomics asimdrdm */
+static const struct {
+    const char *level;
+    raw_bit needs[16];
+} arm_levels[] = {
+    {"baseline", {END}},
+    {"neon", {V8, END}},
+    {"dotprod", {V82, {ENG__ARM_HWCAP, 20}, END}},
+    {"i8mm", {V82, {ENG__ARM_HWCAP, 20}, {ENG__ARM_HWCAP2, 13}, END}},
+    {"bf16", {V82, {ENG__ARM_HWCAP, 20}, {ENG__ARM_HWCAP2, 13}, {ENG__ARM_HWCAP2, 14}, END}},
+};
+#define N_ARM_LEVELS (sizeof arm_levels / sizeof arm_levels[0])
+
+static void arm_words_of(size_t level, eng__cpu_arm_words *w) {
+    *w = (eng__cpu_arm_words){{0}};
+    for (const raw_bit *r = arm_levels[level].needs; r->word >= 0; r++) w->w[r->word] |= 1ull << r->bit;
+}
+
+static const char *arm_level(const eng__cpu_arm_words *w) { return eng_cpu_level_of(eng__cpu_arm_features(w)); }
+
+Test(cpu, arm_level_needs_every_feature_of_its_files) {
+    cr_assert_null(eng_cpu_level_name(N_ARM_LEVELS));
+    for (size_t l = 0; l < N_ARM_LEVELS; l++) {
+        cr_assert_str_eq(eng_cpu_level_name(l), arm_levels[l].level);
+        eng__cpu_arm_words full;
+        arm_words_of(l, &full);
+        cr_assert_str_eq(arm_level(&full), arm_levels[l].level, "the full set of %s", arm_levels[l].level);
+        for (const raw_bit *r = arm_levels[l].needs; r->word >= 0; r++) {
+            eng__cpu_arm_words w = full;
+            w.w[r->word] &= ~(1ull << r->bit);
+            size_t want = 0;
+            for (size_t m = 1; m < l; m++) {
+                int all = 1;
+                for (const raw_bit *q = arm_levels[m].needs; q->word >= 0; q++) all &= (int)((w.w[q->word] >> q->bit) & 1);
+                if (all) want = m;
+            }
+            cr_assert_str_eq(arm_level(&w), arm_levels[want].level, "%s without word %d bit %d", arm_levels[l].level,
+                             r->word, r->bit);
+        }
+    }
+}
+
+Test(cpu, arm_bf16_without_i8mm_keeps_the_bf16_kernel_out) {
+    eng__cpu_arm_words w;
+    arm_words_of(4, &w);
+    w.w[ENG__ARM_HWCAP2] &= ~(1ull << 13);
+    unsigned f = eng__cpu_arm_features(&w);
+    cr_assert_str_eq(eng_cpu_level_of(f), "dotprod");
+    cr_assert_eq(f & ENG_CPU_BF16, 0u);
+    eng_kernels k = {0};
+    eng__kern_fill_arch(&k, f);
+    cr_assert_str_eq(k.bf16, "neon");
+    cr_assert_str_eq(k.int8, "dotprod");
+    char why[64];
+    eng__cpu_arm_lacking(&w, ENG_CPU_BF16, why, sizeof why);
+    cr_assert_str_eq(why, "I8MM");
+    arm_words_of(2, &w);
+    w.w[ENG__ARM_HWCAP] &= ~(1ull << 8); /* dotprod without LSE atomics: ARMv8.2-A is not all there */
+    cr_assert_str_eq(arm_level(&w), "neon");
 }
 
 #endif
