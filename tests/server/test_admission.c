@@ -1,4 +1,4 @@
-/* test_admission.c - integration test of admission (server/http.c srv__refuse_busy, scheduler.h): the
+/* test_admission.c - integration test of admission (server/front.c srv__front_admit, scheduler.h): the
  * real `adapterd serve` on the fixture registry, called with libcurl. A request takes its place in
  * --max-queue before its body is parsed, so what is refused costs no parse, tokenization or load;
  * bench/http/flood.sh measures that cost. */
