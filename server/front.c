@@ -45,7 +45,8 @@
 
 void srv__front_init(srv_front *f, srv_server *s, const proto_codec *codec, const srv_edge *edge, void *ctx, const char *id,
                      double t0) {
-    *f = (srv_front){.s = s, .sched = s->sched, .codec = codec, .edge = edge, .edge_ctx = ctx, .id = id, .t0 = t0};
+    *f = (srv_front){.s = s, .sched = s->sched, .codec = codec, .edge = edge, .edge_ctx = ctx, .id = id, .t0 = t0,
+                      .tenant = SRV_TENANT_CLASS_DEFAULT};
 }
 
 static int refuse(srv_front *f, eng_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -64,7 +65,7 @@ int srv__front_admit(srv_front *f) {
     bool draining = atomic_load(&s->draining);
     if (draining || !atomic_load(&s->ready))
         return refuse(f, ENG_UNAVAILABLE, "the server is %s; retry on another replica", draining ? "draining" : "starting");
-    if (srv__sched_admit(s->sched))
+    if (srv__sched_admit(s->sched, f->tenant.priority))
         return refuse(f, ENG_BUSY, "the queue is full (--max-queue %d); retry after a second", s->cfg.max_queue);
     f->admitted = true;
     return 0;
@@ -161,6 +162,7 @@ srv_front_step srv__front_prepare(srv_front *f) {
     snprintf(j->id, sizeof j->id, "%s", f->id);
     j->request_id = j->id;
     j->t_request = f->t0;
+    j->tenant = f->tenant;
     j->edge = f->edge, j->edge_ctx = f->edge_ctx;
     j->codec = f->codec;
     j->embed = f->codec->embed;

@@ -35,6 +35,7 @@ typedef struct srv_front {
     void *edge_ctx;              /* the edge's request, handed back through the job (srv_job.edge_ctx) */
     const char *id;              /* the request id (the edge's storage) */
     double t0;                   /* first byte, srv__now() */
+    srv_tenant_class tenant;     /* the caller's class (tenant.h), copied into the job */
     proto_predict_req req;       /* decoded (srv__front_decode) */
     bool decoded, admitted, acquired;
     store_task **tasks;          /* (n_tasks) held from the one acquisition until the job takes them */

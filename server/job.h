@@ -12,6 +12,7 @@
 #include "engine/tokenizer.h"
 #include "inbox.h"
 #include "proto/proto.h"
+#include "tenant.h"
 
 /* Why a task ran at its skip; the response names it ("skip_source"). */
 typedef enum {
@@ -39,6 +40,7 @@ typedef struct srv_job {
     const char *request_id;      /* id below, for the body */
     char id[72];                 /* the request's id, copied: the job may outlive its request */
     double t_request;            /* the request's first byte, seconds, monotonic */
+    srv_tenant_class tenant;     /* its caller's fair-share queue, weight and priority (tenant.h) */
     bool embed;                  /* the encoder alone, no task (eng_encode); batched only with embeds */
     store_model *model;          /* the tasks' model (borrowed from them), or an embed's (model_ref) */
     int n_inputs, n_tasks;

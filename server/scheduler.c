@@ -92,7 +92,8 @@ int srv__sched_depth(srv_sched *q) { return atomic_load(&q->depth); }
 int srv__sched_admitted(srv_sched *q) { return atomic_load(&q->admitted); }
 int srv__sched_adaptive_level(srv_sched *q) { return atomic_load(&q->adapt_level); }
 
-int srv__sched_admit(srv_sched *q) {
+int srv__sched_admit(srv_sched *q, srv_priority prio) {
+    (void)prio; /* every class shares max_queue alike for now */
     if (atomic_fetch_add(&q->admitted, 1) >= q->p.max_queue) {
         atomic_fetch_sub(&q->admitted, 1);
         return ENG_BUSY;

@@ -52,8 +52,9 @@ void srv__sched_free(srv_sched *q);
 /* Admission, before any work is spent on a request (its body is not parsed yet): any thread takes
  * one of the max_queue places. Returns 0, or ENG_BUSY when every place is held by a request being
  * prepared, waiting for a task load, queued or running. A place taken is given back with
- * srv__sched_release, or passed on to a job with srv__sched_submit. */
-int srv__sched_admit(srv_sched *q);
+ * srv__sched_release, or passed on to a job with srv__sched_submit. prio: the request's class
+ * (tenant.h). */
+int srv__sched_admit(srv_sched *q, srv_priority prio);
 void srv__sched_release(srv_sched *q);
 /* Any thread: hands a job to the loop; the job takes over the caller's admission (the place is
  * given back when the done hook has seen the job). Never refuses. */

@@ -119,12 +119,12 @@ static void run_until_done(int n) {
 
 Test(scheduler, admission_takes_and_gives_back_places) {
     srv_sched *q = start(3, 8192, 500);
-    for (int i = 0; i < 3; i++) cr_expect_eq(srv__sched_admit(q), 0, "place %d of 3", i + 1);
-    cr_expect_eq(srv__sched_admit(q), ENG_BUSY, "a fourth is refused");
+    for (int i = 0; i < 3; i++) cr_expect_eq(srv__sched_admit(q, SRV_PRIO_INTERACTIVE), 0, "place %d of 3", i + 1);
+    cr_expect_eq(srv__sched_admit(q, SRV_PRIO_INTERACTIVE), ENG_BUSY, "a fourth is refused");
     cr_expect_eq(srv__sched_admitted(q), 3, "a refusal holds nothing");
     srv__sched_release(q);
     cr_expect_eq(srv__sched_admitted(q), 2);
-    cr_expect_eq(srv__sched_admit(q), 0, "a place given back is free again");
+    cr_expect_eq(srv__sched_admit(q, SRV_PRIO_INTERACTIVE), 0, "a place given back is free again");
     /* a job takes over its request's place and gives it back when done */
     srv_job *j = embed_job("the place goes with the job");
     srv__sched_release(q), srv__sched_release(q); /* two requests answered without a job */
@@ -144,7 +144,7 @@ Test(scheduler, jobs_within_the_quiet_window_share_a_batch) {
     srv_sched *q = start(16, 8192, 300000); /* 300 ms window: the three arrive well within it */
     srv_job *j[3] = {embed_job("one"), embed_job("two words"), embed_job("and three words")};
     for (int i = 0; i < 3; i++) {
-        cr_assert_eq(srv__sched_admit(q), 0);
+        cr_assert_eq(srv__sched_admit(q, SRV_PRIO_INTERACTIVE), 0);
         srv__sched_submit(q, j[i]);
     }
     run_until_done(3);
@@ -164,7 +164,7 @@ Test(scheduler, the_token_budget_splits_batches) {
     srv_job *j[3] = {embed_job("one two three"), embed_job("four five six"), embed_job("seven eight nine")};
     srv_sched *q = start(16, j[0]->tokens, 300000); /* room for one job's tokens a batch */
     for (int i = 0; i < 3; i++) {
-        cr_assert_eq(srv__sched_admit(q), 0);
+        cr_assert_eq(srv__sched_admit(q, SRV_PRIO_INTERACTIVE), 0);
         srv__sched_submit(q, j[i]);
     }
     run_until_done(3);
@@ -178,7 +178,7 @@ Test(scheduler, cancel_fails_queued_jobs_and_hands_them_back) {
     srv_sched *q = start(16, 8192, 10000000); /* a 10 s window: nothing runs before the cancel */
     srv_job *j[3] = {embed_job("a"), embed_job("b"), embed_job("c")};
     for (int i = 0; i < 2; i++) {
-        cr_assert_eq(srv__sched_admit(q), 0);
+        cr_assert_eq(srv__sched_admit(q, SRV_PRIO_INTERACTIVE), 0);
         srv__sched_submit(q, j[i]);
     }
     for (int i = 0; i < 50; i++) uv_run(&loop, UV_RUN_NOWAIT); /* the inbox delivers them to the queue */
@@ -190,7 +190,7 @@ Test(scheduler, cancel_fails_queued_jobs_and_hands_them_back) {
     cr_expect_str_eq(rec.fail_msg, "stopping");
     cr_expect_eq(srv__sched_admitted(q), 0);
     /* after the deadline a job fails as soon as the loop sees it */
-    cr_assert_eq(srv__sched_admit(q), 0);
+    cr_assert_eq(srv__sched_admit(q, SRV_PRIO_INTERACTIVE), 0);
     srv__sched_submit(q, j[2]);
     run_until_done(3);
     cr_expect_eq(rec.failed, 3);
