@@ -23,7 +23,7 @@ DEPS=${ARM64_DEPS:-$ROOT/build-arm64-deps}
 PKGS_CROSS="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static binfmt-support libcriterion-dev protobuf-c-compiler"
 PKGS_ARM64="libopenblas-dev:arm64 libjansson-dev:arm64 libutf8proc-dev:arm64 libpcre2-dev:arm64 libmicrohttpd-dev:arm64
   libuv1-dev:arm64 libyaml-dev:arm64 zlib1g-dev:arm64 libcurl4-openssl-dev:arm64 libgit2-1.5:arm64 libffi8:arm64
-  libnghttp2-dev:arm64 libprotobuf-c-dev:arm64"
+  libnghttp2-dev:arm64 libprotobuf-c-dev:arm64 libgnutls28-dev:arm64"
 CRITERION_ARM64="libcriterion3:arm64 libcriterion-dev:arm64 libnanomsg5:arm64"
 
 if [ "${ADAPTERD_SKIP_APT:-0}" != 1 ]; then

@@ -6,9 +6,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Build and run: compiler, CMake, pkg-config and the libraries adapterd links.
-# (gRPC, --grpc-port: libnghttp2-dev for HTTP/2, libprotobuf-c-dev and protobuf-c-compiler for its messages.)
+# (gRPC, --grpc-port: libnghttp2-dev for HTTP/2, libprotobuf-c-dev and protobuf-c-compiler for its messages;
+# libgnutls28-dev for TLS on both ports and the keys file's digests.)
 PKGS_BUILD="build-essential cmake pkg-config libopenblas-dev libopenblas0-pthread libjansson-dev libutf8proc-dev
-  libpcre2-dev libmicrohttpd-dev libuv1-dev libyaml-dev zlib1g-dev libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler"
+  libpcre2-dev libmicrohttpd-dev libuv1-dev libyaml-dev zlib1g-dev libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler
+  libgnutls28-dev"
 # Tests and benchmarks: Criterion, libcurl (HTTP tests), the PyTorch reference (Debian's python3-torch),
 # node/npm for the transformers.js and ONNX Runtime peers and the API checks (Redocly's lint, dredd),
 # chromium for the GET /docs page test (driven headless by playwright-core), wrk and hyperfine for
