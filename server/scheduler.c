@@ -64,6 +64,25 @@ typedef struct srv_worker {
     bool stop;
 } srv_worker;
 
+/* Priority classes, served in this order (tenant.h's srv_priority indexes them). */
+#define SRV_CLASSES 2
+
+/* One tenant slot's waiting jobs of one class, oldest first. */
+typedef struct {
+    srv_job *head, *tail;
+} srv_fifo;
+
+/* One class's fair queue (see the top of the file). Fixed arrays over the slots: no allocation
+ * when a job arrives, and a pick walks the active slots only. */
+typedef struct {
+    srv_fifo fifo[SRV_TENANTS_MAX];
+    double vfinish[SRV_TENANTS_MAX]; /* the slot's virtual finish: its next job's tag is max(vtime, this) */
+    int active[SRV_TENANTS_MAX];     /* slots with a waiting job, unordered */
+    int n_active;
+    int n_jobs;                      /* jobs waiting in the class */
+    double vtime;                    /* the class's virtual time: the tag of the last job taken */
+} srv_class_q;
+
 struct srv_sched {
     srv_sched_params p;
     srv_sched_hooks hooks;
@@ -73,8 +92,10 @@ struct srv_sched {
     uv_timer_t timer;
     atomic_int admitted;          /* places of max_queue held: requests admitted and not done */
     atomic_int depth;             /* jobs submitted and not done */
-    /* loop-owned FIFO */
-    srv_job *head, *tail;
+    int batch_places;             /* a batch-class request is admitted only while fewer places are held */
+    /* loop-owned fair queues, one per class */
+    srv_class_q cls[SRV_CLASSES];
+    int n_waiting;                /* jobs in all of them */
     int pending_tokens;
     double last_arrival;          /* seconds, monotonic: when the inbox last brought a job */
     double last_done;             /* when a batch last finished (its answers went out) */
@@ -85,16 +106,26 @@ struct srv_sched {
     eng_status cancel_code;
     char cancel_msg[256];
     bool inbox_live, done_live;   /* initialised, so destroyed with the scheduler */
-    atomic_int adapt_level;  /* layers adaptive mode adds; written by the loop only */
+    atomic_int adapt_level;       /* layers adaptive mode adds to interactive jobs; written by the loop only */
+    atomic_int adapt_level_batch; /* ... to batch jobs; never below adapt_level */
 };
 
 int srv__sched_depth(srv_sched *q) { return atomic_load(&q->depth); }
 int srv__sched_admitted(srv_sched *q) { return atomic_load(&q->admitted); }
 int srv__sched_adaptive_level(srv_sched *q) { return atomic_load(&q->adapt_level); }
+int srv__sched_adaptive_level_class(srv_sched *q, srv_priority prio) {
+    return atomic_load(prio == SRV_PRIO_BATCH ? &q->adapt_level_batch : &q->adapt_level);
+}
+
+int srv__sched_batch_places(int max_queue) {
+    int n = max_queue / 4 * 3 + max_queue % 4 * 3 / 4; /* floor(3 * max_queue / 4) without overflow */
+    return n > 0 ? n : 1;
+}
 
 int srv__sched_admit(srv_sched *q, srv_priority prio) {
-    (void)prio; /* every class shares max_queue alike for now */
-    if (atomic_fetch_add(&q->admitted, 1) >= q->p.max_queue) {
+    /* the last quarter of the places is the interactive class's reserve (see the top of the file) */
+    int limit = prio == SRV_PRIO_BATCH ? q->batch_places : q->p.max_queue;
+    if (atomic_fetch_add(&q->admitted, 1) >= limit) {
         atomic_fetch_sub(&q->admitted, 1);
         return ENG_BUSY;
     }
@@ -258,47 +289,132 @@ static srv_worker *idle_worker(srv_sched *q) {
     return NULL;
 }
 
-/* Takes the head job and the following jobs of the same model while they fit the token budget. */
+/* A job's class and slot, as indexes (a bad slot is the front door's error: it queues as slot 0). */
+static int job_class(const srv_job *j) { return j->tenant.priority == SRV_PRIO_BATCH ? SRV_PRIO_BATCH : SRV_PRIO_INTERACTIVE; }
+static int job_slot(const srv_job *j) {
+    assert(j->tenant.slot >= 0 && j->tenant.slot < SRV_TENANTS_MAX);
+    return j->tenant.slot >= 0 && j->tenant.slot < SRV_TENANTS_MAX ? j->tenant.slot : 0;
+}
+
+/* The virtual time a job advances its slot by: its work (rows the pass computes, one stream per
+ * task) over its share; a job built by hand has share 0, read as 1. */
+static double job_vcost(const srv_job *j) {
+    double work = (double)j->tokens * (j->n_tasks > 0 ? j->n_tasks : 1), share = j->tenant.share > 0 ? j->tenant.share : 1.0;
+    return (work > 0 ? work : 1.0) / share;
+}
+
+/* Loop thread: j joins the back of its slot's queue in its class. */
+static void enqueue(srv_sched *q, srv_job *j) {
+    srv_class_q *k = &q->cls[job_class(j)];
+    int s = job_slot(j);
+    srv_fifo *f = &k->fifo[s];
+    j->next = NULL;
+    if (f->tail) f->tail->next = j;
+    else {
+        f->head = j;
+        k->active[k->n_active++] = s;
+    }
+    f->tail = j;
+    k->n_jobs++;
+    q->n_waiting++;
+    q->pending_tokens += j->tokens;
+}
+
+/* Submission time of the oldest waiting job (each slot's head is its oldest), for the batch rule's
+ * hold. O(active slots). */
+static double oldest_submit(const srv_sched *q) {
+    double t = INFINITY;
+    for (int c = 0; c < SRV_CLASSES; c++)
+        for (int i = 0; i < q->cls[c].n_active; i++) {
+            const srv_job *h = q->cls[c].fifo[q->cls[c].active[i]].head;
+            if (h->t_submit < t) t = h->t_submit;
+        }
+    return t;
+}
+
+/* Fills a batch by weighted fair queuing (see the top of the file): the interactive class first,
+ * then the room it leaves to the batch class. In a class, each step takes the slot whose next
+ * candidate has the smallest tag (ties: the earlier submitted); a candidate of another model or
+ * kind, or one that does not fit the tokens left, is passed over and the slot's next job becomes
+ * its candidate, so a slot's jobs keep their order. The first job taken sets the model and kind;
+ * the batch is full at max_batch_tokens. Each step is O(active slots); a slot's tags only grow, so
+ * with one slot this is today's FIFO scan. */
 static srv_batch *take_batch(srv_sched *q) {
     srv_batch *b = calloc(1, sizeof *b);
     if (!b) return NULL;
-    srv_job *first = q->head, **link = &q->head, *last = NULL;
-    int toks = 0;
-    for (srv_job *j = q->head, *nx; j; j = nx) {
-        nx = j->next;
-        bool embed = j->embed, first_embed = first->embed;
-        if (j->model != first->model || embed != first_embed || (b->n_jobs > 0 && toks + j->tokens > q->p.max_batch_tokens)) {
-            link = &j->next;
-            continue;
+    srv_job *first = NULL, *last = NULL;
+    int toks = 0, max = q->p.max_batch_tokens;
+    for (int c = 0; c < SRV_CLASSES && toks < max; c++) {
+        srv_class_q *k = &q->cls[c];
+        srv_job **cur[SRV_TENANTS_MAX]; /* per active slot: the link to its candidate */
+        for (int i = 0; i < k->n_active; i++) cur[i] = &k->fifo[k->active[i]].head;
+        while (toks < max) {
+            int best = -1;
+            double bt = 0;
+            for (int i = 0; i < k->n_active; i++) {
+                if (!*cur[i]) continue;
+                double t = fmax(k->vtime, k->vfinish[k->active[i]]);
+                if (best < 0 || t < bt || (t == bt && (*cur[i])->t_submit < (*cur[best])->t_submit)) best = i, bt = t;
+            }
+            if (best < 0) break;
+            srv_job *j = *cur[best];
+            if (first && (j->model != first->model || j->embed != first->embed || toks + j->tokens > max)) {
+                cur[best] = &j->next; /* passed over: it keeps its place and its slot's tag */
+                continue;
+            }
+            int s = k->active[best];
+            srv_fifo *f = &k->fifo[s];
+            *cur[best] = j->next; /* unlink j; the cursor now points at the job after it */
+            if (f->tail == j) f->tail = cur[best] == &f->head ? NULL : SRV_CONTAINER_OF(cur[best], srv_job, next);
+            j->next = NULL;
+            k->vfinish[s] = bt + job_vcost(j);
+            k->vtime = bt;
+            k->n_jobs--;
+            q->n_waiting--;
+            if (last) last->next = j;
+            else b->jobs = first = j;
+            last = j;
+            b->n_jobs++;
+            toks += j->tokens;
         }
-        *link = nx; /* unlink j */
-        j->next = NULL;
-        if (last) last->next = j;
-        else b->jobs = j;
-        last = j;
-        b->n_jobs++;
-        toks += j->tokens;
-        if (toks >= q->p.max_batch_tokens) break;
+        for (int i = k->n_active - 1; i >= 0; i--) /* slots emptied by this batch leave the active list */
+            if (!k->fifo[k->active[i]].head) k->active[i] = k->active[--k->n_active];
+        /* an empty class forgets its history: every slot's next tag would be vtime anyway, and the
+         * virtual clock restarts at 0 instead of growing for the server's life */
+        if (k->n_jobs == 0) {
+            k->vtime = 0;
+            memset(k->vfinish, 0, sizeof k->vfinish);
+        }
     }
-    q->tail = NULL;
-    for (srv_job *j = q->head; j; j = j->next) q->tail = j;
     q->pending_tokens -= toks;
     return b;
 }
 
 static void timer_cb(uv_timer_t *t) { schedule(t->data); }
 
-/* Adaptive mode (see the top of the file): steer the level by the batch's oldest wait, then raise
- * the default-skip tasks of the batch's jobs. Loop thread, before the batch reaches a worker. */
+/* Adaptive mode (see the top of the file): steer the two levels by the batch's oldest wait, then
+ * raise the default-skip tasks of the batch's jobs, each by its class's level. An up-step raises the
+ * batch level while batch work waits or runs in this batch and the level is under the model's
+ * layers; otherwise the interactive one (and the batch level follows it, never below). A down-step
+ * lowers the interactive level first. With no batch job ever, the interactive level moves as the
+ * single level did. Loop thread, before the batch reaches a worker. */
 static void adapt(srv_sched *q, srv_batch *b, double oldest_wait_ms) {
-    int level = atomic_load(&q->adapt_level), target = q->p.target_queue_ms;
+    int li = atomic_load(&q->adapt_level), lb = atomic_load(&q->adapt_level_batch), target = q->p.target_queue_ms;
     int L = eng_model_config(store_model_engine(b->jobs->model))->n_layers;
-    if (oldest_wait_ms > target && level < L) level++;
-    else if (oldest_wait_ms < target / 2.0 && level > 0) level--;
-    atomic_store(&q->adapt_level, level);
-    if (level == 0) return;
+    bool batch_work = q->cls[SRV_PRIO_BATCH].n_jobs > 0;
+    for (srv_job *j = b->jobs; j && !batch_work; j = j->next) batch_work = job_class(j) == SRV_PRIO_BATCH;
+    if (oldest_wait_ms > target) {
+        if (batch_work && lb < L) lb++;
+        else if (li < L) li++, lb = lb > li ? lb : li;
+    } else if (oldest_wait_ms < target / 2.0) {
+        if (li > 0) li--;
+        else if (lb > 0) lb--;
+    }
+    atomic_store(&q->adapt_level, li);
+    atomic_store(&q->adapt_level_batch, lb);
     for (srv_job *j = b->jobs; j; j = j->next) {
-        int raised = 0;
+        int level = job_class(j) == SRV_PRIO_BATCH ? lb : li, raised = 0;
+        if (level == 0) continue;
         for (int k = 0; k < j->n_tasks; k++) {
             if (j->skip_src[k] != SRV_SKIP_DEFAULT) continue;
             int hi = store_task_skip_max(j->tasks[k]), want = j->treqs[k].skip + level;
@@ -318,12 +434,12 @@ static void adapt(srv_sched *q, srv_batch *b, double oldest_wait_ms) {
 static void schedule(srv_sched *q) {
     srv_worker *w;
     if (q->cancelled) return;
-    while (q->head && (w = idle_worker(q))) {
-        srv_batch_clock c = {.now = srv__now(), .head_submit = q->head->t_submit, .last_arrival = q->last_arrival,
+    while (q->n_waiting && (w = idle_worker(q))) {
+        srv_batch_clock c = {.now = srv__now(), .head_submit = oldest_submit(q), .last_arrival = q->last_arrival,
                              .last_done = q->last_done, .last_pass_s = q->last_pass_s,
                              .pending_tokens = q->pending_tokens, .max_batch_tokens = q->p.max_batch_tokens,
                              .max_wait_us = q->p.max_wait_us};
-        double wait_us = srv__batch_wait_us(&c), waited_us = (c.now - q->head->t_submit) * 1e6;
+        double wait_us = srv__batch_wait_us(&c);
         if (wait_us > 0) {
             /* the loop's clock is cached per iteration; refresh it or the timer fires late */
             uv_update_time(q->loop);
@@ -336,7 +452,11 @@ static void schedule(srv_sched *q) {
             uv_timer_start(&q->timer, timer_cb, 1, 0); /* out of memory: retry shortly */
             return;
         }
-        if (q->p.adaptive_skips) adapt(q, b, waited_us / 1e3);
+        if (q->p.adaptive_skips) {
+            double oldest = INFINITY; /* the batch's oldest job: its wait steers the levels */
+            for (srv_job *j = b->jobs; j; j = j->next) oldest = fmin(oldest, j->t_submit);
+            adapt(q, b, (c.now - oldest) * 1e3);
+        }
         w->busy = true;
         w->running = b;
         b->worker = w;
@@ -365,11 +485,7 @@ static void inbox_cb(srv_inbox *in, srv_inbox_node *first) {
             cancel_job(q, j);
             continue;
         }
-        j->next = NULL;
-        if (q->tail) q->tail->next = j;
-        else q->head = j;
-        q->tail = j;
-        q->pending_tokens += j->tokens;
+        enqueue(q, j);
     }
     q->last_arrival = srv__now();
     schedule(q);
@@ -402,11 +518,19 @@ int srv__sched_cancel(srv_sched *q, eng_status code, const char *msg) {
     q->cancel_code = code;
     snprintf(q->cancel_msg, sizeof q->cancel_msg, "%s", msg);
     uv_timer_stop(&q->timer);
-    for (srv_job *j = q->head, *nx; j; j = nx) {
-        nx = j->next;
-        cancel_job(q, j);
+    for (int c = 0; c < SRV_CLASSES; c++) {
+        srv_class_q *k = &q->cls[c];
+        for (int i = 0; i < k->n_active; i++) {
+            srv_fifo *f = &k->fifo[k->active[i]];
+            for (srv_job *j = f->head, *nx; j; j = nx) {
+                nx = j->next;
+                cancel_job(q, j);
+            }
+            f->head = f->tail = NULL;
+        }
+        k->n_active = k->n_jobs = 0;
     }
-    q->head = q->tail = NULL;
+    q->n_waiting = 0;
     q->pending_tokens = 0;
     /* the batches in a pass: the loop only reads their job lists, which the worker does not change */
     int abandoned = 0;
@@ -422,6 +546,7 @@ int srv__sched_start(uv_loop_t *loop, const srv_sched_params *p, srv_sched_hooks
     q->p = *p;
     q->hooks = hooks;
     q->loop = loop;
+    q->batch_places = srv__sched_batch_places(p->max_queue);
     q->inbox_live = srv__inbox_init(&q->inbox, loop, inbox_cb, q) == 0;
     q->done_live = q->inbox_live && srv__inbox_init(&q->done, loop, done_cb, q) == 0;
     if (!q->done_live) return eng_err_set(err, ENG_INTERNAL, "cannot create the scheduler's event handles");

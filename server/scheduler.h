@@ -53,8 +53,11 @@ void srv__sched_free(srv_sched *q);
  * one of the max_queue places. Returns 0, or ENG_BUSY when every place is held by a request being
  * prepared, waiting for a task load, queued or running. A place taken is given back with
  * srv__sched_release, or passed on to a job with srv__sched_submit. prio: the request's class
- * (tenant.h). */
+ * (tenant.h): a SRV_PRIO_BATCH request is refused already once srv__sched_batch_places(max_queue)
+ * places are held (by requests of either class), so the rest stays free for interactive ones. */
 int srv__sched_admit(srv_sched *q, srv_priority prio);
+/* Pure: the places below which a batch request is admitted, floor(3 * max_queue / 4), at least 1. */
+int srv__sched_batch_places(int max_queue);
 void srv__sched_release(srv_sched *q);
 /* Any thread: hands a job to the loop; the job takes over the caller's admission (the place is
  * given back when the done hook has seen the job). Never refuses. */
@@ -65,6 +68,9 @@ void srv__sched_submit(srv_sched *q, srv_job *j);
 int srv__sched_cancel(srv_sched *q, eng_status code, const char *msg); /* returns the jobs abandoned in a pass */
 int srv__sched_depth(srv_sched *q);          /* any thread: jobs submitted and not done */
 int srv__sched_admitted(srv_sched *q);       /* any thread: places of max_queue held (requests admitted and not done) */
-int srv__sched_adaptive_level(srv_sched *q); /* any thread: layers adaptive mode currently adds */
+int srv__sched_adaptive_level(srv_sched *q); /* any thread: layers adaptive mode currently adds (interactive jobs) */
+/* Any thread: layers adaptive mode currently adds to jobs of class prio (a batch job's level is never
+ * below an interactive job's). */
+int srv__sched_adaptive_level_class(srv_sched *q, srv_priority prio);
 
 #endif
