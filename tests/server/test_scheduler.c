@@ -2,7 +2,12 @@
  * fixture registry's bert-tiny runs embed jobs (the encoder alone, so no task is needed) and the
  * hooks record what the scheduler did. Admission (places in max_queue taken and given back), jobs
  * that arrive within the quiet window share one batch, the token budget splits batches, and the
- * drain deadline (srv__sched_cancel) fails every queued job with its code and hands it back. */
+ * drain deadline (srv__sched_cancel) fails every queued job with its code and hands it back.
+ * Tenants (jobs given a slot, share and priority by hand, as the front door copies them from the
+ * keys file): shares split a standing backlog in their proportion, a flooding slot delays another
+ * slot's job by one batch at most, interactive jobs go before batch jobs queued earlier and batch
+ * jobs fill the room they leave, admission refuses batch requests first, adaptive raises hit the
+ * batch class first (task jobs of cls_lora, whose skip may rise to 1). */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <string.h>
@@ -14,16 +19,21 @@ static store_task *task; /* holds the model */
 static uv_loop_t loop;
 static srv_metrics *metrics;
 
+/* Jobs the loop handed back, in order, for the tests that look at who ran when. */
+#define DONE_MAX 256
+
 typedef struct {
     int responded, failed, done;
     eng_status fail_code;
     char fail_msg[128];
+    srv_job *order[DONE_MAX];
 } record;
 static record rec;
 
 static void on_respond(void *ctx, srv_job *j, const eng_task_out *o, const eng_plan_stats *s) {
-    (void)ctx, (void)j, (void)o, (void)s;
-    cr_expect_fail("a task answer for an embed job");
+    (void)ctx, (void)o, (void)s;
+    if (j->embed) cr_expect_fail("a task answer for an embed job");
+    else __atomic_fetch_add(&rec.responded, 1, __ATOMIC_RELAXED); /* worker thread */
 }
 static void on_respond_embed(void *ctx, srv_job *j, const float *hidden, const float *pooled) {
     (void)ctx, (void)pooled;
@@ -41,6 +51,7 @@ static void on_fail(void *ctx, srv_job *j, eng_status code, const char *msg) {
 static void on_done(void *ctx, srv_job *j) { /* loop thread */
     (void)ctx;
     cr_expect_gt(j->t_submit, 0);
+    if (rec.done < DONE_MAX) rec.order[rec.done] = j;
     rec.done++;
 }
 static void on_abandon(void *ctx, srv_job *j) { (void)ctx, (void)j; }
@@ -69,15 +80,20 @@ static void teardown(void) {
 
 TestSuite(scheduler, .init = setup, .fini = teardown, .timeout = 60);
 
-static srv_sched *start(int max_queue, int max_batch_tokens, int max_wait_us) {
+static srv_sched *start_adaptive(int max_queue, int max_batch_tokens, int max_wait_us, bool adaptive, int target_ms) {
     srv_sched_params p = {.workers = 1, .threads = 1, .max_queue = max_queue, .max_batch_tokens = max_batch_tokens,
-                          .max_wait_us = max_wait_us, .metrics = metrics};
+                          .max_wait_us = max_wait_us, .adaptive_skips = adaptive, .target_queue_ms = target_ms,
+                          .metrics = metrics};
     srv_sched_hooks h = {.respond = on_respond, .respond_embed = on_respond_embed, .fail = on_fail, .done = on_done,
                          .abandon = on_abandon};
     srv_sched *q = NULL;
     eng_err e = {0};
     cr_assert_eq(srv__sched_start(&loop, &p, h, &q, &e), 0, "%s", e.msg);
     return q;
+}
+
+static srv_sched *start(int max_queue, int max_batch_tokens, int max_wait_us) {
+    return start_adaptive(max_queue, max_batch_tokens, max_wait_us, false, 0);
 }
 
 static void finish(srv_sched *q) {
@@ -104,11 +120,42 @@ static srv_job *embed_job(const char *text) {
     return j;
 }
 
+/* An embed job of a tenant: its slot, share and class. */
+static srv_job *tenant_job(const char *text, int slot, double share, srv_priority prio) {
+    srv_job *j = embed_job(text);
+    j->tenant = (srv_tenant_class){.slot = slot, .share = share, .priority = prio};
+    return j;
+}
+
+/* A task job of cls_lora at its default skip (adaptive mode may raise it), for a tenant's class. */
+static srv_job *task_job(const char *text, srv_priority prio) {
+    srv_job *j = embed_job(text);
+    j->embed = false;
+    j->tenant = (srv_tenant_class){.slot = prio == SRV_PRIO_BATCH ? 1 : 0, .share = 1, .priority = prio};
+    j->n_tasks = 1;
+    cr_assert(j->tasks = calloc(1, sizeof *j->tasks));
+    cr_assert(j->treqs = calloc(1, sizeof *j->treqs));
+    cr_assert(j->skip_src = calloc(1, sizeof *j->skip_src));
+    j->tasks[0] = task;
+    j->treqs[0] = (eng_task_req){store_task_engine(task), store_task_skip_default(task)};
+    j->skip_src[0] = SRV_SKIP_DEFAULT;
+    return j;
+}
+
 static void jobs_free(srv_job **j, int n) {
     for (int i = 0; i < n; i++) {
         eng_tok_encoding_free(&j[i]->enc[0]);
         free(j[i]->enc);
+        free(j[i]->tasks), free(j[i]->treqs), free(j[i]->skip_src);
         free(j[i]);
+    }
+}
+
+/* Admits and submits n jobs. */
+static void submit_all(srv_sched *q, srv_job **j, int n) {
+    for (int i = 0; i < n; i++) {
+        cr_assert_eq(srv__sched_admit(q, j[i]->tenant.priority), 0, "job %d admitted", i);
+        srv__sched_submit(q, j[i]);
     }
 }
 
@@ -198,4 +245,157 @@ Test(scheduler, cancel_fails_queued_jobs_and_hands_them_back) {
     cr_expect_eq(srv__sched_admitted(q), 0);
     finish(q);
     jobs_free(j, 3);
+}
+
+/* Two slots with shares 2:1 and the same jobs, both backlogged from the start (every job queued
+ * before the first batch closes, three jobs a batch): while both still wait, the first slot runs
+ * two jobs for each of the other's. Tolerance: 2 jobs of the first 45 (a FIFO gives 23:22). */
+Test(scheduler, shares_split_a_standing_backlog_in_proportion) {
+    enum { PER_SLOT = 60, FIRST = 45 };
+    srv_job *j[2 * PER_SLOT];
+    for (int i = 0; i < PER_SLOT; i++) {
+        j[2 * i] = tenant_job("the same few words", 1, 2.0, SRV_PRIO_INTERACTIVE);
+        j[2 * i + 1] = tenant_job("the same few words", 2, 1.0, SRV_PRIO_INTERACTIVE);
+    }
+    srv_sched *q = start(2 * PER_SLOT, 3 * j[0]->tokens, 500);
+    submit_all(q, j, 2 * PER_SLOT);
+    run_until_done(2 * PER_SLOT);
+    cr_assert_eq(rec.responded, 2 * PER_SLOT);
+    int heavy = 0;
+    for (int i = 0; i < FIRST; i++) heavy += rec.order[i]->tenant.slot == 1;
+    cr_expect(heavy >= FIRST * 2 / 3 - 2 && heavy <= FIRST * 2 / 3 + 2, "share 2 ran %d of the first %d jobs (want %d +- 2)",
+              heavy, FIRST, FIRST * 2 / 3);
+    for (int i = 0; i < 2 * PER_SLOT; i++) cr_expect_eq(j[i]->batch_requests, 3, "every batch full while both wait");
+    finish(q);
+    jobs_free(j, 2 * PER_SLOT);
+}
+
+/* One slot floods (40 jobs, two a batch); another slot's single job, arriving once the flood runs,
+ * starts in the next batch: at most one batch (the one that may start while it is on its way to
+ * the loop) starts between its submission and its own start. A FIFO would run ~18 batches first. */
+Test(scheduler, a_flooding_slot_delays_another_slots_job_by_one_batch_at_most) {
+    enum { FLOOD = 40 };
+    srv_job *j[FLOOD + 1];
+    for (int i = 0; i < FLOOD; i++) j[i] = tenant_job("flood flood flood", 3, 1.0, SRV_PRIO_INTERACTIVE);
+    j[FLOOD] = tenant_job("flood flood flood", 7, 1.0, SRV_PRIO_INTERACTIVE);
+    srv_sched *q = start(FLOOD + 1, 2 * j[0]->tokens, 500);
+    submit_all(q, j, FLOOD);
+    run_until_done(6);
+    cr_assert_lt(rec.done, FLOOD - 4, "the flood still waits");
+    submit_all(q, j + FLOOD, 1);
+    run_until_done(FLOOD + 1);
+    cr_assert_eq(rec.responded, FLOOD + 1);
+    srv_job *quiet = j[FLOOD];
+    double starts[FLOOD];
+    int n_starts = 0;
+    for (int i = 0; i < FLOOD; i++) {
+        double t = j[i]->t_start;
+        if (t <= quiet->t_submit || t >= quiet->t_start) continue;
+        bool seen = false;
+        for (int k = 0; k < n_starts; k++) seen |= starts[k] == t;
+        if (!seen) starts[n_starts++] = t;
+    }
+    cr_expect_leq(n_starts, 1, "%d flood batches started between the quiet job's arrival and its start", n_starts);
+    finish(q);
+    jobs_free(j, FLOOD + 1);
+}
+
+/* Batch-class jobs queued first, interactive ones after: the first batch (three jobs' tokens) holds
+ * the interactive jobs; then a batch job fills the room two interactive jobs leave. */
+Test(scheduler, interactive_jobs_go_before_batch_jobs_queued_earlier) {
+    srv_job *j[9];
+    for (int i = 0; i < 6; i++) j[i] = tenant_job("some words here", 1, 1.0, SRV_PRIO_BATCH);
+    for (int i = 6; i < 9; i++) j[i] = tenant_job("some words here", i == 8 ? 0 : 2, 1.0, SRV_PRIO_INTERACTIVE);
+    srv_sched *q = start(16, 3 * j[0]->tokens, 500);
+    submit_all(q, j, 9);
+    run_until_done(9);
+    cr_assert_eq(rec.responded, 9);
+    for (int i = 0; i < 3; i++) cr_expect_eq(rec.order[i]->tenant.priority, SRV_PRIO_INTERACTIVE, "job %d ran %d-th", i, i);
+    for (int i = 6; i < 9; i++)
+        for (int b = 0; b < 6; b++) cr_expect_lt(j[i]->t_start, j[b]->t_start, "interactive %d before batch %d", i, b);
+    for (int b = 1; b < 6; b++) cr_expect_leq(j[b - 1]->t_start, j[b]->t_start, "a class keeps its slot's order");
+    finish(q);
+    jobs_free(j, 9);
+
+    memset(&rec, 0, sizeof rec);
+    srv_job *k[6];
+    for (int i = 0; i < 4; i++) k[i] = tenant_job("some words here", 1, 1.0, SRV_PRIO_BATCH);
+    for (int i = 4; i < 6; i++) k[i] = tenant_job("some words here", 2, 1.0, SRV_PRIO_INTERACTIVE);
+    q = start(16, 3 * k[0]->tokens, 500);
+    submit_all(q, k, 6);
+    run_until_done(6);
+    cr_expect_eq(k[4]->batch_requests, 3, "two interactive jobs and one batch job share the first pass");
+    cr_expect_eq(k[0]->t_start, k[4]->t_start, "the oldest batch job fills the room");
+    cr_expect_gt(k[1]->t_start, k[4]->t_start);
+    finish(q);
+    jobs_free(k, 6);
+}
+
+/* --max-queue 8: batch requests are refused once 6 places are held, by either class; interactive
+ * ones take the last two. Without tenants (all interactive) all 8 places are open, as before. */
+Test(scheduler, admission_refuses_batch_first_when_the_queue_fills) {
+    cr_expect_eq(srv__sched_batch_places(8), 6);
+    cr_expect_eq(srv__sched_batch_places(256), 192);
+    cr_expect_eq(srv__sched_batch_places(3), 2);
+    cr_expect_eq(srv__sched_batch_places(1), 1, "a one-place queue still takes a batch request");
+    cr_expect_eq(srv__sched_batch_places(1 << 20), 3 << 18);
+    srv_sched *q = start(8, 8192, 500);
+    for (int i = 0; i < 6; i++) cr_expect_eq(srv__sched_admit(q, SRV_PRIO_BATCH), 0, "batch place %d", i + 1);
+    cr_expect_eq(srv__sched_admit(q, SRV_PRIO_BATCH), ENG_BUSY, "a seventh batch request is refused");
+    cr_expect_eq(srv__sched_admit(q, SRV_PRIO_INTERACTIVE), 0, "interactive finds room");
+    cr_expect_eq(srv__sched_admit(q, SRV_PRIO_INTERACTIVE), 0);
+    cr_expect_eq(srv__sched_admit(q, SRV_PRIO_INTERACTIVE), ENG_BUSY, "the queue is full");
+    cr_expect_eq(srv__sched_admitted(q), 8, "refusals hold nothing");
+    for (int i = 0; i < 8; i++) srv__sched_release(q);
+    for (int i = 0; i < 6; i++) cr_expect_eq(srv__sched_admit(q, SRV_PRIO_INTERACTIVE), 0);
+    cr_expect_eq(srv__sched_admit(q, SRV_PRIO_BATCH), ENG_BUSY, "interactive requests count against batch's limit too");
+    cr_expect_eq(srv__sched_admit(q, SRV_PRIO_INTERACTIVE), 0);
+    cr_expect_eq(srv__sched_admit(q, SRV_PRIO_INTERACTIVE), 0);
+    for (int i = 0; i < 8; i++) srv__sched_release(q);
+    cr_expect_eq(srv__sched_admitted(q), 0);
+    finish(q);
+}
+
+/* Adaptive mode with a 0 ms target (every pass is over it, so every pass steps up): with batch work
+ * in the pass the batch level rises first, up to bert-tiny's 2 layers, and interactive jobs keep
+ * their default skip; then the interactive level rises. Without batch jobs the interactive level
+ * rises at the first pass, as the single level did. */
+Test(scheduler, adaptive_raises_hit_the_batch_class_first) {
+    srv_sched *q = start_adaptive(16, 8192, 1000, true, 0);
+    int L = eng_model_config(store_model_engine(store_task_model(task)))->n_layers;
+    cr_assert_eq(L, 2, "bert-tiny");
+    srv_job *j[2 * (L + 1)];
+    for (int round = 0; round <= L; round++) {
+        srv_job **p = j + 2 * round;
+        p[0] = task_job("the movie was great", SRV_PRIO_INTERACTIVE);
+        p[1] = task_job("the movie was great", SRV_PRIO_BATCH);
+        submit_all(q, p, 2);
+        run_until_done(2 * (round + 1));
+        cr_assert_eq(p[0]->batch_requests, 2, "round %d: one pass of both", round);
+        cr_expect_eq(srv__sched_adaptive_level_class(q, SRV_PRIO_BATCH), round + 1 < L ? round + 1 : L, "round %d", round);
+        cr_expect_eq(p[1]->skip_src[0], SRV_SKIP_ADAPTIVE, "round %d: the batch job is raised", round);
+        cr_expect_eq(p[1]->treqs[0].skip, 1, "to cls_lora's maximum");
+        if (round < L) {
+            cr_expect_eq(srv__sched_adaptive_level(q), 0, "round %d: interactive level still 0", round);
+            cr_expect_eq(p[0]->skip_src[0], SRV_SKIP_DEFAULT, "round %d: the interactive job keeps its skip", round);
+            cr_expect_eq(p[0]->treqs[0].skip, 0);
+        } else {
+            cr_expect_eq(srv__sched_adaptive_level(q), 1, "the batch level at its cap: interactive rises");
+            cr_expect_eq(p[0]->skip_src[0], SRV_SKIP_ADAPTIVE);
+            cr_expect_eq(p[0]->treqs[0].skip, 1);
+        }
+    }
+    cr_expect_eq(rec.responded, 2 * (L + 1));
+    finish(q);
+    jobs_free(j, 2 * (L + 1));
+
+    memset(&rec, 0, sizeof rec);
+    q = start_adaptive(16, 8192, 1000, true, 0);
+    srv_job *i1 = task_job("the movie was great", SRV_PRIO_INTERACTIVE);
+    submit_all(q, &i1, 1);
+    run_until_done(1);
+    cr_expect_eq(srv__sched_adaptive_level(q), 1, "no batch work: the interactive level rises at once");
+    cr_expect_eq(i1->skip_src[0], SRV_SKIP_ADAPTIVE);
+    finish(q);
+    jobs_free(&i1, 1);
 }
