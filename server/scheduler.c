@@ -15,19 +15,41 @@
  * jobs (POST /v1/embed: the encoder alone, eng_encode), never both: an embed has no task, and
  * eng_encode gives every row's last hidden state, which eng_run does not.
  *
+ * Tenants (tenant.h): every job carries its tenant's slot, share and priority. The queue is one FIFO
+ * per (class, slot), and a batch is filled by weighted fair queuing across the slots of a class
+ * (start-time fair queuing with the tags computed when a slot is looked at): a slot's next job has
+ * the tag max(V, F[slot]); taking it sets V to that tag and F[slot] to tag + cost / share, cost =
+ * tokens x (tasks, or 1 for an embed), share 0 read as 1. Each step of a batch takes the smallest
+ * tag (ties: the earlier submitted), so backlogged slots get work in proportion to their shares, a
+ * slot that was idle starts at V (no credit for idleness, no debt beyond its last job), and a slot
+ * with one job waiting behind another's flood has the smallest tag and goes into the next batch.
+ * A job of another model or kind, or one that does not fit, is passed over and its slot's next job
+ * is looked at, as the single FIFO did; F and V reset to 0 when a class empties (every tag would be
+ * V anyway), so they do not grow for the server's life. Interactive before batch: the batch class
+ * gives a batch its first job only when no interactive job waits, and otherwise fills the room the
+ * interactive jobs leave. A step is O(active slots), with no allocation: the queues are fixed
+ * arrays over SRV_TENANTS_MAX slots. With every job in slot 0, interactive (no keys file), this is
+ * the single FIFO of before, job for job.
+ *
  * Admission: `admitted` counts requests from admission to completion (`depth`, the jobs among them
  * from submission to completion). The HTTP side asks for a place
  * (srv__sched_admit) before it parses a body, holds it while the request is prepared and while its
  * tasks load on the pool, and hands it to the job at srv__sched_submit; beyond max_queue the answer
  * is 429 at the cost of one atomic add, so a flood costs no parse, no tokenization and no load, and
- * memory held by waiting requests is bounded.
+ * memory held by waiting requests is bounded. Batch first: a batch-class request is refused once
+ * floor(3/4 x max_queue) places (at least 1) are held by requests of either class; an interactive one
+ * only at max_queue. The last quarter is the interactive class's reserve, and one shared counter is
+ * enough for it (srv__sched_release need not know the class of the place it gives back).
  *
  * Load-adaptive skips (--adaptive-skips, --target-queue-ms): when a batch closes, the wait of its
- * oldest job steers a level: one layer up when the wait is over the target, one down when it is
- * under half of it (the gap keeps the level from flapping). Each task of the batch that runs at its
- * default skip (the request chose no skip, budget or latency) runs at default + level, capped at its
- * allowed maximum, and the response names the skip with "skip_source": "adaptive". Only the loop
- * reads or writes the level. */
+ * oldest job steers a level per class: over the target, one layer up, under half of it one down (the
+ * gap keeps the levels from flapping). A step up raises the batch level while batch work waits or
+ * runs in this batch and that level is below the model's layers, else the interactive one (the batch
+ * level never below it); a step down lowers the interactive level first. Each task of the batch that
+ * runs at its default skip (the request chose no skip, budget or latency) runs at default + its
+ * class's level, capped at its allowed maximum, and the response names the skip with "skip_source":
+ * "adaptive". With no batch job the interactive level moves as the single level did. Only the loop
+ * writes the levels. */
 #define _GNU_SOURCE
 #include "scheduler.h"
 
