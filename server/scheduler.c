@@ -24,8 +24,8 @@
  * slot that was idle starts at V (no credit for idleness, no debt beyond its last job), and a slot
  * with one job waiting behind another's flood has the smallest tag and goes into the next batch.
  * A job of another model or kind, or one that does not fit, is passed over and its slot's next job
- * is looked at, as the single FIFO did; F and V reset to 0 when a class empties (every tag would be
- * V anyway), so they do not grow for the server's life. Interactive before batch: the batch class
+ * is looked at, as the single FIFO did; F and V reset to 0 when a class empties (the idle rule of
+ * start-time fair queuing: every slot starts equal again), so they do not grow for the server's life. Interactive before batch: the batch class
  * gives a batch its first job only when no interactive job waits, and otherwise fills the room the
  * interactive jobs leave. A step is O(active slots), with no allocation: the queues are fixed
  * arrays over SRV_TENANTS_MAX slots. With every job in slot 0, interactive (no keys file), this is
@@ -401,8 +401,9 @@ static srv_batch *take_batch(srv_sched *q) {
         }
         for (int i = k->n_active - 1; i >= 0; i--) /* slots emptied by this batch leave the active list */
             if (!k->fifo[k->active[i]].head) k->active[i] = k->active[--k->n_active];
-        /* an empty class forgets its history: every slot's next tag would be vtime anyway, and the
-         * virtual clock restarts at 0 instead of growing for the server's life */
+        /* an empty class forgets its history, as start-time fair queuing does when idle (the virtual
+         * time jumps to the largest finish, so every slot starts equal); restarting both at 0 is the
+         * same and keeps the clock from growing for the server's life */
         if (k->n_jobs == 0) {
             k->vtime = 0;
             memset(k->vfinish, 0, sizeof k->vfinish);
