@@ -31,6 +31,18 @@
  * arrays over SRV_TENANTS_MAX slots. With every job in slot 0, interactive (no keys file), this is
  * the single FIFO of before, job for job.
  *
+ * The light-tenant cap. Ordering alone cannot keep a flood from a light tenant's latency: a pass
+ * cannot be stopped, so a light tenant's request waits for the pass in flight, then runs in one the
+ * flood fills up to max_batch_tokens (measured, bench/tenants/fairness.sh: a quiet tenant's p99 12x
+ * its idle p99 under a flood with fair queuing alone). So while two or more tenants are recent (a job
+ * in the last second) and one of them is light (its jobs arrive to an empty queue of its own),
+ * each tenant's part of a pass is at most the recent tenants' typical jobs summed, split by their
+ * shares: the flood's passes shrink to about one of its typical jobs, and the light tenant's pass
+ * holds its job beside a share-sized part of the flood. The flood pays with smaller passes (less
+ * batching) only while a light tenant is active; two tenants that both keep a backlog get full passes
+ * split by fair queuing. A pass always takes its first job, so a single job larger than its cap still
+ * runs alone (a flood of big multi-input requests still costs a light tenant one of them).
+ *
  * Admission: `admitted` counts requests from admission to completion (`depth`, the jobs among them
  * from submission to completion). The HTTP side asks for a place
  * (srv__sched_admit) before it parses a body, holds it while the request is prepared and while its
@@ -118,6 +130,10 @@ struct srv_sched {
     /* loop-owned fair queues, one per class */
     srv_class_q cls[SRV_CLASSES];
     int n_waiting;                /* jobs in all of them */
+    /* per slot, for the light-tenant cap (see the top of the file): when it last submitted, its
+     * jobs' typical work (moving average of tokens x tasks), its share, its work waiting now */
+    double slot_seen[SRV_TENANTS_MAX], slot_work[SRV_TENANTS_MAX], slot_share[SRV_TENANTS_MAX], slot_waiting[SRV_TENANTS_MAX];
+    bool slot_light[SRV_TENANTS_MAX]; /* its last job found no other job of its own waiting */
     int pending_tokens;
     double last_arrival;          /* seconds, monotonic: when the inbox last brought a job */
     double last_done;             /* when a batch last finished (its answers went out) */
@@ -318,12 +334,16 @@ static int job_slot(const srv_job *j) {
     return j->tenant.slot >= 0 && j->tenant.slot < SRV_TENANTS_MAX ? j->tenant.slot : 0;
 }
 
-/* The virtual time a job advances its slot by: its work (rows the pass computes, one stream per
- * task) over its share; a job built by hand has share 0, read as 1. */
-static double job_vcost(const srv_job *j) {
-    double work = (double)j->tokens * (j->n_tasks > 0 ? j->n_tasks : 1), share = j->tenant.share > 0 ? j->tenant.share : 1.0;
-    return (work > 0 ? work : 1.0) / share;
+/* A job's work: the rows its pass computes, one stream per task (at least 1). */
+static double job_work(const srv_job *j) {
+    double work = (double)j->tokens * (j->n_tasks > 0 ? j->n_tasks : 1);
+    return work > 0 ? work : 1.0;
 }
+static double job_share(const srv_job *j) { return j->tenant.share > 0 ? j->tenant.share : 1.0; }
+
+/* The virtual time a job advances its slot by: its work over its share; a job built by hand has
+ * share 0, read as 1. */
+static double job_vcost(const srv_job *j) { return job_work(j) / job_share(j); }
 
 /* Loop thread: j joins the back of its slot's queue in its class. */
 static void enqueue(srv_sched *q, srv_job *j) {
@@ -340,6 +360,35 @@ static void enqueue(srv_sched *q, srv_job *j) {
     k->n_jobs++;
     q->n_waiting++;
     q->pending_tokens += j->tokens;
+    double w = job_work(j);
+    q->slot_work[s] = q->slot_seen[s] > 0 ? 0.8 * q->slot_work[s] + 0.2 * w : w;
+    q->slot_seen[s] = srv__now();
+    q->slot_share[s] = job_share(j);
+    q->slot_waiting[s] += w;
+    q->slot_light[s] = q->slot_waiting[s] <= 1.5 * q->slot_work[s];
+}
+
+/* The light-tenant cap (see the top of the file): fills cap[slot] with the work each slot may put in
+ * the next pass, or returns false when no cap applies. A slot is recent when it submitted in the last
+ * SRV_RECENT_S; the cap applies when two or more slots are recent and one of them is light (its last
+ * job arrived to no other of its own, and at most one typical job of its own waits: the tail of a
+ * backlog is not light). Then each slot's part of a pass is at most the recent slots'
+ * typical jobs summed, split by their shares. O(SRV_TENANTS_MAX), once per pass. */
+#define SRV_RECENT_S 1.0
+static bool light_caps(const srv_sched *q, double now, double *cap) {
+    double work = 0, shares = 0;
+    int recent = 0;
+    bool light = false;
+    for (int s = 0; s < SRV_TENANTS_MAX; s++) {
+        if (q->slot_seen[s] <= 0 || now - q->slot_seen[s] > SRV_RECENT_S) continue;
+        recent++;
+        work += q->slot_work[s];
+        shares += q->slot_share[s];
+        light |= q->slot_light[s] && q->slot_waiting[s] <= q->slot_work[s] * 1.5;
+    }
+    if (recent < 2 || !light) return false;
+    for (int s = 0; s < SRV_TENANTS_MAX; s++) cap[s] = work * q->slot_share[s] / shares;
+    return true;
 }
 
 /* Submission time of the oldest waiting job (each slot's head is its oldest), for the batch rule's
@@ -366,15 +415,17 @@ static srv_batch *take_batch(srv_sched *q) {
     if (!b) return NULL;
     srv_job *first = NULL, *last = NULL;
     int toks = 0, max = q->p.max_batch_tokens;
-    for (int c = 0; c < SRV_CLASSES && toks < max; c++) {
+    double cap[SRV_TENANTS_MAX], part[SRV_TENANTS_MAX] = {0}; /* the light-tenant cap and each slot's work taken */
+    bool capped = light_caps(q, srv__now(), cap), held = false; /* held: an interactive slot reached its cap */
+    for (int c = 0; c < SRV_CLASSES && toks < max && !held; c++) {
         srv_class_q *k = &q->cls[c];
-        srv_job **cur[SRV_TENANTS_MAX]; /* per active slot: the link to its candidate */
+        srv_job **cur[SRV_TENANTS_MAX]; /* per active slot: the link to its candidate; NULL once capped */
         for (int i = 0; i < k->n_active; i++) cur[i] = &k->fifo[k->active[i]].head;
         while (toks < max) {
             int best = -1;
             double bt = 0;
             for (int i = 0; i < k->n_active; i++) {
-                if (!*cur[i]) continue;
+                if (!cur[i] || !*cur[i]) continue;
                 double t = fmax(k->vtime, k->vfinish[k->active[i]]);
                 if (best < 0 || t < bt || (t == bt && (*cur[i])->t_submit < (*cur[best])->t_submit)) best = i, bt = t;
             }
@@ -385,6 +436,14 @@ static srv_batch *take_batch(srv_sched *q) {
                 continue;
             }
             int s = k->active[best];
+            if (first && capped && part[s] + job_work(j) > cap[s]) {
+                cur[best] = NULL; /* the slot's part of this pass is full: its jobs keep their order */
+                held |= c == SRV_PRIO_INTERACTIVE; /* and no batch job takes the room it leaves */
+                continue;
+            }
+            part[s] += job_work(j);
+            q->slot_waiting[s] -= job_work(j);
+            if (q->slot_waiting[s] < 0.5) q->slot_waiting[s] = 0; /* rounding of the running sum */
             srv_fifo *f = &k->fifo[s];
             *cur[best] = j->next; /* unlink j; the cursor now points at the job after it */
             if (f->tail == j) f->tail = cur[best] == &f->head ? NULL : SRV_CONTAINER_OF(cur[best], srv_job, next);
@@ -555,6 +614,7 @@ int srv__sched_cancel(srv_sched *q, eng_status code, const char *msg) {
     }
     q->n_waiting = 0;
     q->pending_tokens = 0;
+    memset(q->slot_waiting, 0, sizeof q->slot_waiting);
     /* the batches in a pass: the loop only reads their job lists, which the worker does not change */
     int abandoned = 0;
     for (int i = 0; i < q->n_workers; i++)

@@ -312,7 +312,8 @@ Test(scheduler, interactive_jobs_go_before_batch_jobs_queued_earlier) {
     cr_assert_eq(rec.responded, 9);
     for (int i = 0; i < 3; i++) cr_expect_eq(rec.order[i]->tenant.priority, SRV_PRIO_INTERACTIVE, "job %d ran %d-th", i, i);
     for (int i = 6; i < 9; i++)
-        for (int b = 0; b < 6; b++) cr_expect_lt(j[i]->t_start, j[b]->t_start, "interactive %d before batch %d", i, b);
+        for (int b = 0; b < 6; b++) /* before, or in the same pass filling the room it leaves (slot 0 is light: capped passes) */
+            cr_expect_leq(j[i]->t_start, j[b]->t_start, "interactive %d before batch %d", i, b);
     for (int b = 1; b < 6; b++) cr_expect_leq(j[b - 1]->t_start, j[b]->t_start, "a class keeps its slot's order");
     finish(q);
     jobs_free(j, 9);
@@ -398,4 +399,27 @@ Test(scheduler, adaptive_raises_hit_the_batch_class_first) {
     cr_expect_eq(i1->skip_src[0], SRV_SKIP_ADAPTIVE);
     finish(q);
     jobs_free(&i1, 1);
+}
+
+/* The light-tenant cap: a flood of one slot queued in one go (not light) would fill each pass to the
+ * token budget (20 jobs); a job of another slot arriving to its own empty queue (light) makes every
+ * slot's part of a pass at most the two slots' typical jobs split by share (one job each here), so
+ * its pass holds itself and one flood job instead of itself and the budget's worth of flood. */
+Test(scheduler, a_light_tenants_pass_holds_a_share_sized_part_of_the_flood) {
+    enum { FLOOD = 60 };
+    srv_job *j[FLOOD + 1];
+    for (int i = 0; i < FLOOD; i++) j[i] = tenant_job("flood flood flood", 3, 1.0, SRV_PRIO_INTERACTIVE);
+    j[FLOOD] = tenant_job("flood flood flood", 7, 1.0, SRV_PRIO_INTERACTIVE);
+    srv_sched *q = start(FLOOD + 1, 20 * j[0]->tokens, 500);
+    submit_all(q, j, FLOOD);
+    run_until_done(20);
+    cr_expect_eq(j[0]->batch_requests, 20, "before the light job: full passes (%d jobs)", j[0]->batch_requests);
+    submit_all(q, j + FLOOD, 1);
+    run_until_done(FLOOD + 1);
+    cr_assert_eq(rec.responded, FLOOD + 1);
+    cr_expect_leq(j[FLOOD]->batch_requests, 2, "the light job's pass held %d jobs", j[FLOOD]->batch_requests);
+    cr_expect_eq(j[FLOOD - 1]->batch_requests, 1, "the flood's passes after it: one job each while it is recent (%d)",
+                 j[FLOOD - 1]->batch_requests);
+    finish(q);
+    jobs_free(j, FLOOD + 1);
 }
