@@ -35,7 +35,7 @@
  * cannot be stopped, so a light tenant's request waits for the pass in flight, then runs in one the
  * flood fills up to max_batch_tokens (measured, bench/tenants/fairness.sh: a quiet tenant's p99 12x
  * its idle p99 under a flood with fair queuing alone). So while two or more tenants are recent (a job
- * in the last second) and one of them is light (its jobs arrive to an empty queue of its own),
+ * in the last 5 s) and one of them is light (its jobs arrive to an empty queue of its own),
  * each tenant's part of a pass is at most the recent tenants' typical jobs summed, split by their
  * shares: the flood's passes shrink to about one of its typical jobs, and the light tenant's pass
  * holds its job beside a share-sized part of the flood. The flood pays with smaller passes (less
@@ -374,7 +374,7 @@ static void enqueue(srv_sched *q, srv_job *j) {
  * job arrived to no other of its own, and at most one typical job of its own waits: the tail of a
  * backlog is not light). Then each slot's part of a pass is at most the recent slots'
  * typical jobs summed, split by their shares. O(SRV_TENANTS_MAX), once per pass. */
-#define SRV_RECENT_S 1.0
+#define SRV_RECENT_S 5.0 /* long enough for a tenant sending every few seconds; the flood pays its smaller passes that long after */
 static bool light_caps(const srv_sched *q, double now, double *cap) {
     double work = 0, shares = 0;
     int recent = 0;
