@@ -42,6 +42,9 @@
  * batching) only while a light tenant is active; two tenants that both keep a backlog get full passes
  * split by fair queuing. A pass always takes its first job, so a single job larger than its cap still
  * runs alone (a flood of big multi-input requests still costs a light tenant one of them).
+ * With two or more workers (--workers), while the cap applies the last idle worker takes no pass
+ * without a light tenant's job: a light tenant's request then starts at once on it instead of waiting
+ * for the pass in flight, whatever the flood's requests' size. (With one worker nothing is kept.)
  *
  * Admission: `admitted` counts requests from admission to completion (`depth`, the jobs among them
  * from submission to completion). The HTTP side asks for a place
@@ -321,10 +324,15 @@ static void *worker_main(void *arg) {
 
 static void schedule(srv_sched *q);
 
-static srv_worker *idle_worker(srv_sched *q) {
+static srv_worker *idle_worker(srv_sched *q, int *n_idle) {
+    srv_worker *w = NULL;
+    *n_idle = 0;
     for (int i = 0; i < q->n_workers; i++)
-        if (!q->workers[i].busy) return &q->workers[i];
-    return NULL;
+        if (!q->workers[i].busy) {
+            if (!w) w = &q->workers[i];
+            ++*n_idle;
+        }
+    return w;
 }
 
 /* A job's class and slot, as indexes (a bad slot is the front door's error: it queues as slot 0). */
@@ -375,19 +383,22 @@ static void enqueue(srv_sched *q, srv_job *j) {
  * backlog is not light). Then each slot's part of a pass is at most the recent slots'
  * typical jobs summed, split by their shares. O(SRV_TENANTS_MAX), once per pass. */
 #define SRV_RECENT_S 5.0 /* long enough for a tenant sending every few seconds; the flood pays its smaller passes that long after */
-static bool light_caps(const srv_sched *q, double now, double *cap) {
+static bool light_caps(const srv_sched *q, double now, double *cap, bool *light_waits) {
     double work = 0, shares = 0;
     int recent = 0;
     bool light = false;
+    *light_waits = false;
     for (int s = 0; s < SRV_TENANTS_MAX; s++) {
         if (q->slot_seen[s] <= 0 || now - q->slot_seen[s] > SRV_RECENT_S) continue;
         recent++;
         work += q->slot_work[s];
         shares += q->slot_share[s];
-        light |= q->slot_light[s] && q->slot_waiting[s] <= q->slot_work[s] * 1.5;
+        bool l = q->slot_light[s] && q->slot_waiting[s] <= q->slot_work[s] * 1.5;
+        light |= l;
+        *light_waits |= l && q->slot_waiting[s] > 0;
     }
     if (recent < 2 || !light) return false;
-    for (int s = 0; s < SRV_TENANTS_MAX; s++) cap[s] = work * q->slot_share[s] / shares;
+    for (int s = 0; cap && s < SRV_TENANTS_MAX; s++) cap[s] = work * q->slot_share[s] / shares;
     return true;
 }
 
@@ -416,7 +427,7 @@ static srv_batch *take_batch(srv_sched *q) {
     srv_job *first = NULL, *last = NULL;
     int toks = 0, max = q->p.max_batch_tokens;
     double cap[SRV_TENANTS_MAX], part[SRV_TENANTS_MAX] = {0}; /* the light-tenant cap and each slot's work taken */
-    bool capped = light_caps(q, srv__now(), cap), held = false; /* held: an interactive slot reached its cap */
+    bool light_waits, capped = light_caps(q, srv__now(), cap, &light_waits), held = false; /* held: an interactive slot reached its cap */
     for (int c = 0; c < SRV_CLASSES && toks < max && !held; c++) {
         srv_class_q *k = &q->cls[c];
         srv_job **cur[SRV_TENANTS_MAX]; /* per active slot: the link to its candidate; NULL once capped */
@@ -515,8 +526,12 @@ static void adapt(srv_sched *q, srv_batch *b, double oldest_wait_ms) {
 
 static void schedule(srv_sched *q) {
     srv_worker *w;
+    int n_idle;
     if (q->cancelled) return;
-    while (q->n_waiting && (w = idle_worker(q))) {
+    while (q->n_waiting && (w = idle_worker(q, &n_idle))) {
+        bool light_waits;
+        if (q->n_workers > 1 && n_idle == 1 && light_caps(q, srv__now(), NULL, &light_waits) && !light_waits)
+            return; /* the last idle worker is kept for the light tenant (see the top of the file) */
         srv_batch_clock c = {.now = srv__now(), .head_submit = oldest_submit(q), .last_arrival = q->last_arrival,
                              .last_done = q->last_done, .last_pass_s = q->last_pass_s,
                              .pending_tokens = q->pending_tokens, .max_batch_tokens = q->p.max_batch_tokens,

@@ -3,7 +3,7 @@
 # fair queuing and its interactive/batch classes).
 #
 #   bench/tenants/fairness.sh [--mode share|priority] [--duration S] [--flood-connections C] [--flood-inputs N]
-#                             [--quiet-connections C] [--threads N] [--core CORE] [--max-batch-tokens N]
+#                             [--quiet-connections C] [--threads N] [--workers N] [--core CORE] [--max-batch-tokens N]
 #                             [--adapterd BIN] [--registry DIR] [--no-keys]
 #
 # `adapterd serve` on the bundled example registry (examples/registry, every task per request) with a keys file
@@ -16,7 +16,9 @@
 #  3. prints both rows, the flood's own rate and 429s, and the ratio flooded p99 / idle p99 (target: <= 2).
 # A flooded request waits at least for the pass in flight and then runs in a pass the flood shares, so the ratio
 # is bounded below by the pass length: --max-batch-tokens (the server's option) sets it; with the default 8192 a
-# pass of the flood's 64 x 8 inputs is seconds long on 2 cores.
+# pass of the flood's 64 x 8 inputs is seconds long on 2 cores. The server's light-tenant cap (server/scheduler.c)
+# shrinks the flood's passes while the quiet tenant is active; with --workers 2 it also keeps a worker free for
+# the quiet tenant, so its request does not wait for the pass in flight.
 # --mode share (default): tenants "flood" and "quiet", equal shares, both interactive (the keys file exactly as
 # issue 38 writes it). --mode priority: tenants "batch" ("priority": "batch") floods and "interactive" is the quiet
 # one. Keys are random per run; the file holds their digests (`printf %s KEY | sha256sum`), clients send
@@ -30,7 +32,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-mode=share dur=10 flood_conns=64 flood_inputs=8 quiet_conns=1 threads="" core="" mbt="" keys=1
+mode=share dur=10 flood_conns=64 flood_inputs=8 quiet_conns=1 threads="" workers="" core="" mbt="" keys=1
 bin="$root/build/tools/adapterd" registry="$root/examples/registry"
 while [ $# -gt 0 ]; do
   case $1 in
@@ -40,6 +42,7 @@ while [ $# -gt 0 ]; do
     --flood-inputs) flood_inputs=$2; shift 2 ;;
     --quiet-connections) quiet_conns=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
+    --workers) workers=$2; shift 2 ;;
     --core) core=$2; shift 2 ;;
     --max-batch-tokens) mbt=$2; shift 2 ;;
     --adapterd) bin=$2; shift 2 ;;
@@ -119,6 +122,7 @@ load() {
 # --- the server ---
 args=(serve --registry "$registry" --port 0 --port-file "$tmp/port")
 [ -n "$threads" ] && args+=(--threads "$threads")
+[ -n "$workers" ] && args+=(--workers "$workers")
 [ -n "$mbt" ] && args+=(--max-batch-tokens "$mbt")
 [ $keys = 1 ] && args+=(--keys "$tmp/keys.json")
 "$bin" "${args[@]}" 2>"$tmp/server.log" &
@@ -138,7 +142,7 @@ commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cpus," \
      "$(grep -o -m1 -w 'avx512_bf16\|amx_tile' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 echo "server: $bin ($commit), $(grep -m1 -o 'OpenBLAS core [^ ]*' "$tmp/server.log" || echo 'OpenBLAS core not reported')," \
-     "threads ${threads:-all cores}, max-batch-tokens ${mbt:-default}; registry $registry"
+     "threads ${threads:-all cores}, workers ${workers:-1}, max-batch-tokens ${mbt:-default}; registry $registry"
 echo "mode $mode$([ $keys = 0 ] && echo ', NO KEYS: one queue, the baseline'); quiet tenant \"$quiet_name\": 1 input," \
      "$quiet_conns connection(s); flood tenant \"$flood_name\": $flood_inputs inputs, $flood_conns connections; ${dur}s each"
 
