@@ -529,12 +529,14 @@ static void schedule(srv_sched *q) {
     int n_idle;
     if (q->cancelled) return;
     while (q->n_waiting && (w = idle_worker(q, &n_idle))) {
-        bool light_waits;
-        if (q->n_workers > 1 && n_idle == 1 && light_caps(q, srv__now(), NULL, &light_waits) && !light_waits)
+        bool light_waits, capped = light_caps(q, srv__now(), NULL, &light_waits);
+        if (capped && !light_waits && q->n_workers > 1 && n_idle == 1)
             return; /* the last idle worker is kept for the light tenant (see the top of the file) */
         srv_batch_clock c = {.now = srv__now(), .head_submit = oldest_submit(q), .last_arrival = q->last_arrival,
                              .last_done = q->last_done, .last_pass_s = q->last_pass_s,
-                             .pending_tokens = q->pending_tokens, .max_batch_tokens = q->p.max_batch_tokens,
+                             /* capped, a pass is as full as it gets at once: no hold for more */
+                             .pending_tokens = capped ? q->p.max_batch_tokens : q->pending_tokens,
+                             .max_batch_tokens = q->p.max_batch_tokens,
                              .max_wait_us = q->p.max_wait_us};
         double wait_us = srv__batch_wait_us(&c);
         if (wait_us > 0) {

@@ -12,6 +12,7 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
+#include "clock.h"
 #include "scheduler.h"
 
 static store_registry *reg;
@@ -40,6 +41,7 @@ static void on_respond_embed(void *ctx, srv_job *j, const float *hidden, const f
     int H = eng_model_config(store_model_engine(j->model))->hidden;
     float sum = 0;
     for (int i = 0; i < j->tokens * H; i++) sum += hidden[i] * hidden[i];
+    j->t_end = srv__now(); /* as respond.c does: the pass's end, for the tests that look at overlaps */
     if (sum > 0) __atomic_fetch_add(&rec.responded, 1, __ATOMIC_RELAXED); /* worker thread */
 }
 static void on_fail(void *ctx, srv_job *j, eng_status code, const char *msg) {
@@ -80,8 +82,8 @@ static void teardown(void) {
 
 TestSuite(scheduler, .init = setup, .fini = teardown, .timeout = 60);
 
-static srv_sched *start_adaptive(int max_queue, int max_batch_tokens, int max_wait_us, bool adaptive, int target_ms) {
-    srv_sched_params p = {.workers = 1, .threads = 1, .max_queue = max_queue, .max_batch_tokens = max_batch_tokens,
+static srv_sched *start_workers(int workers, int max_queue, int max_batch_tokens, int max_wait_us, bool adaptive, int target_ms) {
+    srv_sched_params p = {.workers = workers, .threads = 1, .max_queue = max_queue, .max_batch_tokens = max_batch_tokens,
                           .max_wait_us = max_wait_us, .adaptive_skips = adaptive, .target_queue_ms = target_ms,
                           .metrics = metrics};
     srv_sched_hooks h = {.respond = on_respond, .respond_embed = on_respond_embed, .fail = on_fail, .done = on_done,
@@ -92,6 +94,9 @@ static srv_sched *start_adaptive(int max_queue, int max_batch_tokens, int max_wa
     return q;
 }
 
+static srv_sched *start_adaptive(int max_queue, int max_batch_tokens, int max_wait_us, bool adaptive, int target_ms) {
+    return start_workers(1, max_queue, max_batch_tokens, max_wait_us, adaptive, target_ms);
+}
 static srv_sched *start(int max_queue, int max_batch_tokens, int max_wait_us) {
     return start_adaptive(max_queue, max_batch_tokens, max_wait_us, false, 0);
 }
@@ -157,6 +162,13 @@ static void submit_all(srv_sched *q, srv_job **j, int n) {
         cr_assert_eq(srv__sched_admit(q, j[i]->tenant.priority), 0, "job %d admitted", i);
         srv__sched_submit(q, j[i]);
     }
+}
+
+/* Whether the loop handed j back. */
+static bool done_job(const srv_job *j) {
+    for (int i = 0; i < rec.done && i < DONE_MAX; i++)
+        if (rec.order[i] == j) return true;
+    return false;
 }
 
 /* Runs the loop until n jobs are done (bounded). */
@@ -422,4 +434,39 @@ Test(scheduler, a_light_tenants_pass_holds_a_share_sized_part_of_the_flood) {
                  j[FLOOD - 1]->batch_requests);
     finish(q);
     jobs_free(j, FLOOD + 1);
+}
+
+#define LONG_TEXT                                                                                                  \
+"a flood of long requests keeps both workers busy with passes that overlap" /* about 50 of the model's 64 tokens */
+/* Two workers: once a light tenant is recent (and light), the flood keeps to one worker - its passes
+ * no longer overlap - and the other is kept for the light tenant's next job. */
+Test(scheduler, a_light_tenant_finds_a_worker_kept_for_it) {
+    enum { FLOOD = 80 };
+    srv_job *j[FLOOD + 2];
+    for (int i = 0; i < FLOOD; i++) j[i] = tenant_job(LONG_TEXT, 3, 1.0, SRV_PRIO_INTERACTIVE);
+    j[FLOOD] = tenant_job("quiet", 7, 1.0, SRV_PRIO_INTERACTIVE);
+    j[FLOOD + 1] = tenant_job("quiet", 7, 1.0, SRV_PRIO_INTERACTIVE);
+    srv_sched *q = start_workers(2, FLOOD + 2, 8 * j[0]->tokens, 500, false, 0);
+    submit_all(q, j, FLOOD);
+    run_until_done(10);
+    submit_all(q, j + FLOOD, 1); /* the first makes the tenant recent and light */
+    while (!done_job(j[FLOOD])) uv_run(&loop, UV_RUN_ONCE);
+    double light_end = j[FLOOD]->t_end;
+    cr_assert_lt(rec.done, FLOOD - 10, "the flood still waits (%d done)", rec.done);
+    srv_job *light = j[FLOOD + 1];
+    submit_all(q, &light, 1);
+    run_until_done(FLOOD + 2);
+    cr_assert_eq(rec.responded, FLOOD + 2, "%d failed: %s", rec.failed, rec.fail_msg);
+    int overlaps = 0, after = 0; /* flood passes started after the first light job's end, pairwise */
+    for (int a = 0; a < FLOOD; a++) {
+        if (j[a]->t_start <= light_end) continue;
+        after++;
+        for (int b = 0; b < FLOOD; b++)
+            overlaps += j[b]->t_start > light_end && j[a]->t_start < j[b]->t_start && j[a]->t_end > j[b]->t_start;
+    }
+    cr_expect_gt(after, 10, "%d flood jobs ran after the light job", after);
+    cr_expect_eq(overlaps, 0, "after it, the flood's passes ran one at a time (%d overlapping pairs)", overlaps);
+    cr_expect_leq(light->batch_requests, 2, "the light job's pass held %d jobs", light->batch_requests);
+    finish(q);
+    jobs_free(j, FLOOD + 2);
 }
