@@ -92,6 +92,15 @@ void proto__req_init(proto_predict_req *r) {
     r->truncate = 1;
     r->normalize = 1;
     r->add_special_tokens = 1;
+    r->qa_doc_stride = -1;
+}
+
+int proto__is_qa_param(const char *k) {
+    static const char *const qa[] = {"max_answer_len", "top_k", "handle_impossible_answer", "max_seq_len",
+                                     "doc_stride", "max_question_len", "qa_rule", "align_to_words"};
+    for (size_t i = 0; i < sizeof qa / sizeof qa[0]; i++)
+        if (!strcmp(k, qa[i])) return 1;
+    return 0;
 }
 
 static json_t *load_object(const char *body, size_t len, eng_err *err) {
@@ -345,6 +354,58 @@ static int param_binary_output(proto_predict_req *r, const proto__value *v, cons
     return 0;
 }
 
+/* An integer parameter in lo..hi into *dst. */
+static int int_param(const proto__value *v, const char *key, int lo, int hi, int *dst, eng_err *err) {
+    if (v->kind != PROTO__INT || v->i < lo || v->i > hi)
+        return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"%s\" must be an integer from %d to %d", key, lo, hi);
+    *dst = (int)v->i;
+    return 0;
+}
+
+/* The question-answering pipeline's parameters (its names and ranges; the server checks the window
+ * sizes against the model). */
+#define QA_MAX_TOKENS 8192
+static int param_max_answer_len(proto_predict_req *r, const proto__value *v, const proto_limits *lim, eng_err *err) {
+    (void)lim;
+    return int_param(v, "max_answer_len", 1, QA_MAX_TOKENS, &r->qa_max_answer_len, err);
+}
+static int param_top_k(proto_predict_req *r, const proto__value *v, const proto_limits *lim, eng_err *err) {
+    (void)lim;
+    return int_param(v, "top_k", 1, PROTO_QA_MAX_TOP_K, &r->qa_top_k, err);
+}
+static int param_max_seq_len(proto_predict_req *r, const proto__value *v, const proto_limits *lim, eng_err *err) {
+    (void)lim;
+    return int_param(v, "max_seq_len", 4, QA_MAX_TOKENS, &r->qa_max_seq_len, err);
+}
+static int param_doc_stride(proto_predict_req *r, const proto__value *v, const proto_limits *lim, eng_err *err) {
+    (void)lim;
+    return int_param(v, "doc_stride", 0, QA_MAX_TOKENS, &r->qa_doc_stride, err);
+}
+static int param_max_question_len(proto_predict_req *r, const proto__value *v, const proto_limits *lim, eng_err *err) {
+    (void)lim;
+    return int_param(v, "max_question_len", 1, QA_MAX_TOKENS, &r->qa_max_question_len, err);
+}
+static int param_handle_impossible(proto_predict_req *r, const proto__value *v, const proto_limits *lim, eng_err *err) {
+    (void)lim;
+    if (v->kind != PROTO__BOOL) return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"handle_impossible_answer\" must be true or false");
+    r->qa_handle_impossible = v->b;
+    return 0;
+}
+static int param_align_to_words(proto_predict_req *r, const proto__value *v, const proto_limits *lim, eng_err *err) {
+    (void)lim;
+    if (v->kind != PROTO__BOOL) return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"align_to_words\" must be true or false");
+    r->qa_no_align = !v->b;
+    return 0;
+}
+static int param_qa_rule(proto_predict_req *r, const proto__value *v, const proto_limits *lim, eng_err *err) {
+    (void)lim;
+    const char *a = v->kind == PROTO__STRING ? v->s : NULL;
+    if (a && !strcmp(a, "pipeline")) r->qa_context_rule = 0;
+    else if (a && !strcmp(a, "context")) r->qa_context_rule = 1;
+    else return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"qa_rule\" must be \"pipeline\" or \"context\"");
+    return 0;
+}
+
 static const struct {
     const char *key;
     int (*set)(proto_predict_req *r, const proto__value *v, const proto_limits *lim, eng_err *err);
@@ -353,10 +414,20 @@ static const struct {
               {"latency_ms", param_latency},
               {"truncate", param_truncate},
               {"aggregation", param_aggregation},
+              {"max_answer_len", param_max_answer_len},
+              {"top_k", param_top_k},
+              {"handle_impossible_answer", param_handle_impossible},
+              {"max_seq_len", param_max_seq_len},
+              {"doc_stride", param_doc_stride},
+              {"max_question_len", param_max_question_len},
+              {"qa_rule", param_qa_rule},
+              {"align_to_words", param_align_to_words},
               {"binary_data_output", param_binary_output}};
 
 /* In the order proto__parse_common reads them: a request's first refusal is the same on every wire. */
-const char *const proto__common_params[] = {"skip", "budget", "latency_ms", "truncate", "aggregation", NULL};
+const char *const proto__common_params[] = {"skip", "budget", "latency_ms", "truncate", "aggregation",
+                                            "max_answer_len", "top_k", "handle_impossible_answer", "max_seq_len",
+                                            "doc_stride", "max_question_len", "qa_rule", "align_to_words", NULL};
 
 int proto__param_set(proto_predict_req *r, const char *key, const proto__value *v, const proto_limits *lim, eng_err *err) {
     if (v->kind == PROTO__NULL) return 0;
@@ -405,7 +476,8 @@ int proto_predict_parse(const char *body, size_t len, const proto_limits *lim, p
     json_t *v;
     json_object_foreach(root, k, v) {
         if (strcmp(k, "inputs") && strcmp(k, "tasks") && strcmp(k, "skip") && strcmp(k, "budget") &&
-            strcmp(k, "latency_ms") && strcmp(k, "return") && strcmp(k, "truncate") && strcmp(k, "aggregation")) {
+            strcmp(k, "latency_ms") && strcmp(k, "return") && strcmp(k, "truncate") && strcmp(k, "aggregation") &&
+            !proto__is_qa_param(k)) {
             rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "unknown field \"%.80s\"", k);
             goto bad;
         }

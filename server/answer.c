@@ -22,12 +22,13 @@ proto_head_kind srv__wire_head_kind(int head_type) {
 
 void srv_answer_free(srv_answer_bufs *b) {
     free(b->probs), free(b->tags), free(b->ents), free(b->groups), free(b->subword);
+    free(b->qa_wins), free(b->qa_best), free(b->qa_answers), free(b->qa_words);
     memset(b, 0, sizeof *b);
 }
 
-/* The QA answer: eng_qa_best_span over the context (the pair), mapped to code point offsets and the
- * bytes of the pair. */
-static void qa_answer(const srv_answer_input *in, const float *lg, proto_task_result *r) {
+/* The "context" rule: eng_qa_best_span over the first window's context (the pair), mapped to code
+ * point offsets and the bytes of the pair. */
+static void qa_answer_context(const srv_answer_input *in, const float *lg, proto_task_result *r) {
     const eng_tok_encoding *e = in->enc;
     eng_qa_span sp;
     if (!in->text || !in->pair || eng_qa_best_span(lg, e->seq_ids, (int)e->n, 1, ENG_QA_MAX_ANSWER_TOKENS, &sp)) return;
@@ -38,6 +39,61 @@ static void qa_answer(const srv_answer_input *in, const float *lg, proto_task_re
     int32_t b0 = e->byte_offsets[2 * sp.start], b1 = e->byte_offsets[2 * sp.end + 1];
     r->ans_text = in->pair + b0;
     r->ans_text_len = b1 > b0 ? (size_t)(b1 - b0) : 0;
+}
+
+/* The pipeline's answers (eng_qa_answers) over every window of the input, each mapped through its
+ * window's offsets into the original context; the first is the answer, all of them the list when
+ * top_k > 1. Returns 0 or ENG_NO_MEMORY. */
+static int qa_answer(const srv_answer_input *in, const eng_task_out *o, srv_answer_bufs *b, proto_task_result *r) {
+    if (!in->text || !in->pair) return 0;
+    eng_qa_params qp = in->qa.top_k > 0 ? in->qa : eng_qa_default_params();
+    int nw = in->n_windows > 1 ? in->n_windows : 1;
+    b->qa_wins = calloc((size_t)nw, sizeof *b->qa_wins);
+    b->qa_best = calloc((size_t)qp.top_k, sizeof *b->qa_best);
+    b->qa_answers = calloc((size_t)qp.top_k, sizeof *b->qa_answers);
+    if (!b->qa_wins || !b->qa_best || !b->qa_answers) return ENG_NO_MEMORY;
+    size_t longest = 1;
+    for (int w = 0; w < nw; w++) longest = in->enc[w].n > longest ? in->enc[w].n : longest;
+    if (!(b->qa_words = calloc(longest, 1))) return ENG_NO_MEMORY;
+    for (int w = 0; w < nw; w++) {
+        const eng_task_out *ow = o + (size_t)w * (nw > 1 ? in->out_stride : 0);
+        const eng_tok_encoding *e = &in->enc[w];
+        if (ow->num_labels != 2 || (size_t)ow->n_rows != e->n) return 0;
+        b->qa_wins[w] = (eng_qa_window){.logits = ow->logits, .ids = e->ids, .seq_ids = e->seq_ids, .n = (int)e->n};
+    }
+    int32_t cls = in->tok ? eng_tokenizer_cls_id(in->tok) : -1;
+    int n = eng_qa_answers(b->qa_wins, nw, 1, cls, &qp, b->qa_best);
+    if (n < 0) return 0;
+    for (int i = 0; i < n; i++) {
+        const eng_qa_answer *a = &b->qa_best[i];
+        proto_qa_answer *x = &b->qa_answers[i];
+        *x = (proto_qa_answer){.score = a->score, .text = in->pair};
+        if (a->window < 0) continue; /* the no-answer: (0, 0), "" */
+        const eng_tok_encoding *e = &in->enc[a->window];
+        int s = a->start, t = a->end;
+        if (!in->qa_no_align && in->tok) {
+            /* the pipeline's token_to_word / word_to_chars: the words the span's ends are in, as far as
+             * this window holds them */
+            eng_tok_word_starts(in->tok, e, in->text, in->text_len, in->pair, in->pair_len, b->qa_words);
+            while (s > 0 && !b->qa_words[s] && e->seq_ids[s - 1] == e->seq_ids[s]) s--;
+            while ((size_t)t + 1 < e->n && !b->qa_words[t + 1] && e->seq_ids[t + 1] == e->seq_ids[t]) t++;
+        }
+        x->start = e->offsets[2 * s];
+        x->end = e->offsets[2 * t + 1];
+        int32_t b0 = e->byte_offsets[2 * s], b1 = e->byte_offsets[2 * t + 1];
+        x->text = in->pair + b0;
+        x->text_len = b1 > b0 ? (size_t)(b1 - b0) : 0;
+    }
+    if (n > 0) {
+        r->has_answer = 1;
+        r->ans_start = b->qa_answers[0].start;
+        r->ans_end = b->qa_answers[0].end;
+        r->ans_score = b->qa_answers[0].score;
+        r->ans_text = b->qa_answers[0].text;
+        r->ans_text_len = b->qa_answers[0].text_len;
+    }
+    if (qp.top_k > 1) r->answers = b->qa_answers, r->n_answers = n;
+    return 0;
 }
 
 /* Tagging: every token but the special ones (aggregation "tokens"), or entities grouped by
@@ -100,7 +156,11 @@ int srv_answer_task(const eng_head *h, const eng_task_out *o, const srv_answer_i
     case PROTO_HEAD_REGRESSION: r->value = o->logits[0]; break;
     case PROTO_HEAD_TAGGING: return tag_answer(in, p, (int)e->n < n ? (int)e->n : n, k, agg, b, r);
     case PROTO_HEAD_QA:
-        if (k == 2 && (size_t)n == e->n) qa_answer(in, o->logits, r);
+        if (in->qa_context_rule) {
+            if (k == 2 && (size_t)n == e->n) qa_answer_context(in, o->logits, r);
+        } else {
+            return qa_answer(in, o, b, r);
+        }
         break;
     }
     return 0;
