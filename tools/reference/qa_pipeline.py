@@ -6,7 +6,7 @@ server/answer.c) is checked against it by tests/engine/task/test_answer.c (gener
 tests/server/test_long.c (the fixture registry's QA task, model included).
 
     qa_pipeline.py --cases --seed 7 --n 40      # generated windows and logits with the expected answers (JSON)
-    qa_pipeline.py --model M --task T < req.json  # the pipeline over a tokenized input, the model run in float64
+    qa_pipeline.py --model M --task T < reqs.json  # the pipeline over tokenized inputs, the model run in float64
 
 Windows (the tokenizers library's overflowing tokens with a stride, truncation "only_second"): the question,
 cut to max_question_len tokens, and the special tokens are in every window; the context's n tokens are cut into
@@ -131,13 +131,8 @@ def slice_window(full, keep):
     return w
 
 
-def run_model(model_dir, task_dir, wins, skip):
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path.insert(0, here)
-    import adapters as A
+def run_model(cfg, W, task, wins, skip):
     import gen_adapters as GA
-    cfg, W = A.load_backbone(model_dir)
-    task = A.LoadedTask(cfg, [task_dir])
     ids = [torch.tensor(w["ids"], dtype=torch.int64) for w in wins]
     types = [torch.tensor(w["type_ids"], dtype=torch.int64) for w in wins]
     _, lg, _ = GA.run(cfg, W, task, skip, ids, types)
@@ -149,14 +144,23 @@ def run_model(model_dir, task_dir, wins, skip):
     return out
 
 
-def serve_request(a):
-    """stdin: {"full": encoding, "context": str, "cls_id", "params": {...}}; stdout: {"windows", "answers"}."""
-    req = json.load(sys.stdin)
+def serve_requests(a):
+    """stdin: a list of {"full": encoding, "context": str, "cls_id", "params": {...}}; stdout: a list of
+    {"windows", "answers"}, one per request (the model loaded once)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, here)
+    import adapters as A
+    cfg, W = A.load_backbone(a.model)
+    task = A.LoadedTask(cfg, [a.task])
+    print(json.dumps([serve_request(req, cfg, W, task) for req in json.load(sys.stdin)]))
+
+
+def serve_request(req, cfg, W, task):
     p = req["params"]
     full = req["full"]
     keeps = make_windows(full, p["max_seq_len"], p["doc_stride"], p["max_question_len"])
     wins = [slice_window(full, k) for k in keeps]
-    logits = run_model(a.model, a.task, wins, p.get("skip", 0))
+    logits = run_model(cfg, W, task, wins, p.get("skip", 0))
     got = answers(wins, logits, req["cls_id"], p["top_k"], p["max_answer_len"], p["handle_impossible_answer"])
     res = []
     for w, s, e, sc in got:
@@ -165,7 +169,7 @@ def serve_request(a):
             continue
         c0, c1 = chars(wins[w], s, e, p.get("align_to_words", True))
         res.append({"start": c0, "end": c1, "score": sc, "text": req["context"][c0:c1]})
-    print(json.dumps({"windows": len(wins), "answers": res}))
+    return {"windows": len(wins), "answers": res}
 
 
 def gen_cases(a):
@@ -221,7 +225,7 @@ def main():
     if a.cases:
         gen_cases(a)
     else:
-        serve_request(a)
+        serve_requests(a)
 
 
 if __name__ == "__main__":
