@@ -93,11 +93,12 @@ void proto__req_init(proto_predict_req *r) {
     r->normalize = 1;
     r->add_special_tokens = 1;
     r->qa_doc_stride = -1;
+    r->stride = -1;
 }
 
 int proto__is_qa_param(const char *k) {
     static const char *const qa[] = {"max_answer_len", "top_k", "handle_impossible_answer", "max_seq_len",
-                                     "doc_stride", "max_question_len", "qa_rule", "align_to_words"};
+                                     "doc_stride", "max_question_len", "qa_rule", "align_to_words", "stride"};
     for (size_t i = 0; i < sizeof qa / sizeof qa[0]; i++)
         if (!strcmp(k, qa[i])) return 1;
     return 0;
@@ -397,6 +398,10 @@ static int param_align_to_words(proto_predict_req *r, const proto__value *v, con
     r->qa_no_align = !v->b;
     return 0;
 }
+static int param_stride(proto_predict_req *r, const proto__value *v, const proto_limits *lim, eng_err *err) {
+    (void)lim;
+    return int_param(v, "stride", 0, QA_MAX_TOKENS, &r->stride, err);
+}
 static int param_qa_rule(proto_predict_req *r, const proto__value *v, const proto_limits *lim, eng_err *err) {
     (void)lim;
     const char *a = v->kind == PROTO__STRING ? v->s : NULL;
@@ -422,12 +427,13 @@ static const struct {
               {"max_question_len", param_max_question_len},
               {"qa_rule", param_qa_rule},
               {"align_to_words", param_align_to_words},
+              {"stride", param_stride},
               {"binary_data_output", param_binary_output}};
 
 /* In the order proto__parse_common reads them: a request's first refusal is the same on every wire. */
 const char *const proto__common_params[] = {"skip", "budget", "latency_ms", "truncate", "aggregation",
                                             "max_answer_len", "top_k", "handle_impossible_answer", "max_seq_len",
-                                            "doc_stride", "max_question_len", "qa_rule", "align_to_words", NULL};
+                                            "doc_stride", "max_question_len", "qa_rule", "align_to_words", "stride", NULL};
 
 int proto__param_set(proto_predict_req *r, const char *key, const proto__value *v, const proto_limits *lim, eng_err *err) {
     if (v->kind == PROTO__NULL) return 0;

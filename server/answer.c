@@ -22,7 +22,7 @@ proto_head_kind srv__wire_head_kind(int head_type) {
 
 void srv_answer_free(srv_answer_bufs *b) {
     free(b->probs), free(b->tags), free(b->ents), free(b->groups), free(b->subword);
-    free(b->qa_wins), free(b->qa_best), free(b->qa_answers), free(b->qa_words);
+    free(b->qa_wins), free(b->qa_best), free(b->qa_answers), free(b->qa_words), free(b->spans), free(b->win_probs);
     memset(b, 0, sizeof *b);
 }
 
@@ -137,6 +137,57 @@ static int tag_answer(const srv_answer_input *in, const float *p, int n, int k, 
     return 0;
 }
 
+/* Tagging over windows (the token-classification pipeline with a stride): each window's entities as
+ * tag_answer groups them, offsets into the original text, then merged where windows overlap
+ * (eng_tag_merge_windows). */
+static int tag_answer_windows(const eng_head *h, const eng_task_out *o, const srv_answer_input *in, proto_aggregation agg,
+                              srv_answer_bufs *b, proto_task_result *r) {
+    int nw = in->n_windows, k = o->num_labels;
+    size_t total = 0, longest = 1;
+    for (int w = 0; w < nw; w++) {
+        total += in->enc[w].n;
+        longest = in->enc[w].n > longest ? in->enc[w].n : longest;
+    }
+    b->ents = calloc(total + 1, sizeof *b->ents);
+    b->groups = calloc(longest + 1, sizeof *b->groups);
+    b->subword = calloc(longest + 1, 1);
+    b->spans = calloc(2 * total + 2, sizeof *b->spans);
+    b->win_probs = malloc((longest * (size_t)k + 1) * sizeof *b->win_probs);
+    if (!b->ents || !b->groups || !b->subword || !b->spans || !b->win_probs) return ENG_NO_MEMORY;
+    eng_tag_aggregation a = agg == PROTO_AGG_SIMPLE ? ENG_TAG_AGG_SIMPLE : agg == PROTO_AGG_FIRST ? ENG_TAG_AGG_FIRST : ENG_TAG_AGG_NONE;
+    const char *const *labels = r->labels;
+    int cnt = 0;
+    for (int w = 0; w < nw; w++) {
+        const eng_task_out *ow = o + (size_t)w * in->out_stride;
+        const eng_tok_encoding *e = &in->enc[w];
+        int n = (int)e->n < ow->n_rows ? (int)e->n : ow->n_rows;
+        eng_head_probs(h, ow->logits, n, b->win_probs);
+        if (in->text && in->tok) eng_tok_subword_flags(in->tok, e, in->text, in->text_len, in->pair, in->pair_len, b->subword);
+        int m = eng_tag_entities(b->win_probs, n, k, e->special_mask, b->subword, e->seq_ids, labels, a, b->groups);
+        for (int x = 0; x < m; x++) {
+            const eng_tag_entity *g = &b->groups[x];
+            const char *src = g->seq == 1 ? in->pair : in->text;
+            int32_t b0 = e->byte_offsets[2 * g->first], b1 = e->byte_offsets[2 * g->last + 1];
+            b->ents[cnt] = (proto_entity){.name = a == ENG_TAG_AGG_NONE ? labels[g->label] : eng_tag_group_name(labels[g->label]),
+                                          .score = g->score, .start = e->offsets[2 * g->first], .end = e->offsets[2 * g->last + 1],
+                                          .seq = g->seq, .word = src && b1 > b0 ? src + b0 : NULL,
+                                          .word_len = src && b1 > b0 ? (size_t)(b1 - b0) : 0};
+            b->spans[cnt] = (eng_tag_span){.start = b->ents[cnt].start, .end = b->ents[cnt].end, .score = g->score, .id = cnt};
+            cnt++;
+        }
+    }
+    int kept = eng_tag_merge_windows(b->spans, cnt, b->spans + total + 1);
+    proto_entity *out = calloc((size_t)kept + 1, sizeof *out);
+    if (!out) return ENG_NO_MEMORY;
+    for (int x = 0; x < kept; x++) out[x] = b->ents[b->spans[x].id];
+    free(b->ents);
+    b->ents = out;
+    r->aggregation = agg;
+    r->entities = out;
+    r->n_entities = kept;
+    return 0;
+}
+
 int srv_answer_task(const eng_head *h, const eng_task_out *o, const srv_answer_input *in, proto_aggregation agg,
                     srv_answer_bufs *b, proto_task_result *r) {
     const eng_tok_encoding *e = in->enc;
@@ -154,7 +205,9 @@ int srv_answer_task(const eng_head *h, const eng_task_out *o, const srv_answer_i
         break;
     case PROTO_HEAD_MULTILABEL: r->scores = p; break;
     case PROTO_HEAD_REGRESSION: r->value = o->logits[0]; break;
-    case PROTO_HEAD_TAGGING: return tag_answer(in, p, (int)e->n < n ? (int)e->n : n, k, agg, b, r);
+    case PROTO_HEAD_TAGGING:
+        if (in->n_windows > 1 && (agg == PROTO_AGG_SIMPLE || agg == PROTO_AGG_FIRST)) return tag_answer_windows(h, o, in, agg, b, r);
+        return tag_answer(in, p, (int)e->n < n ? (int)e->n : n, k, agg, b, r);
     case PROTO_HEAD_QA:
         if (in->qa_context_rule) {
             if (k == 2 && (size_t)n == e->n) qa_answer_context(in, o->logits, r);

@@ -98,6 +98,31 @@ static int push_seq(srv_job *j, int *cap, eng_tok_encoding *e) {
     return 0;
 }
 
+/* Input i's windows over sequence seq (n tokens) of its untruncated encoding full: room tokens each,
+ * consecutive windows sharing stride (checked by the caller), the other sequence cut to keep_other
+ * tokens (-1: whole); each window one more sequence of the job. The request's windows together are
+ * held to --max-windows. */
+static int push_windows(srv_job *j, int *cap, int i, const eng_tok_encoding *full, int seq, int n, int room, int stride,
+                        int keep_other, int max_windows, eng_status *code, char *msg, size_t msz) {
+    int nw = eng_tok_window_count(n, room, stride);
+    if (max_windows > 0 && j->n_inputs + nw > max_windows) {
+        *code = ENG_TOO_LARGE;
+        snprintf(msg, msz, "inputs[%d] takes %d windows of %d tokens, %d with the inputs before it, over the limit of %d a "
+                 "request (--max-windows)", i, nw, room, j->n_inputs + nw, max_windows);
+        return -1;
+    }
+    for (int w = 0; w < nw; w++) {
+        eng_tok_encoding e;
+        if (eng_tok_window(full, seq, w * (room - stride), room, keep_other, &e) || push_seq(j, cap, &e)) {
+            eng_tok_encoding_free(&e);
+            *code = ENG_NO_MEMORY;
+            snprintf(msg, msz, "out of memory");
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* The question-answering pipeline's windows over input i (question, context), from its untruncated
  * encoding full: the question cut to max_question_len tokens and repeated in every window, the
  * context in windows of what is left of max_seq_len, consecutive windows sharing doc_stride tokens
@@ -113,8 +138,7 @@ static int qa_windows(srv_job *j, int *cap, int i, eng_tok_encoding *full, int m
     int qkeep = qn < mq ? qn : mq, room = seq_len - specials - qkeep;
     j->truncated[i] = qkeep < qn;
     if (cn <= room && qkeep == qn) return push_seq(j, cap, full) ? (*code = ENG_NO_MEMORY, snprintf(msg, msz, "out of memory"), -1) : 0;
-    int nw = eng_tok_window_count(cn, room, stride);
-    if (nw < 0) {
+    if (eng_tok_window_count(cn, room, stride) < 0) {
         *code = ENG_INVALID_ARGUMENT;
         snprintf(msg, msz,
                  "inputs[%d]: the question (%d tokens) and the special tokens leave %d of a window's %d tokens for the "
@@ -123,31 +147,40 @@ static int qa_windows(srv_job *j, int *cap, int i, eng_tok_encoding *full, int m
                  i, qkeep, room, seq_len, stride);
         return -1;
     }
-    if (max_windows > 0 && j->n_inputs + nw > max_windows) {
-        *code = ENG_TOO_LARGE;
-        snprintf(msg, msz, "inputs[%d] takes %d windows of %d tokens, %d with the inputs before it, over the limit of %d a "
-                 "request (--max-windows)", i, nw, seq_len, j->n_inputs + nw, max_windows);
+    return push_windows(j, cap, i, full, 1, cn, room, stride, qkeep, max_windows, code, msg, msz);
+}
+
+/* The token-classification pipeline's windows over a single text (input i, its untruncated encoding
+ * full): windows of the model's max_len tokens, special tokens included, consecutive windows sharing
+ * stride tokens. */
+static int text_windows(srv_job *j, int *cap, int i, eng_tok_encoding *full, int max_len, int stride, int max_windows,
+                        eng_status *code, char *msg, size_t msz) {
+    int n = eng_tok_seq_len(full, 0), room = max_len - ((int)full->n - n);
+    if (n <= room) return push_seq(j, cap, full) ? (*code = ENG_NO_MEMORY, snprintf(msg, msz, "out of memory"), -1) : 0;
+    if (eng_tok_window_count(n, room, stride) < 0) {
+        *code = ENG_INVALID_ARGUMENT;
+        snprintf(msg, msz, "\"stride\" %d must be below the %d text tokens of a window (the model's %d less the special tokens)",
+                 stride, room, max_len);
         return -1;
     }
-    for (int w = 0; w < nw; w++) {
-        eng_tok_encoding e;
-        if (eng_tok_window(full, 1, w * (room - stride), room, qkeep, &e) || push_seq(j, cap, &e)) {
-            eng_tok_encoding_free(&e);
-            *code = ENG_NO_MEMORY;
-            snprintf(msg, msz, "out of memory");
-            return -1;
-        }
-    }
-    eng_tok_encoding_free(full);
+    return push_windows(j, cap, i, full, 0, n, room, stride, -1, max_windows, code, msg, msz);
+}
+
+/* 1 when one of the job's tasks has this head. */
+static int has_head(const srv_job *j, int head_type) {
+    for (int k = 0; k < j->n_tasks; k++)
+        if (store_task_head_type(j->tasks[k]) == head_type) return 1;
     return 0;
 }
 
 /* 1 when the job answers questions by the pipeline's rule: its pair inputs are read in windows. */
 static int reads_qa_windows(const srv_job *j, const proto_predict_req *p) {
-    if (p->qa_context_rule) return 0;
-    for (int k = 0; k < j->n_tasks; k++)
-        if (store_task_head_type(j->tasks[k]) == ENG_HEAD_QA) return 1;
-    return 0;
+    return !p->qa_context_rule && has_head(j, ENG_HEAD_QA);
+}
+
+/* 1 when the job tags with a "stride": its single texts are read in windows. */
+static int reads_text_windows(const srv_job *j, const proto_predict_req *p) {
+    return p->stride >= 0 && has_head(j, ENG_HEAD_TAGGING);
 }
 
 int srv__job_tokenize(srv_server *s, srv_job *j, const proto_predict_req *p, eng_status *code, char *msg, size_t msz) {
@@ -158,7 +191,14 @@ int srv__job_tokenize(srv_server *s, srv_job *j, const proto_predict_req *p, eng
     eng_tok_params tp = eng_tok_default_params();
     tp.max_length = max_len;
     if (!p->truncate) tp.truncation = ENG_TOK_TRUNCATE_NONE;
-    int qa = reads_qa_windows(j, p), cap = 0;
+    int qa = reads_qa_windows(j, p), texts = reads_text_windows(j, p), cap = 0;
+    if (texts && p->aggregation != PROTO_AGG_SIMPLE && p->aggregation != PROTO_AGG_FIRST) {
+        /* as the token-classification pipeline: the windows' tokens are merged as entities */
+        *code = ENG_INVALID_ARGUMENT;
+        snprintf(msg, msz, "\"stride\" reads a long text in windows whose entities are merged: it needs \"aggregation\" "
+                           "\"simple\" or \"first\"");
+        return -1;
+    }
     j->n_texts = p->n_inputs;
     j->n_inputs = 0;
     if (!(j->win_first = calloc((size_t)p->n_inputs + 1, sizeof *j->win_first)) ||
@@ -172,7 +212,7 @@ int srv__job_tokenize(srv_server *s, srv_job *j, const proto_predict_req *p, eng
         eng_err e = {0};
         eng_tok_encoding one = {0};
         j->win_first[i] = j->n_inputs;
-        if (qa && !x->ids && x->pair) {
+        if (((qa && x->pair) || (texts && !x->pair)) && !x->ids) {
             eng_tok_params np = tp;
             np.truncation = ENG_TOK_TRUNCATE_NONE;
             int rc = eng_tok_encode(tok, x->text, x->len, x->pair, x->pair_len, &np, &one, &e);
@@ -189,7 +229,8 @@ int srv__job_tokenize(srv_server *s, srv_job *j, const proto_predict_req *p, eng
                 eng_tok_encoding_free(&one);
                 return -1;
             }
-            rc = qa_windows(j, &cap, i, &one, max_len, s->cfg.max_windows, p, code, msg, msz);
+            rc = x->pair ? qa_windows(j, &cap, i, &one, max_len, s->cfg.max_windows, p, code, msg, msz)
+                         : text_windows(j, &cap, i, &one, max_len, p->stride, s->cfg.max_windows, code, msg, msz);
             eng_tok_encoding_free(&one);
             if (rc) return -1;
             continue;

@@ -81,10 +81,13 @@ static void explain_fusions(const srv_job *j, proto_fusion_view *fv, proto_expla
     ex->fusions = fv;
 }
 
-/* 1 when every task of j answers questions: an input read in windows is then read whole. */
-static int all_qa(const srv_job *j) {
-    for (int k = 0; k < j->n_tasks; k++)
-        if (store_task_head_type(j->tasks[k]) != ENG_HEAD_QA) return 0;
+/* 1 when every task of j reads all windows of input i: QA over a pair; tagging with a stride over a
+ * single text. Other heads answer from the first window, and the input says it was cut. */
+static int all_read_windows(const srv_job *j, int i) {
+    for (int k = 0; k < j->n_tasks; k++) {
+        int h = store_task_head_type(j->tasks[k]);
+        if (!(h == ENG_HEAD_QA && j->texts[i].pair) && !(h == ENG_HEAD_TAGGING && !j->texts[i].pair)) return 0;
+    }
     return 1;
 }
 
@@ -112,7 +115,7 @@ void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats
         tokens[i] = j->text_tokens ? j->text_tokens[i] : (int)j->enc[i].n;
         windows[i] = nw;
         /* the heads that read one window answer from the first, and say the input was cut */
-        if (nw > 1) j->truncated[i] |= j->n_tasks > 0 && !all_qa(j);
+        if (nw > 1) j->truncated[i] |= j->n_tasks > 0 && !all_read_windows(j, i);
         for (int k = 0; !bad && k < j->n_tasks; k++) {
             size_t idx = (size_t)i * j->n_tasks + k;
             const eng_task_out *o = &outs[(size_t)w0 * j->n_tasks + k];

@@ -187,3 +187,35 @@ int eng_tag_entities(const float *probs, int n, int k, const uint8_t *skip, cons
     }
     return kept;
 }
+
+/* Stable merge sort by start (the pipeline's sorted() is stable). */
+static void span_sort(eng_tag_span *s, eng_tag_span *tmp, int n) {
+    if (n < 2) return;
+    int h = n / 2;
+    span_sort(s, tmp, h);
+    span_sort(s + h, tmp, n - h);
+    int a = 0, b = h, k = 0;
+    while (a < h && b < n) tmp[k++] = s[b].start < s[a].start ? s[b++] : s[a++];
+    while (a < h) tmp[k++] = s[a++];
+    while (b < n) tmp[k++] = s[b++];
+    memcpy(s, tmp, (size_t)n * sizeof *s);
+}
+
+int eng_tag_merge_windows(eng_tag_span *s, int n, eng_tag_span *scratch) {
+    if (n < 1) return 0;
+    span_sort(s, scratch, n);
+    int kept = 0;
+    eng_tag_span prev = s[0];
+    for (int i = 0; i < n; i++) {
+        eng_tag_span e = s[i];
+        if (prev.start <= e.start && e.start < prev.end) {
+            int32_t cur = e.end - e.start, was = prev.end - prev.start;
+            if (cur > was || (cur == was && e.score > prev.score)) prev = e;
+        } else {
+            s[kept++] = prev;
+            prev = e;
+        }
+    }
+    s[kept++] = prev;
+    return kept;
+}

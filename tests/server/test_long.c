@@ -274,6 +274,94 @@ Test(long_inputs, qa_window_boundaries) {
     free(exact), free(over);
 }
 
+/* ---- tagging with "stride" ---- */
+
+#define NER_TASK ADAPTERD_FIXTURES "/registry/tasks/ner/1/ner"
+
+/* The reference's request for a single text tagged with stride and aggregation. */
+static json_t *tag_request(const char *text, int stride, const char *agg) {
+    eng_tok_params tp = eng_tok_default_params();
+    tp.truncation = ENG_TOK_TRUNCATE_NONE;
+    eng_tok_encoding e;
+    eng_err err;
+    cr_assert_eq(eng_tok_encode(tok, text, strlen(text), NULL, 0, &tp, &e, &err), 0, "%s", err.msg);
+    uint8_t *sw = malloc(e.n + 1);
+    int32_t *seq = malloc((e.n + 1) * sizeof *seq), *sp = malloc((e.n + 1) * sizeof *sp), *s32 = malloc((e.n + 1) * sizeof *s32);
+    cr_assert(sw && seq && sp && s32);
+    eng_tok_subword_flags(tok, &e, text, strlen(text), NULL, 0, sw);
+    for (size_t i = 0; i < e.n; i++) seq[i] = e.seq_ids[i], sp[i] = e.special_mask[i], s32[i] = sw[i];
+    json_t *full = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o}", "ids", ints(e.ids, e.n), "type_ids", ints(e.type_ids, e.n), "seq_ids",
+                             ints(seq, e.n), "offsets", ints(e.offsets, 2 * e.n), "special", ints(sp, e.n), "subword", ints(s32, e.n));
+    json_t *req = json_pack("{s:o,s:s,s:{s:i,s:i,s:s}}", "full", full, "text", text, "params", "max_len", MAX_SEQ, "stride", stride,
+                            "aggregation", agg);
+    free(sw), free(seq), free(sp), free(s32);
+    eng_tok_encoding_free(&e);
+    return req;
+}
+
+/* Texts of 1 to 6 windows tagged with "stride" and "simple" / "first": entities merged over the
+ * windows as the token-classification pipeline merges them, offsets into the original text. */
+Test(long_inputs, tagging_windows_match_the_pipeline) {
+    if (!have_torch()) cr_skip_test("the reference needs /usr/bin/python3 with torch (Debian's python3-torch)");
+    enum { N = 8 };
+    json_t *got[N], *reqs = json_array();
+    char *texts[N];
+    for (int c = 0; c < N; c++) {
+        texts[c] = context_of(30 + c * 40, 31u + (unsigned)c);
+        const char *agg = c % 2 ? "first" : "simple";
+        int stride = 8 + 6 * (c % 4);
+        char *body = NULL;
+        cr_assert(asprintf(&body, "{\"inputs\":[\"%s\"],\"tasks\":[\"ner\"],\"stride\":%d,\"aggregation\":\"%s\"}", texts[c],
+                           stride, agg) > 0);
+        got[c] = post_ok(&srv, body, 200);
+        free(body);
+        json_array_append_new(reqs, tag_request(texts[c], stride, agg));
+    }
+    char path[] = "/tmp/adapterd-tag-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    json_dumpf(reqs, f, JSON_COMPACT);
+    fclose(f);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tools/reference/tag_pipeline.py --model %s --task %s < %s", ADAPTERD_SOURCE_DIR,
+             MODEL_DIR, NER_TASK, path);
+    FILE *p = popen(cmd, "r");
+    cr_assert(p);
+    json_t *ref = json_loadf(p, 0, NULL);
+    cr_assert_eq(pclose(p), 0, "%s", cmd);
+    unlink(path);
+    cr_assert(json_is_array(ref) && json_array_size(ref) == N);
+    int multi = 0;
+    for (int c = 0; c < N; c++) {
+        json_t *r = input0(got[c]), *want = json_array_get(ref, (size_t)c);
+        json_t *ents = json_object_get(json_object_get(json_object_get(r, "tasks"), "ner"), "entities");
+        json_t *we = json_object_get(want, "entities");
+        int nw = json_object_get(r, "windows") ? (int)json_integer_value(json_object_get(r, "windows")) : 1;
+        cr_expect_eq(nw, (int)json_integer_value(json_object_get(want, "windows")), "text %d: windows", c);
+        multi += nw > 1;
+        cr_expect(!json_is_true(json_object_get(r, "truncated")), "text %d: read whole", c);
+        cr_assert_eq(json_array_size(ents), json_array_size(we), "text %d: %zu entities, reference %zu", c, json_array_size(ents),
+                     json_array_size(we));
+        for (size_t i = 0; i < json_array_size(ents); i++) {
+            json_t *g = json_array_get(ents, i), *w = json_array_get(we, i);
+            cr_expect_str_eq(json_string_value(json_object_get(g, "entity_group")), json_string_value(json_object_get(w, "name")),
+                             "text %d entity %zu", c, i);
+            cr_expect_eq(json_integer_value(json_object_get(g, "start")), json_integer_value(json_object_get(w, "start")),
+                         "text %d entity %zu start", c, i);
+            cr_expect_eq(json_integer_value(json_object_get(g, "end")), json_integer_value(json_object_get(w, "end")),
+                         "text %d entity %zu end", c, i);
+            cr_expect_str_eq(json_string_value(json_object_get(g, "word")), json_string_value(json_object_get(w, "word")));
+            double gs = json_number_value(json_object_get(g, "score")), ws = json_number_value(json_object_get(w, "score"));
+            cr_expect(fabs(gs - ws) <= 1e-4, "text %d entity %zu: score %.7g, reference %.7g", c, i, gs, ws);
+        }
+        json_decref(got[c]);
+        free(texts[c]);
+    }
+    cr_expect_geq(multi, 5, "most texts should take several windows");
+    json_decref(ref), json_decref(reqs);
+}
+
 /* Windows are sequences of the batch: short inputs beside a long one, in one request, answer as they
  * do alone (the long input's windows are more packed rows of the same GEMMs; attention never crosses
  * a sequence). The QA task (bottleneck adapters) answers bit for bit as alone, logits included; the
@@ -380,4 +468,26 @@ Test(long_inputs, v2_parameters_answer_as_v1) {
     cr_expect_eq(found, 2);
     json_decref(a), json_decref(b);
     free(v1), free(v2), free(ctx);
+}
+
+/* Tagging's window boundaries: a text of exactly one window's tokens is one window, one token over
+ * is two; "stride" without an aggregation that merges entities, or not below a window, is refused. */
+Test(long_inputs, tagging_window_boundaries) {
+    const int room = MAX_SEQ - 2; /* [CLS] ... [SEP] */
+    for (int extra = 0; extra < 2; extra++) {
+        char *text = context_of(room + extra, 5u), *body = NULL;
+        cr_assert(asprintf(&body, "{\"inputs\":[\"%s\"],\"tasks\":[\"ner\"],\"stride\":16,\"aggregation\":\"simple\"}", text) > 0);
+        json_t *d = post_ok(&srv, body, 200), *r = input0(d);
+        json_t *w = json_object_get(r, "windows");
+        cr_expect_eq(w ? (int)json_integer_value(w) : 1, 1 + extra, "%d tokens", room + extra);
+        cr_expect(!json_is_true(json_object_get(r, "truncated")), "%d tokens: read whole", room + extra);
+        json_decref(d);
+        free(body), free(text);
+    }
+    expect_refused("/v1/predict", "{\"inputs\":[\"john is in paris\"],\"tasks\":[\"ner\"],\"stride\":8,\"aggregation\":\"none\"}",
+                   422, "invalid_argument", "aggregation");
+    char *text = context_of(100, 5u), *body = NULL;
+    cr_assert(asprintf(&body, "{\"inputs\":[\"%s\"],\"tasks\":[\"ner\"],\"stride\":%d,\"aggregation\":\"first\"}", text, room) > 0);
+    expect_refused("/v1/predict", body, 422, "invalid_argument", "stride");
+    free(body), free(text);
 }

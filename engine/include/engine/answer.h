@@ -132,6 +132,21 @@ typedef struct {
 int eng_tag_entities(const float *probs, int n, int k, const uint8_t *skip, const uint8_t *subword, const int8_t *seq_ids,
                      const char *const *labels, eng_tag_aggregation agg, eng_tag_entity *out);
 
+/* An entity of one window of a long text, in characters of the text: what the token-classification
+ * pipeline merges over its windows (stride). */
+typedef struct {
+    int32_t start, end;      /* [start, end) */
+    float score;
+    int id;                  /* the caller's (which entity of which window) */
+} eng_tag_span;
+
+/* The token-classification pipeline's merge of the windows' entities (aggregate_overlapping_entities):
+ * sorted by start (stable: window order on equal starts); walking them, an entity that starts inside
+ * the one kept before (start <= its start < end) replaces it when it is longer, or as long with a
+ * higher score, and is dropped otherwise; an entity that starts after it is kept. In place; returns
+ * the number kept. n_scratch: room for n entries, for the stable sort. */
+int eng_tag_merge_windows(eng_tag_span *s, int n, eng_tag_span *scratch);
+
 /* The name of a group: label after its first '-' ("B-PER" -> "PER"), the label itself without one.
  * Points into label. */
 const char *eng_tag_group_name(const char *label);

@@ -113,6 +113,8 @@ typedef struct {
     int qa_max_question_len; /* "max_question_len": the question is cut to this many tokens */
     int qa_context_rule;     /* "qa_rule": "context": softmax over the context only, one window, 30 tokens */
     int qa_no_align;         /* "align_to_words": false: answers end at token offsets, not widened to words */
+    int stride;              /* "stride": tagging reads a long text in windows sharing this many tokens (the
+                              * token-classification pipeline's stride); -1: not given (the first window) */
     void **own_;             /* internal: (n_own_) buffers proto_req_own_* made, freed with the request */
     int n_own_;
 } proto_predict_req;

@@ -34,6 +34,8 @@ typedef struct {
     eng_qa_answer *qa_best;      /* (top_k) */
     proto_qa_answer *qa_answers; /* (top_k) */
     uint8_t *qa_words;           /* (the longest window's tokens) word starts */
+    eng_tag_span *spans;         /* (2 x the windows' tokens) tagging over windows: entities to merge, scratch */
+    float *win_probs;            /* (the longest window's tokens, n_labels) */
 } srv_answer_bufs;
 
 /* The wire kind of an engine head type (eng_head.type, or store_task_head_type); a head not known
@@ -42,8 +44,9 @@ proto_head_kind srv__wire_head_kind(int head_type);
 
 /* Fills r's answer from head h's output o for input in: kind and n_rows, then by kind scores, label
  * and score (classification), scores (multi-label), value (regression), tagged tokens or entities
- * grouped by agg (tagging), the pipeline's best span (or top_k spans) of the pair over every window
- * (QA, text inputs with a pair; none else). Heads other than QA answer from the first window. r's
+ * grouped by agg (tagging; over every window when there are several, merged as the token-classification
+ * pipeline merges them), the pipeline's best span (or top_k spans) of the pair over every window
+ * (QA, text inputs with a pair; none else). Other heads answer from the first window. r's
  * labels and n_labels must be set (the names entities take); the rest of r is the caller's.
  * Returns 0, or ENG_NO_MEMORY. */
 int srv_answer_task(const eng_head *h, const eng_task_out *o, const srv_answer_input *in, proto_aggregation agg,

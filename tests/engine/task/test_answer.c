@@ -352,3 +352,21 @@ Test(answer, first_takes_the_first_pieces_label) {
     m = eng_tag_entities(p, 5, 4, skip, sub, seq, labels, ENG_TAG_AGG_NONE, e);
     cr_assert_eq(m, 3, "none: every token but O");
 }
+
+/* The token-classification pipeline's merge over windows, by hand: sorted by start, an entity that
+ * starts inside the kept one replaces it when longer, or as long with a higher score. */
+Test(answer, tag_windows_merge_as_the_pipeline) {
+    eng_tag_span s[] = {{10, 14, .5f, 0}, {0, 4, .9f, 1},   /* window 0 */
+                        {10, 14, .7f, 2}, {10, 19, .2f, 3}, /* window 1: same span, better; then longer */
+                        {20, 22, .4f, 4}, {21, 22, .99f, 5}};
+    eng_tag_span tmp[6];
+    int n = eng_tag_merge_windows(s, 6, tmp);
+    cr_assert_eq(n, 3);
+    cr_expect(s[0].id == 1, "[0, 4) first");
+    cr_expect(s[1].id == 3, "[10, 19) is longer than both [10, 14)");
+    cr_expect(s[2].id == 4, "[21, 22) starts inside [20, 22) and is shorter: dropped");
+    eng_tag_span t[] = {{5, 8, .5f, 0}, {5, 8, .5f, 1}};
+    cr_assert_eq(eng_tag_merge_windows(t, 2, tmp), 1);
+    cr_expect_eq(t[0].id, 0, "equal length and score: the first window's stays");
+    cr_expect_eq(eng_tag_merge_windows(t, 0, tmp), 0);
+}
