@@ -33,6 +33,7 @@ void proto_predict_free(proto_predict_req *r) {
     free(r->inputs);
     free((void *)r->tasks);
     free(r->skips);
+    free(r->task_long);
     free(r->ids_);
     for (int i = 0; i < r->n_own_; i++) free(r->own_[i]);
     free(r->own_);
@@ -98,7 +99,7 @@ void proto__req_init(proto_predict_req *r) {
 
 int proto__is_qa_param(const char *k) {
     static const char *const qa[] = {"max_answer_len", "top_k", "handle_impossible_answer", "max_seq_len",
-                                     "doc_stride", "max_question_len", "qa_rule", "align_to_words", "stride"};
+                                     "doc_stride", "max_question_len", "qa_rule", "align_to_words", "stride", "long"};
     for (size_t i = 0; i < sizeof qa / sizeof qa[0]; i++)
         if (!strcmp(k, qa[i])) return 1;
     return 0;
@@ -402,6 +403,44 @@ static int param_stride(proto_predict_req *r, const proto__value *v, const proto
     (void)lim;
     return int_param(v, "stride", 0, QA_MAX_TOKENS, &r->stride, err);
 }
+/* "long" (where: the field's name in errors): {"mode": "chunks" | "first", "aggregate": "mean" | "max",
+ * "stride": N}; as a parameter of a wire without objects (gRPC), the string "chunks" or "chunks-max". */
+static int long_of(const proto__value *v, const char *where, proto_long *out, eng_err *err) {
+    *out = (proto_long){.given = 1};
+    if (v->kind == PROTO__STRING) {
+        if (!strcmp(v->s, "first")) return 0;
+        out->chunks = !strcmp(v->s, "chunks") || !strcmp(v->s, "chunks-max");
+        out->max = !strcmp(v->s, "chunks-max");
+        if (!out->chunks) return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s must be an object, \"chunks\", \"chunks-max\" or \"first\"", where);
+        return 0;
+    }
+    if (v->kind != PROTO__OBJECT) return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s must be {\"mode\": \"chunks\", ...}", where);
+    const char *k;
+    json_t *x;
+    json_object_foreach(v->obj, k, x) {
+        const char *s = json_string_value(x);
+        if (!strcmp(k, "mode")) {
+            if (!s || (strcmp(s, "chunks") && strcmp(s, "first")))
+                return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s.mode must be \"chunks\" or \"first\"", where);
+            out->chunks = !strcmp(s, "chunks");
+        } else if (!strcmp(k, "aggregate")) {
+            if (!s || (strcmp(s, "mean") && strcmp(s, "max")))
+                return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s.aggregate must be \"mean\" or \"max\"", where);
+            out->max = !strcmp(s, "max");
+        } else if (!strcmp(k, "stride")) {
+            if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > QA_MAX_TOKENS)
+                return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s.stride must be an integer 0..%d", where, QA_MAX_TOKENS);
+            out->stride = (int)json_integer_value(x);
+        } else {
+            return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s has an unknown field \"%.80s\"", where, k);
+        }
+    }
+    return 0;
+}
+static int param_long(proto_predict_req *r, const proto__value *v, const proto_limits *lim, eng_err *err) {
+    (void)lim;
+    return long_of(v, "\"long\"", &r->long_read, err);
+}
 static int param_qa_rule(proto_predict_req *r, const proto__value *v, const proto_limits *lim, eng_err *err) {
     (void)lim;
     const char *a = v->kind == PROTO__STRING ? v->s : NULL;
@@ -428,12 +467,13 @@ static const struct {
               {"qa_rule", param_qa_rule},
               {"align_to_words", param_align_to_words},
               {"stride", param_stride},
+              {"long", param_long},
               {"binary_data_output", param_binary_output}};
 
 /* In the order proto__parse_common reads them: a request's first refusal is the same on every wire. */
 const char *const proto__common_params[] = {"skip", "budget", "latency_ms", "truncate", "aggregation",
                                             "max_answer_len", "top_k", "handle_impossible_answer", "max_seq_len",
-                                            "doc_stride", "max_question_len", "qa_rule", "align_to_words", "stride", NULL};
+                                            "doc_stride", "max_question_len", "qa_rule", "align_to_words", "stride", "long", NULL};
 
 int proto__param_set(proto_predict_req *r, const char *key, const proto__value *v, const proto_limits *lim, eng_err *err) {
     if (v->kind == PROTO__NULL) return 0;
@@ -451,15 +491,24 @@ int proto__parse_common(json_t *root, const proto_limits *lim, proto_predict_req
     return 0;
 }
 
-/* A task named by object, {"name": "sentiment", "version": "2"} (version optional), is rewritten
- * in place in the array as the string "sentiment@2", which the request then borrows like any
- * other name (the document owns it). Returns 0 (also when the entry is not an object), or an error. */
-static int task_spec_of_object(json_t *arr, size_t i, eng_err *err) {
+/* A task named by object, {"name": "sentiment", "version": "2", "long": {...}} (version and long
+ * optional), is rewritten in place in the array as the string "sentiment@2", which the request then
+ * borrows like any other name (the document owns it); its "long" goes to lg. Returns 0 (also when the
+ * entry is not an object), or an error. */
+static int task_spec_of_object(json_t *arr, size_t i, proto_long *lg, eng_err *err) {
     json_t *o = json_array_get(arr, i);
     if (!json_is_object(o)) return 0;
     const char *k, *name = NULL, *ver = NULL;
     json_t *x;
     json_object_foreach(o, k, x) {
+        if (!strcmp(k, "long")) {
+            char where[48];
+            snprintf(where, sizeof where, "tasks[%zu].long", i);
+            proto__value lv = proto__value_json(x);
+            int rc = lv.kind == PROTO__NULL ? 0 : long_of(&lv, where, lg, err);
+            if (rc) return rc;
+            continue;
+        }
         const char **dst = !strcmp(k, "name") ? &name : !strcmp(k, "version") ? &ver : NULL;
         if (!dst) return eng_err_set(err, ENG_INVALID_ARGUMENT, "tasks[%zu] has an unknown field \"%.80s\"", i, k);
         if (!json_is_null(x) && !(*dst = json_string_value(x)))
@@ -503,9 +552,9 @@ int proto_predict_parse(const char *body, size_t len, const proto_limits *lim, p
                 rc = eng_err_set(err, ENG_LIMIT, "\"tasks\" has %zu entries, over the limit of %d", n, lim->max_tasks);
                 goto bad;
             }
-            if (!(r->tasks = calloc(n, sizeof *r->tasks))) goto oom;
+            if (!(r->tasks = calloc(n, sizeof *r->tasks)) || !(r->task_long = calloc(n, sizeof *r->task_long))) goto oom;
             for (size_t i = 0; i < n; i++) {
-                if ((rc = task_spec_of_object(v, i, err))) goto bad;
+                if ((rc = task_spec_of_object(v, i, &r->task_long[i], err))) goto bad;
                 const char *s = json_string_value(json_array_get(v, i));
                 if (!s) {
                     rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "tasks[%zu] must be a task name, \"name@version\" or "

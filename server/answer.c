@@ -188,14 +188,36 @@ static int tag_answer_windows(const eng_head *h, const eng_task_out *o, const sr
     return 0;
 }
 
+/* "long" chunks: the windows' logits (one row each) as their mean (chunks 1) or max (2) per label, in
+ * b->win_probs; the head's probabilities are then taken of that row, as of one window's. */
+static const float *chunk_logits(const eng_task_out *o, const srv_answer_input *in, srv_answer_bufs *b) {
+    int k = o->num_labels, nw = in->n_windows;
+    if (!(b->win_probs = malloc(((size_t)k + 1) * sizeof *b->win_probs))) return NULL;
+    for (int c = 0; c < k; c++) {
+        double acc = o->logits[c];
+        for (int w = 1; w < nw; w++) {
+            float x = o[(size_t)w * in->out_stride].logits[c];
+            acc = in->chunks == 2 ? (x > acc ? x : acc) : acc + x;
+        }
+        b->win_probs[c] = in->chunks == 2 ? (float)acc : (float)(acc / nw);
+    }
+    return b->win_probs;
+}
+
 int srv_answer_task(const eng_head *h, const eng_task_out *o, const srv_answer_input *in, proto_aggregation agg,
                     srv_answer_bufs *b, proto_task_result *r) {
     const eng_tok_encoding *e = in->enc;
     int n = o->n_rows, k = o->num_labels;
     r->kind = srv__wire_head_kind(h->type);
     r->n_rows = n;
+    const float *logits = o->logits;
+    int pooled = r->kind == PROTO_HEAD_CLASSIFICATION || r->kind == PROTO_HEAD_MULTILABEL || r->kind == PROTO_HEAD_REGRESSION;
+    if (pooled && in->chunks && in->n_windows > 1) {
+        if (!(logits = chunk_logits(o, in, b))) return ENG_NO_MEMORY;
+        if (r->logits) r->logits = logits;
+    }
     if (!(b->probs = malloc(((size_t)n * k + 1) * sizeof *b->probs))) return ENG_NO_MEMORY;
-    eng_head_probs(h, o->logits, n, b->probs);
+    eng_head_probs(h, logits, n, b->probs);
     const float *p = b->probs;
     switch (r->kind) {
     case PROTO_HEAD_CLASSIFICATION:
@@ -204,7 +226,7 @@ int srv_answer_task(const eng_head *h, const eng_task_out *o, const srv_answer_i
         r->score = p[r->label];
         break;
     case PROTO_HEAD_MULTILABEL: r->scores = p; break;
-    case PROTO_HEAD_REGRESSION: r->value = o->logits[0]; break;
+    case PROTO_HEAD_REGRESSION: r->value = logits[0]; break;
     case PROTO_HEAD_TAGGING:
         if (in->n_windows > 1 && (agg == PROTO_AGG_SIMPLE || agg == PROTO_AGG_FIRST)) return tag_answer_windows(h, o, in, agg, b, r);
         return tag_answer(in, p, (int)e->n < n ? (int)e->n : n, k, agg, b, r);

@@ -61,6 +61,7 @@ typedef struct srv_job {
     int n_texts;
     int *win_first;              /* (n_texts + 1) or NULL */
     int *text_tokens;            /* (n_texts) tokens of each whole input (untruncated), or NULL */
+    proto_long *tlong;           /* (n_tasks) how each task reads a long single text ("long"), or NULL: the first window */
     /* embed jobs: n_tasks 0; the model reference is the job's own */
     store_model *model_ref;
     const char *model_id;        /* the model's name as the answer says it (models.c), server-owned; NULL: its registry name */

@@ -178,9 +178,42 @@ static int reads_qa_windows(const srv_job *j, const proto_predict_req *p) {
     return !p->qa_context_rule && has_head(j, ENG_HEAD_QA);
 }
 
-/* 1 when the job tags with a "stride": its single texts are read in windows. */
-static int reads_text_windows(const srv_job *j, const proto_predict_req *p) {
-    return p->stride >= 0 && has_head(j, ENG_HEAD_TAGGING);
+/* 1 when the head answers one row for the whole sequence from logits ("long": chunks aggregates them). */
+static int reads_chunks(int head_type) {
+    proto_head_kind k = srv__wire_head_kind(head_type);
+    return k == PROTO_HEAD_CLASSIFICATION || k == PROTO_HEAD_MULTILABEL || k == PROTO_HEAD_REGRESSION;
+}
+
+/* Each task's "long" (its own, else the request's) into j->tlong, and the stride the job's single
+ * texts are read with: tagging's "stride" or the chunked tasks' (one set of windows serves every task,
+ * so they must agree); -1: single texts are read in one window. Returns 0, or -1 with code and msg. */
+static int text_windows_stride(srv_job *j, const proto_predict_req *p, int *stride, eng_status *code, char *msg, size_t msz) {
+    *stride = p->stride >= 0 && has_head(j, ENG_HEAD_TAGGING) ? p->stride : -1;
+    const char *by = "\"stride\"";
+    if (!(j->tlong = calloc((size_t)j->n_tasks + 1, sizeof *j->tlong))) {
+        *code = ENG_NO_MEMORY;
+        snprintf(msg, msz, "out of memory");
+        return -1;
+    }
+    for (int k = 0; k < j->n_tasks; k++) {
+        const char *name = store_task_name(j->tasks[k]);
+        proto_long lg = p->long_read;
+        for (int i = 0; p->task_long && i < p->n_tasks; i++) {
+            size_t n = strcspn(p->tasks[i], "@");
+            if (p->task_long[i].given && strlen(name) == n && !strncmp(p->tasks[i], name, n)) lg = p->task_long[i];
+        }
+        if (!lg.chunks || !reads_chunks(store_task_head_type(j->tasks[k]))) continue;
+        j->tlong[k] = lg;
+        if (*stride >= 0 && *stride != lg.stride) {
+            *code = ENG_INVALID_ARGUMENT;
+            snprintf(msg, msz, "task \"%s\" reads windows sharing %d tokens (\"long\".stride) and %s %d: a text is read in one "
+                     "set of windows for every task; give them one stride", name, lg.stride, by, *stride);
+            return -1;
+        }
+        *stride = lg.stride;
+        by = "another task's";
+    }
+    return 0;
 }
 
 int srv__job_tokenize(srv_server *s, srv_job *j, const proto_predict_req *p, eng_status *code, char *msg, size_t msz) {
@@ -191,8 +224,10 @@ int srv__job_tokenize(srv_server *s, srv_job *j, const proto_predict_req *p, eng
     eng_tok_params tp = eng_tok_default_params();
     tp.max_length = max_len;
     if (!p->truncate) tp.truncation = ENG_TOK_TRUNCATE_NONE;
-    int qa = reads_qa_windows(j, p), texts = reads_text_windows(j, p), cap = 0;
-    if (texts && p->aggregation != PROTO_AGG_SIMPLE && p->aggregation != PROTO_AGG_FIRST) {
+    int qa = reads_qa_windows(j, p), stride = -1, cap = 0;
+    if (text_windows_stride(j, p, &stride, code, msg, msz)) return -1;
+    int texts = stride >= 0;
+    if (p->stride >= 0 && has_head(j, ENG_HEAD_TAGGING) && p->aggregation != PROTO_AGG_SIMPLE && p->aggregation != PROTO_AGG_FIRST) {
         /* as the token-classification pipeline: the windows' tokens are merged as entities */
         *code = ENG_INVALID_ARGUMENT;
         snprintf(msg, msz, "\"stride\" reads a long text in windows whose entities are merged: it needs \"aggregation\" "
@@ -230,7 +265,7 @@ int srv__job_tokenize(srv_server *s, srv_job *j, const proto_predict_req *p, eng
                 return -1;
             }
             rc = x->pair ? qa_windows(j, &cap, i, &one, max_len, s->cfg.max_windows, p, code, msg, msz)
-                         : text_windows(j, &cap, i, &one, max_len, p->stride, s->cfg.max_windows, code, msg, msz);
+                         : text_windows(j, &cap, i, &one, max_len, stride, s->cfg.max_windows, code, msg, msz);
             eng_tok_encoding_free(&one);
             if (rc) return -1;
             continue;

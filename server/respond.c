@@ -81,12 +81,14 @@ static void explain_fusions(const srv_job *j, proto_fusion_view *fv, proto_expla
     ex->fusions = fv;
 }
 
-/* 1 when every task of j reads all windows of input i: QA over a pair; tagging with a stride over a
- * single text. Other heads answer from the first window, and the input says it was cut. */
+/* 1 when every task of j reads all windows of input i: QA over a pair; tagging with a stride, and the
+ * tasks with "long" chunks, over a single text. Other heads answer from the first window, and the
+ * input says it was cut. */
 static int all_read_windows(const srv_job *j, int i) {
     for (int k = 0; k < j->n_tasks; k++) {
-        int h = store_task_head_type(j->tasks[k]);
-        if (!(h == ENG_HEAD_QA && j->texts[i].pair) && !(h == ENG_HEAD_TAGGING && !j->texts[i].pair)) return 0;
+        int h = store_task_head_type(j->tasks[k]), single = !j->texts[i].pair;
+        int chunks = j->tlong && j->tlong[k].chunks;
+        if (!(h == ENG_HEAD_QA && !single) && !(h == ENG_HEAD_TAGGING && single) && !(chunks && single)) return 0;
     }
     return 1;
 }
@@ -128,6 +130,7 @@ void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats
             r->n_labels = store_task_num_labels(t);
             r->labels = store_task_labels(t);
             r->logits = q->ret_logits ? o->logits : NULL;
+            in.chunks = j->tlong && j->tlong[k].chunks && !tx->pair ? 1 + j->tlong[k].max : 0;
             bad = srv_answer_task(store_task_head(t), o, &in, agg, &bufs[idx], r) != 0;
         }
     }

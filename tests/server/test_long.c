@@ -491,3 +491,152 @@ Test(long_inputs, tagging_window_boundaries) {
     expect_refused("/v1/predict", body, 422, "invalid_argument", "stride");
     free(body), free(text);
 }
+
+/* "long": {"mode": "chunks"} on a text of two blocks A and B of exactly one window each (62 one-token
+ * words, stride 0): the windows are A's and B's tokens, so the answer's logits are the mean (or max)
+ * of A's and B's logits asked alone; per task it overrides the request; without it the first window
+ * answers, flagged truncated. */
+Test(long_inputs, chunks_aggregate_the_windows_logits) {
+    char *a = context_of(MAX_SEQ - 2, 41u), *b = context_of(MAX_SEQ - 2, 43u), *ab = NULL, *body = NULL;
+    cr_assert_eq(context_tokens("x", a), MAX_SEQ - 2, "one-token words: a block fills one window");
+    cr_assert_eq(context_tokens("x", b), MAX_SEQ - 2);
+    cr_assert(asprintf(&ab, "%s %s", a, b) > 0);
+    const char *texts[] = {a, b};
+    double la[2][2] = {{0}};
+    for (int t = 0; t < 2; t++) {
+        cr_assert(asprintf(&body, "{\"inputs\":[\"%s\"],\"tasks\":[\"cls_lora\"],\"return\":{\"logits\":true}}", texts[t]) > 0);
+        json_t *d = post_ok(&srv, body, 200);
+        free(body);
+        json_t *lg = json_object_get(json_object_get(json_object_get(input0(d), "tasks"), "cls_lora"), "logits");
+        for (int c = 0; c < 2; c++) la[t][c] = json_number_value(json_array_get(lg, (size_t)c));
+        cr_expect(!json_is_true(json_object_get(input0(d), "truncated")), "one window is not cut");
+        json_decref(d);
+    }
+    const char *modes[] = {"mean", "max"};
+    for (int m = 0; m < 2; m++) {
+        cr_assert(asprintf(&body, "{\"inputs\":[\"%s\"],\"tasks\":[\"cls_lora\"],\"long\":{\"mode\":\"chunks\",\"aggregate\":\"%s\"},"
+                                  "\"return\":{\"logits\":true}}", ab, modes[m]) > 0);
+        json_t *d = post_ok(&srv, body, 200);
+        free(body);
+        cr_expect_eq(json_integer_value(json_object_get(input0(d), "windows")), 2);
+        cr_expect(!json_is_true(json_object_get(input0(d), "truncated")));
+        json_t *lg = json_object_get(json_object_get(json_object_get(input0(d), "tasks"), "cls_lora"), "logits");
+        for (int c = 0; c < 2; c++) {
+            double want = m ? fmax(la[0][c], la[1][c]) : (la[0][c] + la[1][c]) / 2, got = json_number_value(json_array_get(lg, (size_t)c));
+            cr_expect(fabs(got - want) <= 1e-5 * fmax(1, fabs(want)), "%s logit %d: %.9g, want %.9g", modes[m], c, got, want);
+        }
+        json_decref(d);
+    }
+    /* per task, and the default: the first window (A), flagged */
+    cr_assert(asprintf(&body, "{\"inputs\":[\"%s\"],\"tasks\":[{\"name\":\"cls_lora\",\"long\":{\"mode\":\"first\"}}],"
+                              "\"long\":{\"mode\":\"chunks\"},\"return\":{\"logits\":true}}", ab) > 0);
+    json_t *d = post_ok(&srv, body, 200);
+    free(body);
+    cr_expect(json_is_true(json_object_get(input0(d), "truncated")), "the task's own \"long\" (first) wins");
+    json_t *lg = json_object_get(json_object_get(json_object_get(input0(d), "tasks"), "cls_lora"), "logits");
+    cr_expect(fabs(json_number_value(json_array_get(lg, 0)) - la[0][0]) <= 1e-5 * fmax(1, fabs(la[0][0])));
+    json_decref(d);
+    expect_refused("/v1/predict", "{\"inputs\":[\"a\"],\"long\":{\"mode\":\"all\"}}", 422, "invalid_argument", "long");
+    free(a), free(b), free(ab);
+}
+
+/* ---- "long": chunks for classification, multi-label and regression ---- */
+
+/* The logits task t answered for input i of d, as numbers (n of them). */
+static void logits_of(json_t *d, size_t i, const char *t, double *out, int n) {
+    json_t *r = json_array_get(json_object_get(d, "results"), i);
+    json_t *l = json_object_get(json_object_get(json_object_get(r, "tasks"), t), "logits");
+    cr_assert_eq((int)json_array_size(l), n, "%s logits of input %zu", t, i);
+    for (int c = 0; c < n; c++) out[c] = json_number_value(json_array_get(l, (size_t)c));
+}
+
+/* A text of several windows with "long" chunks answers from the mean (or max) per label of its
+ * windows' logits, each window's logits those of its tokens sent alone as ids; a task's own "long"
+ * overrides the request's ({"mode": "first"}: the first window, and the input says it was cut). */
+Test(long_inputs, chunks_for_every_head_and_one_stride) {
+    enum { STR = 16, MAXW = 16 };
+    const int room = MAX_SEQ - 2;
+    char *text = context_of(150, 9u);
+    eng_tok_params tp = eng_tok_default_params();
+    tp.truncation = ENG_TOK_TRUNCATE_NONE;
+    eng_tok_encoding full;
+    eng_err err;
+    cr_assert_eq(eng_tok_encode(tok, text, strlen(text), NULL, 0, &tp, &full, &err), 0, "%s", err.msg);
+    int nw = eng_tok_window_count(eng_tok_seq_len(&full, 0), room, STR);
+    cr_assert(nw > 2 && nw <= MAXW, "%d windows", nw);
+    json_t *ins = json_array();
+    for (int w = 0; w < nw; w++) {
+        eng_tok_encoding e;
+        cr_assert_eq(eng_tok_window(&full, 0, w * (room - STR), room, -1, &e), 0);
+        json_array_append_new(ins, json_pack("{s:o}", "ids", ints(e.ids, e.n)));
+        eng_tok_encoding_free(&e);
+    }
+    eng_tok_encoding_free(&full);
+    char *ids = json_dumps(ins, JSON_COMPACT), *body = NULL;
+    json_decref(ins);
+    cr_assert(asprintf(&body, "{\"inputs\":%s,\"tasks\":[\"cls_lora\",\"ml\",\"reg\"],\"return\":[\"logits\"]}", ids) > 0);
+    json_t *alone = post_ok(&srv, body, 200);
+    free(body), free(ids);
+    static const char *const tasks[] = {"cls_lora", "ml", "reg"};
+    int nl[3];
+    double win[MAXW][3][8];
+    for (int t = 0; t < 3; t++) {
+        json_t *l = json_object_get(json_object_get(json_object_get(input0(alone), "tasks"), tasks[t]), "logits");
+        nl[t] = (int)json_array_size(l);
+        cr_assert(nl[t] >= 1 && nl[t] <= 8);
+        for (int w = 0; w < nw; w++) logits_of(alone, (size_t)w, tasks[t], win[w][t], nl[t]);
+    }
+    for (int max = 0; max < 2; max++) {
+        cr_assert(asprintf(&body, "{\"inputs\":[\"%s\"],\"tasks\":[{\"name\":\"cls_lora\",\"long\":{\"mode\":\"first\"}},\"ml\",\"reg\"],"
+                                  "\"long\":{\"mode\":\"chunks\",\"aggregate\":\"%s\",\"stride\":%d},\"return\":[\"logits\",\"scores\"]}",
+                           text, max ? "max" : "mean", STR) > 0);
+        json_t *d = post_ok(&srv, body, 200), *r = input0(d);
+        free(body);
+        cr_expect_eq(json_integer_value(json_object_get(r, "windows")), nw);
+        cr_expect(json_is_true(json_object_get(r, "truncated")), "cls_lora read the first window only");
+        for (int t = 0; t < 3; t++) {
+            double got[8];
+            logits_of(d, 0, tasks[t], got, nl[t]);
+            for (int c = 0; c < nl[t]; c++) {
+                double want = win[0][t][c];
+                for (int w = 1; t > 0 && w < nw; w++) want = max ? fmax(want, win[w][t][c]) : want + win[w][t][c];
+                if (t > 0 && !max) want /= nw;
+                cr_expect(fabs(got[c] - want) <= 1e-4, "%s %s label %d: %.6g, windows alone %.6g", max ? "max" : "mean", tasks[t], c,
+                          got[c], want);
+            }
+        }
+        /* the scores are the head's of the aggregated logits: multi-label's sigmoid */
+        json_t *ml = json_object_get(json_object_get(r, "tasks"), "ml"), *sc = json_object_get(ml, "scores");
+        double l0 = json_number_value(json_array_get(json_object_get(ml, "logits"), 0));
+        const char *k0;
+        json_t *v0;
+        json_object_foreach(sc, k0, v0) {
+            cr_expect(fabs(json_number_value(v0) - 1.0 / (1.0 + exp(-l0))) <= 1e-5, "sigmoid of the aggregated logit");
+            break;
+        }
+        json_decref(d);
+    }
+    /* per task only: cls_lora chunked, reg the first window */
+    cr_assert(asprintf(&body, "{\"inputs\":[\"%s\"],\"tasks\":[{\"name\":\"cls_lora\",\"long\":{\"mode\":\"chunks\",\"stride\":%d}},\"reg\"],"
+                              "\"return\":[\"logits\"]}", text, STR) > 0);
+    json_t *d = post_ok(&srv, body, 200);
+    free(body);
+    double got[8];
+    logits_of(d, 0, "reg", got, nl[2]);
+    cr_expect(fabs(got[0] - win[0][2][0]) <= 1e-4, "reg answers from the first window");
+    logits_of(d, 0, "cls_lora", got, nl[0]);
+    double want = 0;
+    for (int w = 0; w < nw; w++) want += win[w][0][0];
+    cr_expect(fabs(got[0] - want / nw) <= 1e-4, "cls_lora: the mean");
+    json_decref(d);
+    /* one set of windows for every task: strides must agree */
+    cr_assert(asprintf(&body, "{\"inputs\":[\"%s\"],\"tasks\":[{\"name\":\"cls_lora\",\"long\":{\"mode\":\"chunks\",\"stride\":4}},"
+                              "{\"name\":\"reg\",\"long\":{\"mode\":\"chunks\",\"stride\":8}}]}", text) > 0);
+    expect_refused("/v1/predict", body, 422, "invalid_argument", "one stride");
+    free(body);
+    expect_refused("/v1/predict", "{\"inputs\":[\"a\"],\"long\":{\"mode\":\"all\"}}", 422, "invalid_argument", "long");
+    expect_refused("/v1/predict", "{\"inputs\":[\"a\"],\"tasks\":[{\"name\":\"reg\",\"long\":{\"aggregate\":\"sum\"}}]}", 422,
+                   "invalid_argument", "tasks[0].long.aggregate");
+    json_decref(alone);
+    free(text);
+}

@@ -65,6 +65,15 @@ typedef enum {
     PROTO_AGG_FIRST,         /* tokens merged into words (the first token's label), then grouped */
 } proto_aggregation;
 
+/* "long": how a sequence-classification, multi-label or regression task reads a single text longer than
+ * a window, per request and per task ({"name": ..., "long": {...}}). */
+typedef struct {
+    int given;               /* the field was given (a task's overrides the request's) */
+    int chunks;              /* "mode": "chunks": every window, logits aggregated; "first" (0): the first window */
+    int max;                 /* "aggregate": "max" (1): the largest logit per label; "mean" (0): their mean */
+    int stride;              /* "stride": tokens two windows share, 0 by default */
+} proto_long;
+
 /* Answers a QA request may ask for ("top_k"); the engine's ENG_QA_MAX_TOP_K, which the server checks. */
 #define PROTO_QA_MAX_TOP_K 100
 
@@ -115,6 +124,8 @@ typedef struct {
     int qa_no_align;         /* "align_to_words": false: answers end at token offsets, not widened to words */
     int stride;              /* "stride": tagging reads a long text in windows sharing this many tokens (the
                               * token-classification pipeline's stride); -1: not given (the first window) */
+    proto_long long_read;    /* "long": {"mode", "aggregate", "stride"} for every task */
+    proto_long *task_long;   /* (n_tasks) a task's own "long" (given 0: the request's), or NULL */
     void **own_;             /* internal: (n_own_) buffers proto_req_own_* made, freed with the request */
     int n_own_;
 } proto_predict_req;
