@@ -574,7 +574,7 @@ Test(long_inputs, chunks_for_every_head_and_one_stride) {
     eng_tok_encoding_free(&full);
     char *ids = json_dumps(ins, JSON_COMPACT), *body = NULL;
     json_decref(ins);
-    cr_assert(asprintf(&body, "{\"inputs\":%s,\"tasks\":[\"cls_lora\",\"ml\",\"reg\"],\"return\":[\"logits\"]}", ids) > 0);
+    cr_assert(asprintf(&body, "{\"inputs\":%s,\"tasks\":[\"cls_lora\",\"ml\",\"reg\"],\"return\":{\"logits\":true}}", ids) > 0);
     json_t *alone = post_ok(&srv, body, 200);
     free(body), free(ids);
     static const char *const tasks[] = {"cls_lora", "ml", "reg"};
@@ -588,7 +588,7 @@ Test(long_inputs, chunks_for_every_head_and_one_stride) {
     }
     for (int max = 0; max < 2; max++) {
         cr_assert(asprintf(&body, "{\"inputs\":[\"%s\"],\"tasks\":[{\"name\":\"cls_lora\",\"long\":{\"mode\":\"first\"}},\"ml\",\"reg\"],"
-                                  "\"long\":{\"mode\":\"chunks\",\"aggregate\":\"%s\",\"stride\":%d},\"return\":[\"logits\",\"scores\"]}",
+                                  "\"long\":{\"mode\":\"chunks\",\"aggregate\":\"%s\",\"stride\":%d},\"return\":{\"logits\":true,\"scores\":true}}",
                            text, max ? "max" : "mean", STR) > 0);
         json_t *d = post_ok(&srv, body, 200), *r = input0(d);
         free(body);
@@ -618,7 +618,7 @@ Test(long_inputs, chunks_for_every_head_and_one_stride) {
     }
     /* per task only: cls_lora chunked, reg the first window */
     cr_assert(asprintf(&body, "{\"inputs\":[\"%s\"],\"tasks\":[{\"name\":\"cls_lora\",\"long\":{\"mode\":\"chunks\",\"stride\":%d}},\"reg\"],"
-                              "\"return\":[\"logits\"]}", text, STR) > 0);
+                              "\"return\":{\"logits\":true}}", text, STR) > 0);
     json_t *d = post_ok(&srv, body, 200);
     free(body);
     double got[8];
