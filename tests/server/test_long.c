@@ -640,3 +640,30 @@ Test(long_inputs, chunks_for_every_head_and_one_stride) {
     json_decref(alone);
     free(text);
 }
+
+/* `adapterd predict` takes the pipeline's QA options and answers a one-window context as the server. */
+Test(long_inputs, command_line_takes_the_qa_options) {
+    const char *q = "who is john", *ctx = "john is a player in paris and he was in london";
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s/tools/adapterd predict --model %s --adapter %s --text '%s' --text-pair '%s' --top-k 3 "
+                              "--handle-impossible-answer --max-answer-len 6",
+             ADAPTERD_BINARY_DIR, MODEL_DIR, QA_TASK, q, ctx);
+    FILE *p = popen(cmd, "r");
+    cr_assert(p);
+    json_t *cli = json_loadf(p, 0, NULL);
+    cr_assert_eq(pclose(p), 0, "%s", cmd);
+    cr_assert(cli);
+    json_t *rp = json_pack("{s:i,s:b,s:i}", "top_k", 3, "handle_impossible_answer", 1, "max_answer_len", 6);
+    json_t *d = ask(q, ctx, rp);
+    json_t *ca = json_object_get(json_object_get(json_object_get(cli, "tasks"), "squad"), "answers"),
+           *sa = json_object_get(qa_of(d), "answers");
+    cr_assert_eq(json_array_size(ca), 3);
+    cr_assert_eq(json_array_size(sa), 3);
+    for (size_t i = 0; i < 3; i++) {
+        json_t *x = json_array_get(ca, i), *y = json_array_get(sa, i);
+        cr_expect_str_eq(json_string_value(json_object_get(x, "text")), json_string_value(json_object_get(y, "text")));
+        cr_expect_eq(json_integer_value(json_object_get(x, "start")), json_integer_value(json_object_get(y, "start")));
+        cr_expect(fabs(json_number_value(json_object_get(x, "score")) - json_number_value(json_object_get(y, "score"))) <= 1e-5);
+    }
+    json_decref(cli), json_decref(d), json_decref(rp);
+}
