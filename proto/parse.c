@@ -643,9 +643,19 @@ int proto__dimensions(json_t *root, proto_predict_req *r, eng_err *err) {
     return 0;
 }
 
+int proto__embed_long(json_t *root, proto_predict_req *r, eng_err *err) {
+    proto__value v = proto__value_json(json_object_get(root, "long"));
+    if (v.kind == PROTO__NULL) return 0;
+    int rc = long_of(&v, "\"long\"", &r->long_read, err);
+    if (!rc && r->long_read.max)
+        rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "\"long\".aggregate of an embedding is \"mean\" (the windows' vectors "
+                                                    "weighted by their tokens)");
+    return rc;
+}
+
 int proto_embed_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *r, eng_err *err) {
     static const char *const keys[] = {"inputs", "normalize", "truncate", "truncation_direction", "pooling", "model",
-                                       "prompt_name", "dimensions", NULL};
+                                       "prompt_name", "dimensions", "long", NULL};
     proto_limits dl;
     json_t *root = proto__req_begin(body, len, &lim, &dl, r, err), *v;
     if (!root) return err ? err->code : ENG_MALFORMED;
@@ -672,7 +682,7 @@ int proto_embed_parse(const char *body, size_t len, const proto_limits *lim, pro
         }
         r->prompt_name = json_string_value(v);
     }
-    if ((rc = proto__dimensions(root, r, err))) goto bad;
+    if ((rc = proto__dimensions(root, r, err)) || (rc = proto__embed_long(root, r, err))) goto bad;
     if ((v = json_object_get(root, "pooling")) && !json_is_null(v)) {
         const char *p = json_string_value(v);
         static const proto_pooling all[] = {PROTO_POOL_CLS, PROTO_POOL_MEAN, PROTO_POOL_POOLER, PROTO_POOL_NONE};

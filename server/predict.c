@@ -189,6 +189,7 @@ static int reads_chunks(int head_type) {
  * so they must agree); -1: single texts are read in one window. Returns 0, or -1 with code and msg. */
 static int text_windows_stride(srv_job *j, const proto_predict_req *p, int *stride, eng_status *code, char *msg, size_t msz) {
     *stride = p->stride >= 0 && has_head(j, ENG_HEAD_TAGGING) ? p->stride : -1;
+    if (j->embed && p->long_read.chunks) *stride = p->long_read.stride; /* an embedding's "long" chunks */
     const char *by = "\"stride\"";
     if (!(j->tlong = calloc((size_t)j->n_tasks + 1, sizeof *j->tlong))) {
         *code = ENG_NO_MEMORY;

@@ -223,6 +223,22 @@ void srv__job_respond_embed(srv_job *j, const float *hidden, const float *pooled
         }
         row0 += (size_t)len;
     }
+    if (j->win_first && j->n_texts < n) {
+        /* "long" chunks: a text's vector is its windows' vectors weighted by their tokens (as vLLM's
+         * chunked mean pooling), in place: text t's windows start at or after row t */
+        for (int t = 0; t < j->n_texts; t++) {
+            int w0 = j->win_first[t], w1 = j->win_first[t + 1];
+            double tot = 0;
+            for (int w = w0; w < w1; w++) tot += (double)j->enc[w].n;
+            for (int k = 0; k < H; k++) {
+                double acc = 0;
+                for (int w = w0; w < w1; w++) acc += (double)j->enc[w].n * v[(size_t)w * H + k];
+                v[(size_t)t * H + k] = (float)(acc / tot);
+            }
+        }
+        n = j->n_texts;
+        n_vec = (size_t)n;
+    }
     const proto_predict_req *q = j->preq;
     int D = q->dimensions > 0 && q->dimensions < H ? q->dimensions : H;
     for (size_t r = 1; D < H && r < n_vec; r++) memmove(v + r * D, v + r * H, (size_t)D * sizeof *v); /* Matryoshka: the first D */
