@@ -5,7 +5,7 @@
  * The fixture model takes 64 positions. A text of two blocks A and B of 62 one-token words each is
  * read at stride 0 in exactly two windows, [CLS] A [SEP] and [CLS] B [SEP]: the same sequences as A
  * and B embedded alone, so the long text's vector must be the mean of theirs (both 64 tokens) to float
- * rounding, on /v1/embed, TEI's /embed and OpenAI's /v1/embeddings. */
+ * rounding, on /v1/embed, TEI's /embed and OpenAI's /v1/embeddings. The limits on long inputs hold. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <curl/curl.h>
@@ -24,7 +24,8 @@ static test_server srv;
 
 static void start(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    cr_assert_eq(ts_start(&srv, NULL, NULL), 0, "server did not start");
+    const char *args[] = {"--max-input-tokens", "300", "--max-windows", "4", NULL};
+    cr_assert_eq(ts_start(&srv, args, NULL), 0, "server did not start");
 }
 static void stop(void) { cr_expect_eq(ts_stop(&srv), 0, "server did not exit 0 after SIGTERM"); }
 
@@ -122,6 +123,23 @@ Test(embed_long, chunks_are_the_windows_vectors_weighted_by_tokens) {
     (void)ref;
     json_decref(ref), json_decref(tei), json_decref(oai), json_decref(dflt), json_decref(alone);
     free(a), free(b);
+}
+
+/* --max-input-tokens 300 and --max-windows 4 (start()) hold embeddings read in windows too: 413 */
+Test(embed_long, limits) {
+    char *five = block_of(4 * BLOCK + 10, 11u), *big = block_of(320, 12u), *body = NULL;
+    static const char *const says[] = {"--max-windows", "--max-input-tokens"};
+    const char *texts[] = {five, big};
+    for (int i = 0; i < 2; i++) {
+        cr_assert(asprintf(&body, "{\"inputs\":[\"%s\"],\"long\":{\"mode\":\"chunks\"}}", texts[i]) > 0);
+        ts_resp r;
+        cr_assert_eq(ts_http(&srv, "POST", "/v1/embed", body, NULL, NULL, &r), 0);
+        cr_expect_eq(r.status, 413, "%s: %ld %s", says[i], r.status, r.body);
+        cr_expect(strstr(r.body, says[i]), "%s", r.body);
+        ts_resp_free(&r);
+        free(body);
+    }
+    free(five), free(big);
 }
 
 /* Without "long" a text over the limit is refused as before (TEI's rule); "long" with per-token
