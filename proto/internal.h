@@ -123,6 +123,14 @@ int proto__param_set(proto_predict_req *r, const char *key, const proto__value *
  * v2's "parameters", gRPC's map (then v2 reads binary_data_output after its outputs). */
 extern const char *const proto__common_params[];
 
+/* An embedding request's "long" (adapterd's extension on every embedding route): {"mode": "chunks",
+ * "stride": N} reads a text over the model's limit in windows, pooled per window then averaged weighted
+ * by the windows' tokens; "aggregate" can only be "mean". Returns 0 or a negative status with err. */
+int proto__embed_long(json_t *root, proto_predict_req *r, eng_err *err);
+
+/* 1 when k names a question-answering parameter (max_answer_len, top_k, ...). */
+int proto__is_qa_param(const char *k);
+
 /* proto__common_params of root (a v1 body, or v2's "parameters") into r through proto__param_set.
  * Returns 0 or a negative status with err naming the field. */
 int proto__parse_common(json_t *root, const proto_limits *lim, proto_predict_req *r, eng_err *err);

@@ -8,7 +8,7 @@
 #include "internal.h"
 
 int proto_openai_embed_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *r, eng_err *err) {
-    static const char *const keys[] = {"input", "model", "encoding_format", "dimensions", "user", NULL};
+    static const char *const keys[] = {"input", "model", "encoding_format", "dimensions", "user", "long", NULL};
     proto_limits dl;
     json_t *root = proto__req_begin(body, len, &lim, &dl, r, err), *v;
     if (!root) return err ? err->code : ENG_MALFORMED;
@@ -16,7 +16,8 @@ int proto_openai_embed_parse(const char *body, size_t len, const proto_limits *l
     int rc;
     if ((rc = proto__known_keys(root, keys, err)) ||
         (rc = proto__parse_inputs(json_object_get(root, "input"), "input", lim, 1, r, err)) ||
-        (rc = proto__model_field(root, r, err)) || (rc = proto__dimensions(root, r, err)))
+        (rc = proto__model_field(root, r, err)) || (rc = proto__dimensions(root, r, err)) ||
+        (rc = proto__embed_long(root, r, err))) /* adapterd's extension: OpenAI's API has no field for it */
         goto bad;
     for (int i = 0; i < r->n_inputs; i++)
         if (r->inputs[i].pair || (r->inputs[i].ids && r->inputs[i].type_ids)) {

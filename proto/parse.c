@@ -33,6 +33,7 @@ void proto_predict_free(proto_predict_req *r) {
     free(r->inputs);
     free((void *)r->tasks);
     free(r->skips);
+    free(r->task_long);
     free(r->ids_);
     for (int i = 0; i < r->n_own_; i++) free(r->own_[i]);
     free(r->own_);
@@ -92,6 +93,16 @@ void proto__req_init(proto_predict_req *r) {
     r->truncate = 1;
     r->normalize = 1;
     r->add_special_tokens = 1;
+    r->qa_doc_stride = -1;
+    r->stride = -1;
+}
+
+int proto__is_qa_param(const char *k) {
+    static const char *const qa[] = {"max_answer_len", "top_k", "handle_impossible_answer", "max_seq_len",
+                                     "doc_stride", "max_question_len", "qa_rule", "align_to_words", "stride", "long"};
+    for (size_t i = 0; i < sizeof qa / sizeof qa[0]; i++)
+        if (!strcmp(k, qa[i])) return 1;
+    return 0;
 }
 
 static json_t *load_object(const char *body, size_t len, eng_err *err) {
@@ -345,6 +356,100 @@ static int param_binary_output(proto_predict_req *r, const proto__value *v, cons
     return 0;
 }
 
+/* An integer parameter in lo..hi into *dst. */
+static int int_param(const proto__value *v, const char *key, int lo, int hi, int *dst, eng_err *err) {
+    if (v->kind != PROTO__INT || v->i < lo || v->i > hi)
+        return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"%s\" must be an integer from %d to %d", key, lo, hi);
+    *dst = (int)v->i;
+    return 0;
+}
+
+/* The question-answering pipeline's parameters (its names and ranges; the server checks the window
+ * sizes against the model). */
+#define QA_MAX_TOKENS 8192
+static int param_max_answer_len(proto_predict_req *r, const proto__value *v, const proto_limits *lim, eng_err *err) {
+    (void)lim;
+    return int_param(v, "max_answer_len", 1, QA_MAX_TOKENS, &r->qa_max_answer_len, err);
+}
+static int param_top_k(proto_predict_req *r, const proto__value *v, const proto_limits *lim, eng_err *err) {
+    (void)lim;
+    return int_param(v, "top_k", 1, PROTO_QA_MAX_TOP_K, &r->qa_top_k, err);
+}
+static int param_max_seq_len(proto_predict_req *r, const proto__value *v, const proto_limits *lim, eng_err *err) {
+    (void)lim;
+    return int_param(v, "max_seq_len", 4, QA_MAX_TOKENS, &r->qa_max_seq_len, err);
+}
+static int param_doc_stride(proto_predict_req *r, const proto__value *v, const proto_limits *lim, eng_err *err) {
+    (void)lim;
+    return int_param(v, "doc_stride", 0, QA_MAX_TOKENS, &r->qa_doc_stride, err);
+}
+static int param_max_question_len(proto_predict_req *r, const proto__value *v, const proto_limits *lim, eng_err *err) {
+    (void)lim;
+    return int_param(v, "max_question_len", 1, QA_MAX_TOKENS, &r->qa_max_question_len, err);
+}
+static int param_handle_impossible(proto_predict_req *r, const proto__value *v, const proto_limits *lim, eng_err *err) {
+    (void)lim;
+    if (v->kind != PROTO__BOOL) return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"handle_impossible_answer\" must be true or false");
+    r->qa_handle_impossible = v->b;
+    return 0;
+}
+static int param_align_to_words(proto_predict_req *r, const proto__value *v, const proto_limits *lim, eng_err *err) {
+    (void)lim;
+    if (v->kind != PROTO__BOOL) return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"align_to_words\" must be true or false");
+    r->qa_no_align = !v->b;
+    return 0;
+}
+static int param_stride(proto_predict_req *r, const proto__value *v, const proto_limits *lim, eng_err *err) {
+    (void)lim;
+    return int_param(v, "stride", 0, QA_MAX_TOKENS, &r->stride, err);
+}
+/* "long" (where: the field's name in errors): {"mode": "chunks" | "first", "aggregate": "mean" | "max",
+ * "stride": N}; as a parameter of a wire without objects (gRPC), the string "chunks" or "chunks-max". */
+static int long_of(const proto__value *v, const char *where, proto_long *out, eng_err *err) {
+    *out = (proto_long){.given = 1};
+    if (v->kind == PROTO__STRING) {
+        if (!strcmp(v->s, "first")) return 0;
+        out->chunks = !strcmp(v->s, "chunks") || !strcmp(v->s, "chunks-max");
+        out->max = !strcmp(v->s, "chunks-max");
+        if (!out->chunks) return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s must be an object, \"chunks\", \"chunks-max\" or \"first\"", where);
+        return 0;
+    }
+    if (v->kind != PROTO__OBJECT) return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s must be {\"mode\": \"chunks\", ...}", where);
+    const char *k;
+    json_t *x;
+    json_object_foreach(v->obj, k, x) {
+        const char *s = json_string_value(x);
+        if (!strcmp(k, "mode")) {
+            if (!s || (strcmp(s, "chunks") && strcmp(s, "first")))
+                return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s.mode must be \"chunks\" or \"first\"", where);
+            out->chunks = !strcmp(s, "chunks");
+        } else if (!strcmp(k, "aggregate")) {
+            if (!s || (strcmp(s, "mean") && strcmp(s, "max")))
+                return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s.aggregate must be \"mean\" or \"max\"", where);
+            out->max = !strcmp(s, "max");
+        } else if (!strcmp(k, "stride")) {
+            if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > QA_MAX_TOKENS)
+                return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s.stride must be an integer 0..%d", where, QA_MAX_TOKENS);
+            out->stride = (int)json_integer_value(x);
+        } else {
+            return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s has an unknown field \"%.80s\"", where, k);
+        }
+    }
+    return 0;
+}
+static int param_long(proto_predict_req *r, const proto__value *v, const proto_limits *lim, eng_err *err) {
+    (void)lim;
+    return long_of(v, "\"long\"", &r->long_read, err);
+}
+static int param_qa_rule(proto_predict_req *r, const proto__value *v, const proto_limits *lim, eng_err *err) {
+    (void)lim;
+    const char *a = v->kind == PROTO__STRING ? v->s : NULL;
+    if (a && !strcmp(a, "pipeline")) r->qa_context_rule = 0;
+    else if (a && !strcmp(a, "context")) r->qa_context_rule = 1;
+    else return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"qa_rule\" must be \"pipeline\" or \"context\"");
+    return 0;
+}
+
 static const struct {
     const char *key;
     int (*set)(proto_predict_req *r, const proto__value *v, const proto_limits *lim, eng_err *err);
@@ -353,10 +458,22 @@ static const struct {
               {"latency_ms", param_latency},
               {"truncate", param_truncate},
               {"aggregation", param_aggregation},
+              {"max_answer_len", param_max_answer_len},
+              {"top_k", param_top_k},
+              {"handle_impossible_answer", param_handle_impossible},
+              {"max_seq_len", param_max_seq_len},
+              {"doc_stride", param_doc_stride},
+              {"max_question_len", param_max_question_len},
+              {"qa_rule", param_qa_rule},
+              {"align_to_words", param_align_to_words},
+              {"stride", param_stride},
+              {"long", param_long},
               {"binary_data_output", param_binary_output}};
 
 /* In the order proto__parse_common reads them: a request's first refusal is the same on every wire. */
-const char *const proto__common_params[] = {"skip", "budget", "latency_ms", "truncate", "aggregation", NULL};
+const char *const proto__common_params[] = {"skip", "budget", "latency_ms", "truncate", "aggregation",
+                                            "max_answer_len", "top_k", "handle_impossible_answer", "max_seq_len",
+                                            "doc_stride", "max_question_len", "qa_rule", "align_to_words", "stride", "long", NULL};
 
 int proto__param_set(proto_predict_req *r, const char *key, const proto__value *v, const proto_limits *lim, eng_err *err) {
     if (v->kind == PROTO__NULL) return 0;
@@ -374,15 +491,24 @@ int proto__parse_common(json_t *root, const proto_limits *lim, proto_predict_req
     return 0;
 }
 
-/* A task named by object, {"name": "sentiment", "version": "2"} (version optional), is rewritten
- * in place in the array as the string "sentiment@2", which the request then borrows like any
- * other name (the document owns it). Returns 0 (also when the entry is not an object), or an error. */
-static int task_spec_of_object(json_t *arr, size_t i, eng_err *err) {
+/* A task named by object, {"name": "sentiment", "version": "2", "long": {...}} (version and long
+ * optional), is rewritten in place in the array as the string "sentiment@2", which the request then
+ * borrows like any other name (the document owns it); its "long" goes to lg. Returns 0 (also when the
+ * entry is not an object), or an error. */
+static int task_spec_of_object(json_t *arr, size_t i, proto_long *lg, eng_err *err) {
     json_t *o = json_array_get(arr, i);
     if (!json_is_object(o)) return 0;
     const char *k, *name = NULL, *ver = NULL;
     json_t *x;
     json_object_foreach(o, k, x) {
+        if (!strcmp(k, "long")) {
+            char where[48];
+            snprintf(where, sizeof where, "tasks[%zu].long", i);
+            proto__value lv = proto__value_json(x);
+            int rc = lv.kind == PROTO__NULL ? 0 : long_of(&lv, where, lg, err);
+            if (rc) return rc;
+            continue;
+        }
         const char **dst = !strcmp(k, "name") ? &name : !strcmp(k, "version") ? &ver : NULL;
         if (!dst) return eng_err_set(err, ENG_INVALID_ARGUMENT, "tasks[%zu] has an unknown field \"%.80s\"", i, k);
         if (!json_is_null(x) && !(*dst = json_string_value(x)))
@@ -405,7 +531,8 @@ int proto_predict_parse(const char *body, size_t len, const proto_limits *lim, p
     json_t *v;
     json_object_foreach(root, k, v) {
         if (strcmp(k, "inputs") && strcmp(k, "tasks") && strcmp(k, "skip") && strcmp(k, "budget") &&
-            strcmp(k, "latency_ms") && strcmp(k, "return") && strcmp(k, "truncate") && strcmp(k, "aggregation")) {
+            strcmp(k, "latency_ms") && strcmp(k, "return") && strcmp(k, "truncate") && strcmp(k, "aggregation") &&
+            !proto__is_qa_param(k)) {
             rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "unknown field \"%.80s\"", k);
             goto bad;
         }
@@ -425,9 +552,9 @@ int proto_predict_parse(const char *body, size_t len, const proto_limits *lim, p
                 rc = eng_err_set(err, ENG_LIMIT, "\"tasks\" has %zu entries, over the limit of %d", n, lim->max_tasks);
                 goto bad;
             }
-            if (!(r->tasks = calloc(n, sizeof *r->tasks))) goto oom;
+            if (!(r->tasks = calloc(n, sizeof *r->tasks)) || !(r->task_long = calloc(n, sizeof *r->task_long))) goto oom;
             for (size_t i = 0; i < n; i++) {
-                if ((rc = task_spec_of_object(v, i, err))) goto bad;
+                if ((rc = task_spec_of_object(v, i, &r->task_long[i], err))) goto bad;
                 const char *s = json_string_value(json_array_get(v, i));
                 if (!s) {
                     rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "tasks[%zu] must be a task name, \"name@version\" or "
@@ -516,9 +643,19 @@ int proto__dimensions(json_t *root, proto_predict_req *r, eng_err *err) {
     return 0;
 }
 
+int proto__embed_long(json_t *root, proto_predict_req *r, eng_err *err) {
+    proto__value v = proto__value_json(json_object_get(root, "long"));
+    if (v.kind == PROTO__NULL) return 0;
+    int rc = long_of(&v, "\"long\"", &r->long_read, err);
+    if (!rc && r->long_read.max)
+        rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "\"long\".aggregate of an embedding is \"mean\" (the windows' vectors "
+                                                    "weighted by their tokens)");
+    return rc;
+}
+
 int proto_embed_parse(const char *body, size_t len, const proto_limits *lim, proto_predict_req *r, eng_err *err) {
     static const char *const keys[] = {"inputs", "normalize", "truncate", "truncation_direction", "pooling", "model",
-                                       "prompt_name", "dimensions", NULL};
+                                       "prompt_name", "dimensions", "long", NULL};
     proto_limits dl;
     json_t *root = proto__req_begin(body, len, &lim, &dl, r, err), *v;
     if (!root) return err ? err->code : ENG_MALFORMED;
@@ -545,7 +682,7 @@ int proto_embed_parse(const char *body, size_t len, const proto_limits *lim, pro
         }
         r->prompt_name = json_string_value(v);
     }
-    if ((rc = proto__dimensions(root, r, err))) goto bad;
+    if ((rc = proto__dimensions(root, r, err)) || (rc = proto__embed_long(root, r, err))) goto bad;
     if ((v = json_object_get(root, "pooling")) && !json_is_null(v)) {
         const char *p = json_string_value(v);
         static const proto_pooling all[] = {PROTO_POOL_CLS, PROTO_POOL_MEAN, PROTO_POOL_POOLER, PROTO_POOL_NONE};

@@ -66,6 +66,16 @@ static json_t *task_result(const proto_task_result *t, int ret_scores) {
                                                  "score", proto__num(t->ans_score)));
         else
             bad |= json_object_set_new(o, "answer", json_null());
+        if (t->answers) { /* "top_k" > 1: the pipeline's list, best first */
+            json_t *as = json_array();
+            for (int i = 0; as && i < t->n_answers; i++) {
+                const proto_qa_answer *a = &t->answers[i];
+                bad |= json_array_append_new(as, json_pack("{s:s%,s:i,s:i,s:o}", "text", a->text ? a->text : "", a->text_len,
+                                                           "start", (int)a->start, "end", (int)a->end, "score",
+                                                           proto__num(a->score)));
+            }
+            bad |= json_object_set_new(o, "answers", as);
+        }
         break;
     }
     if (ret_scores && t->scores &&
@@ -137,8 +147,10 @@ char *proto_predict_encode(const proto_predict_resp *r, size_t *len) {
             const proto_task_result *t = &r->results[(size_t)i * r->n_tasks + k];
             bad |= json_object_set_new(tasks, t->task, task_result(t, r->ret_scores));
         }
-        bad |= json_array_append_new(results, json_pack("{s:i,s:i,s:b,s:o}", "input", i, "tokens", r->tokens[i],
-                                                        "truncated", r->truncated ? r->truncated[i] : 0, "tasks", tasks));
+        json_t *ri = json_pack("{s:i,s:i,s:b,s:o}", "input", i, "tokens", r->tokens[i], "truncated",
+                               r->truncated ? r->truncated[i] : 0, "tasks", tasks);
+        if (ri && r->windows && r->windows[i] > 1) bad |= json_object_set_new(ri, "windows", json_integer(r->windows[i]));
+        bad |= json_array_append_new(results, ri);
     }
     if (bad) {
         json_decref(results);

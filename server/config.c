@@ -32,6 +32,8 @@ srv_config srv_default_config(void) {
     proto_limits pl = proto_default_limits(); /* one default for the codec and the server */
     c.max_inputs = pl.max_inputs;
     c.max_tasks = pl.max_tasks;
+    c.max_input_tokens = 4096;
+    c.max_windows = 64;
     c.drain_timeout_ms = 30000;
     c.access_log = 1;
     c.max_upload_bytes = (size_t)256 << 20;
@@ -99,6 +101,11 @@ static const opt opts[] = {
     {{"max-inputs", "N", "inputs per request (default 64)"}, INT(max_inputs, 1, 1 << 16)},
     {{"max-tasks", "N", "tasks per request (default 32)"}, INT(max_tasks, 1, 1 << 16)},
     {{"max-seq-len", "N", "tokens per input (default 0: the model's limit)"}, INT(max_seq_len, 0, 1 << 20)},
+    {{"max-input-tokens", "N",
+      "tokens of a whole input read in overlapping windows (a long QA context), 413 beyond (default 4096; 0: no limit)"},
+     INT(max_input_tokens, 0, 1 << 24)},
+    {{"max-windows", "N", "windows a request's long inputs are read in, all inputs together, 413 beyond (default 64; 0: no limit)"},
+     INT(max_windows, 0, 1 << 20)},
     {{"allow-skip", "N", "let every task skip up to N layers (AdapterDrop), beyond its task.json"}, INT(allow_skip, 0, 1024)},
     {{"adaptive-skips", "true|false",
       "load-adaptive mode: when the queue wait exceeds --target-queue-ms, raise the skips of tasks a request left at "

@@ -181,6 +181,9 @@ int srv__embed_job(srv_front *f, srv_job *j) {
     if (!rc && f->req.truncate && f->req.truncate_left) rc = truncate_left(f, m, f->msg, sizeof f->msg);
     j->texts = f->req.inputs; /* a prompt or a left cut may have replaced an input */
     j->pooling = f->req.pooling != PROTO_POOL_DEFAULT ? f->req.pooling : model_pooling(s, m);
+    if (!rc && j->pooling == PROTO_POOL_NONE && f->req.long_read.chunks)
+        rc = ENG_INVALID_ARGUMENT,
+        snprintf(f->msg, sizeof f->msg, "\"long\" chunks pool each window into one vector: it needs \"pooling\" other than \"none\"");
     if (!rc && j->pooling == PROTO_POOL_POOLER && !eng_model_config(store_model_engine(m))->has_pooler)
         rc = ENG_INVALID_ARGUMENT,
         snprintf(f->msg, sizeof f->msg, "model %s has no pooler; use \"pooling\": \"cls\" or \"mean\"", store_model_name(m));

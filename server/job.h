@@ -51,10 +51,17 @@ typedef struct srv_job {
     double latency_ms, predicted_ms; /* "latency_ms" and the cost model's prediction; -1 when not asked */
     eng_cost_model *cost;        /* the model's cost model (server-owned), told each pass's time; NULL: none */
     double load_ms;              /* time the request waited for its tasks to load; 0: none */
-    eng_tok_encoding *enc;       /* (n_inputs) */
-    int *truncated;              /* (n_inputs) 1 when the input was cut */
-    const proto_text *texts;     /* (n_inputs) borrowed from the decoded request */
-    int tokens;                  /* total tokens of the inputs */
+    eng_tok_encoding *enc;       /* (n_inputs) the sequences the engine runs: one per input, or an input's windows */
+    int *truncated;              /* (n_texts) 1 when the input was cut */
+    const proto_text *texts;     /* (n_texts) borrowed from the decoded request */
+    int tokens;                  /* total tokens of the sequences */
+    /* long inputs read in windows (predict.c): n_inputs counts sequences, n_texts the request's inputs;
+     * input i is sequences win_first[i] .. win_first[i + 1] - 1. win_first NULL: one sequence each
+     * (n_texts == n_inputs) */
+    int n_texts;
+    int *win_first;              /* (n_texts + 1) or NULL */
+    int *text_tokens;            /* (n_texts) tokens of each whole input (untruncated), or NULL */
+    proto_long *tlong;           /* (n_tasks) how each task reads a long single text ("long"), or NULL: the first window */
     /* embed jobs: n_tasks 0; the model reference is the job's own */
     store_model *model_ref;
     const char *model_id;        /* the model's name as the answer says it (models.c), server-owned; NULL: its registry name */

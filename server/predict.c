@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/answer.h"
 #include "http_status.h"
 #include "respond.h"
 
@@ -82,6 +83,140 @@ static int encode_ids(const eng_tokenizer *tok, const proto_text *x, eng_tok_enc
     return 0;
 }
 
+/* Appends e to the job's sequences (moved: e is zeroed). Returns 0 or -1 when out of memory. */
+static int push_seq(srv_job *j, int *cap, eng_tok_encoding *e) {
+    if (j->n_inputs == *cap) {
+        int nc = *cap ? 2 * *cap : 8;
+        eng_tok_encoding *x = realloc(j->enc, (size_t)nc * sizeof *x);
+        if (!x) return -1;
+        j->enc = x;
+        *cap = nc;
+    }
+    j->enc[j->n_inputs++] = *e;
+    memset(e, 0, sizeof *e);
+    j->tokens += (int)j->enc[j->n_inputs - 1].n;
+    return 0;
+}
+
+/* Input i's windows over sequence seq (n tokens) of its untruncated encoding full: room tokens each,
+ * consecutive windows sharing stride (checked by the caller), the other sequence cut to keep_other
+ * tokens (-1: whole); each window one more sequence of the job. The request's windows together are
+ * held to --max-windows. */
+static int push_windows(srv_job *j, int *cap, int i, const eng_tok_encoding *full, int seq, int n, int room, int stride,
+                        int keep_other, int max_windows, eng_status *code, char *msg, size_t msz) {
+    int nw = eng_tok_window_count(n, room, stride);
+    if (max_windows > 0 && j->n_inputs + nw > max_windows) {
+        *code = ENG_TOO_LARGE;
+        snprintf(msg, msz, "inputs[%d] takes %d windows of %d tokens, %d with the inputs before it, over the limit of %d a "
+                 "request (--max-windows)", i, nw, room, j->n_inputs + nw, max_windows);
+        return -1;
+    }
+    for (int w = 0; w < nw; w++) {
+        eng_tok_encoding e;
+        if (eng_tok_window(full, seq, w * (room - stride), room, keep_other, &e) || push_seq(j, cap, &e)) {
+            eng_tok_encoding_free(&e);
+            *code = ENG_NO_MEMORY;
+            snprintf(msg, msz, "out of memory");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The question-answering pipeline's windows over input i (question, context), from its untruncated
+ * encoding full: the question cut to max_question_len tokens and repeated in every window, the
+ * context in windows of what is left of max_seq_len, consecutive windows sharing doc_stride tokens
+ * (eng_tok_window_count, the tokenizers library's overflow rule). A question that leaves no more
+ * than doc_stride tokens of context is refused, as the pipeline's tokenizer refuses it. */
+static int qa_windows(srv_job *j, int *cap, int i, eng_tok_encoding *full, int max_len, int max_windows,
+                      const proto_predict_req *p, eng_status *code, char *msg, size_t msz) {
+    int seq_len = p->qa_max_seq_len > 0 ? p->qa_max_seq_len : ENG_QA_MAX_SEQ_LEN;
+    if (seq_len > max_len) seq_len = max_len;
+    int stride = p->qa_doc_stride >= 0 ? p->qa_doc_stride : (seq_len / 2 < ENG_QA_DOC_STRIDE ? seq_len / 2 : ENG_QA_DOC_STRIDE);
+    int mq = p->qa_max_question_len > 0 ? p->qa_max_question_len : ENG_QA_MAX_QUESTION_LEN;
+    int qn = eng_tok_seq_len(full, 0), cn = eng_tok_seq_len(full, 1), specials = (int)full->n - qn - cn;
+    int qkeep = qn < mq ? qn : mq, room = seq_len - specials - qkeep;
+    j->truncated[i] = qkeep < qn;
+    if (cn <= room && qkeep == qn) return push_seq(j, cap, full) ? (*code = ENG_NO_MEMORY, snprintf(msg, msz, "out of memory"), -1) : 0;
+    if (eng_tok_window_count(cn, room, stride) < 0) {
+        *code = ENG_INVALID_ARGUMENT;
+        snprintf(msg, msz,
+                 "inputs[%d]: the question (%d tokens) and the special tokens leave %d of a window's %d tokens for the "
+                 "context, not more than \"doc_stride\" %d; send a shorter question or a smaller \"max_question_len\" or "
+                 "\"doc_stride\"",
+                 i, qkeep, room, seq_len, stride);
+        return -1;
+    }
+    return push_windows(j, cap, i, full, 1, cn, room, stride, qkeep, max_windows, code, msg, msz);
+}
+
+/* The token-classification pipeline's windows over a single text (input i, its untruncated encoding
+ * full): windows of the model's max_len tokens, special tokens included, consecutive windows sharing
+ * stride tokens. */
+static int text_windows(srv_job *j, int *cap, int i, eng_tok_encoding *full, int max_len, int stride, int max_windows,
+                        eng_status *code, char *msg, size_t msz) {
+    int n = eng_tok_seq_len(full, 0), room = max_len - ((int)full->n - n);
+    if (n <= room) return push_seq(j, cap, full) ? (*code = ENG_NO_MEMORY, snprintf(msg, msz, "out of memory"), -1) : 0;
+    if (eng_tok_window_count(n, room, stride) < 0) {
+        *code = ENG_INVALID_ARGUMENT;
+        snprintf(msg, msz, "\"stride\" %d must be below the %d text tokens of a window (the model's %d less the special tokens)",
+                 stride, room, max_len);
+        return -1;
+    }
+    return push_windows(j, cap, i, full, 0, n, room, stride, -1, max_windows, code, msg, msz);
+}
+
+/* 1 when one of the job's tasks has this head. */
+static int has_head(const srv_job *j, int head_type) {
+    for (int k = 0; k < j->n_tasks; k++)
+        if (store_task_head_type(j->tasks[k]) == head_type) return 1;
+    return 0;
+}
+
+/* 1 when the job answers questions by the pipeline's rule: its pair inputs are read in windows. */
+static int reads_qa_windows(const srv_job *j, const proto_predict_req *p) {
+    return !p->qa_context_rule && has_head(j, ENG_HEAD_QA);
+}
+
+/* 1 when the head answers one row for the whole sequence from logits ("long": chunks aggregates them). */
+static int reads_chunks(int head_type) {
+    proto_head_kind k = srv__wire_head_kind(head_type);
+    return k == PROTO_HEAD_CLASSIFICATION || k == PROTO_HEAD_MULTILABEL || k == PROTO_HEAD_REGRESSION;
+}
+
+/* Each task's "long" (its own, else the request's) into j->tlong, and the stride the job's single
+ * texts are read with: tagging's "stride" or the chunked tasks' (one set of windows serves every task,
+ * so they must agree); -1: single texts are read in one window. Returns 0, or -1 with code and msg. */
+static int text_windows_stride(srv_job *j, const proto_predict_req *p, int *stride, eng_status *code, char *msg, size_t msz) {
+    *stride = p->stride >= 0 && has_head(j, ENG_HEAD_TAGGING) ? p->stride : -1;
+    if (j->embed && p->long_read.chunks) *stride = p->long_read.stride; /* an embedding's "long" chunks */
+    const char *by = "\"stride\"";
+    if (!(j->tlong = calloc((size_t)j->n_tasks + 1, sizeof *j->tlong))) {
+        *code = ENG_NO_MEMORY;
+        snprintf(msg, msz, "out of memory");
+        return -1;
+    }
+    for (int k = 0; k < j->n_tasks; k++) {
+        const char *name = store_task_name(j->tasks[k]);
+        proto_long lg = p->long_read;
+        for (int i = 0; p->task_long && i < p->n_tasks; i++) {
+            size_t n = strcspn(p->tasks[i], "@");
+            if (p->task_long[i].given && strlen(name) == n && !strncmp(p->tasks[i], name, n)) lg = p->task_long[i];
+        }
+        if (!lg.chunks || !reads_chunks(store_task_head_type(j->tasks[k]))) continue;
+        j->tlong[k] = lg;
+        if (*stride >= 0 && *stride != lg.stride) {
+            *code = ENG_INVALID_ARGUMENT;
+            snprintf(msg, msz, "task \"%s\" reads windows sharing %d tokens (\"long\".stride) and %s %d: a text is read in one "
+                     "set of windows for every task; give them one stride", name, lg.stride, by, *stride);
+            return -1;
+        }
+        *stride = lg.stride;
+        by = "another task's";
+    }
+    return 0;
+}
+
 int srv__job_tokenize(srv_server *s, srv_job *j, const proto_predict_req *p, eng_status *code, char *msg, size_t msz) {
     const eng_tokenizer *tok = store_model_tokenizer(j->model);
     const eng_config *cfg = eng_model_config(store_model_engine(j->model));
@@ -90,9 +225,52 @@ int srv__job_tokenize(srv_server *s, srv_job *j, const proto_predict_req *p, eng
     eng_tok_params tp = eng_tok_default_params();
     tp.max_length = max_len;
     if (!p->truncate) tp.truncation = ENG_TOK_TRUNCATE_NONE;
+    int qa = reads_qa_windows(j, p), stride = -1, cap = 0;
+    if (text_windows_stride(j, p, &stride, code, msg, msz)) return -1;
+    int texts = stride >= 0;
+    if (p->stride >= 0 && has_head(j, ENG_HEAD_TAGGING) && p->aggregation != PROTO_AGG_SIMPLE && p->aggregation != PROTO_AGG_FIRST) {
+        /* as the token-classification pipeline: the windows' tokens are merged as entities */
+        *code = ENG_INVALID_ARGUMENT;
+        snprintf(msg, msz, "\"stride\" reads a long text in windows whose entities are merged: it needs \"aggregation\" "
+                           "\"simple\" or \"first\"");
+        return -1;
+    }
+    j->n_texts = p->n_inputs;
+    j->n_inputs = 0;
+    if (!(j->win_first = calloc((size_t)p->n_inputs + 1, sizeof *j->win_first)) ||
+        !(j->text_tokens = calloc((size_t)p->n_inputs + 1, sizeof *j->text_tokens))) {
+        *code = ENG_NO_MEMORY;
+        snprintf(msg, msz, "out of memory");
+        return -1;
+    }
     for (int i = 0; i < p->n_inputs; i++) {
         const proto_text *x = &p->inputs[i];
         eng_err e = {0};
+        eng_tok_encoding one = {0};
+        j->win_first[i] = j->n_inputs;
+        if (((qa && x->pair) || (texts && !x->pair)) && !x->ids) {
+            eng_tok_params np = tp;
+            np.truncation = ENG_TOK_TRUNCATE_NONE;
+            int rc = eng_tok_encode(tok, x->text, x->len, x->pair, x->pair_len, &np, &one, &e);
+            if (rc) {
+                *code = srv_status_of_tokenize(rc);
+                snprintf(msg, msz, "inputs[%d]: %s", i, e.msg);
+                return -1;
+            }
+            j->text_tokens[i] = (int)one.n;
+            if (s->cfg.max_input_tokens > 0 && (int)one.n > s->cfg.max_input_tokens) {
+                *code = ENG_TOO_LARGE;
+                snprintf(msg, msz, "inputs[%d] has %zu tokens, over the limit of %d for a whole input (--max-input-tokens)", i,
+                         one.n, s->cfg.max_input_tokens);
+                eng_tok_encoding_free(&one);
+                return -1;
+            }
+            rc = x->pair ? qa_windows(j, &cap, i, &one, max_len, s->cfg.max_windows, p, code, msg, msz)
+                         : text_windows(j, &cap, i, &one, max_len, stride, s->cfg.max_windows, code, msg, msz);
+            eng_tok_encoding_free(&one);
+            if (rc) return -1;
+            continue;
+        }
         if (x->ids) {
             if (x->n_ids > max_len) {
                 *code = ENG_INVALID_ARGUMENT;
@@ -110,37 +288,46 @@ int srv__job_tokenize(srv_server *s, srv_job *j, const proto_predict_req *p, eng
                     return -1;
                 }
             }
-            if (encode_ids(tok, x, &j->enc[i])) {
+            if (encode_ids(tok, x, &one) || push_seq(j, &cap, &one)) {
+                eng_tok_encoding_free(&one);
                 *code = ENG_NO_MEMORY;
                 snprintf(msg, msz, "out of memory");
                 return -1;
             }
-            j->tokens += x->n_ids;
+            j->text_tokens[i] = x->n_ids;
             continue;
         }
-        int rc = eng_tok_encode(tok, x->text, x->len, x->pair, x->pair_len, &tp, &j->enc[i], &e);
+        int rc = eng_tok_encode(tok, x->text, x->len, x->pair, x->pair_len, &tp, &one, &e);
         if (rc) {
             *code = srv_status_of_tokenize(rc);
             snprintf(msg, msz, "inputs[%d]: %s", i, e.msg);
             return -1;
         }
-        if ((int)j->enc[i].n > max_len) {
+        if ((int)one.n > max_len) {
             *code = ENG_INVALID_ARGUMENT;
             snprintf(msg, msz, "inputs[%d] has %zu tokens, over the limit of %d (send \"truncate\": true to cut it)", i,
-                     j->enc[i].n, max_len);
+                     one.n, max_len);
+            eng_tok_encoding_free(&one);
             return -1;
         }
-        if (p->truncate && (int)j->enc[i].n == max_len) {
+        if (p->truncate && (int)one.n == max_len) {
             /* rare: at the limit, find out whether it was cut */
             eng_tok_params np = tp;
             np.truncation = ENG_TOK_TRUNCATE_NONE;
             eng_tok_encoding full = {0};
             if (eng_tok_encode(tok, x->text, x->len, x->pair, x->pair_len, &np, &full, &e) == 0)
-                j->truncated[i] = full.n > j->enc[i].n;
+                j->truncated[i] = full.n > one.n;
             eng_tok_encoding_free(&full);
         }
-        j->tokens += (int)j->enc[i].n;
+        j->text_tokens[i] = (int)one.n;
+        if (push_seq(j, &cap, &one)) {
+            eng_tok_encoding_free(&one);
+            *code = ENG_NO_MEMORY;
+            snprintf(msg, msz, "out of memory");
+            return -1;
+        }
     }
+    j->win_first[p->n_inputs] = j->n_inputs;
     return 0;
 }
 
@@ -152,7 +339,7 @@ int srv__predict_job(srv_front *f, srv_job *j) {
     size_t msz = sizeof f->msg;
     if (!(j->treqs = calloc((size_t)j->n_tasks + 1, sizeof *j->treqs)) ||
         !(j->skip_src = calloc((size_t)j->n_tasks + 1, sizeof *j->skip_src)) ||
-        !(j->enc = calloc((size_t)p->n_inputs, sizeof *j->enc)) || !(j->truncated = calloc((size_t)p->n_inputs, sizeof(int)))) {
+        !(j->truncated = calloc((size_t)p->n_inputs, sizeof(int)))) {
         *code = ENG_NO_MEMORY;
         snprintf(msg, msz, "out of memory");
         return -1;

@@ -81,22 +81,46 @@ static void explain_fusions(const srv_job *j, proto_fusion_view *fv, proto_expla
     ex->fusions = fv;
 }
 
+/* 1 when every task of j reads all windows of input i: QA over a pair; tagging with a stride, and the
+ * tasks with "long" chunks, over a single text. Other heads answer from the first window, and the
+ * input says it was cut. */
+static int all_read_windows(const srv_job *j, int i) {
+    for (int k = 0; k < j->n_tasks; k++) {
+        int h = store_task_head_type(j->tasks[k]), single = !j->texts[i].pair;
+        int chunks = j->tlong && j->tlong[k].chunks;
+        if (!(h == ENG_HEAD_QA && !single) && !(h == ENG_HEAD_TAGGING && single) && !(chunks && single)) return 0;
+    }
+    return 1;
+}
+
 void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats *stats) {
-    size_t nr = (size_t)j->n_inputs * j->n_tasks;
-    proto_task_result *res = calloc(nr, sizeof *res);
-    srv_answer_bufs *bufs = calloc(nr, sizeof *bufs);
-    int *tokens = calloc((size_t)j->n_inputs, sizeof *tokens);
-    int bad = !res || !bufs || !tokens;
+    /* an input read in windows answers once, from all of them (win_first); else one sequence each */
+    int nt = j->win_first ? j->n_texts : j->n_inputs;
+    size_t nr = (size_t)nt * j->n_tasks;
+    proto_task_result *res = calloc(nr + 1, sizeof *res);
+    srv_answer_bufs *bufs = calloc(nr + 1, sizeof *bufs);
+    int *tokens = calloc((size_t)nt + 1, sizeof *tokens), *windows = calloc((size_t)nt + 1, sizeof *windows);
+    int bad = !res || !bufs || !tokens || !windows;
     const proto_predict_req *q = j->preq;
     proto_aggregation agg = q->aggregation;
-    for (int i = 0; !bad && i < j->n_inputs; i++) {
+    eng_qa_params qa = eng_qa_default_params();
+    if (q->qa_max_answer_len > 0) qa.max_answer_len = q->qa_max_answer_len;
+    if (q->qa_top_k > 0) qa.top_k = q->qa_top_k;
+    qa.handle_impossible = q->qa_handle_impossible;
+    for (int i = 0; !bad && i < nt; i++) {
         const proto_text *tx = &j->texts[i];
-        srv_answer_input in = {.enc = &j->enc[i], .tok = store_model_tokenizer(j->model)};
+        int w0 = j->win_first ? j->win_first[i] : i, nw = j->win_first ? j->win_first[i + 1] - w0 : 1;
+        srv_answer_input in = {.enc = &j->enc[w0], .tok = store_model_tokenizer(j->model), .n_windows = nw,
+                               .out_stride = j->n_tasks, .qa = qa, .qa_context_rule = q->qa_context_rule,
+                               .qa_no_align = q->qa_no_align};
         if (!tx->ids) in.text = tx->text, in.text_len = tx->len, in.pair = tx->pair, in.pair_len = tx->pair_len;
-        tokens[i] = (int)j->enc[i].n;
+        tokens[i] = j->text_tokens ? j->text_tokens[i] : (int)j->enc[i].n;
+        windows[i] = nw;
+        /* the heads that read one window answer from the first, and say the input was cut */
+        if (nw > 1) j->truncated[i] |= j->n_tasks > 0 && !all_read_windows(j, i);
         for (int k = 0; !bad && k < j->n_tasks; k++) {
             size_t idx = (size_t)i * j->n_tasks + k;
-            const eng_task_out *o = &outs[idx];
+            const eng_task_out *o = &outs[(size_t)w0 * j->n_tasks + k];
             const store_task *t = j->tasks[k];
             proto_task_result *r = &res[idx];
             r->task = store_task_name(t);
@@ -106,6 +130,7 @@ void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats
             r->n_labels = store_task_num_labels(t);
             r->labels = store_task_labels(t);
             r->logits = q->ret_logits ? o->logits : NULL;
+            in.chunks = j->tlong && j->tlong[k].chunks && !tx->pair ? 1 + j->tlong[k].max : 0;
             bad = srv_answer_task(store_task_head(t), o, &in, agg, &bufs[idx], r) != 0;
         }
     }
@@ -126,11 +151,12 @@ void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats
         j->t_end = srv__now();
         proto_predict_resp pr = {.request_id = j->request_id,
                                  .model = store_model_name(j->model),
-                                 .n_inputs = j->n_inputs,
+                                 .n_inputs = nt,
                                  .n_tasks = j->n_tasks,
                                  .results = res,
                                  .tokens = tokens,
                                  .truncated = j->truncated,
+                                 .windows = windows,
                                  .ret_scores = q->ret_scores,
                                  .v2_outputs = q->v2_outputs, .v2_id = q->v2_id, .v2_binary = q->v2_binary,
                                  .req = q,
@@ -151,7 +177,7 @@ void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats
     if (enc_rc && enc_rc != ENG_NO_MEMORY) srv__job_fail(j, (eng_status)enc_rc, "cannot put the answer in the protocol's shape");
     else if (bad) srv__job_fail(j, ENG_NO_MEMORY, "out of memory building the response");
     for (size_t i = 0; i < nr && bufs; i++) srv_answer_free(&bufs[i]);
-    free(bufs), free(res), free(tokens), free(xrows), free(xms), free(xfv);
+    free(bufs), free(res), free(tokens), free(windows), free(xrows), free(xms), free(xfv);
 }
 
 
@@ -196,6 +222,22 @@ void srv__job_respond_embed(srv_job *j, const float *hidden, const float *pooled
         default: memcpy(v + (size_t)i * H, h, (size_t)H * sizeof *v); break; /* cls: the first row */
         }
         row0 += (size_t)len;
+    }
+    if (j->win_first && j->n_texts < n) {
+        /* "long" chunks: a text's vector is its windows' vectors weighted by their tokens (as vLLM's
+         * chunked mean pooling), in place: text t's windows start at or after row t */
+        for (int t = 0; t < j->n_texts; t++) {
+            int w0 = j->win_first[t], w1 = j->win_first[t + 1];
+            double tot = 0;
+            for (int w = w0; w < w1; w++) tot += (double)j->enc[w].n;
+            for (int k = 0; k < H; k++) {
+                double acc = 0;
+                for (int w = w0; w < w1; w++) acc += (double)j->enc[w].n * v[(size_t)w * H + k];
+                v[(size_t)t * H + k] = (float)(acc / tot);
+            }
+        }
+        n = j->n_texts;
+        n_vec = (size_t)n;
     }
     const proto_predict_req *q = j->preq;
     int D = q->dimensions > 0 && q->dimensions < H ? q->dimensions : H;

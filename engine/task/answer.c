@@ -43,6 +43,65 @@ int eng_qa_best_span(const float *logits, const int8_t *seq_ids, int n, int cont
     return 0;
 }
 
+eng_qa_params eng_qa_default_params(void) {
+    return (eng_qa_params){.max_answer_len = ENG_QA_MAX_ANSWER_LEN, .top_k = 1, .handle_impossible = 0};
+}
+
+/* The pipeline's masked logit: -10000 for tokens that can be no part of an answer. */
+#define QA_MASKED (-10000.0)
+
+static double qa_value(const eng_qa_window *w, int i, int c, int context_seq, int32_t cls_id) {
+    int keep = w->seq_ids[i] == context_seq || (cls_id >= 0 && w->ids[i] == cls_id);
+    return keep ? (double)w->logits[2 * i + c] : QA_MASKED;
+}
+
+/* Inserts a into the k best (n of them, best first), after every answer scoring at least as much, so
+ * candidates offered in window, start, end order keep that order on equal scores. */
+static void qa_offer(eng_qa_answer *best, int *n, int k, eng_qa_answer a) {
+    if (*n == k && !(a.score > best[k - 1].score)) return;
+    int at = *n < k ? *n : k - 1;
+    while (at > 0 && best[at - 1].score < a.score) {
+        best[at] = best[at - 1];
+        at--;
+    }
+    best[at] = a;
+    if (*n < k) (*n)++;
+}
+
+int eng_qa_answers(const eng_qa_window *w, int n_windows, int context_seq, int32_t cls_id, const eng_qa_params *p,
+                   eng_qa_answer *out) {
+    if (p->max_answer_len < 1 || p->top_k < 1 || p->top_k > ENG_QA_MAX_TOP_K) return ENG_INVALID_ARGUMENT;
+    int n_out = 0;
+    double min_null = 1e6; /* the pipeline's start: large and positive */
+    for (int x = 0; x < n_windows; x++) {
+        const eng_qa_window *win = &w[x];
+        if (win->n < 1) continue;
+        /* softmax over every token, the masked ones at -10000 */
+        double ms = -INFINITY, me = -INFINITY, zs = 0, ze = 0;
+        for (int i = 0; i < win->n; i++) {
+            ms = fmax(ms, qa_value(win, i, 0, context_seq, cls_id));
+            me = fmax(me, qa_value(win, i, 1, context_seq, cls_id));
+        }
+        for (int i = 0; i < win->n; i++) {
+            zs += exp(qa_value(win, i, 0, context_seq, cls_id) - ms);
+            ze += exp(qa_value(win, i, 1, context_seq, cls_id) - me);
+        }
+        double null = exp(qa_value(win, 0, 0, context_seq, cls_id) - ms) / zs * (exp(qa_value(win, 0, 1, context_seq, cls_id) - me) / ze);
+        if (null < min_null) min_null = null;
+        for (int s = 1; s < win->n; s++) { /* token 0's probabilities are zeroed: no span starts there */
+            if (win->seq_ids[s] != context_seq) continue;
+            double ps = exp((double)win->logits[2 * s] - ms) / zs;
+            for (int e = s; e < win->n && e < s + p->max_answer_len && win->seq_ids[e] == context_seq; e++) {
+                double pe = exp((double)win->logits[2 * e + 1] - me) / ze;
+                qa_offer(out, &n_out, p->top_k, (eng_qa_answer){.window = x, .start = s, .end = e, .score = (float)(ps * pe)});
+            }
+        }
+    }
+    if (p->handle_impossible && n_windows > 0)
+        qa_offer(out, &n_out, p->top_k, (eng_qa_answer){.window = -1, .start = 0, .end = 0, .score = (float)min_null});
+    return n_out;
+}
+
 const char *eng_tag_aggregation_name(eng_tag_aggregation a) {
     switch (a) {
     case ENG_TAG_AGG_NONE: return "none";
@@ -126,5 +185,37 @@ int eng_tag_entities(const float *probs, int n, int k, const uint8_t *skip, cons
         const char *name = agg == ENG_TAG_AGG_NONE ? labels[out[i].label] : eng_tag_group_name(labels[out[i].label]);
         if (strcmp(name, "O")) out[kept++] = out[i];
     }
+    return kept;
+}
+
+/* Stable merge sort by start (the pipeline's sorted() is stable). */
+static void span_sort(eng_tag_span *s, eng_tag_span *tmp, int n) {
+    if (n < 2) return;
+    int h = n / 2;
+    span_sort(s, tmp, h);
+    span_sort(s + h, tmp, n - h);
+    int a = 0, b = h, k = 0;
+    while (a < h && b < n) tmp[k++] = s[b].start < s[a].start ? s[b++] : s[a++];
+    while (a < h) tmp[k++] = s[a++];
+    while (b < n) tmp[k++] = s[b++];
+    memcpy(s, tmp, (size_t)n * sizeof *s);
+}
+
+int eng_tag_merge_windows(eng_tag_span *s, int n, eng_tag_span *scratch) {
+    if (n < 1) return 0;
+    span_sort(s, scratch, n);
+    int kept = 0;
+    eng_tag_span prev = s[0];
+    for (int i = 0; i < n; i++) {
+        eng_tag_span e = s[i];
+        if (prev.start <= e.start && e.start < prev.end) {
+            int32_t cur = e.end - e.start, was = prev.end - prev.start;
+            if (cur > was || (cur == was && e.score > prev.score)) prev = e;
+        } else {
+            s[kept++] = prev;
+            prev = e;
+        }
+    }
+    s[kept++] = prev;
     return kept;
 }

@@ -2,7 +2,7 @@
  *
  *   adapterd predict --model DIR --adapter DIR [--adapter DIR ...] [--fusion DIR [--head DIR]]
  *                    [--skip N] (--text STR [--text-pair STR] | --ids 2,415,1284,261,1387,3) [--explain]
- *                    [--aggregation none|simple|first]
+ *                    [--aggregation none|simple|first] [--top-k N] [--max-answer-len N] [--handle-impossible-answer]
  *
  * Each task is answered as POST /v1/predict answers it: the result from the server's converter
  * (server/answer.h: scores, label, tagging entities, QA spans) and the JSON from proto's encoder
@@ -35,7 +35,8 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: adapterd predict --model DIR --adapter DIR[,DIR...] [--adapter ...] [--fusion DIR [--head DIR]]\n"
             "                        [--skip N] (--text STR [--text-pair STR] | --ids LIST) [--explain]\n"
-            "                        [--threads N] [--blas-core NAME] [--precision P] [--aggregation A]\n\n"
+            "                        [--threads N] [--blas-core NAME] [--precision P] [--aggregation A]\n"
+            "                        [--top-k N] [--max-answer-len N] [--handle-impossible-answer]\n\n"
             "Prints {\"tasks\":{\"NAME\":{...}}}: each task as POST /v1/predict answers it (\"label\", \"scores\",\n"
             "\"labels\", \"value\", \"tokens\" or \"entities\", \"answer\"; always \"logits\"), plus \"kind\" (the adapter\n"
             "forms) and \"start_layer\". QA tasks print \"answer\": the best span of --text-pair (the context;\n"
@@ -47,7 +48,12 @@ static void usage(FILE *f) {
             "  --explain          add the plan: streams and rows per layer, GFLOP, time per layer\n"
             "  --aggregation A    tagging: \"entities\" grouped as none, simple or first instead of every\n"
             "                     token (as the server's \"aggregation\"; needs --text)\n"
-            "  --precision P      backbone Linear layers in fp32, bf16 or int8 (default: DIR/model.json's, else fp32)\n");
+            "  --precision P      backbone Linear layers in fp32, bf16 or int8 (default: DIR/model.json's, else fp32)\n"
+            "  --top-k N          QA: the N best answers (\"answers\"), as the server's \"top_k\" (default 1)\n"
+            "  --max-answer-len N QA: tokens of an answer at most (default 15, the pipeline's)\n"
+            "  --handle-impossible-answer  QA: the no-answer competes, as the server's \"handle_impossible_answer\"\n"
+            "QA answers as the question-answering pipeline does, from the first window only: the command line\n"
+            "does not read long contexts in windows yet (POST /v1/predict does).\n");
 }
 
 /* What one task's answer borrows until it is printed: the converter's buffers, the label names. */
@@ -118,6 +124,7 @@ int cmd_predict(int argc, char **argv) {
     const char *precision = NULL, *model_dir = NULL, *text = NULL, *pair = NULL, *ids_arg = NULL, *fusion = NULL,
                *head = NULL, *adapters[MAX_TASKS];
     int skip = 0, explain = 0, agg = -1, threads = cli_default_threads();
+    int top_k = 1, max_answer_len = ENG_QA_MAX_ANSWER_LEN, impossible = 0;
     cli_list adapter_list = {adapters, 0};
     const cli_opt opts[] = {
         CLI_OPT_STR("--model", &model_dir),
@@ -132,6 +139,9 @@ int cmd_predict(int argc, char **argv) {
         CLI_OPT_STR("--precision", &precision),
         CLI_OPT_CHOICE("--aggregation", &agg, aggs),
         CLI_OPT_FLAG("--explain", &explain),
+        CLI_OPT_INT("--top-k", &top_k, 1, ENG_QA_MAX_TOP_K),
+        CLI_OPT_INT("--max-answer-len", &max_answer_len, 1, 8192),
+        CLI_OPT_FLAG("--handle-impossible-answer", &impossible),
         CLI_OPT_END,
     };
     int prc = cli_opts_parse("predict", opts, usage, argc, argv);
@@ -221,7 +231,8 @@ int cmd_predict(int argc, char **argv) {
     /* the input as the answers read it: its encoding (a text's, or the --ids marked as the server
      * marks them) and, for a text, the text and pair (tokz NULL for --ids without a tokenizer) */
     srv_answer_input tin = {.enc = &enc, .tok = tokz, .text = text, .pair = pair,
-                            .text_len = text ? strlen(text) : 0, .pair_len = pair ? strlen(pair) : 0};
+                            .text_len = text ? strlen(text) : 0, .pair_len = pair ? strlen(pair) : 0,
+                            .qa = {.max_answer_len = max_answer_len, .top_k = top_k, .handle_impossible = impossible}};
     if (!(st = eng_state_new(threads))) {
         eng_err_set(&err, ENG_NO_MEMORY, "out of memory");
         goto fail;

@@ -154,6 +154,31 @@ int eng_tok_encode(const eng_tokenizer *tok, const char *text, size_t len, const
 void eng_tok_subword_flags(const eng_tokenizer *tok, const eng_tok_encoding *enc, const char *text, size_t len,
                            const char *pair, size_t pair_len, uint8_t *out);
 
+/* Windows over a long input (windows.c), as the tokenizers library's overflowing tokens with a
+ * stride: a sequence of n tokens cut into windows of `window` tokens, consecutive windows sharing
+ * `stride` tokens (window k starts at k * (window - stride); the last one ends at n). Returns the
+ * number of windows (1 when n <= window), or ENG_INVALID_ARGUMENT when window < 1, or when n > window
+ * and not 0 <= stride < window. */
+int eng_tok_window_count(int n, int window, int stride);
+
+/* Tokens of sequence seq (0 the text, 1 the pair) in e. */
+int eng_tok_seq_len(const eng_tok_encoding *e, int seq);
+
+/* One window of full (an untruncated encoding): the tokens start..start+len-1 of sequence seq, the
+ * first keep_other tokens of the other sequence (negative: all of them), and every special token
+ * where the template put it; ids, types, offsets into the original texts and flags copied. Returns
+ * 0 (free *out with eng_tok_encoding_free), or ENG_NO_MEMORY with *out zeroed. */
+int eng_tok_window(const eng_tok_encoding *full, int seq, int start, int len, int keep_other, eng_tok_encoding *out);
+
+/* Marks in out (enc->n) the tokens that start a word of the pre-tokenizer, as the word ids of
+ * Hugging Face's fast tokenizers split the text (the question-answering pipeline widens an answer
+ * to whole words with them): WordPiece: a piece without the "##" prefix; byte-level BPE: a token
+ * after a space, or whose first character and the one before it differ in class (letter, number,
+ * other), as the ByteLevel pattern cuts; SentencePiece: a piece starting with U+2581. Special tokens
+ * and the first token of each sequence get 1. Does not fail. */
+void eng_tok_word_starts(const eng_tokenizer *tok, const eng_tok_encoding *enc, const char *text, size_t len,
+                         const char *pair, size_t pair_len, uint8_t *out);
+
 /* Gives enc arrays for n tokens, all zero, in the one allocation eng_tok_encode makes (for callers
  * that fill an encoding themselves, such as token ids sent instead of text). Returns 0 (free with
  * eng_tok_encoding_free), or ENG_NO_MEMORY with *enc zeroed. */

@@ -65,6 +65,18 @@ typedef enum {
     PROTO_AGG_FIRST,         /* tokens merged into words (the first token's label), then grouped */
 } proto_aggregation;
 
+/* "long": how a sequence-classification, multi-label or regression task reads a single text longer than
+ * a window, per request and per task ({"name": ..., "long": {...}}). */
+typedef struct {
+    int given;               /* the field was given (a task's overrides the request's) */
+    int chunks;              /* "mode": "chunks": every window, logits aggregated; "first" (0): the first window */
+    int max;                 /* "aggregate": "max" (1): the largest logit per label; "mean" (0): their mean */
+    int stride;              /* "stride": tokens two windows share, 0 by default */
+} proto_long;
+
+/* Answers a QA request may ask for ("top_k"); the engine's ENG_QA_MAX_TOP_K, which the server checks. */
+#define PROTO_QA_MAX_TOP_K 100
+
 typedef struct {
     void *doc_;              /* internal: the parsed document that owns the strings */
     proto_text *inputs;      /* (n_inputs) */
@@ -100,6 +112,20 @@ typedef struct {
     int one_task;            /* TEI /predict, /rerank: exactly one task, the one named (tasks[0]) or, with n_tasks 0, the
                               * registry's only task */
     int grpc_raw;            /* gRPC ModelInfer: answer the outputs in raw_output_contents */
+    /* question answering, Hugging Face's question-answering pipeline's parameters (v1 fields, v2 and
+     * gRPC parameters of the same names); 0 (doc_stride -1): not given, the pipeline's default */
+    int qa_max_answer_len;   /* "max_answer_len": tokens of an answer, 1..512 */
+    int qa_top_k;            /* "top_k": answers, 1..PROTO_QA_MAX_TOP_K */
+    int qa_handle_impossible; /* "handle_impossible_answer": the no-answer competes */
+    int qa_max_seq_len;      /* "max_seq_len": tokens of a window (capped by the model's limit) */
+    int qa_doc_stride;       /* "doc_stride": tokens two windows share; -1: not given */
+    int qa_max_question_len; /* "max_question_len": the question is cut to this many tokens */
+    int qa_context_rule;     /* "qa_rule": "context": softmax over the context only, one window, 30 tokens */
+    int qa_no_align;         /* "align_to_words": false: answers end at token offsets, not widened to words */
+    int stride;              /* "stride": tagging reads a long text in windows sharing this many tokens (the
+                              * token-classification pipeline's stride); -1: not given (the first window) */
+    proto_long long_read;    /* "long": {"mode", "aggregate", "stride"} for every task */
+    proto_long *task_long;   /* (n_tasks) a task's own "long" (given 0: the request's), or NULL */
     void **own_;             /* internal: (n_own_) buffers proto_req_own_* made, freed with the request */
     int n_own_;
 } proto_predict_req;
@@ -208,6 +234,15 @@ typedef struct {
     size_t word_len;
 } proto_entity;
 
+/* One QA answer: [start, end) in code points of the context, its text (text_len bytes of it). The
+ * no-answer (handle_impossible_answer) is (0, 0) with an empty text. */
+typedef struct {
+    int32_t start, end;
+    float score;
+    const char *text;
+    size_t text_len;
+} proto_qa_answer;
+
 typedef struct {
     const char *task, *version;
     proto_head_kind kind;
@@ -231,6 +266,8 @@ typedef struct {
     float ans_score;
     const char *ans_text;
     size_t ans_text_len;
+    const proto_qa_answer *answers; /* QA with "top_k" > 1: (n_answers) best first, else NULL */
+    int n_answers;
 } proto_task_result;
 
 /* A request's share of the batch plan it ran in. The request's own rows, streams and trunks per layer
@@ -267,6 +304,7 @@ typedef struct {
     const proto_task_result *results; /* (n_inputs, n_tasks), input-major */
     const int *tokens;                /* (n_inputs) tokens per input */
     const int *truncated;             /* (n_inputs) 1 when the input was cut */
+    const int *windows;               /* (n_inputs) windows the input was read in (said when > 1), or NULL */
     int ret_scores;
     unsigned v2_outputs;              /* v2: the output tensors asked for (PROTO_V2_OUT_*); 0: all */
     const char *v2_id;                /* v2: the client's "id", answered instead of request_id; NULL: none */

@@ -45,6 +45,8 @@ typedef struct {
     int max_inputs;          /* inputs per request (422); 64 */
     int max_tasks;           /* tasks per request (422); 32 */
     int max_seq_len;         /* tokens per input, special tokens included; 0: the model's limit */
+    int max_input_tokens;    /* tokens of a whole input read in windows (413 beyond); 4096; 0: no limit */
+    int max_windows;         /* windows (sequences) a request's long inputs are read in (413 beyond); 64; 0: no limit */
     int allow_skip;          /* widen every task's skip range to 0..N (operator flag); 0 */
     char admin_token[256];   /* bearer token of the admin routes (issue 7); empty: admin off */
     char precision[16];      /* backbone precision of models without model.json: fp32, bf16, int8; "": fp32 */
