@@ -125,6 +125,24 @@ Test(embed_long, chunks_are_the_windows_vectors_weighted_by_tokens) {
     free(a), free(b);
 }
 
+/* Short texts beside a long one read in windows, in one request, embed bit for bit as alone (the
+ * windows are more packed rows of the same pass; attention never crosses a sequence). */
+Test(embed_long, short_texts_beside_a_long_one_are_unchanged) {
+    char *a = block_of(BLOCK, 13u), *b = block_of(BLOCK + 20, 14u), *s1 = block_of(5, 15u), *s2 = block_of(17, 16u), *body = NULL;
+    cr_assert(asprintf(&body, "{\"inputs\":[\"%s\",\"%s\"],\"pooling\":\"mean\"}", s1, s2) > 0);
+    json_t *alone = post_to("/v1/embed", body, 200);
+    free(body);
+    cr_assert(asprintf(&body, "{\"inputs\":[\"%s\",\"%s %s\",\"%s\"],\"pooling\":\"mean\",\"long\":{\"mode\":\"chunks\",\"stride\":8}}",
+                       s1, a, b, s2) > 0);
+    json_t *mixed = post_to("/v1/embed", body, 200);
+    free(body);
+    cr_assert_eq(json_array_size(mixed), 3);
+    cr_expect(json_equal(json_array_get(alone, 0), json_array_get(mixed, 0)), "the first short text changed");
+    cr_expect(json_equal(json_array_get(alone, 1), json_array_get(mixed, 2)), "the second short text changed");
+    json_decref(alone), json_decref(mixed);
+    free(a), free(b), free(s1), free(s2);
+}
+
 /* --max-input-tokens 300 and --max-windows 4 (start()) hold embeddings read in windows too: 413 */
 Test(embed_long, limits) {
     char *five = block_of(4 * BLOCK + 10, 11u), *big = block_of(320, 12u), *body = NULL;
