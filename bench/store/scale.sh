@@ -13,7 +13,7 @@
 #     upload     K uploads one after another (PUT of a .tar, new version, activate): time to 201, median/p95
 #     +uploads   predict p50/p99 while uploads run back to back
 #   server B, --watch-interval-ms 250 (a full rescan as often as it can run, 20x the default's rate):
-#     +rescans   predict p50/p99 while full rescans run; each rescan's mean wall and CPU time
+#     +rescans   predict p50/p99 while full rescans run; each rescan's mean wall (a paced one's includes its pauses) and CPU time
 # and for every window the event loop's longest turn (adapterd_loop_busy_max_seconds: callbacks between two
 # waits for events, reset at each scrape; wall, then CPU) and the most CPU one registry watch callback took
 # on it (adapterd_watch_loop_max_seconds): on a loaded host the wall time is mostly the loop being preempted. The machine and its load are printed first: compare figures of
