@@ -43,12 +43,14 @@
 #define WATCH_NAMES_MAX 4096  /* task folders named by events before the next rescan; beyond: a full one */
 #define WATCH_START_CHUNK 256 /* watch changes (an inotify watch started or stopped) in one turn of the loop */
 #define WATCH_TURN_NS 1000000 /* and at most about this long */
-/* The periodic full rescan, spread thinly (issue 41): WATCH_SLICE task folders (~2 ms of CPU), then
- * WATCH_PAUSE_MS asleep with no registry lock held. At 10,000 tasks a walk is 0.57 s of CPU: in one
- * burst it took a core from the engine's two threads on a 2-vCPU host; in slices it is ~10% of one
- * core over ~4 s (the default interval is 5 s; a longer walk delays the next, it never overlaps). */
-#define WATCH_SLICE 64
-#define WATCH_PAUSE_MS 20
+/* The periodic full rescan, spread thinly (issue 41): WATCH_SLICE steps of the walk (a task folder
+ * scanned, checked or following the state: three steps a task, ~1.8 ms of CPU a slice), then
+ * WATCH_PAUSE_MS asleep with no registry lock held. At 10,000 tasks a walk is ~0.6 s of CPU: in one
+ * burst it took a core from the engine's two threads on a 2-vCPU host; paced it is ~3.7 s of wall
+ * time, ~15% of one core, within the default 5 s interval (a longer walk delays the next one, it
+ * never overlaps it). 64 steps and 20 ms made it 10 s at 10,000 tasks: the interval doubled. */
+#define WATCH_SLICE 96
+#define WATCH_PAUSE_MS 10
 
 typedef struct {
     uv_fs_event_t h;             /* first: the handle's address is the watch's */
