@@ -28,6 +28,7 @@
 #include <dirent.h>
 #include <pthread.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,14 @@
 #define WATCH_NAMES_MAX 4096  /* task folders named by events before the next rescan; beyond: a full one */
 #define WATCH_START_CHUNK 256 /* watch changes (an inotify watch started or stopped) in one turn of the loop */
 #define WATCH_TURN_NS 1000000 /* and at most about this long */
+/* The periodic full rescan, spread thinly (issue 41): WATCH_SLICE steps of the walk (a task folder
+ * scanned, checked or following the state: three steps a task, ~1.8 ms of CPU a slice), then
+ * WATCH_PAUSE_MS asleep with no registry lock held. At 10,000 tasks a walk is ~0.6 s of CPU: in one
+ * burst it took a core from the engine's two threads on a 2-vCPU host; paced it is ~3.7 s of wall
+ * time, ~15% of one core, within the default 5 s interval (a longer walk delays the next one, it
+ * never overlaps it). 64 steps and 20 ms made it 10 s at 10,000 tasks: the interval doubled. */
+#define WATCH_SLICE 96
+#define WATCH_PAUSE_MS 10
 
 typedef struct {
     uv_fs_event_t h;             /* first: the handle's address is the watch's */
@@ -83,6 +92,8 @@ struct srv_watch {
     unsigned char *there;        /* and whether each is there (on the pool) */
     int n_names;
     int full_after_start;        /* WORK_LIST at start-up: the full rescan runs once the watches started */
+    int full_done;               /* the start-up's full rescan ran: later ones are paced (WATCH_SLICE) */
+    atomic_int quit;             /* stopping, for a paced walk on the pool: it ends at its next pause */
     int running, dirty, stopping, open_handles;
 };
 
@@ -184,6 +195,15 @@ static double thread_cpu_s(void) {
     return clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) ? 0 : (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* Pool thread, between slices of a paced full rescan (no registry lock held): nonzero ends the walk. */
+static int pace(void *ctx) {
+    srv_watch *w = ctx;
+    if (atomic_load(&w->quit)) return 1;
+    struct timespec ts = {0, WATCH_PAUSE_MS * 1000000L};
+    nanosleep(&ts, NULL);
+    return atomic_load(&w->quit);
+}
+
 static void rescan_work(uv_work_t *req) {
     srv_watch *w = req->data;
     srv__pool_thread_nice();
@@ -197,7 +217,10 @@ static void rescan_work(uv_work_t *req) {
         srv__metrics_rescan(w->s->metrics, SRV_RESCAN_TASKS, srv__now() - t0, thread_cpu_s() - c0);
         return;
     }
-    if (w->kind == WORK_FULL && store_rescan(w->s->reg, &e) < 0) fprintf(stderr, "adapterd: watch: %s\n", e.msg);
+    /* the start-up's at full speed (readiness waits for it), later ones paced */
+    if (w->kind == WORK_FULL && (w->full_done ? store_rescan_paced(w->s->reg, WATCH_SLICE, pace, w, &e)
+                                              : store_rescan(w->s->reg, &e)) < 0)
+        fprintf(stderr, "adapterd: watch: %s\n", e.msg);
     if (!w->poll) { /* here, off the loop: what the watches must follow */
         list_tasks(w);
         /* a new folder's versions may have arrived before its watch: looked at again (not at
@@ -393,6 +416,7 @@ static void rescan_after(uv_work_t *req, int status) {
         return;
     }
     double t0 = thread_cpu_s();
+    if (w->kind == WORK_FULL) w->full_done = 1;
     if (w->kind == WORK_TASKS) {
         follow_names(w);
     } else if (!w->poll) {
@@ -530,6 +554,7 @@ srv_watch *srv__watch_start(srv_server *s) {
 void srv__watch_stop(srv_watch *w) {
     if (!w) return;
     w->stopping = 1;
+    atomic_store(&w->quit, 1);
     uv_close((uv_handle_t *)&w->root, on_closed);
     uv_close((uv_handle_t *)&w->state, on_closed);
     uv_close((uv_handle_t *)&w->debounce, on_closed);

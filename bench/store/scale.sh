@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scale.sh - the registry at scale (issue 29): what 10, 1,000 and 10,000 registered tasks cost, in one run.
 #
-#   bench/store/scale.sh [--sizes "10 1000 10000"] [--seconds S] [--uploads K] [--rounds R] [BINARY ...]
+#   bench/store/scale.sh [--sizes "10 1000 10000"] [--seconds S] [--uploads K] [--rounds R] [--onoff-seconds T]
+#                        [--onoff-only] [BINARY ...]
 #
 # For each N a registry of N copies of the example task "topic" (hard links: one version, a Pfeiffer
 # adapter and a head; --adapter-memory 256 MiB, so weights load on first use) on the example backbone, then for each binary
@@ -12,7 +13,7 @@
 #     upload     K uploads one after another (PUT of a .tar, new version, activate): time to 201, median/p95
 #     +uploads   predict p50/p99 while uploads run back to back
 #   server B, --watch-interval-ms 250 (a full rescan as often as it can run, 20x the default's rate):
-#     +rescans   predict p50/p99 while full rescans run; each rescan's mean wall and CPU time
+#     +rescans   predict p50/p99 while full rescans run; each rescan's mean wall (a paced one's includes its pauses) and CPU time
 # and for every window the event loop's longest turn (adapterd_loop_busy_max_seconds: callbacks between two
 # waits for events, reset at each scrape; wall, then CPU) and the most CPU one registry watch callback took
 # on it (adapterd_watch_loop_max_seconds): on a loaded host the wall time is mostly the loop being preempted. The machine and its load are printed first: compare figures of
@@ -20,17 +21,23 @@
 # after a discarded warm-up window: each predict figure is then the median over its R windows (each window's p99
 # alone moves by tens of percent on a 2-vCPU host), and each round's p99 is printed under the row. The upload
 # client runs at nice 19: on a 2-vCPU host it would otherwise take CPU from the server it measures.
+# Rescans on/off (issue 41, fault 3): at each N, the same predict stream (T seconds a window, default 30: p99.9
+# needs tens of thousands of answers and several default rescans) against a server with the default
+# --watch-interval-ms (5000) and one with 0, alternated R times in one run; p50/p99/p99.9 of each, medians over
+# the R windows, and their p99.9 ratio. --onoff-only runs this part alone.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-sizes="10 1000 10000" secs=8 uploads=10 rounds=1
+sizes="10 1000 10000" secs=8 uploads=10 rounds=1 onoff_secs=30 onoff_only=0
 while [ $# -gt 0 ]; do
   case $1 in
     --sizes) sizes=$2; shift 2 ;;
     --seconds) secs=$2; shift 2 ;;
     --uploads) uploads=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --onoff-seconds) onoff_secs=$2; shift 2 ;;
+    --onoff-only) onoff_only=1; shift ;;
+    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --*) echo "scale.sh: unknown option $1" >&2; exit 2 ;;
     *) break ;;
   esac
@@ -86,11 +93,12 @@ upload_one() { # task version -> seconds to the answer, or the status when it is
     awk '$1 == 201 {print $2 * 1000} $1 != 201 {print "status " $1 > "/dev/stderr"}'
 }
 
-start() { # binary, interval -> $pid, $U, $startup_s
+start() { # binary, interval (empty: the default) -> $pid, $U, $startup_s
   rm -f "$tmp/port"
+  local iv=(--watch-interval-ms "$2"); [ -n "$2" ] || iv=()
   local t0; t0=$(date +%s.%N)
   "$1" serve --registry "$tmp/reg" --port 0 --port-file "$tmp/port" --threads 1 --access-log false --admin-token bench \
-    --watch-interval-ms "$2" --max-upload-bytes 67108864 \
+    "${iv[@]}" --max-upload-bytes 67108864 \
     --adapter-memory 268435456 2>"$tmp/log" &
   pid=$!
   for _ in $(seq 1 1200); do [ -s "$tmp/port" ] && break; sleep 0.05; done
@@ -119,12 +127,43 @@ echo "predict: wrk -t1 -c4 -d${secs}s, one input, one task; uploads: ${uploads} 
 hdr=$(printf '%-9s %6s %7s %7s %14s | %7s %7s %14s | %7s %7s %14s | %7s %7s %7s %14s | %8s %8s %7s %7s %14s' \
   binary N start_s rss_mb stall_ms idl_p50 idl_p99 stall up_med up_p95 stall upl_p50 upl_p99 upl_med stall \
   resc_ms resc_cpu res_p50 res_p99 stall)
-rows=()
+rows=() onoff=()
+binname() { local name; name=$(basename "$1")
+  [ "$name" = adapterd ] && name=$(basename "$(dirname "$(dirname "$1")")") # build/tools/adapterd: "build"
+  echo "$name"; }
+# the same stream, rescans at the default interval (on) and none (off), windows alternated
+onoff_run() { # binary N
+  local r w mode
+  : > "$tmp/on" ; : > "$tmp/off"
+  for r in $(seq 1 "$rounds"); do
+    for mode in on off; do
+      make_registry "$2"
+      if [ $mode = on ]; then start "$1" ""; else start "$1" 0; fi
+      STORE_TASK=t00000 wrk -t1 -c4 -d2s -s "$here/predict.lua" "$U/v1/predict" >/dev/null # warm-up, not counted
+      w=$(STORE_TASK=t00000 wrk -t1 -c4 -d"${onoff_secs}s" -s "$here/predict.lua" "$U/v1/predict" | grep RESULT)
+      echo "$(field "$w" p50_ms) $(field "$w" p99_ms) $(field "$w" p999_ms) $(field "$w" requests)" >> "$tmp/$mode"
+      stop
+      echo "    $(binname "$1") N=$2 round $r rescans $mode: p50/p99/p99.9 $(tail -1 "$tmp/$mode" | cut -d' ' -f1-3) ms, $(tail -1 "$tmp/$mode" | cut -d' ' -f4) answers; load $(cut -d' ' -f1-3 /proc/loadavg)"
+    done
+  done
+  local a b
+  a=$(cut -d' ' -f3 "$tmp/on" | med) b=$(cut -d' ' -f3 "$tmp/off" | med)
+  onoff+=("$(printf '%-9s %6s | %7s %7s %8s | %7s %7s %8s | %6s' "$(binname "$1")" "$2" \
+    "$(cut -d' ' -f1 "$tmp/on" | med)" "$(cut -d' ' -f2 "$tmp/on" | med)" "$a" \
+    "$(cut -d' ' -f1 "$tmp/off" | med)" "$(cut -d' ' -f2 "$tmp/off" | med)" "$b" \
+    "$(awk -v a="$a" -v b="$b" 'BEGIN {if (b > 0) printf "%.2f", a / b; else print "-"}')")")
+}
+for n in $sizes; do for bin in "$@"; do onoff_run "$bin" "$n"; done; done
+echo
+echo "rescans on (default --watch-interval-ms) / off (0), ${onoff_secs}s windows, median of $rounds; predict ms:"
+printf '%-9s %6s | %7s %7s %8s | %7s %7s %8s | %6s\n' binary N on_p50 on_p99 on_p99.9 off_p50 off_p99 off_p99.9 ratio
+printf '%s\n' "${onoff[@]}"
+[ "$onoff_only" = 1 ] && exit 0
+echo
 for n in $sizes; do
   for bin in "$@"; do
     make_registry "$n" # anew for each binary: the same start (no state file, no upload of the previous one)
-    name=$(basename "$bin")
-    [ "$name" = adapterd ] && name=$(basename "$(dirname "$(dirname "$bin")")") # build/tools/adapterd: "build"
+    name=$(binname "$bin")
     # --- server A: file events only
     start "$bin" 0
     rss=$(awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$pid/status")

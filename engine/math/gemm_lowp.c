@@ -102,21 +102,24 @@ float eng_lp_weight(const eng_lp_weights *w, int n, int k) {
 
 /* ---- dispatch ---- */
 
-static void pick(eng_prec prec, eng__lp_rows_fn *rows, eng__lp_tile_fn *tile, int *act_bytes, int *mr) {
-    const eng_kernels *k = eng_kern();
+/* The kernels of prec in table k: the caller reads eng_kern() once and passes it down, so that a cap
+ * changed meanwhile (eng_cpu_restrict) cannot give one call two levels' layouts. */
+static void pick(const eng_kernels *k, eng_prec prec, eng__lp_rows_fn *rows, eng__lp_tile_fn *tile, int *act_bytes,
+                 int *mr) {
     if (prec == ENG_PREC_BF16)
         *rows = k->bf16_rows, *tile = k->bf16_tile, *act_bytes = k->bf16_act_bytes, *mr = k->bf16_mr;
     else
         *rows = k->int8_rows, *tile = k->int8_tile, *act_bytes = k->int8_act_bytes, *mr = k->int8_mr;
 }
 
+/* The most bytes a converted value takes in any kernel table (kern.h: bf16 2 or 4, int8 1 or 2).
+ * The workspace is sized for it: sized under one level and used under another (a cap changed between
+ * eng_lp_ws_bytes and eng_lp_gemm), it is still large enough; only a comment kept them equal before. */
+#define ACT_BYTES_MAX(p) ((p) == ENG_PREC_BF16 ? 4 : 2)
+
 size_t eng_lp_ws_bytes(eng_prec prec, int M, int K) {
     if (M <= 0) return 0;
-    eng__lp_rows_fn rows;
-    eng__lp_tile_fn tile;
-    int act_bytes, mr;
-    pick(prec, &rows, &tile, &act_bytes, &mr);
-    return ws_ld(prec, K, act_bytes) * (size_t)M + (prec == ENG_PREC_INT8 ? sizeof(float) * (size_t)M : 0);
+    return ws_ld(prec, K, ACT_BYTES_MAX(prec)) * (size_t)M + (prec == ENG_PREC_INT8 ? sizeof(float) * (size_t)M : 0);
 }
 
 const char *eng_lp_kernel(eng_prec prec) {
@@ -196,7 +199,7 @@ void eng_lp_gemm(eng_pool *pool, int M, const float *A, int lda, const eng_lp_we
     if (M <= 0 || w->N <= 0) return;
     lp_job j = {.M = M, .lda = lda, .ldc = ldc, .A = A, .w = w, .C = C, .ep = ep, .ws = ws};
     int act_bytes;
-    pick(w->prec, &j.rows, &j.tile, &act_bytes, &j.mr);
+    pick(eng_kern(), w->prec, &j.rows, &j.tile, &act_bytes, &j.mr); /* the one read of the level for this call */
     j.ldws = ws_ld(w->prec, w->K, act_bytes);
     j.scales = w->prec == ENG_PREC_INT8 ? (float *)((uint8_t *)ws + j.ldws * (size_t)M) : NULL;
     int mc = (int)(MC_BYTES / j.ldws) / j.mr * j.mr;

@@ -51,9 +51,9 @@ int eng_lp_pack(eng_lp_weights *w, eng_prec prec, const float *W, int N, int K, 
 /* Frees what eng_lp_pack allocated and empties *w; an empty or zeroed *w is fine. */
 void eng_lp_release(eng_lp_weights *w);
 
-/* Bytes of the workspace eng_lp_gemm needs for M rows of K activations in prec, with the kernels in
- * use now (kern.h: they store 1, 2 or 4 bytes a value); ask again after a cap changed (the encoder
- * asks at every pass). */
+/* Bytes of the workspace eng_lp_gemm needs for M rows of K activations in prec, under any level
+ * (kern.h: kernels store 1, 2 or 4 bytes a value; sized for the widest, so a cap changed between this
+ * call and the product cannot make the workspace too small). */
 size_t eng_lp_ws_bytes(eng_prec prec, int M, int K);
 
 /* C (M,N; ldc) = A (M,K; lda) * Wq^T through the packed w, then the epilogue ep (NULL for none),

@@ -238,3 +238,58 @@ Test(rescan, remembered_fingerprints_still_see_files_changed_in_place) {
     cr_expect_eq(changed_count(r), 2, "each reported once");
     store_free(r);
 }
+
+/* Issue 41: the periodic full rescan is paced (store_rescan_paced): it pauses between slices of
+ * task folders so that its CPU never comes in one long burst. It must still find what was dropped in
+ * or removed by hand, hold no registry lock while it pauses (a lookup from another thread answers at
+ * once: were reg->mu held, it would wait the whole pause), and end early when the pause says so. */
+typedef struct {
+    store_registry *r;
+    int pauses, stop_at;
+    double worst_ms;
+} pace_ctx;
+
+static void *lookup_thread(void *arg) {
+    pace_ctx *c = arg;
+    store_task *t = store_task_acquire(c->r, "qa", 2);
+    store_task_release(t);
+    store_task **all = NULL;
+    int n = store_tasks_acquire(c->r, &all);
+    if (n > 0) store_tasks_release(all, n);
+    return NULL;
+}
+
+static int pace_probe(void *ctx) {
+    pace_ctx *c = ctx;
+    c->pauses++;
+    double a = now_ms();
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, lookup_thread, c), 0);
+    pthread_join(th, NULL); /* a lock held by this (the walking) thread would hang here: the test's timeout */
+    double dt = now_ms() - a;
+    if (dt > c->worst_ms) c->worst_ms = dt;
+    usleep(2000); /* the pause itself */
+    return c->stop_at && c->pauses >= c->stop_at;
+}
+
+Test(rescan, a_paced_full_rescan_finds_changes_and_holds_no_lock_while_it_pauses, .timeout = 60) {
+    store_registry *r = fx_open(reg_dir, 0);
+    eng_err e = {0};
+    fx_sh("mkdir -p '%s/tasks/qa/9' && cp -rL '%s' '%s/tasks/qa/9/'", reg_dir, FIXTURE_LORA, reg_dir);
+    fx_sh("rm -rf '%s/tasks/ner'", reg_dir);
+    /* stopped at its first pause: at most two folders looked at, not the whole registry */
+    pace_ctx stop = {.r = r, .stop_at = 1};
+    cr_expect_geq(store_rescan_paced(r, 2, pace_probe, &stop, &e), 0, "%s", e.msg);
+    cr_expect_eq(stop.pauses, 1, "the walk ended at the pause that asked it to (%d pauses)", stop.pauses);
+    /* the whole paced walk */
+    pace_ctx c = {.r = r};
+    int added = store_rescan_paced(r, 2, pace_probe, &c, &e);
+    cr_expect_geq(added, 0, "%s", e.msg);
+    cr_expect(listed(r, "qa", "9", NULL), "the paced walk finds a version dropped in by hand");
+    cr_expect_null(store_task_acquire(r, "ner", 3), "and drops a task whose folder was removed");
+    /* steps: 6 folders scanned, 6-7 known tasks checked, 6 tasks following the state: in slices of 2 */
+    cr_expect_geq(c.pauses, 8, "the walk paused between slices (%d pauses)", c.pauses);
+    cr_log_info("%d pauses; the slowest lookup during one took %.2f ms", c.pauses, c.worst_ms);
+    cr_expect_lt(c.worst_ms, 200.0, "a lookup during a pause took %.1f ms", c.worst_ms);
+    store_free(r);
+}

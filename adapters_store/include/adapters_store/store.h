@@ -177,6 +177,12 @@ int store_unload(store_registry *r, const char *name, eng_err *err);
  * files changed inside listed versions are reported once each (log + store_stats.changed). Returns
  * the number of versions added. Blocking: call it on a worker thread. */
 int store_rescan(store_registry *r, eng_err *err);
+/* store_rescan spread over time: after every slice task folders (each step of the walk: a folder
+ * scanned, a known task's folder checked, a task following the state file) it calls pause(ctx) with
+ * no lock of the registry held; pause sleeps (the caller's choice of how thinly) and returns nonzero
+ * to end the walk early (the server stopping: what was not looked at waits for the next rescan).
+ * slice <= 0 or pause NULL: store_rescan. */
+int store_rescan_paced(store_registry *r, int slice, int (*pause)(void *ctx), void *ctx, eng_err *err);
 /* Looks again at the n task folders named (what file events said changed), as store_rescan does
  * for every folder: new versions listed, versions and task folders gone unlisted, changed files
  * reported, the task's current version and pin followed from the state file; then, when another

@@ -372,3 +372,44 @@ Test(gemm_lowp, pack_refuses_float32) {
     eng_lp_release(&w);
     eng_lp_release(NULL);
 }
+
+/* Issue 41, hazard 4: a workspace sized under one level and used under another (a cap changed
+ * between eng_lp_ws_bytes and eng_lp_gemm) must still hold the product. Sized under the portable
+ * kernels (the narrowest layout: bf16 2 bytes, int8 1 byte a value), run under AVX2's (4 and 2):
+ * the allocation is exactly the size asked for, so a layout wider than it overruns it (ASan, and the
+ * guard bytes behind it here), and the result must match the one of a workspace sized at that level. */
+static void check_ws_across_levels(eng_prec prec) {
+    eng_cpu_restrict(ENG_CPU_AVX2);
+    int avx2 = !strcmp(eng_lp_kernel(prec), "avx2"); /* not on this CPU, or a cap (ADAPTERD_CPU_LEVEL) below it */
+    eng_cpu_restrict(ENG_CPU_ALL);
+    if (!avx2) return;
+    unsigned s = 41;
+    int M = 19, N = 70, K = 200;
+    float *A = malloc(sizeof(float) * M * K), *W = malloc(sizeof(float) * N * K);
+    float *C = malloc(sizeof(float) * M * N), *C2 = malloc(sizeof(float) * M * N);
+    cr_assert(A && W && C && C2);
+    for (int i = 0; i < M * K; i++) A[i] = frand(&s, -2, 2);
+    for (int i = 0; i < N * K; i++) W[i] = frand(&s, -0.3f, 0.3f);
+    eng_lp_weights w;
+    cr_assert_eq(eng_lp_pack(&w, prec, W, N, K, K), 0);
+    eng_cpu_restrict(0);
+    size_t bytes = eng_lp_ws_bytes(prec, M, K);
+    unsigned char *ws = eng_alloc_aligned(bytes + 64);
+    cr_assert(ws);
+    memset(ws + bytes, 0xA5, 64);
+    eng_cpu_restrict(ENG_CPU_AVX2);
+    cr_assert_str_eq(eng_lp_kernel(prec), "avx2");
+    eng_lp_gemm(NULL, M, A, K, &w, C, N, NULL, ws);
+    for (int i = 0; i < 64; i++) cr_assert_eq(ws[bytes + i], 0xA5, "%s: workspace overrun at byte %zu", prec == ENG_PREC_BF16 ? "bf16" : "int8", bytes + i);
+    void *ws2 = eng_alloc_aligned(eng_lp_ws_bytes(prec, M, K));
+    cr_assert(ws2);
+    eng_lp_gemm(NULL, M, A, K, &w, C2, N, NULL, ws2);
+    eng_cpu_restrict(ENG_CPU_ALL);
+    cr_assert(!memcmp(C, C2, sizeof(float) * (size_t)M * N));
+    eng_free_aligned(ws), eng_free_aligned(ws2);
+    eng_lp_release(&w);
+    free(A), free(W), free(C), free(C2);
+}
+
+Test(gemm_lowp, bf16_workspace_sized_at_another_level) { check_ws_across_levels(ENG_PREC_BF16); }
+Test(gemm_lowp, int8_workspace_sized_at_another_level) { check_ws_across_levels(ENG_PREC_INT8); }
