@@ -195,6 +195,7 @@ static const srv_edge grpc_edge = {.done = grpc_done, .abandon = grpc_abandon};
 static int begin(srv_grpc_call *c) {
     if (c->method != PROTO_GRPC_MODEL_INFER || c->front.codec) return 0;
     srv__front_init(&c->front, srv__grpc_server(c->g), &proto_grpc_infer_codec, &grpc_edge, c, c->id, c->t0);
+    c->front.auth = c->auth; /* --keys: the key is checked here, at HEADERS, before any DATA */
     if (!srv__front_admit(&c->front)) return 0;
     answer_error(c, c->front.code, c->front.msg);
     return -1;
