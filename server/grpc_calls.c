@@ -38,6 +38,7 @@ int srv__grpc_status_of_http(unsigned http) {
     case 415:
     case 422: return PROTO_GRPC_INVALID_ARGUMENT;
     case 401: return PROTO_GRPC_UNAUTHENTICATED;
+    case 403: return PROTO_GRPC_PERMISSION_DENIED;
     case 404: return PROTO_GRPC_NOT_FOUND;
     case 413:
     case 429: return PROTO_GRPC_RESOURCE_EXHAUSTED;

@@ -79,6 +79,8 @@ struct srv_request {
     char method[SRV_METHOD_MAX];
     char path[SRV_PATH_MAX];
     bool admin;                  /* an admin route (admin.c) */
+    char caller[64];             /* admin: who called, for the audit line ("operator", a tenant's name, "-": no key) */
+    char verb[32];               /* admin: /v1/tasks/{name}:verb */
     size_t dropped;              /* body bytes of a route that takes none, read and dropped */
     int upload_fd;               /* admin upload: the body streams into this file (upload_path) */
     char *upload_path;           /* malloc'd; NULL when the body is not streamed to a file */

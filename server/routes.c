@@ -21,6 +21,7 @@
 #include "clock.h"
 #include "conn.h"
 #include "http.h"
+#include "keys.h"
 #include "infer.h"
 #include "models.h"
 #include "offload.h"
@@ -305,6 +306,7 @@ static enum MHD_Result quick(srv_request *r, const char *url, const char *arg, s
         srv_metrics_live live = {.queue_depth = srv__sched_depth(s->sched), .admitted = srv__sched_admitted(s->sched),
                                  .adaptive_level = srv__sched_adaptive_level(s->sched), .ready = ready};
         char *m = srv__metrics_render(s->metrics, &live, &len);
+        if (m && s->keys) m = srv__keys_render(s->keys, m, &len); /* the keys file and the tenants */
         if (!m) return srv__send_error(r, ENG_NO_MEMORY, "out of memory");
         return srv__send_body(r, 200, "text/plain; version=0.0.4", m, len, MHD_RESPMEM_MUST_FREE);
     }
@@ -349,6 +351,7 @@ void srv__on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, e
     unsigned status = r->status ? r->status : 499; /* 499: the client went away before an answer */
     if (!r->counted) srv__metrics_request(s->metrics, r->route, status, dt);
     if (s->cfg.access_log) srv__access_log(r, status, dt, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
+    if (r->admin && r->caller[0]) srv__admin_audit(r, status);
     srv__front_clear(&r->front); /* admission (the client went away before an answer), tasks, job, request */
     srv__offload_clear(r);
     srv__admin_end(r);

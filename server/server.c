@@ -71,6 +71,8 @@ static void hook_done(void *ctx, srv_job *j) {
     srv_server *s = ctx;
     if (j->edge_ctx) {
         srv__metrics_queue_wait(s->metrics, j->t_start > 0 ? j->t_start - j->t_submit : -1);
+        if (s->keys && j->tenant.slot > 0 && j->t_start > 0)
+            srv__keys_count_queue_wait(s->keys, j->tenant.slot, j->t_start - j->t_submit);
         for (int k = 0; k < j->n_tasks; k++)
             srv__metrics_task(s->metrics, store_task_name(j->tasks[k]), j->treqs[k].skip, j->n_inputs,
                               j->t_end > 0 ? j->t_end - j->t_request : -1);
