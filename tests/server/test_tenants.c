@@ -220,3 +220,34 @@ Test(tenants, revocation_and_broken_reloads, .timeout = 60) {
     cr_expect_lt(dt, 1.5, "revoked after %.2f s", dt);
     finish(&s, reg);
 }
+
+Test(tenants, one_audit_line_per_admin_action, .timeout = 60) {
+    /* the server's stderr into a file of ours (the helper sends it to /dev/null unless ADAPTERD_TEST_LOG) */
+    char log[] = "/tmp/adapterd-audit-XXXXXX";
+    int fd = mkstemp(log), saved = dup(2);
+    cr_assert(fd >= 0 && saved >= 0);
+    setenv("ADAPTERD_TEST_LOG", "1", 1);
+    dup2(fd, 2);
+    test_server s;
+    char *reg;
+    start(&s, &reg);
+    dup2(saved, 2);
+    close(saved), close(fd);
+    unsetenv("ADAPTERD_TEST_LOG");
+    resp r = call(&s, "POST", "/v1/tasks/cls:pin", "{\"version\": \"1\"}", "key-b");
+    cr_expect_eq(r.status, 403, "%s", r.body);
+    r = call(&s, "GET", "/v1/tasks/cls/versions", NULL, OP);
+    cr_expect_eq(r.status, 200, "%s", r.body);
+    r = call(&s, "DELETE", "/v1/tasks/cls/versions/0", NULL, "nope");
+    cr_expect_eq(r.status, 401, "%s", r.body);
+    finish(&s, reg);
+    size_t len = 0;
+    char *text = ts_read_file(log, &len);
+    cr_assert_not_null(text);
+    cr_expect(strstr(text, "audit caller=b action=pin task=cls version=- status=403 request=") != NULL, "%s", text);
+    cr_expect(strstr(text, "audit caller=operator action=list_versions task=cls version=- status=200 request=") != NULL, "%s",
+              text);
+    cr_expect(strstr(text, "audit caller=- action=delete_version task=cls version=0 status=401 request=") != NULL, "%s", text);
+    free(text);
+    unlink(log);
+}
