@@ -162,6 +162,19 @@ Test(tenants, keys_scopes_and_shapes, .timeout = 60) {
     cr_expect_str_eq(out.body, want, "out of scope must read as unknown");
     out = call(&s, "POST", "/v2/models/cls/infer", V2_BODY, "key-b");
     cr_expect_eq(out.status, 404, "%s", out.body);
+    /* listings: only the tasks in scope; a lookup out of scope reads as unknown */
+    r = call(&s, "GET", "/v1/tasks", NULL, NULL);
+    cr_expect_eq(r.status, 401, "%s", r.body);
+    r = call(&s, "GET", "/v1/tasks", NULL, "key-a");
+    cr_expect(r.status == 200 && strstr(r.body, "\"cls\""), "%s", r.body);
+    r = call(&s, "GET", "/v1/tasks", NULL, "key-b");
+    cr_expect(r.status == 200 && !strstr(r.body, "\"cls\""), "%s", r.body);
+    out = call(&s, "GET", "/v2/models/cls", NULL, "key-b");
+    unk = call(&s, "GET", "/v2/models/nosuch", NULL, "key-b");
+    cr_expect_eq(out.status, 404, "%s", out.body);
+    cr_expect_eq(out.len + 3, unk.len, "%s vs %s", out.body, unk.body);
+    cr_expect_eq(call(&s, "GET", "/v2/models/cls/ready", NULL, "key-b").status, 404);
+    cr_expect_eq(call(&s, "GET", "/v2/models/cls", NULL, "key-a").status, 200);
     /* admin: 401, 403, the operator everything */
     const char *act = "{\"version\": \"1\"}";
     r = call(&s, "POST", "/v1/tasks/cls:activate", act, NULL);
