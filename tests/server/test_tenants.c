@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "h2_client.h"
 #include "http_client.h"
 
 #define OP "operat0r"
@@ -104,6 +105,7 @@ static void keys_doc(char *out, size_t n, bool with_a) {
 }
 
 static char keys_path[256];
+static int gport;
 
 static void start(test_server *s, char **reg) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -112,7 +114,10 @@ static void start(test_server *s, char **reg) {
     char doc[2048];
     keys_doc(doc, sizeof doc, true);
     write_file(keys_path, doc);
-    const char *args[] = {"--registry", *reg, "--admin-token", OP, "--keys", keys_path, NULL};
+    static char port[16];
+    gport = h2c_free_port();
+    snprintf(port, sizeof port, "%d", gport);
+    const char *args[] = {"--registry", *reg, "--admin-token", OP, "--keys", keys_path, "--grpc-port", port, NULL};
     cr_assert_eq(ts_start(s, args, NULL), 0, "server did not start");
 }
 
@@ -263,4 +268,70 @@ Test(tenants, one_audit_line_per_admin_action, .timeout = 60) {
     cr_expect(strstr(text, "audit caller=- action=delete_version task=cls version=0 status=401 request=") != NULL, "%s", text);
     free(text);
     unlink(log);
+}
+
+/* One gRPC call of method with message m (prefix included) and key (NULL: none); its stream once closed. */
+static h2c_stream gcall(const char *method, const uint8_t *m, size_t len, const char *key) {
+    h2c *c = h2c_connect(gport, NULL);
+    cr_assert(c, "cannot connect to the gRPC port");
+    char auth[128] = "";
+    if (key) snprintf(auth, sizeof auth, "Bearer %s", key);
+    h2c_set_auth(c, auth);
+    int i = h2c_call(c, method, m, len, true);
+    cr_assert(i >= 0);
+    cr_assert(h2c_run(c, 20000, NULL, NULL), "%s did not close in 20 s", method);
+    h2c_stream st = *h2c_stream_at(c, i);
+    h2c_free(c);
+    return st;
+}
+
+static h2c_stream ginfer(const char *model, const char *key) {
+    size_t rl = 0, ml = 0;
+    uint8_t *req = h2c_infer_request(model, "a fine and moving film", 0, &rl);
+    uint8_t *m = req ? h2c_grpc_message(req, rl, &ml) : NULL;
+    cr_assert(m);
+    h2c_stream st = gcall("ModelInfer", m, ml, key);
+    free(req), free(m);
+    return st;
+}
+
+static h2c_stream gnamed(const char *method, const char *name, const char *key) {
+    size_t n = strlen(name), ml = 0;
+    uint8_t pb[130];
+    pb[0] = 0x0a, pb[1] = (uint8_t)n;
+    memcpy(pb + 2, name, n);
+    uint8_t *m = h2c_grpc_message(pb, n + 2, &ml);
+    cr_assert(m);
+    h2c_stream st = gcall(method, m, ml, key);
+    free(m);
+    return st;
+}
+
+enum { G_OK = 0, G_NOT_FOUND = 5, G_RESOURCE_EXHAUSTED = 8, G_UNAUTHENTICATED = 16 };
+
+Test(tenants, grpc_keys_scopes_and_quotas, .timeout = 60) {
+    test_server s;
+    char *reg;
+    start(&s, &reg);
+    h2c_stream st = ginfer("cls", NULL);
+    cr_expect_eq(st.grpc_status, G_UNAUTHENTICATED, "no key: %d %s", st.grpc_status, st.grpc_message);
+    st = ginfer("cls", "not-a-key");
+    cr_expect_eq(st.grpc_status, G_UNAUTHENTICATED, "unknown key: %d %s", st.grpc_status, st.grpc_message);
+    st = ginfer("cls", "key-a");
+    cr_expect_eq(st.grpc_status, G_OK, "in scope: %d %s", st.grpc_status, st.grpc_message);
+    h2c_stream out = ginfer("cls", "key-b"), unk = ginfer("nosuch", "key-b");
+    cr_expect_eq(out.grpc_status, G_NOT_FOUND, "out of scope: %d %s", out.grpc_status, out.grpc_message);
+    cr_expect_eq(unk.grpc_status, G_NOT_FOUND);
+    cr_expect_eq(strlen(out.grpc_message) + 3, strlen(unk.grpc_message), "%s vs %s", out.grpc_message, unk.grpc_message);
+    st = gnamed("ModelMetadata", "cls", "key-b");
+    cr_expect_eq(st.grpc_status, G_NOT_FOUND, "metadata out of scope: %d %s", st.grpc_status, st.grpc_message);
+    st = gnamed("ModelMetadata", "cls", "key-a");
+    cr_expect_eq(st.grpc_status, G_OK, "metadata in scope: %d %s", st.grpc_status, st.grpc_message);
+    st = gnamed("ModelReady", "cls", NULL);
+    cr_expect_eq(st.grpc_status, G_UNAUTHENTICATED, "ready without a key: %d %s", st.grpc_status, st.grpc_message);
+    st = ginfer("cls", "key-slow");
+    cr_expect_eq(st.grpc_status, G_OK, "%d %s", st.grpc_status, st.grpc_message);
+    st = ginfer("cls", "key-slow");
+    cr_expect_eq(st.grpc_status, G_RESOURCE_EXHAUSTED, "over quota: %d %s", st.grpc_status, st.grpc_message);
+    finish(&s, reg);
 }
