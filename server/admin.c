@@ -28,6 +28,7 @@
 #include "admin.h"
 #include "http.h"
 #include "http_status.h"
+#include "keys.h"
 #include "offload.h"
 #include "tar.h"
 
@@ -84,6 +85,7 @@ bool srv__admin_claims(srv_request *r, const char *url, const char *method) {
     char verb[VERB_MAX];
     srv_route rt = parse(url, method, r->off.name, sizeof r->off.name, r->off.version, sizeof r->off.version, verb, sizeof verb);
     if (rt == SRV_ROUTE_UNKNOWN) return false;
+    snprintf(r->verb, sizeof r->verb, "%s", verb);
     r->route = rt;
     r->dialect = srv__route_dialect(rt); /* KServe's repository routes answer errors in its shape */
     r->admin = true;
@@ -103,7 +105,63 @@ static bool token_ok(srv_request *r) {
 }
 
 static enum MHD_Result send_401(srv_request *r) {
-    return srv__send_error(r, ENG_UNAUTHENTICATED, "admin routes need \"Authorization: Bearer <admin token>\"");
+    return srv__send_error(r, ENG_UNAUTHENTICATED, r->srv->keys ? "admin routes need \"Authorization: Bearer <key>\" (a known key)"
+                                                                : "admin routes need \"Authorization: Bearer <admin token>\"");
+}
+
+/* --keys: who the caller is (r->caller) and whether it may administer the route's task: 0, or -1
+ * with the answer (401 no or an unknown key, 403 a task outside the tenant's "admin" list) in *ans.
+ * The operator's --admin-token may do everything. */
+static int admin_allowed(srv_request *r, enum MHD_Result *ans) {
+    srv_server *s = r->srv;
+    snprintf(r->caller, sizeof r->caller, "-");
+    if (s->cfg.admin_token[0] && token_ok(r)) {
+        snprintf(r->caller, sizeof r->caller, "operator");
+        return 0;
+    }
+    if (!s->keys) return *ans = send_401(r), -1;
+    const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization");
+    const char *key = h && !strncasecmp(h, "Bearer ", 7) ? h + 7 : NULL;
+    srv_keyset *ks = srv__keys_acquire(s->keys);
+    const srv_tenant *t = key ? srv__keyset_find(ks, key, strlen(key)) : NULL;
+    int rc = 0;
+    if (!t) {
+        srv__keys_count_unauthenticated(s->keys);
+        *ans = send_401(r), rc = -1;
+    } else {
+        snprintf(r->caller, sizeof r->caller, "%s", t->name);
+        /* a route without a task (the repository's index) needs some admin right */
+        bool ok = r->off.name[0] ? srv__keys_match(t->admin, t->n_admin, r->off.name, strlen(r->off.name)) : t->n_admin > 0;
+        if (!ok) {
+            srv__keys_count_refusal(s->keys, t->cls.slot, SRV_REFUSE_FORBIDDEN);
+            *ans = r->off.name[0] ? srv__send_error(r, ENG_FORBIDDEN, "tenant \"%s\" may not administer task \"%.100s\"", t->name,
+                                                    r->off.name)
+                                  : srv__send_error(r, ENG_FORBIDDEN, "tenant \"%s\" may not administer tasks", t->name);
+            rc = -1;
+        }
+    }
+    srv__keyset_release(ks);
+    return rc;
+}
+
+void srv__admin_audit(const srv_request *r, unsigned status) {
+    const char *action;
+    switch (r->route) {
+    case SRV_ROUTE_ADMIN_VERSION:
+        action = !strcmp(r->method, "PUT") ? "upload" : !strcmp(r->method, "DELETE") ? "delete_version" : "get_version";
+        break;
+    case SRV_ROUTE_ADMIN_VERSIONS: action = "list_versions"; break;
+    case SRV_ROUTE_ADMIN_TASK: action = "delete_task"; break;
+    case SRV_ROUTE_ADMIN_ACTIVATE: action = r->verb[0] ? r->verb : "activate"; break;
+    case SRV_ROUTE_V2_REPO_INDEX: action = "repository_index"; break;
+    case SRV_ROUTE_V2_REPO_LOAD: action = "load"; break;
+    case SRV_ROUTE_V2_REPO_UNLOAD: action = "unload"; break;
+    default: action = "admin"; break;
+    }
+    /* one line per admin action, allowed or refused: who, what, on which task and version, how it ended */
+    fprintf(stderr, "adapterd: audit caller=%s action=%s task=%s version=%s status=%u request=%s\n",
+            r->caller[0] ? r->caller : "-", action, r->off.name[0] ? r->off.name : "-", r->off.version[0] ? r->off.version : "-",
+            status, r->id);
 }
 
 /* An upload: PUT on a version. */
@@ -123,10 +181,11 @@ static bool tar_media_type(const char *ct) {
 enum MHD_Result srv__admin_begin(srv_request *r, const char *method) {
     srv_server *s = r->srv;
     r->upload_fd = -1;
-    if (!s->cfg.admin_token[0])
-        return srv__send_error(r, ENG_NOT_FOUND, "no route %s %.200s (the admin API is off: start with --admin-token)", method,
-                               r->path);
-    if (!token_ok(r)) return send_401(r);
+    if (!s->cfg.admin_token[0] && !s->keys)
+        return srv__send_error(r, ENG_NOT_FOUND, "no route %s %.200s (the admin API is off: start with --admin-token or --keys)",
+                               method, r->path);
+    enum MHD_Result ans;
+    if (admin_allowed(r, &ans)) return ans;
     bool upload = is_upload(r, method);
     size_t limit = upload ? s->cfg.max_upload_bytes : SRV_ADMIN_BODY_MAX;
     const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Length");

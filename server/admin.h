@@ -24,4 +24,7 @@ void srv__admin_end(srv_request *r);
 /* Last call (body complete): answers or offloads the admin request. */
 enum MHD_Result srv__admin_dispatch(srv_request *r, const char *url, const char *method);
 
+/* The audit line of an admin request, allowed or refused (routes.c, when it completes). */
+void srv__admin_audit(const srv_request *r, unsigned status);
+
 #endif

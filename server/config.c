@@ -120,6 +120,11 @@ static const opt opts[] = {
       "bearer token of the admin routes (off without one): upload, activate, delete versions (PUT/POST/DELETE "
       "/v1/tasks/{name}/...), /v2/repository/*"},
      STR(admin_token)},
+    {{"keys", "FILE",
+      "tenants' keys file (JSON, docs/SECURITY.md): inference and admin then need \"Authorization: Bearer <key>\", "
+      "each key limited to its tenant's tasks and quotas; re-read within a second when it changes (--admin-token "
+      "stays the operator's key)"},
+     STR(keys)},
     {{"adapter-memory", "N",
       "bytes of adapter weights kept resident; tasks then load on first use and the least recently used are evicted "
       "(default 0: all, loaded at start)"},

@@ -32,6 +32,7 @@
 #include "clock.h"
 #include "embed.h"
 #include "http.h"
+#include "keys.h"
 #include "models.h"
 #include "predict.h"
 
@@ -59,14 +60,54 @@ static int refuse(srv_front *f, eng_status code, const char *fmt, ...) {
     return -1;
 }
 
+/* --keys: the caller's tenant from its bearer key, its quotas and its class. The operator's
+ * --admin-token passes as slot 0 with no quota. */
+static int admit_key(srv_front *f) {
+    srv_server *s = f->s;
+    const char *h = f->auth;
+    const char *key = h && !strncasecmp(h, "Bearer ", 7) ? h + 7 : NULL;
+    if (!f->keys) f->keys = srv__keys_acquire(s->keys);
+    if (key && s->cfg.admin_token[0] && !strcmp(key, s->cfg.admin_token)) return 0;
+    f->who = key ? srv__keyset_find(f->keys, key, strlen(key)) : NULL;
+    if (!f->who) {
+        srv__keys_count_unauthenticated(s->keys);
+        return refuse(f, ENG_UNAUTHENTICATED, "%s", key ? "unknown key" : "this server needs \"Authorization: Bearer <key>\"");
+    }
+    const struct srv_tenant *t = f->who;
+    f->tenant = t->cls;
+    int wait = srv__keys_take_request(s->keys, t);
+    if (wait) {
+        srv__keys_count_refusal(s->keys, t->cls.slot, SRV_REFUSE_RATE_REQUESTS);
+        f->retry_after = wait;
+        return refuse(f, ENG_BUSY, "tenant \"%s\" is over its %g requests per second; retry after %d s", t->name,
+                      t->requests_per_s, wait);
+    }
+    if ((wait = srv__keys_tokens_owed(s->keys, t))) {
+        srv__keys_count_refusal(s->keys, t->cls.slot, SRV_REFUSE_RATE_TOKENS);
+        f->retry_after = wait;
+        return refuse(f, ENG_BUSY, "tenant \"%s\" is over its %g tokens per second; retry after %d s", t->name,
+                      t->tokens_per_s, wait);
+    }
+    return 0;
+}
+
+bool srv__front_in_scope(const srv_front *f, const char *spec, size_t len) {
+    if (!f->who) return true; /* no --keys, the operator, or a route that never set f->s */
+    return srv__keys_match(f->who->predict, f->who->n_predict, spec, len);
+}
+
 int srv__front_admit(srv_front *f) {
     srv_server *s = f->s;
     if (f->admitted) return 0; /* run again after a load: it kept its place */
+    if (s->keys && !f->keys && admit_key(f)) return -1;
     bool draining = atomic_load(&s->draining);
     if (draining || !atomic_load(&s->ready))
         return refuse(f, ENG_UNAVAILABLE, "the server is %s; retry on another replica", draining ? "draining" : "starting");
-    if (srv__sched_admit(s->sched, f->tenant.priority))
+    if (srv__sched_admit(s->sched, f->tenant.priority)) {
+        if (f->who) srv__keys_count_refusal(s->keys, f->tenant.slot, SRV_REFUSE_QUEUE_FULL);
         return refuse(f, ENG_BUSY, "the queue is full (--max-queue %d); retry after a second", s->cfg.max_queue);
+    }
+    if (f->who) srv__keys_count_request(s->keys, f->tenant.slot);
     f->admitted = true;
     return 0;
 }
@@ -119,6 +160,15 @@ static int acquire_tasks(srv_front *f) {
     if (!p->n_tasks) {
         int n = store_tasks_acquire(s->reg, &f->tasks);
         if (n < 0) return refuse(f, ENG_NO_MEMORY, "out of memory");
+        if (f->who) { /* every task of the key's scope: the others released, as if they did not exist */
+            int m = 0;
+            for (int k = 0; k < n; k++) {
+                const char *nm = store_task_name(f->tasks[k]);
+                if (srv__front_in_scope(f, nm, strlen(nm))) f->tasks[m++] = f->tasks[k];
+                else store_task_release(f->tasks[k]);
+            }
+            n = m;
+        }
         f->n_tasks = n;
         if (p->one_task && n != 1)
             return refuse(f, ENG_INVALID_ARGUMENT, "the registry serves %d tasks; name one with ?task=NAME (GET /v1/tasks)", n);
@@ -129,6 +179,17 @@ static int acquire_tasks(srv_front *f) {
     if (!(f->tasks = calloc((size_t)p->n_tasks * 2, sizeof *f->tasks))) return refuse(f, ENG_NO_MEMORY, "out of memory");
     for (int k = 0; k < p->n_tasks; k++) {
         size_t len = strlen(p->tasks[k]);
+        if (!srv__front_in_scope(f, p->tasks[k], len)) {
+            /* out of the key's scope: answered as a task that does not exist, byte for byte */
+            srv__keys_count_refusal(s->keys, f->tenant.slot, SRV_REFUSE_NOT_FOUND_SCOPE);
+            int q = (int)(len > QUOTED_NAME_MAX ? QUOTED_NAME_MAX : len);
+            snprintf(f->msg, sizeof f->msg,
+                     memchr(p->tasks[k], '@', len) ? "unknown task or version \"%.*s\" (GET /v1/tasks lists them and their versions)"
+                                                   : "unknown task \"%.*s\" (GET /v1/tasks lists them)",
+                     q, p->tasks[k]);
+            f->code = ENG_NOT_FOUND;
+            return -1;
+        }
         store_task *t = srv__task_acquire_spec(s->reg, p->tasks[k], len);
         if (!t) {
             f->code = srv__unknown_task(s, p->tasks[k], len, f->msg, sizeof f->msg);
@@ -178,6 +239,10 @@ srv_front_step srv__front_prepare(srv_front *f) {
     if (f->codec->embed) f->model = NULL;
     int rc = j->embed ? srv__embed_job(f, j) : srv__predict_job(f, j);
     if (rc) return SRV_FRONT_FAILED;
+    if (f->who) { /* the real count, right after tokenizing: the bucket may go into debt */
+        srv__keys_charge_tokens(f->s->keys, f->who, j->tokens);
+        srv__keys_count_tokens(f->s->keys, f->tenant.slot, j->tokens);
+    }
     /* what the worker reads of the request, fixed before the job is submitted: its copy of the struct (a
      * prompt or a left cut may have replaced inputs meanwhile), sharing the front's buffers */
     j->req = f->req;
@@ -245,4 +310,6 @@ void srv__front_clear(srv_front *f) {
     srv__job_free(f->job);
     f->job = NULL;
     proto_predict_free(&f->req);
+    srv__keyset_release(f->keys);
+    f->keys = NULL, f->who = NULL;
 }

@@ -36,6 +36,10 @@ typedef struct srv_front {
     const char *id;              /* the request id (the edge's storage) */
     double t0;                   /* first byte, srv__now() */
     srv_tenant_class tenant;     /* the caller's class (tenant.h), copied into the job */
+    const char *auth;            /* --keys: the request's "Bearer <key>" (the edge's storage), or NULL */
+    struct srv_keyset *keys;     /* --keys: the snapshot the key was found in, held until srv__front_clear */
+    const struct srv_tenant *who;/* --keys: the key's tenant (in keys); NULL: none or the operator */
+    int retry_after;             /* a quota refusal: whole seconds to wait */
     proto_predict_req req;       /* decoded (srv__front_decode) */
     bool decoded, admitted, acquired;
     store_task **tasks;          /* (n_tasks) held from the one acquisition until the job takes them */
@@ -59,8 +63,10 @@ typedef enum {
  * id and t0 its id and first byte). */
 void srv__front_init(srv_front *f, srv_server *s, const proto_codec *codec, const srv_edge *edge, void *ctx, const char *id,
                      double t0);
-/* Admission, before any work is spent on the request: the server is ready and a --max-queue place is
- * free. Returns 0 (f holds the place until its job takes it or srv__front_clear), or -1 with f->code
+/* Admission, before any work is spent on the request: with --keys, f->auth is a known key (else
+ * ENG_UNAUTHENTICATED) within its tenant's quotas (else ENG_BUSY with f->retry_after), and f->tenant
+ * is its class; the server is ready and a --max-queue place is free. Returns 0 (f holds the place
+ * until its job takes it or srv__front_clear), or -1 with f->code ENG_UNAUTHENTICATED /
  * ENG_UNAVAILABLE / ENG_BUSY and f->msg. Any thread. */
 int srv__front_admit(srv_front *f);
 /* Gives f's admission place back, if it holds one (its request was answered without a job). Inline:
@@ -93,6 +99,9 @@ void srv__front_clear(srv_front *f);
 /* A new reference to the version a request names: "name" is the current version, "name@version" that
  * version (any listed version that is not failed). spec is len bytes. NULL when there is none. */
 store_task *srv__task_acquire_spec(store_registry *reg, const char *spec, size_t len);
+
+/* With --keys, whether f's tenant may predict with the task spec names (len bytes); true without. */
+bool srv__front_in_scope(const srv_front *f, const char *spec, size_t len);
 
 /* The message for a task that is not served (unknown, or on disk with no version that loads: then
  * why, from its newest failed version) into msg (msz bytes). Returns ENG_NOT_FOUND. */

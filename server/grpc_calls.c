@@ -27,6 +27,7 @@
 #include "grpc.h"
 #include "http_status.h"
 #include "offload.h"
+#include "keys.h"
 #include "views.h"
 
 /* Bytes of an error message. */
@@ -38,6 +39,7 @@ int srv__grpc_status_of_http(unsigned http) {
     case 415:
     case 422: return PROTO_GRPC_INVALID_ARGUMENT;
     case 401: return PROTO_GRPC_UNAUTHENTICATED;
+    case 403: return PROTO_GRPC_PERMISSION_DENIED;
     case 404: return PROTO_GRPC_NOT_FOUND;
     case 413:
     case 429: return PROTO_GRPC_RESOURCE_EXHAUSTED;
@@ -195,6 +197,7 @@ static const srv_edge grpc_edge = {.done = grpc_done, .abandon = grpc_abandon};
 static int begin(srv_grpc_call *c) {
     if (c->method != PROTO_GRPC_MODEL_INFER || c->front.codec) return 0;
     srv__front_init(&c->front, srv__grpc_server(c->g), &proto_grpc_infer_codec, &grpc_edge, c, c->id, c->t0);
+    c->front.auth = c->auth; /* --keys: the key is checked here, at HEADERS, before any DATA */
     if (!srv__front_admit(&c->front)) return 0;
     answer_error(c, c->front.code, c->front.msg);
     return -1;
@@ -264,6 +267,28 @@ static bool admin_token_ok(const srv_grpc_call *c, const char *want) {
     return diff == 0;
 }
 
+/* --keys: the call's caller. Returns 0 with *ks held (the caller releases it) and *who its tenant
+ * (NULL: the operator's --admin-token, every right), or -1 with UNAUTHENTICATED pending. Without
+ * --keys: 0, *ks and *who NULL. */
+static int call_tenant(srv_grpc_call *c, srv_keyset **ks, const srv_tenant **who) {
+    srv_server *s = srv__grpc_server(c->g);
+    *ks = NULL, *who = NULL;
+    if (!s->keys) return 0;
+    if (s->cfg.admin_token[0] && admin_token_ok(c, s->cfg.admin_token)) return 0;
+    const char *key = !strncasecmp(c->auth, "Bearer ", 7) ? c->auth + 7 : NULL;
+    *ks = srv__keys_acquire(s->keys);
+    if (key && (*who = srv__keyset_find(*ks, key, strlen(key)))) return 0;
+    srv__keyset_release(*ks);
+    *ks = NULL;
+    srv__keys_count_unauthenticated(s->keys);
+    pend_error(c, ENG_UNAUTHENTICATED, "this server needs \"authorization: Bearer <key>\" metadata");
+    return -1;
+}
+
+static bool in_scope(const srv_tenant *who, const char *name, size_t len) {
+    return !who || srv__keys_match(who->predict, who->n_predict, name, len);
+}
+
 /* RepositoryIndex: an admin call, as REST's POST /v2/repository/index: needs --admin-token and the
  * token as "authorization: Bearer <token>" metadata; every task, its current version and whether it
  * is in memory (with "ready": only those that are). */
@@ -271,17 +296,32 @@ static void repository_index(srv_grpc_call *c) {
     srv_server *s = srv__grpc_server(c->g);
     eng_err e = {0};
     bool ready_only = false;
-    if (!s->cfg.admin_token[0]) return pend(c, PROTO_GRPC_UNIMPLEMENTED, "the admin API is off (start with --admin-token)", NULL, 0);
-    if (!admin_token_ok(c, s->cfg.admin_token))
-        return pend_error(c, ENG_UNAUTHENTICATED, "admin calls need \"authorization: Bearer <admin token>\" metadata");
-    if (proto_grpc_index_request(c->msg + PROTO_GRPC_PREFIX, c->len - PROTO_GRPC_PREFIX, &ready_only, &e))
+    srv_keyset *ks = NULL;
+    const srv_tenant *who = NULL;
+    if (s->keys) { /* --keys: a tenant with some admin right sees the tasks it may predict with or administer */
+        if (call_tenant(c, &ks, &who)) return;
+        if (who && !who->n_admin) {
+            srv__keys_count_refusal(s->keys, who->cls.slot, SRV_REFUSE_FORBIDDEN);
+            srv__keyset_release(ks);
+            return pend_error(c, ENG_FORBIDDEN, "this key may not administer tasks");
+        }
+    } else {
+        if (!s->cfg.admin_token[0]) return pend(c, PROTO_GRPC_UNIMPLEMENTED, "the admin API is off (start with --admin-token)", NULL, 0);
+        if (!admin_token_ok(c, s->cfg.admin_token))
+            return pend_error(c, ENG_UNAUTHENTICATED, "admin calls need \"authorization: Bearer <admin token>\" metadata");
+    }
+    if (proto_grpc_index_request(c->msg + PROTO_GRPC_PREFIX, c->len - PROTO_GRPC_PREFIX, &ready_only, &e)) {
+        srv__keyset_release(ks);
         return pend_error(c, ENG_INVALID_ARGUMENT, e.msg);
+    }
     store_task **all = NULL;
     int n = store_tasks_acquire(s->reg, &all), k = 0;
     proto_grpc_index_entry *v = n >= 0 ? calloc((size_t)n + 1, sizeof *v) : NULL;
     for (int i = 0; v && i < n; i++) {
         bool res = store_task_resident(all[i]);
         if (ready_only && !res) continue;
+        const char *nm = store_task_name(all[i]);
+        if (who && !in_scope(who, nm, strlen(nm)) && !srv__keys_match(who->admin, who->n_admin, nm, strlen(nm))) continue;
         v[k++] = (proto_grpc_index_entry){store_task_name(all[i]), store_task_version(all[i]), res ? "READY" : "UNAVAILABLE",
                                           res ? "" : "not loaded (loads on first request or /load)"};
     }
@@ -290,12 +330,13 @@ static void repository_index(srv_grpc_call *c) {
     int rc = v ? proto_grpc_index_response(v, k, &out, &len) : ENG_NO_MEMORY;
     free(v);
     if (n > 0) store_tasks_release(all, n);
+    srv__keyset_release(ks);
     pend_message(c, rc, out, len);
 }
 
 /* The statistics of every task, as GET /v2/models/{m}/stats gives each, in one {"model_stats": [...]};
  * NULL with the error pending. */
-static char *all_stats(srv_grpc_call *c, size_t *len) {
+static char *all_stats(srv_grpc_call *c, const srv_tenant *who, size_t *len) {
     srv_server *s = srv__grpc_server(c->g);
     store_task **all = NULL;
     int n = store_tasks_acquire(s->reg, &all);
@@ -305,6 +346,7 @@ static char *all_stats(srv_grpc_call *c, size_t *len) {
         char *j = NULL, msg[MSG_MAX];
         size_t l = 0;
         const char *name = store_task_name(all[i]);
+        if (!in_scope(who, name, strlen(name))) continue; /* --keys: only the key's tasks */
         if (srv__task_view(s, name, strlen(name), TASK_VIEW_V2_STATS, &j, &l, msg, sizeof msg)) continue; /* gone meanwhile */
         json_t *doc = json_loadb(j, l, 0, NULL);
         free(j);
@@ -322,7 +364,7 @@ static char *all_stats(srv_grpc_call *c, size_t *len) {
 
 /* The JSON of a v2 task view for a ModelReady / ModelMetadata / ModelStatistics request; NULL with the
  * error pending. */
-static char *task_json(srv_grpc_call *c, srv_task_view view, size_t *len) {
+static char *task_json(srv_grpc_call *c, const srv_tenant *who, srv_task_view view, size_t *len) {
     srv_server *s = srv__grpc_server(c->g);
     char name[PROTO_GRPC_SPEC_MAX], ver[PROTO_GRPC_SPEC_MAX], path[2 * PROTO_GRPC_SPEC_MAX + 16], msg[MSG_MAX];
     eng_err e = {0};
@@ -333,7 +375,13 @@ static char *task_json(srv_grpc_call *c, srv_task_view view, size_t *len) {
         return NULL;
     }
     char *j = NULL;
-    if (!name[0]) return all_stats(c, len); /* ModelStatistics with no name: every model */
+    if (!name[0]) return all_stats(c, who, len); /* ModelStatistics with no name: every model */
+    if (!in_scope(who, name, strlen(name))) { /* out of the key's scope: as a task that does not exist */
+        snprintf(msg, sizeof msg, ver[0] ? "unknown task or version \"%.100s@%.30s\"" : "unknown task \"%.100s\"%.0s (GET /v1/tasks lists them)",
+                 name, ver);
+        pend_error(c, ENG_NOT_FOUND, msg);
+        return NULL;
+    }
     /* as the REST path /v2/models/{name}[/versions/{v}] */
     snprintf(path, sizeof path, "%s%s%s", name, ver[0] ? "/versions/" : "", ver);
     if ((rc = srv__task_view(s, path, strlen(name), view, &j, len, msg, sizeof msg))) {
@@ -347,7 +395,11 @@ static void model_call(srv_grpc_call *c) {
     bool ready = c->method == PROTO_GRPC_MODEL_READY, stats = c->method == PROTO_GRPC_MODEL_STATISTICS;
     size_t len = 0;
     uint8_t *out = NULL;
-    char *j = task_json(c, ready ? TASK_VIEW_V2_READY : stats ? TASK_VIEW_V2_STATS : TASK_VIEW_V2, &len);
+    srv_keyset *ks;
+    const srv_tenant *who;
+    if (call_tenant(c, &ks, &who)) return;
+    char *j = task_json(c, who, ready ? TASK_VIEW_V2_READY : stats ? TASK_VIEW_V2_STATS : TASK_VIEW_V2, &len);
+    srv__keyset_release(ks);
     if (!j) return;
     int rc;
     if (stats) {

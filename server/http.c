@@ -27,7 +27,12 @@ static enum MHD_Result send_body_with(srv_request *r, unsigned status, const cha
     MHD_add_response_header(resp, "Content-Type", ctype);
     if (name) MHD_add_response_header(resp, name, value);
     MHD_add_response_header(resp, "X-Request-Id", r->id);
-    if (status == 429) MHD_add_response_header(resp, "Retry-After", "1");
+    if (status == 429) {
+        char ra[16]; /* a tenant's quota says how long; the queue, a second */
+        snprintf(ra, sizeof ra, "%d", r->front.retry_after > 0 ? r->front.retry_after : 1);
+        MHD_add_response_header(resp, "Retry-After", ra);
+    }
+    if (status == 401) MHD_add_response_header(resp, "WWW-Authenticate", "Bearer");
     if (status == 503) MHD_add_response_header(resp, "Retry-After", "5");
     if (status == 405) MHD_add_response_header(resp, "Allow", r->route == SRV_ROUTE_PREDICT || r->route == SRV_ROUTE_V2_INFER ? "POST" : "GET");
     srv__front_release(&r->front); /* answered: it will not become a job */

@@ -8,6 +8,7 @@ unsigned srv_http_status(eng_status code) {
     case ENG_OK: return 200;
     case ENG_MALFORMED: return 400;
     case ENG_UNAUTHENTICATED: return 401;
+    case ENG_FORBIDDEN: return 403;
     case ENG_NOT_FOUND: return 404;
     case ENG_METHOD_NOT_ALLOWED: return 405;
     case ENG_CONFLICT: return 409;

@@ -9,7 +9,7 @@
 
 #include "engine/status.h"
 
-/* HTTP status for code: MALFORMED 400, UNAUTHENTICATED 401, NOT_FOUND 404, METHOD_NOT_ALLOWED 405,
+/* HTTP status for code: MALFORMED 400, UNAUTHENTICATED 401, FORBIDDEN 403, NOT_FOUND 404, METHOD_NOT_ALLOWED 405,
  * CONFLICT 409, TOO_LARGE 413, MEDIA_TYPE 415, INVALID_ARGUMENT/LIMIT/SHAPE/UNSUPPORTED 422, BUSY 429,
  * UNAVAILABLE 503, NO_SPACE 507, else 500 (FORMAT too: a broken file on the server; an upload's own
  * broken files are mapped to 422 by srv_status_of_upload). */

@@ -79,6 +79,8 @@ struct srv_request {
     char method[SRV_METHOD_MAX];
     char path[SRV_PATH_MAX];
     bool admin;                  /* an admin route (admin.c) */
+    char caller[64];             /* admin: who called, for the audit line ("operator", a tenant's name, "-": no key) */
+    char verb[32];               /* admin: /v1/tasks/{name}:verb */
     size_t dropped;              /* body bytes of a route that takes none, read and dropped */
     int upload_fd;               /* admin upload: the body streams into this file (upload_path) */
     char *upload_path;           /* malloc'd; NULL when the body is not streamed to a file */
@@ -113,6 +115,7 @@ struct srv_server {
     srv_watch *watch;                /* watch.c; NULL when off */
     struct srv_grpc *grpc;           /* grpc.c: the gRPC listener and its connections; NULL when --grpc-port is 0 */
     struct srv_grpc_prep *grpc_prep; /* grpc_calls.c: the threads that prepare gRPC calls; NULL when --grpc-port is 0 */
+    struct srv_keys *keys;           /* keys.c: --keys, the tenants; NULL without */
     srv_model_names *names;          /* models.c: --served-model-name, read at start; NULL: none */
     long long started;               /* Unix seconds at start: the models' "created" in OpenAI's answers */
     atomic_bool ready;

@@ -34,7 +34,7 @@ static const char *const route_names[] = {
 
 /* Every status the server sends (http_status.c's table, 201 for uploads, 499 for a client that left);
  * tests/server/test_metrics.c checks the table's statuses are all here. */
-static const unsigned codes[] = {200, 201, 400, 401, 404, 405, 409, 413, 415, 422, 429, 499, 500, 503, 507};
+static const unsigned codes[] = {200, 201, 400, 401, 403, 404, 405, 409, 413, 415, 422, 429, 499, 500, 503, 507};
 #define N_CODES (sizeof codes / sizeof codes[0])
 #define N_LAT 14
 static const double lat_b[N_LAT] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "admin.h"
 #include "docs.h"
@@ -21,6 +22,7 @@
 #include "clock.h"
 #include "conn.h"
 #include "http.h"
+#include "keys.h"
 #include "infer.h"
 #include "models.h"
 #include "offload.h"
@@ -49,6 +51,7 @@ static enum MHD_Result route_tasks(srv_request *r) {
     int k = 0, oom = !tv;
     for (int i = 0; !oom && i < n; i++) {
         if (!proto_tasks_page_after(&pg, store_task_name(ts[i]))) continue;
+        if (!srv__front_in_scope(&r->front, store_task_name(ts[i]), strlen(store_task_name(ts[i])))) continue;
         if ((more = k == pg.limit)) break;
         srv__task_info_fill(ts[i], &ti[k]);
         oom |= srv__task_versions_fill(r->srv->reg, store_task_name(ts[i]), &tv[k], &ti[k]);
@@ -60,13 +63,15 @@ static enum MHD_Result route_tasks(srv_request *r) {
     proto_unserved_task *ut = nu > 0 ? calloc((size_t)nu, sizeof *ut) : NULL;
     srv_task_versions *uv = nu > 0 ? calloc((size_t)nu, sizeof *uv) : NULL;
     oom |= nu < 0 || (nu > 0 && (!ut || !uv));
+    int mu = 0; /* those in the key's scope (all without --keys) */
     for (int i = 0; !oom && i < nu; i++) {
+        if (!srv__front_in_scope(&r->front, un[i], strlen(un[i]))) continue;
         proto_task_info vi = {0};
-        oom |= srv__task_versions_fill(r->srv->reg, un[i], &uv[i], &vi);
-        ut[i] = (proto_unserved_task){.name = un[i], .versions = vi.versions, .n_versions = vi.n_versions};
+        oom |= srv__task_versions_fill(r->srv->reg, un[i], &uv[mu], &vi);
+        ut[mu++] = (proto_unserved_task){.name = un[i], .versions = vi.versions, .n_versions = vi.n_versions};
     }
     size_t len = 0;
-    char *j = oom ? NULL : proto_tasks_encode(ti, k, ut, nu > 0 ? nu : 0, more ? ti[k - 1].name : NULL, &len);
+    char *j = oom ? NULL : proto_tasks_encode(ti, k, ut, mu, more ? ti[k - 1].name : NULL, &len);
     for (int i = 0; i < k; i++) srv__task_versions_free(&tv[i]);
     store_tasks_release(ts, n);
     for (int i = 0; i < nu; i++) {
@@ -81,6 +86,9 @@ static enum MHD_Result route_tasks(srv_request *r) {
 static enum MHD_Result route_task(srv_request *r, const char *name, size_t nlen, srv_task_view view) {
     char *j = NULL, msg[SRV_NAME_MAX + 256];
     size_t len = 0;
+    if (!srv__front_in_scope(&r->front, name, nlen)) /* out of the key's scope: as if it did not exist */
+        return srv__send_error(r, ENG_NOT_FOUND, "unknown task \"%.*s\" (GET /v1/tasks lists them)",
+                               (int)(nlen > 100 ? 100 : nlen), name);
     int rc = srv__task_view(r->srv, name, nlen, view, &j, &len, msg, sizeof msg);
     if (rc) return srv__send_error(r, (eng_status)rc, "%s", msg);
     return srv__send_json(r, 200, j, len);
@@ -263,12 +271,38 @@ static enum MHD_Result body_chunk(srv_request *r, const char *data, size_t n) {
     return MHD_YES;
 }
 
+/* Routes open without a key under --keys: probes, metrics, the documentation, the server's metadata. */
+static bool open_route(srv_route rt) {
+    return is_health(rt) || rt == SRV_ROUTE_TEI_HEALTH || rt == SRV_ROUTE_METRICS || rt == SRV_ROUTE_DOCS ||
+           rt == SRV_ROUTE_OPENAPI || rt == SRV_ROUTE_V2_SERVER;
+}
+
+/* --keys: the caller of a listing or lookup route must hold a known key (or the operator's token);
+ * its tenant, held in r->front, scopes what the route shows (srv__front_in_scope). Returns 0, or -1
+ * with the 401 in *ans. */
+static int listing_key(srv_request *r, enum MHD_Result *ans) {
+    srv_server *s = r->srv;
+    if (!s->keys || open_route(r->route)) return 0;
+    const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization");
+    const char *key = h && !strncasecmp(h, "Bearer ", 7) ? h + 7 : NULL;
+    r->front.s = s;
+    r->front.keys = srv__keys_acquire(s->keys);
+    if (key && s->cfg.admin_token[0] && !strcmp(key, s->cfg.admin_token)) return 0; /* the operator sees everything */
+    r->front.who = key ? srv__keyset_find(r->front.keys, key, strlen(key)) : NULL;
+    if (r->front.who) return 0;
+    srv__keys_count_unauthenticated(s->keys);
+    *ans = srv__send_error(r, ENG_UNAUTHENTICATED, "%s", key ? "unknown key" : "this server needs \"Authorization: Bearer <key>\"");
+    return -1;
+}
+
 /* The quick routes, answered here on the HTTP thread. */
 static enum MHD_Result quick(srv_request *r, const char *url, const char *arg, size_t arg_len) {
     srv_server *s = r->srv;
     size_t len = 0;
     char *j = NULL;
     bool ready = atomic_load(&s->ready) && !atomic_load(&s->draining);
+    enum MHD_Result ans;
+    if (listing_key(r, &ans)) return ans;
     switch (r->route) {
     case SRV_ROUTE_TOKENIZE:
     case SRV_ROUTE_TEI_TOKENIZE: return srv__tokenize(r);
@@ -305,6 +339,7 @@ static enum MHD_Result quick(srv_request *r, const char *url, const char *arg, s
         srv_metrics_live live = {.queue_depth = srv__sched_depth(s->sched), .admitted = srv__sched_admitted(s->sched),
                                  .adaptive_level = srv__sched_adaptive_level(s->sched), .ready = ready};
         char *m = srv__metrics_render(s->metrics, &live, &len);
+        if (m && s->keys) m = srv__keys_render(s->keys, m, &len); /* the keys file and the tenants */
         if (!m) return srv__send_error(r, ENG_NO_MEMORY, "out of memory");
         return srv__send_body(r, 200, "text/plain; version=0.0.4", m, len, MHD_RESPMEM_MUST_FREE);
     }
@@ -349,6 +384,7 @@ void srv__on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, e
     unsigned status = r->status ? r->status : 499; /* 499: the client went away before an answer */
     if (!r->counted) srv__metrics_request(s->metrics, r->route, status, dt);
     if (s->cfg.access_log) srv__access_log(r, status, dt, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
+    if (r->admin && r->caller[0]) srv__admin_audit(r, status);
     srv__front_clear(&r->front); /* admission (the client went away before an answer), tasks, job, request */
     srv__offload_clear(r);
     srv__admin_end(r);

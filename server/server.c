@@ -25,6 +25,7 @@
 #include "routes.h"
 #include "url.h"
 #include "watch.h"
+#include "keys.h"
 
 /* libmicrohttpd's limits: idle seconds before a connection closes (while it is answered: the header
  * deadline and the body rate are conn.c's), listen backlog. */
@@ -32,6 +33,8 @@
 #define HTTP_LISTEN_BACKLOG 1024
 /* How often conn.c's sweep looks for slow connections, ms. */
 #define CONN_SWEEP_MS 250
+/* How often the keys file's identity is checked (--keys): a revoked key is refused within a second. */
+#define KEYS_POLL_MS 500
 /* Descriptors kept beyond the connection limit (registry files, the loop, logs). */
 #define FD_SPARE 256
 /* Largest packed rows the start-up calibration of each model's cost model times (shape classes
@@ -68,6 +71,8 @@ static void hook_done(void *ctx, srv_job *j) {
     srv_server *s = ctx;
     if (j->edge_ctx) {
         srv__metrics_queue_wait(s->metrics, j->t_start > 0 ? j->t_start - j->t_submit : -1);
+        if (s->keys && j->tenant.slot > 0 && j->t_start > 0)
+            srv__keys_count_queue_wait(s->keys, j->tenant.slot, j->t_start - j->t_submit);
         for (int k = 0; k < j->n_tasks; k++)
             srv__metrics_task(s->metrics, store_task_name(j->tasks[k]), j->treqs[k].skip, j->n_inputs,
                               j->t_end > 0 ? j->t_end - j->t_request : -1);
@@ -84,7 +89,7 @@ static void hook_abandon(void *ctx, srv_job *j) { j->edge->abandon(ctx, j); }
 typedef struct {
     srv_server *s;
     uv_signal_t sigterm, sigint;
-    uv_timer_t drain_timer, sweep_timer;
+    uv_timer_t drain_timer, sweep_timer, keys_timer;
     uv_prepare_t busy;       /* the loop's busy time per turn (adapterd_loop_busy_seconds) */
     uint64_t busy_t, busy_idle;
     double busy_cpu;
@@ -142,6 +147,12 @@ static void on_prepare(uv_prepare_t *h) {
 static void sweep(uv_timer_t *t) {
     srv_loop_ctx *c = t->data;
     srv__conns_sweep(c->s->conns);
+}
+
+/* --keys: the file's identity checked twice a second, so a revoked key is refused within a second. */
+static void keys_poll(uv_timer_t *t) {
+    srv_loop_ctx *c = t->data;
+    srv__keys_poll(c->s->keys);
 }
 
 /* Every connection needs a descriptor: raise the soft limit toward the hard one when the
@@ -237,6 +248,13 @@ int srv_run(const srv_config *cfg, store_registry *reg, eng_err *err) {
         rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory");
         goto done;
     }
+    if (cfg->keys[0]) {
+        char msg[600];
+        if (!(s->keys = srv__keys_open(cfg->keys, msg, sizeof msg))) {
+            rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "--keys: %s", msg);
+            goto done;
+        }
+    }
     if (cfg->watch) s->watch = srv__watch_start(s);
     srv_sched_params sp = {.workers = cfg->workers, .threads = cfg->threads, .max_queue = cfg->max_queue,
                            .max_batch_tokens = cfg->max_batch_tokens, .max_wait_us = cfg->max_wait_us,
@@ -271,6 +289,11 @@ int srv_run(const srv_config *cfg, store_registry *reg, eng_err *err) {
     }
     raise_fd_limit(cfg->max_connections + cfg->health_reserve);
     uv_timer_start(&ctx.sweep_timer, sweep, CONN_SWEEP_MS, CONN_SWEEP_MS);
+    if (s->keys) {
+        uv_timer_init(&s->loop, &ctx.keys_timer);
+        ctx.keys_timer.data = &ctx;
+        uv_timer_start(&ctx.keys_timer, keys_poll, KEYS_POLL_MS, KEYS_POLL_MS);
+    }
     /* http_threads > 1: MHD's own pool, each thread with its own epoll set, so parsing and tokenizing
      * run in parallel; every handler path is thread-safe (atomics, the store's and scheduler's mutexes).
      * The cap per address is conn.c's accept policy (srv__conns_accept_policy), not MHD's own
@@ -328,6 +351,7 @@ done:
     srv__conns_free(s->conns);
     srv__metrics_free(s->metrics);
     srv__model_names_free(s->names);
+    srv__keys_free(s->keys);
     for (int i = 0; i < s->n_costs; i++) store_model_release(s->cost_models[i]);
     free(s->cost_models), free(s->costs);
     free(s);

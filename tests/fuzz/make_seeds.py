@@ -355,4 +355,18 @@ put("state", b'["not an object"]')
 put("state", b'{"generation": 7}\n{"task": "cls", "current": "2", "max": 3, "pinned": true, "deleted": ["0"]}\n'
              b'{"task": "ner", "gone": true, "deleted": []}\n{"task": "cls", "current": "3", "max": 3, "deleted": []}\n'
              b'{"task": "qa", "current": "1"')
+# --- keys files (--keys): a good one, every field, and each kind of refusal ---
+D1 = "sha256:" + hashlib.sha256(b"key-a").hexdigest()
+D2 = "sha256:" + hashlib.sha256(b"key-b").hexdigest()
+for body in [{"tenants": [{"name": "search", "keys": [D1], "predict": ["sentiment", "search-*"], "admin": ["search-*"],
+                           "requests_per_s": 50, "burst": 100, "tokens_per_s": 40000, "priority": "interactive", "share": 2},
+                          {"name": "batch", "keys": [D2], "predict": ["*"], "priority": "batch", "tokens_burst": 5,
+                           "tokens_per_s": 1.5}]},
+             {"tenants": []},
+             {"tenants": [{"name": "a", "keys": ["plain-key"]}]},
+             {"tenants": [{"name": "a", "keys": [D1]}, {"name": "a", "keys": [D2]}]},
+             {"tenants": [{"name": "a", "keys": [D1]}, {"name": "b", "keys": [D1]}]},
+             {"tenants": [{"name": "a", "keys": [D1], "share": 0, "colour": "red"}]}]:
+    put("keys", json.dumps(body).encode())
+put("keys", b'{"tenants": [{"name": "a", "keys": ["sha256:zz"]}')
 print("seeds written under", os.path.relpath(OUT, ROOT), file=sys.stderr)

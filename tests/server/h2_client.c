@@ -35,6 +35,7 @@ struct h2c {
     uint32_t goaway_code;
     char goaway_debug[256];
     size_t sent;
+    char auth[256];              /* "authorization" metadata of the calls to come; "" none */
 };
 
 static double now_s(void) {
@@ -214,6 +215,8 @@ void h2c_free(h2c *c) {
 
 #define NV(n, v) {(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE}
 
+void h2c_set_auth(h2c *c, const char *value) { snprintf(c->auth, sizeof c->auth, "%s", value ? value : ""); }
+
 int h2c_call(h2c *c, const char *method, const uint8_t *body, size_t len, bool end) {
     if (c->n == H2C_STREAMS_MAX) return -1;
     h2c_stream *s = &c->st[c->n];
@@ -223,13 +226,14 @@ int h2c_call(h2c *c, const char *method, const uint8_t *body, size_t len, bool e
     char path[128];
     snprintf(path, sizeof path, "/inference.GRPCInferenceService/%s", method);
     nghttp2_nv hd[] = {NV(":method", "POST"), NV(":scheme", "http"), NV(":path", path), NV(":authority", "adapterd"),
-                       NV("content-type", "application/grpc"), NV("te", "trailers")};
+                       NV("content-type", "application/grpc"), NV("te", "trailers"), NV("authorization", c->auth)};
+    size_t nhd = sizeof hd / sizeof hd[0] - !c->auth[0];
     int32_t id;
     if (body) {
         nghttp2_data_provider dp = {.source.ptr = s, .read_callback = read_body};
-        id = nghttp2_submit_request(c->h2, NULL, hd, sizeof hd / sizeof hd[0], &dp, s);
+        id = nghttp2_submit_request(c->h2, NULL, hd, nhd, &dp, s);
     } else {
-        id = nghttp2_submit_headers(c->h2, end ? NGHTTP2_FLAG_END_STREAM : NGHTTP2_FLAG_NONE, -1, NULL, hd, sizeof hd / sizeof hd[0], s);
+        id = nghttp2_submit_headers(c->h2, end ? NGHTTP2_FLAG_END_STREAM : NGHTTP2_FLAG_NONE, -1, NULL, hd, nhd, s);
     }
     if (id < 0) return -1;
     s->id = id;

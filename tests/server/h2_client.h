@@ -38,6 +38,8 @@ int h2c_free_port(void);
 /* Closes the socket and frees c. NULL does nothing. */
 void h2c_free(h2c *c);
 
+/* The "authorization" metadata the calls started from now on send (NULL or "": none). */
+void h2c_set_auth(h2c *c, const char *value);
 /* Starts a call of method (the name after /inference.GRPCInferenceService/). body: the request's
  * bytes (the gRPC prefix included; borrowed until the stream closes), END_STREAM after them when
  * end; NULL: HEADERS only (END_STREAM when end). Returns the stream's index, or -1. */

@@ -49,6 +49,7 @@ typedef struct {
     int max_windows;         /* windows (sequences) a request's long inputs are read in (413 beyond); 64; 0: no limit */
     int allow_skip;          /* widen every task's skip range to 0..N (operator flag); 0 */
     char admin_token[256];   /* bearer token of the admin routes (issue 7); empty: admin off */
+    char keys[4096];         /* --keys: the tenants' keys file (docs/SECURITY.md); empty: no tenants */
     char precision[16];      /* backbone precision of models without model.json: fp32, bf16, int8; "": fp32 */
     int drain_timeout_ms;    /* longest wait for in-flight work after SIGTERM; 30000 */
     int access_log;          /* one line per request on stderr; 1 */

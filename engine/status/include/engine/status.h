@@ -33,7 +33,8 @@
     X(UNAUTHENTICATED, -16, "unauthenticated", "unauthenticated")                       \
     X(CONFLICT, -17, "conflict", "conflict")                                            \
     X(NO_SPACE, -18, "insufficient_storage", "no space left on the registry's file system") \
-    X(TEXT_PAIR_REQUIRED, -19, "text_pair_required", "a text_pair is required")
+    X(TEXT_PAIR_REQUIRED, -19, "text_pair_required", "a text_pair is required")          \
+    X(FORBIDDEN, -20, "forbidden", "forbidden")
 
 typedef enum {
 #define ENG__STATUS_ENUM(name, value, code, desc) ENG_##name = (value),
