@@ -66,6 +66,28 @@ Test(config, workers_share_the_cores_unless_threads_given) {
     cr_expect_eq(c.threads, 3);
 }
 
+Test(config, keys_bring_two_workers_unless_workers_given) {
+    eng_err e = {0};
+    srv_config c = srv_default_config();
+    c.threads = 8;
+    const char *a1[] = {"--keys", "keys.json"};
+    cr_assert_eq(srv_config_load(&c, 2, a1, &e), 0, "%s", e.msg);
+    cr_expect_eq(c.workers, 2, "tenants: one worker can be kept for a light tenant");
+    cr_expect_eq(c.threads, 4, "the cores shared by the two");
+    c = srv_default_config();
+    c.threads = 8;
+    const char *a2[] = {"--keys", "keys.json", "--workers", "1"};
+    cr_assert_eq(srv_config_load(&c, 4, a2, &e), 0, "%s", e.msg);
+    cr_expect_eq(c.workers, 1, "--workers wins");
+    c = srv_default_config();
+    c.threads = 1;
+    cr_assert_eq(srv_config_load(&c, 2, a1, &e), 0, "%s", e.msg);
+    cr_expect_eq(c.workers, 1, "one core: one worker");
+    c = srv_default_config();
+    cr_assert_eq(srv_config_load(&c, 0, NULL, &e), 0, "%s", e.msg);
+    cr_expect_eq(c.workers, 1, "no keys: one worker");
+}
+
 Test(config, errors_name_the_source) {
     srv_config c = srv_default_config();
     eng_err e = {0};

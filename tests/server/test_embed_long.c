@@ -17,6 +17,7 @@
 
 #include "http_client.h"
 #include "test_post.h"
+#include "test_text.h"
 
 #define BLOCK 62 /* one-token words: one window of the fixture's 64 with [CLS] and [SEP] */
 
@@ -31,20 +32,6 @@ static void stop(void) { cr_expect_eq(ts_stop(&srv), 0, "server did not exit 0 a
 
 TestSuite(embed_long, .init = start, .fini = stop, .timeout = 60);
 
-/* words of the fixture's vocabulary that are one token each */
-static char *block_of(int words, unsigned seed) {
-    static const char *const vocab[] = {"john", "is", "a", "player", "in", "paris", "and", "he", "was", "for",
-                                        "the", "city", "london", "who", "happy", "where", "movie", "great"};
-    size_t cap = (size_t)words * 8 + 1, o = 0;
-    char *s = malloc(cap);
-    cr_assert(s);
-    s[0] = '\0';
-    for (int i = 0; i < words; i++) {
-        seed = seed * 1103515245u + 12345u;
-        o += (size_t)snprintf(s + o, cap - o, "%s%s", i ? " " : "", vocab[(seed >> 16) % (sizeof vocab / sizeof vocab[0])]);
-    }
-    return s;
-}
 
 /* The first vector of an answer: /v1/embed's "embeddings"[0], TEI's [0], OpenAI's "data"[0].embedding. */
 static json_t *vec0(json_t *d) {
@@ -63,7 +50,7 @@ static json_t *post_to(const char *path, const char *body, long want) {
 
 /* mean (pooling) vectors of A and B alone, unnormalized, and the long text's with "long" chunks */
 Test(embed_long, chunks_are_the_windows_vectors_weighted_by_tokens) {
-    char *a = block_of(BLOCK, 7u), *b = block_of(BLOCK, 8u), *body = NULL;
+    char *a = fixture_words(BLOCK, 7u), *b = fixture_words(BLOCK, 8u), *body = NULL;
     cr_assert(asprintf(&body, "{\"inputs\":[\"%s\",\"%s\"],\"pooling\":\"mean\",\"normalize\":false}", a, b) > 0);
     json_t *alone = post_to("/v1/embed", body, 200);
     free(body);
@@ -90,7 +77,7 @@ Test(embed_long, chunks_are_the_windows_vectors_weighted_by_tokens) {
         json_decref(d);
     }
     /* windows of unequal length weigh by their tokens: A (64 with [CLS], [SEP]) and C (12) */
-    char *c = block_of(10, 10u);
+    char *c = fixture_words(10, 10u);
     cr_assert(asprintf(&body, "{\"inputs\":[\"%s\",\"%s %s\"],\"pooling\":\"mean\",\"normalize\":false,\"long\":{\"mode\":\"chunks\"}}",
                        c, a, c) > 0);
     json_t *uc = post_to("/v1/embed", body, 200);
@@ -128,7 +115,7 @@ Test(embed_long, chunks_are_the_windows_vectors_weighted_by_tokens) {
 /* Short texts beside a long one read in windows, in one request, embed bit for bit as alone (the
  * windows are more packed rows of the same pass; attention never crosses a sequence). */
 Test(embed_long, short_texts_beside_a_long_one_are_unchanged) {
-    char *a = block_of(BLOCK, 13u), *b = block_of(BLOCK + 20, 14u), *s1 = block_of(5, 15u), *s2 = block_of(17, 16u), *body = NULL;
+    char *a = fixture_words(BLOCK, 13u), *b = fixture_words(BLOCK + 20, 14u), *s1 = fixture_words(5, 15u), *s2 = fixture_words(17, 16u), *body = NULL;
     cr_assert(asprintf(&body, "{\"inputs\":[\"%s\",\"%s\"],\"pooling\":\"mean\"}", s1, s2) > 0);
     json_t *alone = post_to("/v1/embed", body, 200);
     free(body);
@@ -145,7 +132,7 @@ Test(embed_long, short_texts_beside_a_long_one_are_unchanged) {
 
 /* --max-input-tokens 300 and --max-windows 4 (start()) hold embeddings read in windows too: 413 */
 Test(embed_long, limits) {
-    char *five = block_of(4 * BLOCK + 10, 11u), *big = block_of(320, 12u), *body = NULL;
+    char *five = fixture_words(4 * BLOCK + 10, 11u), *big = fixture_words(320, 12u), *body = NULL;
     static const char *const says[] = {"--max-windows", "--max-input-tokens"};
     const char *texts[] = {five, big};
     for (int i = 0; i < 2; i++) {
@@ -163,7 +150,7 @@ Test(embed_long, limits) {
 /* Without "long" a text over the limit is refused as before (TEI's rule); "long" with per-token
  * vectors or "aggregate": "max", or a stride not below a window, is refused. */
 Test(embed_long, refusals) {
-    char *a = block_of(2 * BLOCK, 9u), *body = NULL;
+    char *a = fixture_words(2 * BLOCK, 9u), *body = NULL;
     cr_assert(asprintf(&body, "{\"inputs\":[\"%s\"]}", a) > 0);
     json_t *d = NULL;
     long st = ts_request(&srv, "POST", "/v1/embed", body, strlen(body), "application/json", NULL, &d);

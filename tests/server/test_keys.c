@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "keys.h"
+#include "test_text.h"
 
 /* "sha256:<hex>" of key. */
 static void digest_of(const char *key, char out[72]) {
@@ -128,15 +129,6 @@ Test(keys, slots_stay_with_their_names_across_reloads) {
     srv__keyset_release(a), srv__keyset_release(b), srv__keyset_release(c);
 }
 
-static void write_file(const char *path, const char *text) {
-    char tmp[256];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    cr_assert_not_null(f);
-    fputs(text, f);
-    fclose(f);
-    cr_assert_eq(rename(tmp, path), 0);
-}
 
 Test(keys, a_broken_reload_keeps_the_last_good_keys_and_buckets_survive) {
     char path[] = "/tmp/adapterd-keys-XXXXXX", d[72], doc[512], msg[400];
@@ -145,7 +137,7 @@ Test(keys, a_broken_reload_keeps_the_last_good_keys_and_buckets_survive) {
     close(fd);
     digest_of("k1", d);
     snprintf(doc, sizeof doc, "{\"tenants\": [{\"name\": \"a\", \"keys\": [\"%s\"], \"requests_per_s\": 0.5, \"burst\": 2}]}", d);
-    write_file(path, doc);
+    write_file_atomic(path, doc);
     srv_keys *k = srv__keys_open(path, msg, sizeof msg);
     cr_assert_not_null(k, "%s", msg);
     srv_keyset *ks = srv__keys_acquire(k);
@@ -157,7 +149,7 @@ Test(keys, a_broken_reload_keeps_the_last_good_keys_and_buckets_survive) {
     cr_expect(wait >= 1 && wait <= 2, "the third request waits about 2 s, got %d", wait);
     srv__keyset_release(ks);
     /* broken: kept, counted */
-    write_file(path, "{\"tenants\": [{\"name\": \"a\", \"keys\": [\"plain\"]}]}");
+    write_file_atomic(path, "{\"tenants\": [{\"name\": \"a\", \"keys\": [\"plain\"]}]}");
     srv__keys_poll(k);
     srv_keys_stats st = srv__keys_stats(k);
     cr_expect_eq(st.reload_errors, 1);
@@ -168,7 +160,7 @@ Test(keys, a_broken_reload_keeps_the_last_good_keys_and_buckets_survive) {
     /* a good one with the same name: the bucket is still empty (state kept by name) */
     snprintf(doc, sizeof doc, "{\"tenants\": [{\"name\": \"a\", \"keys\": [\"%s\"], \"requests_per_s\": 0.5, \"burst\": 2, "
                               "\"share\": 3}]}", d);
-    write_file(path, doc);
+    write_file_atomic(path, doc);
     srv__keys_poll(k);
     ks = srv__keys_acquire(k);
     t = srv__keyset_find(ks, "k1", 2);
@@ -177,7 +169,7 @@ Test(keys, a_broken_reload_keeps_the_last_good_keys_and_buckets_survive) {
     cr_expect_gt(srv__keys_take_request(k, t), 0, "the bucket kept its state across the reload");
     srv__keyset_release(ks);
     /* revoked */
-    write_file(path, "{\"tenants\": []}");
+    write_file_atomic(path, "{\"tenants\": []}");
     srv__keys_poll(k);
     ks = srv__keys_acquire(k);
     cr_expect_null(srv__keyset_find(ks, "k1", 2), "revoked");
@@ -198,7 +190,7 @@ Test(keys, the_token_bucket_goes_into_debt) {
     char path[] = "/tmp/adapterd-keys-XXXXXX";
     int fd = mkstemp(path);
     close(fd);
-    write_file(path, "{\"tenants\": []}");
+    write_file_atomic(path, "{\"tenants\": []}");
     srv_keys *k = srv__keys_open(path, msg, sizeof msg);
     cr_assert_not_null(k, "%s", msg);
     const srv_tenant *t = &ks->t[0];

@@ -23,6 +23,8 @@
 #include "engine/tokenizer.h"
 #include "http_client.h"
 #include "test_post.h"
+#include "test_text.h"
+#include "../common/test_tmp.h"
 
 #define MODEL_DIR ADAPTERD_FIXTURES "/registry/models/bert-tiny"
 #define QA_TASK ADAPTERD_FIXTURES "/registry/tasks/qa/1/squad"
@@ -51,20 +53,6 @@ static int have_torch(void) {
     return system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0;
 }
 
-/* A context of words that are whole tokens of the fixture's vocabulary: one token each. */
-static char *context_of(int words, unsigned seed) {
-    static const char *const vocab[] = {"john", "is", "a", "player", "in", "paris", "and", "he", "was", "for",
-                                        "the", "city", "london", "who", "happy", "where", "movie", "great"};
-    size_t cap = (size_t)words * 8 + 1, o = 0;
-    char *s = malloc(cap);
-    cr_assert(s);
-    s[0] = '\0';
-    for (int i = 0; i < words; i++) {
-        seed = seed * 1103515245u + 12345u;
-        o += (size_t)snprintf(s + o, cap - o, "%s%s", i ? " " : "", vocab[(seed >> 16) % (sizeof vocab / sizeof vocab[0])]);
-    }
-    return s;
-}
 
 static int context_tokens(const char *q, const char *ctx) {
     eng_tok_params tp = eng_tok_default_params();
@@ -104,17 +92,18 @@ static json_t *ref_request(const char *q, const char *ctx, json_t *params) {
     return req;
 }
 
-/* The reference's answers to reqs (an array of ref_request's), one run (torch loads once). */
-static json_t *reference(json_t *reqs) {
-    char path[] = "/tmp/adapterd-long-XXXXXX";
-    int fd = mkstemp(path);
+/* A reference script's answers to reqs (a JSON array), one run (torch loads once): script is
+ * tools/reference/SCRIPT, run on the fixture model's task. */
+static json_t *run_reference(const char *script, const char *task, json_t *reqs) {
+    char path[512];
+    int fd = mkstemp(test_tmp_template(path, sizeof path, "long"));
     cr_assert(fd >= 0);
     FILE *f = fdopen(fd, "w");
     json_dumpf(reqs, f, JSON_COMPACT);
     fclose(f);
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tools/reference/qa_pipeline.py --model %s --task %s < %s", ADAPTERD_SOURCE_DIR,
-             MODEL_DIR, QA_TASK, path);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tools/reference/%s --model %s --task %s < %s", ADAPTERD_SOURCE_DIR, script,
+             MODEL_DIR, task, path);
     FILE *p = popen(cmd, "r");
     cr_assert(p);
     json_t *out = json_loadf(p, 0, NULL);
@@ -123,6 +112,9 @@ static json_t *reference(json_t *reqs) {
     cr_assert(json_is_array(out) && json_array_size(out) == json_array_size(reqs), "the reference gave no answers");
     return out;
 }
+
+/* The QA reference's answers to reqs (an array of ref_request's). */
+static json_t *reference(json_t *reqs) { return run_reference("qa_pipeline.py", QA_TASK, reqs); }
 
 /* {"inputs":[{"text": q, "text_pair": ctx}], "tasks": ["qa"], params...} to the server. */
 static json_t *ask(const char *q, const char *ctx, json_t *params) {
@@ -182,7 +174,7 @@ Test(long_inputs, qa_windows_match_the_pipeline) {
     int top_ks[N];
     for (int c = 0; c < N; c++) {
         int words = 20 + c * 30;
-        char *ctx = context_of(words, 7u + (unsigned)c);
+        char *ctx = fixture_words(words, 7u + (unsigned)c);
         int top_k = c % 2 ? 3 : 1, imp = c % 3 == 0;
         /* the server's request: defaults except what the case sets; the reference gets every value */
         json_t *rp = json_pack("{s:i,s:b}", "top_k", top_k, "handle_impossible_answer", imp);
@@ -226,7 +218,7 @@ Test(long_inputs, qa_window_boundaries) {
     /* grow a context word by word to exactly room tokens, then one token more */
     char *exact = NULL;
     for (int words = 1; words < 200 && !exact; words++) {
-        char *ctx = context_of(words, 99u);
+        char *ctx = fixture_words(words, 99u);
         int n = context_tokens(q, ctx);
         if (n == room) exact = ctx;
         else free(ctx);
@@ -307,7 +299,7 @@ Test(long_inputs, tagging_windows_match_the_pipeline) {
     json_t *got[N], *reqs = json_array();
     char *texts[N];
     for (int c = 0; c < N; c++) {
-        texts[c] = context_of(30 + c * 40, 31u + (unsigned)c);
+        texts[c] = fixture_words(30 + c * 40, 31u + (unsigned)c);
         const char *agg = c % 2 ? "first" : "simple";
         int stride = 8 + 6 * (c % 4);
         char *body = NULL;
@@ -317,21 +309,7 @@ Test(long_inputs, tagging_windows_match_the_pipeline) {
         free(body);
         json_array_append_new(reqs, tag_request(texts[c], stride, agg));
     }
-    char path[] = "/tmp/adapterd-tag-XXXXXX";
-    int fd = mkstemp(path);
-    cr_assert(fd >= 0);
-    FILE *f = fdopen(fd, "w");
-    json_dumpf(reqs, f, JSON_COMPACT);
-    fclose(f);
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tools/reference/tag_pipeline.py --model %s --task %s < %s", ADAPTERD_SOURCE_DIR,
-             MODEL_DIR, NER_TASK, path);
-    FILE *p = popen(cmd, "r");
-    cr_assert(p);
-    json_t *ref = json_loadf(p, 0, NULL);
-    cr_assert_eq(pclose(p), 0, "%s", cmd);
-    unlink(path);
-    cr_assert(json_is_array(ref) && json_array_size(ref) == N);
+    json_t *ref = run_reference("tag_pipeline.py", NER_TASK, reqs);
     int multi = 0;
     for (int c = 0; c < N; c++) {
         json_t *r = input0(got[c]), *want = json_array_get(ref, (size_t)c);
@@ -369,7 +347,7 @@ Test(long_inputs, tagging_windows_match_the_pipeline) {
  * products, sums a row in an order that depends on the product's row count (the bound
  * tests/server/test_embed.c uses for a batch against alone, 1e-5), and its label and scores to 1e-5. */
 Test(long_inputs, short_inputs_beside_a_long_one_are_unchanged) {
-    char *ctx = context_of(400, 5u);
+    char *ctx = fixture_words(400, 5u);
     const char *shorts[][2] = {{"who is john", "john is a player in paris"}, {"where", "he was in london and for the city"}};
     char *alone = NULL, *mixed = NULL;
     cr_assert(asprintf(&alone, "{\"inputs\":[{\"text\":\"%s\",\"text_pair\":\"%s\"},{\"text\":\"%s\",\"text_pair\":\"%s\"}],"
@@ -413,7 +391,7 @@ static void expect_refused(const char *path, const char *body, long status, cons
 /* --max-input-tokens 700 and --max-windows 24 (start()): refused with 413 before any work, in v1's
  * and KServe v2's shapes; a question that leaves no more than doc_stride tokens of context is a 422. */
 Test(long_inputs, limits_refuse_before_the_work) {
-    char *big = context_of(800, 3u), *mid = context_of(500, 3u), *body = NULL;
+    char *big = fixture_words(800, 3u), *mid = fixture_words(500, 3u), *body = NULL;
     cr_assert(asprintf(&body, "{\"inputs\":[{\"text\":\"who\",\"text_pair\":\"%s\"}],\"tasks\":[\"qa\"]}", big) > 0);
     expect_refused("/v1/predict", body, 413, "too_large", "--max-input-tokens");
     free(body);
@@ -438,7 +416,7 @@ Test(long_inputs, limits_refuse_before_the_work) {
 
 /* KServe v2 carries the same parameters: its answer tensors hold the v1 answer's first span. */
 Test(long_inputs, v2_parameters_answer_as_v1) {
-    char *ctx = context_of(200, 11u), *v1 = NULL, *v2 = NULL;
+    char *ctx = fixture_words(200, 11u), *v1 = NULL, *v2 = NULL;
     cr_assert(asprintf(&v1, "{\"inputs\":[{\"text\":\"who is john\",\"text_pair\":\"%s\"}],\"tasks\":[\"qa\"],\"max_answer_len\":4,"
                             "\"handle_impossible_answer\":true}", ctx) > 0);
     cr_assert(asprintf(&v2, "{\"inputs\":[{\"name\":\"text\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"who is john\"]},"
@@ -475,7 +453,7 @@ Test(long_inputs, v2_parameters_answer_as_v1) {
 Test(long_inputs, tagging_window_boundaries) {
     const int room = MAX_SEQ - 2; /* [CLS] ... [SEP] */
     for (int extra = 0; extra < 2; extra++) {
-        char *text = context_of(room + extra, 5u), *body = NULL;
+        char *text = fixture_words(room + extra, 5u), *body = NULL;
         cr_assert(asprintf(&body, "{\"inputs\":[\"%s\"],\"tasks\":[\"ner\"],\"stride\":16,\"aggregation\":\"simple\"}", text) > 0);
         json_t *d = post_ok(&srv, body, 200), *r = input0(d);
         json_t *w = json_object_get(r, "windows");
@@ -486,7 +464,7 @@ Test(long_inputs, tagging_window_boundaries) {
     }
     expect_refused("/v1/predict", "{\"inputs\":[\"john is in paris\"],\"tasks\":[\"ner\"],\"stride\":8,\"aggregation\":\"none\"}",
                    422, "invalid_argument", "aggregation");
-    char *text = context_of(100, 5u), *body = NULL;
+    char *text = fixture_words(100, 5u), *body = NULL;
     cr_assert(asprintf(&body, "{\"inputs\":[\"%s\"],\"tasks\":[\"ner\"],\"stride\":%d,\"aggregation\":\"first\"}", text, room) > 0);
     expect_refused("/v1/predict", body, 422, "invalid_argument", "stride");
     free(body), free(text);
@@ -497,7 +475,7 @@ Test(long_inputs, tagging_window_boundaries) {
  * of A's and B's logits asked alone; per task it overrides the request; without it the first window
  * answers, flagged truncated. */
 Test(long_inputs, chunks_aggregate_the_windows_logits) {
-    char *a = context_of(MAX_SEQ - 2, 41u), *b = context_of(MAX_SEQ - 2, 43u), *ab = NULL, *body = NULL;
+    char *a = fixture_words(MAX_SEQ - 2, 41u), *b = fixture_words(MAX_SEQ - 2, 43u), *ab = NULL, *body = NULL;
     cr_assert_eq(context_tokens("x", a), MAX_SEQ - 2, "one-token words: a block fills one window");
     cr_assert_eq(context_tokens("x", b), MAX_SEQ - 2);
     cr_assert(asprintf(&ab, "%s %s", a, b) > 0);
@@ -556,7 +534,7 @@ static void logits_of(json_t *d, size_t i, const char *t, double *out, int n) {
 Test(long_inputs, chunks_for_every_head_and_one_stride) {
     enum { STR = 16, MAXW = 16 };
     const int room = MAX_SEQ - 2;
-    char *text = context_of(150, 9u);
+    char *text = fixture_words(150, 9u);
     eng_tok_params tp = eng_tok_default_params();
     tp.truncation = ENG_TOK_TRUNCATE_NONE;
     eng_tok_encoding full;

@@ -17,6 +17,7 @@
 
 #include "h2_client.h"
 #include "http_client.h"
+#include "test_text.h"
 
 #define OP "operat0r"
 
@@ -81,15 +82,6 @@ static void digest_of(const char *key, char out[72]) {
     for (int i = 0; i < 32; i++) sprintf(out + 7 + 2 * i, "%02x", d[i]);
 }
 
-static void write_file(const char *path, const char *text) {
-    char tmp[512];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    cr_assert_not_null(f);
-    fputs(text, f);
-    fclose(f);
-    cr_assert_eq(rename(tmp, path), 0);
-}
 
 /* Tenants: a (predict and administer cls), b (predict other-* only), slow (one request per 10 s). */
 static void keys_doc(char *out, size_t n, bool with_a) {
@@ -113,7 +105,7 @@ static void start(test_server *s, char **reg) {
     snprintf(keys_path, sizeof keys_path, "%s/../%s.keys.json", *reg, strrchr(*reg, '/') + 1);
     char doc[2048];
     keys_doc(doc, sizeof doc, true);
-    write_file(keys_path, doc);
+    write_file_atomic(keys_path, doc);
     static char port[16];
     gport = h2c_free_port();
     snprintf(port, sizeof port, "%d", gport);
@@ -216,14 +208,14 @@ Test(tenants, revocation_and_broken_reloads, .timeout = 60) {
     resp r = call(&s, "POST", "/v1/predict", PREDICT("cls"), "key-a");
     cr_assert_eq(r.status, 200, "%s", r.body);
     /* broken: the last good keys stay, the error is counted */
-    write_file(keys_path, "{\"tenants\": [{\"name\": \"a\", \"keys\": [\"key-a\"]}]}");
+    write_file_atomic(keys_path, "{\"tenants\": [{\"name\": \"a\", \"keys\": [\"key-a\"]}]}");
     cr_expect_eq(ts_wait_metric(&s, "adapterd_keys_reload_errors_total", 1, 3000), 1);
     r = call(&s, "POST", "/v1/predict", PREDICT("cls"), "key-a");
     cr_expect_eq(r.status, 200, "the last good keys: %s", r.body);
     /* revoked while the client keeps sending: refused within ~1.5 s */
     char doc[2048];
     keys_doc(doc, sizeof doc, false);
-    write_file(keys_path, doc);
+    write_file_atomic(keys_path, doc);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     double dt = 0;

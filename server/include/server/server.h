@@ -20,6 +20,7 @@
 #ifndef ADAPTERD_SERVER_H
 #define ADAPTERD_SERVER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "engine/status.h"
@@ -37,7 +38,8 @@ typedef struct {
     int port;                /* 8080; 0 picks a free port (see port_file) */
     char port_file[1024];    /* when set, the bound port is written there once listening */
     int threads;             /* engine threads per worker; all cores / workers */
-    int workers;             /* engine workers (each runs its own batches); 1 */
+    int workers;             /* engine workers (each runs its own batches); 1, or 2 with keys on 2+ cores */
+    bool workers_given;      /* workers was set (option, environment or config file): no default applies */
     int max_batch_tokens;    /* token budget of one packed batch; 8192 */
     int max_wait_us;         /* how long a job may wait for others to join its batch; 500 */
     int max_queue;           /* requests waiting or running beyond which the answer is 429; 256 */
