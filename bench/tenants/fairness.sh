@@ -59,7 +59,8 @@ case $mode in
 esac
 [ -x "$bin" ] || { echo "fairness.sh: $bin is not built (cmake --build build --target adapterd, or --adapterd BIN)" >&2; exit 2; }
 command -v wrk >/dev/null || { echo "fairness.sh: wrk is missing (Debian package wrk, see scripts/setup.sh)" >&2; exit 77; }
-if [ $keys = 1 ] && ! "$bin" serve --help 2>&1 | grep -q -- '--keys'; then
+help=$("$bin" serve --help 2>&1 || true) # whole, not piped into grep -q: an early exit would fail the pipe
+if [ $keys = 1 ] && ! grep -q -- '--keys' <<<"$help"; then
   echo "fairness.sh: $bin has no --keys option (tenants and their keys file come with issue 38's front door);" \
        "nothing to measure. --no-keys measures the same loads as one queue, the baseline." >&2
   exit 77
@@ -142,7 +143,7 @@ commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cpus," \
      "$(grep -o -m1 -w 'avx512_bf16\|amx_tile' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 echo "server: $bin ($commit), $(grep -m1 -o 'OpenBLAS core [^ ]*' "$tmp/server.log" || echo 'OpenBLAS core not reported')," \
-     "threads ${threads:-all cores}, workers ${workers:-1}, max-batch-tokens ${mbt:-default}; registry $registry"
+     "threads ${threads:-all cores}, workers ${workers:-default: 2 with --keys}, max-batch-tokens ${mbt:-default}; registry $registry"
 echo "mode $mode$([ $keys = 0 ] && echo ', NO KEYS: one queue, the baseline'); quiet tenant \"$quiet_name\": 1 input," \
      "$quiet_conns connection(s); flood tenant \"$flood_name\": $flood_inputs inputs, $flood_conns connections; ${dur}s each"
 
