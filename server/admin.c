@@ -96,12 +96,7 @@ bool srv__admin_claims(srv_request *r, const char *url, const char *method) {
 static bool token_ok(srv_request *r) {
     const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization");
     const char *want = r->srv->cfg.admin_token;
-    if (!h || strncasecmp(h, "Bearer ", 7)) return 0;
-    h += 7;
-    size_t a = strlen(h), b = strlen(want);
-    unsigned char diff = (unsigned char)(a != b);
-    for (size_t i = 0; i < b; i++) diff |= (unsigned char)(h[i < a ? i : 0] ^ want[i]);
-    return diff == 0;
+    return h && !strncasecmp(h, "Bearer ", 7) && srv__token_equal(h + 7, want);
 }
 
 static enum MHD_Result send_401(srv_request *r) {

@@ -67,7 +67,7 @@ static int admit_key(srv_front *f) {
     const char *h = f->auth;
     const char *key = h && !strncasecmp(h, "Bearer ", 7) ? h + 7 : NULL;
     if (!f->keys) f->keys = srv__keys_acquire(s->keys);
-    if (key && s->cfg.admin_token[0] && !strcmp(key, s->cfg.admin_token)) return 0;
+    if (key && s->cfg.admin_token[0] && srv__token_equal(key, s->cfg.admin_token)) return 0;
     f->who = key ? srv__keyset_find(f->keys, key, strlen(key)) : NULL;
     if (!f->who) {
         srv__keys_count_unauthenticated(s->keys);

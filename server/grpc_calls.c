@@ -258,13 +258,7 @@ static void infer_continue(srv_grpc_call *c) {
 
 /* The admin token in the call's "authorization: Bearer <token>" metadata, compared in constant time. */
 static bool admin_token_ok(const srv_grpc_call *c, const char *want) {
-    const char *h = c->auth;
-    if (strncasecmp(h, "Bearer ", 7)) return false;
-    h += 7;
-    size_t a = strlen(h), b = strlen(want);
-    unsigned char diff = (unsigned char)(a != b);
-    for (size_t i = 0; i < b; i++) diff |= (unsigned char)(h[i < a ? i : 0] ^ want[i]);
-    return diff == 0;
+    return !strncasecmp(c->auth, "Bearer ", 7) && srv__token_equal(c->auth + 7, want);
 }
 
 /* --keys: the call's caller. Returns 0 with *ks held (the caller releases it) and *who its tenant

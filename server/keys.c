@@ -551,3 +551,10 @@ char *srv__keys_render(srv_keys *k, char *buf, size_t *len) {
     }
     return buf;
 }
+
+bool srv__token_equal(const char *got, const char *want) {
+    size_t a = strlen(got), b = strlen(want);
+    unsigned char diff = (unsigned char)(a != b);
+    for (size_t i = 0; i < b; i++) diff |= (unsigned char)(got[i < a ? i : 0] ^ want[i]);
+    return diff == 0;
+}

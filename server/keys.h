@@ -45,6 +45,8 @@ void srv__keyset_release(srv_keyset *ks); /* NULL does nothing */
 
 /* The tenant whose key is key (klen bytes, as presented after "Bearer "), or NULL. */
 const srv_tenant *srv__keyset_find(const srv_keyset *ks, const char *key, size_t klen);
+/* Whether got equals want (the operator's --admin-token), in time that depends on want's length only. */
+bool srv__token_equal(const char *got, const char *want);
 /* Whether name (len bytes, "name" or "name@version": the name is what counts) is in patterns. */
 bool srv__keys_match(char *const *patterns, int n, const char *name, size_t len);
 

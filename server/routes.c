@@ -287,7 +287,7 @@ static int listing_key(srv_request *r, enum MHD_Result *ans) {
     const char *key = h && !strncasecmp(h, "Bearer ", 7) ? h + 7 : NULL;
     r->front.s = s;
     r->front.keys = srv__keys_acquire(s->keys);
-    if (key && s->cfg.admin_token[0] && !strcmp(key, s->cfg.admin_token)) return 0; /* the operator sees everything */
+    if (key && s->cfg.admin_token[0] && srv__token_equal(key, s->cfg.admin_token)) return 0; /* the operator sees everything */
     r->front.who = key ? srv__keyset_find(r->front.keys, key, strlen(key)) : NULL;
     if (r->front.who) return 0;
     srv__keys_count_unauthenticated(s->keys);

@@ -202,3 +202,12 @@ Test(keys, the_token_bucket_goes_into_debt) {
     srv__keyset_release(ks);
     unlink(path);
 }
+
+/* The operator's token: equal only when every byte and the length are (a prefix or an extension is not). */
+Test(keys, the_operator_token_compares_whole) {
+    cr_expect(srv__token_equal("s3cret-token", "s3cret-token"));
+    cr_expect_not(srv__token_equal("s3cret-toke", "s3cret-token"), "a prefix");
+    cr_expect_not(srv__token_equal("s3cret-token!", "s3cret-token"), "an extension");
+    cr_expect_not(srv__token_equal("s3cret-tokem", "s3cret-token"), "the last byte");
+    cr_expect_not(srv__token_equal("", "s3cret-token"), "empty");
+}
