@@ -83,17 +83,19 @@ static void digest_of(const char *key, char out[72]) {
 }
 
 
-/* Tenants: a (predict and administer cls), b (predict other-* only), slow (one request per 10 s). */
+/* Tenants: a (predict and administer cls), b (predict other-* only), slow (one request per 10 s), tok (one
+ * token a second: any request leaves it in debt). */
 static void keys_doc(char *out, size_t n, bool with_a) {
-    char da[72], db[72], ds[72];
-    digest_of("key-a", da), digest_of("key-b", db), digest_of("key-slow", ds);
+    char da[72], db[72], ds[72], dt[72];
+    digest_of("key-a", da), digest_of("key-b", db), digest_of("key-slow", ds), digest_of("key-tok", dt);
     snprintf(out, n,
              "{\"tenants\": [%s%s%s"
              "{\"name\": \"b\", \"keys\": [\"%s\"], \"predict\": [\"other-*\"], \"admin\": [\"other-*\"]},"
              "{\"name\": \"slow\", \"keys\": [\"%s\"], \"predict\": [\"*\"], \"requests_per_s\": 0.1, \"burst\": 1,"
-             " \"priority\": \"batch\"}]}",
+             " \"priority\": \"batch\"},"
+             "{\"name\": \"tok\", \"keys\": [\"%s\"], \"predict\": [\"*\"], \"tokens_per_s\": 1}]}",
              with_a ? "{\"name\": \"a\", \"keys\": [\"" : "", with_a ? da : "",
-             with_a ? "\"], \"predict\": [\"cls\"], \"admin\": [\"cls\"], \"share\": 2}," : "", db, ds);
+             with_a ? "\"], \"predict\": [\"cls\"], \"admin\": [\"cls\"], \"share\": 2}," : "", db, ds, dt);
 }
 
 static char keys_path[256];
@@ -190,6 +192,16 @@ Test(tenants, keys_scopes_and_shapes, .timeout = 60) {
     cr_expect_eq(r.status, 429, "%s", r.body);
     char *ra = strcasestr(r.headers, "Retry-After: ");
     cr_expect(ra && atoi(ra + 13) >= 1 && atoi(ra + 13) <= 10, "%s", r.headers);
+    /* the token bucket: the first request is admitted and charged its tokens after tokenizing (the bucket goes
+     * into debt), the next one is refused at admission until the debt is paid */
+    r = call(&s, "POST", "/v1/predict", PREDICT("cls"), "key-tok");
+    cr_expect_eq(r.status, 200, "%s", r.body);
+    r = call(&s, "POST", "/v1/predict", PREDICT("cls"), "key-tok");
+    cr_expect_eq(r.status, 429, "%s", r.body);
+    ra = strcasestr(r.headers, "Retry-After: ");
+    cr_expect(ra && atoi(ra + 13) >= 1, "%s", r.headers);
+    r = call(&s, "POST", "/v2/models/cls/infer", V2_BODY, "key-tok");
+    cr_expect_eq(r.status, 429, "KServe v2 too: %s", r.body);
     /* open routes stay open */
     cr_expect_eq(call(&s, "GET", "/healthz", NULL, NULL).status, 200);
     cr_expect_eq(call(&s, "GET", "/metrics", NULL, NULL).status, 200);
@@ -197,6 +209,7 @@ Test(tenants, keys_scopes_and_shapes, .timeout = 60) {
     cr_expect_geq(ts_metric(&s, "adapterd_tenant_requests_total{tenant=\"a\"}"), 2);
     cr_expect_geq(ts_metric(&s, "adapterd_tenant_refusals_total{tenant=\"slow\",reason=\"rate_limited_requests\"}"), 1);
     cr_expect_geq(ts_metric(&s, "adapterd_tenant_refusals_total{tenant=\"b\",reason=\"forbidden\"}"), 1);
+    cr_expect_geq(ts_metric(&s, "adapterd_tenant_refusals_total{tenant=\"tok\",reason=\"rate_limited_tokens\"}"), 2);
     cr_expect_geq(ts_metric(&s, "adapterd_unauthenticated_total"), 4);
     finish(&s, reg);
 }
