@@ -117,7 +117,7 @@ static void start(test_server *s, char **reg) {
 
 static void finish(test_server *s, char *reg) {
     ts_stop(s);
-    ts_sh("rm -rf '%s' '%s'", reg, keys_path);
+    ts_sh("rm -rf '%s' '%s'", keys_path, reg); /* the keys file first: its path goes through reg/.. */
     free(reg);
 }
 
