@@ -135,17 +135,23 @@ store_task *srv__task_acquire_spec(store_registry *reg, const char *spec, size_t
     return store_task_acquire_version(reg, name, ver);
 }
 
+eng_status srv__unknown_task_plain(const char *name, size_t nlen, char *msg, size_t msz) {
+    int q = (int)(nlen > QUOTED_NAME_MAX ? QUOTED_NAME_MAX : nlen);
+    if (memchr(name, '@', nlen))
+        snprintf(msg, msz, "unknown task or version \"%.*s\" (GET /v1/tasks lists them and their versions)", q, name);
+    else
+        snprintf(msg, msz, "unknown task \"%.*s\" (GET /v1/tasks lists them)", q, name);
+    return ENG_NOT_FOUND;
+}
+
 eng_status srv__unknown_task(srv_server *s, const char *name, size_t nlen, char *msg, size_t msz) {
     int q = (int)(nlen > QUOTED_NAME_MAX ? QUOTED_NAME_MAX : nlen);
-    if (memchr(name, '@', nlen)) {
-        snprintf(msg, msz, "unknown task or version \"%.*s\" (GET /v1/tasks lists them and their versions)", q, name);
-        return ENG_NOT_FOUND;
-    }
+    if (memchr(name, '@', nlen)) return srv__unknown_task_plain(name, nlen, msg, msz);
     char nm[SRV_NAME_MAX];
     store_version_info v[8];
     int n = nlen < sizeof nm ? (memcpy(nm, name, nlen), nm[nlen] = '\0', store_versions(s->reg, nm, v, 8)) : -1;
     if (n <= 0 || strcmp(v[n - 1].state, "failed"))
-        snprintf(msg, msz, "unknown task \"%.*s\" (GET /v1/tasks lists them)", q, name);
+        srv__unknown_task_plain(name, nlen, msg, msz);
     else
         snprintf(msg, msz, "task \"%.*s\" is not served: no version of it loads (version %s: %s)", q, name, v[n - 1].version,
                  v[n - 1].reason);
@@ -182,12 +188,7 @@ static int acquire_tasks(srv_front *f) {
         if (!srv__front_in_scope(f, p->tasks[k], len)) {
             /* out of the key's scope: answered as a task that does not exist, byte for byte */
             srv__keys_count_refusal(s->keys, f->tenant.slot, SRV_REFUSE_NOT_FOUND_SCOPE);
-            int q = (int)(len > QUOTED_NAME_MAX ? QUOTED_NAME_MAX : len);
-            snprintf(f->msg, sizeof f->msg,
-                     memchr(p->tasks[k], '@', len) ? "unknown task or version \"%.*s\" (GET /v1/tasks lists them and their versions)"
-                                                   : "unknown task \"%.*s\" (GET /v1/tasks lists them)",
-                     q, p->tasks[k]);
-            f->code = ENG_NOT_FOUND;
+            f->code = srv__unknown_task_plain(p->tasks[k], len, f->msg, sizeof f->msg);
             return -1;
         }
         store_task *t = srv__task_acquire_spec(s->reg, p->tasks[k], len);

@@ -103,6 +103,9 @@ store_task *srv__task_acquire_spec(store_registry *reg, const char *spec, size_t
 /* With --keys, whether f's tenant may predict with the task spec names (len bytes); true without. */
 bool srv__front_in_scope(const srv_front *f, const char *spec, size_t len);
 
+/* The message for a name that is not a task, into msg (msz bytes): what a task outside a key's scope
+ * gets too, byte for byte (no existence leak). Returns ENG_NOT_FOUND. */
+eng_status srv__unknown_task_plain(const char *name, size_t nlen, char *msg, size_t msz);
 /* The message for a task that is not served (unknown, or on disk with no version that loads: then
  * why, from its newest failed version) into msg (msz bytes). Returns ENG_NOT_FOUND. */
 eng_status srv__unknown_task(srv_server *s, const char *name, size_t nlen, char *msg, size_t msz);

@@ -371,8 +371,8 @@ static char *task_json(srv_grpc_call *c, const srv_tenant *who, srv_task_view vi
     char *j = NULL;
     if (!name[0]) return all_stats(c, who, len); /* ModelStatistics with no name: every model */
     if (!in_scope(who, name, strlen(name))) { /* out of the key's scope: as a task that does not exist */
-        snprintf(msg, sizeof msg, ver[0] ? "unknown task or version \"%.100s@%.30s\"" : "unknown task \"%.100s\"%.0s (GET /v1/tasks lists them)",
-                 name, ver);
+        if (ver[0]) snprintf(msg, sizeof msg, "unknown task or version \"%.100s@%.30s\"", name, ver); /* as views.c's */
+        else srv__unknown_task_plain(name, strlen(name), msg, sizeof msg);
         pend_error(c, ENG_NOT_FOUND, msg);
         return NULL;
     }

@@ -86,10 +86,9 @@ static enum MHD_Result route_tasks(srv_request *r) {
 static enum MHD_Result route_task(srv_request *r, const char *name, size_t nlen, srv_task_view view) {
     char *j = NULL, msg[SRV_NAME_MAX + 256];
     size_t len = 0;
-    if (!srv__front_in_scope(&r->front, name, nlen)) /* out of the key's scope: as if it did not exist */
-        return srv__send_error(r, ENG_NOT_FOUND, "unknown task \"%.*s\" (GET /v1/tasks lists them)",
-                               (int)(nlen > 100 ? 100 : nlen), name);
-    int rc = srv__task_view(r->srv, name, nlen, view, &j, &len, msg, sizeof msg);
+    int rc = srv__front_in_scope(&r->front, name, nlen) /* out of the key's scope: as if it did not exist */
+                 ? srv__task_view(r->srv, name, nlen, view, &j, &len, msg, sizeof msg)
+                 : (int)srv__unknown_task_plain(name, nlen, msg, sizeof msg);
     if (rc) return srv__send_error(r, (eng_status)rc, "%s", msg);
     return srv__send_json(r, 200, j, len);
 }
