@@ -398,7 +398,7 @@ static bool light_caps(const srv_sched *q, double now, double *cap, bool *light_
         *light_waits |= l && q->slot_waiting[s] > 0;
     }
     if (recent < 2 || !light) return false;
-    for (int s = 0; cap && s < SRV_TENANTS_MAX; s++) cap[s] = work * q->slot_share[s] / shares;
+    for (int s = 0; s < SRV_TENANTS_MAX; s++) cap[s] = work * q->slot_share[s] / shares;
     return true;
 }
 
@@ -419,15 +419,16 @@ static double oldest_submit(const srv_sched *q) {
  * candidate has the smallest tag (ties: the earlier submitted); a candidate of another model or
  * kind, or one that does not fit the tokens left, is passed over and the slot's next job becomes
  * its candidate, so a slot's jobs keep their order. The first job taken sets the model and kind;
- * the batch is full at max_batch_tokens. Each step is O(active slots); a slot's tags only grow, so
- * with one slot this is today's FIFO scan. */
-static srv_batch *take_batch(srv_sched *q) {
+ * the batch is full at max_batch_tokens. cap (the light-tenant cap, light_caps; NULL: none) bounds
+ * each slot's work in the batch. Each step is O(active slots); a slot's tags only grow, so with one
+ * slot this is today's FIFO scan. */
+static srv_batch *take_batch(srv_sched *q, const double *cap) {
     srv_batch *b = calloc(1, sizeof *b);
     if (!b) return NULL;
     srv_job *first = NULL, *last = NULL;
     int toks = 0, max = q->p.max_batch_tokens;
-    double cap[SRV_TENANTS_MAX], part[SRV_TENANTS_MAX] = {0}; /* the light-tenant cap and each slot's work taken */
-    bool light_waits, capped = light_caps(q, srv__now(), cap, &light_waits), held = false; /* held: an interactive slot reached its cap */
+    double part[SRV_TENANTS_MAX] = {0}; /* each slot's work taken, against cap (the light-tenant cap; NULL: none) */
+    bool held = false; /* an interactive slot reached its cap */
     for (int c = 0; c < SRV_CLASSES && toks < max && !held; c++) {
         srv_class_q *k = &q->cls[c];
         srv_job **cur[SRV_TENANTS_MAX]; /* per active slot: the link to its candidate; NULL once capped */
@@ -447,7 +448,7 @@ static srv_batch *take_batch(srv_sched *q) {
                 continue;
             }
             int s = k->active[best];
-            if (first && capped && part[s] + job_work(j) > cap[s]) {
+            if (first && cap && part[s] + job_work(j) > cap[s]) {
                 cur[best] = NULL; /* the slot's part of this pass is full: its jobs keep their order */
                 held |= c == SRV_PRIO_INTERACTIVE; /* and no batch job takes the room it leaves */
                 continue;
@@ -529,10 +530,11 @@ static void schedule(srv_sched *q) {
     int n_idle;
     if (q->cancelled) return;
     while (q->n_waiting && (w = idle_worker(q, &n_idle))) {
-        bool light_waits, capped = light_caps(q, srv__now(), NULL, &light_waits);
+        double now = srv__now(), cap[SRV_TENANTS_MAX]; /* the light-tenant cap of this pass, when it applies */
+        bool light_waits, capped = light_caps(q, now, cap, &light_waits);
         if (capped && !light_waits && q->n_workers > 1 && n_idle == 1)
             return; /* the last idle worker is kept for the light tenant (see the top of the file) */
-        srv_batch_clock c = {.now = srv__now(), .head_submit = oldest_submit(q), .last_arrival = q->last_arrival,
+        srv_batch_clock c = {.now = now, .head_submit = oldest_submit(q), .last_arrival = q->last_arrival,
                              .last_done = q->last_done, .last_pass_s = q->last_pass_s,
                              /* capped, a pass is as full as it gets at once: no hold for more */
                              .pending_tokens = capped ? q->p.max_batch_tokens : q->pending_tokens,
@@ -546,7 +548,7 @@ static void schedule(srv_sched *q) {
             uv_timer_start(&q->timer, timer_cb, ms ? ms : 1, 0);
             return;
         }
-        srv_batch *b = take_batch(q);
+        srv_batch *b = take_batch(q, capped ? cap : NULL);
         if (!b) {
             uv_timer_start(&q->timer, timer_cb, 1, 0); /* out of memory: retry shortly */
             return;
