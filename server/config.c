@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "proto/proto.h"
@@ -51,6 +52,10 @@ srv_config srv_default_config(void) {
     c.grpc_buffer_bytes = (size_t)8 << 20;
     c.load_rate = (size_t)256 << 20;            /* the store's own default is unpaced */
     c.load_burst = store_default_params().load_burst;
+    c.trace_schedule_delay_ms = 5000;   /* the OpenTelemetry SDKs' defaults (OTEL_BSP_*) */
+    c.trace_max_queue = 2048;
+    c.trace_max_export_batch = 512;
+    c.trace_export_timeout_ms = 30000;
     return c;
 }
 
@@ -167,6 +172,37 @@ static const opt opts[] = {
     {{"metrics-tasks", "N",
       "tasks with their own /metrics series, the busiest; the rest are summed as task=\"(other)\" (default 100)"},
      INT(metrics_tasks, 0, 1 << 20)},
+    {{"trace-endpoint", "URL",
+      "OpenTelemetry: export every request's spans over OTLP/HTTP (protobuf) to URL, a collector's /v1/traces "
+      "(default: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, or OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces; none: tracing off)"},
+     STR(trace_endpoint)},
+    {{"trace-headers", "K=V[,K=V...]",
+      "headers of each export, values percent-encoded, e.g. an API key (default: OTEL_EXPORTER_OTLP_TRACES_HEADERS or "
+      "OTEL_EXPORTER_OTLP_HEADERS)"},
+     STR(trace_headers)},
+    {{"trace-service-name", "NAME", "the spans' service.name (default: OTEL_SERVICE_NAME, else adapterd)"},
+     STR(trace_service_name)},
+    {{"trace-resource-attributes", "K=V[,K=V...]",
+      "more resource attributes of the spans (default: OTEL_RESOURCE_ATTRIBUTES)"},
+     STR(trace_resource_attributes)},
+    {{"trace-sampler", "NAME",
+      "always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off or parentbased_traceidratio "
+      "(default: OTEL_TRACES_SAMPLER, else parentbased_always_on: a caller's sampled flag decides, else every request)"},
+     STR(trace_sampler)},
+    {{"trace-sampler-arg", "R", "the ratio of the traceidratio samplers, 0..1 (default: OTEL_TRACES_SAMPLER_ARG, else 1)"},
+     STR(trace_sampler_arg)},
+    {{"trace-schedule-delay-ms", "N", "longest wait between two exports (default: OTEL_BSP_SCHEDULE_DELAY, else 5000)"},
+     INT(trace_schedule_delay_ms, 1, 3600000)},
+    {{"trace-max-queue", "N",
+      "spans waiting for export; beyond, a request's spans are dropped and counted (adapterd_trace_spans_dropped_total) "
+      "(default: OTEL_BSP_MAX_QUEUE_SIZE, else 2048)"},
+     INT(trace_max_queue, 1, 1 << 22)},
+    {{"trace-max-export-batch", "N", "spans per export (default: OTEL_BSP_MAX_EXPORT_BATCH_SIZE, else 512)"},
+     INT(trace_max_export_batch, 1, 1 << 22)},
+    {{"trace-export-timeout-ms", "N",
+      "one export with its retries (429, 502, 503, 504, no connection: exponential back-off) (default: "
+      "OTEL_BSP_EXPORT_TIMEOUT, else 30000)"},
+     INT(trace_export_timeout_ms, 1, 3600000)},
 };
 
 const srv_config_option *srv_config_option_at(size_t i) {
@@ -274,11 +310,42 @@ int srv_config_from_file(srv_config *c, const char *path, eng_err *err) {
     return rc;
 }
 
+/* The OpenTelemetry SDKs' variables, below everything else (ADAPTERD_*, the file, flags): the trace
+ * options' defaults, so a platform that sets them for every service configures adapterd too. */
+static int config_from_otel(srv_config *c, eng_err *err) {
+    static const struct {
+        const char *env, *opt;
+    } vars[] = {
+        {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "trace-endpoint"}, {"OTEL_EXPORTER_OTLP_HEADERS", "trace-headers"},
+        {"OTEL_EXPORTER_OTLP_TRACES_HEADERS", "trace-headers"}, {"OTEL_SERVICE_NAME", "trace-service-name"},
+        {"OTEL_RESOURCE_ATTRIBUTES", "trace-resource-attributes"}, {"OTEL_TRACES_SAMPLER", "trace-sampler"},
+        {"OTEL_TRACES_SAMPLER_ARG", "trace-sampler-arg"}, {"OTEL_BSP_SCHEDULE_DELAY", "trace-schedule-delay-ms"},
+        {"OTEL_BSP_MAX_QUEUE_SIZE", "trace-max-queue"}, {"OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "trace-max-export-batch"},
+        {"OTEL_BSP_EXPORT_TIMEOUT", "trace-export-timeout-ms"},
+    };
+    const char *base = getenv("OTEL_EXPORTER_OTLP_ENDPOINT");
+    if (base && *base && !getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")) { /* the base URL: the signal's path is added */
+        size_t n = strlen(base);
+        if (n + sizeof "/v1/traces" > sizeof c->trace_endpoint)
+            return eng_err_set(err, ENG_INVALID_ARGUMENT, "OTEL_EXPORTER_OTLP_ENDPOINT: longer than %zu bytes", sizeof c->trace_endpoint - 12);
+        snprintf(c->trace_endpoint, sizeof c->trace_endpoint, "%s%s", base, base[n - 1] == '/' ? "v1/traces" : "/v1/traces");
+    }
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i].env);
+        if (v && *v && srv_config_set(c, vars[i].opt, v, err)) return eng_err_prefix(err, "%s", vars[i].env);
+    }
+    /* tracing switched off the SDKs' way */
+    const char *off = getenv("OTEL_SDK_DISABLED"), *exp = getenv("OTEL_TRACES_EXPORTER");
+    if ((off && !strcasecmp(off, "true")) || (exp && !strcmp(exp, "none"))) c->trace_endpoint[0] = '\0';
+    return 0;
+}
+
 int srv_config_load(srv_config *c, int argc, const char *const *args, eng_err *err) {
     const char *config = getenv("ADAPTERD_CONFIG");
     for (int i = 0; i + 1 < argc; i++)
         if (!strcmp(args[i], "--config")) config = args[i + 1];
-    int rc = srv_config_from_env(c, err);
+    int rc = config_from_otel(c, err);
+    if (!rc) rc = srv_config_from_env(c, err);
     if (!rc && config) rc = srv_config_from_file(c, config, err);
     if (rc) return rc;
     bool threads_given = getenv("ADAPTERD_THREADS") != NULL;

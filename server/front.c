@@ -109,13 +109,16 @@ int srv__front_admit(srv_front *f) {
     }
     if (f->who) srv__keys_count_request(s->keys, f->tenant.slot);
     f->admitted = true;
+    srv__trace_mark(f->trace, SRV_TRACE_ADMITTED);
     return 0;
 }
 
 int srv__front_decode(srv_front *f, const proto_wire *w) {
     proto_limits lim = srv__proto_limits(f->s);
     eng_err e = {0};
+    srv__trace_mark(f->trace, SRV_TRACE_DECODE0);
     int rc = f->codec->decode(w, &lim, &f->req, &e);
+    srv__trace_mark(f->trace, SRV_TRACE_DECODED);
     if (rc) return refuse(f, (eng_status)rc, "%s", e.msg);
     f->decoded = true;
     srv__metrics_protocol(f->s->metrics, f->codec->name);
@@ -213,6 +216,7 @@ static int acquire(srv_front *f) {
 /* ---- prepare and load ---- */
 
 srv_front_step srv__front_prepare(srv_front *f) {
+    srv__trace_mark(f->trace, SRV_TRACE_PREP0);
     if (!f->acquired && acquire(f)) return SRV_FRONT_FAILED;
     if (f->code) return SRV_FRONT_FAILED; /* the acquisition failed on an earlier call */
     for (int k = 0; k < f->n_tasks; k++)
@@ -248,6 +252,12 @@ srv_front_step srv__front_prepare(srv_front *f) {
      * prompt or a left cut may have replaced inputs meanwhile), sharing the front's buffers */
     j->req = f->req;
     j->preq = &j->req;
+    if (f->trace && f->trace->sampled) { /* what the worker's batch span links to */
+        j->trace.sampled = true;
+        memcpy(j->trace.trace_id, f->trace->trace_id, sizeof j->trace.trace_id);
+        memcpy(j->trace.span_id, f->trace->span_id, sizeof j->trace.span_id);
+    }
+    srv__trace_mark(f->trace, SRV_TRACE_PREPARED);
     return SRV_FRONT_READY;
 }
 
@@ -269,10 +279,12 @@ static store_task *replacement(srv_front *f, const store_task *t) {
 int srv__front_load(srv_front *f) {
     if (++f->rounds > LOAD_ROUNDS_MAX) return refuse(f, ENG_UNAVAILABLE, "tasks were replaced while loading; retry");
     double t0 = srv__now();
+    srv__trace_mark_first(f->trace, SRV_TRACE_LOAD0);
     int missing = 0;
     for (int k = 0; k < f->n_tasks; k++) missing += !store_task_resident(f->tasks[k]);
     eng_err e = {0};
     int bad = -1, rc = store_tasks_ensure(f->s->reg, f->tasks, f->n_tasks, &bad, &e);
+    srv__trace_mark(f->trace, SRV_TRACE_LOADED);
     if (!rc && missing) { /* a failed load is not timed */
         srv__metrics_lazy_load(f->s->metrics, srv__now() - t0);
         f->load_s += srv__now() - t0;

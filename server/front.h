@@ -49,6 +49,7 @@ typedef struct srv_front {
     int rounds;                  /* loads gone round (a task replaced after its load failed) */
     double load_s;               /* seconds spent loading the request's tasks */
     srv_job *job;                /* built by srv__front_prepare, owned here until srv__front_submit */
+    srv_trace_req *trace;        /* the edge's request's trace (trace.h): its steps are stamped here; NULL: none */
     eng_status code;             /* a refusal: why (srv__front_* returned failure) */
     char msg[SRV_FRONT_MSG_MAX];
 } srv_front;

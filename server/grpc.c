@@ -225,7 +225,15 @@ void srv__grpc_answer(srv_grpc_call *c, int status, const char *message, uint8_t
     c->answered = true;
     uv_timer_stop(&c->timer);
     srv_server *s = c->g->s;
-    srv__metrics_grpc(s->metrics, (int)c->method, status, srv__now() - c->t0);
+    srv__metrics_grpc(s->metrics, (int)c->method, status, srv__now() - c->t0, c->trace.sampled ? c->trace.trace_id : NULL);
+    if (c->trace.sampled) {
+        const srv_front *f = &c->front;
+        const srv_job *j = c->traced_job; /* a job still in a pass (the deadline passed) is not read */
+        srv_trace_end e = {.rpc_method = proto_grpc_method_name(c->method), .grpc_status = status, .request_id = c->id,
+                           .protocol = f->decoded ? f->codec->name : NULL, .message = status ? message : NULL,
+                           .tasks = (const char *const *)f->req.tasks, .n_tasks = f->decoded ? f->req.n_tasks : 0, .t0 = c->t0};
+        srv__trace_end(s->tracer, &c->trace, &e, j);
+    }
     if (c->active) {
         c->active = false;
         atomic_fetch_sub(&s->active, 1);
@@ -241,20 +249,25 @@ void srv__grpc_answer(srv_grpc_call *c, int status, const char *message, uint8_t
     c->status = status;
     snprintf(c->message, sizeof c->message, "%s", message ? message : "");
     int rc;
+    /* the trace context in the initial metadata (W3C Trace Context, as HTTP's headers) */
+    nghttp2_nv tr[2] = {NV("traceparent", c->trace.traceparent), NV("tracestate", c->trace.state)};
+    size_t ntr = c->trace.on ? (c->trace.state[0] ? 2 : 1) : 0;
     if (out && status == PROTO_GRPC_OK) {
         c->out = out, c->out_len = len, c->out_off = 0;
-        nghttp2_nv hd[] = {NV(":status", "200"), NV("content-type", "application/grpc")};
+        nghttp2_nv hd[] = {NV(":status", "200"), NV("content-type", "application/grpc"), tr[0], tr[1]};
         nghttp2_data_provider dp = {.source.ptr = c, .read_callback = read_answer};
-        rc = nghttp2_submit_response(conn->h2, c->stream_id, hd, 2, &dp);
+        rc = nghttp2_submit_response(conn->h2, c->stream_id, hd, 2 + ntr, &dp);
     } else {
         free(out);
         char st[16], esc[3 * sizeof c->message];
         snprintf(st, sizeof st, "%d", status);
         proto_grpc_message_escape(c->message, esc, sizeof esc);
         /* trailers-only: one HEADERS that ends the stream */
-        nghttp2_nv hd[] = {NV(":status", "200"), NV("content-type", "application/grpc"), NV("grpc-status", st),
+        nghttp2_nv hd[] = {NV(":status", "200"), NV("content-type", "application/grpc"), tr[0], tr[1], NV("grpc-status", st),
                            NV("grpc-message", esc)};
-        rc = nghttp2_submit_response(conn->h2, c->stream_id, hd, esc[0] ? 4 : 3, NULL);
+        size_t n = 2 + ntr;
+        hd[n++] = hd[4], hd[n++] = hd[5]; /* grpc-status, grpc-message after the context */
+        rc = nghttp2_submit_response(conn->h2, c->stream_id, hd, esc[0] ? n : n - 1, NULL);
     }
     if (rc) nghttp2_submit_rst_stream(conn->h2, NGHTTP2_FLAG_NONE, c->stream_id, NGHTTP2_INTERNAL_ERROR);
     conn_flush(conn);
@@ -279,6 +292,7 @@ static void on_deadline(uv_timer_t *t) {
 static void request_begin(srv_grpc_call *c) {
     srv_grpc_conn *conn = c->conn;
     const srv_config *cfg = &c->g->s->cfg;
+    srv__trace_begin(c->g->s->tracer, &c->trace, c->tp_in[0] ? c->tp_in : NULL, c->ts_in[0] ? c->ts_in : NULL);
     if (c->deadline > 0) {
         double left = c->deadline - srv__now();
         uv_timer_start(&c->timer, on_deadline, left > 0 ? (uint64_t)(left * 1e3) + 1 : 0, 0);
@@ -395,6 +409,12 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8_t 
         c->bad_encoding = !(valuelen == 8 && !memcmp(value, "identity", 8));
     } else if (header_is(name, namelen, "authorization")) {
         snprintf(c->auth, sizeof c->auth, "%.*s", (int)(valuelen < sizeof c->auth ? valuelen : sizeof c->auth - 1), (const char *)value);
+    } else if (header_is(name, namelen, "traceparent")) {
+        /* 63 bytes keep what the parser reads of any version (its first 55, and whether a '-' follows) */
+        snprintf(c->tp_in, sizeof c->tp_in, "%.*s", (int)(valuelen < sizeof c->tp_in ? valuelen : sizeof c->tp_in - 1), (const char *)value);
+    } else if (header_is(name, namelen, "tracestate")) {
+        if (valuelen < sizeof c->ts_in) snprintf(c->ts_in, sizeof c->ts_in, "%.*s", (int)valuelen, (const char *)value);
+        else c->ts_in[0] = '\0'; /* too long to propagate whole: dropped */
     } else if (header_is(name, namelen, "grpc-timeout")) {
         double sec;
         if (proto_grpc_timeout_parse((const char *)value, valuelen, &sec)) c->bad_timeout = true;

@@ -56,6 +56,11 @@ typedef struct srv_grpc_call {
     char pend_msg[512];
     uint8_t *pend_out;
     size_t pend_len;
+    /* its trace (trace.h): the caller's traceparent and tracestate metadata as they came, then the context */
+    char tp_in[64];
+    char ts_in[SRV_TRACE_STATE_MAX];
+    srv_trace_req trace;
+    struct srv_job *traced_job;    /* ModelInfer: its job once done (grpc_calls.c's done hook), for its spans */
 } srv_grpc_call;
 
 /* What the transport calls on the methods' side (grpc_calls.c), so neither file calls the other back. */

@@ -168,6 +168,7 @@ static void grpc_done(srv_server *s, srv_job *j) {
         srv__job_free(j);
         return;
     }
+    c->traced_job = j; /* done: its spans may read it (srv__grpc_answer) */
     if (j->status == 200 && j->body) {
         srv__grpc_answer(c, PROTO_GRPC_OK, NULL, (uint8_t *)j->body, j->body_len);
         j->body = NULL;
@@ -176,6 +177,7 @@ static void grpc_done(srv_server *s, srv_job *j) {
     }
     c->job = NULL;
     c->front.job = NULL;
+    c->traced_job = NULL;
     srv__job_free(j);
     if (!c->conn) srv__grpc_call_release(c);
 }
@@ -198,6 +200,7 @@ static int begin(srv_grpc_call *c) {
     if (c->method != PROTO_GRPC_MODEL_INFER || c->front.codec) return 0;
     srv__front_init(&c->front, srv__grpc_server(c->g), &proto_grpc_infer_codec, &grpc_edge, c, c->id, c->t0);
     c->front.auth = c->auth; /* --keys: the key is checked here, at HEADERS, before any DATA */
+    c->front.trace = &c->trace;
     if (!srv__front_admit(&c->front)) return 0;
     answer_error(c, c->front.code, c->front.msg);
     return -1;

@@ -27,6 +27,10 @@ static enum MHD_Result send_body_with(srv_request *r, unsigned status, const cha
     MHD_add_response_header(resp, "Content-Type", ctype);
     if (name) MHD_add_response_header(resp, name, value);
     MHD_add_response_header(resp, "X-Request-Id", r->id);
+    if (r->trace.on) { /* the trace this request is part of, its server span as the parent (W3C Trace Context) */
+        MHD_add_response_header(resp, "traceparent", r->trace.traceparent);
+        if (r->trace.state[0]) MHD_add_response_header(resp, "tracestate", r->trace.state);
+    }
     if (status == 429) {
         char ra[16]; /* a tenant's quota says how long; the queue, a second */
         snprintf(ra, sizeof ra, "%d", r->front.retry_after > 0 ? r->front.retry_after : 1);
@@ -42,7 +46,8 @@ static enum MHD_Result send_body_with(srv_request *r, unsigned status, const cha
      * after its answer must see that answer counted (the completion callback may run later, on
      * another HTTP thread) */
     if (!r->counted) {
-        srv__metrics_request(r->srv->metrics, r->route, status, srv__now() - r->t0);
+        srv__metrics_request_traced(r->srv->metrics, r->route, status, srv__now() - r->t0,
+                                    r->trace.sampled ? r->trace.trace_id : NULL);
         r->counted = true;
     }
     enum MHD_Result ret = MHD_queue_response(r->conn, status, resp);

@@ -129,6 +129,7 @@ enum MHD_Result srv__infer(srv_request *r, const char *arg, size_t arg_len) {
         char spec[TASK_SPEC_MAX];
         srv__front_init(f, s, srv__infer_codec(r->route), &http_edge, r, r->id, r->t0);
         f->auth = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization");
+        f->trace = &r->trace;
         if (body_ok(r, &header_len, &ans)) return ans;
         if (task_spec(r, arg, arg_len, spec, sizeof spec))
             return srv__send_error(r, ENG_NOT_FOUND, "unknown task \"%.100s...\" (the name is too long)", spec);

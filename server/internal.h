@@ -21,6 +21,7 @@
 #include "route.h"
 #include "scheduler.h"
 #include "server/server.h"
+#include "trace.h"
 
 typedef struct srv_server srv_server;
 typedef struct srv_request srv_request;
@@ -86,6 +87,7 @@ struct srv_request {
     char *upload_path;           /* malloc'd; NULL when the body is not streamed to a file */
     srv_offload off;
     const char *model_id;        /* the name of the model the request resolved, as answered (models.c) */
+    srv_trace_req trace;         /* its trace context and steps (trace.h); answered in its headers */
 };
 
 typedef struct srv_offloader srv_offloader;
@@ -116,6 +118,7 @@ struct srv_server {
     struct srv_grpc *grpc;           /* grpc.c: the gRPC listener and its connections; NULL when --grpc-port is 0 */
     struct srv_grpc_prep *grpc_prep; /* grpc_calls.c: the threads that prepare gRPC calls; NULL when --grpc-port is 0 */
     struct srv_keys *keys;           /* keys.c: --keys, the tenants; NULL without */
+    srv_tracer *tracer;              /* trace.c: OpenTelemetry spans; NULL when no --trace-endpoint */
     srv_model_names *names;          /* models.c: --served-model-name, read at start; NULL: none */
     long long started;               /* Unix seconds at start: the models' "created" in OpenAI's answers */
     atomic_bool ready;

@@ -13,6 +13,7 @@
 #include "inbox.h"
 #include "proto/proto.h"
 #include "tenant.h"
+#include "trace.h"
 
 /* Why a task ran at its skip; the response names it ("skip_source"). */
 typedef enum {
@@ -75,6 +76,7 @@ typedef struct srv_job {
     size_t head_len;             /* v2 binary answer: the bytes of JSON before the tensors' (Inference-Header-Content-Length); 0: JSON only */
     eng_status fail_code;        /* a failed job: the error (status and body follow from it); 0: none */
     char fail_msg[256];
+    srv_trace_job trace;         /* its request's trace ids and what the worker stamped (trace.h) */
 } srv_job;
 
 /* Releases the job's encodings, task references and body; NULL does nothing. */

@@ -25,6 +25,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <time.h>
 
 static const char *const route_names[] = {
 #define SRV__ROUTE_NAME(name, path) path,
@@ -61,6 +62,15 @@ typedef struct {
     _Atomic double sum;
 } hist;
 
+/* A histogram bucket's exemplar: the last sampled request that fell in it (OpenMetrics). A seqlock:
+ * odd seq while one writer fills it (a second writer meanwhile skips: an exemplar is a sample, not a
+ * count); the renderer keeps a copy only when seq was even and unchanged around it. */
+typedef struct {
+    atomic_uint_fast64_t seq;
+    atomic_uint_fast64_t id[2];              /* the trace id, 16 bytes */
+    _Atomic double v, ts;                    /* the value observed; when, Unix seconds */
+} exemplar;
+
 struct srv_metrics {
     atomic_uint_fast64_t requests[SRV_ROUTE_COUNT][N_CODES + 1];
     hist latency[SRV_ROUTE_COUNT];
@@ -70,6 +80,8 @@ struct srv_metrics {
         atomic_uint_fast64_t count;
     } protocols[PROTOCOLS_MAX];            /* requests decoded by the front door, by protocol */
     hist grpc_latency[PROTO_GRPC_N_METHODS];
+    exemplar latency_ex[SRV_ROUTE_COUNT][N_LAT + 1];
+    exemplar grpc_ex[PROTO_GRPC_N_METHODS][N_LAT + 1];
     hist queue_wait, lazy_load, batch_requests, batch_inputs, batch_tokens, batch_seconds;
     atomic_uint_fast64_t tokens, batches;
     atomic_uint_fast64_t prec_tokens[N_PREC], prec_batches[N_PREC];
@@ -166,7 +178,7 @@ static void add_series(task_series *dst, const task_series *src) {
                                   memory_order_relaxed);
 }
 
-static void observe(hist *h, const double *bounds, int n, double v) {
+static int observe(hist *h, const double *bounds, int n, double v) {
     int i = 0;
     while (i < n && v > bounds[i]) i++;
     atomic_fetch_add_explicit(&h->b[i], 1, memory_order_relaxed);
@@ -174,6 +186,22 @@ static void observe(hist *h, const double *bounds, int n, double v) {
     double old = atomic_load_explicit(&h->sum, memory_order_relaxed);
     while (!atomic_compare_exchange_weak_explicit(&h->sum, &old, old + v, memory_order_relaxed, memory_order_relaxed)) {
     }
+    return i;
+}
+
+static void set_exemplar(exemplar *e, const uint8_t *trace_id, double v) {
+    uint_fast64_t s = atomic_load_explicit(&e->seq, memory_order_relaxed);
+    if ((s & 1) || !atomic_compare_exchange_strong_explicit(&e->seq, &s, s + 1, memory_order_acquire, memory_order_relaxed))
+        return; /* another writer is at it */
+    uint64_t a = 0, b = 0;
+    for (int k = 0; k < 8; k++) a = a << 8 | trace_id[k], b = b << 8 | trace_id[8 + k];
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    atomic_store_explicit(&e->id[0], a, memory_order_relaxed);
+    atomic_store_explicit(&e->id[1], b, memory_order_relaxed);
+    atomic_store_explicit(&e->v, v, memory_order_relaxed);
+    atomic_store_explicit(&e->ts, (double)ts.tv_sec + ts.tv_nsec * 1e-9, memory_order_relaxed);
+    atomic_store_explicit(&e->seq, s + 2, memory_order_release);
 }
 
 static void add_double(_Atomic double *d, double v) {
@@ -213,11 +241,16 @@ void srv__metrics_free(srv_metrics *m) {
     free(m);
 }
 
-void srv__metrics_request(srv_metrics *m, srv_route r, unsigned status, double seconds) {
+void srv__metrics_request_traced(srv_metrics *m, srv_route r, unsigned status, double seconds, const uint8_t *trace_id) {
     size_t c = 0;
     while (c < N_CODES && codes[c] != status) c++;
     atomic_fetch_add_explicit(&m->requests[r][c], 1, memory_order_relaxed);
-    observe(&m->latency[r], lat_b, N_LAT, seconds);
+    int b = observe(&m->latency[r], lat_b, N_LAT, seconds);
+    if (trace_id) set_exemplar(&m->latency_ex[r][b], trace_id, seconds);
+}
+
+void srv__metrics_request(srv_metrics *m, srv_route r, unsigned status, double seconds) {
+    srv__metrics_request_traced(m, r, status, seconds, NULL);
 }
 
 void srv__metrics_protocol(srv_metrics *m, const char *protocol) {
@@ -231,11 +264,12 @@ void srv__metrics_protocol(srv_metrics *m, const char *protocol) {
     }
 }
 
-void srv__metrics_grpc(srv_metrics *m, int method, int code, double seconds) {
+void srv__metrics_grpc(srv_metrics *m, int method, int code, double seconds, const uint8_t *trace_id) {
     if (method < 0 || method >= PROTO_GRPC_N_METHODS) method = PROTO_GRPC_UNKNOWN_METHOD;
     if (code < 0 || code >= PROTO_GRPC_N_CODES) code = PROTO_GRPC_UNKNOWN;
     atomic_fetch_add_explicit(&m->grpc[method][code], 1, memory_order_relaxed);
-    observe(&m->grpc_latency[method], lat_b, N_LAT, seconds);
+    int b = observe(&m->grpc_latency[method], lat_b, N_LAT, seconds);
+    if (trace_id) set_exemplar(&m->grpc_ex[method][b], trace_id, seconds);
 }
 
 void srv__metrics_queue_wait(srv_metrics *m, double seconds) {
@@ -328,16 +362,38 @@ static void put(buf *b, const char *fmt, ...) {
     }
 }
 
-static void put_hist(buf *b, const char *name, const char *labels, const hist *h, const double *bounds, int n) {
+/* " # {trace_id=\"...\"} value timestamp" when e holds an exemplar (a consistent copy), else "". */
+static void exemplar_text(const exemplar *e, char *out, size_t n) {
+    out[0] = '\0';
+    exemplar *x = (exemplar *)e; /* read only */
+    uint_fast64_t s = atomic_load_explicit(&x->seq, memory_order_acquire);
+    if (!s || (s & 1)) return;
+    uint64_t a = atomic_load_explicit(&x->id[0], memory_order_relaxed), b = atomic_load_explicit(&x->id[1], memory_order_relaxed);
+    double v = atomic_load_explicit(&x->v, memory_order_relaxed), ts = atomic_load_explicit(&x->ts, memory_order_relaxed);
+    atomic_thread_fence(memory_order_acquire);
+    if (atomic_load_explicit(&x->seq, memory_order_relaxed) != s) return; /* rewritten meanwhile: none this time */
+    snprintf(out, n, " # {trace_id=\"%016llx%016llx\"} %.9g %.3f", (unsigned long long)a, (unsigned long long)b, v, ts);
+}
+
+/* A histogram; ex (n + 1 buckets) adds each bucket's exemplar, for OpenMetrics scrapes. */
+static void put_hist_ex(buf *b, const char *name, const char *labels, const hist *h, const double *bounds, int n,
+                        const exemplar *ex) {
     uint64_t cum = 0;
+    char e[128] = "";
     for (int i = 0; i < n; i++) {
         cum += atomic_load_explicit(&h->b[i], memory_order_relaxed);
-        put(b, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, *labels ? "," : "", bounds[i], (unsigned long long)cum);
+        if (ex) exemplar_text(&ex[i], e, sizeof e);
+        put(b, "%s_bucket{%s%sle=\"%g\"} %llu%s\n", name, labels, *labels ? "," : "", bounds[i], (unsigned long long)cum, e);
     }
     cum += atomic_load_explicit(&h->b[n], memory_order_relaxed);
-    put(b, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, *labels ? "," : "", (unsigned long long)cum);
+    if (ex) exemplar_text(&ex[n], e, sizeof e);
+    put(b, "%s_bucket{%s%sle=\"+Inf\"} %llu%s\n", name, labels, *labels ? "," : "", (unsigned long long)cum, e);
     put(b, "%s_sum{%s} %.9g\n%s_count{%s} %llu\n", name, labels, atomic_load_explicit(&h->sum, memory_order_relaxed),
         name, labels, (unsigned long long)atomic_load_explicit(&h->count, memory_order_relaxed));
+}
+
+static void put_hist(buf *b, const char *name, const char *labels, const hist *h, const double *bounds, int n) {
+    put_hist_ex(b, name, labels, h, bounds, n, NULL);
 }
 
 char *srv__metrics_render(srv_metrics *m, const srv_metrics_live *live, size_t *len) {
@@ -357,7 +413,8 @@ char *srv__metrics_render(srv_metrics *m, const srv_metrics_live *live, size_t *
         if (!atomic_load_explicit(&m->latency[r].count, memory_order_relaxed)) continue;
         char l[64];
         snprintf(l, sizeof l, "route=\"%s\"", route_names[r]);
-        put_hist(&b, "adapterd_request_duration_seconds", l, &m->latency[r], lat_b, N_LAT);
+        put_hist_ex(&b, "adapterd_request_duration_seconds", l, &m->latency[r], lat_b, N_LAT,
+                    live->openmetrics ? m->latency_ex[r] : NULL);
     }
     put(&b, "# HELP adapterd_decoded_requests_total Inference requests decoded by the front door, by protocol (its codec).\n"
             "# TYPE adapterd_decoded_requests_total counter\n");
@@ -382,7 +439,8 @@ char *srv__metrics_render(srv_metrics *m, const srv_metrics_live *live, size_t *
         if (!atomic_load_explicit(&m->grpc_latency[g].count, memory_order_relaxed)) continue;
         char l[64];
         snprintf(l, sizeof l, "method=\"%s\"", proto_grpc_method_name((proto_grpc_method)g));
-        put_hist(&b, "adapterd_grpc_request_duration_seconds", l, &m->grpc_latency[g], lat_b, N_LAT);
+        put_hist_ex(&b, "adapterd_grpc_request_duration_seconds", l, &m->grpc_latency[g], lat_b, N_LAT,
+                    live->openmetrics ? m->grpc_ex[g] : NULL);
     }
     put(&b, "# HELP adapterd_queue_wait_seconds Time a job waited for its batch.\n# TYPE adapterd_queue_wait_seconds histogram\n");
     put_hist(&b, "adapterd_queue_wait_seconds", "", &m->queue_wait, lat_b, N_LAT);
@@ -589,6 +647,23 @@ char *srv__metrics_render(srv_metrics *m, const srv_metrics_live *live, size_t *
             atomic_load_explicit(&m->rescan_cpu[k], memory_order_relaxed));
     put(&b, "# HELP adapterd_ready 1 when serving, 0 when starting or draining.\n# TYPE adapterd_ready gauge\n"
             "adapterd_ready %d\n", live->ready ? 1 : 0);
+    if (live->tracing) {
+        put(&b, "# HELP adapterd_trace_spans_exported_total Spans the trace collector accepted.\n"
+                "# TYPE adapterd_trace_spans_exported_total counter\nadapterd_trace_spans_exported_total %llu\n",
+            (unsigned long long)live->trace_exported);
+        put(&b, "# HELP adapterd_trace_spans_dropped_total Spans not exported, by reason: queue_full (the collector slow "
+                "or gone, the queue at --trace-max-queue), export_failed (refused, or retries ran out).\n"
+                "# TYPE adapterd_trace_spans_dropped_total counter\n"
+                "adapterd_trace_spans_dropped_total{reason=\"queue_full\"} %llu\n"
+                "adapterd_trace_spans_dropped_total{reason=\"export_failed\"} %llu\n",
+            (unsigned long long)live->trace_dropped_queue, (unsigned long long)live->trace_dropped_export);
+        put(&b, "# HELP adapterd_trace_export_errors_total Export attempts that failed (an HTTP error or no connection).\n"
+                "# TYPE adapterd_trace_export_errors_total counter\nadapterd_trace_export_errors_total %llu\n",
+            (unsigned long long)live->trace_export_errors);
+        put(&b, "# HELP adapterd_trace_spans_queued Spans waiting for export.\n# TYPE adapterd_trace_spans_queued gauge\n"
+                "adapterd_trace_spans_queued %llu\n",
+            (unsigned long long)live->trace_queued);
+    }
     if (b.oom) {
         free(b.s);
         return NULL;
@@ -609,4 +684,38 @@ void srv__metrics_task_totals(srv_metrics *m, const char *name, uint64_t *count,
         }
     }
     pthread_mutex_unlock(&m->tmu);
+}
+
+char *srv__metrics_openmetrics(char *text, size_t *len) {
+    buf b = {.cap = *len + 64};
+    if (!(b.s = malloc(b.cap))) {
+        free(text);
+        return NULL;
+    }
+    const char *p = text, *end = text + *len;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        int name_at = !strncmp(p, "# HELP ", 7) || !strncmp(p, "# TYPE ", 7) ? 7 : 0;
+        const char *sp = name_at ? memchr(p + name_at, ' ', n - name_at) : NULL;
+        /* a counter family: its HELP and TYPE lines name it without "_total" (its samples keep it) */
+        bool counter = false;
+        if (sp && sp - p > name_at + 6 && !memcmp(sp - 6, "_total", 6)) {
+            size_t nm = (size_t)(sp - (p + name_at));
+            const char *t = p[2] == 'T' ? p : nl ? nl + 1 : end; /* the TYPE line: this one or the next */
+            counter = t + 7 + nm + 8 <= end && !strncmp(t, "# TYPE ", 7) && !memcmp(t + 7, p + name_at, nm) &&
+                      !memcmp(t + 7 + nm, " counter", 8);
+        }
+        if (counter) put(&b, "%.*s%.*s\n", (int)(sp - 6 - p), p, (int)(p + n - sp), sp);
+        else put(&b, "%.*s\n", (int)n, p);
+        p += n + 1;
+    }
+    put(&b, "# EOF\n");
+    free(text);
+    if (b.oom) {
+        free(b.s);
+        return NULL;
+    }
+    *len = b.len;
+    return b.s;
 }

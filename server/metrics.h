@@ -24,6 +24,9 @@ void srv__metrics_set_task_series(srv_metrics *m, int k);
 
 /* Any thread: one answered request. */
 void srv__metrics_request(srv_metrics *m, srv_route r, unsigned status, double seconds);
+/* The same, of a sampled request of trace trace_id (16 bytes; NULL: none): its bucket's exemplar
+ * (OpenMetrics) becomes this request, so a dashboard's slow bucket opens a trace. */
+void srv__metrics_request_traced(srv_metrics *m, srv_route r, unsigned status, double seconds, const uint8_t *trace_id);
 /* Any thread: one job finished after waiting `seconds` for its batch (negative: it never ran). */
 void srv__metrics_queue_wait(srv_metrics *m, double seconds);
 /* Any thread: one job ran task `name` at `skip` on n_inputs inputs; its request took `seconds` from
@@ -37,7 +40,7 @@ void srv__metrics_task_totals(srv_metrics *m, const char *name, uint64_t *count,
 void srv__metrics_protocol(srv_metrics *m, const char *protocol);
 /* Loop thread: one gRPC call of method (a proto_grpc_method) answered with gRPC status code after
  * `seconds` (adapterd_grpc_requests_total{method, code}, adapterd_grpc_request_duration_seconds). */
-void srv__metrics_grpc(srv_metrics *m, int method, int code, double seconds);
+void srv__metrics_grpc(srv_metrics *m, int method, int code, double seconds, const uint8_t *trace_id);
 /* Any thread: a request waited `seconds` for its tasks to load (memory budget). */
 void srv__metrics_lazy_load(srv_metrics *m, double seconds);
 /* Whether status has its own label value (else it is counted as "other"). */
@@ -67,9 +70,16 @@ typedef struct {
     int admitted;            /* requests holding a place of --max-queue (being prepared, loading, queued, running) */
     int adaptive_level;      /* layers adaptive mode currently adds */
     bool ready;              /* serving: not starting, not draining */
+    bool openmetrics;        /* the scrape asked for OpenMetrics: latency buckets carry exemplars */
+    bool tracing;            /* a tracer runs: the trace counters below are rendered */
+    uint64_t trace_exported, trace_dropped_queue, trace_dropped_export, trace_export_errors, trace_queued;
 } srv_metrics_live;
 
 /* Renders the Prometheus text; malloc'd (the caller frees), NULL when out of memory. */
 char *srv__metrics_render(srv_metrics *m, const srv_metrics_live *live, size_t *len);
+/* Turns rendered Prometheus text (malloc'd, len bytes, taken) into OpenMetrics text: counter families
+ * named without their _total suffix in HELP and TYPE, and the closing "# EOF". Returns the new text
+ * (malloc'd, *len updated), or NULL when out of memory (text freed). */
+char *srv__metrics_openmetrics(char *text, size_t *len);
 
 #endif

@@ -202,6 +202,8 @@ static enum MHD_Result begin(srv_server *s, struct MHD_Connection *conn, const c
     for (char *c = r->path; *c; c++)
         if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?'; /* the access log stays one line */
     srv__set_request_id(r);
+    srv__trace_begin(s->tracer, &r->trace, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "traceparent"),
+                     MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "tracestate"));
     atomic_fetch_add(&s->active, 1);
     *con_cls = r;
     srv__conns_phase(s->conns, conn, SRV_CONN_BODY);
@@ -335,12 +337,22 @@ static enum MHD_Result quick(srv_request *r, const char *url, const char *arg, s
         j = proto_v2_bool_encode("ready", 1, &len);
         return srv__send_json(r, 200, j, len);
     case SRV_ROUTE_METRICS: {
+        /* OpenMetrics when the scraper asks for it (Prometheus does, for exemplars): the same families, plus exemplars */
+        const char *acc = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Accept");
+        bool om = acc && strstr(acc, "application/openmetrics-text");
+        srv_trace_counts tc;
+        srv__trace_counts(s->tracer, &tc);
         srv_metrics_live live = {.queue_depth = srv__sched_depth(s->sched), .admitted = srv__sched_admitted(s->sched),
-                                 .adaptive_level = srv__sched_adaptive_level(s->sched), .ready = ready};
+                                 .adaptive_level = srv__sched_adaptive_level(s->sched), .ready = ready, .openmetrics = om,
+                                 .tracing = s->tracer != NULL, .trace_exported = tc.exported,
+                                 .trace_dropped_queue = tc.dropped_queue, .trace_dropped_export = tc.dropped_export,
+                                 .trace_export_errors = tc.export_errors, .trace_queued = tc.queued};
         char *m = srv__metrics_render(s->metrics, &live, &len);
         if (m && s->keys) m = srv__keys_render(s->keys, m, &len); /* the keys file and the tenants */
+        if (m && om) m = srv__metrics_openmetrics(m, &len);
         if (!m) return srv__send_error(r, ENG_NO_MEMORY, "out of memory");
-        return srv__send_body(r, 200, "text/plain; version=0.0.4", m, len, MHD_RESPMEM_MUST_FREE);
+        return srv__send_body(r, 200, om ? "application/openmetrics-text; version=1.0.0; charset=utf-8" : "text/plain; version=0.0.4",
+                              m, len, MHD_RESPMEM_MUST_FREE);
     }
     case SRV_ROUTE_OPENAPI: {
         const char *doc = proto_openapi_json(&len);
@@ -375,15 +387,38 @@ enum MHD_Result srv__on_request(void *cls, struct MHD_Connection *conn, const ch
     return quick(r, url, arg, arg_len);
 }
 
+/* The routes' templates (http.route), from the one table; NULL for no route. */
+static const char *const route_paths[] = {
+#define SRV__ROUTE_PATH(name, path) path,
+    SRV_ROUTE_LIST(SRV__ROUTE_PATH)
+#undef SRV__ROUTE_PATH
+};
+
+/* The request's spans (trace.c): every route's but the probes' and the scrapes', which would drown the
+ * traces (the OpenTelemetry instrumentations leave them out as well). */
+static void trace_end(srv_server *s, srv_request *r, unsigned status) {
+    if (!r->trace.sampled || is_health(r->route) || r->route == SRV_ROUTE_TEI_HEALTH || r->route == SRV_ROUTE_METRICS) return;
+    const char *route = r->route < SRV_ROUTE_UNKNOWN ? route_paths[r->route] : NULL;
+    if (route && strchr(route, ' ')) route = strchr(route, ' ') + 1; /* "DELETE /v1/tasks/{name}" */
+    const srv_front *f = &r->front;
+    const srv_job *j = f->job && f->job->t_end > 0 ? f->job : NULL; /* answered by its worker */
+    srv_trace_end e = {.method = r->method, .path = r->path, .route = route, .http_status = status, .request_id = r->id,
+                       .protocol = f->decoded ? f->codec->name : NULL, .message = f->code ? f->msg : NULL,
+                       .tasks = (const char *const *)f->req.tasks, .n_tasks = f->decoded ? f->req.n_tasks : 0, .t0 = r->t0};
+    if (j && j->fail_code) e.message = j->fail_msg;
+    srv__trace_end(s->tracer, &r->trace, &e, j);
+}
+
 void srv__on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
     srv_server *s = cls;
     srv_request *r = *con_cls;
     if (!r) return;
     double dt = srv__now() - r->t0;
     unsigned status = r->status ? r->status : 499; /* 499: the client went away before an answer */
-    if (!r->counted) srv__metrics_request(s->metrics, r->route, status, dt);
+    if (!r->counted) srv__metrics_request_traced(s->metrics, r->route, status, dt, r->trace.sampled ? r->trace.trace_id : NULL);
     if (s->cfg.access_log) srv__access_log(r, status, dt, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
     if (r->admin && r->caller[0]) srv__admin_audit(r, status);
+    trace_end(s, r, status);
     srv__front_clear(&r->front); /* admission (the client went away before an answer), tasks, job, request */
     srv__offload_clear(r);
     srv__admin_end(r);

@@ -218,6 +218,11 @@ static void run_jobs(srv_sched *q, eng_state *st, srv_job *jobs, int n_jobs, boo
                                   .tasks = j->treqs, .n_tasks = j->n_tasks};
     }
     int rc = eng_run(store_model_engine(jobs->model), st, in, n_in, outs, want_stats ? &stats : NULL, &err);
+    if (q->p.tracer && (rc == 0 || n_jobs == 1)) { /* a failed pass of several runs again job by job: those are the spans */
+        eng_model_precision_info pi = eng_model_precision(store_model_engine(jobs->model));
+        srv__trace_batch(q->p.tracer, jobs, n_jobs, n_in, toks, t_start, srv__now(), store_model_name(jobs->model), pi.name,
+                         pi.kernel, rc == 0);
+    }
     /* the pass's wall time corrects its model's cost model (one model per batch, so one cost model) */
     if (rc == 0 && observe && jobs->cost)
         eng_cost_observe(jobs->cost, store_model_engine(jobs->model), in, n_in, (srv__now() - t_start) * 1e3);
@@ -276,6 +281,11 @@ static void run_embeds(srv_sched *q, eng_state *st, srv_job *jobs, int n_jobs) {
         }
         eng_batch b = {.n_seq = n_in, .ids = ids, .type_ids = types, .seq_len = lens};
         rc = eng_encode(m, st, &b, hidden, pooled, &err);
+    }
+    if (q->p.tracer && (rc == 0 || n_jobs == 1)) {
+        eng_model_precision_info pi = eng_model_precision(m);
+        srv__trace_batch(q->p.tracer, jobs, n_jobs, n_in, toks, t_start, srv__now(), store_model_name(jobs->model), pi.name,
+                         pi.kernel, rc == 0);
     }
     if (rc == 0) {
         double dt = srv__now() - t_start;

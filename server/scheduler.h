@@ -38,6 +38,7 @@ typedef struct {
     bool adaptive_skips;
     int target_queue_ms;
     srv_metrics *metrics;    /* batches and adaptive raises are counted here */
+    struct srv_tracer *tracer; /* each pass with a sampled request becomes a batch span (trace.c); NULL: off */
 } srv_sched_params;
 
 typedef struct srv_sched srv_sched;

@@ -51,12 +51,16 @@
 
 static void hook_respond(void *ctx, srv_job *j, const eng_task_out *outs, const eng_plan_stats *stats) {
     (void)ctx;
+    if (j->trace.sampled) j->trace.t_enc0 = srv__now();
     srv__job_respond(j, outs, stats); /* the answer in its protocol's encoding, on the worker */
+    if (j->trace.sampled) j->trace.t_enc1 = srv__now();
 }
 
 static void hook_respond_embed(void *ctx, srv_job *j, const float *hidden, const float *pooled) {
     (void)ctx;
+    if (j->trace.sampled) j->trace.t_enc0 = srv__now();
     srv__job_respond_embed(j, hidden, pooled);
+    if (j->trace.sampled) j->trace.t_enc1 = srv__now();
 }
 
 static void hook_fail(void *ctx, srv_job *j, eng_status code, const char *msg) {
@@ -255,11 +259,15 @@ int srv_run(const srv_config *cfg, store_registry *reg, eng_err *err) {
             goto done;
         }
     }
+    if ((rc = srv__tracer_start(cfg, &s->tracer, err))) goto done;
+    if (s->tracer) fprintf(stderr, "adapterd: tracing to %s (sampler %s%s%s)\n", cfg->trace_endpoint,
+                           cfg->trace_sampler[0] ? cfg->trace_sampler : "parentbased_always_on", cfg->trace_sampler_arg[0] ? " " : "",
+                           cfg->trace_sampler_arg);
     if (cfg->watch) s->watch = srv__watch_start(s);
     srv_sched_params sp = {.workers = cfg->workers, .threads = cfg->threads, .max_queue = cfg->max_queue,
                            .max_batch_tokens = cfg->max_batch_tokens, .max_wait_us = cfg->max_wait_us,
                            .adaptive_skips = cfg->adaptive_skips, .target_queue_ms = cfg->target_queue_ms,
-                           .metrics = s->metrics};
+                           .metrics = s->metrics, .tracer = s->tracer};
     srv_sched_hooks hooks = {.respond = hook_respond, .respond_embed = hook_respond_embed, .fail = hook_fail, .done = hook_done,
                              .abandon = hook_abandon, .ctx = s};
     if ((rc = srv__sched_start(&s->loop, &sp, hooks, &s->sched, err))) goto done;
@@ -352,6 +360,7 @@ done:
     srv__metrics_free(s->metrics);
     srv__model_names_free(s->names);
     srv__keys_free(s->keys);
+    srv__tracer_free(s->tracer); /* after every thread that ends requests or runs passes stopped: exports what is left */
     for (int i = 0; i < s->n_costs; i++) store_model_release(s->cost_models[i]);
     free(s->cost_models), free(s->costs);
     free(s);

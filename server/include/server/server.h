@@ -76,6 +76,17 @@ typedef struct {
     char served_model_name[1024]; /* "NAME[,NAME...]" or "NAME=MODEL,...": names clients may give as "model"
                                    * (server/models.c reads it); "": the registry's names only */
     size_t grpc_buffer_bytes; /* request messages the calls of one gRPC connection may hold at once; 8 MiB */
+    /* OpenTelemetry traces (server/trace.c); each defaults to its OTEL_* variable (srv_config_load) */
+    char trace_endpoint[1024];   /* OTLP/HTTP traces URL (.../v1/traces); "": tracing off */
+    char trace_headers[2048];    /* "k=v,k2=v2": headers of each export (an API key) */
+    char trace_service_name[256]; /* service.name; "": "adapterd" */
+    char trace_resource_attributes[2048]; /* "k=v,...": more resource attributes */
+    char trace_sampler[64];      /* always_on, always_off, traceidratio, parentbased_*; "": parentbased_always_on */
+    char trace_sampler_arg[32];  /* the ratio of the *traceidratio samplers; "": 1.0 */
+    int trace_schedule_delay_ms; /* longest wait between two exports; 5000 */
+    int trace_max_queue;         /* spans waiting for export beyond which a request's spans are dropped; 2048 */
+    int trace_max_export_batch;  /* spans per export; 512 */
+    int trace_export_timeout_ms; /* one export, its retries included; 30000 */
 } srv_config;
 
 srv_config srv_default_config(void);
