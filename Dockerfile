@@ -32,7 +32,7 @@ ARG TARGETARCH
 # libraries' arm64 packages (multiarch) and qemu-user-static, which runs the build's own generators
 # (proto_yaml2json, proto_bin2c: arm64 programs there) as CMake's CROSSCOMPILING_EMULATOR; protoc-c (gRPC's
 # messages) is the build host's either way
-RUN libs="libopenblas-dev libjansson-dev libutf8proc-dev libpcre2-dev libmicrohttpd-dev libuv1-dev libyaml-dev zlib1g-dev libnghttp2-dev libprotobuf-c-dev libgnutls28-dev" \
+RUN libs="libopenblas-dev libjansson-dev libutf8proc-dev libpcre2-dev libmicrohttpd-dev libuv1-dev libyaml-dev zlib1g-dev libnghttp2-dev libprotobuf-c-dev libgnutls28-dev libcurl4-openssl-dev" \
  && if [ "${TARGETARCH:-$BUILDARCH}" = arm64 ] && [ "$BUILDARCH" != arm64 ]; then \
       dpkg --add-architecture arm64 \
       && pkgs="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static cmake make pkg-config protobuf-c-compiler $(for l in $libs; do printf '%s:arm64 ' $l; done)"; \
@@ -71,7 +71,7 @@ LABEL org.opencontainers.image.title="adapterd" \
 # libopenblas0-pthread is Debian's DYNAMIC_ARCH build: it picks its kernels for the CPU it runs on
 RUN apt-get update -q \
  && apt-get install -y -q --no-install-recommends libopenblas0-pthread libjansson4 libutf8proc2 \
-      libpcre2-8-0 libmicrohttpd12 libuv1 zlib1g libnghttp2-14 libprotobuf-c1 libgnutls30 \
+      libpcre2-8-0 libmicrohttpd12 libuv1 zlib1g libnghttp2-14 libprotobuf-c1 libgnutls30 libcurl4 \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/* \
  && useradd --system --uid 10001 --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin adapterd \
  && mkdir -p /registry && chown adapterd:adapterd /registry

@@ -7,17 +7,17 @@ cd "$(dirname "$0")/.."
 
 # Build and run: compiler, CMake, pkg-config and the libraries adapterd links.
 # (gRPC, --grpc-port: libnghttp2-dev for HTTP/2, libprotobuf-c-dev and protobuf-c-compiler for its messages;
-# libgnutls28-dev for TLS on both ports and the keys file's digests.)
+# libgnutls28-dev for TLS on both ports and the keys file's digests; libcurl4-openssl-dev for the OTLP trace export.)
 PKGS_BUILD="build-essential cmake pkg-config libopenblas-dev libopenblas0-pthread libjansson-dev libutf8proc-dev
   libpcre2-dev libmicrohttpd-dev libuv1-dev libyaml-dev zlib1g-dev libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler
-  libgnutls28-dev"
+  libgnutls28-dev libcurl4-openssl-dev"
 # Tests and benchmarks: Criterion, libcurl (HTTP tests), the PyTorch reference (Debian's python3-torch),
 # node/npm for the transformers.js and ONNX Runtime peers and the API checks (Redocly's lint, dredd),
 # chromium for the GET /docs page test (driven headless by playwright-core), wrk and hyperfine for
 # load benchmarks; matplotlib for the quality plots (bench/quality); python3-grpcio and python3-grpc-tools for the
 # gRPC client test (tests/grpc) and nghttp2-client (nghttp, h2load) for its raw HTTP/2 checks and bench/grpc.
 # (The ARM64 cross-build's packages, arm64 libraries and emulator: scripts/setup-arm64.sh, which CI runs too.)
-PKGS_TEST="libcriterion-dev libcurl4-openssl-dev python3 python3-torch python3-numpy python3-sentencepiece python3-matplotlib nodejs npm chromium wrk hyperfine python3-grpcio python3-grpc-tools nghttp2-client"
+PKGS_TEST="libcriterion-dev python3 python3-torch python3-numpy python3-sentencepiece python3-matplotlib nodejs npm chromium wrk hyperfine python3-grpcio python3-grpc-tools nghttp2-client"
 
 if [ "${ADAPTERD_SKIP_APT:-0}" != 1 ]; then
   SUDO=""
@@ -43,7 +43,7 @@ fi
 # skipped: they would download binaries from outside the npm registry (the browser test uses
 # Debian's chromium). Without npm the build still works and GET /docs answers 503 saying why.
 if command -v npm >/dev/null; then
-  for d in docs/redoc tests/parity/tokenizer tests/api tests/clients bench/peers; do
+  for d in docs/redoc tests/parity/tokenizer tests/api tests/clients tests/trace bench/peers; do
     if [ -f "$d/package.json" ] && [ ! -d "$d/node_modules" ]; then
       echo "setup: npm ci in $d"
       (cd "$d" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) ||
