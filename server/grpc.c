@@ -230,9 +230,19 @@ void srv__grpc_answer(srv_grpc_call *c, int status, const char *message, uint8_t
         const srv_front *f = &c->front;
         const srv_job *j = c->traced_job; /* a job still in a pass (the deadline passed) is not read */
         srv_trace_end e = {.rpc_method = proto_grpc_method_name(c->method), .grpc_status = status, .request_id = c->id,
-                           .protocol = f->decoded ? f->codec->name : NULL, .message = status ? message : NULL,
-                           .tasks = (const char *const *)f->req.tasks, .n_tasks = f->decoded ? f->req.n_tasks : 0, .t0 = c->t0};
-        srv__trace_end(s->tracer, &c->trace, &e, j);
+                           .message = status ? message : NULL, .t0 = c->t0};
+        if (!c->loading) { /* else a prep thread or the pool is at the request and its steps: the server span alone */
+            e.protocol = f->decoded ? f->codec->name : NULL;
+            e.tasks = (const char *const *)f->req.tasks, e.n_tasks = f->decoded ? f->req.n_tasks : 0;
+            srv__trace_end(s->tracer, &c->trace, &e, j);
+        } else {
+            srv_trace_req only = {.on = true, .sampled = true, .has_parent = c->trace.has_parent};
+            memcpy(only.trace_id, c->trace.trace_id, sizeof only.trace_id);
+            memcpy(only.span_id, c->trace.span_id, sizeof only.span_id);
+            memcpy(only.parent_id, c->trace.parent_id, sizeof only.parent_id);
+            memcpy(only.state, c->trace.state, sizeof only.state);
+            srv__trace_end(s->tracer, &only, &e, NULL);
+        }
     }
     if (c->active) {
         c->active = false;
