@@ -432,10 +432,14 @@ def faults(pb, tmp):
     base = Server(tmp)
     try:
         latencies(base, 5)
+        r0 = rss_kb(base.p.pid)
         off = statistics.median(latencies(base, N))
+        for _ in range(4):
+            latencies(base, 50)
+        off_growth = rss_kb(base.p.pid) - r0
     finally:
         base.stop()
-    print("tracing off: p50 %.2f ms" % (off * 1e3))
+    print("tracing off: p50 %.2f ms, RSS grew %d kB" % (off * 1e3, off_growth))
     dead = free_port()  # nothing listens there
     slow = Collector(pb, "slow", 3.0)
     busy = Collector(pb, "503")
@@ -455,9 +459,13 @@ def faults(pb, tmp):
             p50 = statistics.median(lat)
             print("collector %s: p50 %.2f ms (off %.2f), RSS %d -> %d kB" % (name, p50 * 1e3, off * 1e3, r0, r1))
             check(all(x < 99 for x in lat), "collector %s: every request answered 200" % name)
-            check(p50 < off * 1.5 + 0.003, "collector %s: request p50 %.2f ms as with tracing off (%.2f ms)" %
-                  (name, p50 * 1e3, off * 1e3))
-            check(r1 - r0 < 8192, "collector %s: memory bounded (RSS grew %d kB over 200 requests)" % (name, r1 - r0))
+            # a request held by the export would take the collector's 3 s sleep or the 1.5 s export timeout: the
+            # bounds leave room for a shared machine's noise, not for that
+            check(p50 < off * 2 + 0.010 and max(lat) < 1.2, "collector %s: request p50 %.2f ms as with tracing off "
+                  "(%.2f ms), slowest %.0f ms" % (name, p50 * 1e3, off * 1e3, max(lat) * 1e3))
+            # against the same requests with tracing off (a sanitizer's quarantine grows both alike)
+            check(r1 - r0 < off_growth + 4096, "collector %s: memory bounded (RSS grew %d kB over 240 requests, %d kB "
+                  "with tracing off)" % (name, r1 - r0, off_growth))
             time.sleep(0.5)
             _, _, m = s.metrics()
             m = m.decode()
