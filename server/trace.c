@@ -377,6 +377,7 @@ struct srv_tracer {
     _Alignas(64) atomic_int queued_spans;
     sem_t wake;
     atomic_bool stop;
+    atomic_bool flushing;        /* the exporter's last exports at stop: transfers are not aborted any more */
     pthread_t thread;
     bool started;
     /* counters */
@@ -440,6 +441,14 @@ static size_t discard(char *p, size_t size, size_t n, void *ud) {
     return size * n;
 }
 
+/* libcurl's progress callback: a transfer under way when the server stops (a collector that hangs for the
+ * export timeout) is cut, so the stop never waits for it; the flush that follows has its own short deadline. */
+static int on_progress(void *ud, curl_off_t dlt, curl_off_t dln, curl_off_t ult, curl_off_t uln) {
+    (void)dlt, (void)dln, (void)ult, (void)uln;
+    srv_tracer *t = ud;
+    return atomic_load(&t->stop) && !atomic_load(&t->flushing);
+}
+
 /* POSTs body once: 0 accepted, 1 worth retrying (429, 502, 503, 504, no connection, timeout), -1 refused. */
 static int post(srv_tracer *t, CURL *h, const uint8_t *body, size_t len, double timeout_s) {
     curl_easy_setopt(h, CURLOPT_URL, t->endpoint);
@@ -451,6 +460,10 @@ static int post(srv_tracer *t, CURL *h, const uint8_t *body, size_t len, double 
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(timeout_s * 1e3 > 1 ? timeout_s * 1e3 : 1));
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, t);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, "adapterd/" ADAPTERD_VERSION_STRING);
     CURLcode rc = curl_easy_perform(h);
     if (rc != CURLE_OK) return 1;
     long code = 0;
@@ -464,7 +477,7 @@ static double mono(void) { return srv__now(); }
 /* Exports up to max_batch queued spans as one request, retried with back-off until deadline_s (absolute,
  * srv__now()). Returns the spans taken off the queue (0: none waited). */
 static int export_batch(srv_tracer *t, CURL *h, pb *req, double deadline_s) {
-    blob bs[64];
+    blob bs[256];
     int nb = 0, spans = 0;
     size_t bytes = 0;
     while (nb < (int)(sizeof bs / sizeof bs[0]) && spans < t->max_batch && pop(t, &bs[nb])) {
@@ -537,6 +550,7 @@ static void *exporter_main(void *arg) {
     }
     /* the flush at stop: what is queued, one try per batch (stop is set: no retry), within FLUSH_MAX_S */
     double until = mono() + (t->timeout_s < FLUSH_MAX_S ? t->timeout_s : FLUSH_MAX_S);
+    atomic_store(&t->flushing, true);
     while (h && mono() < until && export_batch(t, h, &req, until) > 0) {
     }
     free(req.p);
