@@ -225,7 +225,7 @@ typedef struct {
 static bool pb_room(pb *b, size_t n) {
     if (b->oom) return false;
     if (b->len + n <= b->cap) return true;
-    size_t nc = b->cap ? b->cap * 2 : 2048; /* a request's spans fit in one (~1.3 kB) */
+    size_t nc = b->cap ? b->cap * 2 : 2048; /* a request's spans fit in one (~1 kB) */
     while (nc < b->len + n) nc *= 2;
     uint8_t *np = realloc(b->p, nc);
     if (!np) return b->oom = true, false;
