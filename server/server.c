@@ -260,9 +260,17 @@ int srv_run(const srv_config *cfg, store_registry *reg, eng_err *err) {
         }
     }
     if ((rc = srv__tracer_start(cfg, &s->tracer, err))) goto done;
-    if (s->tracer) fprintf(stderr, "adapterd: tracing to %s (sampler %s%s%s)\n", cfg->trace_endpoint,
-                           cfg->trace_sampler[0] ? cfg->trace_sampler : "parentbased_always_on", cfg->trace_sampler_arg[0] ? " " : "",
-                           cfg->trace_sampler_arg);
+    if (s->tracer) {
+        fprintf(stderr, "adapterd: tracing to %s (sampler %s%s%s)\n", cfg->trace_endpoint,
+                cfg->trace_sampler[0] ? cfg->trace_sampler : "parentbased_always_on", cfg->trace_sampler_arg[0] ? " " : "",
+                cfg->trace_sampler_arg);
+        /* the SDKs' other protocols: said once, since the collector's gRPC port would refuse every export */
+        const char *proto = getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL");
+        if (!proto) proto = getenv("OTEL_EXPORTER_OTLP_PROTOCOL");
+        if (proto && strcmp(proto, "http/protobuf"))
+            fprintf(stderr, "adapterd: OTEL_EXPORTER_OTLP_PROTOCOL=%s is not served: traces go as http/protobuf (a "
+                            "collector's OTLP/HTTP port, 4318)\n", proto);
+    }
     if (cfg->watch) s->watch = srv__watch_start(s);
     srv_sched_params sp = {.workers = cfg->workers, .threads = cfg->threads, .max_queue = cfg->max_queue,
                            .max_batch_tokens = cfg->max_batch_tokens, .max_wait_us = cfg->max_wait_us,
