@@ -338,6 +338,19 @@ def tree(pb, tmp):
             resp, call = stub.ModelInfer.with_call(r, metadata=[("traceparent", "00-%s-%s-01" % (t4, PID)),
                                                                 ("tracestate", "g=1")])
             md = dict(call.initial_metadata())
+            # an unknown method: UNIMPLEMENTED, an error by the semantic conventions
+            t5 = "%032x" % 0x12
+            try:
+                ch.unary_unary("/inference.GRPCInferenceService/NoSuchMethod")(
+                    b"", metadata=[("traceparent", "00-%s-%s-01" % (t5, PID))])
+            except grpc.RpcError:
+                pass
+        ok = col.wait(lambda sp: any(x.trace_id.hex() == t5 for x in sp))
+        sp = col.trace(t5)
+        a = attrs(sp[0]) if sp else {}
+        check(ok and a.get("rpc.grpc.status_code") == 12 and sp[0].status.code == 2 and a.get("error.type") == "12" and
+              "unknown method" in sp[0].status.message, "gRPC UNIMPLEMENTED: the server span's status is an error, with "
+              "error.type and the message (%s)" % a)
         check(md.get("traceparent", "").startswith("00-%s-" % t4) and md.get("tracestate") == "g=1",
               "gRPC: traceparent and tracestate answered in the initial metadata (%s)" % md)
         sv, st = check_request_tree(col, t4, "inference.GRPCInferenceService/ModelInfer", PID, "gRPC")
@@ -367,6 +380,21 @@ def tree(pb, tmp):
         rc = s.stop()
         col.close()
     check(rc == 0, "the server drains and exits 0")
+
+    # -- a lazy load (--adapter-memory: tasks load at first use): its step between decode and tokenize --
+    col = Collector(pb)
+    s = Server(tmp, {"OTEL_EXPORTER_OTLP_ENDPOINT": col.url(), "OTEL_BSP_SCHEDULE_DELAY": "50"}, ["--adapter-memory", "1"])
+    try:
+        t6 = "%032x" % 0x10ad
+        code, _, _ = s.req("POST", "/v1/predict", {"inputs": ["load me"], "tasks": ["ner"]}, {"traceparent": "00-%s-%s-01" % (t6, PID)})
+        sv, st = check_request_tree(col, t6, "POST /v1/predict", PID, "lazy load")
+        ld = st.get("load")
+        check(code == 200 and ld is not None and st["decode"].end_time_unix_nano <= ld.start_time_unix_nano and
+              ld.end_time_unix_nano <= st["tokenize"].end_time_unix_nano,
+              "lazy load: a load step, after decode, before the tokenize that built the job")
+    finally:
+        s.stop()
+        col.close()
 
     # -- samplers --
     for sampler, arg in (("always_off", ""), ("traceidratio", "0.5"), ("parentbased_traceidratio", "0.5")):
