@@ -262,9 +262,31 @@ static void pb_bytes(pb *b, unsigned field, const void *d, size_t n) {
     b->len += n;
 }
 
+/* Bytes of the well-formed UTF-8 sequence at s (n bytes left), or 0. */
+static size_t utf8_len(const unsigned char *s, size_t n) {
+    unsigned c = s[0];
+    size_t k = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+    if (!k || k > n) return 0;
+    for (size_t i = 1; i < k; i++)
+        if ((s[i] & 0xc0) != 0x80) return 0;
+    if (k == 3 && ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] > 0x9f))) return 0; /* overlong, surrogates */
+    if (k == 4 && ((c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] > 0x8f))) return 0;
+    return k;
+}
+
+/* A string field: at most ATTR_VALUE_MAX bytes, cut at a character's start, and valid UTF-8 (a byte that is
+ * not becomes '?'): a collector refuses a whole export over one ill-formed string (a path's %FF). */
 static void pb_str(pb *b, unsigned field, const char *s) {
-    size_t n = strnlen(s, ATTR_VALUE_MAX);
-    pb_bytes(b, field, s, n);
+    const unsigned char *u = (const unsigned char *)s;
+    size_t n = strnlen(s, ATTR_VALUE_MAX + 1), w = 0, i = 0;
+    char out[ATTR_VALUE_MAX];
+    while (i < n) {
+        size_t k = utf8_len(u + i, n - i);
+        if (w + (k ? k : 1) > sizeof out) break;
+        if (k) memcpy(out + w, u + i, k), w += k, i += k;
+        else out[w++] = '?', i++;
+    }
+    pb_bytes(b, field, out, w);
 }
 
 static void pb_fixed64(pb *b, unsigned field, uint64_t v) {
@@ -837,7 +859,8 @@ void srv__trace_end(srv_tracer *t, const srv_trace_req *r, const srv_trace_end *
     int n = 0;
     char name[160];
     if (e->rpc_method) snprintf(name, sizeof name, "inference.GRPCInferenceService/%s", e->rpc_method);
-    else snprintf(name, sizeof name, "%s %s", e->method ? e->method : "HTTP", e->route ? e->route : "");
+    else if (e->route) snprintf(name, sizeof name, "%s %s", e->method ? e->method : "HTTP", e->route);
+    else snprintf(name, sizeof name, "%s", e->method ? e->method : "HTTP"); /* no route: the method alone (semantic conventions) */
     size_t s = span_open(&b, t, r->trace_id, r->span_id, r->has_parent ? r->parent_id : NULL, r->state, name, KIND_SERVER,
                          e->t0, now);
     int code = STATUS_UNSET;

@@ -326,6 +326,15 @@ def tree(pb, tmp):
         check(code == 404 and ok and a.get("http.response.status_code") == 404 and "no_such_task" in a.get("adapterd.error", "")
               and sp[0].status.code == 0, "a 404's server span: its status code and message, span status unset")
 
+        # -- a path that is not UTF-8 (%FF): sent as valid UTF-8, or the collector would refuse the whole export --
+        t7 = "%032x" % 0xff
+        code, _, _ = s.req("GET", "/v1/tasks/caf%C3%A9%FF", headers={"traceparent": "00-%s-%s-01" % (t7, PID)})
+        ok = col.wait(lambda sp: any(x.trace_id.hex() == t7 for x in sp))
+        sp = col.trace(t7)
+        a = attrs(sp[0]) if sp else {}
+        check(ok and a.get("url.path") == "/v1/tasks/caf\u00e9?" and sp[0].name == "GET /v1/tasks/{name}",
+              "a path with an ill-formed byte: its span exported, the byte as '?' (%s %s %s)" % (code, a.get("url.path"), sp[0].name if sp else ""))
+
         # -- gRPC ModelInfer with the caller's context as metadata --
         import grpc
         import grpc_service_pb2 as gpb
