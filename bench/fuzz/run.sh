@@ -26,7 +26,7 @@ only=""
 jobs=1
 report_only=0 # --report: print and record the figures of the last logs without running
 scratch=""
-all="proto_v1 proto_v2 proto_grpc url grpc_session tar safetensors torch_bin tokenizer config adapter_config head_config task_json"
+all="proto_v1 proto_v2 proto_grpc url traceparent grpc_session tar safetensors torch_bin tokenizer config adapter_config head_config task_json"
 
 while [ $# -gt 0 ]; do
     case "$1" in
