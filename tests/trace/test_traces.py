@@ -385,6 +385,20 @@ def tree(pb, tmp):
         check("# TYPE adapterd_requests counter" in om and "# TYPE adapterd_requests_total counter" in plain,
               "OpenMetrics names counter families without _total")
         check(s.metric(plain, "adapterd_trace_spans_exported_total") > 0, "adapterd_trace_spans_exported_total counts")
+        # the reference OpenMetrics parser (Prometheus' Python client) reads the scrape and its exemplars
+        try:
+            from prometheus_client.openmetrics.parser import text_string_to_metric_families
+        except ImportError:
+            print("skip the OpenMetrics parser check: Debian's python3-prometheus-client is not installed")
+        else:
+            try:
+                fams = {f.name: f for f in text_string_to_metric_families(om)}
+                exs = [x.exemplar for x in fams["adapterd_request_duration_seconds"].samples if x.exemplar]
+                parsed = bool(exs) and all(len(x.labels["trace_id"]) == 32 and x.value > 0 for x in exs)
+                why = "%d exemplars" % len(exs)
+            except Exception as e:  # the parser's refusal names the line
+                parsed, why = False, repr(e)[:300]
+            check(parsed, "the OpenMetrics scrape parses with prometheus_client's parser, exemplars included (%s)" % why)
     finally:
         rc = s.stop()
         col.close()
