@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 PKGS_BUILD="build-essential cmake pkg-config libopenblas-dev libopenblas0-pthread libjansson-dev libutf8proc-dev
   libpcre2-dev libmicrohttpd-dev libuv1-dev libyaml-dev zlib1g-dev libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler
   libgnutls28-dev libcurl4-openssl-dev"
-# Tests and benchmarks: Criterion, libcurl (HTTP tests), the PyTorch reference (Debian's python3-torch),
+# Tests and benchmarks: Criterion (libcurl, which the HTTP tests use, is a build package), the PyTorch reference (Debian's python3-torch),
 # node/npm for the transformers.js and ONNX Runtime peers and the API checks (Redocly's lint, dredd),
 # chromium for the GET /docs page test (driven headless by playwright-core), wrk and hyperfine for
 # load benchmarks; matplotlib for the quality plots (bench/quality); python3-grpcio and python3-grpc-tools for the
