@@ -471,8 +471,10 @@ static int on_progress(void *ud, curl_off_t dlt, curl_off_t dln, curl_off_t ult,
     return atomic_load(&t->stop) && !atomic_load(&t->flushing);
 }
 
-/* POSTs body once: 0 accepted, 1 worth retrying (429, 502, 503, 504, no connection, timeout), -1 refused. */
-static int post(srv_tracer *t, CURL *h, const uint8_t *body, size_t len, double timeout_s) {
+/* POSTs body once: 0 accepted, 1 worth retrying (429, 502, 503, 504, no connection, timeout), -1 refused;
+ * *retry_after: the seconds a 429 or 503 asked to wait (Retry-After), else 0. */
+static int post(srv_tracer *t, CURL *h, const uint8_t *body, size_t len, double timeout_s, double *retry_after) {
+    *retry_after = 0;
     curl_easy_setopt(h, CURLOPT_URL, t->endpoint);
     curl_easy_setopt(h, CURLOPT_POST, 1L);
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, (const char *)body);
@@ -491,6 +493,8 @@ static int post(srv_tracer *t, CURL *h, const uint8_t *body, size_t len, double 
     long code = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
     if (code >= 200 && code < 300) return 0;
+    curl_off_t ra = 0;
+    if ((code == 429 || code == 503) && !curl_easy_getinfo(h, CURLINFO_RETRY_AFTER, &ra) && ra > 0) *retry_after = (double)ra;
     return code == 429 || code == 502 || code == 503 || code == 504 ? 1 : -1;
 }
 
@@ -528,7 +532,8 @@ static int export_batch(srv_tracer *t, CURL *h, pb *req, double deadline_s) {
     double backoff = 0.1;
     for (;;) {
         double left = deadline_s - mono();
-        int rc = left > 0 ? post(t, h, req->p, req->len, left) : 1;
+        double ra = 0;
+        int rc = left > 0 ? post(t, h, req->p, req->len, left, &ra) : 1;
         if (!rc) {
             atomic_fetch_add_explicit(&t->exported, (uint64_t)spans, memory_order_relaxed);
             return spans;
@@ -536,6 +541,7 @@ static int export_batch(srv_tracer *t, CURL *h, pb *req, double deadline_s) {
         atomic_fetch_add_explicit(&t->export_errors, 1, memory_order_relaxed);
         /* jittered exponential back-off (the OTLP spec's retry), within the export timeout */
         double wait = backoff * (0.5 + (double)(next_u64() >> 11) / 9007199254740992.0);
+        if (ra > wait) wait = ra; /* the collector's Retry-After, within the export timeout (beyond it: dropped) */
         if (rc < 0 || mono() + wait >= deadline_s || atomic_load(&t->stop)) {
             atomic_fetch_add_explicit(&t->dropped_export, (uint64_t)spans, memory_order_relaxed);
             return spans;
