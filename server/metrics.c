@@ -589,6 +589,14 @@ char *srv__metrics_render(srv_metrics *m, const srv_metrics_live *live, size_t *
             atomic_load_explicit(&m->rescan_cpu[k], memory_order_relaxed));
     put(&b, "# HELP adapterd_ready 1 when serving, 0 when starting or draining.\n# TYPE adapterd_ready gauge\n"
             "adapterd_ready %d\n", live->ready ? 1 : 0);
+    if (live->tls)
+        put(&b, "# HELP adapterd_tls_reloads_total Certificate reloads taken (--tls-cert's files changed).\n"
+                "# TYPE adapterd_tls_reloads_total counter\nadapterd_tls_reloads_total %llu\n"
+                "# HELP adapterd_tls_reload_errors_total Reloads refused (unreadable, key not matching): the last good pair stays.\n"
+                "# TYPE adapterd_tls_reload_errors_total counter\nadapterd_tls_reload_errors_total %llu\n"
+                "# HELP adapterd_tls_cert_not_after_seconds The served certificate's notAfter, Unix seconds.\n"
+                "# TYPE adapterd_tls_cert_not_after_seconds gauge\nadapterd_tls_cert_not_after_seconds %.0f\n",
+            (unsigned long long)live->tls_reloads, (unsigned long long)live->tls_reload_errors, live->tls_not_after);
     if (b.oom) {
         free(b.s);
         return NULL;

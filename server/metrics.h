@@ -67,6 +67,9 @@ typedef struct {
     int admitted;            /* requests holding a place of --max-queue (being prepared, loading, queued, running) */
     int adaptive_level;      /* layers adaptive mode currently adds */
     bool ready;              /* serving: not starting, not draining */
+    bool tls;                /* --tls-cert given: the three below are rendered */
+    uint64_t tls_reloads, tls_reload_errors; /* tls.c: reloads taken, reloads refused */
+    double tls_not_after;    /* the loaded certificate's notAfter, Unix seconds */
 } srv_metrics_live;
 
 /* Renders the Prometheus text; malloc'd (the caller frees), NULL when out of memory. */

@@ -76,6 +76,9 @@ typedef struct {
     char served_model_name[1024]; /* "NAME[,NAME...]" or "NAME=MODEL,...": names clients may give as "model"
                                    * (server/models.c reads it); "": the registry's names only */
     size_t grpc_buffer_bytes; /* request messages the calls of one gRPC connection may hold at once; 8 MiB */
+    char tls_cert[1024];     /* PEM certificate chain: both ports serve TLS (server/tls.c); "": plain HTTP and h2c */
+    char tls_key[1024];      /* PEM private key of tls_cert */
+    char tls_client_ca[1024]; /* PEM CA: clients must present a certificate it signed (mutual TLS); "": none asked */
 } srv_config;
 
 srv_config srv_default_config(void);
