@@ -304,6 +304,11 @@ int srv_run(const srv_config *cfg, store_registry *reg, eng_err *err) {
      * reload reaches the next handshake */
     struct MHD_OptionItem tls_opts[4] = {{MHD_OPTION_END, 0, NULL}};
     if (cfg->tls_cert[0] || cfg->tls_key[0] || cfg->tls_client_ca[0]) {
+        /* gRPC over TLS is not built yet: refuse rather than serve h2c beside HTTPS */
+        if (cfg->grpc_port) {
+            rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "tls-cert: gRPC over TLS is not supported yet; give --grpc-port 0");
+            goto done;
+        }
         if ((rc = srv__tls_start(cfg, &s->loop, &s->tls, err))) goto done;
         srv__tls_mhd_options(s->tls, tls_opts);
     }
