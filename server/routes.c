@@ -338,7 +338,7 @@ static enum MHD_Result quick(srv_request *r, const char *url, const char *arg, s
     case SRV_ROUTE_METRICS: {
         srv_metrics_live live = {.queue_depth = srv__sched_depth(s->sched), .admitted = srv__sched_admitted(s->sched),
                                  .adaptive_level = srv__sched_adaptive_level(s->sched), .ready = ready, .tls = s->tls != NULL};
-        if (s->tls) srv__tls_stats(s->tls, &live.tls_reloads, &live.tls_reload_errors, &live.tls_not_after);
+        if (s->tls) srv__tls_stats(s->tls, &live.tls_reloads, &live.tls_reload_errors, &live.tls_not_after, live.tls_handshakes);
         char *m = srv__metrics_render(s->metrics, &live, &len);
         if (m && s->keys) m = srv__keys_render(s->keys, m, &len); /* the keys file and the tenants */
         if (!m) return srv__send_error(r, ENG_NO_MEMORY, "out of memory");

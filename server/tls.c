@@ -53,6 +53,7 @@ struct srv_tls {
     uv_timer_t timer;
     bool timer_on;
     atomic_uint_fast64_t reloads, errors;
+    atomic_uint_fast64_t handshakes[2]; /* by port: HTTP, gRPC */
 };
 
 static void creds_free(srv_tls_creds *c) {
@@ -97,25 +98,25 @@ static srv_tls_creds *creds_load(const char *cert, const char *key, eng_err *err
     gnutls_datum_t cd = {0}, kd = {0};
     int rc;
     if ((rc = gnutls_load_file(cert, &cd))) {
-        eng_err_set(err, ENG_INVALID_ARGUMENT, "tls-cert: cannot read %s (%s)", cert, gnutls_strerror(rc));
+        eng_err_set(err, ENG_INVALID_ARGUMENT, "--tls-cert: cannot read %s (%s)", cert, gnutls_strerror(rc));
         goto fail;
     }
     if ((rc = gnutls_load_file(key, &kd))) {
-        eng_err_set(err, ENG_INVALID_ARGUMENT, "tls-key: cannot read %s (%s)", key, gnutls_strerror(rc));
+        eng_err_set(err, ENG_INVALID_ARGUMENT, "--tls-key: cannot read %s (%s)", key, gnutls_strerror(rc));
         goto fail;
     }
     c->n_pcert = CHAIN_MAX;
     if ((rc = gnutls_pcert_list_import_x509_raw(c->pcert, &c->n_pcert, &cd, GNUTLS_X509_FMT_PEM, 0)) || !c->n_pcert) {
         c->n_pcert = 0;
-        eng_err_set(err, ENG_INVALID_ARGUMENT, "tls-cert: %s holds no PEM certificate (%s)", cert, gnutls_strerror(rc));
+        eng_err_set(err, ENG_INVALID_ARGUMENT, "--tls-cert: %s holds no PEM certificate (%s)", cert, gnutls_strerror(rc));
         goto fail;
     }
     if ((rc = gnutls_privkey_init(&c->key)) || (rc = gnutls_privkey_import_x509_raw(c->key, &kd, GNUTLS_X509_FMT_PEM, NULL, 0))) {
-        eng_err_set(err, ENG_INVALID_ARGUMENT, "tls-key: %s holds no PEM private key (%s)", key, gnutls_strerror(rc));
+        eng_err_set(err, ENG_INVALID_ARGUMENT, "--tls-key: %s holds no PEM private key (%s)", key, gnutls_strerror(rc));
         goto fail;
     }
     if (!key_matches(&c->pcert[0], c->key)) {
-        eng_err_set(err, ENG_INVALID_ARGUMENT, "tls-key: %s is not the key of the certificate in %s", key, cert);
+        eng_err_set(err, ENG_INVALID_ARGUMENT, "--tls-key: %s is not the key of the certificate in %s", key, cert);
         goto fail;
     }
     gnutls_x509_crt_t x;
@@ -136,16 +137,12 @@ fail:
  * present a certificate the CA signed: asked for and verified here, since libmicrohttpd only asks. */
 static srv_tls *g_tls; /* libmicrohttpd's callback has no user pointer; one server per process */
 
-static int retrieve_with(gnutls_session_t s, srv_tls_creds *c, gnutls_pcert_st **pcert, unsigned *n, gnutls_privkey_t *key) {
+static int retrieve_with(srv_tls_creds *c, gnutls_pcert_st **pcert, unsigned *n, gnutls_privkey_t *key) {
     srv_tls *t = g_tls;
     pthread_mutex_lock(&t->mu);
     if (!c) c = t->cur;
     *pcert = c->pcert, *n = c->n_pcert, *key = c->key;
     pthread_mutex_unlock(&t->mu);
-    if (t->mtls) {
-        gnutls_certificate_server_set_request(s, GNUTLS_CERT_REQUIRE);
-        gnutls_session_set_verify_cert(s, NULL, 0);
-    }
     return 0;
 }
 
@@ -153,14 +150,20 @@ static int retrieve_with(gnutls_session_t s, srv_tls_creds *c, gnutls_pcert_st *
 static int retrieve_mhd(gnutls_session_t s, const gnutls_datum_t *req_ca, int nreq, const gnutls_pk_algorithm_t *algos,
                         int nalgos, gnutls_pcert_st **pcert, unsigned *n, gnutls_privkey_t *key) {
     (void)req_ca, (void)nreq, (void)algos, (void)nalgos;
-    return retrieve_with(s, NULL, pcert, n, key);
+    atomic_fetch_add(&g_tls->handshakes[0], 1);
+    if (g_tls->mtls) { /* libmicrohttpd only requests a certificate: required and verified from here */
+        gnutls_certificate_server_set_request(s, GNUTLS_CERT_REQUIRE);
+        gnutls_session_set_verify_cert(s, NULL, 0);
+    }
+    return retrieve_with(NULL, pcert, n, key);
 }
 
 /* gRPC's sessions: the creds srv__tls_session referenced for the session's life. */
 static int retrieve_grpc(gnutls_session_t s, const gnutls_datum_t *req_ca, int nreq, const gnutls_pk_algorithm_t *algos,
                          int nalgos, gnutls_pcert_st **pcert, unsigned *n, gnutls_privkey_t *key) {
     (void)req_ca, (void)nreq, (void)algos, (void)nalgos;
-    return retrieve_with(s, gnutls_session_get_ptr(s), pcert, n, key);
+    atomic_fetch_add(&g_tls->handshakes[1], 1);
+    return retrieve_with(gnutls_session_get_ptr(s), pcert, n, key);
 }
 
 static void on_watch(uv_timer_t *h) {
@@ -199,17 +202,51 @@ static void on_watch(uv_timer_t *h) {
     fprintf(stderr, "adapterd: TLS certificate reloaded from %s\n", t->cert);
 }
 
+/* The options as given: both files or neither, and a client CA only with them. */
+static int check_options(const srv_config *cfg, eng_err *err) {
+    if (!cfg->tls_cert[0] != !cfg->tls_key[0])
+        return eng_err_set(err, ENG_INVALID_ARGUMENT, "--tls-cert and --tls-key: give both (or neither)");
+    if (cfg->tls_client_ca[0] && !cfg->tls_cert[0])
+        return eng_err_set(err, ENG_INVALID_ARGUMENT, "--tls-client-ca needs --tls-cert and --tls-key");
+    return 0;
+}
+
+/* The client CA file's PEM text, checked to hold at least one certificate; NULL with err set. */
+static char *load_ca(const char *path, gnutls_certificate_credentials_t cred, eng_err *err) {
+    gnutls_datum_t d = {0};
+    char *pem = NULL;
+    if (gnutls_load_file(path, &d) || gnutls_certificate_set_x509_trust_mem(cred, &d, GNUTLS_X509_FMT_PEM) <= 0 ||
+        !(pem = strndup((const char *)d.data, d.size)))
+        eng_err_set(err, ENG_INVALID_ARGUMENT, "--tls-client-ca: %s is unreadable or holds no PEM certificate", path);
+    gnutls_free(d.data);
+    return pem;
+}
+
+int srv_tls_check(const srv_config *cfg, eng_err *err) {
+    int rc = check_options(cfg, err);
+    if (rc || !cfg->tls_cert[0]) return rc;
+    srv_tls_creds *c = creds_load(cfg->tls_cert, cfg->tls_key, err);
+    if (!c) return err->code;
+    srv__tls_release(c);
+    if (!cfg->tls_client_ca[0]) return 0;
+    gnutls_certificate_credentials_t cred;
+    if (gnutls_certificate_allocate_credentials(&cred)) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    char *pem = load_ca(cfg->tls_client_ca, cred, err);
+    gnutls_certificate_free_credentials(cred);
+    free(pem);
+    return pem ? 0 : err->code;
+}
+
 int srv__tls_start(const srv_config *cfg, uv_loop_t *loop, srv_tls **out, eng_err *err) {
     *out = NULL;
-    if (!cfg->tls_cert[0] || !cfg->tls_key[0])
-        return eng_err_set(err, ENG_INVALID_ARGUMENT, "tls-cert and tls-key: give both (or neither)");
+    int rc = check_options(cfg, err);
+    if (rc) return rc;
     srv_tls *t = calloc(1, sizeof *t);
     if (!t) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
     pthread_mutex_init(&t->mu, NULL);
     snprintf(t->cert, sizeof t->cert, "%s", cfg->tls_cert);
     snprintf(t->key, sizeof t->key, "%s", cfg->tls_key);
     file_identity(t->cert, &t->id_cert), file_identity(t->key, &t->id_key);
-    int rc;
     if (!(t->cur = creds_load(t->cert, t->key, err))) {
         rc = err->code;
         goto fail;
@@ -221,14 +258,10 @@ int srv__tls_start(const srv_config *cfg, uv_loop_t *loop, srv_tls **out, eng_er
     }
     gnutls_certificate_set_retrieve_function2(t->cred, retrieve_grpc);
     if (cfg->tls_client_ca[0]) {
-        gnutls_datum_t d = {0};
-        if (gnutls_load_file(cfg->tls_client_ca, &d) || gnutls_certificate_set_x509_trust_mem(t->cred, &d, GNUTLS_X509_FMT_PEM) <= 0 ||
-            !(t->ca_pem = strndup((const char *)d.data, d.size))) {
-            gnutls_free(d.data);
-            rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "tls-client-ca: %s is unreadable or holds no PEM certificate", cfg->tls_client_ca);
+        if (!(t->ca_pem = load_ca(cfg->tls_client_ca, t->cred, err))) {
+            rc = err->code;
             goto fail;
         }
-        gnutls_free(d.data);
         t->mtls = true;
     }
     g_tls = t;
@@ -280,12 +313,17 @@ int srv__tls_session(srv_tls *t, gnutls_session_t *session, srv_tls_creds **cred
     atomic_fetch_add(&c->refs, 1);
     pthread_mutex_unlock(&t->mu);
     gnutls_session_set_ptr(s, c);
+    if (t->mtls) { /* asked for in the ServerHello's flight, so said before the handshake starts */
+        gnutls_certificate_server_set_request(s, GNUTLS_CERT_REQUIRE);
+        gnutls_session_set_verify_cert(s, NULL, 0);
+    }
     *session = s, *creds = c;
     return 0;
 }
 
-void srv__tls_stats(srv_tls *t, uint64_t *reloads, uint64_t *errors, double *not_after) {
+void srv__tls_stats(srv_tls *t, uint64_t *reloads, uint64_t *errors, double *not_after, uint64_t handshakes[2]) {
     *reloads = atomic_load(&t->reloads), *errors = atomic_load(&t->errors);
+    handshakes[0] = atomic_load(&t->handshakes[0]), handshakes[1] = atomic_load(&t->handshakes[1]);
     pthread_mutex_lock(&t->mu);
     *not_after = t->cur->not_after;
     pthread_mutex_unlock(&t->mu);

@@ -16,6 +16,8 @@ typedef struct srv_tls srv_tls;
 /* One loaded certificate chain and its key; refcounted (a gRPC session holds one for its life). */
 typedef struct srv_tls_creds srv_tls_creds;
 
+/* srv_tls_check (server.h) is the start-up check of the same files. */
+
 /* Reads cfg's --tls-cert/--tls-key (and --tls-client-ca) and starts watching them on loop (once a
  * second). Returns 0 with *out set, or a negative status with err naming the file and what is wrong
  * with it (unreadable, not PEM, key not matching the certificate); *out is then NULL. */
@@ -37,8 +39,9 @@ int srv__tls_session(srv_tls *t, gnutls_session_t *session, srv_tls_creds **cred
 /* Drops a reference taken by srv__tls_session; NULL does nothing. */
 void srv__tls_release(srv_tls_creds *c);
 
-/* For /metrics: reloads that took, reloads refused (the last good pair kept), and the loaded
- * certificate's notAfter (Unix seconds). Any thread. */
-void srv__tls_stats(srv_tls *t, uint64_t *reloads, uint64_t *errors, double *not_after);
+/* For /metrics: reloads that took, reloads refused (the last good pair kept), the loaded
+ * certificate's notAfter (Unix seconds), and the handshakes begun on the HTTP [0] and gRPC [1]
+ * ports. Any thread. */
+void srv__tls_stats(srv_tls *t, uint64_t *reloads, uint64_t *errors, double *not_after, uint64_t handshakes[2]);
 
 #endif

@@ -114,6 +114,12 @@ int srv_config_from_file(srv_config *c, const char *path, eng_err *err);
  * status with err naming the option, the variable or the file. */
 int srv_config_load(srv_config *c, int argc, const char *const *args, eng_err *err);
 
+/* --tls-cert, --tls-key and --tls-client-ca checked as the server will load them: both or neither, the
+ * files readable PEM, the key the certificate's. Returns 0 (also with no TLS asked) or
+ * ENG_INVALID_ARGUMENT with err naming the file and what is wrong; `adapterd serve` runs it before it
+ * opens the registry, so a bad file stops the start at once as a configuration error. */
+int srv_tls_check(const srv_config *cfg, eng_err *err);
+
 /* Runs the server on reg until SIGTERM/SIGINT and a drain: readiness turns false, new requests get
  * 503, queued and running requests complete (those still waiting at drain_timeout_ms get 503),
  * then it returns 0. Returns a negative status when it
