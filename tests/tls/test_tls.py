@@ -17,6 +17,7 @@ with certificates made at test time by the openssl CLI (a CA; two server certifi
 - mutual TLS: without a client certificate refused on both ports, with one served.
 
     test_tls.py <adapterd> <registry> <proto dir> <tests/clients dir>
+(ADAPTERD_TEST_SERVER, when set, names another build of adapterd to run, as for the other integration tests.)
 """
 import hashlib
 import http.client
@@ -35,6 +36,7 @@ import grpc
 from grpc_tools import protoc
 
 ADAPTERD, REGISTRY, PROTO_DIR, CLIENTS = sys.argv[1:5]
+ADAPTERD = os.environ.get("ADAPTERD_TEST_SERVER") or ADAPTERD  # another build (CI: ThreadSanitizer's)
 FAILS = []
 KEY = "tls-test-key-1"
 SLOW_KEY = "tls-test-key-slow"
@@ -248,6 +250,14 @@ def run(tmp, servers):
     check(stub.ServerLive(pb.ServerLiveRequest(), timeout=10).live, "grpc.secure_channel ServerLive")
     resp = stub.ModelInfer(infer_req(pb, "the movie was great"), metadata=md, timeout=10)
     check(resp.model_name == "cls_lora" and len(resp.outputs) > 0, "grpc.secure_channel ModelInfer with authorization metadata")
+    # a message of many records, arriving over several reads (records split across them), and an answer as
+    # large: 8 inputs of 40 KiB each
+    big = pb.ModelInferRequest(model_name="cls_lora")
+    texts = [("input %d " % i + "the movie was great " * 2500)[:40 * 1024].encode() for i in range(8)]
+    big.inputs.add(name="text", datatype="BYTES", shape=[8]).contents.bytes_contents.extend(texts)
+    resp = stub.ModelInfer(big, metadata=md, timeout=30)
+    check(resp.model_name == "cls_lora" and list(resp.outputs[0].shape)[0] == 8,
+          f"gRPC over TLS: a {big.ByteSize() // 1024} KiB ModelInfer answered for its 8 inputs")
     check(grpc_code(lambda: stub.ModelInfer(infer_req(pb, "x"), timeout=10)) == grpc.StatusCode.UNAUTHENTICATED,
           "grpc.secure_channel ModelInfer without a key: UNAUTHENTICATED")
     slow = [("authorization", "Bearer " + SLOW_KEY)]
