@@ -14,7 +14,8 @@ with certificates made at test time by the openssl CLI (a CA; two server certifi
   HTTPS connection and an open gRPC channel made before keep working after on the same connections (no new
   handshake counted), a new connection on either port sees the new serial; a broken pair (key of the other
   certificate) keeps the last good one and counts an error;
-- mutual TLS: without a client certificate refused on both ports, with one served.
+- mutual TLS: without a client certificate refused on both ports, with one served;
+- a connection that never starts its handshake is closed after --header-timeout-ms on both ports.
 
     test_tls.py <adapterd> <registry> <proto dir> <tests/clients dir>
 (ADAPTERD_TEST_SERVER, when set, names another build of adapterd to run, as for the other integration tests.)
@@ -340,8 +341,19 @@ def run(tmp, servers):
     ch.close()
 
     # ---- mutual TLS ----
-    m = Server(tmp, "mtls", "--tls-cert", f"{tmp}/srv1.crt", "--tls-key", f"{tmp}/srv1.key", "--tls-client-ca", ca)
+    m = Server(tmp, "mtls", "--tls-cert", f"{tmp}/srv1.crt", "--tls-key", f"{tmp}/srv1.key", "--tls-client-ca", ca,
+               "--header-timeout-ms", "1000")
     servers.append(m)
+    # a client that connects and never starts its handshake is closed after --header-timeout-ms on both ports
+    for port, what in ((m.port, "HTTP"), (m.grpc_port, "gRPC")):
+        t = time.time()
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            try:
+                closed = s.recv(1) == b""
+            except (ConnectionResetError, socket.timeout):
+                closed = True
+        check(closed and time.time() - t < 5, f"a silent TLS connection on the {what} port is closed after --header-timeout-ms "
+              f"({time.time() - t:.1f} s)")
     rc, code, _ = curl(m.https + "/health", ca)
     check(code == 0 and rc != 0, f"mTLS HTTP without a client certificate: refused (curl rc {rc})")
     rc, code, _ = curl(m.https + "/health", ca, "--cert", f"{tmp}/client.crt", "--key", f"{tmp}/client.key")
