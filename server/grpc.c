@@ -602,6 +602,7 @@ static void tls_refuse(srv_grpc_conn *c, int rc) {
 /* Bytes read from a TLS connection: the handshake driven while it lasts, then each record's
  * plaintext handed to nghttp2 (conn_recv), until GnuTLS has taken the whole read. */
 static void tls_recv(srv_grpc_conn *c, const uint8_t *p, size_t n) {
+    if (c->tls_failed) return; /* refused: what else it sends is dropped while its alert goes out */
     c->last_read = srv__now();
     c->tin = p, c->tin_len = n;
     if (!c->tls_up) {
@@ -652,8 +653,10 @@ static int conn_send_mem(srv_grpc_conn *c) {
  * that every call that arrived with it is answered, not retried). */
 static void conn_flush(srv_grpc_conn *c) {
     if (c->closing || c->in_recv) return; /* on_read flushes after the receive */
-    if (c->tls && !c->tls_up) { /* nghttp2 waits for the handshake; a refused one closes once its alert is out */
-        if (c->tls_failed && !c->writing) conn_close(c);
+    if (c->tls && !c->tls_up) {
+        /* nghttp2 waits for the handshake; a refused one closes once its alert is out, and a drain closes one
+         * still shaking hands (it carries no call) */
+        if (c->tls_failed ? !c->writing : c->g->draining) conn_close(c);
         return;
     }
     if ((c->refuse[0] || c->reserve) && c->answered_any && !c->goaway) {

@@ -337,6 +337,21 @@ def run(tmp, servers):
           "after the broken pair both ports still serve the last good certificate")
     log = open(srv.log.name, errors="replace").read()
     check("TLS reload refused" in log, "the refused reload is logged")
+    # SIGTERM with a gRPC channel and a kept-alive HTTPS connection open: the drain ends, exit 0
+    check(stub.ServerLive(pb.ServerLiveRequest(), timeout=10).live, "gRPC channel open before SIGTERM")
+    keep.request("GET", "/health")
+    keep.getresponse().read()
+    silent = socket.create_connection(("127.0.0.1", srv.grpc_port))  # a gRPC connection still before its handshake
+    time.sleep(0.2)
+    t = time.time()
+    srv.p.terminate()
+    try:
+        rc = srv.p.wait(20)
+    except subprocess.TimeoutExpired:
+        rc = None
+    check(rc == 0 and time.time() - t < 5,
+          f"SIGTERM with TLS connections open on both ports (one not past its handshake): drained, exit {rc} in {time.time() - t:.1f} s")
+    silent.close()
     keep.close()
     ch.close()
 
