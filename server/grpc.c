@@ -621,8 +621,10 @@ static void tls_recv(srv_grpc_conn *c, const uint8_t *p, size_t n) {
         conn_flush(c); /* the SETTINGS nghttp2 queued at accept */
         if (c->closing) return;
     }
+    /* until GnuTLS asks for more than the read had: EAGAIN only once it holds no whole record, decrypted
+     * or not (records that came with the handshake's last flight are in its buffers, not in tin) */
     uint8_t buf[16384];
-    while (c->tin_len || gnutls_record_check_pending(c->tls)) {
+    for (;;) {
         ssize_t r = gnutls_record_recv(c->tls, buf, sizeof buf);
         if (r == GNUTLS_E_AGAIN || r == GNUTLS_E_INTERRUPTED) break;
         if (r == 0) return conn_close(c); /* close_notify */

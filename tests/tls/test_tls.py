@@ -259,6 +259,9 @@ def run(tmp, servers):
     resp = stub.ModelInfer(big, metadata=md, timeout=30)
     check(resp.model_name == "cls_lora" and list(resp.outputs[0].shape)[0] == 8,
           f"gRPC over TLS: a {big.ByteSize() // 1024} KiB ModelInfer answered for its 8 inputs")
+    futs = [stub.ModelInfer.future(infer_req(pb, "call %d was great" % i), metadata=md, timeout=30) for i in range(32)]
+    ok = sum(1 for f in futs if f.result().model_name == "cls_lora")
+    check(ok == 32, f"gRPC over TLS: 32 concurrent ModelInfer calls on one channel all answered ({ok})")
     check(grpc_code(lambda: stub.ModelInfer(infer_req(pb, "x"), timeout=10)) == grpc.StatusCode.UNAUTHENTICATED,
           "grpc.secure_channel ModelInfer without a key: UNAUTHENTICATED")
     slow = [("authorization", "Bearer " + SLOW_KEY)]
