@@ -42,7 +42,18 @@
  * (SETTINGS_MAX_CONCURRENT_STREAMS), and bytes handed to the socket and not yet written (reading from
  * nghttp2 pauses beyond WRITE_MAX; HTTP/2 flow control holds the rest). SIGTERM sends GOAWAY: calls
  * under way finish, a connection closes once its last answer is out, and each open connection counts
- * as in flight for the server's drain until then. */
+ * as in flight for the server's drain until then.
+ *
+ * TLS (--tls-cert): GnuTLS runs on the same loop, over the same socket, with no thread and no blocking
+ * call. Its transport is two functions over memory: pull hands it what is left of the read being
+ * handled (EAGAIN when that is used up: GnuTLS keeps a partial record itself), push appends its records
+ * to a buffer written to the socket as one uv_write after each GnuTLS call. A read drives the
+ * handshake until it completes, then every record's plaintext goes to nghttp2 as a cleartext read
+ * would; what nghttp2 has to send is sealed into records on its way to the socket (conn_flush). The
+ * client must negotiate ALPN h2 (gRPC's clients all do); a handshake that fails, or one without h2, is
+ * answered with its alert and closed, before nghttp2 sees a byte. A handshake is bounded by
+ * --header-timeout-ms, as HTTP's headers; its credentials (tls.c) are held by the connection for its
+ * life, so a certificate rotated meanwhile changes nothing for it. */
 #define _GNU_SOURCE
 #include "grpc.h"
 
