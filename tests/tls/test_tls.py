@@ -31,6 +31,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import grpc
@@ -310,11 +311,36 @@ def run(tmp, servers):
     check(stub.ServerLive(pb.ServerLiveRequest(), timeout=10).live, "gRPC channel open before the rotation")
     hs = lambda port: metric(srv, ca, 'adapterd_tls_handshakes_total{port="%s"}' % port)
     grpc_hs = hs("grpc")
+    # new HTTPS connections from 4 threads all through the swap: every handshake gets one whole pair
+    stop, results = threading.Event(), []
+
+    def hammer():
+        ctx = ssl.create_default_context(cafile=ca)
+        while not stop.is_set():
+            conn = http.client.HTTPSConnection("127.0.0.1", srv.port, context=ctx, timeout=10)
+            try:
+                conn.request("GET", "/health")
+                results.append(conn.getresponse().status)
+            except (OSError, http.client.HTTPException) as e:
+                results.append(repr(e))
+            finally:
+                conn.close()
+
+    threads = [threading.Thread(target=hammer) for _ in range(4)]
+    for th in threads:
+        th.start()
+    time.sleep(0.3)
     secret_dir(tmp, f"{tmp}/srv2.crt", f"{tmp}/srv2.key", "v2")
     deadline = time.time() + 5
     while metric(srv, ca, "adapterd_tls_reloads_total") != 1 and time.time() < deadline:
         time.sleep(0.1)
+    time.sleep(0.3)
+    stop.set()
+    for th in threads:
+        th.join()
     check(metric(srv, ca, "adapterd_tls_reloads_total") == 1, "the swapped Secret is reloaded within a second or two")
+    bad = [r for r in results if r != 200]
+    check(len(results) > 8 and not bad, f"{len(results)} new HTTPS connections from 4 threads through the swap, all served ({bad[:3]})")
     keep.request("POST", "/v1/predict", body=json.dumps({"inputs": "great", "tasks": ["cls_lora"]}),
                  headers={"Content-Type": "application/json", "Authorization": "Bearer " + KEY})
     r = keep.getresponse()
