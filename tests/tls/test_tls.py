@@ -386,7 +386,7 @@ def run(tmp, servers):
 
     # ---- mutual TLS ----
     m = Server(tmp, "mtls", "--tls-cert", f"{tmp}/srv1.crt", "--tls-key", f"{tmp}/srv1.key", "--tls-client-ca", ca,
-               "--header-timeout-ms", "1000")
+               "--header-timeout-ms", "1000", "--max-connections-per-ip", "3")
     servers.append(m)
     # a client that connects and never starts its handshake is closed after --header-timeout-ms on both ports
     for port, what in ((m.port, "HTTP"), (m.grpc_port, "gRPC")):
@@ -414,6 +414,20 @@ def run(tmp, servers):
     check(pbg.GRPCInferenceServiceStub(withcert).ServerLive(pb.ServerLiveRequest(), timeout=10).live,
           "mTLS gRPC with the client certificate: served")
     withcert.close()
+    # over --max-connections-per-ip: a TLS connection is refused as a cleartext one is, UNAVAILABLE with the reason
+    cc = grpc.ssl_channel_credentials(open(ca, "rb").read(), open(f"{tmp}/client.key", "rb").read(), open(f"{tmp}/client.crt", "rb").read())
+    chans = [grpc.secure_channel(mt, cc, options=[("grpc.use_local_subchannel_pool", 1)]) for _ in range(4)]
+    got = []
+    for c in chans:
+        try:
+            got.append(pbg.GRPCInferenceServiceStub(c).ServerLive(pb.ServerLiveRequest(), timeout=10).live)
+        except grpc.RpcError as e:
+            got.append((e.code(), e.details()))
+    last = got[-1]
+    check(got[:3] == [True] * 3 and last[0] == grpc.StatusCode.UNAVAILABLE and "--max-connections-per-ip" in last[1],
+          f"mTLS gRPC over --max-connections-per-ip 3: the 4th connection UNAVAILABLE with the reason ({last})")
+    for c in chans:
+        c.close()
     print(f"({time.time() - t0:.1f} s)")
 
 
