@@ -1,20 +1,24 @@
 """test_tls.py - --tls-cert/--tls-key/--tls-client-ca on both ports of a live `adapterd serve`, from the outside,
 with certificates made at test time by the openssl CLI (a CA; two server certificates for localhost and
-127.0.0.1, serials 0x1001 and 0x1002; a client certificate) in a temp dir.
+127.0.0.1, serials 0x1001 and 0x1002; a client certificate; a self-signed client certificate) in a temp dir.
 
 - start: a missing file and a key that is not the certificate's stop the start at once, exit 2 (configuration),
-  the message naming the file;
+  the message naming the file; --tls-cert without --tls-key too;
 - HTTP: curl over HTTPS (/health, predict with a tenant key, 401 without); plain HTTP to the TLS port gets no
   HTTP answer; /metrics exports the reload counters;
-- gRPC: Python's grpc.secure_channel (ServerLive, ModelInfer with `authorization` metadata, UNAUTHENTICATED
-  without, RESOURCE_EXHAUSTED past the tenant's request bucket); an insecure (h2c) channel to the TLS port is
-  refused; a TLS client that does not negotiate ALPN h2 is refused;
+- gRPC: Python's grpc.secure_channel (ServerLive, ModelInfer with `authorization` metadata, a 320 KiB message,
+  32 concurrent calls on one channel, UNAUTHENTICATED without a key, RESOURCE_EXHAUSTED past the tenant's request
+  bucket); an insecure (h2c) channel and the h2c preface to the TLS port are refused; a TLS client that does not
+  negotiate ALPN h2 is refused;
 - the real npm clients (openai, @huggingface/inference) over TLS with the key (tests/clients/tls.mjs);
 - rotation while connected, as Kubernetes updates a Secret volume (the ..data symlink swapped): a keep-alive
   HTTPS connection and an open gRPC channel made before keep working after on the same connections (no new
-  handshake counted), a new connection on either port sees the new serial; a broken pair (key of the other
-  certificate) keeps the last good one and counts an error;
-- mutual TLS: without a client certificate refused on both ports, with one served;
+  handshake counted), new HTTPS connections from 4 threads through the swap are all served, a new connection on
+  either port sees the new serial; a broken pair (key of the other certificate) keeps the last good one, logged
+  and counted;
+- SIGTERM with TLS connections open on both ports (one before its handshake) drains and exits 0 at once;
+- mutual TLS: without a client certificate, or with one another CA signed, refused on both ports, with one
+  served; a connection over --max-connections-per-ip refused UNAVAILABLE with the reason;
 - a connection that never starts its handshake is closed after --header-timeout-ms on both ports.
 
     test_tls.py <adapterd> <registry> <proto dir> <tests/clients dir>
