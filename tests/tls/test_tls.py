@@ -3,7 +3,7 @@ with certificates made at test time by the openssl CLI (a CA; two server certifi
 127.0.0.1, serials 0x1001 and 0x1002; a client certificate; a self-signed client certificate) in a temp dir.
 
 - start: a missing file and a key that is not the certificate's stop the start at once, exit 2 (configuration),
-  the message naming the file; --tls-cert without --tls-key too;
+  the message naming the file; --tls-cert without --tls-key too; a start that fails later (--host) exits, not hangs;
 - HTTP: curl over HTTPS (/health, predict with a tenant key, 401 without); plain HTTP to the TLS port gets no
   HTTP answer; /metrics exports the reload counters;
 - gRPC: Python's grpc.secure_channel (ServerLive, ModelInfer with `authorization` metadata, a 320 KiB message,
@@ -222,6 +222,16 @@ def run(tmp, servers):
     r = subprocess.run([ADAPTERD, "serve", "--registry", REGISTRY, "--port", "0", "--tls-cert", f"{tmp}/srv1.crt"],
                        capture_output=True, text=True, timeout=30)
     check(r.returncode == 2 and "--tls-key" in r.stderr, "--tls-cert without --tls-key: exit 2")
+    # a start that fails once the registry is open and the watch has begun ends at once (it used to hang in the
+    # loop's last run, the watch's rescan re-queueing itself)
+    t = time.time()
+    try:
+        r = subprocess.run([ADAPTERD, "serve", "--registry", REGISTRY, "--port", "0", "--host", "not-an-address", "--tls-cert",
+                            f"{tmp}/srv1.crt", "--tls-key", f"{tmp}/srv1.key"], capture_output=True, text=True, timeout=30)
+        rc = r.returncode
+    except subprocess.TimeoutExpired:
+        rc = None
+    check(rc not in (0, None) and time.time() - t < 15, f"a start that fails after the watch began exits ({rc}, {time.time() - t:.1f} s)")
 
     # ---- the server: TLS on both ports, tenants' keys ----
     digest = lambda k: "sha256:" + hashlib.sha256(k.encode()).hexdigest()
