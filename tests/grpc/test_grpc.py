@@ -20,6 +20,7 @@ certificate for 127.0.0.1 made with the openssl CLI): grpc.secure_channel, HTTPS
 hand-made HTTP/2 frames over TLS with ALPN h2; the same answers are expected.
 
     test_grpc.py <adapterd> <registry> <proto dir> [tls]
+(ADAPTERD_TEST_SERVER, when set, names another build of adapterd to run, as for the other integration tests.)
 """
 import json
 import re
@@ -42,6 +43,7 @@ import grpc
 from grpc_tools import protoc
 
 ADAPTERD, REGISTRY, PROTO_DIR = sys.argv[1:4]
+ADAPTERD = os.environ.get("ADAPTERD_TEST_SERVER") or ADAPTERD  # another build (CI: ThreadSanitizer's)
 TLS = sys.argv[4:5] == ["tls"]
 TLS_FILES = None  # (ca, cert, key) once made, in TLS mode
 FAILS = []
