@@ -309,8 +309,8 @@ int srv_run(const srv_config *cfg, store_registry *reg, eng_err *err) {
      * run in parallel; every handler path is thread-safe (atomics, the store's and scheduler's mutexes).
      * The cap per address is conn.c's accept policy (srv__conns_accept_policy), not MHD's own
      * per-IP limit, which would count HTTP's connections alone: gRPC's are counted there too. */
-    s->mhd = MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO | (s->tls ? MHD_USE_TLS : 0),
-                              (uint16_t)cfg->port,
+    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO | (s->tls ? MHD_USE_TLS : 0);
+    s->mhd = MHD_start_daemon(flags, (uint16_t)cfg->port,
                               srv__conns_accept_policy, s->conns, srv__on_request, s, MHD_OPTION_SOCK_ADDR,
                               (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, srv__on_completed, s,
                               MHD_OPTION_UNESCAPE_CALLBACK, srv__url_unescape, NULL, MHD_OPTION_CONNECTION_TIMEOUT,
@@ -338,9 +338,11 @@ int srv_run(const srv_config *cfg, store_registry *reg, eng_err *err) {
             goto done;
         }
     }
-    fprintf(stderr, "adapterd: listening on %s://%s:%d (%d tasks, %d http thread(s), %d worker(s) x %d threads, batch %d tokens / %d us, queue %d%s)\n",
-            s->tls ? "https" : "http", cfg->host, port, store_n_tasks(reg), cfg->http_threads, cfg->workers, cfg->threads, cfg->max_batch_tokens,
-            cfg->max_wait_us, cfg->max_queue, cfg->adaptive_skips ? ", adaptive skips" : "");
+    fprintf(stderr,
+            "adapterd: listening on %s://%s:%d (%d tasks, %d http thread(s), %d worker(s) x %d threads, batch %d tokens / "
+            "%d us, queue %d%s)\n",
+            s->tls ? "https" : "http", cfg->host, port, store_n_tasks(reg), cfg->http_threads, cfg->workers, cfg->threads,
+            cfg->max_batch_tokens, cfg->max_wait_us, cfg->max_queue, cfg->adaptive_skips ? ", adaptive skips" : "");
     atomic_store(&s->ready, true);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     atomic_store(&s->ready, false);

@@ -83,8 +83,9 @@ static bool key_matches(gnutls_pcert_st *pc, gnutls_privkey_t key) {
     gnutls_pubkey_t pub = NULL;
     gnutls_datum_t a = {0}, b = {0};
     bool ok = !gnutls_pubkey_init(&pub) && !gnutls_pubkey_import_privkey(pub, key, 0, 0) &&
-              !gnutls_pubkey_export2(pub, GNUTLS_X509_FMT_DER, &a) && !gnutls_pubkey_export2(pc->pubkey, GNUTLS_X509_FMT_DER, &b) &&
-              a.size == b.size && !memcmp(a.data, b.data, a.size);
+              !gnutls_pubkey_export2(pub, GNUTLS_X509_FMT_DER, &a) &&
+              !gnutls_pubkey_export2(pc->pubkey, GNUTLS_X509_FMT_DER, &b) && a.size == b.size &&
+              !memcmp(a.data, b.data, a.size);
     gnutls_free(a.data), gnutls_free(b.data);
     if (pub) gnutls_pubkey_deinit(pub);
     return ok;
@@ -121,7 +122,8 @@ static srv_tls_creds *creds_load(const char *cert, const char *key, eng_err *err
     }
     gnutls_x509_crt_t x;
     if (!gnutls_x509_crt_init(&x)) {
-        if (!gnutls_x509_crt_import(x, &c->pcert[0].cert, GNUTLS_X509_FMT_DER)) c->not_after = (double)gnutls_x509_crt_get_expiration_time(x);
+        if (!gnutls_x509_crt_import(x, &c->pcert[0].cert, GNUTLS_X509_FMT_DER))
+            c->not_after = (double)gnutls_x509_crt_get_expiration_time(x);
         gnutls_x509_crt_deinit(x);
     }
     gnutls_free(cd.data), gnutls_free(kd.data);
