@@ -302,6 +302,14 @@ def run(tmp, servers):
         except (ssl.SSLError, ConnectionResetError, OSError):
             refused = True
         check(refused, f"a TLS client with {what} on the gRPC port: refused")
+    for ver in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
+        ctx = ssl.create_default_context(cafile=ca)
+        ctx.minimum_version = ctx.maximum_version = ver
+        ctx.set_alpn_protocols(["h2"])
+        with socket.create_connection(("127.0.0.1", srv.grpc_port), timeout=5) as s, ctx.wrap_socket(s, server_hostname="localhost") as t:
+            t.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes.fromhex("000000040000000000"))
+            got = t.recv(64)
+        check(len(got) >= 9 and got[3] == 4, f"gRPC port, {ver.name} with ALPN h2: served (the server's SETTINGS)")
     check(peer_serial(srv.grpc_port, ca, ["h2"]) == "1001" and peer_serial(srv.port, ca) == "1001",
           "both ports serve the first certificate (serial 1001)")
 
