@@ -81,9 +81,10 @@ ENV ADAPTERD_REGISTRY=/registry \
     ADAPTERD_HOST=0.0.0.0 \
     ADAPTERD_PORT=8080
 EXPOSE 8080
-# no curl in the image: bash's /dev/tcp asks /healthz for its status line
+# no curl in the image: bash's /dev/tcp asks /healthz for its status line; with TLS (ADAPTERD_TLS_CERT; bash speaks
+# no TLS) it only checks that the port accepts connections
 HEALTHCHECK --interval=10s --timeout=3s --start-period=60s --retries=3 \
-  CMD ["/bin/bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/${ADAPTERD_PORT:-8080} && printf 'GET /healthz HTTP/1.0\\r\\n\\r\\n' >&3 && head -n1 <&3 | grep -q ' 200 '"]
+  CMD ["/bin/bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/${ADAPTERD_PORT:-8080} && { [ -n \"${ADAPTERD_TLS_CERT:-}\" ] || { printf 'GET /healthz HTTP/1.0\\r\\n\\r\\n' >&3 && head -n1 <&3 | grep -q ' 200 '; }; }"]
 USER 10001:10001
 WORKDIR /registry
 # SIGTERM drains (readiness off, work in flight completes); give it --drain-timeout-ms to do so

@@ -54,9 +54,11 @@ done
 "$HELM" template adapterd deploy/helm/adapterd > "$R/helm-default.yaml"
 "$HELM" template adapterd deploy/helm/adapterd --set serviceMonitor.enabled=true \
   --set autoscaling.queueMetric.enabled=true --set admin.existingSecret=adapterd-admin \
-  --set registry.persistence.existingClaim=adapterd-registry --set tracing.endpoint=http://otel-collector:4318 \
-  --set tracing.headersSecret=adapterd-otlp --set tracing.resourceAttributes=deployment.environment=prod \
-  > "$R/helm-all-options.yaml"
+  --set registry.persistence.existingClaim=adapterd-registry --set tls.secretName=adapterd-tls \
+  --set tracing.endpoint=http://otel-collector:4318 --set tracing.headersSecret=adapterd-otlp \
+  --set tracing.resourceAttributes=deployment.environment=prod > "$R/helm-all-options.yaml"
+"$HELM" template adapterd deploy/helm/adapterd --set tls.secretName=adapterd-tls --set tls.clientCA=true \
+  --set serviceMonitor.enabled=true > "$R/helm-mtls.yaml"
 "$HELM" template adapterd deploy/helm/adapterd --set autoscaling.enabled=false --set admin.enabled=false \
   --set registry.persistence.enabled=false --set podDisruptionBudget.enabled=false > "$R/helm-minimal.yaml"
 node scripts/validate-manifests.mjs "$WORK/node" "$R"/*.yaml deploy/kserve/*.yaml deploy/routing/headless-service.yaml

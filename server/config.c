@@ -88,6 +88,15 @@ static const opt opts[] = {
       "request messages the calls of one gRPC connection may hold at once; a call beyond is answered "
       "RESOURCE_EXHAUSTED (default 8388608)"},
      SIZE(grpc_buffer_bytes, 1, 1LL << 40)},
+    {{"tls-cert", "FILE",
+      "PEM certificate (chain) with --tls-key: HTTP serves HTTPS and --grpc-port gRPC over TLS (h2 by ALPN); both "
+      "files are re-read when they change (a broken pair keeps the last good one) (default: none, plain ports)"},
+     STR(tls_cert)},
+    {{"tls-key", "FILE", "PEM private key of --tls-cert"}, STR(tls_key)},
+    {{"tls-client-ca", "FILE",
+      "PEM CA certificate(s): mutual TLS on both ports, a client without a certificate it signed is refused at the "
+      "handshake (needs --tls-cert; default: none)"},
+     STR(tls_client_ca)},
     {{"served-model-name", "NAME[,NAME...]",
       "names clients may send as \"model\" (vLLM's option), besides the registry's model names: with one model each "
       "NAME is an alias of it, with several write NAME=MODEL; a model's first name is its id in GET /v1/models and "

@@ -42,11 +42,24 @@
  * (SETTINGS_MAX_CONCURRENT_STREAMS), and bytes handed to the socket and not yet written (reading from
  * nghttp2 pauses beyond WRITE_MAX; HTTP/2 flow control holds the rest). SIGTERM sends GOAWAY: calls
  * under way finish, a connection closes once its last answer is out, and each open connection counts
- * as in flight for the server's drain until then. */
+ * as in flight for the server's drain until then.
+ *
+ * TLS (--tls-cert): GnuTLS runs on the same loop, over the same socket, with no thread and no blocking
+ * call. Its transport is two functions over memory: pull hands it what is left of the read being
+ * handled (EAGAIN when that is used up: GnuTLS keeps a partial record itself), push appends its records
+ * to a buffer written to the socket as one uv_write after each GnuTLS call. A read drives the
+ * handshake until it completes, then every record's plaintext goes to nghttp2 as a cleartext read
+ * would; what nghttp2 has to send is sealed into records on its way to the socket (conn_flush). The
+ * client must negotiate ALPN h2 (gRPC's clients all do); a handshake that fails, or one without h2, is
+ * answered with its alert and closed, before nghttp2 sees a byte. A handshake is bounded by
+ * --header-timeout-ms, as HTTP's headers; its credentials (tls.c) are held by the connection for its
+ * life, so a certificate rotated meanwhile changes nothing for it. */
 #define _GNU_SOURCE
 #include "grpc.h"
 
 #include <assert.h>
+#include <errno.h>
+#include <gnutls/gnutls.h>
 #include <nghttp2/nghttp2.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +68,7 @@
 
 #include "clock.h"
 #include "conn.h"
+#include "tls.h"
 
 /* Concurrent calls per connection (SETTINGS_MAX_CONCURRENT_STREAMS). */
 #define STREAMS_MAX 100
@@ -104,6 +118,17 @@ struct srv_grpc_conn {
     double t_open;
     void (*out)(void *ud, const uint8_t *p, size_t n); /* a memory connection's output; NULL: the socket */
     void *out_ud;
+    /* --tls-cert: the connection's TLS session (NULL: h2c), driven from the loop. GnuTLS reads the
+     * ciphertext of the read being handled (tin, tin_len: its pull function) and writes records into
+     * tout (its push function), which goes to the socket as one uv_write after each GnuTLS call. */
+    gnutls_session_t tls;
+    srv_tls_creds *creds;      /* the credentials its handshake used, referenced for its life */
+    bool tls_up;               /* handshake done and h2 negotiated: nghttp2 speaks */
+    bool tls_failed;           /* handshake refused: closes once its alert is written */
+    const uint8_t *tin;
+    size_t tin_len;
+    struct write_req *tout;
+    size_t tout_cap;
 };
 
 struct srv_grpc {
@@ -118,7 +143,7 @@ struct srv_grpc {
     uv_timer_t sweep;
 };
 
-typedef struct {
+typedef struct write_req {
     uv_write_t req;
     srv_grpc_conn *c;
     size_t len;
@@ -127,6 +152,8 @@ typedef struct {
 
 static void conn_flush(srv_grpc_conn *c);
 static void conn_close(srv_grpc_conn *c);
+static void tls_end(srv_grpc_conn *c);
+static void conn_recv(srv_grpc_conn *c, const uint8_t *p, size_t n);
 
 srv_server *srv__grpc_server(const srv_grpc *g) { return g->s; }
 
@@ -501,6 +528,7 @@ static void conn_close(srv_grpc_conn *c) {
     }
     nghttp2_session_del(c->h2);
     c->h2 = NULL;
+    tls_end(c);
     if (c->prev) c->prev->next = c->next;
     else g->conns = c->next;
     if (c->next) c->next->prev = c->prev;
@@ -524,6 +552,133 @@ static void on_written(uv_write_t *req, int status) {
     conn_flush(c);
 }
 
+/* ---- TLS (--tls-cert): GnuTLS over the connection's bytes ---- */
+
+/* GnuTLS's pull: what is left of the read being handled; none, EAGAIN (it keeps a partial record). */
+static ssize_t tls_pull(gnutls_transport_ptr_t p, void *buf, size_t n) {
+    srv_grpc_conn *c = p;
+    if (!c->tin_len) {
+        gnutls_transport_set_errno(c->tls, EAGAIN);
+        return -1;
+    }
+    if (n > c->tin_len) n = c->tin_len;
+    memcpy(buf, c->tin, n);
+    c->tin += n, c->tin_len -= n;
+    return (ssize_t)n;
+}
+
+/* Its readiness check (GnuTLS asks it only with a timeout set): data when the read has bytes left. */
+static int tls_pull_timeout(gnutls_transport_ptr_t p, unsigned ms) {
+    (void)ms;
+    return ((srv_grpc_conn *)p)->tin_len ? 1 : 0;
+}
+
+/* GnuTLS's push: records gathered in tout, written by tls_write after the GnuTLS call. */
+static ssize_t tls_push(gnutls_transport_ptr_t p, const void *buf, size_t n) {
+    srv_grpc_conn *c = p;
+    size_t have = c->tout ? c->tout->len : 0;
+    if (have + n > c->tout_cap) {
+        size_t nc = c->tout_cap ? c->tout_cap : 4096;
+        while (nc < have + n) nc *= 2;
+        write_req *w = realloc(c->tout, sizeof *w + nc);
+        if (!w) {
+            gnutls_transport_set_errno(c->tls, ENOMEM);
+            return -1;
+        }
+        if (!c->tout) w->len = 0;
+        c->tout = w, c->tout_cap = nc;
+    }
+    memcpy(c->tout->data + c->tout->len, buf, n);
+    c->tout->len += n;
+    return (ssize_t)n;
+}
+
+/* The records GnuTLS produced, to the socket. Returns -1 when the write could not start. */
+static int tls_write(srv_grpc_conn *c) {
+    write_req *w = c->tout;
+    if (!w) return 0;
+    c->tout = NULL, c->tout_cap = 0;
+    w->c = c;
+    uv_buf_t b = uv_buf_init(w->data, (unsigned)w->len);
+    if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_written)) {
+        free(w);
+        return -1;
+    }
+    c->writing += w->len;
+    return 0;
+}
+
+static void tls_end(srv_grpc_conn *c) {
+    if (c->tls) gnutls_deinit(c->tls);
+    c->tls = NULL;
+    srv__tls_release(c->creds);
+    c->creds = NULL;
+    free(c->tout);
+    c->tout = NULL, c->tout_cap = 0;
+}
+
+/* The connection's session: the current credentials, ALPN h2 only, the client CA's rule (tls.c). */
+static int tls_begin(srv_grpc_conn *c) {
+    if (srv__tls_session(c->g->s->tls, &c->tls, &c->creds)) return -1;
+    gnutls_transport_set_ptr(c->tls, c);
+    gnutls_transport_set_pull_function(c->tls, tls_pull);
+    gnutls_transport_set_pull_timeout_function(c->tls, tls_pull_timeout);
+    gnutls_transport_set_push_function(c->tls, tls_push);
+    gnutls_handshake_set_timeout(c->tls, 0); /* the sweep bounds a handshake (--header-timeout-ms) */
+    return 0;
+}
+
+/* A handshake that failed, or a client that did not negotiate h2: its alert goes out, then the
+ * connection closes (conn_flush). Nothing was served on it. */
+static void tls_refuse(srv_grpc_conn *c, int rc) {
+    if (rc == GNUTLS_E_NO_APPLICATION_PROTOCOL || rc == 0)
+        gnutls_alert_send(c->tls, GNUTLS_AL_FATAL, GNUTLS_A_NO_APPLICATION_PROTOCOL);
+    else
+        gnutls_alert_send_appropriate(c->tls, rc);
+    c->tls_failed = true;
+    if (tls_write(c)) return conn_close(c);
+    conn_flush(c);
+}
+
+/* Bytes read from a TLS connection: the handshake driven while it lasts, then each record's
+ * plaintext handed to nghttp2 (conn_recv), until GnuTLS has taken the whole read. */
+static void tls_recv(srv_grpc_conn *c, const uint8_t *p, size_t n) {
+    if (c->tls_failed) return; /* refused: what else it sends is dropped while its alert goes out */
+    c->last_read = srv__now();
+    c->tin = p, c->tin_len = n;
+    if (!c->tls_up) {
+        int rc = gnutls_handshake(c->tls);
+        if (rc == GNUTLS_E_AGAIN || rc == GNUTLS_E_INTERRUPTED) {
+            if (tls_write(c)) conn_close(c);
+            return;
+        }
+        if (rc < 0) return tls_refuse(c, rc);
+        gnutls_datum_t proto = {0};
+        /* a client that offered no ALPN at all passes GnuTLS's mandatory check: refused here */
+        if (gnutls_alpn_get_selected_protocol(c->tls, &proto) || proto.size != 2 || memcmp(proto.data, "h2", 2))
+            return tls_refuse(c, 0);
+        c->tls_up = true;
+        if (tls_write(c)) return conn_close(c);
+        conn_flush(c); /* the SETTINGS nghttp2 queued at accept */
+        if (c->closing) return;
+    }
+    /* until GnuTLS asks for more than the read had: EAGAIN only once it holds no whole record, decrypted
+     * or not (records that came with the handshake's last flight are in its buffers, not in tin) */
+    uint8_t buf[16384];
+    for (;;) {
+        ssize_t r = gnutls_record_recv(c->tls, buf, sizeof buf);
+        if (r == GNUTLS_E_AGAIN || r == GNUTLS_E_INTERRUPTED) break;
+        if (r == 0) return conn_close(c); /* close_notify */
+        if (r < 0) {
+            if (gnutls_error_is_fatal((int)r)) return conn_close(c);
+            continue; /* a warning alert, a renegotiation asked for (ignored) */
+        }
+        conn_recv(c, buf, (size_t)r);
+        if (c->closing) return;
+    }
+    if (tls_write(c)) conn_close(c); /* a key update's answer */
+}
+
 /* What nghttp2 has to send goes to a memory connection's output. Returns -1 when the session failed. */
 static int conn_send_mem(srv_grpc_conn *c) {
     for (;;) {
@@ -541,6 +696,12 @@ static int conn_send_mem(srv_grpc_conn *c) {
  * that every call that arrived with it is answered, not retried). */
 static void conn_flush(srv_grpc_conn *c) {
     if (c->closing || c->in_recv) return; /* on_read flushes after the receive */
+    if (c->tls && !c->tls_up) {
+        /* nghttp2 waits for the handshake; a refused one closes once its alert is out, and a drain closes one
+         * still shaking hands (it carries no call) */
+        if (c->tls_failed ? !c->writing : c->g->draining) conn_close(c);
+        return;
+    }
     if ((c->refuse[0] || c->reserve) && c->answered_any && !c->goaway) {
         c->goaway = true;
         uint32_t code = c->refuse[0] ? NGHTTP2_ENHANCE_YOUR_CALM : NGHTTP2_NO_ERROR;
@@ -577,6 +738,19 @@ static void conn_flush(srv_grpc_conn *c) {
             }
             memcpy(w->data + w->len, data, (size_t)n);
             w->len += (size_t)n;
+        }
+        if (w && c->tls) { /* the plaintext into records (tls_push), written as one */
+            for (size_t off = 0; off < w->len;) {
+                ssize_t r = gnutls_record_send(c->tls, w->data + off, w->len - off);
+                if (r < 0) {
+                    free(w);
+                    return conn_close(c);
+                }
+                off += (size_t)r;
+            }
+            free(w);
+            w = NULL;
+            if (tls_write(c)) return conn_close(c);
         }
         if (w) {
             w->c = c;
@@ -618,7 +792,8 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
         if (n < 0) conn_close(c);
         return;
     }
-    conn_recv(c, (const uint8_t *)buf->base, (size_t)n);
+    if (c->tls) tls_recv(c, (const uint8_t *)buf->base, (size_t)n);
+    else conn_recv(c, (const uint8_t *)buf->base, (size_t)n);
     free(buf->base);
 }
 
@@ -711,7 +886,7 @@ static void on_connection(uv_stream_t *ls, int status) {
     }
     c->tcp.data = c;
     conn_link(g, c);
-    if (conn_session(c)) return conn_close(c);
+    if (conn_session(c) || (g->s->tls && tls_begin(c))) return conn_close(c);
     uv_tcp_nodelay(t, 1);
     uv_read_start((uv_stream_t *)t, on_alloc, on_read);
     conn_flush(c);
@@ -736,6 +911,8 @@ static void on_sweep(uv_timer_t *t) {
         next = c->next;
         double idle_max = c->reserve ? wait : IDLE_TIMEOUT_S;
         if (c->refuse[0] ? now - c->t_open > REFUSE_LINGER_S : !c->n_streams && !c->writing && now - c->last_read > idle_max)
+            conn_close(c);
+        else if (c->tls && !c->tls_up && now - c->t_open > wait) /* a TLS handshake is bounded as HTTP's headers */
             conn_close(c);
     }
 }
@@ -795,6 +972,7 @@ void srv__grpc_free(srv_grpc *g) {
         srv_grpc_conn *c = g->conns;
         g->conns = c->next;
         nghttp2_session_del(c->h2);
+        tls_end(c);
         free(c);
     }
     free(g);

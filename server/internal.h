@@ -119,6 +119,7 @@ struct srv_server {
     struct srv_grpc_prep *grpc_prep; /* grpc_calls.c: the threads that prepare gRPC calls; NULL when --grpc-port is 0 */
     struct srv_keys *keys;           /* keys.c: --keys, the tenants; NULL without */
     srv_tracer *tracer;              /* trace.c: OpenTelemetry spans; NULL when no --trace-endpoint */
+    struct srv_tls *tls;             /* tls.c: --tls-cert's credentials; NULL: plain ports */
     srv_model_names *names;          /* models.c: --served-model-name, read at start; NULL: none */
     long long started;               /* Unix seconds at start: the models' "created" in OpenAI's answers */
     atomic_bool ready;

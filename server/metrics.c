@@ -664,6 +664,18 @@ char *srv__metrics_render(srv_metrics *m, const srv_metrics_live *live, size_t *
                 "adapterd_trace_spans_queued %llu\n",
             (unsigned long long)live->trace_queued);
     }
+    if (live->tls)
+        put(&b, "# HELP adapterd_tls_reloads_total Certificate reloads taken (--tls-cert's files changed).\n"
+                "# TYPE adapterd_tls_reloads_total counter\nadapterd_tls_reloads_total %llu\n"
+                "# HELP adapterd_tls_reload_errors_total Reloads refused (unreadable, key not matching): the last good pair stays.\n"
+                "# TYPE adapterd_tls_reload_errors_total counter\nadapterd_tls_reload_errors_total %llu\n"
+                "# HELP adapterd_tls_cert_not_after_seconds The served certificate's notAfter, Unix seconds.\n"
+                "# TYPE adapterd_tls_cert_not_after_seconds gauge\nadapterd_tls_cert_not_after_seconds %.0f\n"
+                "# HELP adapterd_tls_handshakes_total TLS handshakes begun (the server's certificate chosen), by port.\n"
+                "# TYPE adapterd_tls_handshakes_total counter\nadapterd_tls_handshakes_total{port=\"http\"} %llu\n"
+                "adapterd_tls_handshakes_total{port=\"grpc\"} %llu\n",
+            (unsigned long long)live->tls_reloads, (unsigned long long)live->tls_reload_errors, live->tls_not_after,
+            (unsigned long long)live->tls_handshakes[0], (unsigned long long)live->tls_handshakes[1]);
     if (b.oom) {
         free(b.s);
         return NULL;

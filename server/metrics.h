@@ -73,6 +73,10 @@ typedef struct {
     bool openmetrics;        /* the scrape asked for OpenMetrics: latency buckets carry exemplars */
     bool tracing;            /* a tracer runs: the trace counters below are rendered */
     uint64_t trace_exported, trace_dropped_queue, trace_dropped_export, trace_export_errors, trace_queued;
+    bool tls;                /* --tls-cert given: the three below are rendered */
+    uint64_t tls_reloads, tls_reload_errors; /* tls.c: reloads taken, reloads refused */
+    double tls_not_after;    /* the loaded certificate's notAfter, Unix seconds */
+    uint64_t tls_handshakes[2]; /* full handshakes begun on the HTTP port [0] and the gRPC port [1] */
 } srv_metrics_live;
 
 /* Renders the Prometheus text; malloc'd (the caller frees), NULL when out of memory. */

@@ -10,6 +10,7 @@
  * again once its tasks are loaded. srv__on_completed logs, counts and frees. */
 #define _GNU_SOURCE
 #include "routes.h"
+#include "tls.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -346,7 +347,8 @@ static enum MHD_Result quick(srv_request *r, const char *url, const char *arg, s
                                  .adaptive_level = srv__sched_adaptive_level(s->sched), .ready = ready, .openmetrics = om,
                                  .tracing = s->tracer != NULL, .trace_exported = tc.exported,
                                  .trace_dropped_queue = tc.dropped_queue, .trace_dropped_export = tc.dropped_export,
-                                 .trace_export_errors = tc.export_errors, .trace_queued = tc.queued};
+                                 .trace_export_errors = tc.export_errors, .trace_queued = tc.queued, .tls = s->tls != NULL};
+        if (s->tls) srv__tls_stats(s->tls, &live.tls_reloads, &live.tls_reload_errors, &live.tls_not_after, live.tls_handshakes);
         char *m = srv__metrics_render(s->metrics, &live, &len);
         if (m && s->keys) m = srv__keys_render(s->keys, m, &len); /* the keys file and the tenants */
         if (m && om) m = srv__metrics_openmetrics(m, &len);

@@ -23,6 +23,7 @@
 #include "offload.h"
 #include "respond.h"
 #include "routes.h"
+#include "tls.h"
 #include "url.h"
 #include "watch.h"
 #include "keys.h"
@@ -174,6 +175,7 @@ static void raise_fd_limit(int want) {
 static void on_signal(uv_signal_t *h, int signum) {
     srv_loop_ctx *c = h->data;
     if (atomic_exchange(&c->s->draining, true)) return;
+    srv__tls_stop(c->s->tls);
     srv__grpc_drain(c->s->grpc); /* GOAWAY: in-flight calls finish, no new ones */
     fprintf(stderr, "adapterd: %s: draining (%d requests in flight)\n", signum == SIGTERM ? "SIGTERM" : "SIGINT",
             atomic_load(&c->s->active));
@@ -231,6 +233,9 @@ int srv_run(const srv_config *cfg, store_registry *reg, eng_err *err) {
     snprintf(s->id_prefix, sizeof s->id_prefix, "%08x", rnd);
     int rc = 0;
     srv_loop_ctx ctx = {.s = s};
+    /* HTTPS through libmicrohttpd's GnuTLS, the certificate from tls.c's callback so a reload reaches
+     * the next handshake */
+    struct MHD_OptionItem tls_opts[4] = {{MHD_OPTION_END, 0, NULL}};
     if (uv_loop_init(&s->loop)) {
         free(s);
         return eng_err_set(err, ENG_INTERNAL, "cannot create the event loop");
@@ -243,6 +248,12 @@ int srv_run(const srv_config *cfg, store_registry *reg, eng_err *err) {
         goto done;
     }
     srv__metrics_set_task_series(s->metrics, cfg->metrics_tasks);
+    /* --tls-cert: both ports' credentials, read before the slow steps so a bad file stops the start at
+     * once (cmd_serve checked them already; this is the copy the server serves and re-reads) */
+    if (cfg->tls_cert[0] || cfg->tls_key[0] || cfg->tls_client_ca[0]) {
+        if ((rc = srv__tls_start(cfg, &s->loop, &s->tls, err))) goto done;
+        srv__tls_mhd_options(s->tls, tls_opts);
+    }
     if ((rc = calibrate_costs(s, err))) goto done;
     if (srv__model_files_load(s)) {
         rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory");
@@ -314,7 +325,8 @@ int srv_run(const srv_config *cfg, store_registry *reg, eng_err *err) {
      * run in parallel; every handler path is thread-safe (atomics, the store's and scheduler's mutexes).
      * The cap per address is conn.c's accept policy (srv__conns_accept_policy), not MHD's own
      * per-IP limit, which would count HTTP's connections alone: gRPC's are counted there too. */
-    s->mhd = MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO, (uint16_t)cfg->port,
+    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO | (s->tls ? MHD_USE_TLS : 0);
+    s->mhd = MHD_start_daemon(flags, (uint16_t)cfg->port,
                               srv__conns_accept_policy, s->conns, srv__on_request, s, MHD_OPTION_SOCK_ADDR,
                               (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, srv__on_completed, s,
                               MHD_OPTION_UNESCAPE_CALLBACK, srv__url_unescape, NULL, MHD_OPTION_CONNECTION_TIMEOUT,
@@ -323,7 +335,7 @@ int srv_run(const srv_config *cfg, store_registry *reg, eng_err *err) {
                               MHD_OPTION_NOTIFY_CONNECTION, srv__conns_notify, s->conns,
                               MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)HTTP_LISTEN_BACKLOG,
                               MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(cfg->http_threads > 1 ? cfg->http_threads : 0),
-                              MHD_OPTION_END);
+                              MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
     if (!s->mhd) {
         rc = eng_err_set(err, ENG_UNAVAILABLE, "cannot listen on %s:%d (%s)", cfg->host, cfg->port, strerror(errno));
         goto done;
@@ -342,15 +354,19 @@ int srv_run(const srv_config *cfg, store_registry *reg, eng_err *err) {
             goto done;
         }
     }
-    fprintf(stderr, "adapterd: listening on http://%s:%d (%d tasks, %d http thread(s), %d worker(s) x %d threads, batch %d tokens / %d us, queue %d%s)\n",
-            cfg->host, port, store_n_tasks(reg), cfg->http_threads, cfg->workers, cfg->threads, cfg->max_batch_tokens,
-            cfg->max_wait_us, cfg->max_queue, cfg->adaptive_skips ? ", adaptive skips" : "");
+    fprintf(stderr,
+            "adapterd: listening on %s://%s:%d (%d tasks, %d http thread(s), %d worker(s) x %d threads, batch %d tokens / "
+            "%d us, queue %d%s)\n",
+            s->tls ? "https" : "http", cfg->host, port, store_n_tasks(reg), cfg->http_threads, cfg->workers, cfg->threads,
+            cfg->max_batch_tokens, cfg->max_wait_us, cfg->max_queue, cfg->adaptive_skips ? ", adaptive skips" : "");
     atomic_store(&s->ready, true);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     atomic_store(&s->ready, false);
-    srv__watch_stop(s->watch);
     fprintf(stderr, "adapterd: drained, stopping\n");
 done:
+    /* stopped here on every path: a start that failed after the watch began would otherwise leave its
+     * rescan re-queueing itself on the pool, and the loop below would never end */
+    srv__watch_stop(s->watch);
     if (s->mhd) MHD_stop_daemon(s->mhd);
     /* workers may still report batches after a drain timeout: join them before closing handles,
      * and free the scheduler (whose handles these are) only once they are closed */
@@ -365,6 +381,7 @@ done:
     srv__offload_free(s->offl);
     srv__model_files_free(s);
     srv__conns_free(s->conns);
+    srv__tls_free(s->tls);
     srv__metrics_free(s->metrics);
     srv__model_names_free(s->names);
     srv__keys_free(s->keys);

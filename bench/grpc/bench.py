@@ -5,6 +5,7 @@ binary or several compared in the same run (a build before a change and one afte
              [--concurrency 1,8] [--rows live,infer,refused] [--inputs 1] [--threads 2] [--core same|auto|NAME]
              [--heavy shape,inputs,tensors|none] [--heavy-duration 10] [--heavy-bytes 1040000] [--probe-rps 200]
              [--registry examples/registry] [--task sentiment] [--serve-args "..."] [--retries 2] [--json FILE]
+             [--tls LABEL[,LABEL...]]
 
 Each round starts one fresh `adapterd serve` per binary (all of them at once, idle while another is
 measured), then measures every row on each server in turn, the order of the servers reversed from one
@@ -46,6 +47,12 @@ OpenBLAS core: --core same (default) runs the first binary's `adapterd version` 
 OPENBLAS_CORETYPE and sets the core it picks for every server; --core auto leaves each server to pick
 its own (OPENBLAS_CORETYPE removed from the environment); --core NAME sets OPENBLAS_CORETYPE=NAME.
 
+TLS (--tls LABEL,...): the binaries of those labels are served with --tls-cert/--tls-key (a CA and a server
+certificate for 127.0.0.1 made with the openssl CLI at start, EC P-256), both ports then measured over TLS (h2
+by ALPN for gRPC, HTTPS/1.1 for REST; h2load's connections are opened once, before the window, so the rows
+measure records, not handshakes). Giving one binary twice, `--adapterd B --label h2c --adapterd B --label tls
+--tls tls`, measures what TLS costs against the cleartext ports under the same load.
+
 Needs Debian's nghttp2-client (h2load) and python3-grpcio / python3-grpc-tools (/usr/bin/python3).
 """
 import argparse
@@ -59,6 +66,7 @@ import signal
 import socket
 import statistics
 import struct
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -243,8 +251,25 @@ class ServerGone(Exception):
     pass
 
 
+def make_certs(tmp):
+    """A CA and a server certificate for 127.0.0.1 (--tls); returns the paths of ca, cert, key."""
+    run = lambda *c: subprocess.run(c, check=True, capture_output=True)
+    for n in ("ca", "srv"):
+        run("openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", os.path.join(tmp, n + ".key"))
+    run("openssl", "req", "-x509", "-new", "-key", os.path.join(tmp, "ca.key"), "-out", os.path.join(tmp, "ca.crt"), "-days", "2",
+        "-subj", "/CN=bench CA")
+    run("openssl", "req", "-new", "-key", os.path.join(tmp, "srv.key"), "-out", os.path.join(tmp, "srv.csr"), "-subj", "/CN=127.0.0.1")
+    with open(os.path.join(tmp, "srv.ext"), "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1\n")
+    run("openssl", "x509", "-req", "-in", os.path.join(tmp, "srv.csr"), "-CA", os.path.join(tmp, "ca.crt"), "-CAkey",
+        os.path.join(tmp, "ca.key"), "-set_serial", "1", "-days", "2", "-out", os.path.join(tmp, "srv.crt"), "-extfile",
+        os.path.join(tmp, "srv.ext"))
+    return [os.path.join(tmp, n) for n in ("ca.crt", "srv.crt", "srv.key")]
+
+
 class Server:
-    def __init__(self, a, binary, env, tmp, tag):
+    def __init__(self, a, binary, env, tmp, tag, tls=None):
+        self.tls = tls  # (ca, cert, key) or None
         self.port_file, self.gport = os.path.join(tmp, "port-" + tag), free_port()
         self.log_path = os.path.join(tmp, "server-%s.log" % tag)
         if os.path.exists(self.port_file):
@@ -252,6 +277,7 @@ class Server:
         with open(self.log_path, "wb") as log:
             self.p = subprocess.Popen([binary, "serve", "--registry", a.registry, "--port", "0", "--port-file", self.port_file,
                                        "--grpc-port", str(self.gport), "--threads", str(a.threads), "--access-log", "false"] +
+                                      (["--tls-cert", tls[1], "--tls-key", tls[2]] if tls else []) +
                                       shlex.split(a.serve_args), stdout=log, stderr=log, env=env)
         while not os.path.exists(self.port_file) or not open(self.port_file).read().strip():
             if self.p.poll() is not None:
@@ -260,8 +286,19 @@ class Server:
                     raise ServerGone("the server exited (status %s) while starting: %s" % (self.p.returncode, self.tail()))
                 sys.exit("bench: %s did not start:\n%s" % (binary, log))
             time.sleep(0.05)
-        self.http = "http://127.0.0.1:%s" % open(self.port_file).read().strip()
-        self.grpc = "http://127.0.0.1:%d" % self.gport
+        scheme = "https" if tls else "http"
+        self.http = "%s://127.0.0.1:%s" % (scheme, open(self.port_file).read().strip())
+        self.grpc = "%s://127.0.0.1:%d" % (scheme, self.gport)
+        self.ctx = ssl.create_default_context(cafile=tls[0]) if tls else None
+
+    def channel(self, grpc):
+        target, opts = self.grpc.split("://", 1)[1], [("grpc.max_receive_message_length", 64 << 20)]
+        if not self.tls:
+            return grpc.insecure_channel(target, options=opts)
+        return grpc.secure_channel(target, grpc.ssl_channel_credentials(open(self.tls[0], "rb").read()), options=opts)
+
+    def urlopen(self, req, timeout):
+        return urllib.request.urlopen(req, timeout=timeout, context=self.ctx)
 
     def tail(self):
         return " / ".join(open(self.log_path, errors="replace").read().splitlines()[-3:])
@@ -282,7 +319,7 @@ class Server:
     def grpc_codes(self, method="ModelInfer"):
         """The server's count of a method's gRPC calls by grpc-status, or None without the metric."""
         try:
-            metrics = urllib.request.urlopen(self.http + "/metrics", timeout=30).read().decode().splitlines()
+            metrics = self.urlopen(self.http + "/metrics", timeout=30).read().decode().splitlines()
         except OSError:
             return None
         codes = {}
@@ -308,11 +345,11 @@ def check(a, srv, k):
     """One call of each protocol: equal labels, the refused calls refused (REST's status kept for the rows);
     and each heavy message's answer (code, message, time)."""
     grpc, pbg = k["grpc"], k["pbg"]
-    ch = grpc.insecure_channel(srv.grpc[len("http://"):], options=[("grpc.max_receive_message_length", 64 << 20)])
+    ch = srv.channel(grpc)
     try:
         grpc.channel_ready_future(ch).result(timeout=60)
         g = pbg.GRPCInferenceServiceStub(ch).ModelInfer(k["req"], timeout=120)
-        r = json.loads(urllib.request.urlopen(urllib.request.Request(srv.http + "/v2/models/%s/infer" % a.task, json.dumps(k["rest"]).encode(),
+        r = json.loads(srv.urlopen(urllib.request.Request(srv.http + "/v2/models/%s/infer" % a.task, json.dumps(k["rest"]).encode(),
                                                                       {"Content-Type": "application/json"}), timeout=120).read())
         gl = [b.decode() for b in next(t for t in g.outputs if t.name == "label").contents.bytes_contents]
         rl = next(t for t in r["outputs"] if t["name"] == "label")["data"]
@@ -327,7 +364,7 @@ def check(a, srv, k):
             except grpc.RpcError as e:
                 out["grpc_refused"] = "%s: %s" % (e.code().name, e.details())
             try:
-                urllib.request.urlopen(urllib.request.Request(srv.http + "/v2/models/%s/infer" % a.task, json.dumps(k["rest_refused"]).encode(),
+                srv.urlopen(urllib.request.Request(srv.http + "/v2/models/%s/infer" % a.task, json.dumps(k["rest_refused"]).encode(),
                                                               {"Content-Type": "application/json"}), timeout=120)
                 out["rest_refused"] = 200
             except urllib.error.HTTPError as e:
@@ -568,6 +605,7 @@ def main():
     ap.add_argument("--serve-args", default="", help="more `adapterd serve` options, for every binary")
     ap.add_argument("--retries", type=int, default=2, help="restarts of a server that exits under the bench, per row")
     ap.add_argument("--json", help="write every round's figures to this file")
+    ap.add_argument("--tls", default="", help="labels whose servers run with --tls-cert/--tls-key (both ports over TLS)")
     a = ap.parse_args()
     a.conc = [int(x) for x in a.concurrency.split(",")]
     a.rows = [x for x in a.rows.split(",") if x]
@@ -604,6 +642,10 @@ def main():
     versions = [version_of(b, env) for b in a.adapterd]
 
     tmp = tempfile.mkdtemp(prefix="adapterd-bench-grpc-")
+    tls_labels = set(x for x in a.tls.split(",") if x)
+    if tls_labels - set(labels):
+        sys.exit("bench: --tls names no --label: %s" % ",".join(sorted(tls_labels - set(labels))))
+    tls_files = make_certs(tmp) if tls_labels else None
     from grpc_tools import protoc
     protoc.main(["protoc", "-I" + PROTO_DIR, "--python_out=" + tmp, "--grpc_python_out=" + tmp, os.path.join(PROTO_DIR, "grpc_service.proto")])
     sys.path.insert(0, tmp)
@@ -668,7 +710,7 @@ def main():
         for attempt in range(a.retries + 1):
             n_srv[0] += 1
             try:
-                srv = Server(a, a.adapterd[i], env, tmp, "%d-%d-%d" % (r, i, n_srv[0]))
+                srv = Server(a, a.adapterd[i], env, tmp, "%d-%d-%d" % (r, i, n_srv[0]), tls_files if labels[i] in tls_labels else None)
                 try:
                     ans = check(a, srv, calls)
                 except Exception:

@@ -15,7 +15,12 @@ counts the calls by method and status. A request that stops arriving is answered
 SIGTERM: the calls under way finish, then the server exits 0. A connection over --max-connections-per-ip (counted
 with HTTP's) fails its call UNAVAILABLE with the server's reason.
 
-    test_grpc.py <adapterd> <registry> <proto dir>
+With `tls` as a fourth argument, every check runs with both ports over TLS (--tls-cert/--tls-key, a CA and a
+certificate for 127.0.0.1 made with the openssl CLI): grpc.secure_channel, HTTPS for REST, nghttp and the
+hand-made HTTP/2 frames over TLS with ALPN h2; the same answers are expected.
+
+    test_grpc.py <adapterd> <registry> <proto dir> [tls]
+(ADAPTERD_TEST_SERVER, when set, names another build of adapterd to run, as for the other integration tests.)
 """
 import json
 import re
@@ -24,6 +29,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -37,6 +43,9 @@ import grpc
 from grpc_tools import protoc
 
 ADAPTERD, REGISTRY, PROTO_DIR = sys.argv[1:4]
+ADAPTERD = os.environ.get("ADAPTERD_TEST_SERVER") or ADAPTERD  # another build (CI: ThreadSanitizer's)
+TLS = sys.argv[4:5] == ["tls"]
+TLS_FILES = None  # (ca, cert, key) once made, in TLS mode
 FAILS = []
 TOKEN = "grpc-test-token"
 
@@ -64,8 +73,35 @@ def stubs(tmp):
     return pb, pbg
 
 
+def make_certs(tmp):
+    """TLS mode: a CA and a server certificate for 127.0.0.1 (EC P-256); HTTPS requests trust the CA from then on."""
+    run = lambda *c: subprocess.run(c, check=True, capture_output=True)
+    p = lambda n: os.path.join(tmp, n)
+    for n in ("ca", "srv"):
+        run("openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", p(n + ".key"))
+    run("openssl", "req", "-x509", "-new", "-key", p("ca.key"), "-out", p("ca.crt"), "-days", "2", "-subj", "/CN=test CA")
+    run("openssl", "req", "-new", "-key", p("srv.key"), "-out", p("srv.csr"), "-subj", "/CN=127.0.0.1")
+    with open(p("srv.ext"), "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1\n")
+    run("openssl", "x509", "-req", "-in", p("srv.csr"), "-CA", p("ca.crt"), "-CAkey", p("ca.key"), "-set_serial", "1", "-days", "2",
+        "-out", p("srv.crt"), "-extfile", p("srv.ext"))
+    urllib.request.install_opener(urllib.request.build_opener(urllib.request.HTTPSHandler(
+        context=ssl.create_default_context(cafile=p("ca.crt")))))
+    return p("ca.crt"), p("srv.crt"), p("srv.key")
+
+
+def channel(port, options=()):
+    """A channel to the gRPC port: secure (trusting the test's CA) in TLS mode."""
+    if TLS:
+        return grpc.secure_channel("127.0.0.1:%d" % port, grpc.ssl_channel_credentials(open(TLS_FILES[0], "rb").read()),
+                                   options=list(options))
+    return grpc.insecure_channel("127.0.0.1:%d" % port, options=list(options))
+
+
 class Server:
     def __init__(self, tmp, *extra):
+        if TLS:
+            extra += ("--tls-cert", TLS_FILES[1], "--tls-key", TLS_FILES[2])
         self.port_file = os.path.join(tmp, "port-%d" % free_port())
         self.grpc_port = free_port()
         self.log = open(os.path.join(tmp, "server.log"), "ab")
@@ -77,8 +113,8 @@ class Server:
             if self.p.poll() is not None or time.time() > deadline:
                 sys.exit("adapterd did not start (see %s)" % self.log.name)
             time.sleep(0.05)
-        self.http = "http://127.0.0.1:%s" % open(self.port_file).read().strip()
-        self.channel = grpc.insecure_channel("127.0.0.1:%d" % self.grpc_port)
+        self.http = "%s://127.0.0.1:%s" % ("https" if TLS else "http", open(self.port_file).read().strip())
+        self.channel = channel(self.grpc_port)
         grpc.channel_ready_future(self.channel).result(timeout=30)
 
     def get(self, path):
@@ -207,8 +243,11 @@ def compare(s, pb, stub, model, texts, pairs=None, raw=False, outputs=(), params
 
 
 def main():
+    global TLS_FILES
     tmp = tempfile.mkdtemp(prefix="adapterd-grpc-")
     try:
+        if TLS:
+            TLS_FILES = make_certs(tmp)
         pb, pbg = stubs(tmp)
         s = Server(tmp, "--max-body-bytes", "65536", "--admin-token", TOKEN)
         stub = pbg.GRPCInferenceServiceStub(s.channel)
@@ -305,7 +344,7 @@ def main():
             path = os.path.join(tmp, "msg.bin")
             with open(path, "wb") as f:
                 f.write(b"\0" + struct.pack(">I", len(body)) + body)
-            url = "http://127.0.0.1:%d/inference.GRPCInferenceService/ModelInfer" % s.grpc_port
+            url = "%s://127.0.0.1:%d/inference.GRPCInferenceService/ModelInfer" % ("https" if TLS else "http", s.grpc_port)
 
             def raw_call(*headers):
                 args = [nghttp, "-v", "-d", path, "-H", "te: trailers"]
@@ -378,9 +417,13 @@ def main():
         def lit(name, value):
             return b"\x00" + bytes([len(name)]) + name + bytes([len(value)]) + value
 
-        hdrs = (lit(b":method", b"POST") + lit(b":scheme", b"http") + lit(b":path", b"/inference.GRPCInferenceService/ModelInfer") +
+        hdrs = (lit(b":method", b"POST") + lit(b":scheme", b"https" if TLS else b"http") + lit(b":path", b"/inference.GRPCInferenceService/ModelInfer") +
                 lit(b":authority", b"x") + lit(b"content-type", b"application/grpc") + lit(b"te", b"trailers"))
         sock = socket.create_connection(("127.0.0.1", s.grpc_port), timeout=10)
+        if TLS:
+            ctx = ssl.create_default_context(cafile=TLS_FILES[0])
+            ctx.set_alpn_protocols(["h2"])
+            sock = ctx.wrap_socket(sock, server_hostname="127.0.0.1")
         sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\0\0\0\x04\0\0\0\0\0" +
                      struct.pack(">I", len(hdrs))[1:] + b"\x01\x04" + struct.pack(">I", 1) + hdrs)  # HEADERS, END_HEADERS only
         t0, buf, ended = time.time(), b"", None
@@ -438,7 +481,7 @@ def main():
         # second channel's call fails UNAVAILABLE with the server's reason (what grpcio reports to its caller)
         s = Server(tmp, "--max-connections-per-ip", "1")
         # (its own subchannel pool: grpcio would otherwise share the first channel's connection)
-        second = grpc.insecure_channel("127.0.0.1:%d" % s.grpc_port, options=[("grpc.use_local_subchannel_pool", 1)])
+        second = channel(s.grpc_port, options=[("grpc.use_local_subchannel_pool", 1)])
         got, msg = code_of(lambda: pbg.GRPCInferenceServiceStub(second).ServerLive(pb.ServerLiveRequest(), timeout=10))
         second.close()
         check(got == grpc.StatusCode.UNAVAILABLE and "--max-connections-per-ip 1" in msg,

@@ -90,6 +90,10 @@ int cmd_serve(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
+    if (srv_tls_check(&c, &err)) {
+        fprintf(stderr, "adapterd serve: %s\n", err.msg);
+        return 2;
+    }
     signal(SIGPIPE, SIG_IGN);
     /* a file size limit (ulimit -f, a container's) fails the write with EFBIG, answered as a full disk */
     signal(SIGXFSZ, SIG_IGN);

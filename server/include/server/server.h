@@ -87,6 +87,9 @@ typedef struct {
     int trace_max_queue;         /* spans waiting for export beyond which a request's spans are dropped; 2048 */
     int trace_max_export_batch;  /* spans per export; 512 */
     int trace_export_timeout_ms; /* one export, its retries included; 30000 */
+    char tls_cert[1024];     /* PEM certificate chain: both ports serve TLS (server/tls.c); "": plain HTTP and h2c */
+    char tls_key[1024];      /* PEM private key of tls_cert */
+    char tls_client_ca[1024]; /* PEM CA: clients must present a certificate it signed (mutual TLS); "": none asked */
 } srv_config;
 
 srv_config srv_default_config(void);
@@ -121,6 +124,12 @@ int srv_config_from_file(srv_config *c, const char *path, eng_err *err);
  * the cores are shared by the workers (threads = threads / workers). Returns 0, or a negative
  * status with err naming the option, the variable or the file. */
 int srv_config_load(srv_config *c, int argc, const char *const *args, eng_err *err);
+
+/* --tls-cert, --tls-key and --tls-client-ca checked as the server will load them: both or neither, the
+ * files readable PEM, the key the certificate's. Returns 0 (also with no TLS asked) or
+ * ENG_INVALID_ARGUMENT with err naming the file and what is wrong; `adapterd serve` runs it before it
+ * opens the registry, so a bad file stops the start at once as a configuration error. */
+int srv_tls_check(const srv_config *cfg, eng_err *err);
 
 /* Runs the server on reg until SIGTERM/SIGINT and a drain: readiness turns false, new requests get
  * 503, queued and running requests complete (those still waiting at drain_timeout_ms get 503),

@@ -23,6 +23,23 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- default (printf "%s-admin" (include "adapterd.fullname" .)) .Values.admin.existingSecret -}}
 {{- end -}}
 
+{{/* A probe of path (list $ path): HTTP, HTTPS with tls.secretName, a TCP connect with mutual TLS (the kubelet
+has no client certificate to present). */}}
+{{- define "adapterd.probe" -}}
+{{- $ := index . 0 -}}
+{{- if and $.Values.tls.secretName $.Values.tls.clientCA -}}
+tcpSocket:
+  port: http
+{{- else -}}
+httpGet:
+  path: {{ index . 1 }}
+  port: http
+  {{- if $.Values.tls.secretName }}
+  scheme: HTTPS
+  {{- end }}
+{{- end -}}
+{{- end -}}
+
 {{- define "adapterd.claim" -}}
 {{- default (printf "%s-registry" (include "adapterd.fullname" .)) .Values.registry.persistence.existingClaim -}}
 {{- end -}}
