@@ -425,7 +425,13 @@ int store_rollout_start(store_registry *r, const char *name, const store_rollout
                          store_model_name(store_task_model(e->cur)));
     pthread_mutex_unlock(&r->mu);
     /* validated before it is recorded: a candidate that does not load is refused, nothing changed */
-    if (!rc && (rc = store_task_ensure(r, t, err)) == 0) {
+    eng_err le = {0};
+    if (!rc && (rc = store_task_ensure(r, t, &le)) != 0)
+        rc = rc == ENG_NO_MEMORY || rc == ENG_LIMIT
+                 ? eng_err_set(err, rc, "%s", le.msg)
+                 : eng_err_set(err, ENG_INVALID_ARGUMENT, "task %s version %s failed to load (%s); only a version that loads "
+                               "can be rolled out", name, ro->version, le.msg);
+    if (!rc) {
         store_rollout nr = *ro;
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
