@@ -340,16 +340,21 @@ json_t *srv__rollout_comparison(srv_rollouts *t, const char *task, const store_r
             if (s->confusion[a][b])
                 json_array_append_new(conf, json_pack("{s:i,s:i,s:I}", "current", a, "candidate", b, "count",
                                                       (json_int_t)s->confusion[a][b]));
+    double lsum = f.lat[0] + f.lat[1];
     json_t *o = json_pack(
         "{s:I,s:o,s:o,s:f,s:o,s:{s:I,s:I},s:{s:I,s:I},s:{s:f,s:f},s:{s:f,s:f},s:o,s:I}", "compared", (json_int_t)s->compared,
         "agreement", f.agreement >= 0 ? json_real(f.agreement) : json_null(), "mean_score_diff",
         s->compared ? json_real(s->diff_sum / (double)s->compared) : json_null(), "max_score_diff", s->diff_max, "confusion",
         conf ? conf : json_array(), "requests", "current", (json_int_t)s->served[0], "candidate", (json_int_t)s->served[1],
         "errors", "current", (json_int_t)s->errors[0], "candidate", (json_int_t)s->errors[1], "error_rate", "current", f.err[0],
-        "candidate", f.err[1], "latency_share", "current", f.lat[0], "candidate", f.lat[1], "latency_ratio",
+        "candidate", f.err[1], "latency_share", "current", lsum > 0 ? f.lat[0] / lsum : 0, "candidate", lsum > 0 ? f.lat[1] / lsum : 0,
+        "latency_ratio",
         f.latency_ratio > 0 ? json_real(f.latency_ratio) : json_null(), "shadow_dropped", (json_int_t)s->dropped);
     if (o && s->kind == PROTO_HEAD_REGRESSION)
         json_object_set_new(o, "mean_abs_diff", s->compared ? json_real(s->diff_sum / (double)s->compared) : json_null());
+    if (o && s->mode == STORE_ROLLOUT_CANARY) /* the requests' mean time, first byte to answer */
+        json_object_set_new(o, "mean_ms", json_pack("{s:o,s:o}", "current", f.lat[0] > 0 ? json_real(f.lat[0]) : json_null(),
+                                                    "candidate", f.lat[1] > 0 ? json_real(f.lat[1]) : json_null()));
     if (o && s->kind >= 0) json_object_set_new(o, "head", json_string(proto_head_kind_name((proto_head_kind)s->kind)));
     if (o && with_sample) {
         json_t *a = json_array();
