@@ -5,6 +5,7 @@ round by round (none, shadow at 20%, the candidate as a separate request for 20%
 import argparse
 import http.client
 import json
+import os
 import statistics
 import time
 
@@ -40,6 +41,13 @@ class Client:
         return 0.0
 
 
+def cpu_s(pid):
+    """CPU seconds the server used so far (all threads): under a loaded machine a steadier cost than wall time."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def predict(cl, text, tasks, gflop=None):
     """The request's latency in ms; its pass's GFLOP (the engine's plan: every stream of the batch, a
     shadow's included; one request a batch with one client) added to gflop[0] when given."""
@@ -59,6 +67,7 @@ def main():
     ap.add_argument("--requests", type=int, default=40)
     ap.add_argument("--cpu", default="")
     ap.add_argument("--threads", default="")
+    ap.add_argument("--pid", type=int, required=True)
     a = ap.parse_args()
     cl = Client(a.port)
     cl.call("POST", "/v1/tasks/task00:abort", admin=True)
@@ -66,7 +75,7 @@ def main():
         predict(cl, sentence(10_000 + i), TASKS)
         predict(cl, sentence(10_000 + i), ["task00@2"])
     ways = ["none", "shadow", "separate"]
-    res = {w: {"p50": [], "engine": [], "gflop": [], "compared": 0} for w in ways}
+    res = {w: {"p50": [], "engine": [], "gflop": [], "cpu": [], "compared": 0} for w in ways}
     nxt = 0
     for r in range(a.rounds):
         for w in ways[r % 3:] + ways[:r % 3]:  # each way first in turn
@@ -75,14 +84,14 @@ def main():
                                 {"version": "2", "mode": "shadow", "percent": 20, "max_share": 1}, admin=True)
                 assert st == 201, (st, d)
             lat, gf = [], [0.0]
-            e0 = cl.metric("adapterd_batch_seconds_sum")
+            e0, c0 = cl.metric("adapterd_batch_seconds_sum"), cpu_s(a.pid)
             for k in range(a.requests):
                 text = sentence(nxt)
                 nxt += 1
                 lat.append(predict(cl, text, TASKS, gf))
                 if w == "separate" and k % 5 == 0:
                     predict(cl, text, ["task00@2"], gf)
-            e1 = cl.metric("adapterd_batch_seconds_sum")
+            e1, c1 = cl.metric("adapterd_batch_seconds_sum"), cpu_s(a.pid)
             if w == "shadow":
                 st, d = cl.call("POST", "/v1/tasks/task00:abort", admin=True)
                 c = d["ended"]["comparison"]
@@ -91,14 +100,18 @@ def main():
             res[w]["p50"].append(statistics.median(lat))
             res[w]["engine"].append((e1 - e0) * 1e3 / a.requests)
             res[w]["gflop"].append(gf[0] / a.requests)
+            res[w]["cpu"].append((c1 - c0) * 1e3 / a.requests)
     base = statistics.median(res["none"]["engine"])
     base_p50 = statistics.median(res["none"]["p50"])
     gbase = statistics.median(res["none"]["gflop"])
-    print("| way | caller p50 ms | vs none | engine ms / request | vs none | GFLOP / request (plan) | vs none |")
-    print("|---|---|---|---|---|---|---|")
+    cbase = statistics.median(res["none"]["cpu"])
+    print("| way | caller p50 ms | vs none | engine ms / request | vs none | server CPU ms / request | vs none "
+          "| GFLOP / request (plan) | vs none |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for w in ways:
-        p50, eng, g = (statistics.median(res[w][k]) for k in ("p50", "engine", "gflop"))
-        print("| %s | %.1f | %.3f | %.2f | %.3f | %.2f | %.3f |" % (w, p50, p50 / base_p50, eng, eng / base, g, g / gbase))
+        p50, eng, cpu, g = (statistics.median(res[w][k]) for k in ("p50", "engine", "cpu", "gflop"))
+        print("| %s | %.1f | %.3f | %.1f | %.3f | %.1f | %.3f | %.2f | %.3f |" %
+              (w, p50, p50 / base_p50, eng, eng / base, cpu, cpu / cbase, g, g / gbase))
     n = a.rounds * a.requests
     print()
     print("shadow: %d of %d inputs compared (%.1f%%), %d dropped; separate: %d extra requests" %
@@ -109,6 +122,10 @@ def main():
     if p_extra > 0:
         print("the shadow's extra engine time is %.2f of the separate requests' (the shared trunk's saving: %.0f%%)" %
               (s_extra / p_extra, 100 * (1 - s_extra / p_extra)))
+    cs = statistics.median(res["shadow"]["cpu"]) - cbase
+    cp = statistics.median(res["separate"]["cpu"]) - cbase
+    if cp > 0:
+        print("the shadow's extra server CPU is %.2f of the separate requests'" % (cs / cp))
     gs = statistics.median(res["shadow"]["gflop"]) - gbase
     gp = statistics.median(res["separate"]["gflop"]) - gbase
     if gp > 0:
@@ -117,7 +134,8 @@ def main():
     print(json.dumps({"bench": "rollout", "cpu": a.cpu, "threads": a.threads, "rounds": a.rounds,
                       "requests": a.requests, "medians": {w: {"p50_ms": statistics.median(res[w]["p50"]),
                                                                  "engine_ms": statistics.median(res[w]["engine"]),
-                                                                 "gflop": statistics.median(res[w]["gflop"])}
+                                                                 "gflop": statistics.median(res[w]["gflop"]),
+                                                                 "cpu_ms": statistics.median(res[w]["cpu"])}
                                                              for w in ways},
                       "shadow_compared": res["shadow"]["compared"]}))
 

@@ -11,8 +11,10 @@
 #   bench/rollout/run.sh [--build DIR | --bin PATH] [--threads N] [--rounds N] [--requests N] [--cache DIR]
 #
 # Prints the CPU, then per way the medians over rounds of: the caller's latency (p50 of the requests of the
-# round; "separate": of the caller's own requests), the engine time per input (adapterd_batch_seconds_sum over
-# the round / requests of the round, every request included), and that engine time over "none"'s.
+# round; "separate": of the caller's own requests), the engine time per caller request (adapterd_batch_seconds_sum
+# over the round / requests of the round, the separate requests included), the server's CPU time per caller request
+# (/proc/PID/stat, all threads: steadier than wall time on a shared machine), and the GFLOP of the passes' plans
+# (the engine's own count, "explain": exact, independent of load), each against "none".
 # Model: the bert-base shaped backbone and Pfeiffer seq_bn tasks bench/multitask generates (its cache,
 # ~/.cache/adapterd/bench: bert-base, multitask-tasks/task00..task08; bench/multitask/run.sh --prepare-only makes
 # them), with the bert-base-uncased tokenizer from ../shared/data/tokenizers.
@@ -57,7 +59,7 @@ version() { # task, version, source task
 }
 for i in 0 1 2 3 4 5 6 7; do version "task0$i" 1 "task0$i"; done
 version task00 2 task08
-mkdir -p "$reg/.s"
+mkdir -p "$reg/.s" # the server's log, beside the registry it serves (removed with it)
 echo '{"version": 2, "generation": 0, "deleted": [], "tasks": {"task00": {"current": "1", "max": 2}}}' >"$reg/.adapterd-state.json"
 
 pf=$(mktemp); rm -f "$pf"
@@ -70,4 +72,4 @@ port=$(cat "$pf"); rm -f "$pf"
 
 cpu=$(lscpu | sed -n 's/^Model name: *//p')
 note "CPU: $cpu, $(nproc) vCPUs ($(grep -o -m1 'avx512_bf16\|amx_tile' /proc/cpuinfo | sort -u | tr '\n' ' ')); engine threads $threads; load $(cut -d' ' -f1-3 /proc/loadavg)"
-"$PY" "$here/drive.py" --port "$port" --rounds "$rounds" --requests "$requests" --cpu "$cpu" --threads "$threads"
+"$PY" "$here/drive.py" --port "$port" --pid "$pid" --rounds "$rounds" --requests "$requests" --cpu "$cpu" --threads "$threads"

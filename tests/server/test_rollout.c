@@ -136,6 +136,14 @@ Test(rollout, canary_share_stickiness_and_named_versions, .timeout = 60) {
             cr_expect_str_eq(v, first, "route key user-%d got %s, then %s", key, first, v);
         }
         seen[!strcmp(first, "2")]++;
+        /* the same key through KServe v2's "parameters": the same version */
+        snprintf(body, sizeof body, "{\"inputs\": [{\"name\": \"text\", \"shape\": [1], \"datatype\": \"BYTES\", \"data\": "
+                 "[\"v2 text %d\"]}], \"parameters\": {\"route_key\": \"user-%d\"}}", key, key);
+        json_t *kd = NULL;
+        cr_assert_eq(call(&s, "POST", "/v2/models/cls/infer", body, &kd), 200);
+        cr_expect_str_eq(json_string_value(json_object_get(kd, "model_version")) ?: "", first, "KServe v2 with route key user-%d",
+                         key);
+        json_decref(kd);
     }
     cr_expect(seen[0] > 0 && seen[1] > 0, "40 keys were all routed one way (%d current, %d candidate)", seen[0], seen[1]);
 
