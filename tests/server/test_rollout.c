@@ -480,6 +480,14 @@ Test(rollout, bad_rollouts_are_refused_and_change_nothing_restarts_and_deletion,
     cr_expect_str_eq(json_string_value(json_object_get(json_object_get(d, "rollout"), "version")) ?: "", "2",
                      "the rollout survives a restart");
     json_decref(d);
+    /* the command line against the running server: its status, a refusal (exit 1), an abort, a shadow */
+    char cli[512];
+    snprintf(cli, sizeof cli, "ADAPTERD_SERVER=http://127.0.0.1:%d ADAPTERD_ADMIN_TOKEN=t0ken %s/tools/adapterd rollout cls",
+             s.port, ADAPTERD_BINARY_DIR);
+    ts_sh_ok("%s | grep -q '\"mode\":\"canary\"'", cli);
+    cr_expect_neq(ts_sh("%s 2 --shadow 20 2>/dev/null", cli), 0, "a second rollout is refused through the command line too");
+    ts_sh_ok("%s --abort | grep -q '\"ended\":\"aborted\"'", cli);
+    ts_sh_ok("%s 2 --shadow 20 --max-share 0.5 --promote-after 1000 | grep -q '\"max_share\":0.5'", cli);
     /* deleting the candidate ends it, and that is recorded too */
     cr_assert_eq(call(&s, "DELETE", "/v1/tasks/cls/versions/2", NULL, NULL), 200);
     d = rollout_of(&s);
