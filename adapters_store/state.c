@@ -172,7 +172,8 @@ static store_rollout rollout_of_json(const json_t *o) {
     ro.abort_latency_ratio = json_number_value(json_object_get(o, "abort_latency_ratio"));
     ro.rule_min = (long)json_integer_value(json_object_get(o, "rule_min"));
     ro.started = (int64_t)json_integer_value(json_object_get(o, "started"));
-    ro.id = (uint64_t)json_integer_value(json_object_get(o, "id"));
+    json_int_t id = json_integer_value(json_object_get(o, "id"));
+    ro.id = id > 0 ? (uint64_t)id : 0; /* written back as read: a fixed point of the parser */
     return ro;
 }
 
