@@ -89,7 +89,7 @@ static double now_ms(void) {
     return (double)ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
 
-Test(rollout, canary_share_stickiness_and_named_versions, .timeout = 60) {
+Test(rollout, canary_share_stickiness_and_named_versions, .timeout = 120) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     char *reg = registry("test-rollout-canary");
     test_server s;
@@ -198,7 +198,7 @@ static long batch_rows(json_t *d, int l) {
     return (long)json_integer_value(json_object_get(json_object_get(layer, "batch"), "rows"));
 }
 
-Test(rollout, shadow_answers_unchanged_compared_on_the_shared_trunk, .timeout = 60) {
+Test(rollout, shadow_answers_unchanged_compared_on_the_shared_trunk, .timeout = 120) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     char *reg = registry("test-rollout-shadow");
     test_server s, plain;
@@ -306,7 +306,7 @@ static void *flood(void *p) {
     return NULL;
 }
 
-Test(rollout, shadows_are_dropped_first_under_a_full_queue, .timeout = 60) {
+Test(rollout, shadows_are_dropped_first_under_a_full_queue, .timeout = 120) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     char *reg = registry("test-rollout-load");
     test_server s;
@@ -347,7 +347,7 @@ Test(rollout, shadows_are_dropped_first_under_a_full_queue, .timeout = 60) {
 /* Polls until s's rollout of cls is null (want_current: then the current version), bounded. */
 static double until_ended(const test_server *s, const char *want_current) {
     double t0 = now_ms();
-    while (now_ms() - t0 < 5000) {
+    while (now_ms() - t0 < 15000) {
         json_t *d = NULL;
         long st = call(s, "GET", "/v1/tasks/cls/rollout", NULL, &d);
         int done = st == 200 && json_is_null(json_object_get(d, "rollout")) &&
@@ -361,7 +361,7 @@ static double until_ended(const test_server *s, const char *want_current) {
 
 static double until_rollout(const test_server *s, const char *version) {
     double t0 = now_ms();
-    while (now_ms() - t0 < 5000) {
+    while (now_ms() - t0 < 15000) {
         json_t *d = NULL;
         call(s, "GET", "/v1/tasks/cls/rollout", NULL, &d);
         const char *v = json_string_value(json_object_get(json_object_get(d, "rollout"), "version"));
@@ -373,7 +373,7 @@ static double until_rollout(const test_server *s, const char *version) {
     return -1;
 }
 
-Test(rollout, rules_promote_and_abort_at_their_thresholds_on_both_replicas, .timeout = 60) {
+Test(rollout, rules_promote_and_abort_at_their_thresholds_on_both_replicas, .timeout = 120) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     char *reg = registry("test-rollout-rules");
     test_server a, b;
@@ -454,7 +454,7 @@ static void expect_refused(const test_server *s, const char *reg, const char *bo
     free(before), free(after);
 }
 
-Test(rollout, bad_rollouts_are_refused_and_change_nothing_restarts_and_deletion, .timeout = 60) {
+Test(rollout, bad_rollouts_are_refused_and_change_nothing_restarts_and_deletion, .timeout = 120) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     char *reg = registry("test-rollout-bad");
     test_server s;
