@@ -57,6 +57,7 @@ def predict(cl, text, tasks, gflop=None):
     ms = (time.perf_counter() - t0) * 1e3
     if gflop is not None:
         gflop[0] += d["explain"]["batch"]["gflop"]
+        gflop.append((d["explain"]["layers"][-1]["batch"]["streams"], ms))  # streams at the last layer: 9 with a shadow
     return ms
 
 
@@ -101,6 +102,10 @@ def main():
             res[w]["engine"].append((e1 - e0) * 1e3 / a.requests)
             res[w]["gflop"].append(gf[0] / a.requests)
             res[w]["cpu"].append((c1 - c0) * 1e3 / a.requests)
+            if w == "shadow":
+                res[w].setdefault("by_streams", {})
+                for st, ms in gf[1:]:
+                    res[w]["by_streams"].setdefault(st, []).append(ms)
     base = statistics.median(res["none"]["engine"])
     base_p50 = statistics.median(res["none"]["p50"])
     gbase = statistics.median(res["none"]["gflop"])
@@ -117,6 +122,9 @@ def main():
     print("shadow: %d of %d inputs compared (%.1f%%), %d dropped; separate: %d extra requests" %
           (res["shadow"]["compared"], n, 100.0 * res["shadow"]["compared"] / n, res["shadow"].get("dropped", 0),
            a.rounds * ((a.requests + 4) // 5)))
+    for st, v in sorted(res["shadow"].get("by_streams", {}).items()):
+        print("shadow way, requests whose pass ran %d streams at the last layer: %d, p50 %.1f ms" %
+              (st, len(v), statistics.median(v)))
     s_extra = statistics.median(res["shadow"]["engine"]) - base
     p_extra = statistics.median(res["separate"]["engine"]) - base
     if p_extra > 0:
