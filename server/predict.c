@@ -244,14 +244,16 @@ static int task_skip(const proto_predict_req *p, srv_job *j, int k, eng_status *
     return 0;
 }
 
-/* The routing bucket (rollout.c) of sequences [s0, s1) of the job, or of its route key. */
-static uint32_t bucket_of(const srv_job *j, const proto_predict_req *p, int s0, int s1) {
+/* The routing bucket (rollout.c) of sequences [s0, s1) of the job, or of its route key when by_key is
+ * set (a canary's choice; a shadow samples inputs, so by their token ids alone). */
+static uint32_t bucket_of(const srv_job *j, const proto_predict_req *p, int s0, int s1, bool by_key) {
     enum { SEQS = 64 };
     const int32_t *ids[SEQS];
     size_t lens[SEQS];
     int n = 0;
     for (int s = s0; s < s1 && n < SEQS; s++) ids[n] = j->enc[s].ids, lens[n++] = j->enc[s].n;
-    return srv__rollout_bucket(p->route_key, p->route_key ? strlen(p->route_key) : 0, ids, lens, n);
+    const char *key = by_key ? p->route_key : NULL;
+    return srv__rollout_bucket(key, key ? strlen(key) : 0, ids, lens, n);
 }
 
 static int by_percent_desc(const void *a, const void *b) {
@@ -264,7 +266,7 @@ static int by_percent_desc(const void *a, const void *b) {
  * dropped; a shadow becomes one more task stream, sampled per input by that input's bucket. */
 static int route_rollouts(const proto_predict_req *p, srv_job *j, eng_status *code, char *msg, size_t msz) {
     if (!j->ro) return 0;
-    uint32_t req_bucket = bucket_of(j, p, 0, j->n_inputs);
+    uint32_t req_bucket = bucket_of(j, p, 0, j->n_inputs, true);
     int n_sh = 0;
     for (int k = 0; k < j->n_tasks; k++) n_sh += j->ro[k].ro.mode == STORE_ROLLOUT_SHADOW && j->ro[k].alt;
     if (n_sh && !(j->shadows = calloc((size_t)n_sh, sizeof *j->shadows))) goto oom;
@@ -299,7 +301,7 @@ static int route_rollouts(const proto_predict_req *p, srv_job *j, eng_status *co
     int any = 0, nt = j->win_first ? j->n_texts : j->n_inputs;
     for (int i = 0; i < nt; i++) {
         int s0 = j->win_first ? j->win_first[i] : i, s1 = j->win_first ? j->win_first[i + 1] : i + 1, on = 0;
-        uint32_t b = bucket_of(j, p, s0, s1);
+        uint32_t b = bucket_of(j, p, s0, s1, false);
         while (on < j->n_shadow && srv__rollout_takes(&j->shadows[on].ro, b)) on++; /* largest percent first: a prefix */
         for (int s = s0; s < s1; s++) j->seq_tasks[s] = j->n_tasks + on;
         any |= on > 0;
