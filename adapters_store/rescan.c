@@ -83,6 +83,7 @@ static void follow_one(store_registry *r, const state_doc *root, const char *nam
     store_entry *e = store__get_entry(r, name);
     if (e) {
         e->admin_pinned = st.pinned;
+        e->rollout = st.rollout; /* another replica's rollout, promotion or abort */
         store_task *t = store__rule_current(e, &st);
         if (t && t != e->cur) snprintf(want, sizeof want, "%s", t->version);
     }

@@ -155,6 +155,28 @@ void store__state_doc_free(state_doc *d) {
     memset(d, 0, sizeof *d);
 }
 
+/* A rollout as the state writes it ({"version": "2", "mode": "canary", "percent": 10, ...}); what is
+ * not an object naming a listed mode and a version reads as no rollout. */
+static store_rollout rollout_of_json(const json_t *o) {
+    store_rollout ro = {0};
+    const char *v = json_string_value(json_object_get(o, "version"));
+    int mode = store_rollout_mode_parse(json_string_value(json_object_get(o, "mode")));
+    if (!json_is_object(o) || !v || mode <= STORE_ROLLOUT_NONE || strlen(v) >= sizeof ro.version) return ro;
+    ro.mode = mode;
+    snprintf(ro.version, sizeof ro.version, "%s", v);
+    ro.percent = json_number_value(json_object_get(o, "percent"));
+    ro.max_share = json_number_value(json_object_get(o, "max_share"));
+    ro.promote_after = (long)json_integer_value(json_object_get(o, "promote_after"));
+    ro.promote_agreement = json_number_value(json_object_get(o, "promote_agreement"));
+    ro.abort_error_rate = json_number_value(json_object_get(o, "abort_error_rate"));
+    ro.abort_latency_ratio = json_number_value(json_object_get(o, "abort_latency_ratio"));
+    ro.rule_min = (long)json_integer_value(json_object_get(o, "rule_min"));
+    ro.started = (int64_t)json_integer_value(json_object_get(o, "started"));
+    json_int_t id = json_integer_value(json_object_get(o, "id"));
+    ro.id = id > 0 ? (uint64_t)id : 0; /* written back as read: a fixed point of the parser */
+    return ro;
+}
+
 /* Parses the base's text (len bytes): {"version": 2, "generation": G, "tasks": {NAME: {"current":
  * "3", "max": 5, "pinned": true}}, "deleted": ["NAME/VERSION"]}. What does not have its type is read
  * as absent (a "tasks" that is not an object: no entry; an entry's "current" that is not a string:
@@ -193,6 +215,7 @@ int store__state_parse(const char *text, size_t len, state_doc *out, eng_err *er
         e->has_max = json_is_integer(mx);
         e->max = e->has_max ? (long)json_integer_value(mx) : LONG_MAX;
         e->pinned = json_is_true(json_object_get(v, "pinned"));
+        e->rollout = rollout_of_json(json_object_get(v, "rollout"));
         out->n_tasks++;
     }
     if (out->n_tasks) qsort(out->tasks, (size_t)out->n_tasks, sizeof *out->tasks, rec_cmp);
@@ -211,12 +234,14 @@ state_rec *store__state_find(const state_doc *d, const char *name) {
 
 state_task store__state_of(const state_doc *d, const char *name) {
     const state_rec *e = store__state_find(d, name);
-    return (state_task){name, e ? e->current : NULL, e ? e->max : LONG_MAX, e ? e->pinned : 0};
+    return (state_task){name, e ? e->current : NULL, e ? e->max : LONG_MAX, e ? e->pinned : 0,
+                        e ? e->rollout : (store_rollout){0}};
 }
 
 /* Sets name's entry in d (added in name order when missing): current cur (NULL: none), max (read
- * only with a current), pinned. Returns 0 or -1 when out of memory. */
-static int doc_set(state_doc *d, const char *name, const char *cur, int has_max, long max, int pinned) {
+ * only with a current), pinned, rollout (NULL: none). Returns 0 or -1 when out of memory. */
+static int doc_set(state_doc *d, const char *name, const char *cur, int has_max, long max, int pinned,
+                   const store_rollout *ro) {
     state_rec *e = store__state_find(d, name);
     if (!e) {
         state_rec *nt = realloc(d->tasks, (size_t)(d->n_tasks + 1) * sizeof *nt);
@@ -240,6 +265,7 @@ static int doc_set(state_doc *d, const char *name, const char *cur, int has_max,
     e->has_max = cur && has_max;
     e->max = e->has_max ? max : LONG_MAX;
     e->pinned = pinned;
+    e->rollout = ro && cur ? *ro : (store_rollout){0};
     return 0;
 }
 
@@ -288,8 +314,11 @@ int store__state_apply_line(state_doc *d, const char *line, size_t len) {
     json_t *cur = json_object_get(o, "current"), *mx = json_object_get(o, "max"), *dead = json_object_get(o, "deleted"), *v;
     int rc = 0;
     if (json_is_true(json_object_get(o, "gone"))) doc_del(d, name);
-    else rc = doc_set(d, name, json_string_value(cur), json_is_integer(mx), (long)json_integer_value(mx),
-                      json_is_true(json_object_get(o, "pinned")));
+    else {
+        store_rollout ro = rollout_of_json(json_object_get(o, "rollout"));
+        rc = doc_set(d, name, json_string_value(cur), json_is_integer(mx), (long)json_integer_value(mx),
+                     json_is_true(json_object_get(o, "pinned")), &ro);
+    }
     size_t nlen = strlen(name), i;
     tombs_drop(d, name, nlen);
     json_array_foreach(dead, i, v) if (!rc && json_is_string(v)) rc = tomb_add(d, name, nlen, json_string_value(v));
@@ -475,6 +504,20 @@ static void put_entry(sbuf *b, const state_rec *e, int first) {
         if (e->has_max) snprintf(num, sizeof num, ", \"max\": %ld", e->max), puts_(b, num);
     }
     if (e->pinned) puts_(b, e->current || !first ? ", \"pinned\": true" : "\"pinned\": true");
+    const store_rollout *ro = &e->rollout;
+    if (e->current && ro->mode != STORE_ROLLOUT_NONE) {
+        char buf[512];
+        puts_(b, ", \"rollout\": {\"version\": ");
+        put_str(b, ro->version);
+        snprintf(buf, sizeof buf,
+                 ", \"mode\": \"%s\", \"percent\": %.17g, \"max_share\": %.17g, \"promote_after\": %ld, "
+                 "\"promote_agreement\": %.17g, \"abort_error_rate\": %.17g, \"abort_latency_ratio\": %.17g, "
+                 "\"rule_min\": %ld, \"started\": %lld, \"id\": %llu}",
+                 store_rollout_mode_name(ro->mode), ro->percent, ro->max_share, ro->promote_after, ro->promote_agreement,
+                 ro->abort_error_rate, ro->abort_latency_ratio, ro->rule_min, (long long)ro->started,
+                 (unsigned long long)ro->id);
+        puts_(b, buf);
+    }
 }
 
 static char *sbuf_take(sbuf *b) {
@@ -688,7 +731,7 @@ int store__state_write(store_registry *r, const state_change *c, int *skipped, e
         pthread_mutex_lock(&r->mu);
         store_entry *e = store__get_entry(r, miss[k]);
         if (mk >= 0 && e && e->cur)
-            bad = doc_set(&d, miss[k], e->cur->version, 1, e->cur->vnum > mk ? e->cur->vnum : mk, e->admin_pinned);
+            bad = doc_set(&d, miss[k], e->cur->version, 1, e->cur->vnum > mk ? e->cur->vnum : mk, e->admin_pinned, &e->rollout);
         pthread_mutex_unlock(&r->mu);
     }
     if (!bad) {
@@ -697,7 +740,8 @@ int store__state_write(store_registry *r, const state_change *c, int *skipped, e
         const char *cur = c->current ? c->current : e && e->cur ? e->cur->version : NULL;
         if (cur || e) {
             long cv = store__version_number(cur ? cur : "");
-            bad = doc_set(&d, name, cur, 1, cv > max ? cv : max, e && e->admin_pinned);
+            const store_rollout *ro = c->rollout ? c->rollout : e ? &e->rollout : NULL;
+            bad = doc_set(&d, name, cur, 1, cv > max ? cv : max, e && e->admin_pinned, ro);
         } else {
             doc_del(&d, name); /* the task is gone */
         }
@@ -782,6 +826,7 @@ int store__state_read(store_registry *r, eng_err *err) {
             e->want_why = strdup(b >= 0 ? r->broken[b].reason : "its folder is gone");
         }
         e->admin_pinned = st.pinned;
+        e->rollout = st.rollout;
     }
     return 0;
 }

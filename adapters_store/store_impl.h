@@ -96,6 +96,7 @@ typedef struct {
     int n;
     store_task *cur;
     int admin_pinned;           /* persisted */
+    store_rollout rollout;      /* persisted; mode NONE: none (see store_rollout_get for when it is in force) */
     char *want, *want_why;      /* open only: the recorded current version that is not listed, and why */
 } store_entry;
 
@@ -117,6 +118,7 @@ typedef struct {
     char *current;           /* NULL: none recorded */
     long max;                /* LONG_MAX when has_max is 0 */
     int has_max, pinned;
+    store_rollout rollout;   /* mode NONE: none */
 } state_rec;
 
 /* The state file, as parsed (store__state_parse): entries sorted by name, tombstones. */
@@ -184,6 +186,7 @@ typedef struct {
     const char *current;     /* NULL: none recorded */
     long max;                /* highest version on disk when current was recorded */
     int pinned;
+    store_rollout rollout;   /* mode NONE: none */
 } state_task;
 
 /* One write of the state file: which task's entry, and how (store__state_change gives the
@@ -193,6 +196,7 @@ typedef struct {
     const char *current;     /* the current version as it will be (the disk goes first); NULL: the table's */
     long extra_max;          /* a version number about to appear, counted in max; -1: none */
     long only_if_above;      /* >= 0: skip the write when the entry on disk has a current with max >= this */
+    const store_rollout *rollout; /* the task's rollout as it will be (mode NONE: ended); NULL: the table's */
 } state_change;
 
 /* disk.c */
@@ -250,6 +254,7 @@ void store__entry_free(store_entry *e);
 int store__tomb_index(const store_registry *r, const char *name, const char *version);
 int store__bad_seen(store_registry *r, const char *name, const char *version, uint64_t fp, int add);
 store_task *store__take(store_registry *r, store_task *t);
+const store_rollout *store__rollout_live(const store_entry *e, store_task **cand);
 
 /* residency.c */
 int store__weights_load(const store_task *t, eng_task **out, eng_err *err);

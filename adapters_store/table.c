@@ -263,6 +263,51 @@ store_task *store_task_acquire_version(store_registry *r, const char *name, cons
     return t;
 }
 
+/* ---- rollouts (the table's view; versions.c starts and ends them) ---- */
+
+const char *store_rollout_mode_name(int mode) {
+    return mode == STORE_ROLLOUT_CANARY ? "canary" : mode == STORE_ROLLOUT_SHADOW ? "shadow" : "none";
+}
+
+int store_rollout_mode_parse(const char *s) {
+    if (!s) return -1;
+    if (!strcmp(s, "canary")) return STORE_ROLLOUT_CANARY;
+    if (!strcmp(s, "shadow")) return STORE_ROLLOUT_SHADOW;
+    if (!strcmp(s, "none")) return STORE_ROLLOUT_NONE;
+    return -1;
+}
+
+/* e's rollout when it is in force: its candidate listed and not current (a rollout whose candidate
+ * was deleted, unlisted or made current by another way has ended). NULL otherwise. reg->mu held. */
+const store_rollout *store__rollout_live(const store_entry *e, store_task **cand) {
+    if (!e || e->rollout.mode == STORE_ROLLOUT_NONE) return NULL;
+    store_task *c = store__find_version(e, e->rollout.version);
+    if (!c || c == e->cur) return NULL;
+    if (cand) *cand = c;
+    return &e->rollout;
+}
+
+int store_rollout_get(store_registry *r, const char *name, store_rollout *out) {
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&r->mu);
+    store_entry *e = store__get_entry(r, name);
+    const store_rollout *ro = store__rollout_live(e, NULL);
+    if (ro) *out = *ro;
+    pthread_mutex_unlock(&r->mu);
+    return !e ? ENG_NOT_FOUND : ro ? 1 : 0;
+}
+
+store_task *store_rollout_acquire(store_registry *r, const char *name, store_rollout *out) {
+    store_task *c = NULL;
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&r->mu);
+    const store_rollout *ro = store__rollout_live(store__get_entry(r, name), &c);
+    if (ro) *out = *ro, c = store__take(r, c);
+    else c = NULL;
+    pthread_mutex_unlock(&r->mu);
+    return c;
+}
+
 store_model *store_model_acquire_at(store_registry *r, int i) {
     store_model *m = NULL;
     if (i >= 0 && i < r->n_models) store__model_retain(m = r->models[i]);

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- version management ---- */
@@ -205,11 +206,18 @@ int store_activate(store_registry *r, const char *name, const char *version, eng
     /* the disk first: a restart after the answer must find this version current */
     state_change c = store__state_change(name);
     c.current = version;
+    pthread_mutex_lock(&r->mu);
+    store_entry *e = store__get_entry(r, name);
+    int ends = e && e->rollout.mode != STORE_ROLLOUT_NONE && !strcmp(e->rollout.version, version);
+    pthread_mutex_unlock(&r->mu);
+    store_rollout none = {0};
+    if (ends) c.rollout = &none; /* the candidate made current: its rollout is over */
     if ((rc = store__state_write(r, &c, NULL, err))) goto done;
     detached d = {0};
     pthread_mutex_lock(&r->mu);
-    store_entry *e = store__get_entry(r, name);
+    e = store__get_entry(r, name);
     if (e && atomic_load(&t->listed)) store__set_current_locked(r, e, t, &d);
+    if (e && ends) e->rollout = none;
     pthread_mutex_unlock(&r->mu);
     store__free_detached(&d);
     store__log(r, "task %s: version %s is current", name, version);
@@ -292,6 +300,8 @@ int store_delete_version(store_registry *r, const char *name, const char *versio
     if (remove_dir(r, t->dir, tdir)) add_tomb(r, name, version);
     pthread_mutex_lock(&r->mu);
     store__unlist_locked(r, e, t);
+    if (e->rollout.mode != STORE_ROLLOUT_NONE && !strcmp(e->rollout.version, version))
+        e->rollout = (store_rollout){0}; /* deleting the candidate ends its rollout (recorded below) */
     pthread_mutex_unlock(&r->mu);
     store_task_release(t);
     store__log(r, "task %s version %s deleted", name, version);
@@ -372,6 +382,112 @@ int store_unload(store_registry *r, const char *name, eng_err *err) {
     pthread_mutex_unlock(&r->mu);
     store__free_detached(&d);
     if (!rc && was_pinned) rc = record_as_served(r, name, err);
+    pthread_mutex_unlock(&r->admin_mu);
+    return rc;
+}
+
+/* ---- rollouts ---- */
+
+int store_rollout_start(store_registry *r, const char *name, const store_rollout *ro, eng_err *err) {
+    if (ro->mode != STORE_ROLLOUT_CANARY && ro->mode != STORE_ROLLOUT_SHADOW)
+        return eng_err_set(err, ENG_INVALID_ARGUMENT, "a rollout's mode is \"canary\" or \"shadow\"");
+    if (!(ro->percent >= 0 && ro->percent <= 100))
+        return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"percent\" %g is outside 0..100", ro->percent);
+    if (!(ro->max_share >= 0 && ro->max_share <= 1))
+        return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"max_share\" %g is outside 0..1", ro->max_share);
+    if (!(ro->promote_agreement >= 0 && ro->promote_agreement <= 1) || !(ro->abort_error_rate >= 0 && ro->abort_error_rate <= 1) ||
+        !(ro->abort_latency_ratio >= 0) || ro->promote_after < 0 || ro->rule_min < 0)
+        return eng_err_set(err, ENG_INVALID_ARGUMENT, "a rule's threshold is out of range (agreement and error rate 0..1, "
+                                                      "counts and latency ratio >= 0)");
+    pthread_mutex_lock(&r->admin_mu);
+    int rc = 0;
+    store_task *t = NULL;
+    pthread_mutex_lock(&r->mu);
+    store_entry *e = store__get_entry(r, name);
+    const store_rollout *live = store__rollout_live(e, NULL);
+    int b = e ? store__broken_find(r, name, ro->version) : -1;
+    if (!e) rc = eng_err_set(err, ENG_NOT_FOUND, "unknown task \"%.100s\"", name);
+    else if (live)
+        rc = eng_err_set(err, ENG_CONFLICT, "task %s already has a %s rollout of version %s; promote or abort it first "
+                         "(POST /v1/tasks/%s:promote or :abort)", name, store_rollout_mode_name(live->mode), live->version, name);
+    else if (b >= 0)
+        rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "task %s version %s failed to load (%s); only a version that loads can be "
+                         "rolled out", name, ro->version, r->broken[b].reason);
+    else if (!(t = store__take(r, store__find_version(e, ro->version))))
+        rc = eng_err_set(err, ENG_NOT_FOUND, "task %.100s has no version %.40s (GET /v1/tasks/%.100s/versions)", name,
+                         ro->version, name);
+    else if (t == e->cur)
+        rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "version %s is task %s's current version; a rollout needs another one",
+                         ro->version, name);
+    else if (e->cur && store_task_model(t) != store_task_model(e->cur))
+        rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "task %s version %s runs on model %s, the current version on %s: a "
+                         "candidate shares the current version's model", name, ro->version, store_model_name(store_task_model(t)),
+                         store_model_name(store_task_model(e->cur)));
+    pthread_mutex_unlock(&r->mu);
+    /* validated before it is recorded: a candidate that does not load is refused, nothing changed */
+    eng_err le = {0};
+    if (!rc && (rc = store_task_ensure(r, t, &le)) != 0)
+        rc = rc == ENG_NO_MEMORY || rc == ENG_LIMIT
+                 ? eng_err_set(err, rc, "%s", le.msg)
+                 : eng_err_set(err, ENG_INVALID_ARGUMENT, "task %s version %s failed to load (%s); only a version that loads "
+                               "can be rolled out", name, ro->version, le.msg);
+    if (!rc) {
+        store_rollout nr = *ro;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        nr.started = (int64_t)ts.tv_sec;
+        nr.id = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)(ts.tv_nsec / 1000);
+        if (!nr.max_share) nr.max_share = 0.25;
+        state_change c = store__state_change(name);
+        c.rollout = &nr;
+        if (!(rc = store__state_write(r, &c, NULL, err))) {
+            pthread_mutex_lock(&r->mu);
+            if ((e = store__get_entry(r, name))) e->rollout = nr;
+            pthread_mutex_unlock(&r->mu);
+            store__log(r, "task %s: %s rollout of version %s at %g%%", name, store_rollout_mode_name(nr.mode), nr.version,
+                       nr.percent);
+        }
+    }
+    store_task_release(t);
+    pthread_mutex_unlock(&r->admin_mu);
+    return rc;
+}
+
+int store_rollout_finish(store_registry *r, const char *name, int promote, uint64_t only_id, store_rollout *ended,
+                         eng_err *err) {
+    pthread_mutex_lock(&r->admin_mu);
+    int rc = 0;
+    store_task *cand = NULL;
+    store_rollout was = {0};
+    pthread_mutex_lock(&r->mu);
+    store_entry *e = store__get_entry(r, name);
+    const store_rollout *live = store__rollout_live(e, &cand);
+    if (live) was = *live;
+    if (!e) rc = eng_err_set(err, ENG_NOT_FOUND, "unknown task \"%.100s\"", name);
+    else if (!live || (only_id && live->id != only_id))
+        rc = eng_err_set(err, ENG_NOT_FOUND, "task %s has no rollout (POST /v1/tasks/%s:rollout starts one)", name, name);
+    else cand = store__take(r, cand);
+    pthread_mutex_unlock(&r->mu);
+    if (!rc && promote) rc = store_task_ensure(r, cand, err); /* resident before it serves every request */
+    if (!rc) {
+        store_rollout none = {0};
+        state_change c = store__state_change(name);
+        c.rollout = &none;
+        if (promote) c.current = was.version;
+        if (!(rc = store__state_write(r, &c, NULL, err))) {
+            detached d = {0};
+            pthread_mutex_lock(&r->mu);
+            if ((e = store__get_entry(r, name))) {
+                e->rollout = none;
+                if (promote && atomic_load(&cand->listed)) store__set_current_locked(r, e, cand, &d);
+            }
+            pthread_mutex_unlock(&r->mu);
+            store__free_detached(&d);
+            store__log(r, "task %s: rollout of version %s %s", name, was.version, promote ? "promoted: it is current" : "aborted");
+        }
+    }
+    if (!rc && ended) *ended = was;
+    store_task_release(cand);
     pthread_mutex_unlock(&r->admin_mu);
     return rc;
 }

@@ -450,6 +450,20 @@ static int param_qa_rule(proto_predict_req *r, const proto__value *v, const prot
     return 0;
 }
 
+/* "route_key": a string (or an integer, read as its digits) of 1..256 bytes, copied into the request. */
+static int param_route_key(proto_predict_req *r, const proto__value *v, const proto_limits *lim, eng_err *err) {
+    (void)lim;
+    char num[32];
+    const char *s = v->kind == PROTO__STRING ? v->s : NULL;
+    if (v->kind == PROTO__INT) snprintf(num, sizeof num, "%lld", v->i), s = num;
+    size_t n = s ? strlen(s) : 0;
+    if (!s || n == 0 || n > 256) return eng_err_set(err, ENG_INVALID_ARGUMENT, "\"route_key\" must be a string of 1..256 bytes");
+    char *c = strdup(s);
+    if (!c || proto__req_own(r, c)) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    r->route_key = c;
+    return 0;
+}
+
 static const struct {
     const char *key;
     int (*set)(proto_predict_req *r, const proto__value *v, const proto_limits *lim, eng_err *err);
@@ -468,12 +482,14 @@ static const struct {
               {"align_to_words", param_align_to_words},
               {"stride", param_stride},
               {"long", param_long},
+              {"route_key", param_route_key},
               {"binary_data_output", param_binary_output}};
 
 /* In the order proto__parse_common reads them: a request's first refusal is the same on every wire. */
 const char *const proto__common_params[] = {"skip", "budget", "latency_ms", "truncate", "aggregation",
                                             "max_answer_len", "top_k", "handle_impossible_answer", "max_seq_len",
-                                            "doc_stride", "max_question_len", "qa_rule", "align_to_words", "stride", "long", NULL};
+                                            "doc_stride", "max_question_len", "qa_rule", "align_to_words", "stride", "long",
+                                            "route_key", NULL};
 
 int proto__param_set(proto_predict_req *r, const char *key, const proto__value *v, const proto_limits *lim, eng_err *err) {
     if (v->kind == PROTO__NULL) return 0;
@@ -532,7 +548,7 @@ int proto_predict_parse(const char *body, size_t len, const proto_limits *lim, p
     json_object_foreach(root, k, v) {
         if (strcmp(k, "inputs") && strcmp(k, "tasks") && strcmp(k, "skip") && strcmp(k, "budget") &&
             strcmp(k, "latency_ms") && strcmp(k, "return") && strcmp(k, "truncate") && strcmp(k, "aggregation") &&
-            !proto__is_qa_param(k)) {
+            strcmp(k, "route_key") && !proto__is_qa_param(k)) {
             rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "unknown field \"%.80s\"", k);
             goto bad;
         }

@@ -53,6 +53,14 @@ static json_t *task_info(const proto_task_info *t) {
         json_decref(o);
         return NULL;
     }
+    json_t *ro = !t->rollout.mode ? json_null()
+                 : json_pack("{s:s,s:s,s:f,s:I,s:o}", "version", t->rollout.version, "mode", t->rollout.mode, "percent",
+                             t->rollout.percent, "compared", (json_int_t)t->rollout.compared, "agreement",
+                             t->rollout.agreement >= 0 ? json_real(t->rollout.agreement) : json_null());
+    if (o && json_object_set_new(o, "rollout", ro)) {
+        json_decref(o);
+        return NULL;
+    }
     if (o && t->fallback_reason &&
         json_object_set_new(o, "fallback", json_pack("{s:s,s:s}", "version", t->fallback_from ? t->fallback_from : "",
                                                      "reason", t->fallback_reason))) {

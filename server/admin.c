@@ -6,6 +6,8 @@
  *     GET    /v1/tasks/{name}/versions
  *     DELETE /v1/tasks/{name}/versions/{v}      DELETE /v1/tasks/{name}
  *     POST   /v1/tasks/{name}:activate {"version": "v"}      :pin  :unpin
+ *     POST   /v1/tasks/{name}:rollout {"version": "v", "mode": "canary"|"shadow", "percent": P, ...}
+ *     POST   /v1/tasks/{name}:promote   :abort            GET /v1/tasks/{name}/rollout (with the comparison)
  *     POST   /v2/repository/index     /v2/repository/models/{task}/load     .../unload
  *
  * Everything slow (untar, load, validate, remove files) runs on libuv's pool through offload.c;
@@ -30,6 +32,7 @@
 #include "http_status.h"
 #include "keys.h"
 #include "offload.h"
+#include "rollout.h"
 #include "tar.h"
 
 /* Bytes of the verb in /v1/tasks/{name}:verb. */
@@ -74,6 +77,7 @@ static srv_route parse(const char *url, const char *method, char *name, size_t n
     }
     if (!*p) return strcmp(method, "DELETE") ? SRV_ROUTE_UNKNOWN : SRV_ROUTE_ADMIN_TASK;
     if (!strcmp(p, "/versions")) return SRV_ROUTE_ADMIN_VERSIONS;
+    if (!strcmp(p, "/rollout")) return SRV_ROUTE_ADMIN_ROLLOUT;
     if (!strncmp(p, "/versions/", 10) && p[10] && !strchr(p + 10, '/') && strlen(p + 10) < vn) {
         snprintf(ver, vn, "%s", p + 10);
         return SRV_ROUTE_ADMIN_VERSION;
@@ -148,6 +152,7 @@ void srv__admin_audit(const srv_request *r, unsigned status) {
     case SRV_ROUTE_ADMIN_VERSIONS: action = "list_versions"; break;
     case SRV_ROUTE_ADMIN_TASK: action = "delete_task"; break;
     case SRV_ROUTE_ADMIN_ACTIVATE: action = r->verb[0] ? r->verb : "activate"; break;
+    case SRV_ROUTE_ADMIN_ROLLOUT: action = "get_rollout"; break;
     case SRV_ROUTE_V2_REPO_INDEX: action = "repository_index"; break;
     case SRV_ROUTE_V2_REPO_LOAD: action = "load"; break;
     case SRV_ROUTE_V2_REPO_UNLOAD: action = "unload"; break;
@@ -357,6 +362,118 @@ static void do_delete_task(srv_request *r) {
     else answer_json(r, 200, json_pack("{s:s,s:b}", "task", r->off.name, "deleted", 1));
 }
 
+/* ---- rollouts ---- */
+
+/* {"task", "current", "rollout": {version, mode, percent, max_share, rules, started, comparison} or
+ * null}; with ended, the rollout that just ended instead (promote, abort). NULL: unknown task. */
+static json_t *rollout_doc(srv_server *s, const char *name, const store_rollout *ended, bool promoted) {
+    store_rollout ro;
+    int rc = ended ? 1 : store_rollout_get(s->reg, name, &ro);
+    if (rc < 0) return NULL;
+    if (ended) ro = *ended;
+    store_task *cur = store_task_acquire(s->reg, name, strlen(name));
+    json_t *d = json_pack("{s:s,s:o}", "task", name, "current", cur ? json_string(store_task_version(cur)) : json_null());
+    store_task_release(cur);
+    json_t *o = NULL;
+    if (rc == 1) {
+        o = json_pack("{s:s,s:s,s:f,s:f,s:{s:I,s:f,s:f,s:f,s:I},s:I,s:o}", "version", ro.version, "mode",
+                      store_rollout_mode_name(ro.mode), "percent", ro.percent, "max_share", ro.max_share, "rules",
+                      "promote_after", (json_int_t)ro.promote_after, "promote_agreement", ro.promote_agreement,
+                      "abort_error_rate", ro.abort_error_rate, "abort_latency_ratio", ro.abort_latency_ratio, "min_inputs",
+                      (json_int_t)ro.rule_min, "started", (json_int_t)ro.started, "comparison",
+                      srv__rollout_comparison(s->rollouts, name, &ro, !ended));
+        if (o && ended) json_object_set_new(o, "ended", json_string(promoted ? "promoted" : "aborted"));
+    }
+    if (d) json_object_set_new(d, ended ? "ended" : "rollout", o ? o : json_null());
+    return d;
+}
+
+static void answer_rollout(srv_request *r, unsigned status, const store_rollout *ended, bool promoted) {
+    json_t *d = rollout_doc(r->srv, r->off.name, ended, promoted);
+    if (!d) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "unknown task \"%.100s\"", r->off.name);
+        answer_err(r, ENG_NOT_FOUND, msg);
+        return;
+    }
+    answer_json(r, status, d);
+}
+
+/* :rollout's body, read on the HTTP thread into r->off.rollout: {"version": "2", "mode": "canary" |
+ * "shadow", "percent": 10, "max_share": 0.25, "rules": {"promote_after": N, "promote_agreement": X,
+ * "abort_error_rate": Y, "abort_latency_ratio": Z, "min_inputs": M}}. Returns 0, or -1 with msg. */
+static int body_rollout(srv_request *r, store_rollout *ro, char *msg, size_t mn) {
+    json_t *d = json_loadb(r->body ? r->body : "", r->body_len, 0, NULL);
+    int bad = 0;
+    memset(ro, 0, sizeof *ro);
+#define FAIL(...) (snprintf(msg, mn, __VA_ARGS__), bad = 1)
+    if (!json_is_object(d)) FAIL("the body must be {\"version\": \"<version>\", \"mode\": \"canary\" or \"shadow\", \"percent\": P}");
+    const char *k;
+    json_t *v;
+    json_object_foreach(json_is_object(d) ? d : NULL, k, v) {
+        if (bad) break;
+        if (!strcmp(k, "version")) {
+            if (json_is_string(v) && strlen(json_string_value(v)) < sizeof ro->version) snprintf(ro->version, sizeof ro->version, "%s", json_string_value(v));
+            else if (json_is_integer(v) && json_integer_value(v) >= 0) snprintf(ro->version, sizeof ro->version, "%lld", (long long)json_integer_value(v));
+            else FAIL("\"version\" must be a version name, such as \"2\"");
+        } else if (!strcmp(k, "mode")) {
+            int m = store_rollout_mode_parse(json_string_value(v));
+            if (m <= STORE_ROLLOUT_NONE) FAIL("\"mode\" must be \"canary\" or \"shadow\"");
+            else ro->mode = m;
+        } else if (!strcmp(k, "percent")) {
+            if (!json_is_number(v) || !(json_number_value(v) >= 0 && json_number_value(v) <= 100))
+                FAIL("\"percent\" must be a number from 0 to 100");
+            else ro->percent = json_number_value(v);
+        } else if (!strcmp(k, "max_share")) {
+            if (!json_is_number(v) || !(json_number_value(v) > 0 && json_number_value(v) <= 1))
+                FAIL("\"max_share\" must be a number above 0, at most 1");
+            else ro->max_share = json_number_value(v);
+        } else if (!strcmp(k, "rules")) {
+            const char *rk;
+            json_t *rv;
+            if (!json_is_object(v)) FAIL("\"rules\" must be an object");
+            json_object_foreach(json_is_object(v) ? v : NULL, rk, rv) {
+                double x = json_number_value(rv);
+                if (bad) break;
+                if (!json_is_number(rv) || x < 0) FAIL("rules.%.40s must be a number >= 0", rk);
+                else if (!strcmp(rk, "promote_after")) ro->promote_after = (long)x;
+                else if (!strcmp(rk, "min_inputs")) ro->rule_min = (long)x;
+                else if (!strcmp(rk, "promote_agreement") && x <= 1) ro->promote_agreement = x;
+                else if (!strcmp(rk, "abort_error_rate") && x <= 1) ro->abort_error_rate = x;
+                else if (!strcmp(rk, "abort_latency_ratio")) ro->abort_latency_ratio = x;
+                else if (!strcmp(rk, "promote_agreement") || !strcmp(rk, "abort_error_rate")) FAIL("rules.%s must be from 0 to 1", rk);
+                else FAIL("rules has an unknown field \"%.60s\" (promote_after, promote_agreement, abort_error_rate, "
+                          "abort_latency_ratio, min_inputs)", rk);
+            }
+        } else {
+            FAIL("unknown field \"%.60s\" (version, mode, percent, max_share, rules)", k);
+        }
+    }
+    if (!bad && !ro->version[0]) FAIL("\"version\" is required: the candidate version");
+    if (!bad && !ro->mode) FAIL("\"mode\" is required: \"canary\" or \"shadow\"");
+    if (!bad && !json_object_get(d, "percent")) FAIL("\"percent\" is required: from 0 to 100");
+#undef FAIL
+    json_decref(d);
+    return bad ? -1 : 0;
+}
+
+static void do_rollout(srv_request *r) {
+    eng_err e = {0};
+    int rc = store_rollout_start(r->srv->reg, r->off.name, &r->off.rollout, &e);
+    if (rc) answer_err(r, (eng_status)rc, e.msg);
+    else answer_rollout(r, 201, NULL, false);
+}
+
+static void do_rollout_end(srv_request *r) {
+    eng_err e = {0};
+    store_rollout ended;
+    int rc = store_rollout_finish(r->srv->reg, r->off.name, r->off.activate, 0, &ended, &e);
+    if (rc) answer_err(r, (eng_status)rc, e.msg);
+    else answer_rollout(r, 200, &ended, r->off.activate);
+}
+
+static void do_rollout_get(srv_request *r) { answer_rollout(r, 200, NULL, false); }
+
 /* The error of a task that cannot be acquired: listed but unserved (every version failed to load, so
  * the server's files are at fault: the first failed version's reason), else unknown. */
 static int unservable(store_registry *reg, const char *name, eng_err *e) {
@@ -472,7 +589,24 @@ enum MHD_Result srv__admin_dispatch(srv_request *r, const char *url, const char 
             srv__offload(s->offl, r, do_pin);
             return MHD_YES;
         }
-        return srv__send_error(r, ENG_NOT_FOUND, "no route %s %.200s (verbs: activate, pin, unpin)", method, url);
+        if (!strcmp(verb, "rollout")) {
+            char msg[300];
+            if (body_rollout(r, &r->off.rollout, msg, sizeof msg)) return srv__send_error(r, ENG_INVALID_ARGUMENT, "%s", msg);
+            snprintf(r->off.version, sizeof r->off.version, "%s", r->off.rollout.version); /* for the audit line */
+            srv__offload(s->offl, r, do_rollout);
+            return MHD_YES;
+        }
+        if (!strcmp(verb, "promote") || !strcmp(verb, "abort")) {
+            r->off.activate = !strcmp(verb, "promote");
+            srv__offload(s->offl, r, do_rollout_end);
+            return MHD_YES;
+        }
+        return srv__send_error(r, ENG_NOT_FOUND, "no route %s %.200s (verbs: activate, pin, unpin, rollout, promote, abort)",
+                               method, url);
+    case SRV_ROUTE_ADMIN_ROLLOUT:
+        if (!is_get) break;
+        srv__offload(s->offl, r, do_rollout_get);
+        return MHD_YES;
     case SRV_ROUTE_V2_REPO_INDEX:
         if (!is_post) break;
         return repo_index(r);

@@ -178,6 +178,14 @@ static const opt opts[] = {
      SIZE(min_body_rate, 0, 1LL << 40)},
     {{"drain-timeout-ms", "N", "longest drain after SIGTERM (default 30000)"}, INT(drain_timeout_ms, 0, 3600000)},
     {{"access-log", "true|false", "one line per request on stderr (default true)"}, BOOL(access_log)},
+    {{"rollout-samples", "N",
+      "disagreements between a rollout's candidate and current version kept per rollout for review in GET "
+      "/v1/tasks/{name}/rollout (default 0: off)"},
+     INT(rollout_samples, 0, 4096)},
+    {{"rollout-sample-text", "true|false",
+      "keep the input's text (its first 160 bytes) with each disagreement kept; else its request id and input index "
+      "only (default false)"},
+     BOOL(rollout_sample_text)},
     {{"metrics-tasks", "N",
       "tasks with their own /metrics series, the busiest; the rest are summed as task=\"(other)\" (default 100)"},
      INT(metrics_tasks, 0, 1 << 20)},

@@ -204,13 +204,47 @@ static int acquire_tasks(srv_front *f) {
     return 0;
 }
 
+/* The rollouts of the request's tasks, in the same acquisition: a task the request names without a
+ * version and that has a rollout gets its candidate held beside the current version (rollout.c: the
+ * canary's choice waits for the token ids, a shadow runs both). A version named wins: no rollout. */
+static int acquire_rollouts(srv_front *f) {
+    for (int k = 0; k < f->n_tasks; k++) {
+        const char *name = store_task_name(f->tasks[k]);
+        bool named = false;
+        for (int i = 0; i < f->req.n_tasks && !named; i++) {
+            size_t n = strlen(name);
+            named = !strncmp(f->req.tasks[i], name, n) && f->req.tasks[i][n] == '@';
+        }
+        store_rollout ro;
+        store_task *c = named ? NULL : store_rollout_acquire(f->s->reg, name, &ro);
+        if (c && (c == f->tasks[k] || ro.percent <= 0)) { /* promoted meanwhile, or at 0%: nothing to route */
+            store_task_release(c);
+            c = NULL;
+        }
+        if (!c) continue;
+        if (!f->ro && !(f->ro = calloc((size_t)f->n_tasks, sizeof *f->ro))) {
+            store_task_release(c);
+            return refuse(f, ENG_NO_MEMORY, "out of memory");
+        }
+        f->ro[k] = (srv_job_rollout){.ro = ro, .alt = c};
+    }
+    return 0;
+}
+
 static int acquire(srv_front *f) {
     f->acquired = true;
     if (f->codec->embed) {
         f->model = srv__model_resolve(f->s, f->req.model, SRV_MODEL_ONLY, &f->model_id, &f->code, f->msg, sizeof f->msg);
         return f->model ? 0 : -1;
     }
-    return acquire_tasks(f);
+    return acquire_tasks(f) || acquire_rollouts(f) ? -1 : 0;
+}
+
+/* 1 when every candidate held is resident (they load with the tasks). */
+static int rollouts_resident(const srv_front *f) {
+    for (int k = 0; f->ro && k < f->n_tasks; k++)
+        if (f->ro[k].alt && !store_task_resident(f->ro[k].alt)) return 0;
+    return 1;
 }
 
 /* ---- prepare and load ---- */
@@ -221,6 +255,7 @@ srv_front_step srv__front_prepare(srv_front *f) {
     if (f->code) return SRV_FRONT_FAILED; /* the acquisition failed on an earlier call */
     for (int k = 0; k < f->n_tasks; k++)
         if (!store_task_resident(f->tasks[k])) return SRV_FRONT_LOAD;
+    if (!rollouts_resident(f)) return SRV_FRONT_LOAD;
     srv_job *j = calloc(1, sizeof *j);
     if (!j) return refuse(f, ENG_NO_MEMORY, "out of memory"), SRV_FRONT_FAILED;
     srv__job_free(f->job);
@@ -238,7 +273,8 @@ srv_front_step srv__front_prepare(srv_front *f) {
     j->load_ms = f->load_s * 1e3;
     /* the held references go to the job, which runs exactly the versions acquired */
     j->tasks = f->tasks, j->n_tasks = f->n_tasks;
-    f->tasks = NULL, f->n_tasks = 0;
+    j->ro = f->ro, j->rollouts = f->ro ? f->s->rollouts : NULL;
+    f->tasks = NULL, f->n_tasks = 0, f->ro = NULL;
     j->model_ref = f->codec->embed ? f->model : NULL;
     j->model_id = f->model_id;
     if (f->codec->embed) f->model = NULL;
@@ -284,6 +320,18 @@ int srv__front_load(srv_front *f) {
     for (int k = 0; k < f->n_tasks; k++) missing += !store_task_resident(f->tasks[k]);
     eng_err e = {0};
     int bad = -1, rc = store_tasks_ensure(f->s->reg, f->tasks, f->n_tasks, &bad, &e);
+    /* the candidates of the tasks' rollouts: one that does not load leaves the request on the
+     * current version (the store lists it as failed, which ends its rollout) */
+    for (int k = 0; !rc && f->ro && k < f->n_tasks; k++) {
+        store_task *c = f->ro[k].alt;
+        eng_err ce = {0};
+        if (!c || store_task_resident(c)) continue;
+        missing++;
+        if (store_task_ensure(f->s->reg, c, &ce)) {
+            store_task_release(c);
+            f->ro[k] = (srv_job_rollout){0};
+        }
+    }
     srv__trace_mark(f->trace, SRV_TRACE_LOADED);
     if (!rc && missing) { /* a failed load is not timed */
         srv__metrics_lazy_load(f->s->metrics, srv__now() - t0);
@@ -316,6 +364,9 @@ void srv__front_abandon(srv_front *f, srv_job *j) {
 
 void srv__front_clear(srv_front *f) {
     srv__front_release(f);
+    for (int k = 0; f->ro && k < f->n_tasks; k++) store_task_release(f->ro[k].alt);
+    free(f->ro);
+    f->ro = NULL;
     if (f->tasks) store_tasks_release(f->tasks, f->n_tasks);
     f->tasks = NULL, f->n_tasks = 0;
     store_model_release(f->model);

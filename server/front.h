@@ -44,6 +44,8 @@ typedef struct srv_front {
     bool decoded, admitted, acquired;
     store_task **tasks;          /* (n_tasks) held from the one acquisition until the job takes them */
     int n_tasks;
+    srv_job_rollout *ro;         /* (n_tasks) the tasks' rollouts, acquired with them (their candidates held in
+                                  * alt); NULL: no task has one. The job takes them */
     store_model *model;          /* an embedding's model, acquired (the job takes it) */
     const char *model_id;        /* its name as answered (models.c: the name asked, or its first served name) */
     int rounds;                  /* loads gone round (a task replaced after its load failed) */

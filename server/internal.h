@@ -48,6 +48,7 @@ typedef struct {
     char *body;
     size_t len;
     char name[SRV_NAME_MAX], version[SRV_VERSION_MAX]; /* admin: the route's task and version */
+    store_rollout rollout;       /* admin :rollout: the rollout asked for */
     bool activate;               /* admin: ?activate=true on upload, pin (true) or unpin */
 } srv_offload;
 
@@ -104,6 +105,7 @@ struct srv_server {
     uv_loop_t loop;
     srv_sched *sched;
     srv_metrics *metrics;
+    struct srv_rollouts *rollouts;   /* rollout.c: the live comparisons of rollouts' candidates */
     /* cost models measured at start-up, one per model (their corrections are updated lock-free by
      * the workers); the server holds a reference to each model so a key can never be reused by
      * another model */

@@ -19,6 +19,9 @@ void srv__job_free(srv_job *j) {
     for (int i = 0; j->enc && i < j->n_inputs; i++) eng_tok_encoding_free(&j->enc[i]);
     for (int k = 0; j->tasks && k < j->n_tasks; k++) store_task_release(j->tasks[k]);
     store_model_release(j->model_ref);
+    for (int k = 0; j->ro && k < j->n_tasks; k++) store_task_release(j->ro[k].alt);
+    for (int k = 0; k < j->n_shadow; k++) store_task_release(j->shadows[k].cand);
+    free(j->ro), free(j->shadows), free(j->seq_tasks);
     free(j->enc), free(j->truncated), free(j->win_first), free(j->text_tokens), free(j->tlong), free(j->tasks), free(j->treqs), free(j->skip_src), free(j->body);
     if (j->owns_req) proto_predict_free(&j->req);
     free(j);

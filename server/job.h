@@ -27,6 +27,20 @@ typedef enum {
 /* Wire name: "default", "request", "budget", "latency", "adaptive". */
 const char *srv__skip_source_name(srv_skip_source s);
 
+/* A task of the job under a rollout (server/rollout.c): which rollout, and the version the job runs. */
+typedef struct {
+    store_rollout ro;            /* mode NONE: the task has none (or the request named a version) */
+    store_task *alt;             /* canary: the version not chosen yet, held until the token ids decide; NULL after */
+    bool candidate;              /* canary: the candidate answers this request */
+} srv_job_rollout;
+
+/* A shadow: the candidate of task `of`'s rollout as one more task stream of the job. */
+typedef struct {
+    int of;                      /* the task (index in tasks) it shadows */
+    store_task *cand;            /* a reference */
+    store_rollout ro;
+} srv_shadow;
+
 /* Owned by its request; the scheduler borrows it from submission until the loop hands it back. */
 typedef struct srv_job {
     srv_inbox_node inbox;        /* the scheduler's inbox (any thread -> loop) */
@@ -46,7 +60,8 @@ typedef struct srv_job {
     store_model *model;          /* the tasks' model (borrowed from them), or an embed's (model_ref) */
     int n_inputs, n_tasks;
     store_task **tasks;          /* (n_tasks) references, released with the job */
-    eng_task_req *treqs;         /* (n_tasks) engine task + skip, shared by all inputs */
+    eng_task_req *treqs;         /* (n_tasks + n_shadow) engine task + skip, shared by all inputs: the request's tasks,
+                                  * then its shadows */
     srv_skip_source *skip_src;   /* (n_tasks) */
     int adaptive_raised;         /* layers the scheduler added over all tasks (0: none) */
     double latency_ms, predicted_ms; /* "latency_ms" and the cost model's prediction; -1 when not asked */
@@ -63,6 +78,14 @@ typedef struct srv_job {
     int *win_first;              /* (n_texts + 1) or NULL */
     int *text_tokens;            /* (n_texts) tokens of each whole input (untruncated), or NULL */
     proto_long *tlong;           /* (n_tasks) how each task reads a long single text ("long"), or NULL: the first window */
+    /* rollouts: per task (NULL: none touches the job); shadows sorted by percent, largest first, so the
+     * ones a sequence runs are a prefix: sequence s runs seq_tasks[s] entries of treqs (NULL: n_tasks) */
+    struct srv_rollouts *rollouts;
+    srv_job_rollout *ro;         /* (n_tasks) or NULL */
+    srv_shadow *shadows;         /* (n_shadow) */
+    int n_shadow;
+    int *seq_tasks;              /* (n_inputs) or NULL */
+    bool shadow_dropped;         /* the scheduler dropped the shadows (load, max_share): every sequence runs n_tasks */
     /* embed jobs: n_tasks 0; the model reference is the job's own */
     store_model *model_ref;
     const char *model_id;        /* the model's name as the answer says it (models.c), server-owned; NULL: its registry name */
@@ -78,6 +101,11 @@ typedef struct srv_job {
     char fail_msg[256];
     srv_trace_job trace;         /* its request's trace ids and what the worker stamped (trace.h) */
 } srv_job;
+
+/* Task streams sequence s runs: its tasks, and the shadows sampled for it unless they were dropped. */
+static inline int srv__job_seq_tasks(const srv_job *j, int s) {
+    return j->seq_tasks && !j->shadow_dropped ? j->seq_tasks[s] : j->n_tasks;
+}
 
 /* Releases the job's encodings, task references and body; NULL does nothing. */
 void srv__job_free(srv_job *j);

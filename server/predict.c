@@ -17,6 +17,7 @@
 #include "engine/answer.h"
 #include "http_status.h"
 #include "respond.h"
+#include "rollout.h"
 
 /* Bytes of the task list in a refused latency target's message. */
 #define LATENCY_SKIPS_MSG_MAX 256
@@ -217,6 +218,106 @@ static int text_windows_stride(srv_job *j, const proto_predict_req *p, int *stri
     return 0;
 }
 
+/* Task k's skip (the request's "skip", its per-task skips, "budget", "latency_ms", else the task's
+ * default) into j->treqs[k] and j->skip_src[k]. Returns 0, or -1 with code and msg (out of range). */
+static int task_skip(const proto_predict_req *p, srv_job *j, int k, eng_status *code, char *msg, size_t msz) {
+    store_task *t = j->tasks[k];
+    int lo = store_task_skip_min(t), hi = store_task_skip_max(t), skip = store_task_skip_default(t);
+    const char *src = "default";
+    srv_skip_source ss = SRV_SKIP_DEFAULT;
+    if (p->skip >= 0) skip = p->skip, src = "\"skip\"", ss = SRV_SKIP_REQUEST;
+    for (int i = 0; i < p->n_skips; i++)
+        if (!strcmp(p->skips[i].task, store_task_name(t)))
+            skip = p->skips[i].skip, src = "\"skip\"", ss = SRV_SKIP_REQUEST;
+    /* the engine's rule (eng_skip_for_budget), the one the planner's tests check */
+    const eng_task *et = store_task_engine(t);
+    if (p->budget >= 0) skip = eng_skip_for_budget(et, p->budget), src = "\"budget\"", ss = SRV_SKIP_BUDGET;
+    if (p->latency_ms > 0) skip = lo, ss = SRV_SKIP_LATENCY; /* raised by plan_for_latency below */
+    if (skip < lo || skip > hi) {
+        *code = ENG_INVALID_ARGUMENT;
+        snprintf(msg, msz, "%s asks task \"%s\" to skip %d layers; it allows %d..%d (see GET /v1/tasks/%s)", src,
+                 store_task_name(t), skip, lo, hi, store_task_name(t));
+        return -1;
+    }
+    j->treqs[k] = (eng_task_req){et, skip};
+    j->skip_src[k] = ss;
+    return 0;
+}
+
+/* The routing bucket (rollout.c) of sequences [s0, s1) of the job, or of its route key when by_key is
+ * set (a canary's choice; a shadow samples inputs, so by their token ids alone). */
+static uint32_t bucket_of(const srv_job *j, const proto_predict_req *p, int s0, int s1, bool by_key) {
+    enum { SEQS = 64 };
+    const int32_t *ids[SEQS];
+    size_t lens[SEQS];
+    int n = 0;
+    for (int s = s0; s < s1 && n < SEQS; s++) ids[n] = j->enc[s].ids, lens[n++] = j->enc[s].n;
+    const char *key = by_key ? p->route_key : NULL;
+    return srv__rollout_bucket(key, key ? strlen(key) : 0, ids, lens, n);
+}
+
+static int by_percent_desc(const void *a, const void *b) {
+    double x = ((const srv_shadow *)a)->ro.percent, y = ((const srv_shadow *)b)->ro.percent;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* The rollouts' routing, once the token ids are known (front.c acquired both versions): a canary's
+ * bucket (the request's route key, else its token ids) picks the version, the other reference is
+ * dropped; a shadow becomes one more task stream, sampled per input by that input's bucket. */
+static int route_rollouts(const proto_predict_req *p, srv_job *j, eng_status *code, char *msg, size_t msz) {
+    if (!j->ro) return 0;
+    uint32_t req_bucket = bucket_of(j, p, 0, j->n_inputs, true);
+    int n_sh = 0;
+    for (int k = 0; k < j->n_tasks; k++) n_sh += j->ro[k].ro.mode == STORE_ROLLOUT_SHADOW && j->ro[k].alt;
+    if (n_sh && !(j->shadows = calloc((size_t)n_sh, sizeof *j->shadows))) goto oom;
+    for (int k = 0; k < j->n_tasks; k++) {
+        srv_job_rollout *r = &j->ro[k];
+        if (!r->alt) continue;
+        if (r->ro.mode == STORE_ROLLOUT_CANARY && srv__rollout_takes(&r->ro, req_bucket)) {
+            store_task *cur = j->tasks[k];
+            j->tasks[k] = r->alt, r->alt = cur, r->candidate = true;
+            if (task_skip(p, j, k, code, msg, msz)) return -1;
+        } else if (r->ro.mode == STORE_ROLLOUT_SHADOW) {
+            j->shadows[j->n_shadow++] = (srv_shadow){.of = k, .cand = r->alt, .ro = r->ro};
+            r->alt = NULL;
+        }
+        store_task_release(r->alt);
+        r->alt = NULL;
+    }
+    if (!j->n_shadow) return 0;
+    qsort(j->shadows, (size_t)j->n_shadow, sizeof *j->shadows, by_percent_desc);
+    eng_task_req *tr = realloc(j->treqs, (size_t)(j->n_tasks + j->n_shadow) * sizeof *tr);
+    if (!tr || !(j->seq_tasks = calloc((size_t)j->n_inputs + 1, sizeof *j->seq_tasks))) {
+        if (tr) j->treqs = tr;
+        goto oom;
+    }
+    j->treqs = tr;
+    for (int m = 0; m < j->n_shadow; m++) {
+        /* at the current version's skip, within the candidate's range: the same trunk */
+        const srv_shadow *sh = &j->shadows[m];
+        int skip = j->treqs[sh->of].skip, lo = store_task_skip_min(sh->cand), hi = store_task_skip_max(sh->cand);
+        j->treqs[j->n_tasks + m] = (eng_task_req){store_task_engine(sh->cand), skip < lo ? lo : skip > hi ? hi : skip};
+    }
+    int any = 0, nt = j->win_first ? j->n_texts : j->n_inputs;
+    for (int i = 0; i < nt; i++) {
+        int s0 = j->win_first ? j->win_first[i] : i, s1 = j->win_first ? j->win_first[i + 1] : i + 1, on = 0;
+        uint32_t b = bucket_of(j, p, s0, s1, false);
+        while (on < j->n_shadow && srv__rollout_takes(&j->shadows[on].ro, b)) on++; /* largest percent first: a prefix */
+        for (int s = s0; s < s1; s++) j->seq_tasks[s] = j->n_tasks + on;
+        any |= on > 0;
+    }
+    if (!any) { /* no input sampled: a job like any other */
+        for (int m = 0; m < j->n_shadow; m++) store_task_release(j->shadows[m].cand);
+        free(j->seq_tasks);
+        j->seq_tasks = NULL, j->n_shadow = 0;
+    }
+    return 0;
+oom:
+    *code = ENG_NO_MEMORY;
+    snprintf(msg, msz, "out of memory");
+    return -1;
+}
+
 int srv__job_tokenize(srv_server *s, srv_job *j, const proto_predict_req *p, eng_status *code, char *msg, size_t msz) {
     const eng_tokenizer *tok = store_model_tokenizer(j->model);
     const eng_config *cfg = eng_model_config(store_model_engine(j->model));
@@ -359,25 +460,7 @@ int srv__predict_job(srv_front *f, srv_job *j) {
                      store_model_name(store_task_model(t)));
             return -1;
         }
-        int lo = store_task_skip_min(t), hi = store_task_skip_max(t), skip = store_task_skip_default(t);
-        const char *src = "default";
-        srv_skip_source ss = SRV_SKIP_DEFAULT;
-        if (p->skip >= 0) skip = p->skip, src = "\"skip\"", ss = SRV_SKIP_REQUEST;
-        for (int i = 0; i < p->n_skips; i++)
-            if (!strcmp(p->skips[i].task, store_task_name(t)))
-                skip = p->skips[i].skip, src = "\"skip\"", ss = SRV_SKIP_REQUEST;
-        /* the engine's rule (eng_skip_for_budget), the one the planner's tests check */
-        const eng_task *et = store_task_engine(t);
-        if (p->budget >= 0) skip = eng_skip_for_budget(et, p->budget), src = "\"budget\"", ss = SRV_SKIP_BUDGET;
-        if (p->latency_ms > 0) skip = lo, ss = SRV_SKIP_LATENCY; /* raised by plan_for_latency below */
-        if (skip < lo || skip > hi) {
-            *code = ENG_INVALID_ARGUMENT;
-            snprintf(msg, msz, "%s asks task \"%s\" to skip %d layers; it allows %d..%d (see GET /v1/tasks/%s)", src,
-                     store_task_name(t), skip, lo, hi, store_task_name(t));
-            return -1;
-        }
-        j->treqs[k] = (eng_task_req){et, skip};
-        j->skip_src[k] = ss;
+        if (task_skip(p, j, k, code, msg, msz)) return -1;
     }
     for (int i = 0; i < p->n_skips; i++) {
         int found = 0;
@@ -415,6 +498,7 @@ int srv__predict_job(srv_front *f, srv_job *j) {
             }
     }
     if (srv__job_tokenize(s, j, p, code, msg, msz)) return -1;
+    if (route_rollouts(p, j, code, msg, msz)) return -1;
     j->cost = srv__cost_model(s, j->model);
     if (p->latency_ms > 0 && plan_for_latency(s, j, p->latency_ms, code, msg, msz)) return -1;
     return 0;

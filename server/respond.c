@@ -16,6 +16,7 @@
 #include "engine/task.h"
 #include "http_status.h"
 #include "proto/grpc.h"
+#include "rollout.h"
 
 void srv__job_fail(srv_job *j, eng_status code, const char *msg) {
     free(j->body);
@@ -93,6 +94,39 @@ static int all_read_windows(const srv_job *j, int i) {
     return 1;
 }
 
+/* Rows of sequences [s0, s1) in the stream of task req (from its split layer on), for a version's
+ * share of the pass. */
+static double stream_rows(const srv_job *j, const eng_task_req *req, int s0, int s1) {
+    int L = eng_model_config(store_model_engine(j->model))->n_layers, born = eng_task_split_layer(req->task, req->skip);
+    double n = 0;
+    for (int s = s0; s < s1; s++) n += (double)j->enc[s].n;
+    return n * (L > born ? L - born : 0);
+}
+
+/* The shadows of text i (sequences w0 .. w0 + nw - 1, whose outputs start at outs[off] with stride
+ * `stride`): each candidate's answer built as the current version's was, then compared with it
+ * (res: the text's results, one per task). Worker thread, after the answer is encoded. */
+static void compare_shadows(const srv_job *j, const eng_task_out *outs, size_t off, int stride, int i, int w0, int nw,
+                            srv_answer_input *in, const proto_task_result *res) {
+    const proto_predict_req *q = j->preq;
+    const proto_text *tx = &j->texts[i];
+    for (int m = 0; m < stride - j->n_tasks; m++) {
+        const srv_shadow *sh = &j->shadows[m];
+        const proto_task_result *cur = &res[sh->of];
+        proto_task_result cr = {.task = cur->task, .version = store_task_version(sh->cand),
+                                .n_labels = store_task_num_labels(sh->cand), .labels = store_task_labels(sh->cand)};
+        srv_answer_bufs cb = {0};
+        in->chunks = j->tlong && j->tlong[sh->of].chunks && !tx->pair ? 1 + j->tlong[sh->of].max : 0;
+        int rc = srv_answer_task(store_task_head(sh->cand), &outs[off + (size_t)j->n_tasks + m], in, q->aggregation, &cb, &cr);
+        if (rc) srv__rollout_served(j->rollouts, cur->task, &sh->ro, true, true, -1);
+        else
+            srv__rollout_compare(j->rollouts, cur->task, &sh->ro, cur, &cr, j->request_id, i, tx->ids ? NULL : tx->text,
+                                 tx->ids ? 0 : tx->len, stream_rows(j, &j->treqs[sh->of], w0, w0 + nw),
+                                 stream_rows(j, &j->treqs[j->n_tasks + m], w0, w0 + nw));
+        srv_answer_free(&cb);
+    }
+}
+
 void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats *stats) {
     /* an input read in windows answers once, from all of them (win_first); else one sequence each */
     int nt = j->win_first ? j->n_texts : j->n_inputs;
@@ -100,7 +134,10 @@ void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats
     proto_task_result *res = calloc(nr + 1, sizeof *res);
     srv_answer_bufs *bufs = calloc(nr + 1, sizeof *bufs);
     int *tokens = calloc((size_t)nt + 1, sizeof *tokens), *windows = calloc((size_t)nt + 1, sizeof *windows);
-    int bad = !res || !bufs || !tokens || !windows;
+    /* where each sequence's outputs start: its tasks, then the shadows it ran */
+    size_t *soff = calloc((size_t)j->n_inputs + 1, sizeof *soff);
+    int bad = !res || !bufs || !tokens || !windows || !soff;
+    for (int s = 0; soff && s < j->n_inputs; s++) soff[s + 1] = soff[s] + (size_t)srv__job_seq_tasks(j, s);
     const proto_predict_req *q = j->preq;
     proto_aggregation agg = q->aggregation;
     eng_qa_params qa = eng_qa_default_params();
@@ -111,7 +148,7 @@ void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats
         const proto_text *tx = &j->texts[i];
         int w0 = j->win_first ? j->win_first[i] : i, nw = j->win_first ? j->win_first[i + 1] - w0 : 1;
         srv_answer_input in = {.enc = &j->enc[w0], .tok = store_model_tokenizer(j->model), .n_windows = nw,
-                               .out_stride = j->n_tasks, .qa = qa, .qa_context_rule = q->qa_context_rule,
+                               .out_stride = srv__job_seq_tasks(j, w0), .qa = qa, .qa_context_rule = q->qa_context_rule,
                                .qa_no_align = q->qa_no_align};
         if (!tx->ids) in.text = tx->text, in.text_len = tx->len, in.pair = tx->pair, in.pair_len = tx->pair_len;
         tokens[i] = j->text_tokens ? j->text_tokens[i] : (int)j->enc[i].n;
@@ -120,7 +157,7 @@ void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats
         if (nw > 1) j->truncated[i] |= j->n_tasks > 0 && !all_read_windows(j, i);
         for (int k = 0; !bad && k < j->n_tasks; k++) {
             size_t idx = (size_t)i * j->n_tasks + k;
-            const eng_task_out *o = &outs[(size_t)w0 * j->n_tasks + k];
+            const eng_task_out *o = &outs[soff[w0] + k];
             const store_task *t = j->tasks[k];
             proto_task_result *r = &res[idx];
             r->task = store_task_name(t);
@@ -176,8 +213,23 @@ void srv__job_respond(srv_job *j, const eng_task_out *outs, const eng_plan_stats
     }
     if (enc_rc && enc_rc != ENG_NO_MEMORY) srv__job_fail(j, (eng_status)enc_rc, "cannot put the answer in the protocol's shape");
     else if (bad) srv__job_fail(j, ENG_NO_MEMORY, "out of memory building the response");
+    /* the shadows, once the caller's answer is built: compared, never returned */
+    for (int i = 0; !bad && j->n_shadow && i < nt; i++) {
+        const proto_text *tx = &j->texts[i];
+        int w0 = j->win_first ? j->win_first[i] : i, nw = j->win_first ? j->win_first[i + 1] - w0 : 1;
+        int on = (j->seq_tasks[w0] - j->n_tasks);
+        if (j->shadow_dropped) {
+            for (int m = 0; m < on; m++) srv__rollout_dropped(j->rollouts, store_task_name(j->tasks[j->shadows[m].of]), &j->shadows[m].ro, 1);
+            continue;
+        }
+        srv_answer_input in = {.enc = &j->enc[w0], .tok = store_model_tokenizer(j->model), .n_windows = nw,
+                               .out_stride = j->seq_tasks[w0], .qa = qa, .qa_context_rule = q->qa_context_rule,
+                               .qa_no_align = q->qa_no_align};
+        if (!tx->ids) in.text = tx->text, in.text_len = tx->len, in.pair = tx->pair, in.pair_len = tx->pair_len;
+        compare_shadows(j, outs, soff[w0], j->seq_tasks[w0], i, w0, nw, &in, &res[(size_t)i * j->n_tasks]);
+    }
     for (size_t i = 0; i < nr && bufs; i++) srv_answer_free(&bufs[i]);
-    free(bufs), free(res), free(tokens), free(windows), free(xrows), free(xms), free(xfv);
+    free(bufs), free(res), free(tokens), free(windows), free(soff), free(xrows), free(xms), free(xfv);
 }
 
 

@@ -24,6 +24,7 @@
     X(ADMIN_VERSIONS, "/v1/tasks/{name}/versions") \
     X(ADMIN_VERSION, "/v1/tasks/{name}/versions/{version}") \
     X(ADMIN_ACTIVATE, "/v1/tasks/{name}:activate") \
+    X(ADMIN_ROLLOUT, "/v1/tasks/{name}/rollout") \
     X(ADMIN_TASK, "DELETE /v1/tasks/{name}") \
     X(V2_REPO_INDEX, "/v2/repository/index") \
     X(V2_REPO_LOAD, "/v2/repository/models/{task}/load") \

@@ -26,6 +26,7 @@
 #include "keys.h"
 #include "infer.h"
 #include "models.h"
+#include "rollout.h"
 #include "offload.h"
 #include "respond.h"
 #include "url.h"
@@ -55,6 +56,7 @@ static enum MHD_Result route_tasks(srv_request *r) {
         if (!srv__front_in_scope(&r->front, store_task_name(ts[i]), strlen(store_task_name(ts[i])))) continue;
         if ((more = k == pg.limit)) break;
         srv__task_info_fill(ts[i], &ti[k]);
+        srv__task_rollout_fill(r->srv, store_task_name(ts[i]), &ti[k]);
         oom |= srv__task_versions_fill(r->srv->reg, store_task_name(ts[i]), &tv[k], &ti[k]);
         k++;
     }
@@ -351,6 +353,7 @@ static enum MHD_Result quick(srv_request *r, const char *url, const char *arg, s
         if (s->tls) srv__tls_stats(s->tls, &live.tls_reloads, &live.tls_reload_errors, &live.tls_not_after, live.tls_handshakes);
         char *m = srv__metrics_render(s->metrics, &live, &len);
         if (m && s->keys) m = srv__keys_render(s->keys, m, &len); /* the keys file and the tenants */
+        if (m && srv__rollouts_metrics(s->rollouts, &m, &len)) free(m), m = NULL; /* the rollouts compared */
         if (m && om) m = srv__metrics_openmetrics(m, &len);
         if (!m) return srv__send_error(r, ENG_NO_MEMORY, "out of memory");
         return srv__send_body(r, 200, om ? "application/openmetrics-text; version=1.0.0; charset=utf-8" : "text/plain; version=0.0.4",

@@ -149,6 +149,7 @@ struct srv_sched {
     bool inbox_live, done_live;   /* initialised, so destroyed with the scheduler */
     atomic_int adapt_level;       /* layers adaptive mode adds to interactive jobs; written by the loop only */
     atomic_int adapt_level_batch; /* ... to batch jobs; never below adapt_level */
+    double task_rows, shadow_rows;/* decaying sums of the rows run for requests' tasks and for shadows (shed_shadows) */
 };
 
 int srv__sched_depth(srv_sched *q) { return atomic_load(&q->depth); }
@@ -195,7 +196,7 @@ static void run_jobs(srv_sched *q, eng_state *st, srv_job *jobs, int n_jobs, boo
     int n_in = 0, n_out = 0, toks = 0, want_stats = 0;
     for (srv_job *j = jobs; j; j = j->next) {
         n_in += j->n_inputs;
-        n_out += j->n_inputs * j->n_tasks;
+        for (int i = 0; i < j->n_inputs; i++) n_out += srv__job_seq_tasks(j, i); /* its tasks, and its shadows */
         toks += j->tokens;
         want_stats |= j->preq && j->preq->ret_explain;
     }
@@ -215,7 +216,7 @@ static void run_jobs(srv_sched *q, eng_state *st, srv_job *jobs, int n_jobs, boo
         j->batch_requests = n_jobs, j->batch_inputs = n_in, j->batch_tokens = toks, j->batch_outputs = n_out;
         for (int i = 0; i < j->n_inputs; i++)
             in[k++] = (eng_input){.ids = j->enc[i].ids, .type_ids = j->enc[i].type_ids, .len = (int)j->enc[i].n,
-                                  .tasks = j->treqs, .n_tasks = j->n_tasks};
+                                  .tasks = j->treqs, .n_tasks = srv__job_seq_tasks(j, i)};
     }
     int rc = eng_run(store_model_engine(jobs->model), st, in, n_in, outs, want_stats ? &stats : NULL, &err);
     if (q->p.tracer && (rc == 0 || n_jobs == 1)) { /* a failed pass of several runs again job by job: those are the spans */
@@ -233,7 +234,7 @@ static void run_jobs(srv_sched *q, eng_state *st, srv_job *jobs, int n_jobs, boo
         size_t off = 0;
         for (srv_job *j = jobs; j; j = j->next) {
             q->hooks.respond(q->hooks.ctx, j, outs + off, want_stats ? &stats : NULL);
-            off += (size_t)j->n_inputs * j->n_tasks;
+            for (int i = 0; i < j->n_inputs; i++) off += (size_t)srv__job_seq_tasks(j, i);
         }
         eng_task_outs_free(outs, n_out);
         if (want_stats) eng_plan_stats_free(&stats);
@@ -535,6 +536,27 @@ static void adapt(srv_sched *q, srv_batch *b, double oldest_wait_ms) {
     }
 }
 
+/* Shadows (rollout.c) are the first work dropped: every one of the batch's when jobs are left
+ * waiting after it was taken or adaptive mode is raising skips (the queue is behind); else a job's
+ * shadows run while the shadow rows run so far (a decaying sum, about the last 200 passes) are within
+ * its rollouts' smallest max_share of the task rows run so far, so shadows cost at most that share
+ * over time (a job may overdraw by its own rows, then the next ones wait for the share to recover).
+ * Rows here are tokens x task streams. A dropped shadow leaves its job's answer as it would be
+ * without it. Loop thread. */
+static void shed_shadows(srv_sched *q, srv_batch *b) {
+    bool behind = q->n_waiting > 0 || atomic_load(&q->adapt_level) > 0 || atomic_load(&q->adapt_level_batch) > 0;
+    q->task_rows *= 0.995, q->shadow_rows *= 0.995;
+    for (srv_job *j = b->jobs; j; j = j->next) {
+        q->task_rows += (double)j->tokens * (j->n_tasks > 0 ? j->n_tasks : 1);
+        if (!j->n_shadow) continue;
+        double mine = 0, share = 1;
+        for (int i = 0; i < j->n_inputs; i++) mine += (double)j->enc[i].n * (j->seq_tasks[i] - j->n_tasks);
+        for (int m = 0; m < j->n_shadow; m++) share = fmin(share, j->shadows[m].ro.max_share > 0 ? j->shadows[m].ro.max_share : 0.25);
+        if (behind || q->shadow_rows > share * q->task_rows) j->shadow_dropped = true;
+        else q->shadow_rows += mine;
+    }
+}
+
 static void schedule(srv_sched *q) {
     srv_worker *w;
     int n_idle;
@@ -563,6 +585,7 @@ static void schedule(srv_sched *q) {
             uv_timer_start(&q->timer, timer_cb, 1, 0); /* out of memory: retry shortly */
             return;
         }
+        shed_shadows(q, b);
         if (q->p.adaptive_skips) {
             double oldest = INFINITY; /* the batch's oldest job: its wait steers the levels */
             for (srv_job *j = b->jobs; j; j = j->next) oldest = fmin(oldest, j->t_submit);

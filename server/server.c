@@ -22,6 +22,7 @@
 #include "models.h"
 #include "offload.h"
 #include "respond.h"
+#include "rollout.h"
 #include "routes.h"
 #include "tls.h"
 #include "url.h"
@@ -69,11 +70,60 @@ static void hook_fail(void *ctx, srv_job *j, eng_status code, const char *msg) {
     srv__job_fail(j, code, msg);
 }
 
+/* A rule's verdict on a rollout (rollout.c), applied on libuv's pool: store_rollout_finish writes
+ * the registry state, which every replica then follows. */
+typedef struct {
+    uv_work_t w;
+    srv_server *s;
+    char task[SRV_NAME_MAX];
+    uint64_t id;
+    int promote, rc;
+    char why[200];
+    eng_err err;
+} rollout_verdict;
+
+static void verdict_work(uv_work_t *w) {
+    rollout_verdict *v = w->data;
+    v->rc = store_rollout_finish(v->s->reg, v->task, v->promote, v->id, NULL, &v->err);
+}
+
+static void verdict_done(uv_work_t *w, int status) {
+    rollout_verdict *v = w->data;
+    (void)status;
+    if (v->rc) fprintf(stderr, "adapterd: rollout of task %s: the rule's %s was not applied: %s\n", v->task,
+                       v->promote ? "promotion" : "abort", v->err.msg);
+    else fprintf(stderr, "adapterd: audit caller=rule action=%s task=%s version=- status=200 request=- reason=\"%s\"\n",
+                 v->promote ? "promote" : "abort", v->task, v->why);
+    free(v);
+}
+
+/* Loop thread: j's rollouts counted (a canary's version answered, or failed) and their rules asked. */
+static void rollouts_done(srv_server *s, srv_job *j) {
+    for (int k = 0; j->ro && k < j->n_tasks; k++) {
+        const srv_job_rollout *r = &j->ro[k];
+        if (r->ro.mode == STORE_ROLLOUT_NONE) continue;
+        const char *name = store_task_name(j->tasks[k]);
+        if (r->ro.mode == STORE_ROLLOUT_CANARY)
+            srv__rollout_served(s->rollouts, name, &r->ro, r->candidate, j->fail_code != 0,
+                                j->t_end > 0 ? (j->t_end - j->t_request) * 1e3 : -1);
+        char why[200] = "";
+        int verdict = srv__rollout_verdict(s->rollouts, name, &r->ro, why, sizeof why);
+        if (!verdict) continue;
+        rollout_verdict *v = calloc(1, sizeof *v);
+        if (!v) continue;
+        v->s = s, v->id = r->ro.id, v->promote = verdict > 0, v->w.data = v;
+        snprintf(v->task, sizeof v->task, "%s", name);
+        snprintf(v->why, sizeof v->why, "%s", why);
+        if (uv_queue_work(&s->loop, &v->w, verdict_work, verdict_done)) free(v);
+    }
+}
+
 /* Loop thread: the job is answered; count it and hand it to the edge its request came through (HTTP
  * resumes the connection, gRPC sends the call's answer). A job abandoned at the drain deadline has
  * no request any more: its edge frees it. */
 static void hook_done(void *ctx, srv_job *j) {
     srv_server *s = ctx;
+    if (j->ro) rollouts_done(s, j);
     if (j->edge_ctx) {
         srv__metrics_queue_wait(s->metrics, j->t_start > 0 ? j->t_start - j->t_submit : -1);
         if (s->keys && j->tenant.slot > 0 && j->t_start > 0)
@@ -254,6 +304,10 @@ int srv_run(const srv_config *cfg, store_registry *reg, eng_err *err) {
         if ((rc = srv__tls_start(cfg, &s->loop, &s->tls, err))) goto done;
         srv__tls_mhd_options(s->tls, tls_opts);
     }
+    if (!(s->rollouts = srv__rollouts_new(cfg->rollout_samples, cfg->rollout_sample_text))) {
+        rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+        goto done;
+    }
     if ((rc = calibrate_costs(s, err))) goto done;
     if (srv__model_files_load(s)) {
         rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory");
@@ -383,6 +437,7 @@ done:
     srv__conns_free(s->conns);
     srv__tls_free(s->tls);
     srv__metrics_free(s->metrics);
+    srv__rollouts_free(s->rollouts);
     srv__model_names_free(s->names);
     srv__keys_free(s->keys);
     srv__tracer_free(s->tracer); /* after every thread that ends requests or runs passes stopped: exports what is left */

@@ -11,6 +11,7 @@
 
 #include "front.h"
 #include "respond.h"
+#include "rollout.h"
 
 /* Bytes of "task@version" from a v2 path. */
 #define V2_SPEC_MAX 320
@@ -29,6 +30,16 @@ void srv__task_info_fill(store_task *t, proto_task_info *ti) {
                             .bytes = store_task_bytes(t), .resident = store_task_resident(t)};
     ti->fallback_reason = store_task_fallback(t, &ti->fallback_from);
     ti->fusion.n = store_task_fusion(t, &ti->fusion.children, &ti->fusion.kept);
+}
+
+void srv__task_rollout_fill(srv_server *s, const char *name, proto_task_info *ti) {
+    store_rollout ro;
+    ti->rollout = (proto_rollout_view){.agreement = -1};
+    if (store_rollout_get(s->reg, name, &ro) != 1) return;
+    ti->rollout.mode = store_rollout_mode_name(ro.mode);
+    snprintf(ti->rollout.version, sizeof ti->rollout.version, "%s", ro.version);
+    ti->rollout.percent = ro.percent;
+    srv__rollout_summary(s->rollouts, name, &ro, &ti->rollout.compared, &ti->rollout.agreement);
 }
 
 void srv__task_versions_free(srv_task_versions *v) {
@@ -81,6 +92,7 @@ int srv__task_view(srv_server *s, const char *name, size_t nlen, srv_task_view v
     if (!t) return srv__unknown_task(s, name, nlen, msg, msz);
     proto_task_info ti;
     srv__task_info_fill(t, &ti);
+    srv__task_rollout_fill(s, store_task_name(t), &ti);
     srv_task_versions tv = {0};
     size_t len = 0;
     char *j = NULL;

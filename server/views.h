@@ -11,6 +11,9 @@
  * yet: head_known 0). The strings are t's. */
 void srv__task_info_fill(store_task *t, proto_task_info *ti);
 
+/* Task name's rollout and its live comparison into ti->rollout (none: mode NULL). */
+void srv__task_rollout_fill(srv_server *s, const char *name, proto_task_info *ti);
+
 /* A task's versions for the listings: store_versions' rows and their wire form (pv points into sv). */
 typedef struct {
     store_version_info *sv;

@@ -619,3 +619,57 @@ Test(store, a_version_within_the_recorded_max_is_not_made_current_one_above_is) 
     expect_current(r, "cls_lora", "5", "at start-up, 5 above the recorded max");
     store_free(r);
 }
+
+/* A rollout is part of the task's state entry: written through the journal, read at open with every
+ * field, acquired with its candidate, ended by a promotion (the candidate current in the same write) or
+ * by the candidate's deletion; refused when it names the current version or a second one is asked. */
+Test(store, a_rollout_persists_acquires_its_candidate_and_ends) {
+    store_registry *r = open_reg(0);
+    eng_err e = {0};
+    store_rollout ro = {.mode = STORE_ROLLOUT_SHADOW, .percent = 12.5, .max_share = 0.5, .promote_after = 40,
+                        .promote_agreement = 0.95, .abort_latency_ratio = 2};
+    snprintf(ro.version, sizeof ro.version, "1");
+    cr_expect_eq(store_rollout_start(r, "cls_lora", &ro, &e), ENG_INVALID_ARGUMENT, "version 1 is current");
+    snprintf(ro.version, sizeof ro.version, "0");
+    ro.percent = 100.5;
+    cr_expect_eq(store_rollout_start(r, "cls_lora", &ro, &e), ENG_INVALID_ARGUMENT, "a percent over 100");
+    ro.percent = 12.5;
+    cr_assert_eq(store_rollout_start(r, "cls_lora", &ro, &e), 0, "%s", e.msg);
+    cr_expect_eq(store_rollout_start(r, "cls_lora", &ro, &e), ENG_CONFLICT, "a second rollout on one task");
+    store_free(r);
+    r = open_reg(0); /* a restart reads it back, field by field */
+    store_rollout got;
+    cr_assert_eq(store_rollout_get(r, "cls_lora", &got), 1);
+    cr_expect_eq(got.mode, STORE_ROLLOUT_SHADOW);
+    cr_expect_str_eq(got.version, "0");
+    cr_expect_eq(got.percent, 12.5);
+    cr_expect_eq(got.max_share, 0.5);
+    cr_expect_eq(got.promote_after, 40);
+    cr_expect_eq(got.promote_agreement, 0.95);
+    cr_expect_eq(got.abort_latency_ratio, 2);
+    cr_expect_neq(got.id, 0);
+    store_task *c = store_rollout_acquire(r, "cls_lora", &got);
+    cr_assert(c, "the candidate is acquired with its rollout");
+    cr_expect_str_eq(store_task_version(c), "0");
+    store_task_release(c);
+    cr_expect_eq(store_rollout_get(r, "ml", &got), 0, "another task has none");
+    /* promoted: the candidate current, the rollout over, both kept by a restart */
+    cr_assert_eq(store_rollout_finish(r, "cls_lora", 1, 0, NULL, &e), 0, "%s", e.msg);
+    store_free(r);
+    r = open_reg(0);
+    store_task *t = store_task_acquire(r, "cls_lora", 8);
+    cr_expect_str_eq(store_task_version(t), "0");
+    store_task_release(t);
+    cr_expect_eq(store_rollout_get(r, "cls_lora", &got), 0);
+    cr_expect_eq(store_rollout_finish(r, "cls_lora", 0, 0, NULL, &e), ENG_NOT_FOUND, "nothing left to abort");
+    /* the candidate deleted: its rollout ends, recorded */
+    snprintf(ro.version, sizeof ro.version, "1");
+    ro.mode = STORE_ROLLOUT_CANARY;
+    cr_assert_eq(store_rollout_start(r, "cls_lora", &ro, &e), 0, "%s", e.msg);
+    cr_assert_eq(store_delete_version(r, "cls_lora", "1", &e), 0, "%s", e.msg);
+    cr_expect_eq(store_rollout_get(r, "cls_lora", &got), 0);
+    store_free(r);
+    r = open_reg(0);
+    cr_expect_eq(store_rollout_get(r, "cls_lora", &got), 0, "the ended rollout stays ended after a restart");
+    store_free(r);
+}

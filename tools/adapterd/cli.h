@@ -18,6 +18,7 @@ int cmd_serve(int argc, char **argv);
 int cmd_predict(int argc, char **argv);
 int cmd_fusion_prune(int argc, char **argv);
 int cmd_sparsify(int argc, char **argv);
+int cmd_rollout(int argc, char **argv);
 
 /* Parses "101,2023,102" into a malloc'd array; returns the count, or -1 on a malformed list
  * (message on stderr). The caller frees *out. */

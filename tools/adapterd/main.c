@@ -21,6 +21,7 @@ static const cli_command commands[] = {
     {"encode", cmd_encode, "run the encoder on a text or token ids and print its outputs as JSON"},
     {"fusion-prune", cmd_fusion_prune, "calibrate an AdapterFusion and keep its k most-attended adapters"},
     {"predict", cmd_predict, "run task adapters + heads on a text and print labels and scores as JSON"},
+    {"rollout", cmd_rollout, "start, show, promote or abort a task's canary or shadow version on a running server"},
     {"serve", cmd_serve, "serve a registry of tasks over HTTP/JSON (and KServe v2)"},
     {"sparsify", cmd_sparsify, "write a sparse copy of a bottleneck adapter (largest weights kept)"},
     {"tokenize", cmd_tokenize, "tokenize a text (or pair) and print ids, tokens and offsets as JSON"},

@@ -200,6 +200,58 @@ int store_task_names(store_registry *r, char ***names);
  * Returns their count (in name order), or a negative status. */
 int store_unserved_task_names(store_registry *r, char ***names);
 
+/* ---- rollouts: a candidate version beside the current one (canary or shadow) ----
+ *
+ * A rollout is part of the task's entry in the registry state (state.c), so it survives restarts
+ * and every replica sharing the registry follows it at its next rescan, like the current version.
+ * It names a listed version other than the current one; it ends when that version is promoted
+ * (made current), aborted, deleted, made current by an activation, or unlisted. The store only
+ * keeps it: the server routes requests by it and compares the answers (server/rollout.c). */
+typedef enum {
+    STORE_ROLLOUT_NONE = 0,
+    STORE_ROLLOUT_CANARY,    /* percent of the requests that name no version are answered by the candidate */
+    STORE_ROLLOUT_SHADOW,    /* the candidate also runs on percent of the inputs; its answers are only compared */
+} store_rollout_mode;
+
+typedef struct {
+    int mode;                /* store_rollout_mode; NONE: no rollout */
+    char version[32];        /* the candidate */
+    double percent;          /* 0..100 */
+    double max_share;        /* shadow: the candidate's rows at most this share of a pass's rows (0..1]; 0: 0.25 */
+    /* rules, each off at 0: promote once promote_after inputs were compared with an agreement of at
+     * least promote_agreement and a candidate error rate no higher than the current's; abort when the
+     * candidate's error rate is above abort_error_rate, or its latency over the current's above
+     * abort_latency_ratio, once rule_min inputs were seen (0: promote_after, else 100) */
+    long promote_after;
+    double promote_agreement;
+    double abort_error_rate;
+    double abort_latency_ratio;
+    long rule_min;
+    int64_t started;         /* Unix seconds */
+    uint64_t id;             /* tells two rollouts of one task and version apart (the comparisons restart) */
+} store_rollout;
+
+/* Wire name of a mode: "none", "canary", "shadow"; the parser returns -1 for another name. */
+const char *store_rollout_mode_name(int mode);
+int store_rollout_mode_parse(const char *s);
+
+/* Starts a rollout of ro->version on task name: the candidate is loaded (validated) and the rollout
+ * recorded in the registry state before this returns 0. Refused, nothing changed: an unknown task or
+ * version (ENG_NOT_FOUND), a version that failed to load, the current version, a candidate on
+ * another model, a percent outside 0..100, a max_share outside 0..1 (ENG_INVALID_ARGUMENT), a task
+ * that already has a rollout (ENG_CONFLICT). ro->id and ro->started are set here. */
+int store_rollout_start(store_registry *r, const char *name, const store_rollout *ro, eng_err *err);
+/* Ends task name's rollout: promote makes the candidate current (in the same state write), else it
+ * is aborted. With only_id nonzero, only the rollout with that id (a rule's decision made on it).
+ * ENG_NOT_FOUND: unknown task, or no such rollout. The ended rollout into *ended when not NULL. */
+int store_rollout_finish(store_registry *r, const char *name, int promote, uint64_t only_id, store_rollout *ended,
+                         eng_err *err);
+/* Task name's rollout into *out: returns 1 (one in force), 0 (none: *out zeroed) or ENG_NOT_FOUND. */
+int store_rollout_get(store_registry *r, const char *name, store_rollout *out);
+/* A new reference to the candidate of task name's rollout, with the rollout in *out, taken under the
+ * lock current versions are acquired under; NULL (and *out zeroed) when the task has none. */
+store_task *store_rollout_acquire(store_registry *r, const char *name, store_rollout *out);
+
 typedef struct {
     char version[32];
     char state[12];          /* "available", or "failed" (not served: reason says why) */

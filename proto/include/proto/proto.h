@@ -88,6 +88,8 @@ typedef struct {
     int n_skips;
     double budget;           /* 0..1, or -1 when not given */
     double latency_ms;       /* > 0, or -1 when not given: target for this request's predicted engine time */
+    const char *route_key;   /* "route_key": a rollout's canary choice is sticky per key (1..256 bytes); NULL: per
+                              * the inputs' token ids. Owned by the request */
     int ret_scores, ret_logits, ret_explain;
     int truncate;
     proto_aggregation aggregation; /* "aggregation" */
@@ -534,6 +536,16 @@ typedef struct {
     int64_t added;                               /* Unix seconds; 0: unknown (null in JSON) */
 } proto_version_info;
 
+/* A task's rollout as the listings show it (GET /v1/tasks): its candidate, mode, share, and the live
+ * comparison's count and agreement. */
+typedef struct {
+    const char *mode;        /* "canary", "shadow"; NULL: no rollout (null) */
+    char version[32];
+    double percent;
+    long long compared;
+    double agreement;        /* 0..1; < 0: nothing compared yet (null) */
+} proto_rollout_view;
+
 typedef struct {
     const char *name, *version, *model, *kind;   /* kind: adapter forms, e.g. "seq_bn" */
     proto_head_kind head;
@@ -552,6 +564,7 @@ typedef struct {
     int layout_n_adapters;
     const char *layout_fusion, *layout_head;     /* NULL: none */
     proto_fusion_view fusion;                    /* n 0: no fusion (or not loaded yet) */
+    proto_rollout_view rollout;                  /* mode NULL: none */
 } proto_task_info;
 
 typedef struct {

@@ -71,6 +71,8 @@ typedef struct {
     int health_reserve;      /* connections beyond max_connections for the health and readiness routes; 16 */
     int header_timeout_ms;   /* from accept or the previous answer to a request's last header byte; 10000 */
     size_t min_body_rate;    /* bytes/s a body must average after header_timeout_ms (0: none); 1024 */
+    int rollout_samples;     /* disagreements of a rollout kept for review (GET /v1/tasks/{name}/rollout); 0: off */
+    int rollout_sample_text; /* keep the input's text (cut) with each; 0: its request id and index only */
     int metrics_tasks;       /* tasks with their own /metrics series, the busiest; the rest sum as task="(other)"; 100 */
     int grpc_port;           /* KServe v2 GRPCInferenceService on host:grpc_port (HTTP/2, cleartext); 0: off */
     char served_model_name[1024]; /* "NAME[,NAME...]" or "NAME=MODEL,...": names clients may give as "model"
