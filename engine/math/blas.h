@@ -4,7 +4,10 @@
  *
  * Threads: the engine owns them. eng_blas_init() pins OpenBLAS to one thread per call, and
  * eng_gemm() splits a product into column blocks run by the engine's pool (math/pool.h), so no BLAS
- * thread pool ever runs inside ours and concurrent engine workers never contend in OpenBLAS. */
+ * thread pool ever runs inside ours and concurrent engine workers never contend in OpenBLAS.
+ *
+ * Rows: eng_gemm, eng_gemm_acc and eng_pgemm give each row of A the same bits whatever the other
+ * rows of the call (a batch's other sequences): one summation order per K (gemm.c says why). */
 #ifndef ADAPTERD_ENGINE_MATH_BLAS_H
 #define ADAPTERD_ENGINE_MATH_BLAS_H
 
@@ -28,7 +31,8 @@ typedef struct {
 } eng_epilogue;
 
 /* C (M,N; ldc) = A (M,K; lda) * W^T, with W (N,K; ldw) in Linear layout, then the epilogue
- * (NULL for none). Split over the pool's threads by column blocks; pool may be NULL. */
+ * (NULL for none). Split over the pool's threads by column blocks; pool may be NULL. W is packed
+ * per call (gemm.c): for weights that change with hot loading or are small. */
 void eng_gemm(eng_pool *pool, int M, int N, int K, const float *A, int lda, const float *W, int ldw,
               float *C, int ldc, const eng_epilogue *ep);
 
