@@ -1,5 +1,6 @@
-/* test_gemm.c - eng_gemm and eng_gemm_acc (engine/math/gemm.c): one row's result is the same bits
- * whatever the number of rows it is computed with, at every level of this CPU.
+/* test_gemm.c - eng_gemm_rows and eng_gemm_rows_acc (engine/math/gemm.c): one row's result is the
+ * same bits whatever the number of rows it is computed with, at every level of this CPU (and under
+ * every OpenBLAS core: the narrow products call sgemm, ctest runs this file with several).
  *
  * Why: the engine packs every sequence of a batch into one product, so a short input beside a
  * long one shares the adapters', heads' and pooler's products with hundreds of other rows. With
@@ -21,12 +22,13 @@ typedef struct {
     int N, K, acc, epilogue; /* epilogue: 0 none, 1 bias, 2 bias + gelu + residual */
 } shape;
 
-/* The shapes the engine runs through eng_gemm: LoRA's A and B (rank 8 and 16), a bottleneck's down
- * and up projections, a classification head's dense layer and its 2-label output, a regression
- * output, the pooler; and a K long enough for several 192-long steps. */
+/* The shapes the engine runs through eng_gemm_rows: LoRA's A and B (rank 8 and 16), a bottleneck's
+ * down and up projections, fusion's and the pooler's H x H, narrow products with every epilogue;
+ * and a K long enough for several 192-long steps. */
 static const shape shapes[] = {
     {8, 768, 0, 0},   {768, 8, 1, 0},   {16, 768, 0, 0}, {768, 16, 1, 0}, {64, 768, 0, 1},
     {768, 64, 0, 2},  {768, 768, 0, 1}, {2, 768, 0, 1},  {1, 768, 0, 1},  {301, 1000, 0, 2},
+    {8, 768, 0, 2},   {47, 100, 1, 0},  {48, 100, 0, 2},
 };
 
 static const int row_counts[] = {1, 2, 3, 7, 8, 9, 16, 31, 64, 100, 257, 600};
@@ -35,12 +37,12 @@ static void run(eng_pool *pool, const shape *sh, int M, const float *A, int lda,
                 const float *R, float *C, int ldc) {
     if (sh->acc) {
         for (int m = 0; m < M; m++) memcpy(C + (size_t)m * ldc, R + (size_t)m * ldc, sizeof(float) * (size_t)sh->N);
-        eng_gemm_acc(pool, M, sh->N, sh->K, 2.0f, A, lda, W, sh->K, C, ldc);
+        eng_gemm_rows_acc(pool, M, sh->N, sh->K, 2.0f, A, lda, W, sh->K, C, ldc);
         return;
     }
     eng_epilogue ep = {.bias = bias, .act = sh->epilogue == 2 ? ENG_ACT_GELU : ENG_ACT_IDENTITY,
                        .residual = sh->epilogue == 2 ? R : NULL, .ldr = ldc};
-    eng_gemm(pool, M, sh->N, sh->K, A, lda, W, sh->K, C, ldc, sh->epilogue ? &ep : NULL);
+    eng_gemm_rows(pool, M, sh->N, sh->K, A, lda, W, sh->K, C, ldc, sh->epilogue ? &ep : NULL);
 }
 
 /* Every row of an M-row product against the same row computed alone, and against the rows at the
@@ -85,7 +87,7 @@ Test(gemm, rows_independent_of_row_count) {
     eng_pool_free(pool);
 }
 
-/* eng_gemm against the double-precision reference, every epilogue, rows 1..600 (tails of the
+/* eng_gemm_rows against the double-precision reference, every epilogue, rows 1..600 (tails of the
  * 8-row tile, two 256-row blocks), N off the 48-column panel, K = 0. */
 static void check_ref(eng_pool *pool, int M, int N, int K, int epilogue, unsigned seed) {
     unsigned s = seed;
@@ -113,7 +115,7 @@ static void check_ref(eng_pool *pool, int M, int N, int K, int epilogue, unsigne
     }
     /* the accumulating form: C += alpha * A W^T */
     for (int m = 0; m < M; m++) memcpy(C + (size_t)m * ldc, R + (size_t)m * ldc, sizeof(float) * (size_t)N);
-    eng_gemm_acc(pool, M, N, K, 0.5f, A, lda, W, K, C, ldc);
+    eng_gemm_rows_acc(pool, M, N, K, 0.5f, A, lda, W, K, C, ldc);
     eng_ref_gemm(M, N, K, A, lda, W, K, NULL, E, N);
     for (int m = 0; m < M; m++)
         for (int n = 0; n < N; n++)
@@ -129,6 +131,8 @@ static void check_ref_all(void *ctx) {
     check_ref(pool, 600, 70, 385, 2, 3);
     check_ref(pool, 9, 1000, 33, 2, 4);
     check_ref(pool, 5, 50, 0, 1, 5);
+    check_ref(pool, 70, 8, 300, 2, 6); /* narrow: a row a call */
+    check_ref(pool, 3, 2, 0, 1, 7);
 }
 
 Test(gemm, matches_reference) {
