@@ -42,7 +42,7 @@ bench_set_core "$core" "$threads"
 "$root/bench/multitask/run.sh" --prepare-only --cache "$cache" --peers pytorch >&2
 model="$cache/bert-base" tasks="$cache/multitask-tasks"
 loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
-echo "cpu: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) CPUs; threads $threads; OPENBLAS_CORETYPE ${OPENBLAS_CORETYPE:-(OpenBLAS's detection)}"
+echo "cpu: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) CPUs; threads $threads; OPENBLAS_CORETYPE ${OPENBLAS_CORETYPE:-unset: OpenBLAS detects}"
 echo "adapterd: load before $(loadavg)"
 "$bin" --model "$model" --tasks "$tasks" --threads "$threads" --doc "$doc" --window "$window" --stride "$stride" \
   --tasks-n "$ntasks" --skip "$skip" --reps "$reps" --short-reps "$short_reps"
