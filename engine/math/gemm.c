@@ -16,7 +16,13 @@
  *    its operand on every call too.
  *  - narrower (LoRA's A, rank 8 or 16): one sgemm call per row, every call the same shape. The tile
  *    would compute 48 columns for 8 (6 x the FLOPs; 10 x sgemm's time at 128 rows), while a row's
- *    call, its weights in L1, costs ~1.5 x a batched sgemm per row. */
+ *    call, its weights in L1, costs ~1.5-2.5 x a batched sgemm per row.
+ * Cost, against sgemm over all rows (interleaved in one process, 2 threads, AMD EPYC Zen 5 class under
+ * a load of 6-12 from other work; bench/README.md "Rows independent of their batch"): bottleneck
+ * adapters (64 x 768 and back), LoRA's B and fusion's 768 x 768 at 128 and 1,024 rows within 0.92-1.08x;
+ * LoRA's A 2.3x at 128 rows (14 -> 32 us). What it costs: a product over a few rows pays the packing
+ * of its whole operand, ~60 us for a 64 x 768 bottleneck at one row where sgemm takes 2.4 us. Packing
+ * the adapters' weights once at load, as the backbone's are, would remove that (not done yet). */
 #include "math/blas.h"
 
 #include <string.h>
