@@ -99,22 +99,20 @@ static int push_seq(srv_job *j, int *cap, eng_tok_encoding *e) {
     return 0;
 }
 
-/* Input i's windows over sequence seq (n tokens) of its untruncated encoding full: room tokens each,
- * consecutive windows sharing stride (checked by the caller), the other sequence cut to keep_other
- * tokens (-1: whole); each window one more sequence of the job. The request's windows together are
- * held to --max-windows. */
-static int push_windows(srv_job *j, int *cap, int i, const eng_tok_encoding *full, int seq, int n, int room, int stride,
-                        int keep_other, int max_windows, eng_status *code, char *msg, size_t msz) {
-    int nw = eng_tok_window_count(n, room, stride);
+/* Input i's windows by plan p over its untruncated encoding full, each window one more sequence of
+ * the job; the request's windows together are held to --max-windows. */
+static int push_windows(srv_job *j, int *cap, int i, const eng_tok_encoding *full, const eng_tok_windows *p,
+                        int max_windows, eng_status *code, char *msg, size_t msz) {
+    int nw = p->n_windows;
     if (max_windows > 0 && j->n_inputs + nw > max_windows) {
         *code = ENG_TOO_LARGE;
         snprintf(msg, msz, "inputs[%d] takes %d windows of %d tokens, %d with the inputs before it, over the limit of %d a "
-                 "request (--max-windows)", i, nw, room, j->n_inputs + nw, max_windows);
+                 "request (--max-windows)", i, nw, p->room, j->n_inputs + nw, max_windows);
         return -1;
     }
     for (int w = 0; w < nw; w++) {
         eng_tok_encoding e;
-        if (eng_tok_window(full, seq, w * (room - stride), room, keep_other, &e) || push_seq(j, cap, &e)) {
+        if (eng_tok_plan_window(full, p, w, &e) || push_seq(j, cap, &e)) {
             eng_tok_encoding_free(&e);
             *code = ENG_NO_MEMORY;
             snprintf(msg, msz, "out of memory");
@@ -125,46 +123,45 @@ static int push_windows(srv_job *j, int *cap, int i, const eng_tok_encoding *ful
 }
 
 /* The question-answering pipeline's windows over input i (question, context), from its untruncated
- * encoding full: the question cut to max_question_len tokens and repeated in every window, the
- * context in windows of what is left of max_seq_len, consecutive windows sharing doc_stride tokens
- * (eng_tok_window_count, the tokenizers library's overflow rule). A question that leaves no more
- * than doc_stride tokens of context is refused, as the pipeline's tokenizer refuses it. */
+ * encoding full (eng_tok_plan_qa: the question cut to max_question_len tokens and repeated in every
+ * window, the context in windows of what is left of max_seq_len, consecutive windows sharing
+ * doc_stride tokens). A question that leaves no more than doc_stride tokens of context is refused,
+ * as the pipeline's tokenizer refuses it. */
 static int qa_windows(srv_job *j, int *cap, int i, eng_tok_encoding *full, int max_len, int max_windows,
                       const proto_predict_req *p, eng_status *code, char *msg, size_t msz) {
     int seq_len = p->qa_max_seq_len > 0 ? p->qa_max_seq_len : ENG_QA_MAX_SEQ_LEN;
     if (seq_len > max_len) seq_len = max_len;
-    int stride = p->qa_doc_stride >= 0 ? p->qa_doc_stride : (seq_len / 2 < ENG_QA_DOC_STRIDE ? seq_len / 2 : ENG_QA_DOC_STRIDE);
-    int mq = p->qa_max_question_len > 0 ? p->qa_max_question_len : ENG_QA_MAX_QUESTION_LEN;
-    int qn = eng_tok_seq_len(full, 0), cn = eng_tok_seq_len(full, 1), specials = (int)full->n - qn - cn;
-    int qkeep = qn < mq ? qn : mq, room = seq_len - specials - qkeep;
-    j->truncated[i] = qkeep < qn;
-    if (cn <= room && qkeep == qn) return push_seq(j, cap, full) ? (*code = ENG_NO_MEMORY, snprintf(msg, msz, "out of memory"), -1) : 0;
-    if (eng_tok_window_count(cn, room, stride) < 0) {
+    eng_tok_windows plan;
+    int bad = eng_tok_plan_qa(full, seq_len, p->qa_doc_stride, p->qa_max_question_len, &plan);
+    j->truncated[i] = plan.keep_other >= 0;
+    if (plan.whole) return push_seq(j, cap, full) ? (*code = ENG_NO_MEMORY, snprintf(msg, msz, "out of memory"), -1) : 0;
+    if (bad) {
         *code = ENG_INVALID_ARGUMENT;
         snprintf(msg, msz,
                  "inputs[%d]: the question (%d tokens) and the special tokens leave %d of a window's %d tokens for the "
                  "context, not more than \"doc_stride\" %d; send a shorter question or a smaller \"max_question_len\" or "
                  "\"doc_stride\"",
-                 i, qkeep, room, seq_len, stride);
+                 i, plan.keep_other >= 0 ? plan.keep_other : eng_tok_seq_len(full, 0), plan.room, seq_len, plan.stride);
         return -1;
     }
-    return push_windows(j, cap, i, full, 1, cn, room, stride, qkeep, max_windows, code, msg, msz);
+    return push_windows(j, cap, i, full, &plan, max_windows, code, msg, msz);
 }
 
 /* The token-classification pipeline's windows over a single text (input i, its untruncated encoding
- * full): windows of the model's max_len tokens, special tokens included, consecutive windows sharing
- * stride tokens. */
+ * full; eng_tok_plan_text): windows of the model's max_len tokens, special tokens included,
+ * consecutive windows sharing stride tokens. */
 static int text_windows(srv_job *j, int *cap, int i, eng_tok_encoding *full, int max_len, int stride, int max_windows,
                         eng_status *code, char *msg, size_t msz) {
-    int n = eng_tok_seq_len(full, 0), room = max_len - ((int)full->n - n);
-    if (n <= room) return push_seq(j, cap, full) ? (*code = ENG_NO_MEMORY, snprintf(msg, msz, "out of memory"), -1) : 0;
-    if (eng_tok_window_count(n, room, stride) < 0) {
+    eng_tok_windows plan;
+    int bad = eng_tok_plan_text(full, max_len, stride, &plan);
+    if (plan.whole) return push_seq(j, cap, full) ? (*code = ENG_NO_MEMORY, snprintf(msg, msz, "out of memory"), -1) : 0;
+    if (bad) {
         *code = ENG_INVALID_ARGUMENT;
         snprintf(msg, msz, "\"stride\" %d must be below the %d text tokens of a window (the model's %d less the special tokens)",
-                 stride, room, max_len);
+                 stride, plan.room, max_len);
         return -1;
     }
-    return push_windows(j, cap, i, full, 0, n, room, stride, -1, max_windows, code, msg, msz);
+    return push_windows(j, cap, i, full, &plan, max_windows, code, msg, msz);
 }
 
 /* 1 when one of the job's tasks has this head. */

@@ -3,7 +3,7 @@
 
     peer_torch.py --model DIR --tasks DIR [--threads 2] [--omp-wait-policy PASSIVE] [--counts 1,2,4,8,16]
                   [--skips 0,5] [--batch 8] [--len 128] [--reps 3] [--batch-reps 2] [--fusion-ks 8,4,2]
-                  [--check]
+                  [--check] [--long-doc 4096 --long-window 384 --long-stride 128 --long-tasks 8 --long-skip 5]
 
 What AdapterHub `adapters` 1.x does for `model.active_adapters = Parallel(t0, ..., tT-1)` with AdapterDrop
 `skip_layers = range(skip)` (methods/bottleneck.py `compose_parallel`, `bottleneck_layer_forward`): every layer
@@ -49,6 +49,12 @@ def parse(argv):
     ap.add_argument("--batch-reps", type=int, default=2)
     ap.add_argument("--fusion-ks", default="8,4,2")
     ap.add_argument("--check", action="store_true")
+    # bench/long: a document of --long-doc tokens in the server's windows, each task run alone over them
+    ap.add_argument("--long-doc", type=int, default=0)
+    ap.add_argument("--long-window", type=int, default=384)
+    ap.add_argument("--long-stride", type=int, default=128)
+    ap.add_argument("--long-tasks", type=int, default=8)
+    ap.add_argument("--long-skip", type=int, default=5)
     return ap.parse_args(argv)
 
 
@@ -178,8 +184,11 @@ def main(argv=None):
                 z = act(act_name, z) if act_name != "tanh" else torch.tanh(z)
         return z
 
-    def run_parallel(ids, T, skip):
-        """Parallel(task0..T-1) with skip_layers = range(skip); returns the list of T logits (B, labels)."""
+    def run_parallel(ids, T, skip, sel=None):
+        """Parallel(task0..T-1) (or of the tasks sel) with skip_layers = range(skip); returns the list of T logits
+        (B, labels)."""
+        sel = list(sel) if sel is not None else list(range(T))
+        T = len(sel)
         B, S = ids.shape
         x = W["embeddings.word_embeddings.weight"][ids] + W["embeddings.position_embeddings.weight"][:S][None] \
             + W["embeddings.token_type_embeddings.weight"][0][None, None]
@@ -196,12 +205,12 @@ def main(argv=None):
                 f, a_ = f.repeat(T, 1, 1), a_.repeat(T, 1, 1)
                 mask = mask.repeat(T, 1)
                 par = True
-            x = torch.cat([bn_apply(tasks[j]["w"][i], f[j * B:(j + 1) * B], a_[j * B:(j + 1) * B], i)
-                           for j in range(T)])
+            x = torch.cat([bn_apply(tasks[t]["w"][i], f[j * B:(j + 1) * B], a_[j * B:(j + 1) * B], i)
+                           for j, t in enumerate(sel)])
         if not par:
             x = x.repeat(T, 1, 1)
-        return [head_apply(tasks[j]["hw"], tasks[j]["head"].config["activation_function"], x[j * B:(j + 1) * B])
-                for j in range(T)]
+        return [head_apply(tasks[t]["hw"], tasks[t]["head"].config["activation_function"], x[j * B:(j + 1) * B])
+                for j, t in enumerate(sel)]
 
     def run_fusion(ids, kept, skip):
         B, S = ids.shape
@@ -254,6 +263,30 @@ def main(argv=None):
                 if r >= warm:
                     ts.append(dt)
         return statistics.median(ts)
+
+    if a.long_doc:
+        # the server's windows of a single text (engine/tokenizer.h eng_tok_plan_text): [CLS] + room tokens + [SEP],
+        # consecutive windows sharing --long-stride tokens, the last one shorter; each task alone over all of them
+        # (what a pipeline per task does), the full windows as one batch and the last as another
+        room, step = a.long_window - 2, a.long_window - 2 - a.long_stride
+        nw = 1 if a.long_doc <= room else 1 + -(-(a.long_doc - room) // step)
+        last = min(room, a.long_doc - (nw - 1) * step) + 2
+        gl = torch.Generator().manual_seed(43)
+        full_ids = torch.randint(1000, cfg.vocab, (nw - 1, a.long_window), generator=gl)
+        last_ids = torch.randint(1000, cfg.vocab, (1, last), generator=gl)
+        for t_ in (full_ids, last_ids):
+            t_[:, 0], t_[:, -1] = 101, 102
+
+        def long_run():
+            for j in range(a.long_tasks):
+                if nw > 1:
+                    run_parallel(full_ids, 1, a.long_skip, [j])
+                run_parallel(last_ids, 1, a.long_skip, [j])
+        ms = timeit(long_run, a.reps, 0)
+        print(json.dumps({"kind": "long", "doc_tokens": a.long_doc, "window": a.long_window, "stride": a.long_stride,
+                          "windows": nw, "tokens": (nw - 1) * a.long_window + last, "tasks": a.long_tasks,
+                          "skip": a.long_skip, "reps": a.reps, "ms": round(ms, 2)}), flush=True)
+        return 0
 
     for skip in ints(a.skips):
         for T in ints(a.counts):

@@ -107,6 +107,11 @@ void eng_sgemm_nt(int M, int N, int K, float alpha, const float *A, int lda, con
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, alpha, A, lda, B, ldb, 0.0f, C, ldc);
 }
 
+void eng__sgemm_nt_beta(int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb, float beta,
+                        float *C, int ldc) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 void eng_sgemm_nn(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C,
                   int ldc) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);

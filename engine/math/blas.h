@@ -4,7 +4,12 @@
  *
  * Threads: the engine owns them. eng_blas_init() pins OpenBLAS to one thread per call, and
  * eng_gemm() splits a product into column blocks run by the engine's pool (math/pool.h), so no BLAS
- * thread pool ever runs inside ours and concurrent engine workers never contend in OpenBLAS. */
+ * thread pool ever runs inside ours and concurrent engine workers never contend in OpenBLAS.
+ *
+ * Rows: eng_gemm_rows, eng_gemm_rows_acc and eng_pgemm give each row of A the same bits whatever
+ * the other rows of the call (a batch's other sequences; gemm.c says why). eng_gemm does not
+ * (OpenBLAS's summation order changes with the row count): it is for products over one sequence
+ * (heads, a sequence's pooler) and at load. */
 #ifndef ADAPTERD_ENGINE_MATH_BLAS_H
 #define ADAPTERD_ENGINE_MATH_BLAS_H
 
@@ -36,6 +41,14 @@ void eng_gemm(eng_pool *pool, int M, int N, int K, const float *A, int lda, cons
 void eng_gemm_acc(eng_pool *pool, int M, int N, int K, float alpha, const float *A, int lda, const float *W, int ldw,
                   float *C, int ldc);
 
+/* eng_gemm and eng_gemm_acc for rows packed from many sequences (adapters, the embeddings'
+ * projection, the pooler over a batch): row m of C depends on row m of A only, bit for bit
+ * (gemm.c). */
+void eng_gemm_rows(eng_pool *pool, int M, int N, int K, const float *A, int lda, const float *W, int ldw, float *C,
+                   int ldc, const eng_epilogue *ep);
+void eng_gemm_rows_acc(eng_pool *pool, int M, int N, int K, float alpha, const float *A, int lda, const float *W,
+                       int ldw, float *C, int ldc);
+
 /* Products over weights packed once at load (gemm_packed.c): the backbone's Linear layers.
  * eng_pack_linear lays W (N,K; ldw) out into P, which holds eng_packed_floats(N, K) floats and
  * must be 64-byte aligned. eng_pgemm then computes C (M,N; ldc) = A (M,K; lda) * W^T and the
@@ -62,6 +75,10 @@ void eng_sgemm_nt(int M, int N, int K, float alpha, const float *A, int lda, con
                   int ldc);
 void eng_sgemm_nn(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C,
                   int ldc);
+
+/* C = alpha * A (M,K) * B^T + beta * C, single-threaded: gemm.c's narrow products, one row a call. */
+void eng__sgemm_nt_beta(int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb, float beta,
+                        float *C, int ldc);
 
 /* Reference product in double precision for tests: C = A * W^T (+ bias when not NULL). */
 void eng_ref_gemm(int M, int N, int K, const float *A, int lda, const float *W, int ldw, const float *bias, float *C,

@@ -44,7 +44,7 @@ int eng__lora_add(eng_state *st, const eng_lora *lo, const float *x, int ldx, in
     float *t = eng__state_scratch(st, ENG_SCRATCH_LORA, (size_t)n * lo->r);
     if (!t) return eng_err_set(err, ENG_NO_MEMORY, "out of memory (LoRA)");
     eng_pool *pool = eng_state_pool(st);
-    eng_gemm(pool, n, lo->r, lo->in, x, ldx, lo->A, lo->in, t, lo->r, NULL);
+    eng_gemm_rows(pool, n, lo->r, lo->in, x, ldx, lo->A, lo->in, t, lo->r, NULL);
     if (lo->gate_w) { /* UniPELT: the gate replaces alpha / r */
         for (int s = 0; s < n_segs; s++) {
             int r0 = segs[s].start - row0;
@@ -53,7 +53,7 @@ int eng__lora_add(eng_state *st, const eng_lora *lo, const float *x, int ldx, in
             for (size_t i = (size_t)r0 * lo->r; i < (size_t)(r0 + segs[s].len) * lo->r; i++) t[i] *= g;
         }
     }
-    eng_gemm_acc(pool, n, lo->out, lo->r, lo->gate_w ? 1.0f : lo->scaling, t, lo->r, lo->B, lo->r, y, ldy);
+    eng_gemm_rows_acc(pool, n, lo->out, lo->r, lo->gate_w ? 1.0f : lo->scaling, t, lo->r, lo->B, lo->r, y, ldy);
     return 0;
 }
 
@@ -119,14 +119,14 @@ static int bn_core(eng_state *st, const eng_bottleneck *bn, const float *a, floa
         }
     } else {
         eng_epilogue ep = {.bias = bn->b_down, .act = bn->act};
-        eng_gemm(pool, n, bn->d, H, in, H, w_down, H, d, bn->d, &ep);
+        eng_gemm_rows(pool, n, bn->d, H, in, H, w_down, H, d, bn->d, &ep);
     }
     if (bn->up_sp && !w_up) {
         eng_sparse_gemm(bn->up_sp, n, d, bn->d, u, H);
         for (int i = 0; i < n; i++) eng_add(u + (size_t)i * H, bn->b_up, (size_t)H);
     } else {
         eng_epilogue ep = {.bias = bn->b_up, .act = ENG_ACT_IDENTITY};
-        eng_gemm(pool, n, H, bn->d, d, bn->d, w_up, bn->d, u, H, &ep);
+        eng_gemm_rows(pool, n, H, bn->d, d, bn->d, w_up, bn->d, u, H, &ep);
     }
     for (int i = 0; i < n; i++) {
         float *r = u + (size_t)i * H;
@@ -214,8 +214,8 @@ int eng__site_apply(eng_state *st, const eng_site *site, const eng_config *c, fl
         }
         eng_pool *pool = eng_state_pool(st);
         eng_epilogue epq = {.bias = fu->bq, .act = ENG_ACT_IDENTITY};
-        eng_gemm(pool, n, H, H, q, H, fu->wq, H, h, H, &epq); /* h = Q */
-        eng_gemm(pool, n, H, H, h, H, fu->wk_t, H, qk, H, NULL); /* qk = Q Wk */
+        eng_gemm_rows(pool, n, H, H, q, H, fu->wq, H, h, H, &epq); /* h = Q */
+        eng_gemm_rows(pool, n, H, H, h, H, fu->wk_t, H, qk, H, NULL); /* qk = Q Wk */
         /* per row: scores, softmax, mixture into a (the mixed U) */
         float sc[ENG_MAX_FUSE];
         int kid[ENG_MAX_FUSE];
@@ -244,7 +244,7 @@ int eng__site_apply(eng_state *st, const eng_site *site, const eng_config *c, fl
         }
         if (probe->sums) probe->rows[layer] += n;
         if (fu->wv)
-            eng_gemm(pool, n, H, H, a, H, fu->wv, H, h, H, NULL);
+            eng_gemm_rows(pool, n, H, H, a, H, fu->wv, H, h, H, NULL);
         else
             memcpy(h, a, sz * sizeof *h);
         if (!fu->residual_before) eng_add(h, r, sz);

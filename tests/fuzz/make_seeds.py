@@ -355,6 +355,20 @@ put("state", b'["not an object"]')
 put("state", b'{"generation": 7}\n{"task": "cls", "current": "2", "max": 3, "pinned": true, "deleted": ["0"]}\n'
              b'{"task": "ner", "gone": true, "deleted": []}\n{"task": "cls", "current": "3", "max": 3, "deleted": []}\n'
              b'{"task": "qa", "current": "1"')
+# --- window plans (fuzz_windows.c): option byte (bit 0: a single text; bits 1-2: the special tokens' template),
+# then 2-byte big-endian numbers: QA question, context, max_seq_len - 1, doc_stride + 1, max_question_len;
+# a text: tokens, max_len - 1, stride + 1 ---
+def be(*v):
+    return b"".join(struct.pack(">H", x) for x in v)
+
+
+for opt, nums in [(2, (5, 1200, 383, 0, 0)), (2, (70, 300, 383, 129, 64)), (4, (3, 10, 63, 33, 0)),
+                  (2, (0, 0, 63, 0, 0)), (2, (40, 100, 63, 33, 0)), (6, (9, 4097, 511, 0, 5)), (0, (1, 1, 0, 1, 1))]:
+    put("windows", bytes([opt]) + be(*nums))
+for opt, nums in [(3, (600, 511, 129)), (3, (62, 63, 17)), (3, (63, 63, 0)), (5, (4096, 127, 0)), (1, (10, 0, 0)),
+                  (3, (300, 63, 62)), (7, (5000, 1023, 1001))]:
+    put("windows", bytes([opt]) + be(*nums))
+
 # --- keys files (--keys): a good one, every field, and each kind of refusal ---
 D1 = "sha256:" + hashlib.sha256(b"key-a").hexdigest()
 D2 = "sha256:" + hashlib.sha256(b"key-b").hexdigest()

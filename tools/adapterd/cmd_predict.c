@@ -3,6 +3,8 @@
  *   adapterd predict --model DIR --adapter DIR [--adapter DIR ...] [--fusion DIR [--head DIR]]
  *                    [--skip N] (--text STR [--text-pair STR] | --ids 2,415,1284,261,1387,3) [--explain]
  *                    [--aggregation none|simple|first] [--top-k N] [--max-answer-len N] [--handle-impossible-answer]
+ *                    [--max-seq-len N] [--doc-stride N] [--max-question-len N] [--stride N] [--long mean|max]
+ *                    [--long-stride N]
  *
  * Each task is answered as POST /v1/predict answers it: the result from the server's converter
  * (server/answer.h: scores, label, tagging entities, QA spans) and the JSON from proto's encoder
@@ -12,7 +14,12 @@
  * Each --adapter folder is one task on the same input (a comma-separated list of folders is one
  * task that stacks them, e.g. a MAD-X language + task adapter). With --fusion, the --adapter
  * folders are the fusion's children and the fusion is the task. All tasks run in one planner pass:
- * layers below every task's first adapter layer are computed once. */
+ * layers below every task's first adapter layer are computed once.
+ *
+ * Long inputs are read in windows as POST /v1/predict reads them (engine/tokenizer.h's plans, the
+ * server's converter over all windows): QA contexts always (the question-answering pipeline's
+ * max_seq_len, doc_stride, max_question_len), a tagged text with --stride, a classified text with
+ * --long (the request's "long": {"mode": "chunks"}); every window is one more input of the one pass. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,8 +59,16 @@ static void usage(FILE *f) {
             "  --top-k N          QA: the N best answers (\"answers\"), as the server's \"top_k\" (default 1)\n"
             "  --max-answer-len N QA: tokens of an answer at most (default 15, the pipeline's)\n"
             "  --handle-impossible-answer  QA: the no-answer competes, as the server's \"handle_impossible_answer\"\n"
-            "QA answers as the question-answering pipeline does, from the first window only: the command line\n"
-            "does not read long contexts in windows yet (POST /v1/predict does).\n");
+            "Long inputs, read in windows as POST /v1/predict reads them (docs/OPERATIONS.md \"Long inputs\"):\n"
+            "  --max-seq-len N    QA: tokens of a window (default 384, or the model's limit when lower)\n"
+            "  --doc-stride N     QA: tokens two windows of the context share (default half the window, at most 128)\n"
+            "  --max-question-len N  QA: the question is cut to N tokens (default 64)\n"
+            "  --stride N         tagging: a long text in windows sharing N tokens, entities merged (needs\n"
+            "                     --aggregation simple or first), as the server's \"stride\"\n"
+            "  --long mean|max    classification, multi-label, regression: a long text in windows, logits\n"
+            "                     aggregated per label (the server's \"long\": {\"mode\": \"chunks\"}); default: the\n"
+            "                     first window\n"
+            "  --long-stride N    tokens the --long windows share (default 0; with --stride, the same)\n");
 }
 
 /* What one task's answer borrows until it is printed: the converter's buffers, the label names. */
@@ -99,7 +114,7 @@ static int ids_encoding(const eng_tokenizer *tok, const int32_t *ids, const int3
 
 /* The answer on stdout through proto's encoder, as the server would write each task. */
 static int print_answer(eng_task *const *tasks, const eng_task_out *outs, int n_tasks, int skip, const srv_answer_input *in,
-                        proto_aggregation agg, const proto_local_plan *plan) {
+                        int chunks, proto_aggregation agg, const proto_local_plan *plan) {
     proto_task_result res[MAX_TASKS];
     task_bufs bufs[MAX_TASKS] = {0};
     const char *kinds[MAX_TASKS];
@@ -107,7 +122,10 @@ static int print_answer(eng_task *const *tasks, const eng_task_out *outs, int n_
     for (int k = 0; k < n_tasks && !rc; k++) {
         kinds[k] = eng_task_kind(tasks[k]);
         starts[k] = outs[k].start_layer;
-        rc = task_answer(tasks[k], &outs[k], skip, in, agg, &bufs[k], &res[k]);
+        srv_answer_input tin = *in;
+        int h = eng_task_head(tasks[k])->type;
+        tin.chunks = h == ENG_HEAD_CLASSIFICATION || h == ENG_HEAD_MULTILABEL || h == ENG_HEAD_REGRESSION ? chunks : 0;
+        rc = task_answer(tasks[k], &outs[k], skip, &tin, agg, &bufs[k], &res[k]);
     }
     proto_local_predict p = {.n_tasks = n_tasks, .results = res, .kinds = kinds, .start_layers = starts, .plan = plan};
     size_t len = 0;
@@ -118,6 +136,35 @@ static int print_answer(eng_task *const *tasks, const eng_task_out *outs, int n_
     return json ? 0 : ENG_NO_MEMORY;
 }
 
+/* The windows POST /v1/predict reads a long text in (server/predict.c, by the same plans): QA over a
+ * pair, else a single text strided by stride, in windows of the model's limit (QA: max_seq_len,
+ * 384 by default, capped by it). *wins stays NULL when the text fits whole. Returns 0, or an engine
+ * status with err set. */
+static int plan_windows(const eng_tokenizer *tok, const eng_config *c, const eng_tok_encoding *full, int qa, int max_seq_len,
+                        int doc_stride, int max_question_len, int stride, eng_tok_encoding **wins, int *n_win, eng_err *err) {
+    int max_len = eng_tokenizer_max_length(tok), pos = c->max_pos - c->pos_offset;
+    if (max_len <= 0 || pos < max_len) max_len = pos;
+    eng_tok_windows p;
+    int seq_len = max_seq_len > 0 ? max_seq_len : ENG_QA_MAX_SEQ_LEN;
+    if (seq_len > max_len) seq_len = max_len;
+    int bad = qa ? eng_tok_plan_qa(full, seq_len, doc_stride, max_question_len, &p) : eng_tok_plan_text(full, max_len, stride, &p);
+    if (p.whole) return 0;
+    if (bad && qa)
+        return eng_err_set(err, ENG_INVALID_ARGUMENT,
+                           "the question and the special tokens leave %d of a window's %d tokens for the context, not more "
+                           "than --doc-stride %d; give a shorter question or a smaller --max-question-len or --doc-stride",
+                           p.room, seq_len, p.stride);
+    if (bad)
+        return eng_err_set(err, ENG_INVALID_ARGUMENT,
+                           "--stride %d must be below the %d text tokens of a window (the model's %d less the special tokens)",
+                           stride, p.room, max_len);
+    if (!(*wins = calloc((size_t)p.n_windows, sizeof **wins))) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    *n_win = p.n_windows;
+    for (int w = 0; w < p.n_windows; w++)
+        if (eng_tok_plan_window(full, &p, w, &(*wins)[w])) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
+    return 0;
+}
+
 int cmd_predict(int argc, char **argv) {
     static const char *const aggs[] = {"none", "simple", "first", NULL};
     static const proto_aggregation agg_of[] = {PROTO_AGG_NONE, PROTO_AGG_SIMPLE, PROTO_AGG_FIRST};
@@ -125,6 +172,8 @@ int cmd_predict(int argc, char **argv) {
                *head = NULL, *adapters[MAX_TASKS];
     int skip = 0, explain = 0, agg = -1, threads = cli_default_threads();
     int top_k = 1, max_answer_len = ENG_QA_MAX_ANSWER_LEN, impossible = 0;
+    int max_seq_len = 0, doc_stride = -1, max_question_len = 0, stride = -1, long_agg = -1, long_stride = -1;
+    static const char *const long_aggs[] = {"mean", "max", NULL};
     cli_list adapter_list = {adapters, 0};
     const cli_opt opts[] = {
         CLI_OPT_STR("--model", &model_dir),
@@ -142,6 +191,12 @@ int cmd_predict(int argc, char **argv) {
         CLI_OPT_INT("--top-k", &top_k, 1, ENG_QA_MAX_TOP_K),
         CLI_OPT_INT("--max-answer-len", &max_answer_len, 1, 8192),
         CLI_OPT_FLAG("--handle-impossible-answer", &impossible),
+        CLI_OPT_INT("--max-seq-len", &max_seq_len, 1, 1 << 20),
+        CLI_OPT_INT("--doc-stride", &doc_stride, 0, 1 << 20),
+        CLI_OPT_INT("--max-question-len", &max_question_len, 1, 1 << 20),
+        CLI_OPT_INT("--stride", &stride, 0, 1 << 20),
+        CLI_OPT_CHOICE("--long", &long_agg, long_aggs),
+        CLI_OPT_INT("--long-stride", &long_stride, 0, 1 << 20),
         CLI_OPT_END,
     };
     int prc = cli_opts_parse("predict", opts, usage, argc, argv);
@@ -155,18 +210,35 @@ int cmd_predict(int argc, char **argv) {
         fprintf(stderr, "adapterd predict: --aggregation needs --text\n");
         return 2;
     }
+    if (stride >= 0 && agg != 1 && agg != 2) { /* as the server: the windows' tokens are merged as entities */
+        fprintf(stderr, "adapterd predict: --stride reads a long text in windows whose entities are merged: it needs "
+                        "--aggregation simple or first\n");
+        return 2;
+    }
+    if (long_stride >= 0 && long_agg < 0) {
+        fprintf(stderr, "adapterd predict: --long-stride needs --long\n");
+        return 2;
+    }
+    if (long_agg >= 0 && long_stride < 0) long_stride = stride >= 0 ? stride : 0;
+    if (stride >= 0 && long_agg >= 0 && stride != long_stride) {
+        fprintf(stderr, "adapterd predict: --stride %d and --long-stride %d: a text is read in one set of windows for every "
+                        "task; give them one stride\n", stride, long_stride);
+        return 2;
+    }
     if (!model_dir || !n_adapters || (!text == !ids_arg) || (pair && !text) || (head && !fusion)) {
         fprintf(stderr, "adapterd predict: need --model, at least one --adapter, and exactly one of --text or --ids\n");
         usage(stderr);
         return 2;
     }
-    int rc = 1, n = 0, n_tasks = 0;
+    int rc = 1, n = 0, n_tasks = 0, n_win = 1;
     int32_t *ids = NULL, *types = NULL;
+    eng_tok_encoding *wins = NULL; /* (n_win) the windows of a long text; NULL: enc alone */
+    eng_input *inputs = NULL;
+    eng_task_out *wouts = NULL;    /* (n_win * n_tasks) */
     eng_err err = {0};
     eng_model *m = NULL;
     eng_state *st = NULL;
     eng_task *tasks[MAX_TASKS] = {0};
-    eng_task_out outs[MAX_TASKS];
     eng_task_req reqs[MAX_TASKS];
     eng_plan_stats stats = {0};
     eng_tokenizer *tokz = NULL;
@@ -206,10 +278,22 @@ int cmd_predict(int argc, char **argv) {
             rc = 2;
             goto out;
         }
-    /* input: text is encoded here (QA and tagging need its offsets), ids are used as given */
+    /* input: text is encoded here (QA and tagging need its offsets), ids are used as given; a text
+     * some task reads in windows is encoded whole, then cut by the server's plan */
+    int qa = 0, tagging = 0;
+    for (int i = 0; i < n_tasks; i++) {
+        qa |= eng_task_head(tasks[i])->type == ENG_HEAD_QA;
+        tagging |= eng_task_head(tasks[i])->type == ENG_HEAD_TAGGING;
+    }
+    int text_stride = !pair && long_agg >= 0 ? long_stride : !pair && tagging ? stride : -1;
     if (text) {
-        if (eng_tokenizer_load(model_dir, &tokz, &err) ||
-            eng_tok_encode(tokz, text, strlen(text), pair, pair ? strlen(pair) : 0, NULL, &enc, &err))
+        if (eng_tokenizer_load(model_dir, &tokz, &err)) goto fail;
+        int windowed = (pair && qa) || text_stride >= 0;
+        eng_tok_params tkp = eng_tok_default_params();
+        if (windowed) tkp.truncation = ENG_TOK_TRUNCATE_NONE;
+        if (eng_tok_encode(tokz, text, strlen(text), pair, pair ? strlen(pair) : 0, &tkp, &enc, &err)) goto fail;
+        if (windowed && plan_windows(tokz, c, &enc, pair && qa, max_seq_len, doc_stride, max_question_len, text_stride,
+                                     &wins, &n_win, &err))
             goto fail;
     } else {
         int irc = cli_read_input(model_dir, ids_arg, NULL, NULL, 0, &ids, &types, &n, &err);
@@ -227,17 +311,26 @@ int cmd_predict(int argc, char **argv) {
     }
     n = (int)enc.n;
     for (int i = 0; i < n_tasks; i++) reqs[i] = (eng_task_req){tasks[i], skip};
-    eng_input in = {.ids = enc.ids, .type_ids = enc.type_ids, .len = n, .tasks = reqs, .n_tasks = n_tasks};
-    /* the input as the answers read it: its encoding (a text's, or the --ids marked as the server
-     * marks them) and, for a text, the text and pair (tokz NULL for --ids without a tokenizer) */
-    srv_answer_input tin = {.enc = &enc, .tok = tokz, .text = text, .pair = pair,
+    const eng_tok_encoding *seqs = wins ? wins : &enc;
+    inputs = calloc((size_t)n_win, sizeof *inputs);
+    wouts = calloc((size_t)n_win * n_tasks, sizeof *wouts);
+    if (!inputs || !wouts) {
+        eng_err_set(&err, ENG_NO_MEMORY, "out of memory");
+        goto fail;
+    }
+    for (int w = 0; w < n_win; w++)
+        inputs[w] = (eng_input){.ids = seqs[w].ids, .type_ids = seqs[w].type_ids, .len = (int)seqs[w].n, .tasks = reqs,
+                                .n_tasks = n_tasks};
+    /* the input as the answers read it: its encoding or windows (a text's, or the --ids marked as the
+     * server marks them) and, for a text, the text and pair (tokz NULL for --ids without a tokenizer) */
+    srv_answer_input tin = {.enc = seqs, .tok = tokz, .text = text, .pair = pair, .n_windows = n_win, .out_stride = n_tasks,
                             .text_len = text ? strlen(text) : 0, .pair_len = pair ? strlen(pair) : 0,
                             .qa = {.max_answer_len = max_answer_len, .top_k = top_k, .handle_impossible = impossible}};
     if (!(st = eng_state_new(threads))) {
         eng_err_set(&err, ENG_NO_MEMORY, "out of memory");
         goto fail;
     }
-    if (eng_run(m, st, &in, 1, outs, explain ? &stats : NULL, &err)) goto fail;
+    if (eng_run(m, st, inputs, n_win, wouts, explain ? &stats : NULL, &err)) goto fail;
     have_outs = 1;
     proto_local_plan plan = {0};
     proto_fusion_view fusions[MAX_TASKS];
@@ -256,7 +349,8 @@ int cmd_predict(int argc, char **argv) {
                                                                 .kept = eng_task_fusion_kept(tasks[k]), .n = nc};
         }
     }
-    if (print_answer(tasks, outs, n_tasks, skip, &tin, agg >= 0 ? agg_of[agg] : PROTO_AGG_TOKENS, explain ? &plan : NULL)) {
+    if (print_answer(tasks, wouts, n_tasks, skip, &tin, long_agg >= 0 && !pair ? 1 + long_agg : 0,
+                     agg >= 0 ? agg_of[agg] : PROTO_AGG_TOKENS, explain ? &plan : NULL)) {
         eng_err_set(&err, ENG_NO_MEMORY, "out of memory");
         goto fail;
     }
@@ -266,7 +360,10 @@ fail:
     fprintf(stderr, "adapterd predict: %s\n", err.msg[0] ? err.msg : eng_status_desc(err.code));
     rc = 1;
 out:
-    if (have_outs) eng_task_outs_free(outs, n_tasks);
+    if (have_outs) eng_task_outs_free(wouts, n_win * n_tasks);
+    free(wouts), free(inputs);
+    for (int w = 0; wins && w < n_win; w++) eng_tok_encoding_free(&wins[w]);
+    free(wins);
     eng_plan_stats_free(&stats);
     for (int i = 0; i < n_tasks; i++) eng_task_free(tasks[i]);
     free(ids);

@@ -7,6 +7,10 @@ engine/task/answer.c's eng_tag_merge_windows) is checked against it by tests/ser
 
 A request: {"full": {"ids", "type_ids", "seq_ids", "offsets", "special", "subword"} (the text's untruncated
 encoding, this build's tokenizer and subword flags), "text", "params": {"max_len", "stride", "aggregation"}}.
+With "subword_rule": "fallback" the reference decides the subwords itself, as the pipeline does for a tokenizer
+without a continuing-subword prefix (byte-level BPE, SentencePiece): a token continues a word when it does not start
+the text and neither the character before it nor its first character is a space (`" " not in
+sentence[start - 1:start + 1]`), from the token's offsets; "subword" is then not read.
 
 Windows: the tokenizers library's overflowing tokens with a stride over the text's tokens, each window max_len
 tokens with its special tokens, consecutive windows sharing `stride` tokens (qa_pipeline.window_starts). Each
@@ -45,8 +49,18 @@ def merge_overlapping(ents):
     return out
 
 
+def fallback_subwords(full, text):
+    out = []
+    for i, s in enumerate(full["seq_ids"]):
+        st = full["offsets"][2 * i]
+        out.append(int(s >= 0 and not full["special"][i] and st > 0 and " " not in text[st - 1:st + 1]))
+    return out
+
+
 def one(req, cfg, W, task):
     full, p, text = req["full"], req["params"], req["text"]
+    if req.get("subword_rule") == "fallback":
+        full = dict(full, subword=fallback_subwords(full, text))
     seq = full["seq_ids"]
     toks = [i for i, s in enumerate(seq) if s == 0]
     special = [i for i, s in enumerate(seq) if s < 0]

@@ -170,6 +170,37 @@ int eng_tok_seq_len(const eng_tok_encoding *e, int seq);
  * 0 (free *out with eng_tok_encoding_free), or ENG_NO_MEMORY with *out zeroed. */
 int eng_tok_window(const eng_tok_encoding *full, int seq, int start, int len, int keep_other, eng_tok_encoding *out);
 
+/* How a long input is read in windows: the pipelines' arithmetic (windows.c), one definition for the
+ * server and `adapterd predict`. Window w holds tokens [w * (room - stride), + room) of sequence seq
+ * (the last one fewer), the first keep_other tokens of the other sequence and every special token. */
+typedef struct {
+    int seq;        /* the sequence cut: 0 the text, 1 the pair (QA's context) */
+    int n;          /* its tokens */
+    int room;       /* its tokens per window */
+    int stride;     /* tokens consecutive windows share */
+    int keep_other; /* tokens kept of the other sequence: all of them (-1), or the question cut */
+    int specials;   /* special tokens per window */
+    int n_windows;  /* >= 1 */
+    int whole;      /* 1: the input fits as it is (one window, nothing cut) */
+} eng_tok_windows;
+
+/* The question-answering pipeline's windows over full (the untruncated encoding of question, context):
+ * the question cut to max_question_len tokens (<= 0: ENG_QA_MAX_QUESTION_LEN's 64) and repeated in
+ * every window of max_seq_len tokens (>= 1; the caller caps it by the model's limit), the context
+ * strided by doc_stride shared tokens (< 0: half the window, at most 128). Returns 0, or
+ * ENG_INVALID_ARGUMENT when the context must be cut and the question and special tokens leave no
+ * more than doc_stride tokens for it (out's room and keep_other still say how many: the message's). */
+int eng_tok_plan_qa(const eng_tok_encoding *full, int max_seq_len, int doc_stride, int max_question_len,
+                    eng_tok_windows *out);
+
+/* The token-classification pipeline's windows over full (a single text's untruncated encoding):
+ * windows of max_len tokens special tokens included, consecutive windows sharing stride tokens.
+ * Returns 0, or ENG_INVALID_ARGUMENT when the text must be cut and not 0 <= stride < room. */
+int eng_tok_plan_text(const eng_tok_encoding *full, int max_len, int stride, eng_tok_windows *out);
+
+/* Window w (0 <= w < p->n_windows) of plan p over full, as eng_tok_window. */
+int eng_tok_plan_window(const eng_tok_encoding *full, const eng_tok_windows *p, int w, eng_tok_encoding *out);
+
 /* Marks in out (enc->n) the tokens that start a word of the pre-tokenizer, as the word ids of
  * Hugging Face's fast tokenizers split the text (the question-answering pipeline widens an answer
  * to whole words with them): WordPiece: a piece without the "##" prefix; byte-level BPE: a token

@@ -5,15 +5,18 @@
  * "version" and "skip_source" (what the registry knows); those are set aside. Numbers agree within
  * 1e-5 relative (+1e-6): the server's pass and the command line's are separate engine runs of the
  * same tokens. */
+#define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "http_client.h"
+#include "test_text.h"
 #include "test_tmp.h"
 
 #define REG ADAPTERD_FIXTURES "/registry"
@@ -111,4 +114,74 @@ Test(predict, command_line_answers_as_the_server) {
         json_decref(d);
     }
     cr_assert_eq(ts_stop(&s), 0);
+}
+
+/* Long inputs: the command line reads them in the server's windows (the same plans, one pass over
+ * every window) and gives the server's answers, for a QA context of several windows (default
+ * windows, then max_seq_len, doc_stride, max_question_len, top_k given), a text tagged with a stride
+ * and merged entities, and texts classified and regressed in "long" chunks (mean and max). The
+ * fixture model takes 64 positions: a context of 150 words is several windows. */
+Test(predict, long_inputs_answer_as_the_server) {
+    char *ctx = fixture_words(150, 21u), *doc = fixture_words(120, 22u);
+    struct {
+        const char *task, *folder, *extra, *cli;
+        int pair;
+    } cases[] = {
+        {"qa", "qa/1/squad", "", "", 1},
+        {"qa", "qa/1/squad", ",\"max_seq_len\":48,\"doc_stride\":20,\"max_question_len\":3,\"top_k\":3",
+         "--max-seq-len 48 --doc-stride 20 --max-question-len 3 --top-k 3", 1},
+        {"ner", "ner/1/ner", ",\"stride\":16,\"aggregation\":\"simple\"", "--stride 16 --aggregation simple", 0},
+        {"ner", "ner/1/ner", ",\"stride\":8,\"aggregation\":\"first\"", "--stride 8 --aggregation first", 0},
+        {"cls_lora", "cls_lora/1/lora", ",\"long\":{\"mode\":\"chunks\",\"aggregate\":\"mean\",\"stride\":10}",
+         "--long mean --long-stride 10", 0},
+        {"reg", "reg/1/reg", ",\"long\":{\"mode\":\"chunks\",\"aggregate\":\"max\"}", "--long max", 0},
+        {"ml", "ml/1/ml", ",\"long\":{\"mode\":\"chunks\"}", "--long mean", 0},
+    };
+    test_server s;
+    cr_assert_eq(ts_start(&s, NULL, NULL), 0);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char *body = NULL, *args = NULL, where[256] = "";
+        if (cases[c].pair)
+            cr_assert(asprintf(&body, "{\"inputs\":[{\"text\":\"who is john\",\"text_pair\":\"%s\"}],\"tasks\":[\"%s\"],"
+                                      "\"skip\":0,\"return\":{\"logits\":true}%s}", ctx, cases[c].task, cases[c].extra) > 0);
+        else
+            cr_assert(asprintf(&body, "{\"inputs\":[\"%s\"],\"tasks\":[\"%s\"],\"skip\":0,\"return\":{\"logits\":true}%s}",
+                               doc, cases[c].task, cases[c].extra) > 0);
+        json_t *d = NULL;
+        cr_assert_eq(ts_request(&s, "POST", "/v1/predict", body, strlen(body), "application/json", NULL, &d), 200, "%s", body);
+        json_t *r0 = json_array_get(json_object_get(d, "results"), 0);
+        cr_expect_gt(json_integer_value(json_object_get(r0, "windows")), 1, "case %zu: the input takes several windows", c);
+        json_t *st = json_object_get(json_object_get(r0, "tasks"), cases[c].task);
+        if (cases[c].pair)
+            cr_assert(asprintf(&args, "--adapter '%s/tasks/%s' --text 'who is john' --text-pair '%s' %s", REG, cases[c].folder,
+                               ctx, cases[c].cli) > 0);
+        else
+            cr_assert(asprintf(&args, "--adapter '%s/tasks/%s' --text '%s' %s", REG, cases[c].folder, doc, cases[c].cli) > 0);
+        json_t *cli = cli_json(args), *ct = NULL;
+        const char *k;
+        json_t *v;
+        json_object_foreach(json_object_get(cli, "tasks"), k, v) ct = v;
+        cr_assert(json_is_object(st) && json_is_object(ct), "case %zu: both answer", c);
+        json_object_del(ct, "kind"), json_object_del(ct, "start_layer");
+        json_object_del(st, "version"), json_object_del(st, "skip_source");
+        char *a = json_dumps(st, JSON_COMPACT), *b = json_dumps(ct, JSON_COMPACT);
+        cr_expect(same(st, ct, where, sizeof where), "case %zu differs at %s:\nserver       %s\ncommand line %s", c, where, a, b);
+        free(a), free(b);
+        json_decref(cli);
+        json_decref(d);
+        free(body), free(args);
+    }
+    cr_assert_eq(ts_stop(&s), 0);
+    free(ctx), free(doc);
+}
+
+/* The command line refuses what the server refuses: --stride without merged entities, two strides. */
+Test(predict, long_input_options_refused) {
+    static const char *const bad[] = {"--stride 8", "--stride 8 --aggregation none", "--long mean --long-stride 4 --stride 8 "
+                                      "--aggregation simple", "--long-stride 4"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int st = ts_sh("'%s' predict --model '%s/models/bert-tiny' --adapter '%s/tasks/ner/1/ner' --text 'john' %s "
+                           ">/dev/null 2>&1", BIN, REG, REG, bad[i]);
+        cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 2, "%s: status %d, want exit 2 (usage)", bad[i], st);
+    }
 }
