@@ -1,8 +1,8 @@
 // bench_ort.mjs - ONNX Runtime peer of bench_encoder.c (run by bench/encoder/run.sh, same machine, same run).
 //
-//   node bench_ort.mjs --model model.onnx [--threads 2] [--seq 128] [--batch 32] [--iters 20]
+//   node bench_ort.mjs --model model.onnx [--threads 2] [--seq 128] [--batch 32] [--iters 20] [--vocab 30522]
 //                      [--batch-iters N (default --iters)] [--warmup 3] [--workloads latency,batch]
-//                      [--check ref.onnx [--min-cosine 0.99]]
+//                      [--check ref.onnx [--min-cosine 0.99]]   (--workloads none: the check alone)
 //
 // Runs the ONNX export of the PyTorch reference (tools/reference/export_onnx.py) with onnxruntime-node's
 // CPU execution provider: --threads intra-op threads, one inter-op thread, sequential execution, all graph
@@ -25,8 +25,8 @@ if (!args.model) {
 }
 const threads = Number(args.threads ?? 2), seq = Number(args.seq ?? 128), batchN = Number(args.batch ?? 32);
 const iters = Number(args.iters ?? 20), batchIters = Number(args['batch-iters'] ?? iters);
-const warmup = Number(args.warmup ?? 3);
-const workloads = (args.workloads ?? 'latency,batch').split(',').filter((w) => w);
+const warmup = Number(args.warmup ?? 3), vocab = Number(args.vocab ?? 30522);
+const workloads = (args.workloads ?? 'latency,batch').split(',').filter((w) => w && w !== 'none');
 
 const session = await ort.InferenceSession.create(args.model, {
   executionProviders: ['cpu'],
@@ -36,13 +36,13 @@ const session = await ort.InferenceSession.create(args.model, {
   interOpNumThreads: 1,
 });
 
-// Deterministic ids in [103, 30522) as the reference bench draws them (bert vocab), LCG like bench_encoder.c.
+// Deterministic ids in [103, vocab) as the reference bench draws them (bert's 30522), LCG like bench_encoder.c.
 let s = 42;
 function feeds(b) {
   const n = b * seq, ids = new BigInt64Array(n), mask = new BigInt64Array(n), tt = new BigInt64Array(n);
   for (let i = 0; i < n; i++) {
     s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    ids[i] = BigInt(103 + ((s >>> 8) % (30522 - 103)));
+    ids[i] = BigInt(103 + ((s >>> 8) % (vocab - 103)));
     mask[i] = 1n;
   }
   const dims = [b, seq];
