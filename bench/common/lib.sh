@@ -8,7 +8,8 @@
 #                                 default at baseline; its oneDNN, which runs torch's int8, with ONEDNN_MAX_CPU_ISA
 #                                 and DNNL_MAX_CPU_ISA: AVX2, AVX2_VNNI, SSE41); sets $bench_level_core to the OpenBLAS core that matches
 #                                 (Haswell, Prescott; empty above AVX2) and $bench_torch_cap
-#   bench_build BUILD TARGET      prints the path of build/bench/TARGET, building it (Release) when missing
+#   bench_build BUILD TARGET      prints the path of build/bench/TARGET, configuring BUILD (Release) when it is
+#                                 missing and bringing it up to date every time
 #   bench_metric URL NAME         prints an unlabelled sample of adapterd's /metrics at URL (NAME or NAME{})
 #   bench_backbone CACHE          makes CACHE/bert-base once with the reference (bert-base shapes, seed 0),
 #                                 regenerated when tools/reference changes; sets $bench_stamp; returns 1
@@ -60,8 +61,10 @@ bench_build() {
   if [ ! -x "$build/bench/$target" ]; then
     note "building $target into $build (Release)"
     cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-    cmake --build "$build" --target "$target" -j"$(nproc)" >/dev/null
   fi
+  # Always brought up to date (a no-op when it is): a binary left from before a change to the engine or to
+  # bench/common (the peak loops) would otherwise be measured as if it were the checkout's.
+  cmake --build "$build" --target "$target" -j"$(nproc)" >/dev/null
   echo "$build/bench/$target"
 }
 
