@@ -14,12 +14,13 @@ PKGS_BUILD="build-essential cmake pkg-config libopenblas-dev libopenblas0-pthrea
 # Tests and benchmarks: Criterion (libcurl, which the HTTP tests use, is a build package), the PyTorch reference (Debian's python3-torch),
 # node/npm for the transformers.js and ONNX Runtime peers and the API checks (Redocly's lint, dredd),
 # chromium for the GET /docs page test (driven headless by playwright-core), wrk and hyperfine for
-# load benchmarks; matplotlib for the quality plots (bench/quality); python3-grpcio and python3-grpc-tools for the
+# load benchmarks; python3-onnx to write ONNX Runtime's int8 graph (bench/encoder/run_precision.sh);
+# matplotlib for the quality plots (bench/quality); python3-grpcio and python3-grpc-tools for the
 # gRPC client test (tests/grpc) and nghttp2-client (nghttp, h2load) for its raw HTTP/2 checks and bench/grpc; openssl and
 # curl (the CLIs) for the TLS test (tests/tls: certificates made at test time, HTTPS requests);
 # python3-prometheus-client's OpenMetrics parser reads /metrics' exemplars in the traces test (tests/trace).
 # (The ARM64 cross-build's packages, arm64 libraries and emulator: scripts/setup-arm64.sh, which CI runs too.)
-PKGS_TEST="libcriterion-dev python3 python3-torch python3-numpy python3-sentencepiece python3-matplotlib nodejs npm chromium wrk hyperfine python3-grpcio python3-grpc-tools nghttp2-client openssl curl python3-prometheus-client"
+PKGS_TEST="libcriterion-dev python3 python3-torch python3-numpy python3-onnx python3-sentencepiece python3-matplotlib nodejs npm chromium wrk hyperfine python3-grpcio python3-grpc-tools nghttp2-client openssl curl python3-prometheus-client"
 
 if [ "${ADAPTERD_SKIP_APT:-0}" != 1 ]; then
   SUDO=""

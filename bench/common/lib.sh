@@ -8,7 +8,8 @@
 #                                 default at baseline; its oneDNN, which runs torch's int8, with ONEDNN_MAX_CPU_ISA
 #                                 and DNNL_MAX_CPU_ISA: AVX2, AVX2_VNNI, SSE41); sets $bench_level_core to the OpenBLAS core that matches
 #                                 (Haswell, Prescott; empty above AVX2) and $bench_torch_cap
-#   bench_build BUILD TARGET      prints the path of build/bench/TARGET, building it (Release) when missing
+#   bench_build BUILD TARGET      prints the path of build/bench/TARGET, configuring BUILD (Release) when it is
+#                                 missing and bringing it up to date every time
 #   bench_metric URL NAME         prints an unlabelled sample of adapterd's /metrics at URL (NAME or NAME{})
 #   bench_backbone CACHE          makes CACHE/bert-base once with the reference (bert-base shapes, seed 0),
 #                                 regenerated when tools/reference changes; sets $bench_stamp; returns 1
@@ -16,6 +17,11 @@
 #   bench_ort CACHE               checks that ONNX Runtime can run (node + npm onnxruntime-node in bench/peers)
 #                                 and exports CACHE/bert-base to CACHE/bert-base.onnx once; returns 1, with a
 #                                 note saying why, when the peer must be skipped
+#   bench_ort_int8 CACHE          after bench_ort: rewrites CACHE/bert-base.onnx into ONNX Runtime's dynamic int8
+#                                 graph (DynamicQuantizeLinear + MatMulInteger per Linear, as its quantize_dynamic;
+#                                 tools/reference/quantize_onnx_int8.py, Debian's python3-onnx) at
+#                                 CACHE/bert-base-int8.onnx once, again when the script changes; returns 1 with a
+#                                 note when python3-onnx is missing
 
 bench_set_core() {
   local core=$1 threads=$2
@@ -55,8 +61,10 @@ bench_build() {
   if [ ! -x "$build/bench/$target" ]; then
     note "building $target into $build (Release)"
     cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-    cmake --build "$build" --target "$target" -j"$(nproc)" >/dev/null
   fi
+  # Always brought up to date (a no-op when it is): a binary left from before a change to the engine or to
+  # bench/common (the peak loops) would otherwise be measured as if it were the checkout's.
+  cmake --build "$build" --target "$target" -j"$(nproc)" >/dev/null
   echo "$build/bench/$target"
 }
 
@@ -68,7 +76,7 @@ bench_backbone() {
     note "$PY cannot import torch (Debian python3-torch) and $model is not generated: nothing to measure"
     return 1
   fi
-  rm -rf "$model" "$cache/bert-base.onnx"
+  rm -rf "$model" "$cache/bert-base.onnx" "$cache/bert-base-int8.onnx"
   mkdir -p "$cache"
   note "generating $model (bert-base shapes, reference seed 0)"
   "$PY" "$root/tools/reference/gen_encoder.py" --arch bert --shape base --cases single --out "$model" >/dev/null
@@ -92,4 +100,20 @@ bench_ort() {
   fi
   note "exporting $onnx (opset 14)"
   "$PY" "$root/tools/reference/export_onnx.py" --model "$model" --out "$onnx.tmp" >/dev/null && mv "$onnx.tmp" "$onnx"
+}
+
+bench_ort_int8() {
+  local onnx=$1/bert-base.onnx int8=$1/bert-base-int8.onnx stamp
+  if ! "$PY" -c 'import onnx' 2>/dev/null; then
+    note "skipping ONNX Runtime int8: $PY cannot import onnx (Debian python3-onnx; scripts/setup.sh installs it)"
+    return 1
+  fi
+  stamp=$(sha256sum < "$root/tools/reference/quantize_onnx_int8.py" | cut -c1-16) # bench_backbone drops $int8 with $onnx
+  [ -s "$int8" ] && [ "$(cat "$int8.stamp" 2>/dev/null)" = "$stamp" ] && return 0
+  note "rewriting $onnx into ONNX Runtime's dynamic int8 graph ($int8)"
+  "$PY" "$root/tools/reference/quantize_onnx_int8.py" --in "$onnx" --out "$int8.tmp" >/dev/null \
+    && mv "$int8.tmp" "$int8" && echo "$stamp" > "$int8.stamp" && return 0
+  note "skipping ONNX Runtime int8: the rewrite failed"
+  rm -f "$int8.tmp"
+  return 1
 }

@@ -13,6 +13,11 @@
 #   PyTorch int8 dynamic          the same with every Linear through torch.ao.quantization.quantize_dynamic
 #                                 (qint8 weights, activations quantized per call; the quantized engine is the
 #                                 one torch reports, printed in the table)
+#   ONNX Runtime int8 dynamic     bench_ort.mjs on the export rewritten into the graph ONNX Runtime's
+#                                 quantize_dynamic makes (DynamicQuantizeLinear + MatMulInteger per Linear, uint8
+#                                 activations, int8 weights per tensor: tools/reference/quantize_onnx_int8.py, with
+#                                 Debian's python3-onnx), checked against the float32 export (cosine >= 0.99)
+#                                 before it is timed; skipped with a message without python3-onnx or onnxruntime-node
 # Workloads 1x128 (latency) and 32x128 (throughput), medians of --reps / --batch-reps runs after warm-up, then
 # the median over --rounds. Each adapterd precision is also stated as a share of its own instruction peak
 # (vfmadd231ps, vdpbf16ps, vpdpbusd on every thread: bench_isa_peak), measured by the same bench_encoder run. When $ADAPTERD_PAUSE_PIDFILE names a file holding the pid of a running process (a
@@ -66,8 +71,14 @@ have_torch=0
 [ $have_torch = 1 ] || note "skipping the PyTorch peers: $PY cannot import torch"
 # ONNX Runtime float32 (bench/peers/bench_ort.mjs, npm onnxruntime-node, CPU EP), on the same checkpoint exported
 # once to ONNX, as bench/encoder/run.sh runs it; skipped with a message when node or the package is missing.
-onnx="$cache/bert-base.onnx" ort_ok=0
+onnx="$cache/bert-base.onnx" ort_ok=0 ort8_ok=0
 bench_ort "$cache" && ort_ok=1
+# ONNX Runtime's own int8 (the dynamic quantization graph), when int8 is measured and the float32 peer can run.
+case ",$precisions," in
+  *,int8,*)
+    if [ $ort_ok = 1 ]; then bench_ort_int8 "$cache" && ort8_ok=1
+    else note "skipping ONNX Runtime int8 too: it needs what the float32 peer needs"; fi ;;
+esac
 
 for r in $(seq 1 "$rounds"); do
   for p in ${precisions//,/ }; do
@@ -97,6 +108,15 @@ for r in $(seq 1 "$rounds"); do
     note "round $r: ONNX Runtime fp32 (load $(loadavg))"
     (cd "$root/bench/peers" && node bench_ort.mjs --model "$onnx" --threads "$threads" --iters "$reps" \
       --batch-iters "$batch_reps" --warmup 2) > "$out/ort.$r.json" || { note "ONNX Runtime failed"; rm -f "$out/ort.$r.json"; }
+    resume
+  fi
+  if [ $ort8_ok = 1 ]; then
+    pause
+    echo "$(loadavg)" > "$out/ort8.$r.load"
+    note "round $r: ONNX Runtime int8 dynamic (load $(loadavg))"
+    (cd "$root/bench/peers" && node bench_ort.mjs --model "$cache/bert-base-int8.onnx" --check "$onnx" \
+      --threads "$threads" --iters "$reps" --batch-iters "$batch_reps" --warmup 2) > "$out/ort8.$r.json" \
+      || { note "ONNX Runtime int8 failed (or disagreed with float32: $(cat "$out/ort8.$r.json"))"; rm -f "$out/ort8.$r.json"; }
     resume
   fi
 done
@@ -143,6 +163,12 @@ if o:
     res.append(("ONNX Runtime fp32", statistics.median(x["latency_1x128_ms"] for x in o),
                 statistics.median(x["batch_32x128_ms"] for x in o), loads("ort.*.load"),
                 "onnxruntime-node %s, CPU execution provider, graph optimization all" % o[0].get("ort")))
+o = rows("ort8.*.json")
+if o:
+    res.append(("ONNX Runtime int8", statistics.median(x["latency_1x128_ms"] for x in o),
+                statistics.median(x["batch_32x128_ms"] for x in o), loads("ort8.*.load"),
+                "onnxruntime-node %s, dynamic int8 (DynamicQuantizeLinear + MatMulInteger: uint8 x int8 per tensor), "
+                "cosine to its fp32 %.4f" % (o[0].get("ort"), min(x["check"]["cosine"] for x in o))))
 print()
 print("encoder by precision, bert-base shapes (12 layers, H 768, FFN 3072), 1x128 and 32x128 tokens")
 print("machine: %s, %d online CPUs; %s threads per peer; paused during timing: %s" % (cpu, os.cpu_count(), threads, paused))
@@ -153,11 +179,15 @@ for n, lat, thr, ld, notes in res:
 print("(medians; load = 1-minute load average when the peer started)")
 d = {n: (lat, thr) for n, lat, thr, _, _ in res}
 print()
-for base in ("adapterd fp32", "PyTorch fp32", "PyTorch int8 dyn", "ONNX Runtime fp32"):
+for base in ("adapterd fp32", "PyTorch fp32", "PyTorch int8 dyn", "ONNX Runtime fp32", "ONNX Runtime int8"):
     if base not in d:
         continue
-    for n in ("adapterd bf16", "adapterd int8"):
+    for n in ("adapterd bf16", "adapterd int8") if base != "ONNX Runtime int8" else ("adapterd int8",):
         if n in d:
             print("%-14s vs %-17s 1x128 %.2fx, 32x128 %.2fx  (peer ms / adapterd ms)" % (
                 n, base + ":", d[base][0] / d[n][0], d[base][1] / d[n][1]))
+if "adapterd int8" in d and "ONNX Runtime int8" in d:
+    r = [d["ONNX Runtime int8"][i] / d["adapterd int8"][i] for i in (0, 1)]
+    print("issue 41 target, adapterd int8 >= 1.3x ONNX Runtime int8 at both shapes: %s (%.2fx / %.2fx)" % (
+        "met" if min(r) >= 1.3 else "not met", r[0], r[1]))
 EOF

@@ -228,13 +228,22 @@ def tag_peer(args, name, r, tdir, model_dir, tmp):
 
 
 def machine(args):
-    """CPU model, OpenBLAS core and CPU count as adapterd reports them, server threads, load average."""
-    cpu = ""
+    """CPU model (with its family and model numbers: a hypervisor's "AMD EPYC" alone does not name the core), OpenBLAS
+    core and CPU count as adapterd reports them, server threads, load average."""
+    cpu, fam = "", {}
     try:
         with open("/proc/cpuinfo") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
+            for ln in f:
+                k, _, v = ln.partition(":")
+                k = k.strip()
+                if k == "model name" and not cpu:
+                    cpu = v.strip()
+                elif k in ("cpu family", "model") and k not in fam:
+                    fam[k] = v.strip()
     except OSError:
         pass
+    if fam:
+        cpu += " (family %s model %s)" % (fam.get("cpu family", "?"), fam.get("model", "?"))
     v = json.loads(subprocess.run([args.adapterd, "version"], capture_output=True, text=True).stdout or "{}")
     return {"cpu": cpu, "blas_core": v.get("blas_core"), "cpus": v.get("cpus"), "server_threads": args.threads,
             "loadavg_start": os.getloadavg()[0]}
