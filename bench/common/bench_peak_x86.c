@@ -77,7 +77,7 @@ __attribute__((target("avx2,avxvnni"))) static void loop_vnni_ymm(long n) {
     sink = (float)_mm256_extract_epi32(acc[0], 0);
 }
 
-/* the AVX2 int8 kernel's pair: 16 int16 products summed in pairs, then added (avx2_lowp.c) */
+/* the AVX2 int8 kernel's pair: 16 int16 products summed in pairs, then added (avx2_int8.c) */
 __attribute__((target("avx2"))) static void loop_madd_ymm(long n) {
     __m256i acc[CHAINS], a = _mm256_set1_epi16(3), b = _mm256_set1_epi16(-2);
     for (int r = 0; r < CHAINS; r++) acc[r] = _mm256_set1_epi32(r);

@@ -1,5 +1,5 @@
 /* gemm_lowp.c - packing, activation conversion, threading and the portable kernels of the bf16 and
- * int8 products (gemm_lowp.h); the vector kernels are in x86/ (avx2_lowp.c, avx_vnni.c,
+ * int8 products (gemm_lowp.h); the vector kernels are in x86/ (avx2_bf16.c, avx2_int8.c, avx_vnni.c,
  * avx512_bf16.c, avx512_vnni.c), chosen by kern.h.
  *
  * A product runs in two steps. The first converts the activations once into the workspace: bf16

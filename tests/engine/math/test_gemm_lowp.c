@@ -1,4 +1,4 @@
-/* test_gemm_lowp.c - the bf16 and int8 packed products (engine/math/gemm_lowp.c, x86/avx2_lowp.c,
+/* test_gemm_lowp.c - the bf16 and int8 packed products (engine/math/gemm_lowp.c, x86/avx2_bf16.c, avx2_int8.c,
  * avx_vnni.c, avx512_*.c; on ARM64 arm/neon_lowp.c, dotprod_int8.c, i8mm_int8.c, bf16_mmla.c) against a
  * double-precision reference of the same quantized math, at every CPU level this machine has
  * (test_levels.h: the portable C kernels, AVX2, AVX-VNNI, AVX-512 ...; NEON, dotprod, i8mm, bf16), so
