@@ -67,11 +67,11 @@ struct eng_state {
     void *lin_ws;      /* (lin_ws_cap bytes) low-precision activations of the backbone products */
     size_t lin_ws_cap;
     eng_probe probe;   /* fusion calibration; zero when none runs */
-    int cur_layer;     /* layer eng_layer_forward is running (for the probe) */
+    int cur_layer;     /* layer eng__layer_forward is running (for the probe) */
 };
 
 /* The state's thread pool (borrowed, lives as long as st). */
-eng_pool *eng_state_pool(eng_state *st);
+eng_pool *eng__state_pool(eng_state *st);
 
 /* Returns slot's buffer grown to n_floats (64-byte aligned), or NULL when memory runs out. */
 float *eng__state_scratch(eng_state *st, eng_scratch_slot slot, size_t n_floats);

@@ -117,16 +117,16 @@ typedef struct eng_task_layer {
 } eng_task_layer;
 
 /* Does layer adapter `a` change anything at all? */
-int eng_task_layer_active(const eng_task_layer *a);
+int eng__task_layer_active(const eng_task_layer *a);
 
 /* The task's LoRA on the word embeddings, or NULL (borrowed, lives as long as t). */
-const eng_emb_lora *eng_task_emb_lora(const eng_task *t);
+const eng_emb_lora *eng__task_emb_lora(const eng_task *t);
 
 /* Per-layer adapters, (L) entries (borrowed, live as long as t). */
-const eng_task_layer *eng_task_layers(const eng_task *t);
+const eng_task_layer *eng__task_layers(const eng_task *t);
 
 /* The bottleneck site at position pos of a layer. */
-static inline const eng_site *eng_layer_site(const eng_task_layer *a, eng_site_pos pos) {
+static inline const eng_site *eng__layer_site(const eng_task_layer *a, eng_site_pos pos) {
     return pos == ENG_SITE_FFN ? &a->out : &a->mh;
 }
 

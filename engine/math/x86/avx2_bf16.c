@@ -14,7 +14,7 @@
 #pragma GCC optimize("no-tree-pre")
 #endif
 
-/* eng_bf16_from_f32 on 8 lanes, the result as float32 bits (h << 16). */
+/* eng__bf16_from_f32 on 8 lanes, the result as float32 bits (h << 16). */
 static inline __m256i bf16_round(__m256i u) {
     const __m256i exp = _mm256_set1_epi32(0x7F800000), abs = _mm256_set1_epi32(0x7FFFFFFF);
     const __m256i hi = _mm256_set1_epi32((int)0xFFFF0000u), sign = _mm256_set1_epi32((int)0x80000000u);
