@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "bench_util.h"
-#include "core/state.h"
+#include "math/state.h"
 #include "math/blas.h"
 #include "math/cpu.h"
 #include "engine/model.h"

@@ -29,7 +29,7 @@
 
 #include "bench_util.h"
 #include "engine/task.h"
-#include "core/state.h"
+#include "math/state.h"
 #include "math/blas.h"
 #include "engine/model.h"
 #include "engine/run.h"

@@ -26,8 +26,8 @@
 #include "math/blas.h"
 #include "math/kernels.h"
 #include "model/weights.h"
-#include "task/adapter.h"
-#include "task/layer.h"
+#include "model/adapter.h"
+#include "model/layer.h"
 
 /* ---- config.json ---- */
 

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/state.h"
+#include "math/state.h"
 #include "math/blas.h"
 #include "math/linear.h"
 #include "math/rows.h"
@@ -23,7 +23,7 @@
 #include "model/encoder.h"
 #include "model/modernbert.h"
 #include "model/weights.h"
-#include "task/adapter.h"
+#include "model/adapter.h"
 
 static int ensure_rows(eng_state *st, const eng_config *c, size_t rows, eng_err *err) {
     int width = c->intermediate * (c->glu ? 2 : 1); /* a GLU's first Linear yields both halves */

@@ -38,7 +38,7 @@ typedef struct {
     const struct eng_task_layer *ad;
 } eng_late_split;
 
-/* Runs layer l in place on x (rows, H), each group with its task's adapters for layer l (task/layer.h).
+/* Runs layer l in place on x (rows, H), each group with its task's adapters for layer l (model/layer.h).
  * n_groups == 0 runs the plain backbone on every row. Late splits write their rows into late_out.
  * Returns 0 or ENG_NO_MEMORY. */
 int eng__layer_forward(const eng_model *m, eng_state *st, int l, float *x, int rows, const eng_seg *segs,

@@ -34,14 +34,14 @@
 #include <math.h>
 #include <string.h>
 
-#include "core/state.h"
+#include "math/state.h"
 #include "math/blas.h"
 #include "math/kernels.h"
 #include "math/linear.h"
 #include "math/rows.h"
 #include "model/modernbert.h"
 #include "model/weights.h"
-#include "task/adapter.h"
+#include "model/adapter.h"
 
 /* Query rows per attention block. */
 #define QB 64

@@ -8,7 +8,7 @@
 
 #include "engine/run.h"
 #include "run/cost.h"
-#include "task/adapter.h"
+#include "model/adapter.h"
 
 int eng_skip_for_budget(const eng_task *t, double budget) {
     eng_skip_range r = eng_task_skips(t);

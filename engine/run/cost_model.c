@@ -25,7 +25,7 @@
 #include "engine/run.h"
 #include "model/encoder.h"
 #include "run/cost.h"
-#include "task/adapter.h"
+#include "model/adapter.h"
 
 /* Largest calibration rows when the caller gives none. */
 #define COST_DEFAULT_ROWS 256

@@ -13,11 +13,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/state.h"
+#include "math/state.h"
 #include "engine/run.h"
 #include "model/encoder.h"
 #include "run/cost.h"
-#include "task/adapter.h"
+#include "model/adapter.h"
 #include "task/head.h"
 
 typedef struct {

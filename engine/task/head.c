@@ -6,7 +6,7 @@
 
 #include "task/head.h"
 
-#include "core/state.h"
+#include "math/state.h"
 #include "math/blas.h"
 
 int eng__head_forward(const eng_model *m, eng_state *st, const eng_head *h, const float *x, int len, float *out,

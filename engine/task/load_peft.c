@@ -2,7 +2,7 @@
  *
  * `adapter_config.json` carries "peft_type"; the weights name the backbone's Linear layers under
  * "base_model.model.". Outside the layers: a LoRA on the word embeddings (lora_embedding_A / _B,
- * task/layer.h), and the modules_to_save head, which task/load_head.c reads from the same file. */
+ * model/layer.h), and the modules_to_save head, which task/load_head.c reads from the same file. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

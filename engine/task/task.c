@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "io/tensor_file.h"
-#include "task/adapter.h"
+#include "model/adapter.h"
 #include "task/task_impl.h"
 
 eng_task_params eng_task_default_params(void) {

@@ -16,7 +16,7 @@
 #include "engine/task.h"
 #include "engine/run.h"
 #include "ref_case.h"
-#include "task/layer.h"
+#include "model/layer.h"
 #include "test_rand.h"
 
 static const char *cases[] = {"seq_bn_st",  "double_seq_bn_bin", "par_bn",     "lora_ah",          "ia3",

@@ -1,13 +1,13 @@
 /* state.h - one engine worker's mutable state (eng_state, public in engine/model.h), seen from inside.
  *
  * The struct is defined here, once, so that the encoder (model/encoder.c), the adapter math
- * (task/adapter.c), the heads and the planner all use the same scratch without calling into one
+ * (model/adapter.c), the heads and the planner all use the same scratch without calling into one
  * another: each of them depends on this file, none on the others for memory. state.c owns creation
  * and release; the encoder owns the row buffers' sizing (ensure_* in model/encoder.c).
  *
  * Nothing here is shared between workers: every field belongs to the one thread that runs a pass. */
-#ifndef ADAPTERD_ENGINE_CORE_STATE_H
-#define ADAPTERD_ENGINE_CORE_STATE_H
+#ifndef ADAPTERD_ENGINE_MATH_STATE_H
+#define ADAPTERD_ENGINE_MATH_STATE_H
 
 #include <stddef.h>
 #include <stdint.h>

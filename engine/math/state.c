@@ -1,8 +1,8 @@
-/* state.c - creation and release of an eng_state, and its scratch slots (see core/state.h).
+/* state.c - creation and release of an eng_state, and its scratch slots (see math/state.h).
  *
  * The buffers grow to the largest batch seen and are kept: a worker serving similar requests
  * allocates nothing after its first few passes. */
-#include "core/state.h"
+#include "math/state.h"
 
 #include <stdlib.h>
 

@@ -11,7 +11,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "task/adapter.h"
+#include "model/adapter.h"
 #include "math/blas.h"
 #include "math/rows.h"
 
@@ -194,7 +194,7 @@ int eng__site_apply(eng_state *st, const eng_site *site, const eng_config *c, fl
         last = site->fuse[site->n_fuse - 1];
         /* query: the last child's adapter input, or its pre-LN input */
         float *q = eng__state_scratch(st, ENG_SCRATCH_Q, 2 * sz);
-        /* a calibration probe runs every child, whatever the pruning (core/state.h) */
+        /* a calibration probe runs every child, whatever the pruning (math/state.h) */
         const eng_probe *probe = &st->probe;
         uint8_t use[ENG_MAX_FUSE];
         int kept = 0;

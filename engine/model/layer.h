@@ -1,6 +1,6 @@
 /* layer.h - the adapter modules of a task, layer by layer, as the engine runs them.
  *
- * Built by the loaders (task/load_*.c), read by the adapter math (task/adapter.c), the encoder's
+ * Built by the loaders (task/load_*.c), read by the adapter math (model/adapter.c), the encoder's
  * layer forward (model/encoder.c) and the cost model (run/cost.c). Placement in a layer:
  *
  *     qkv  = x Wqkv^T + b      + LoRA_q/k/v(x)        then (IA)^3 k/v scaling
@@ -12,8 +12,8 @@
  *     x'   = site_out(y, a, LN2)                      bottleneck stack / fusion, or LN2(y + a)
  *
  * docs/ADAPTER_FORMATS.md says where each form and each field comes from. */
-#ifndef ADAPTERD_ENGINE_TASK_LAYER_H
-#define ADAPTERD_ENGINE_TASK_LAYER_H
+#ifndef ADAPTERD_ENGINE_MODEL_LAYER_H
+#define ADAPTERD_ENGINE_MODEL_LAYER_H
 
 #include <stdint.h>
 
