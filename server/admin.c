@@ -313,7 +313,7 @@ static void do_upload(srv_request *r) {
         rc = store_version_add(s->reg, r->off.name, r->off.version, staged, r->off.activate, &e);
         /* a version that does not load is the upload's fault: 422 with the loader's reason */
         int prefix;
-        eng_status st = srv_status_of_upload((eng_status)rc, &prefix);
+        eng_status st = srv__status_of_upload((eng_status)rc, &prefix);
         if (prefix) eng_err_prefix(&e, "rejected (%s)", eng_status_name(rc));
         rc = st;
     }

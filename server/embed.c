@@ -152,7 +152,7 @@ static int truncate_left(srv_front *f, const store_model *m, char *msg, size_t m
         int rc = eng_tok_encode(store_model_tokenizer(m), x->text, x->len, NULL, 0, &tp, &e, &te);
         if (rc) {
             snprintf(msg, msz, "inputs[%d]: %s", i, te.msg);
-            return srv_status_of_tokenize(rc);
+            return srv__status_of_tokenize(rc);
         }
         size_t lead = 0, cut = e.n > (size_t)max_len ? e.n - (size_t)max_len : 0;
         while (lead < e.n && e.special_mask[lead]) lead++;
@@ -224,7 +224,7 @@ enum MHD_Result srv__tokenize(srv_request *r) {
         eng_err e = {0};
         int trc = eng_tok_encode(tok, x->text, x->len, x->pair, x->pair_len, &tp, &enc[i], &e);
         if (trc) {
-            code = srv_status_of_tokenize(trc);
+            code = srv__status_of_tokenize(trc);
             snprintf(msg, sizeof msg, "inputs[%d]: %s", i, e.msg);
         }
         total += enc[i].n;

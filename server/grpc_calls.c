@@ -51,7 +51,7 @@ int srv__grpc_status_of_http(unsigned http) {
 
 /* An error of adapterd's table, with the status REST would give it mapped to gRPC's. Loop thread. */
 static void answer_error(srv_grpc_call *c, eng_status code, const char *msg) {
-    srv__grpc_answer(c, srv__grpc_status_of_http(srv_http_status(code)), msg, NULL, 0);
+    srv__grpc_answer(c, srv__grpc_status_of_http(srv__http_status(code)), msg, NULL, 0);
 }
 
 /* The answer a prep thread made, sent later from the loop (pend_*). */
@@ -63,7 +63,7 @@ static void pend(srv_grpc_call *c, int status, const char *msg, uint8_t *out, si
 }
 
 static void pend_error(srv_grpc_call *c, eng_status code, const char *msg) {
-    pend(c, srv__grpc_status_of_http(srv_http_status(code)), msg, NULL, 0);
+    pend(c, srv__grpc_status_of_http(srv__http_status(code)), msg, NULL, 0);
 }
 
 static void pend_message(srv_grpc_call *c, int rc, uint8_t *out, size_t len) {

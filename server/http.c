@@ -69,7 +69,7 @@ enum MHD_Result srv__send_v2_binary(srv_request *r, char *body, size_t len, size
 enum MHD_Result srv__send_json(srv_request *r, unsigned status, char *json, size_t len) {
     if (!json) {
         static const char oom[] = "{\"error\":{\"code\":\"out_of_memory\",\"message\":\"out of memory\"}}";
-        return srv__send_body(r, srv_http_status(ENG_NO_MEMORY), "application/json", (char *)oom, sizeof oom - 1,
+        return srv__send_body(r, srv__http_status(ENG_NO_MEMORY), "application/json", (char *)oom, sizeof oom - 1,
                               MHD_RESPMEM_PERSISTENT);
     }
     return srv__send_body(r, status, "application/json", json, len, MHD_RESPMEM_MUST_FREE);
@@ -83,7 +83,7 @@ enum MHD_Result srv__send_error(srv_request *r, eng_status code, const char *fmt
     va_end(ap);
     char *body;
     size_t len = 0;
-    unsigned status = srv_error_body_as(r->dialect, code, msg, &body, &len);
+    unsigned status = srv__error_body_as(r->dialect, code, msg, &body, &len);
     return srv__send_json(r, status, body, len);
 }
 

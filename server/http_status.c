@@ -3,7 +3,7 @@
 
 #include "proto/proto.h" /* proto_error_encode */
 
-unsigned srv_http_status(eng_status code) {
+unsigned srv__http_status(eng_status code) {
     switch (code) {
     case ENG_OK: return 200;
     case ENG_MALFORMED: return 400;
@@ -30,9 +30,9 @@ unsigned srv_http_status(eng_status code) {
     return 500;
 }
 
-eng_status srv_status_of_tokenize(int eng_rc) { return eng_rc == ENG_NO_MEMORY ? ENG_NO_MEMORY : ENG_INVALID_ARGUMENT; }
+eng_status srv__status_of_tokenize(int eng_rc) { return eng_rc == ENG_NO_MEMORY ? ENG_NO_MEMORY : ENG_INVALID_ARGUMENT; }
 
-eng_status srv_status_of_upload(eng_status rc, int *prefix) {
+eng_status srv__status_of_upload(eng_status rc, int *prefix) {
     *prefix = 0;
     switch (rc) {
     case ENG_OK:
@@ -46,12 +46,12 @@ eng_status srv_status_of_upload(eng_status rc, int *prefix) {
     }
 }
 
-unsigned srv_error_body(eng_status code, const char *msg, char **body, size_t *len) {
-    return srv_error_body_as(PROTO_DIALECT_ADAPTERD, code, msg, body, len);
+unsigned srv__error_body(eng_status code, const char *msg, char **body, size_t *len) {
+    return srv__error_body_as(PROTO_DIALECT_ADAPTERD, code, msg, body, len);
 }
 
-unsigned srv_error_body_as(int d, eng_status code, const char *msg, char **body, size_t *len) {
-    unsigned status = srv_http_status(code);
+unsigned srv__error_body_as(int d, eng_status code, const char *msg, char **body, size_t *len) {
+    unsigned status = srv__http_status(code);
     *body = proto_error_encode_as((proto_dialect)d, eng_status_name(code), status, msg && *msg ? msg : eng_status_desc(code), len);
     return *body ? status : 500;
 }

@@ -52,7 +52,7 @@ void srv__offload_fail(srv_request *r, eng_status code, const char *msg) {
     srv__scrub_path(clean, sizeof clean, store_dir(r->srv->reg), "<registry>");
     if (strcmp(store_dir(r->srv->reg), r->srv->cfg.registry))
         srv__scrub_path(clean, sizeof clean, r->srv->cfg.registry, "<registry>");
-    r->off.status = srv_error_body_as(r->dialect, code, clean, &r->off.body, &r->off.len); /* the route's shape */
+    r->off.status = srv__error_body_as(r->dialect, code, clean, &r->off.body, &r->off.len); /* the route's shape */
 }
 
 static void after_cb(uv_work_t *w, int status) {

@@ -351,7 +351,7 @@ int srv__job_tokenize(srv_server *s, srv_job *j, const proto_predict_req *p, eng
             np.truncation = ENG_TOK_TRUNCATE_NONE;
             int rc = eng_tok_encode(tok, x->text, x->len, x->pair, x->pair_len, &np, &one, &e);
             if (rc) {
-                *code = srv_status_of_tokenize(rc);
+                *code = srv__status_of_tokenize(rc);
                 snprintf(msg, msz, "inputs[%d]: %s", i, e.msg);
                 return -1;
             }
@@ -397,7 +397,7 @@ int srv__job_tokenize(srv_server *s, srv_job *j, const proto_predict_req *p, eng
         }
         int rc = eng_tok_encode(tok, x->text, x->len, x->pair, x->pair_len, &tp, &one, &e);
         if (rc) {
-            *code = srv_status_of_tokenize(rc);
+            *code = srv__status_of_tokenize(rc);
             snprintf(msg, msz, "inputs[%d]: %s", i, e.msg);
             return -1;
         }

@@ -24,7 +24,7 @@ void srv__job_fail(srv_job *j, eng_status code, const char *msg) {
     j->head_len = 0;
     j->fail_code = code;
     snprintf(j->fail_msg, sizeof j->fail_msg, "%s", msg && *msg ? msg : eng_status_desc(code));
-    j->status = srv_error_body_as(j->codec->dialect, code, msg, &j->body, &j->body_len);
+    j->status = srv__error_body_as(j->codec->dialect, code, msg, &j->body, &j->body_len);
 }
 
 /* This request's share of the batch plan (see proto_explain). Its rows, streams and trunks per layer

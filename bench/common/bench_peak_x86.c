@@ -113,7 +113,7 @@ __attribute__((target("avx2,avxvnni"))) static void loop_vnni_ymm(long n) {
     sink = (float)_mm256_extract_epi32(s, 0);
 }
 
-/* the AVX2 int8 kernel's pair: 16 int16 products summed in pairs, then added (avx2_lowp.c). Each accumulator
+/* the AVX2 int8 kernel's pair: 16 int16 products summed in pairs, then added (avx2_int8.c). Each accumulator
  * gets its own vpmaddwd: with intrinsics the compiler computed the loop-invariant product once per iteration
  * and reused it for every add (one vpmaddwd per 16 vpaddd: the add's throughput was measured, not the pair's).
  * The integer loops are written as one asm statement per instruction: GCC's integer intrinsics copied every

@@ -38,20 +38,20 @@ int bench_parse_list(const char *s, int *v, int max) {
 
 double bench_sgemm_peak(eng_pool *pool, int reps) {
     int M = 2048, N = 3072, K = 768;
-    float *A = eng_alloc_aligned(sizeof(float) * M * K), *W = eng_alloc_aligned(sizeof(float) * N * K),
-          *C = eng_alloc_aligned(sizeof(float) * M * N);
+    float *A = eng__alloc_aligned(sizeof(float) * M * K), *W = eng__alloc_aligned(sizeof(float) * N * K),
+          *C = eng__alloc_aligned(sizeof(float) * M * N);
     double best = 1e30;
     if (A && W && C) {
         for (int i = 0; i < M * K; i++) A[i] = (float)(i % 17) * 0.01f;
         for (int i = 0; i < N * K; i++) W[i] = (float)(i % 13) * 0.01f;
         for (int r = 0; r < reps + 2; r++) {
             double t = bench_now_ms();
-            eng_gemm(pool, M, N, K, A, K, W, K, C, N, NULL);
+            eng__gemm(pool, M, N, K, A, K, W, K, C, N, NULL);
             t = bench_now_ms() - t;
             if (r >= 2 && t < best) best = t;
         }
     }
-    eng_free_aligned(A), eng_free_aligned(W), eng_free_aligned(C);
+    eng__free_aligned(A), eng__free_aligned(W), eng__free_aligned(C);
     return best < 1e30 ? 2.0 * M * N * (double)K / (best * 1e6) : 0;
 }
 
@@ -76,9 +76,9 @@ double bench_peak_loop(eng_pool *pool, bench_loop_fn loop, long iters, double op
     double best = 1e30;
     for (int r = 0; r < 5; r++) {
         double t = bench_now_ms();
-        eng_pool_run(pool, eng_pool_size(pool), peak_task, &j);
+        eng__pool_run(pool, eng__pool_size(pool), peak_task, &j);
         t = bench_now_ms() - t;
         if (t < best) best = t;
     }
-    return ops * (double)iters * eng_pool_size(pool) / (best * 1e6);
+    return ops * (double)iters * eng__pool_size(pool) / (best * 1e6);
 }

@@ -22,7 +22,7 @@ int bench_parse_list(const char *s, int *v, int max);
 /* n token ids drawn from [lo, hi) by the LCG seeded with seed: the same inputs on every run. */
 void bench_random_ids(int32_t *ids, int n, unsigned seed, int lo, int hi);
 
-/* Best GFLOP/s of a 2048 x 3072 x 768 product through eng_gemm on pool, over reps runs after two
+/* Best GFLOP/s of a 2048 x 3072 x 768 product through eng__gemm on pool, over reps runs after two
  * warm-ups; 0 when memory runs out. */
 double bench_sgemm_peak(eng_pool *pool, int reps);
 

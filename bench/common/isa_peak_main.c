@@ -25,7 +25,7 @@ int main(int argc, char **argv) {
         }
     }
     if (threads < 1 || runs < 1 || runs > 64) return 2;
-    eng_pool *pool = eng_pool_new(threads);
+    eng_pool *pool = eng__pool_new(threads);
     if (!pool) return 1;
     double best[3] = {0}, med[3] = {0};
     printf("level %s, %d threads, %d runs\n", eng_cpu_level(), threads, runs);
@@ -41,6 +41,6 @@ int main(int argc, char **argv) {
     }
     printf("{\"level\":\"%s\",\"threads\":%d,\"fp32\":%.1f,\"bf16\":%.1f,\"int8\":%.1f}\n", eng_cpu_level(), threads,
            best[0], best[1], best[2]);
-    eng_pool_free(pool);
+    eng__pool_free(pool);
     return 0;
 }

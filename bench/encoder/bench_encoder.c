@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "bench_util.h"
-#include "core/state.h"
+#include "math/state.h"
 #include "math/blas.h"
 #include "math/cpu.h"
 #include "engine/model.h"
@@ -37,7 +37,7 @@ static int run(const eng_model *m, eng_state *st, int n_seq, int len, int reps, 
     const eng_config *c = eng_model_config(m);
     int n = n_seq * len;
     int32_t *ids = malloc(sizeof(int32_t) * n), *lens = malloc(sizeof(int32_t) * n_seq);
-    float *out = eng_alloc_aligned(sizeof(float) * (size_t)n * c->hidden);
+    float *out = eng__alloc_aligned(sizeof(float) * (size_t)n * c->hidden);
     double *t = malloc(sizeof(double) * reps);
     if (!ids || !lens || !out || !t) return -1;
     bench_random_ids(ids, n, 42, 0, c->vocab);
@@ -55,7 +55,7 @@ static int run(const eng_model *m, eng_state *st, int n_seq, int len, int reps, 
         t[r] = bench_now_ms() - t0;
     }
     *med_ms = bench_median(t, reps);
-    free(ids), free(lens), eng_free_aligned(out), free(t);
+    free(ids), free(lens), eng__free_aligned(out), free(t);
     return 0;
 }
 
@@ -69,7 +69,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--batch-reps") && i + 1 < argc) batch_reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--precision") && i + 1 < argc) prec = argv[++i];
         else if (!strcmp(argv[i], "--json")) json = 1;
-        else if (!strcmp(argv[i], "--keep-denormals")) eng_cpu_keep_denormals(1); /* what FTZ/DAZ are worth */
+        else if (!strcmp(argv[i], "--keep-denormals")) eng__cpu_keep_denormals(1); /* what FTZ/DAZ are worth */
         else if (!strcmp(argv[i], "--workloads") && i + 1 < argc) { /* for profiling one of them */
             do_lat = strstr(argv[i + 1], "latency") != NULL;
             do_thr = strstr(argv[++i], "batch") != NULL;
@@ -92,12 +92,12 @@ int main(int argc, char **argv) {
     }
     eng_state *st = eng_state_new(threads);
     if (!st) return 1;
-    double peak = bench_sgemm_peak(eng_state_pool(st), 5), lat = 0, thr = 0;
-    double isa = bench_isa_peak(eng_state_pool(st), eng_model_precision(m).precision);
+    double peak = bench_sgemm_peak(eng__state_pool(st), 5), lat = 0, thr = 0;
+    double isa = bench_isa_peak(eng__state_pool(st), eng_model_precision(m).precision);
     if ((do_lat && run(m, st, 1, 128, reps, &lat)) || (do_thr && run(m, st, 32, 128, batch_reps, &thr))) return 1;
     const eng_config *c = eng_model_config(m);
     double g1 = encoder_flops(c, 1, 128) / (lat * 1e6), g32 = encoder_flops(c, 32, 128) / (thr * 1e6);
-    double isa2 = bench_isa_peak(eng_state_pool(st), eng_model_precision(m).precision);
+    double isa2 = bench_isa_peak(eng__state_pool(st), eng_model_precision(m).precision);
     if (isa2 > isa) isa = isa2;
     if (json)
         printf("{\"engine\":\"adapterd\",\"blas_core\":\"%s\",\"threads\":%d,\"latency_1x128_ms\":%.3f,"

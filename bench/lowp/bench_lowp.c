@@ -5,7 +5,7 @@
  *
  * Products: C (M, N) = A (M, K) W^T + bias, (K, N) = 768x768 (attention projections), 768x3072
  * (FFN up), 3072x768 (FFN down), M = 128 (one 128-token sequence) and 4096 (32 of them). fp32 runs
- * eng_pgemm over float32 panels; bf16 and int8 run eng_lp_gemm (engine/math/gemm_lowp.h), their
+ * eng__pgemm over float32 panels; bf16 and int8 run eng__lp_gemm (engine/math/gemm_lowp.h), their
  * activation conversion included. Every rep runs the three precisions in turn, so drift in the
  * machine's load falls on all of them alike; medians over reps.
  *
@@ -52,20 +52,20 @@ int main(int argc, char **argv) {
         }
     }
     if (threads < 1 || reps < 1 || big_reps < 1) return 2;
-    eng_blas_init();
+    eng__blas_init();
     char feats[128], load[128];
-    eng_cpu_describe(eng_cpu_features(), feats, sizeof feats);
-    if (!eng_cpu_has(ENG_CPU_AVX512_BF16 | ENG_CPU_AVX512_VNNI)) {
+    eng__cpu_describe(eng__cpu_features(), feats, sizeof feats);
+    if (!eng__cpu_has(ENG_CPU_AVX512_BF16 | ENG_CPU_AVX512_VNNI)) {
         fprintf(stderr, "bench_lowp: this CPU (%s) lacks avx512_bf16 or avx512_vnni: nothing to measure\n", feats);
         return 77;
     }
-    eng_pool *pool = eng_pool_new(threads);
+    eng_pool *pool = eng__pool_new(threads);
     if (!pool) return 1;
     loadavg(load, sizeof load);
     printf("cpu features: %s\nOpenBLAS core: %s (not used by these products)\nthreads: %d\nload average before: %s\n",
            feats, eng_blas_core(), threads, load);
-    printf("kernels: fp32 packed avx512 (eng_pgemm), bf16 %s, int8 %s\n", eng_lp_kernel(ENG_PREC_BF16),
-           eng_lp_kernel(ENG_PREC_INT8));
+    printf("kernels: fp32 packed avx512 (eng__pgemm), bf16 %s, int8 %s\n", eng__lp_kernel(ENG_PREC_BF16),
+           eng__lp_kernel(ENG_PREC_INT8));
     /* the peaks are measured before and after the products, and the better of the two kept: a
      * burst of other load during one measurement would otherwise inflate every share */
     double pk[3];
@@ -81,11 +81,11 @@ int main(int argc, char **argv) {
     for (int r = 0; r < nrows; r++)
         for (int s = 0; s < 3; s++) {
             int M = rows[r], K = kn[s][0], N = kn[s][1], R = M >= 1024 ? big_reps : reps;
-            float *A = eng_alloc_aligned(sizeof(float) * (size_t)M * K), *W = malloc(sizeof(float) * (size_t)N * K);
-            float *bias = malloc(sizeof(float) * N), *C = eng_alloc_aligned(sizeof(float) * (size_t)M * N);
-            float *P = eng_alloc_aligned(sizeof(float) * eng_packed_floats(N, K));
-            size_t wsb = eng_lp_ws_bytes(ENG_PREC_BF16, M, K), wsi = eng_lp_ws_bytes(ENG_PREC_INT8, M, K);
-            void *ws = eng_alloc_aligned(wsb > wsi ? wsb : wsi);
+            float *A = eng__alloc_aligned(sizeof(float) * (size_t)M * K), *W = malloc(sizeof(float) * (size_t)N * K);
+            float *bias = malloc(sizeof(float) * N), *C = eng__alloc_aligned(sizeof(float) * (size_t)M * N);
+            float *P = eng__alloc_aligned(sizeof(float) * eng__packed_floats(N, K));
+            size_t wsb = eng__lp_ws_bytes(ENG_PREC_BF16, M, K), wsi = eng__lp_ws_bytes(ENG_PREC_INT8, M, K);
+            void *ws = eng__alloc_aligned(wsb > wsi ? wsb : wsi);
             double *t = malloc(sizeof(double) * 3 * (size_t)R);
             eng_lp_weights wb = {0}, wi = {0};
             if (A && W && bias) {
@@ -93,30 +93,30 @@ int main(int argc, char **argv) {
                 fill(W, (size_t)N * K, 2, 0.1f);
                 fill(bias, (size_t)N, 3, 0.2f);
             }
-            if (!A || !W || !bias || !C || !P || !ws || !t || eng_lp_pack(&wb, ENG_PREC_BF16, W, N, K, K) ||
-                eng_lp_pack(&wi, ENG_PREC_INT8, W, N, K, K)) {
+            if (!A || !W || !bias || !C || !P || !ws || !t || eng__lp_pack(&wb, ENG_PREC_BF16, W, N, K, K) ||
+                eng__lp_pack(&wi, ENG_PREC_INT8, W, N, K, K)) {
                 fprintf(stderr, "bench_lowp: out of memory\n");
                 return 1;
             }
-            eng_pack_linear(W, N, K, K, P);
+            eng__pack_linear(W, N, K, K, P);
             eng_epilogue ep = {.bias = bias, .act = ENG_ACT_IDENTITY};
             for (int i = -1; i < R; i++) { /* i = -1: warm-up */
                 double t0 = bench_now_ms();
-                eng_pgemm(pool, M, N, K, A, K, P, C, N, &ep);
+                eng__pgemm(pool, M, N, K, A, K, P, C, N, &ep);
                 double t1 = bench_now_ms();
-                eng_lp_gemm(pool, M, A, K, &wb, C, N, &ep, ws);
+                eng__lp_gemm(pool, M, A, K, &wb, C, N, &ep, ws);
                 double t2 = bench_now_ms();
-                eng_lp_gemm(pool, M, A, K, &wi, C, N, &ep, ws);
+                eng__lp_gemm(pool, M, A, K, &wi, C, N, &ep, ws);
                 double t3 = bench_now_ms();
                 if (i >= 0) t[i] = t1 - t0, t[R + i] = t2 - t1, t[2 * R + i] = t3 - t2;
             }
             /* the outputs' distance from float32's, on these inputs (uniform activations in [-2, 2), weights
              * in [-0.05, 0.05)): mean |diff| over mean |y|, and max |diff| over max |y| */
-            float *C2 = eng_alloc_aligned(sizeof(float) * (size_t)M * N);
+            float *C2 = eng__alloc_aligned(sizeof(float) * (size_t)M * N);
             if (!C2) return 1;
             for (int p = 1; p < 3; p++) {
-                eng_pgemm(pool, M, N, K, A, K, P, C, N, &ep);
-                eng_lp_gemm(pool, M, A, K, p == 1 ? &wb : &wi, C2, N, &ep, ws);
+                eng__pgemm(pool, M, N, K, A, K, P, C, N, &ep);
+                eng__lp_gemm(pool, M, A, K, p == 1 ? &wb : &wi, C2, N, &ep, ws);
                 double se = 0, sy = 0, me = 0, my = 0;
                 for (size_t e = 0; e < (size_t)M * N; e++) {
                     double d = fabs((double)C2[e] - C[e]), y = fabs((double)C[e]);
@@ -124,7 +124,7 @@ int main(int argc, char **argv) {
                 }
                 err_all[line * 2 + p - 1][0] = se / sy, err_all[line * 2 + p - 1][1] = me / my;
             }
-            eng_free_aligned(C2);
+            eng__free_aligned(C2);
             double flop = 2.0 * M * N * (double)K;
             for (int p = 0; p < 3; p++) {
                 ms_all[line * 3 + p] = bench_median(t + (size_t)p * R, R);
@@ -132,8 +132,8 @@ int main(int argc, char **argv) {
             }
             shape[line][0] = M, shape[line][1] = K, shape[line][2] = N;
             line++;
-            eng_lp_release(&wb), eng_lp_release(&wi);
-            eng_free_aligned(A), eng_free_aligned(C), eng_free_aligned(P), eng_free_aligned(ws);
+            eng__lp_release(&wb), eng__lp_release(&wi);
+            eng__free_aligned(A), eng__free_aligned(C), eng__free_aligned(P), eng__free_aligned(ws);
             free(W), free(bias), free(t);
         }
     double after[3];
@@ -154,6 +154,6 @@ int main(int argc, char **argv) {
                err_all[l * 2][0], err_all[l * 2][1], err_all[l * 2 + 1][0], err_all[l * 2 + 1][1]);
     loadavg(load, sizeof load);
     printf("\nload average after: %s\n", load);
-    eng_pool_free(pool);
+    eng__pool_free(pool);
     return 0;
 }

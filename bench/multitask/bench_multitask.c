@@ -29,7 +29,7 @@
 
 #include "bench_util.h"
 #include "engine/task.h"
-#include "core/state.h"
+#include "math/state.h"
 #include "math/blas.h"
 #include "engine/model.h"
 #include "engine/run.h"
@@ -220,9 +220,9 @@ int main(int argc, char **argv) {
     }
     eng_state *st = eng_state_new(threads);
     if (!st) return 1;
-    double peak = bench_sgemm_peak(eng_state_pool(st), 5);
+    double peak = bench_sgemm_peak(eng__state_pool(st), 5);
     eng_model_precision_info pi = eng_model_precision(m);
-    double isa = bench_isa_peak(eng_state_pool(st), pi.precision);
+    double isa = bench_isa_peak(eng__state_pool(st), pi.precision);
     ctx c = {m, st, malloc(sizeof(int32_t) * (size_t)batch * len), len};
     bench_random_ids(c.ids, batch * len, 42, 1000, cfg->vocab);
     for (int i = 0; i < batch; i++) c.ids[(size_t)i * len] = 101, c.ids[(size_t)i * len + len - 1] = 102;
@@ -303,7 +303,7 @@ int main(int argc, char **argv) {
                 eng_plan_stats_free(&r.stats);
                 fflush(stdout);
             }
-    double isa2 = bench_isa_peak(eng_state_pool(st), pi.precision);
+    double isa2 = bench_isa_peak(eng__state_pool(st), pi.precision);
     if (json) printf("{\"kind\":\"peak_after\",\"precision_peak_gops\":%.1f}\n", isa2);
     else printf("%s instruction peak after the plans: %.1f G/s\n", pi.name, isa2);
     for (int k = 0; k < max_t; k++) eng_task_free(tasks[k]);

@@ -32,7 +32,7 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    eng_blas_init();
+    eng__blas_init();
     printf("bottleneck adapter (down H->d, up d->H), hidden %d, %d rows, 1 thread, OpenBLAS core %s\n", H, rows,
            eng_blas_core());
     printf("%5s %8s %9s %9s %9s %9s %11s %9s %s\n", "d", "sparsity", "dense_KB", "csr_KB", "dense_us", "csr_us",
@@ -54,19 +54,19 @@ int main(int argc, char **argv) {
                 Wd[i] = frand(&s, 0, 1) < sp[si] ? 0.0f : 0.01f * (float)((int)test_rand_below(&s, 200) - 100);
                 Wu[i] = frand(&s, 0, 1) < sp[si] ? 0.0f : 0.01f * (float)((int)test_rand_below(&s, 200) - 100);
             }
-            eng_sparse *sd = eng_sparse_from_dense(Wd, d, H), *su = eng_sparse_from_dense(Wu, H, d);
+            eng_sparse *sd = eng__sparse_from_dense(Wd, d, H), *su = eng__sparse_from_dense(Wu, H, d);
             if (!sd || !su) return 1;
             for (int r = 0; r < reps; r++) {
                 double t0 = now_us();
-                eng_gemm(NULL, rows, d, H, X, H, Wd, H, D, d, NULL);
-                eng_gemm(NULL, rows, H, d, D, d, Wu, d, Y, H, NULL);
+                eng__gemm(NULL, rows, d, H, X, H, Wd, H, D, d, NULL);
+                eng__gemm(NULL, rows, H, d, D, d, Wu, d, Y, H, NULL);
                 t[r] = now_us() - t0;
             }
             double dense = bench_median(t, reps);
             for (int r = 0; r < reps; r++) {
                 double t0 = now_us();
-                eng_sparse_gemm(sd, rows, X, H, D, d);
-                eng_sparse_gemm(su, rows, D, d, Y, H);
+                eng__sparse_gemm(sd, rows, X, H, D, d);
+                eng__sparse_gemm(su, rows, D, d, Y, H);
                 t[r] = now_us() - t0;
             }
             double sparse = bench_median(t, reps);
@@ -74,19 +74,19 @@ int main(int argc, char **argv) {
             if (!Wx) return 1;
             for (int r = 0; r < reps; r++) { /* what the engine does when the CSR kernel would be slower */
                 double t0 = now_us();
-                eng_sparse_to_dense(sd, Wx);
-                eng_sparse_to_dense(su, Wx + (size_t)d * H);
-                eng_gemm(NULL, rows, d, H, X, H, Wx, H, D, d, NULL);
-                eng_gemm(NULL, rows, H, d, D, d, Wx + (size_t)d * H, d, Y, H, NULL);
+                eng__sparse_to_dense(sd, Wx);
+                eng__sparse_to_dense(su, Wx + (size_t)d * H);
+                eng__gemm(NULL, rows, d, H, X, H, Wx, H, D, d, NULL);
+                eng__gemm(NULL, rows, H, d, D, d, Wx + (size_t)d * H, d, Y, H, NULL);
                 t[r] = now_us() - t0;
             }
             double expand = bench_median(t, reps);
             free(Wx);
             printf("%5d %7.0f%% %9.1f %9.1f %9.1f %9.1f %11.1f %8.2fx %s\n", d, 100 * sp[si], 2.0 * d * H * 4 / 1024.0,
-                   (eng_sparse_bytes(sd) + eng_sparse_bytes(su)) / 1024.0, dense, sparse, expand, dense / sparse,
-                   eng_sparse_prefer_kernel(sd) ? "csr kernel" : "expand + sgemm");
-            eng_sparse_free(sd);
-            eng_sparse_free(su);
+                   (eng__sparse_bytes(sd) + eng__sparse_bytes(su)) / 1024.0, dense, sparse, expand, dense / sparse,
+                   eng__sparse_prefer_kernel(sd) ? "csr kernel" : "expand + sgemm");
+            eng__sparse_free(sd);
+            eng__sparse_free(su);
             free(Wd);
             free(Wu);
         }

@@ -3,10 +3,10 @@
 
 #include "core/tensor.h"
 
-void *eng_alloc_aligned(size_t n) {
+void *eng__alloc_aligned(size_t n) {
     void *p = NULL;
     if (posix_memalign(&p, 64, n ? n : 64) != 0) return NULL;
     return p;
 }
 
-void eng_free_aligned(void *p) { free(p); }
+void eng__free_aligned(void *p) { free(p); }

@@ -21,8 +21,8 @@ typedef struct {
 } eng_seg;
 
 /* Allocates n bytes aligned to 64 (a cache line, an AVX-512 vector); returns NULL on failure.
- * Release with eng_free_aligned. */
-void *eng_alloc_aligned(size_t n);
-void eng_free_aligned(void *p);
+ * Release with eng__free_aligned. */
+void *eng__alloc_aligned(size_t n);
+void eng__free_aligned(void *p);
 
 #endif

@@ -198,11 +198,11 @@ static int persistent_load(pk_vm *vm, pk_obj *pid) {
     int rc = eng__zip_data(z, e, vm->label, &data, vm->err);
     if (rc) return rc;
     eng_dtype dt = allowed_globals[v[1]->u.glob].dtype;
-    uint64_t numel = (uint64_t)v[4]->u.i, es = eng_dtype_size(dt);
+    uint64_t numel = (uint64_t)v[4]->u.i, es = eng__dtype_size(dt);
     if (numel > e->usize / es)
         return eng_err_set(vm->err, ENG_FORMAT, "%s: storage '%s' claims %llu %s elements but its entry has %llu bytes",
                            vm->label, eng__printable(key, kl, kb, sizeof kb), (unsigned long long)numel,
-                           eng_dtype_name(dt), (unsigned long long)e->usize);
+                           eng__dtype_name(dt), (unsigned long long)e->usize);
     pk_obj *s = vm_new(vm, PK_STORAGE);
     if (!s) return vm->err ? vm->err->code : ENG_INTERNAL;
     s->u.storage.dtype = dt;
@@ -263,7 +263,7 @@ static int rebuild_tensor(pk_vm *vm, const pk_obj *args) {
     if (off < 0 || (uint64_t)off > st->u.storage.numel || numel > st->u.storage.numel - (uint64_t)off)
         return vm_fail(vm, ENG_FORMAT, "tensor (offset + elements) runs past the end of its storage");
     t->dtype = st->u.storage.dtype;
-    t->data = st->u.storage.data + (uint64_t)off * eng_dtype_size(t->dtype);
+    t->data = st->u.storage.data + (uint64_t)off * eng__dtype_size(t->dtype);
     return vm_push(vm, o);
 }
 

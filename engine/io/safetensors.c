@@ -13,7 +13,7 @@
 #define ST_MAX_HEADER 100000000ull
 
 struct eng_st_file {
-    void *owned;      /* heap buffer the tensors point into (eng_st_from_tensors), or NULL */
+    void *owned;      /* heap buffer the tensors point into (eng__st_from_tensors), or NULL */
     void *map;        /* mmap'd region, or NULL for a caller's buffer */
     size_t map_len;
     const uint8_t *base;
@@ -36,8 +36,8 @@ static const size_t dtype_sizes[ENG_DT_COUNT] = {
     [ENG_DT_F64] = 8,  [ENG_DT_I64] = 8, [ENG_DT_U64] = 8,
 };
 
-size_t eng_dtype_size(eng_dtype dt) { return dt < ENG_DT_COUNT ? dtype_sizes[dt] : 0; }
-const char *eng_dtype_name(eng_dtype dt) { return dt < ENG_DT_COUNT ? dtype_names[dt] : "?"; }
+size_t eng__dtype_size(eng_dtype dt) { return dt < ENG_DT_COUNT ? dtype_sizes[dt] : 0; }
+const char *eng__dtype_name(eng_dtype dt) { return dt < ENG_DT_COUNT ? dtype_names[dt] : "?"; }
 
 static int dtype_parse(const char *s) {
     for (int i = 0; i < ENG_DT_COUNT; i++)
@@ -56,7 +56,7 @@ static int cmp_offset(const void *a, const void *b) {
     return x->nbytes < y->nbytes ? -1 : x->nbytes > y->nbytes;
 }
 
-void eng_st_close(eng_st_file *f) {
+void eng__st_close(eng_st_file *f) {
     if (!f) return;
     for (size_t i = 0; i < f->n; i++) free((char *)f->tensors[i].name);
     free(f->tensors);
@@ -71,7 +71,7 @@ void eng_st_close(eng_st_file *f) {
     free(f);
 }
 
-int eng_st_from_tensors(eng_st_tensor *tensors, size_t n, void *owned, void *map, size_t map_len, const char *label,
+int eng__st_from_tensors(eng_st_tensor *tensors, size_t n, void *owned, void *map, size_t map_len, const char *label,
                         eng_st_file **out, eng_err *err) {
     *out = NULL;
     eng_st_file *f = calloc(1, sizeof *f);
@@ -91,7 +91,7 @@ int eng_st_from_tensors(eng_st_tensor *tensors, size_t n, void *owned, void *map
     for (size_t i = 1; i < n; i++)
         if (!strcmp(f->tensors[i - 1].name, f->tensors[i].name)) {
             eng_err_set(err, ENG_FORMAT, "%s: duplicate tensor '%s'", label, f->tensors[i].name);
-            eng_st_close(f);
+            eng__st_close(f);
             return ENG_FORMAT;
         }
     *out = f;
@@ -241,7 +241,7 @@ done:
     return rc;
 }
 
-int eng_st_open_buffer(const void *buf, size_t len, const char *label, eng_st_file **out, eng_err *err) {
+int eng__st_open_buffer(const void *buf, size_t len, const char *label, eng_st_file **out, eng_err *err) {
     *out = NULL;
     eng_st_file *f = calloc(1, sizeof *f);
     if (!f) return eng_err_set(err, ENG_NO_MEMORY, "%s: out of memory", label);
@@ -249,14 +249,14 @@ int eng_st_open_buffer(const void *buf, size_t len, const char *label, eng_st_fi
     f->len = len;
     int rc = parse(f, label, err);
     if (rc) {
-        eng_st_close(f);
+        eng__st_close(f);
         return rc;
     }
     *out = f;
     return 0;
 }
 
-int eng_map_file(const char *path, void **map, size_t *len, eng_err *err) {
+int eng__map_file(const char *path, void **map, size_t *len, eng_err *err) {
     *map = NULL;
     *len = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -281,11 +281,11 @@ int eng_map_file(const char *path, void **map, size_t *len, eng_err *err) {
     return 0;
 }
 
-int eng_st_open(const char *path, eng_st_file **out, eng_err *err) {
+int eng__st_open(const char *path, eng_st_file **out, eng_err *err) {
     *out = NULL;
     void *map;
     size_t len;
-    int rc = eng_map_file(path, &map, &len, err);
+    int rc = eng__map_file(path, &map, &len, err);
     if (rc) return rc;
     eng_st_file *f = calloc(1, sizeof *f);
     if (!f) {
@@ -298,22 +298,22 @@ int eng_st_open(const char *path, eng_st_file **out, eng_err *err) {
     f->len = len;
     rc = parse(f, path, err);
     if (rc) {
-        eng_st_close(f);
+        eng__st_close(f);
         return rc;
     }
     *out = f;
     return 0;
 }
 
-size_t eng_st_count(const eng_st_file *f) { return f->n; }
-const eng_st_tensor *eng_st_at(const eng_st_file *f, size_t i) { return i < f->n ? &f->tensors[i] : NULL; }
+size_t eng__st_count(const eng_st_file *f) { return f->n; }
+const eng_st_tensor *eng__st_at(const eng_st_file *f, size_t i) { return i < f->n ? &f->tensors[i] : NULL; }
 
-const eng_st_tensor *eng_st_find(const eng_st_file *f, const char *name) {
+const eng_st_tensor *eng__st_find(const eng_st_file *f, const char *name) {
     eng_st_tensor key = {.name = name};
     return bsearch(&key, f->tensors, f->n, sizeof *f->tensors, cmp_name);
 }
 
-const char *eng_st_metadata(const eng_st_file *f, const char *key) {
+const char *eng__st_metadata(const eng_st_file *f, const char *key) {
     for (size_t i = 0; i < f->n_meta; i++)
         if (!strcmp(f->meta_keys[i], key)) return f->meta_vals[i];
     return NULL;
@@ -343,7 +343,7 @@ static float f16_to_f32(uint16_t h) {
     return f;
 }
 
-int eng_convert_to_f32(eng_dtype dt, const void *src, size_t n, float *dst) {
+int eng__convert_to_f32(eng_dtype dt, const void *src, size_t n, float *dst) {
     const uint8_t *s = src;
     switch (dt) {
     case ENG_DT_F32:

@@ -12,7 +12,7 @@
 /* Largest element size first, then name: each tensor starts aligned to its element size. */
 static int cmp_layout(const void *a, const void *b) {
     const eng_st_tensor *x = *(const eng_st_tensor *const *)a, *y = *(const eng_st_tensor *const *)b;
-    size_t sx = eng_dtype_size(x->dtype), sy = eng_dtype_size(y->dtype);
+    size_t sx = eng__dtype_size(x->dtype), sy = eng__dtype_size(y->dtype);
     if (sx != sy) return sx > sy ? -1 : 1;
     return strcmp(x->name, y->name);
 }
@@ -31,10 +31,10 @@ static int check_tensor(const eng_st_tensor *t, const char *path, eng_err *err) 
             return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s: tensor '%s': bad shape", path, t->name);
         numel *= (uint64_t)t->shape[d];
     }
-    size_t es = eng_dtype_size(t->dtype);
+    size_t es = eng__dtype_size(t->dtype);
     if (numel > SIZE_MAX / es || numel * es != t->nbytes || (t->nbytes && !t->data))
         return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s: tensor '%s': %zu bytes for its shape and dtype %s", path,
-                           t->name, t->nbytes, eng_dtype_name(t->dtype));
+                           t->name, t->nbytes, eng__dtype_name(t->dtype));
     return 0;
 }
 
@@ -57,7 +57,7 @@ static char *build_header(const eng_st_tensor *const *order, size_t n, const cha
             bad = json_array_append_new(offs, json_integer((json_int_t)off)) ||
                   json_array_append_new(offs, json_integer((json_int_t)(off + t->nbytes)));
         if (!bad)
-            bad = json_object_set_new(e, "dtype", json_string(eng_dtype_name(t->dtype))) ||
+            bad = json_object_set_new(e, "dtype", json_string(eng__dtype_name(t->dtype))) ||
                   json_object_set(e, "shape", shape) || json_object_set(e, "data_offsets", offs) ||
                   json_object_set(root, t->name, e);
         json_decref(shape);
@@ -72,7 +72,7 @@ static char *build_header(const eng_st_tensor *const *order, size_t n, const cha
 
 static int write_all(FILE *f, const void *p, size_t n) { return n == 0 || fwrite(p, 1, n, f) == n ? 0 : -1; }
 
-int eng_st_write(const char *path, const eng_st_tensor *t, size_t n, const char *const *meta, size_t n_meta,
+int eng__st_write(const char *path, const eng_st_tensor *t, size_t n, const char *const *meta, size_t n_meta,
                  eng_err *err) {
     for (size_t i = 0; i < n; i++) {
         int rc = check_tensor(&t[i], path, err);

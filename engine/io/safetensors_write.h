@@ -11,7 +11,7 @@
  * Usage:
  *     eng_st_tensor t = {.name = "w", .dtype = ENG_DT_F32, .ndim = 2, .shape = {2, 3}, .numel = 6,
  *                        .data = w, .nbytes = sizeof w};
- *     if (eng_st_write("out.safetensors", &t, 1, NULL, 0, &err)) puts(err.msg); */
+ *     if (eng__st_write("out.safetensors", &t, 1, NULL, 0, &err)) puts(err.msg); */
 #ifndef ADAPTERD_ENGINE_IO_SAFETENSORS_WRITE_H
 #define ADAPTERD_ENGINE_IO_SAFETENSORS_WRITE_H
 
@@ -24,7 +24,7 @@
  * path. Returns 0, or ENG_INVALID_ARGUMENT (duplicate or empty name, a name "__metadata__", a
  * dtype out of range, nbytes that disagree with the shape), ENG_NO_MEMORY or ENG_IO naming the
  * file; on failure nothing is left at path or beside it. */
-int eng_st_write(const char *path, const eng_st_tensor *t, size_t n, const char *const *meta, size_t n_meta,
+int eng__st_write(const char *path, const eng_st_tensor *t, size_t n, const char *const *meta, size_t n_meta,
                  eng_err *err);
 
 #endif

@@ -14,10 +14,10 @@
 #include "io/safetensors.h"
 
 /* Opens a tensor file of either format, chosen by content: a file that starts with the zip local-header
- * magic "PK\x03\x04" is read as a torch.save archive (eng_torchbin_open), anything else as safetensors
- * (eng_st_open). (A safetensors header length whose low four bytes spell that magic would be 67 MB of JSON;
+ * magic "PK\x03\x04" is read as a torch.save archive (eng__torchbin_open), anything else as safetensors
+ * (eng__st_open). (A safetensors header length whose low four bytes spell that magic would be 67 MB of JSON;
  * no real file has one.) Returns what the chosen reader returns; ENG_IO if the file cannot be read. */
-int eng_tensors_open(const char *path, eng_st_file **out, eng_err *err);
+int eng__tensors_open(const char *path, eng_st_file **out, eng_err *err);
 
 /* Opens dir/names[i] for the first i whose file exists (names is NULL-terminated); ENG_NOT_FOUND
  * naming the candidates when none does. */

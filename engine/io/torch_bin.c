@@ -6,7 +6,7 @@
  *     the few globals a state dict uses instead of executing anything.
  *  3. state dict (here): the pickle's result must be a dict of string -> tensor; each tensor is
  *     checked to be C-contiguous and inside its storage, and the tensors are handed to
- *     eng_st_from_tensors. */
+ *     eng__st_from_tensors. */
 #include "io/torch_bin.h"
 
 #include <errno.h>
@@ -58,7 +58,7 @@ static int check_byteorder(const eng__zip *z, const char *label, eng_err *err) {
     return 0;
 }
 
-/* Turns the unpickled dict into tensors and hands them and *map to eng_st_from_tensors (then *map is NULL). */
+/* Turns the unpickled dict into tensors and hands them and *map to eng__st_from_tensors (then *map is NULL). */
 static int make_file(pk_vm *vm, const pk_obj *d, void **map, size_t map_len, eng_st_file **out) {
     const char *label = vm->label;
     if (d->kind != PK_DICT)
@@ -110,7 +110,7 @@ static int make_file(pk_vm *vm, const pk_obj *d, void **map, size_t map_len, eng
         memcpy(ts[i].shape, t->shape, sizeof ts[i].shape);
         ts[i].numel = t->numel;
         ts[i].data = t->data;
-        ts[i].nbytes = (size_t)t->numel * eng_dtype_size(t->dtype);
+        ts[i].nbytes = (size_t)t->numel * eng__dtype_size(t->dtype);
     }
     if (rc) {
         for (size_t j = 0; j < i; j++) free((char *)ts[j].name);
@@ -118,8 +118,8 @@ static int make_file(pk_vm *vm, const pk_obj *d, void **map, size_t map_len, eng
         return rc;
     }
     void *m = *map;
-    *map = NULL; /* eng_st_from_tensors owns it from here, success or not */
-    return eng_st_from_tensors(ts, n, NULL, m, map_len, label, out, vm->err);
+    *map = NULL; /* eng__st_from_tensors owns it from here, success or not */
+    return eng__st_from_tensors(ts, n, NULL, m, map_len, label, out, vm->err);
 }
 
 /* Parses the archive in [b, b + len). Always consumes map: handed to the file object, or unmapped on failure. */
@@ -150,15 +150,15 @@ static int parse(const uint8_t *b, size_t len, const char *label, void *map, siz
     return rc;
 }
 
-int eng_torchbin_open_buffer(const void *buf, size_t len, const char *label, eng_st_file **out, eng_err *err) {
+int eng__torchbin_open_buffer(const void *buf, size_t len, const char *label, eng_st_file **out, eng_err *err) {
     return parse(buf, len, label ? label : "<buffer>", NULL, 0, out, err);
 }
 
-int eng_torchbin_open(const char *path, eng_st_file **out, eng_err *err) {
+int eng__torchbin_open(const char *path, eng_st_file **out, eng_err *err) {
     *out = NULL;
     void *map;
     size_t len;
-    int rc = eng_map_file(path, &map, &len, err);
+    int rc = eng__map_file(path, &map, &len, err);
     if (rc) return rc;
     if (len < 22) {
         if (map) munmap(map, len);

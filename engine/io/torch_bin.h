@@ -15,13 +15,13 @@
  * else that does not fit is ENG_FORMAT; exceeding the reader's limits is ENG_LIMIT. CRCs are not checked.
  *
  * Data pointers are not necessarily aligned (torch pads entries to 64 bytes, other zip writers do not);
- * read them with memcpy or eng_convert_to_f32.
+ * read them with memcpy or eng__convert_to_f32.
  *
  * Usage:
  *     eng_st_file *f; eng_err e;
- *     if (eng_torchbin_open("pytorch_adapter.bin", &f, &e)) { puts(e.msg); return; }
- *     const eng_st_tensor *t = eng_st_find(f, "heads.md.1.weight");
- *     eng_st_close(f); */
+ *     if (eng__torchbin_open("pytorch_adapter.bin", &f, &e)) { puts(e.msg); return; }
+ *     const eng_st_tensor *t = eng__st_find(f, "heads.md.1.weight");
+ *     eng__st_close(f); */
 #ifndef ADAPTERD_ENGINE_IO_TORCH_BIN_H
 #define ADAPTERD_ENGINE_IO_TORCH_BIN_H
 
@@ -31,13 +31,13 @@
 #include "engine/status.h"
 
 /* Maps and reads the torch.save zip archive at path; on success *out owns the mapping and the tensors
- * (release with eng_st_close) and has no metadata. Returns 0 or a negative eng_status (ENG_NOT_FOUND for a
+ * (release with eng__st_close) and has no metadata. Returns 0 or a negative eng_status (ENG_NOT_FOUND for a
  * missing file, ENG_IO when it cannot be opened or mapped, ENG_FORMAT / ENG_UNSUPPORTED / ENG_LIMIT as above)
  * with err naming the problem; *out is NULL on failure. */
-int eng_torchbin_open(const char *path, eng_st_file **out, eng_err *err);
+int eng__torchbin_open(const char *path, eng_st_file **out, eng_err *err);
 
-/* Same as eng_torchbin_open on an in-memory archive of len bytes. The caller keeps buf alive and unchanged
- * until eng_st_close; the file object does not free it. label names the archive in error messages. */
-int eng_torchbin_open_buffer(const void *buf, size_t len, const char *label, eng_st_file **out, eng_err *err);
+/* Same as eng__torchbin_open on an in-memory archive of len bytes. The caller keeps buf alive and unchanged
+ * until eng__st_close; the file object does not free it. label names the archive in error messages. */
+int eng__torchbin_open_buffer(const void *buf, size_t len, const char *label, eng_st_file **out, eng_err *err);
 
 #endif

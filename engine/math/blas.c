@@ -11,7 +11,7 @@ static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 
 static void blas_init_once(void) { openblas_set_num_threads(1); }
 
-void eng_blas_init(void) { pthread_once(&blas_once, blas_init_once); }
+void eng__blas_init(void) { pthread_once(&blas_once, blas_init_once); }
 
 const char *eng_blas_core(void) {
     const char *c = openblas_get_corename();
@@ -20,7 +20,7 @@ const char *eng_blas_core(void) {
 
 /* Here, not in cpu.c: cpu.c is the leaf that asks the CPU (pool.c calls it), the rule itself is
  * its pure eng__blas_core_pick. */
-const char *eng_blas_core_better(void) { return eng__blas_core_pick(eng_blas_core(), eng_cpu_features()); }
+const char *eng_blas_core_better(void) { return eng__blas_core_pick(eng_blas_core(), eng__cpu_features()); }
 
 /* How a product is cut into pool tasks: one column block per thread. Every task reads only its
  * own slice of W, so W (the weights, 340 MB for a bert-base forward, far beyond the caches) is
@@ -59,8 +59,8 @@ void eng__epilogue_after(const eng_epilogue *ep, float *C, int ldc, int m0, int 
     if (ep->act == ENG_ACT_IDENTITY) return;
     for (int m = m0; m < m0 + rows; m++) {
         float *y = C + (size_t)m * ldc + n0;
-        eng_act_apply(ep->act, y, (size_t)w);
-        if (ep->residual) eng_add(y, ep->residual + (size_t)m * ep->ldr + n0, (size_t)w);
+        eng__act_apply(ep->act, y, (size_t)w);
+        if (ep->residual) eng__add(y, ep->residual + (size_t)m * ep->ldr + n0, (size_t)w);
     }
 }
 
@@ -83,26 +83,26 @@ static void gemm_block(void *ctx, int task, int worker) {
 static void gemm_split(eng_pool *pool, int M, int N, int K, float alpha, const float *A, int lda, const float *W,
                        int ldw, float beta, float *C, int ldc, const eng_epilogue *ep) {
     if (M <= 0 || N <= 0) return;
-    int threads = eng_pool_size(pool);
+    int threads = eng__pool_size(pool);
     double flops = 2.0 * M * N * (double)K;
     int blocks = flops < ENG__SPLIT_MIN_FLOPS ? 1 : threads;
     int block = (N + blocks - 1) / blocks;
     block = (block + 15) / 16 * 16; /* keep blocks vector-aligned */
     gemm_job j = {M, N, K, lda, ldw, ldc, block, A, W, C, ep, alpha, beta};
-    eng_pool_run(pool, (N + block - 1) / block, gemm_block, &j);
+    eng__pool_run(pool, (N + block - 1) / block, gemm_block, &j);
 }
 
-void eng_gemm(eng_pool *pool, int M, int N, int K, const float *A, int lda, const float *W, int ldw, float *C,
+void eng__gemm(eng_pool *pool, int M, int N, int K, const float *A, int lda, const float *W, int ldw, float *C,
               int ldc, const eng_epilogue *ep) {
     gemm_split(pool, M, N, K, 1.0f, A, lda, W, ldw, 0.0f, C, ldc, ep);
 }
 
-void eng_gemm_acc(eng_pool *pool, int M, int N, int K, float alpha, const float *A, int lda, const float *W, int ldw,
+void eng__gemm_acc(eng_pool *pool, int M, int N, int K, float alpha, const float *A, int lda, const float *W, int ldw,
                   float *C, int ldc) {
     gemm_split(pool, M, N, K, alpha, A, lda, W, ldw, 1.0f, C, ldc, NULL);
 }
 
-void eng_sgemm_nt(int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb, float *C,
+void eng__sgemm_nt(int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb, float *C,
                   int ldc) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, alpha, A, lda, B, ldb, 0.0f, C, ldc);
 }
@@ -112,12 +112,12 @@ void eng__sgemm_nt_beta(int M, int N, int K, float alpha, const float *A, int ld
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-void eng_sgemm_nn(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C,
+void eng__sgemm_nn(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C,
                   int ldc) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
 }
 
-void eng_ref_gemm(int M, int N, int K, const float *A, int lda, const float *W, int ldw, const float *bias, float *C,
+void eng__ref_gemm(int M, int N, int K, const float *A, int lda, const float *W, int ldw, const float *bias, float *C,
                   int ldc) {
     for (int m = 0; m < M; m++)
         for (int n = 0; n < N; n++) {

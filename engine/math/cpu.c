@@ -24,7 +24,7 @@ static unsigned env_cap = ENG_CPU_ALL; /* ADAPTERD_CPU_LEVEL's features: no rest
 #define levels eng__cpu_levels
 #define N_LEVELS eng__cpu_n_levels
 
-long long eng_cpu_level_mask(const char *name) {
+long long eng__cpu_level_mask(const char *name) {
     if (!name) return -1;
     if (!strcasecmp(name, "native")) return (long long)ENG_CPU_ALL;
     for (size_t i = 0; i < N_LEVELS; i++)
@@ -32,9 +32,9 @@ long long eng_cpu_level_mask(const char *name) {
     return -1;
 }
 
-const char *eng_cpu_level_name(size_t i) { return i < N_LEVELS ? levels[i].name : NULL; }
+const char *eng__cpu_level_name(size_t i) { return i < N_LEVELS ? levels[i].name : NULL; }
 
-const char *eng_cpu_level_of(unsigned f) {
+const char *eng__cpu_level_of(unsigned f) {
     const char *best = levels[0].name;
     for (size_t i = 1; i < N_LEVELS; i++)
         if ((f & levels[i].mask) == levels[i].mask) best = levels[i].name;
@@ -43,21 +43,21 @@ const char *eng_cpu_level_of(unsigned f) {
 
 static void detect(void) {
     detected = eng__cpu_detect();
-    long long cap = eng_cpu_level_mask(getenv(ENG_CPU_LEVEL_ENV)); /* unknown names: eng_cpu_level_check says so */
+    long long cap = eng__cpu_level_mask(getenv(ENG_CPU_LEVEL_ENV)); /* unknown names: eng__cpu_level_check says so */
     if (cap >= 0) env_cap = (unsigned)cap;
     atomic_store(&mask, env_cap);
 }
 
-unsigned eng_cpu_detected(void) {
+unsigned eng__cpu_detected(void) {
     pthread_once(&detect_once, detect);
     return detected;
 }
 
-int eng_cpu_level_check(const char *name, char *msg, int n) {
+int eng__cpu_level_check(const char *name, char *msg, int n) {
     if (n > 0) msg[0] = '\0';
     if (!name) name = getenv(ENG_CPU_LEVEL_ENV);
     if (!name) return 0;
-    long long m = eng_cpu_level_mask(name);
+    long long m = eng__cpu_level_mask(name);
     if (m < 0) {
         int len = snprintf(msg, (size_t)(n > 0 ? n : 0), "unknown CPU level \"%s\" (known: native", name);
         for (size_t i = 0; i < N_LEVELS && len >= 0 && len < n; i++)
@@ -65,19 +65,19 @@ int eng_cpu_level_check(const char *name, char *msg, int n) {
         if (len >= 0 && len < n) snprintf(msg + len, (size_t)(n - len), ")");
         return -1;
     }
-    unsigned lack = (unsigned)m & ~eng_cpu_detected();
+    unsigned lack = (unsigned)m & ~eng__cpu_detected();
     if ((unsigned)m == ENG_CPU_ALL || !lack) return 0;
     char need[128], have[128], missing[256];
-    eng_cpu_describe(lack, need, sizeof need);
-    eng_cpu_describe(eng_cpu_detected(), have, sizeof have);
+    eng__cpu_describe(lack, need, sizeof need);
+    eng__cpu_describe(eng__cpu_detected(), have, sizeof have);
     eng__cpu_lacking(lack, missing, sizeof missing); /* AVX2 listed by the CPU, BMI2 not: say so */
     snprintf(msg, (size_t)(n > 0 ? n : 0), "CPU level %s needs %s, which this CPU lacks (it has: %s%s%s)", name, need,
              have, missing[0] ? "; missing: " : "", missing);
     return -1;
 }
 
-int eng_cpu_set_level(const char *name) {
-    long long m = eng_cpu_level_mask(name);
+int eng__cpu_set_level(const char *name) {
+    long long m = eng__cpu_level_mask(name);
     if (m < 0) return -1;
     pthread_once(&detect_once, detect);
     env_cap = (unsigned)m; /* replaces the environment's cap: a flag wins over the variable */
@@ -85,19 +85,19 @@ int eng_cpu_set_level(const char *name) {
     return 0;
 }
 
-unsigned eng_cpu_features(void) {
+unsigned eng__cpu_features(void) {
     pthread_once(&detect_once, detect);
     return detected & atomic_load_explicit(&mask, memory_order_relaxed);
 }
 
-int eng_cpu_has(unsigned f) { return (eng_cpu_features() & f) == f; }
+int eng__cpu_has(unsigned f) { return (eng__cpu_features() & f) == f; }
 
-void eng_cpu_restrict(unsigned m) {
+void eng__cpu_restrict(unsigned m) {
     pthread_once(&detect_once, detect); /* reads the environment's cap */
     atomic_store(&mask, m & env_cap);
 }
 
-void eng_cpu_describe(unsigned f, char *buf, int n) {
+void eng__cpu_describe(unsigned f, char *buf, int n) {
     if (n <= 0) return;
     buf[0] = '\0';
     int len = 0;
@@ -112,8 +112,8 @@ void eng_cpu_describe(unsigned f, char *buf, int n) {
 
 static atomic_int keep_denormals;
 
-void eng_cpu_keep_denormals(int keep) { atomic_store(&keep_denormals, keep != 0); }
+void eng__cpu_keep_denormals(int keep) { atomic_store(&keep_denormals, keep != 0); }
 
-void eng_cpu_flush_denormals(void) { eng__cpu_fp_flush(!atomic_load_explicit(&keep_denormals, memory_order_relaxed)); }
+void eng__cpu_flush_denormals(void) { eng__cpu_fp_flush(!atomic_load_explicit(&keep_denormals, memory_order_relaxed)); }
 
-int eng_cpu_denormals_flushed(void) { return eng__cpu_fp_flushed(); }
+int eng__cpu_denormals_flushed(void) { return eng__cpu_fp_flushed(); }

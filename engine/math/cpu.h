@@ -35,18 +35,18 @@
 #define ENG_CPU_BF16 (1u << 3)    /* bfdot / bfmmla: bfloat16 products into float32 (Neoverse V1, Graviton 3);
                                    * only with I8MM too, its files being built with +i8mm */
 
-/* The features detected (CPUID and XGETBV, on first call) and not masked by eng_cpu_restrict. */
-unsigned eng_cpu_features(void);
+/* The features detected (CPUID and XGETBV, on first call) and not masked by eng__cpu_restrict. */
+unsigned eng__cpu_features(void);
 
 /* Nonzero when every feature bit in f is available. */
-int eng_cpu_has(unsigned f);
+int eng__cpu_has(unsigned f);
 
 /* Keeps only the features in mask from now on (ENG_CPU_ALL restores the detected set, within the
  * ADAPTERD_CPU_LEVEL cap, which nothing raises), so that tests and benchmarks can run the portable
  * and intermediate paths on a CPU that has more.
  * Not synchronised with running products: call it between them. */
 #define ENG_CPU_ALL (~0u)
-void eng_cpu_restrict(unsigned mask);
+void eng__cpu_restrict(unsigned mask);
 
 /* Levels, as a cap: each names a feature set; the features in use are the detected ones within it.
  * x86-64:
@@ -66,42 +66,42 @@ void eng_cpu_restrict(unsigned mask);
  * Both:
  *   native       everything detected (the default)
  * The cap starts from the environment variable ADAPTERD_CPU_LEVEL when it names a level (read on
- * first detection). eng_cpu_level_mask: the level's features, or -1 for an unknown name. */
+ * first detection). eng__cpu_level_mask: the level's features, or -1 for an unknown name. */
 #define ENG_CPU_LEVEL_ENV "ADAPTERD_CPU_LEVEL"
-long long eng_cpu_level_mask(const char *name);
+long long eng__cpu_level_mask(const char *name);
 
 /* The i-th level name of this architecture, lowest first ("baseline" is 0); NULL past the last. */
-const char *eng_cpu_level_name(size_t i);
+const char *eng__cpu_level_name(size_t i);
 
 /* The highest level name whose features are all in f ("baseline" at least). Static string. */
-const char *eng_cpu_level_of(unsigned f);
+const char *eng__cpu_level_of(unsigned f);
 
 /* The features the CPU and OS offer, before any cap. */
-unsigned eng_cpu_detected(void);
+unsigned eng__cpu_detected(void);
 
 /* Checks a level name against this CPU: 0 when it names a level whose features the CPU has; else
  * -1 with a sentence in msg (n bytes): an unknown name (the known ones listed), or the features
  * the CPU lacks. name NULL checks ADAPTERD_CPU_LEVEL (0 when unset). */
-int eng_cpu_level_check(const char *name, char *msg, int n);
+int eng__cpu_level_check(const char *name, char *msg, int n);
 
 /* Caps the features at a level, in place of ADAPTERD_CPU_LEVEL's cap (a level above the CPU's keeps
- * the CPU's features: eng_cpu_level_check first); -1 for an unknown name. */
-int eng_cpu_set_level(const char *name);
+ * the CPU's features: eng__cpu_level_check first); -1 for an unknown name. */
+int eng__cpu_set_level(const char *name);
 
 /* Writes the feature names ("avx2 avx512 avx512_bf16 ...", or "none") into buf (n bytes). */
-void eng_cpu_describe(unsigned features, char *buf, int n);
+void eng__cpu_describe(unsigned features, char *buf, int n);
 
 /* Sets flush-to-zero and denormals-are-zero in the calling thread's MXCSR (x86; FPCR.FZ on ARM64):
  * subnormal floats cost 10-100x per operation on x86 (and on many ARM cores) and carry nothing a
  * network's output depends on. Cheap when already set (one read); a no-op elsewhere. */
-void eng_cpu_flush_denormals(void);
+void eng__cpu_flush_denormals(void);
 
-/* For benchmarks that measure what flushing is worth: with keep set, eng_cpu_flush_denormals clears
+/* For benchmarks that measure what flushing is worth: with keep set, eng__cpu_flush_denormals clears
  * FTZ and DAZ instead (threads apply it at their next call). Process-wide; the product never sets it. */
-void eng_cpu_keep_denormals(int keep);
+void eng__cpu_keep_denormals(int keep);
 
 /* Nonzero when the calling thread flushes denormals (both FTZ and DAZ set). */
-int eng_cpu_denormals_flushed(void);
+int eng__cpu_denormals_flushed(void);
 
 /* The OpenBLAS core that suits a CPU with the given features when OpenBLAS chose `core`, or NULL
  * when its choice is fine (always on ARM64, where Debian's OpenBLAS picks by the CPU's part number): a core without AVX2 kernels (Prescott, Nehalem, Sandybridge, ...) on an

@@ -10,7 +10,7 @@
 #include "math/kern.h"
 
 /* The architecture's levels, lowest first; [0] is "baseline" with no features (the portable C
- * kernels). eng_cpu_level_of takes the last whose features are all there. */
+ * kernels). eng__cpu_level_of takes the last whose features are all there. */
 typedef struct {
     const char *name;
     unsigned mask;
@@ -18,7 +18,7 @@ typedef struct {
 extern const eng__cpu_level eng__cpu_levels[];
 extern const size_t eng__cpu_n_levels;
 
-/* The feature bits' names (eng_cpu_describe), in the order they are listed. */
+/* The feature bits' names (eng__cpu_describe), in the order they are listed. */
 typedef struct {
     unsigned bit;
     const char *name;

@@ -1,4 +1,4 @@
-/* gemm.c - eng_gemm_rows and eng_gemm_rows_acc (blas.h): products over rows packed from many
+/* gemm.c - eng__gemm_rows and eng__gemm_rows_acc (blas.h): products over rows packed from many
  * sequences (adapters, the embeddings' projection, a batch's pooler) whose weights are not packed
  * at load, computed so that a row's result does not depend on the rows beside it.
  *
@@ -11,7 +11,7 @@
  * (tests/engine/math/test_gemm.c compares each row with the row computed alone, bit for bit):
  *  - N of at least one 48-feature panel (bottleneck adapters, LoRA's B, fusion): the packed product's
  *    micro-tile (kern.h), every element summed in 192-long steps from zero added to C in turn, as
- *    eng_pgemm does. The weights are packed per call, one 192 x 48 slice at a time on the stack (no
+ *    eng__pgemm does. The weights are packed per call, one 192 x 48 slice at a time on the stack (no
  *    allocation, nothing to fail), right before the row tiles of a block run over it; sgemm packs
  *    its operand on every call too.
  *  - narrower (LoRA's A, rank 8 or 16): one sgemm call per row, every call the same shape. The tile
@@ -56,12 +56,12 @@ static void pack_slice(const gemm_job *j, int p, int k0, int kc, float *B) {
         for (int k = 0; k < kc; k++) B[(size_t)k * NR + c] = alpha * W[k];
 }
 
-/* One task: a contiguous run of panels over all rows, the epilogue applied as eng_pgemm does. */
+/* One task: a contiguous run of panels over all rows, the epilogue applied as eng__pgemm does. */
 static void gemm_task(void *ctx, int task, int worker) {
     (void)worker;
     const gemm_job *j = ctx;
     const eng_epilogue *ep = j->ep;
-    eng__f32_tile_fn tile = eng_kern()->f32_tile;
+    eng__f32_tile_fn tile = eng__kern()->f32_tile;
     _Alignas(64) float B[KC * NR];
     if (j->N % NR) memset(B, 0, sizeof B); /* the last panel's missing columns: read, never stored */
     int panels = (j->N + NR - 1) / NR;
@@ -90,7 +90,7 @@ static void gemm_task(void *ctx, int task, int worker) {
 }
 
 /* One task of a narrow product: rows [m0, m0 + rows_per_task), each its own sgemm call, the epilogue
- * as eng_gemm applies it (bias and residual first, the activation after). */
+ * as eng__gemm applies it (bias and residual first, the activation after). */
 static void narrow_task(void *ctx, int task, int worker) {
     (void)worker;
     const gemm_job *j = ctx;
@@ -113,25 +113,25 @@ static void narrow_task(void *ctx, int task, int worker) {
 static void gemm_run(eng_pool *pool, int M, int N, int K, float alpha, const float *A, int lda, const float *W,
                      int ldw, int accumulate, float *C, int ldc, const eng_epilogue *ep) {
     if (M <= 0 || N <= 0) return;
-    int panels = (N + NR - 1) / NR, threads = eng_pool_size(pool);
+    int panels = (N + NR - 1) / NR, threads = eng__pool_size(pool);
     int split = 2.0 * M * N * (double)K < ENG__SPLIT_MIN_FLOPS ? 1 : threads;
     gemm_job j = {M, N, K, lda, ldw, ldc, 0, 0, accumulate, alpha, A, W, C, ep};
     if (N < NARROW) { /* one task, as sgemm's one column block was: waking the pool costs more */
         j.rows_per_task = M;
-        eng_pool_run(pool, 1, narrow_task, &j);
+        eng__pool_run(pool, 1, narrow_task, &j);
         return;
     }
     int tasks = split < panels ? split : panels;
     j.panels_per_task = (panels + tasks - 1) / tasks;
-    eng_pool_run(pool, (panels + j.panels_per_task - 1) / j.panels_per_task, gemm_task, &j);
+    eng__pool_run(pool, (panels + j.panels_per_task - 1) / j.panels_per_task, gemm_task, &j);
 }
 
-void eng_gemm_rows(eng_pool *pool, int M, int N, int K, const float *A, int lda, const float *W, int ldw, float *C,
+void eng__gemm_rows(eng_pool *pool, int M, int N, int K, const float *A, int lda, const float *W, int ldw, float *C,
                    int ldc, const eng_epilogue *ep) {
     gemm_run(pool, M, N, K, 1.0f, A, lda, W, ldw, 0, C, ldc, ep);
 }
 
-void eng_gemm_rows_acc(eng_pool *pool, int M, int N, int K, float alpha, const float *A, int lda, const float *W,
+void eng__gemm_rows_acc(eng_pool *pool, int M, int N, int K, float alpha, const float *A, int lda, const float *W,
                        int ldw, float *C, int ldc) {
     gemm_run(pool, M, N, K, alpha, A, lda, W, ldw, 1, C, ldc, NULL);
 }

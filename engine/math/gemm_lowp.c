@@ -1,12 +1,12 @@
 /* gemm_lowp.c - packing, activation conversion, threading and the portable kernels of the bf16 and
- * int8 products (gemm_lowp.h); the vector kernels are in x86/ (avx2_lowp.c, avx_vnni.c,
+ * int8 products (gemm_lowp.h); the vector kernels are in x86/ (avx2_bf16.c, avx2_int8.c, avx_vnni.c,
  * avx512_bf16.c, avx512_vnni.c), chosen by kern.h.
  *
  * A product runs in two steps. The first converts the activations once into the workspace: bf16
  * rows, or u8 rows with one scale per row; large inputs in a pool region, rows split over the
  * threads, small ones (below ROWS_SPLIT_MIN values) on the caller. Converting inside each column
  * task instead would repeat it once per thread, and the int8 row scale needs the whole row before
- * its first quad can be stored. The second step is a region like eng_pgemm's: each thread takes a
+ * its first quad can be stored. The second step is a region like eng__pgemm's: each thread takes a
  * contiguous run of 48-feature panels and walks all rows in blocks of MC over each panel.
  *
  * Unlike the float32 kernel there is no KC blocking of K: a micro-tile runs over all of K with its
@@ -43,13 +43,13 @@ static size_t ws_ld(eng_prec p, int K, int act_bytes) {
 
 /* ---- packing ---- */
 
-int eng_lp_pack(eng_lp_weights *w, eng_prec prec, const float *W, int N, int K, int ldw) {
+int eng__lp_pack(eng_lp_weights *w, eng_prec prec, const float *W, int N, int K, int ldw) {
     memset(w, 0, sizeof *w);
     if ((prec != ENG_PREC_BF16 && prec != ENG_PREC_INT8) || N < 0 || K < 0) return -1;
     int kp = round_up(K, k_pad(prec)), panels = (N + NR - 1) / NR;
     size_t bytes = (size_t)panels * NR * (size_t)kp * (size_t)elem_bytes(prec);
     w->prec = prec, w->N = N, w->K = K, w->kp = kp;
-    w->panels = eng_alloc_aligned(bytes ? bytes : 64);
+    w->panels = eng__alloc_aligned(bytes ? bytes : 64);
     if (!w->panels) return -1;
     memset(w->panels, 0, bytes);
     if (prec == ENG_PREC_BF16) {
@@ -57,7 +57,7 @@ int eng_lp_pack(eng_lp_weights *w, eng_prec prec, const float *W, int N, int K, 
         for (int n = 0; n < N; n++) {
             const float *row = W + (size_t)n * ldw;
             uint16_t *dst = P + (size_t)(n / NR) * kp * NR + (size_t)(n % NR) * 2;
-            for (int k = 0; k < K; k++) dst[(size_t)(k / 2) * NR * 2 + (k & 1)] = eng_bf16_from_f32(row[k]);
+            for (int k = 0; k < K; k++) dst[(size_t)(k / 2) * NR * 2 + (k & 1)] = eng__bf16_from_f32(row[k]);
         }
         return 0;
     }
@@ -66,7 +66,7 @@ int eng_lp_pack(eng_lp_weights *w, eng_prec prec, const float *W, int N, int K, 
     int8_t *q = malloc((size_t)(K ? K : 1));
     if (!w->scale || !w->comp || !q) {
         free(q);
-        eng_lp_release(w);
+        eng__lp_release(w);
         return -1;
     }
     int8_t *P = w->panels;
@@ -84,26 +84,26 @@ int eng_lp_pack(eng_lp_weights *w, eng_prec prec, const float *W, int N, int K, 
     return 0;
 }
 
-void eng_lp_release(eng_lp_weights *w) {
+void eng__lp_release(eng_lp_weights *w) {
     if (!w) return;
-    eng_free_aligned(w->panels);
+    eng__free_aligned(w->panels);
     free(w->scale);
     free(w->comp);
     memset(w, 0, sizeof *w);
 }
 
-float eng_lp_weight(const eng_lp_weights *w, int n, int k) {
+float eng__lp_weight(const eng_lp_weights *w, int n, int k) {
     size_t base = (size_t)(n / NR) * w->kp * NR;
     if (w->prec == ENG_PREC_BF16)
-        return eng_f32_from_bf16(((const uint16_t *)w->panels)[base + ((size_t)(k / 2) * NR + n % NR) * 2 + (k & 1)]);
+        return eng__f32_from_bf16(((const uint16_t *)w->panels)[base + ((size_t)(k / 2) * NR + n % NR) * 2 + (k & 1)]);
     return ((const int8_t *)w->panels)[base + ((size_t)(k / 4) * NR + n % NR) * 4 + (k & 3)];
 }
 
 
 /* ---- dispatch ---- */
 
-/* The kernels of prec in table k: the caller reads eng_kern() once and passes it down, so that a cap
- * changed meanwhile (eng_cpu_restrict) cannot give one call two levels' layouts. */
+/* The kernels of prec in table k: the caller reads eng__kern() once and passes it down, so that a cap
+ * changed meanwhile (eng__cpu_restrict) cannot give one call two levels' layouts. */
 static void pick(const eng_kernels *k, eng_prec prec, eng__lp_rows_fn *rows, eng__lp_tile_fn *tile, int *act_bytes,
                  int *mr) {
     if (prec == ENG_PREC_BF16)
@@ -114,16 +114,16 @@ static void pick(const eng_kernels *k, eng_prec prec, eng__lp_rows_fn *rows, eng
 
 /* The most bytes a converted value takes in any kernel table (kern.h: bf16 2 or 4, int8 1 or 2).
  * The workspace is sized for it: sized under one level and used under another (a cap changed between
- * eng_lp_ws_bytes and eng_lp_gemm), it is still large enough; only a comment kept them equal before. */
+ * eng__lp_ws_bytes and eng__lp_gemm), it is still large enough; only a comment kept them equal before. */
 #define ACT_BYTES_MAX(p) ((p) == ENG_PREC_BF16 ? 4 : 2)
 
-size_t eng_lp_ws_bytes(eng_prec prec, int M, int K) {
+size_t eng__lp_ws_bytes(eng_prec prec, int M, int K) {
     if (M <= 0) return 0;
     return ws_ld(prec, K, ACT_BYTES_MAX(prec)) * (size_t)M + (prec == ENG_PREC_INT8 ? sizeof(float) * (size_t)M : 0);
 }
 
-const char *eng_lp_kernel(eng_prec prec) {
-    const eng_kernels *k = eng_kern();
+const char *eng__lp_kernel(eng_prec prec) {
+    const eng_kernels *k = eng__kern();
     return prec == ENG_PREC_BF16 ? k->bf16 : prec == ENG_PREC_INT8 ? k->int8 : k->f32;
 }
 
@@ -194,24 +194,24 @@ static void gemm_task(void *ctx, int task, int worker) {
     }
 }
 
-void eng_lp_gemm(eng_pool *pool, int M, const float *A, int lda, const eng_lp_weights *w, float *C, int ldc,
+void eng__lp_gemm(eng_pool *pool, int M, const float *A, int lda, const eng_lp_weights *w, float *C, int ldc,
                  const eng_epilogue *ep, void *ws) {
     if (M <= 0 || w->N <= 0) return;
     lp_job j = {.M = M, .lda = lda, .ldc = ldc, .A = A, .w = w, .C = C, .ep = ep, .ws = ws};
     int act_bytes;
-    pick(eng_kern(), w->prec, &j.rows, &j.tile, &act_bytes, &j.mr); /* the one read of the level for this call */
+    pick(eng__kern(), w->prec, &j.rows, &j.tile, &act_bytes, &j.mr); /* the one read of the level for this call */
     j.ldws = ws_ld(w->prec, w->K, act_bytes);
     j.scales = w->prec == ENG_PREC_INT8 ? (float *)((uint8_t *)ws + j.ldws * (size_t)M) : NULL;
     int mc = (int)(MC_BYTES / j.ldws) / j.mr * j.mr;
     j.mc = mc < j.mr ? j.mr : mc > MC_MAX ? MC_MAX : mc;
-    int threads = eng_pool_size(pool), panels = (w->N + NR - 1) / NR;
+    int threads = eng__pool_size(pool), panels = (w->N + NR - 1) / NR;
     int split = 2.0 * M * w->N * (double)w->K >= ENG__SPLIT_MIN_FLOPS;
     /* converting a row costs a few cycles per 32 values: up to ~1M values (M = 128 at any bert-base K)
      * the caller does it in less time than waking the pool for a region of its own */
     int rtasks = (double)M * w->K < ROWS_SPLIT_MIN ? 1 : threads < M ? threads : M;
     j.rows_per_task = (M + rtasks - 1) / rtasks;
-    eng_pool_run(pool, (M + j.rows_per_task - 1) / j.rows_per_task, rows_task, &j);
+    eng__pool_run(pool, (M + j.rows_per_task - 1) / j.rows_per_task, rows_task, &j);
     int tasks = split ? (threads < panels ? threads : panels) : 1;
     j.panels_per_task = (panels + tasks - 1) / tasks;
-    eng_pool_run(pool, (panels + j.panels_per_task - 1) / j.panels_per_task, gemm_task, &j);
+    eng__pool_run(pool, (panels + j.panels_per_task - 1) / j.panels_per_task, gemm_task, &j);
 }

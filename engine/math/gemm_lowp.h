@@ -1,6 +1,6 @@
 /* gemm_lowp.h - Linear products over weights packed once in bfloat16 or int8 (engine-internal).
  *
- * The low-precision twins of eng_pgemm (blas.h): same panels of 48 output features, same split of
+ * The low-precision twins of eng__pgemm (blas.h): same panels of 48 output features, same split of
  * the panels over the pool's threads, same fused epilogue (bias, activation, residual), float32
  * activations in and float32 outputs out. What changes is what the micro-kernel multiplies:
  *
@@ -13,12 +13,12 @@
  *             C[m][n] = scale_m * scale_n * (sum_k u8[m][k] q[n][k] - comp_n)   (+ epilogue)
  *         The integer sum is exact (|sum| < 2^31 for K < 66,000).
  *
- * Use: pack once (eng_lp_pack), then per product give a workspace of eng_lp_ws_bytes(prec, M, K)
- * bytes (64-byte aligned, reusable; the converted activations live there) to eng_lp_gemm.
+ * Use: pack once (eng__lp_pack), then per product give a workspace of eng__lp_ws_bytes(prec, M, K)
+ * bytes (64-byte aligned, reusable; the converted activations live there) to eng__lp_gemm.
  *
  * Kernels: one per x86 level (kern.h): AVX-512 BF16 / VNNI, AVX-VNNI, AVX2 (bf16 widened to float32
  * in registers, int8 through vpmaddwd), and portable C, all computing the same quantized products
- * (int8 exactly). eng_lp_kernel() names the one that runs. */
+ * (int8 exactly). eng__lp_kernel() names the one that runs. */
 #ifndef ADAPTERD_ENGINE_MATH_GEMM_LOWP_H
 #define ADAPTERD_ENGINE_MATH_GEMM_LOWP_H
 
@@ -34,7 +34,7 @@ typedef enum {
     ENG_PREC_INT8,
 } eng_prec;
 
-/* Weights of one Linear layer, packed. Owned by the struct: release with eng_lp_release. */
+/* Weights of one Linear layer, packed. Owned by the struct: release with eng__lp_release. */
 typedef struct {
     eng_prec prec;
     int N, K;
@@ -46,35 +46,35 @@ typedef struct {
 
 /* Packs W (N,K; ldw), Linear layout, as prec (ENG_PREC_BF16 or ENG_PREC_INT8) into *w.
  * Returns 0 on success, -1 when memory runs out or prec is not a low precision (w is then empty). */
-int eng_lp_pack(eng_lp_weights *w, eng_prec prec, const float *W, int N, int K, int ldw);
+int eng__lp_pack(eng_lp_weights *w, eng_prec prec, const float *W, int N, int K, int ldw);
 
-/* Frees what eng_lp_pack allocated and empties *w; an empty or zeroed *w is fine. */
-void eng_lp_release(eng_lp_weights *w);
+/* Frees what eng__lp_pack allocated and empties *w; an empty or zeroed *w is fine. */
+void eng__lp_release(eng_lp_weights *w);
 
-/* Bytes of the workspace eng_lp_gemm needs for M rows of K activations in prec, under any level
+/* Bytes of the workspace eng__lp_gemm needs for M rows of K activations in prec, under any level
  * (kern.h: kernels store 1, 2 or 4 bytes a value; sized for the widest, so a cap changed between this
  * call and the product cannot make the workspace too small). */
-size_t eng_lp_ws_bytes(eng_prec prec, int M, int K);
+size_t eng__lp_ws_bytes(eng_prec prec, int M, int K);
 
 /* C (M,N; ldc) = A (M,K; lda) * Wq^T through the packed w, then the epilogue ep (NULL for none),
- * as eng_pgemm does for float32. ws: eng_lp_ws_bytes(w->prec, M, w->K) bytes, 64-byte aligned,
+ * as eng__pgemm does for float32. ws: eng__lp_ws_bytes(w->prec, M, w->K) bytes, 64-byte aligned,
  * overwritten. Split over the pool by column panels; pool may be NULL. */
-void eng_lp_gemm(eng_pool *pool, int M, const float *A, int lda, const eng_lp_weights *w, float *C, int ldc,
+void eng__lp_gemm(eng_pool *pool, int M, const float *A, int lda, const eng_lp_weights *w, float *C, int ldc,
                  const eng_epilogue *ep, void *ws);
 
 /* Element (n, k) of the weights as the kernel multiplies them, as a float: the bf16 value, or
  * q[n][k] (without the scale) for int8. For tests and diagnostics. */
-float eng_lp_weight(const eng_lp_weights *w, int n, int k);
+float eng__lp_weight(const eng_lp_weights *w, int n, int k);
 
-/* Name of the kernel eng_lp_gemm runs for prec on this CPU now (kern.h): "avx512_bf16",
+/* Name of the kernel eng__lp_gemm runs for prec on this CPU now (kern.h): "avx512_bf16",
  * "avx512_vnni", "avx_vnni", "avx2" or "c"; for ENG_PREC_F32 the float32 packed kernel's. Static
  * string. */
-const char *eng_lp_kernel(eng_prec prec);
+const char *eng__lp_kernel(eng_prec prec);
 
 /* x rounded to bfloat16, to nearest even, as vcvtne2ps2bf16 does it: subnormal inputs and outputs
  * become signed zero, NaN stays NaN (quiet). */
-uint16_t eng_bf16_from_f32(float x);
-float eng_f32_from_bf16(uint16_t h);
+uint16_t eng__bf16_from_f32(float x);
+float eng__f32_from_bf16(uint16_t h);
 
 /* ---- between gemm_lowp.c and the per-level kernels (kern.h, x86/) ---- */
 

@@ -1,4 +1,4 @@
-/* gemm_packed.c - the backbone's products over weights packed once at load (blas.h, eng_pgemm).
+/* gemm_packed.c - the backbone's products over weights packed once at load (blas.h, eng__pgemm).
  *
  * Why not OpenBLAS here: sgemm repacks its operands on every call. For the backbone of a
  * bert-base forward that is 340 MB of weights read and rewritten per pass, 20% of a 1x128
@@ -32,9 +32,9 @@
 #define MC 256 /* rows per block: MC x KC activations (192 KB) stay in L2 */
 #define KC 192 /* a panel slice (KC x 48, 36 KB) fits L1; each KC step sums into fresh accumulators */
 
-size_t eng_packed_floats(int N, int K) { return (size_t)((N + NR - 1) / NR) * NR * (size_t)K; }
+size_t eng__packed_floats(int N, int K) { return (size_t)((N + NR - 1) / NR) * NR * (size_t)K; }
 
-void eng_pack_strided(const float *W, int N, int K, size_t sn, size_t sk, float alpha, float *P) {
+void eng__pack_strided(const float *W, int N, int K, size_t sn, size_t sk, float alpha, float *P) {
     int panels = (N + NR - 1) / NR;
     for (int p = 0; p < panels; p++) {
         float *panel = P + (size_t)p * K * NR;
@@ -54,7 +54,7 @@ void eng_pack_strided(const float *W, int N, int K, size_t sn, size_t sk, float 
     }
 }
 
-void eng_pack_linear(const float *W, int N, int K, int ldw, float *P) { eng_pack_strided(W, N, K, (size_t)ldw, 1, 1.0f, P); }
+void eng__pack_linear(const float *W, int N, int K, int ldw, float *P) { eng__pack_strided(W, N, K, (size_t)ldw, 1, 1.0f, P); }
 
 typedef struct {
     int M, N, K, lda, ldc, panels_per_task;
@@ -68,7 +68,7 @@ static void pgemm_task(void *ctx, int task, int worker) {
     (void)worker;
     const pgemm_job *j = ctx;
     const eng_epilogue *ep = j->ep;
-    eng__f32_tile_fn tile = eng_kern()->f32_tile;
+    eng__f32_tile_fn tile = eng__kern()->f32_tile;
     int panels = (j->N + NR - 1) / NR;
     int p0 = task * j->panels_per_task, p1 = p0 + j->panels_per_task < panels ? p0 + j->panels_per_task : panels;
     int act = ep && ep->act != ENG_ACT_IDENTITY;
@@ -101,12 +101,12 @@ static void pgemm_task(void *ctx, int task, int worker) {
     }
 }
 
-void eng_pgemm(eng_pool *pool, int M, int N, int K, const float *A, int lda, const float *P, float *C, int ldc,
+void eng__pgemm(eng_pool *pool, int M, int N, int K, const float *A, int lda, const float *P, float *C, int ldc,
                const eng_epilogue *ep) {
     if (M <= 0 || N <= 0) return;
-    int panels = (N + NR - 1) / NR, threads = eng_pool_size(pool);
+    int panels = (N + NR - 1) / NR, threads = eng__pool_size(pool);
     int tasks = threads < panels ? threads : panels;
     if (2.0 * M * N * (double)K < ENG__SPLIT_MIN_FLOPS) tasks = 1;
     pgemm_job j = {M, N, K, lda, ldc, (panels + tasks - 1) / tasks, A, P, C, ep};
-    eng_pool_run(pool, (panels + j.panels_per_task - 1) / j.panels_per_task, pgemm_task, &j);
+    eng__pool_run(pool, (panels + j.panels_per_task - 1) / j.panels_per_task, pgemm_task, &j);
 }

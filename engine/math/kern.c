@@ -18,19 +18,19 @@ static void fill(eng_kernels *k, unsigned f) {
                        .bf16_mr = ENG__LP_MR, .int8_mr = ENG__LP_MR,
                        .act_apply = eng__act_apply_c, .layernorm = eng__layernorm_c, .softmax_row = eng__softmax_row_c,
                        .exp = eng__exp_c, .add = eng__add_c, .sparse_block = eng__sparse_block_c};
-    k->level = eng_cpu_level_of(f);
+    k->level = eng__cpu_level_of(f);
     eng__kern_fill_arch(k, f);
 }
 
-/* One table per feature set, filled on first use: a cap changed by a test (eng_cpu_restrict) selects
+/* One table per feature set, filled on first use: a cap changed by a test (eng__cpu_restrict) selects
  * another table instead of rewriting one that a running product may be reading. */
 #define SETS 64 /* the six feature bits of cpu.h */
 static eng_kernels tables[SETS];
 static atomic_int ready[SETS];
 static pthread_mutex_t fill_lock = PTHREAD_MUTEX_INITIALIZER;
 
-const eng_kernels *eng_kern(void) {
-    unsigned f = eng_cpu_features() & (SETS - 1);
+const eng_kernels *eng__kern(void) {
+    unsigned f = eng__cpu_features() & (SETS - 1);
     if (!atomic_load_explicit(&ready[f], memory_order_acquire)) {
         pthread_mutex_lock(&fill_lock);
         if (!atomic_load_explicit(&ready[f], memory_order_relaxed)) {
@@ -44,12 +44,12 @@ const eng_kernels *eng_kern(void) {
 
 /* ---- engine/platform.h ---- */
 
-const char *eng_cpu_level(void) { return eng_kern()->level; }
+const char *eng_cpu_level(void) { return eng__kern()->level; }
 
-const char *eng_cpu_level_detected(void) { return eng_cpu_level_of(eng_cpu_detected()); }
+const char *eng_cpu_level_detected(void) { return eng__cpu_level_of(eng__cpu_detected()); }
 
 const char *eng_kernel_family(const char *precision) {
-    const eng_kernels *k = eng_kern();
+    const eng_kernels *k = eng__kern();
     if (!precision) return NULL;
     if (!strcmp(precision, "fp32")) return k->f32;
     if (!strcmp(precision, "bf16")) return k->bf16;
@@ -58,6 +58,6 @@ const char *eng_kernel_family(const char *precision) {
 }
 
 int eng_cpu_level_apply(const char *name, char *msg, int n) {
-    if (eng_cpu_level_check(name ? name : "", msg, n)) return -1;
-    return eng_cpu_set_level(name);
+    if (eng__cpu_level_check(name ? name : "", msg, n)) return -1;
+    return eng__cpu_set_level(name);
 }

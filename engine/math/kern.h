@@ -5,8 +5,8 @@
  * As OpenBLAS's DYNAMIC_ARCH and ONNX Runtime's MLAS do it: each level's kernels live in their own
  * files under math/x86/, compiled with their own -march (engine/CMakeLists.txt), and nothing else
  * in the engine sees an intrinsic or an `#ifdef __AVX2__`. The shared code calls through the table
- * that eng_kern() returns: filled once per feature set (math/cpu.h, capped by ADAPTERD_CPU_LEVEL or
- * eng_cpu_restrict), read with one atomic load per call. The fallback chain is written once, in
+ * that eng__kern() returns: filled once per feature set (math/cpu.h, capped by ADAPTERD_CPU_LEVEL or
+ * eng__cpu_restrict), read with one atomic load per call. The fallback chain is written once, in
  * kern.c's fill():
  *
  *   family        baseline     avx2 (x86-64-v3)        then, where the CPU has it
@@ -39,7 +39,7 @@ typedef void (*eng__f32_tile_fn)(int mr, int kc, const float *A, int lda, const 
 typedef void (*eng__sparse_block_fn)(const eng_sparse *s, const float *xt, float *yt);
 
 typedef struct {
-    const char *level;            /* eng_cpu_level_of() of the features the table was filled for */
+    const char *level;            /* eng__cpu_level_of() of the features the table was filled for */
     const char *f32, *bf16, *int8; /* the kernel family each precision runs: "avx512", "avx2", "c", ... */
     const char *elem;             /* the element-wise kernels' level */
     eng__f32_tile_fn f32_tile;
@@ -55,8 +55,8 @@ typedef struct {
     eng__sparse_block_fn sparse_block;
 } eng_kernels;
 
-/* The table for the features in use now (eng_cpu_features()). Never NULL. */
-const eng_kernels *eng_kern(void);
+/* The table for the features in use now (eng__cpu_features()). Never NULL. */
+const eng_kernels *eng__kern(void);
 
 /* ---- between kern.c and the per-level files ---- */
 

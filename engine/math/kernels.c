@@ -43,17 +43,17 @@ const char *eng_act_name(eng_act act) {
 
 /* ---- the fast kernels: this CPU's version ---- */
 
-void eng_exp(float *y, const float *x, size_t n) { eng_kern()->exp(y, x, n); }
-void eng_act_apply(eng_act act, float *x, size_t n) { eng_kern()->act_apply(act, x, n); }
-void eng_layernorm(float *x, size_t rows, size_t dim, const float *g, const float *b, float eps) {
-    eng_kern()->layernorm(x, rows, dim, g, b, eps);
+void eng__exp(float *y, const float *x, size_t n) { eng__kern()->exp(y, x, n); }
+void eng__act_apply(eng_act act, float *x, size_t n) { eng__kern()->act_apply(act, x, n); }
+void eng__layernorm(float *x, size_t rows, size_t dim, const float *g, const float *b, float eps) {
+    eng__kern()->layernorm(x, rows, dim, g, b, eps);
 }
-void eng_softmax_row(float *x, size_t n) { eng_kern()->softmax_row(x, n); }
-void eng_add(float *x, const float *y, size_t n) { eng_kern()->add(x, y, n); }
+void eng__softmax_row(float *x, size_t n) { eng__kern()->softmax_row(x, n); }
+void eng__add(float *x, const float *y, size_t n) { eng__kern()->add(x, y, n); }
 
 /* ---- the reference kernels ---- */
 
-void eng_ref_act_apply(eng_act act, float *x, size_t n) {
+void eng__ref_act_apply(eng_act act, float *x, size_t n) {
     for (size_t i = 0; i < n; i++) {
         double v = x[i];
         switch (act) {
@@ -72,7 +72,7 @@ void eng_ref_act_apply(eng_act act, float *x, size_t n) {
     }
 }
 
-void eng_ref_layernorm(float *x, size_t rows, size_t dim, const float *g, const float *b, float eps) {
+void eng__ref_layernorm(float *x, size_t rows, size_t dim, const float *g, const float *b, float eps) {
     for (size_t r = 0; r < rows; r++) {
         float *v = x + r * dim;
         double mean = 0, var = 0;
@@ -85,7 +85,7 @@ void eng_ref_layernorm(float *x, size_t rows, size_t dim, const float *g, const 
     }
 }
 
-void eng_ref_softmax_row(float *x, size_t n) {
+void eng__ref_softmax_row(float *x, size_t n) {
     double mx = -INFINITY, sum = 0;
     for (size_t i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
     for (size_t i = 0; i < n; i++) sum += exp(x[i] - mx);

@@ -5,7 +5,7 @@
  * loops that the compiler vectorizes, with exp/erf/tanh approximations accurate to a few float ulps.
  * tests/engine/math/test_kernels.c checks each fast kernel against its reference.
  *
- * Matrix products go through eng_gemm (math/blas.h); these kernels are the element-wise and row-wise
+ * Matrix products go through eng__gemm (math/blas.h); these kernels are the element-wise and row-wise
  * operations around them. All arrays are row-major float32 (core/tensor.h). */
 #ifndef ADAPTERD_ENGINE_MATH_KERNELS_H
 #define ADAPTERD_ENGINE_MATH_KERNELS_H
@@ -15,22 +15,22 @@
 #include "engine/act.h"
 
 /* y[i] = act(x[i]) in place, n elements. */
-void eng_act_apply(eng_act act, float *x, size_t n);
-void eng_ref_act_apply(eng_act act, float *x, size_t n);
+void eng__act_apply(eng_act act, float *x, size_t n);
+void eng__ref_act_apply(eng_act act, float *x, size_t n);
 
 /* Row-wise LayerNorm in place over `rows` rows of `dim` floats: x = (x - mean)/sqrt(var + eps)*g + b.
  * Variance is the biased (population) one, as torch.nn.LayerNorm computes it. */
-void eng_layernorm(float *x, size_t rows, size_t dim, const float *g, const float *b, float eps);
-void eng_ref_layernorm(float *x, size_t rows, size_t dim, const float *g, const float *b, float eps);
+void eng__layernorm(float *x, size_t rows, size_t dim, const float *g, const float *b, float eps);
+void eng__ref_layernorm(float *x, size_t rows, size_t dim, const float *g, const float *b, float eps);
 
 /* Softmax in place over one row of n floats (max-subtracted). */
-void eng_softmax_row(float *x, size_t n);
-void eng_ref_softmax_row(float *x, size_t n);
+void eng__softmax_row(float *x, size_t n);
+void eng__ref_softmax_row(float *x, size_t n);
 
 /* x[i] += y[i]. */
-void eng_add(float *x, const float *y, size_t n);
+void eng__add(float *x, const float *y, size_t n);
 
 /* Fast exp over n floats: y[i] = exp(x[i]); relative error below 3e-7 on [-87, 88]. */
-void eng_exp(float *y, const float *x, size_t n);
+void eng__exp(float *y, const float *x, size_t n);
 
 #endif

@@ -59,7 +59,7 @@ static void *worker_main(void *arg) {
     free(arg);
     eng_pool *p = a.p;
     unsigned seen = 0;
-    eng_cpu_flush_denormals(); /* engine threads flush subnormals (math/cpu.h) */
+    eng__cpu_flush_denormals(); /* engine threads flush subnormals (math/cpu.h) */
     for (;;) {
         unsigned g = 0;
         for (int i = 0; i < POOL_SPIN_ITERS; i++) {
@@ -87,7 +87,7 @@ static void *worker_main(void *arg) {
     }
 }
 
-eng_pool *eng_pool_new(int n_threads) {
+eng_pool *eng__pool_new(int n_threads) {
     if (n_threads < 1) n_threads = 1;
     eng_pool *p = calloc(1, sizeof *p);
     if (!p) return NULL;
@@ -112,7 +112,7 @@ eng_pool *eng_pool_new(int n_threads) {
             continue;
         fail_started:
             p->n_threads = i; /* join only those started */
-            eng_pool_free(p);
+            eng__pool_free(p);
             return NULL;
         }
     }
@@ -126,7 +126,7 @@ fail:
     return NULL;
 }
 
-void eng_pool_free(eng_pool *p) {
+void eng__pool_free(eng_pool *p) {
     if (!p) return;
     pthread_mutex_lock(&p->mu);
     p->stop = 1;
@@ -142,11 +142,11 @@ void eng_pool_free(eng_pool *p) {
     free(p);
 }
 
-int eng_pool_size(const eng_pool *p) { return p ? p->n_threads : 1; }
+int eng__pool_size(const eng_pool *p) { return p ? p->n_threads : 1; }
 
-void eng_pool_run(eng_pool *p, int n_tasks, eng_pool_fn fn, void *ctx) {
+void eng__pool_run(eng_pool *p, int n_tasks, eng_pool_fn fn, void *ctx) {
     if (n_tasks <= 0) return;
-    eng_cpu_flush_denormals(); /* the caller works as worker 0: one MXCSR read when already set */
+    eng__cpu_flush_denormals(); /* the caller works as worker 0: one MXCSR read when already set */
     if (!p || p->n_threads == 1 || n_tasks == 1) {
         for (int t = 0; t < n_tasks; t++) fn(ctx, t, 0);
         return;

@@ -19,17 +19,17 @@ typedef struct eng_pool eng_pool;
 typedef void (*eng_pool_fn)(void *ctx, int task, int worker);
 
 /* Creates a pool of n_threads (>= 1) threads including the caller; returns NULL on failure. */
-eng_pool *eng_pool_new(int n_threads);
+eng_pool *eng__pool_new(int n_threads);
 
-/* Stops and joins the workers; eng_pool_free(NULL) does nothing. */
-void eng_pool_free(eng_pool *p);
+/* Stops and joins the workers; eng__pool_free(NULL) does nothing. */
+void eng__pool_free(eng_pool *p);
 
 /* Number of threads, the caller included. */
-int eng_pool_size(const eng_pool *p);
+int eng__pool_size(const eng_pool *p);
 
 /* Runs fn over n_tasks tasks and returns when all have finished. Tasks are handed out in order
  * from a shared counter, except that n_tasks == n_threads gives task i to worker i unless another
  * worker finished its own before worker i started. A NULL pool runs them all on the caller. */
-void eng_pool_run(eng_pool *p, int n_tasks, eng_pool_fn fn, void *ctx);
+void eng__pool_run(eng_pool *p, int n_tasks, eng_pool_fn fn, void *ctx);
 
 #endif

@@ -11,7 +11,7 @@
 
 /* ---- bf16 rounding ---- */
 
-uint16_t eng_bf16_from_f32(float x) {
+uint16_t eng__bf16_from_f32(float x) {
     uint32_t u;
     memcpy(&u, &x, 4);
     if ((u & 0x7F800000u) == 0) return (uint16_t)((u >> 16) & 0x8000u);             /* zero, subnormal */
@@ -19,7 +19,7 @@ uint16_t eng_bf16_from_f32(float x) {
     return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16); /* nearest, ties to even; overflow -> inf */
 }
 
-float eng_f32_from_bf16(uint16_t h) {
+float eng__f32_from_bf16(uint16_t h) {
     uint32_t u = (uint32_t)h << 16;
     float x;
     memcpy(&x, &u, 4);
@@ -72,7 +72,7 @@ void eng__bf16_c_rows(const float *A, int lda, int K, int kp, int m0, int m1, ui
     for (int m = m0; m < m1; m++) {
         uint16_t *dst = (uint16_t *)(ws + (size_t)m * ldws);
         const float *src = A + (size_t)m * lda;
-        for (int k = 0; k < K; k++) dst[k] = eng_bf16_from_f32(src[k]);
+        for (int k = 0; k < K; k++) dst[k] = eng__bf16_from_f32(src[k]);
         for (int k = K; k < kp; k++) dst[k] = 0;
     }
 }
@@ -100,10 +100,10 @@ void eng__bf16_c_tile(const eng__lp_tile *t) {
     for (int kk = 0; kk < t->kp / 2; kk++, B += 2 * NR)
         for (int i = 0; i < t->mr; i++) {
             const uint16_t *a = (const uint16_t *)(t->a + (size_t)i * t->lda) + 2 * kk;
-            float a0 = eng_f32_from_bf16(a[0]), a1 = eng_f32_from_bf16(a[1]);
+            float a0 = eng__f32_from_bf16(a[0]), a1 = eng__f32_from_bf16(a[1]);
             for (int j = 0; j < NR; j++) {
-                acc[i][j] += a0 * eng_f32_from_bf16(B[2 * j]);
-                acc[i][j] += a1 * eng_f32_from_bf16(B[2 * j + 1]);
+                acc[i][j] += a0 * eng__f32_from_bf16(B[2 * j]);
+                acc[i][j] += a1 * eng__f32_from_bf16(B[2 * j + 1]);
             }
         }
     for (int i = 0; i < t->mr; i++) memcpy(t->c + (size_t)i * t->ldc, acc[i], sizeof(float) * (size_t)t->w);

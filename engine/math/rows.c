@@ -17,14 +17,14 @@ static void ln_task(void *ctx, int task, int worker) {
     (void)worker;
     ln_job *j = ctx;
     int r0 = task * j->chunk, n = j->rows - r0 < j->chunk ? j->rows - r0 : j->chunk;
-    if (n > 0) eng_layernorm(j->x + (size_t)r0 * j->dim, (size_t)n, (size_t)j->dim, j->g, j->b, j->eps);
+    if (n > 0) eng__layernorm(j->x + (size_t)r0 * j->dim, (size_t)n, (size_t)j->dim, j->g, j->b, j->eps);
 }
 
 void eng__layernorm_rows(eng_pool *pool, float *x, int rows, int dim, const float *g, const float *b, float eps) {
-    int tasks = eng_pool_size(pool) * 4;
-    if (rows < tasks * 4) tasks = rows < eng_pool_size(pool) ? 1 : eng_pool_size(pool);
+    int tasks = eng__pool_size(pool) * 4;
+    if (rows < tasks * 4) tasks = rows < eng__pool_size(pool) ? 1 : eng__pool_size(pool);
     ln_job j = {x, rows, dim, (rows + tasks - 1) / tasks, g, b, eps};
-    eng_pool_run(pool, tasks, ln_task, &j);
+    eng__pool_run(pool, tasks, ln_task, &j);
 }
 
 typedef struct {
@@ -37,11 +37,11 @@ static void act_task(void *ctx, int task, int worker) {
     (void)worker;
     act_job *j = ctx;
     int r0 = task * j->chunk, n = j->rows - r0 < j->chunk ? j->rows - r0 : j->chunk;
-    if (n > 0) eng_act_apply(j->act, j->x + (size_t)r0 * j->cols, (size_t)n * j->cols);
+    if (n > 0) eng__act_apply(j->act, j->x + (size_t)r0 * j->cols, (size_t)n * j->cols);
 }
 
 void eng__act_rows(eng_pool *pool, eng_act act, float *x, int rows, int cols) {
-    int tasks = eng_pool_size(pool);
+    int tasks = eng__pool_size(pool);
     act_job j = {x, rows, cols, (rows + tasks - 1) / tasks, act};
-    eng_pool_run(pool, tasks, act_task, &j);
+    eng__pool_run(pool, tasks, act_task, &j);
 }

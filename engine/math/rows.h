@@ -8,7 +8,7 @@
 #include "math/kernels.h"
 #include "math/pool.h"
 
-/* LayerNorm in place over rows x (rows, dim), as eng_layernorm. */
+/* LayerNorm in place over rows x (rows, dim), as eng__layernorm. */
 void eng__layernorm_rows(eng_pool *pool, float *x, int rows, int dim, const float *g, const float *b, float eps);
 
 /* act applied in place to x (rows, cols). */

@@ -13,13 +13,13 @@
 
 #define BLK 16
 
-double eng_sparsity(const float *dense, int rows, int cols) {
+double eng__sparsity(const float *dense, int rows, int cols) {
     size_t zeros = 0, n = (size_t)rows * cols;
     for (size_t i = 0; i < n; i++) zeros += dense[i] == 0.0f;
     return n ? (double)zeros / (double)n : 0.0;
 }
 
-eng_sparse *eng_sparse_from_dense(const float *dense, int rows, int cols) {
+eng_sparse *eng__sparse_from_dense(const float *dense, int rows, int cols) {
     if (cols > 65535 || rows < 0 || cols < 0) return NULL;
     eng_sparse *s = calloc(1, sizeof *s);
     if (!s) return NULL;
@@ -32,7 +32,7 @@ eng_sparse *eng_sparse_from_dense(const float *dense, int rows, int cols) {
     s->col = malloc((size_t)(nnz ? nnz : 1) * sizeof *s->col);
     s->val = malloc((size_t)(nnz ? nnz : 1) * sizeof *s->val);
     if (!s->row_ptr || !s->col || !s->val) {
-        eng_sparse_free(s);
+        eng__sparse_free(s);
         return NULL;
     }
     int64_t k = 0;
@@ -51,7 +51,7 @@ eng_sparse *eng_sparse_from_dense(const float *dense, int rows, int cols) {
     return s;
 }
 
-void eng_sparse_free(eng_sparse *s) {
+void eng__sparse_free(eng_sparse *s) {
     if (!s) return;
     free(s->row_ptr);
     free(s->col);
@@ -59,24 +59,24 @@ void eng_sparse_free(eng_sparse *s) {
     free(s);
 }
 
-size_t eng_sparse_bytes(const eng_sparse *s) {
+size_t eng__sparse_bytes(const eng_sparse *s) {
     return s ? ((size_t)s->rows + 1) * sizeof(int32_t) + (size_t)s->nnz * (sizeof(uint16_t) + sizeof(float)) : 0;
 }
 
-void eng_sparse_to_dense(const eng_sparse *s, float *out) {
+void eng__sparse_to_dense(const eng_sparse *s, float *out) {
     memset(out, 0, (size_t)s->rows * s->cols * sizeof *out);
     for (int r = 0; r < s->rows; r++)
         for (int32_t k = s->row_ptr[r]; k < s->row_ptr[r + 1]; k++) out[(size_t)r * s->cols + s->col[k]] = s->val[k];
 }
 
-int eng_sparse_prefer_kernel(const eng_sparse *s) {
+int eng__sparse_prefer_kernel(const eng_sparse *s) {
     /* bench/sparse on AVX-512 (128 rows): the CSR kernel wins at <= 20% density once the matrix has
      * at least 96 x 768 weights (1.0x there, 1.25x at 192 x 768); below that, expand + sgemm. */
     double size = (double)s->rows * (double)s->cols;
     return (double)s->nnz <= 0.22 * size && size >= 96.0 * 768.0;
 }
 
-void eng_sparse_gemm(const eng_sparse *s, int M, const float *X, int ldx, float *Y, int ldy) {
+void eng__sparse_gemm(const eng_sparse *s, int M, const float *X, int ldx, float *Y, int ldy) {
     float *xt = malloc((size_t)s->cols * BLK * sizeof *xt), *yt = malloc((size_t)s->rows * BLK * sizeof *yt);
     if (!xt || !yt) { /* fall back to the unblocked loop rather than fail */
         for (int m = 0; m < M; m++)
@@ -89,7 +89,7 @@ void eng_sparse_gemm(const eng_sparse *s, int M, const float *X, int ldx, float 
         free(yt);
         return;
     }
-    eng__sparse_block_fn blk = eng_kern()->sparse_block; /* elem_impl.h, at this CPU's level */
+    eng__sparse_block_fn blk = eng__kern()->sparse_block; /* elem_impl.h, at this CPU's level */
     for (int m0 = 0; m0 < M; m0 += BLK) {
         int mb = M - m0 < BLK ? M - m0 : BLK;
         memset(xt, 0, (size_t)s->cols * BLK * sizeof *xt);

@@ -22,23 +22,23 @@ typedef struct {
 } eng_sparse;
 
 /* Builds a CSR copy of dense (rows, cols). Returns NULL on allocation failure or cols > 65535. */
-eng_sparse *eng_sparse_from_dense(const float *dense, int rows, int cols);
-void eng_sparse_free(eng_sparse *s);
+eng_sparse *eng__sparse_from_dense(const float *dense, int rows, int cols);
+void eng__sparse_free(eng_sparse *s);
 
 /* Share of zeros in dense (rows, cols). */
-double eng_sparsity(const float *dense, int rows, int cols);
+double eng__sparsity(const float *dense, int rows, int cols);
 
 /* Y (M, rows) = X (M, cols) * S^T; ldx/ldy are row strides. */
-void eng_sparse_gemm(const eng_sparse *s, int M, const float *X, int ldx, float *Y, int ldy);
+void eng__sparse_gemm(const eng_sparse *s, int M, const float *X, int ldx, float *Y, int ldy);
 
 /* Writes the dense (rows, cols) matrix back into out. */
-void eng_sparse_to_dense(const eng_sparse *s, float *out);
+void eng__sparse_to_dense(const eng_sparse *s, float *out);
 
 /* Is the CSR kernel expected to beat "expand to dense + sgemm" for this matrix? (bench/sparse:
  * from about 80% zeros on, for matrices of at least 96 x 768 weights.) */
-int eng_sparse_prefer_kernel(const eng_sparse *s);
+int eng__sparse_prefer_kernel(const eng_sparse *s);
 
 /* Bytes the CSR arrays take. */
-size_t eng_sparse_bytes(const eng_sparse *s);
+size_t eng__sparse_bytes(const eng_sparse *s);
 
 #endif

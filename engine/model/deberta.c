@@ -26,8 +26,8 @@
 #include "math/blas.h"
 #include "math/kernels.h"
 #include "model/weights.h"
-#include "task/adapter.h"
-#include "task/layer.h"
+#include "model/adapter.h"
+#include "model/layer.h"
 
 /* ---- config.json ---- */
 
@@ -174,7 +174,7 @@ static int slice_rows(const eng_config *c, int L) {
 
 size_t eng__deberta_scores_floats(const eng_config *c, int max_len) {
     size_t L = (size_t)max_len, R = (size_t)slice_rows(c, max_len), d = (size_t)c->head_dim;
-    size_t pa = eng_packed_floats(max_len, (int)d), pb = eng_packed_floats((int)d, max_len);
+    size_t pa = eng__packed_floats(max_len, (int)d), pb = eng__packed_floats((int)d, max_len);
     return al16(L * L) + 2 * al16(L * R) + (pa > pb ? pa : pb);
 }
 
@@ -202,10 +202,10 @@ static void deb_task(void *arg, int task, int worker) {
     const float *rq = j->rq[si], *rk = j->rk[si];
     float *s = j->scores[worker], *cb = s + al16((size_t)L * L), *pb = cb + al16((size_t)L * R), *pk = pb + al16((size_t)L * R);
     float *out = j->ctx + (size_t)sg->start * H + (size_t)h * d;
-    eng_pack_strided(k, L, d, (size_t)ld, 1, j->scale, pk);
-    eng_pgemm(NULL, L, L, d, q, ld, pk, s, L, NULL);
-    if (rk) eng_sgemm_nt(L, R, d, j->scale, q, ld, rk + (size_t)lo * H + (size_t)h * d, H, cb, R); /* c2p */
-    if (rq) eng_sgemm_nt(L, R, d, j->scale, k, ld, rq + (size_t)lo * H + (size_t)h * d, H, pb, R); /* p2c */
+    eng__pack_strided(k, L, d, (size_t)ld, 1, j->scale, pk);
+    eng__pgemm(NULL, L, L, d, q, ld, pk, s, L, NULL);
+    if (rk) eng__sgemm_nt(L, R, d, j->scale, q, ld, rk + (size_t)lo * H + (size_t)h * d, H, cb, R); /* c2p */
+    if (rq) eng__sgemm_nt(L, R, d, j->scale, k, ld, rq + (size_t)lo * H + (size_t)h * d, H, pb, R); /* p2c */
     for (int i = 0; i < L; i++) {
         float *si_row = s + (size_t)i * L;
         for (int jj = 0; jj < L; jj++) {
@@ -215,10 +215,10 @@ static void deb_task(void *arg, int task, int worker) {
             if (rq) add += pb[(size_t)jj * R + t];
             si_row[jj] += add;
         }
-        eng_softmax_row(si_row, (size_t)L);
+        eng__softmax_row(si_row, (size_t)L);
     }
-    eng_pack_strided(v, d, L, 1, (size_t)ld, 1.0f, pk);
-    eng_pgemm(NULL, L, d, L, s, L, pk, out, H, NULL);
+    eng__pack_strided(v, d, L, 1, (size_t)ld, 1.0f, pk);
+    eng__pgemm(NULL, L, d, L, s, L, pk, out, H, NULL);
 }
 
 static int touches_rel(const eng_task_layer *a) {
@@ -279,7 +279,7 @@ int eng__deberta_attention(const eng_model *m, eng_state *st, int l, const float
     if (!rc) {
         deb_job j = {m, qkv, ctx, segs, tab, tab + n_segs,
                      1.0f / sqrtf((float)c->head_dim * (float)(1 + c->c2p + c->p2c)), st->scores};
-        eng_pool_run(st->pool, n_segs * c->n_heads, deb_task, &j);
+        eng__pool_run(st->pool, n_segs * c->n_heads, deb_task, &j);
     }
     for (int i = 0; i < n_own; i++) free(own[i]);
     free(own);

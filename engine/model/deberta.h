@@ -10,7 +10,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
-#include "core/state.h"
+#include "math/state.h"
 #include "core/tensor.h"
 #include "engine/model.h"
 

@@ -6,7 +6,7 @@
  *     h   = LN1(ctx Wo^T + bo + x)
  *     x   = LN2(act(h W1^T + b1) W2^T + b2 + h)
  * Bias, activation and residual are fused into each GEMM's epilogue (math/blas.h). The four
- * backbone products run in the model's precision (eng_linear_run, math/linear.h) with the
+ * backbone products run in the model's precision (eng__linear_run, math/linear.h) with the
  * activations converted into the state's lin_ws; everything else is float32. Because rows are
  * packed without padding there is no attention mask: a segment's queries see only its own keys.
  * Attention runs as (segment, head) tasks on the pool, each with single-threaded BLAS calls on
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/state.h"
+#include "math/state.h"
 #include "math/blas.h"
 #include "math/linear.h"
 #include "math/rows.h"
@@ -23,7 +23,7 @@
 #include "model/encoder.h"
 #include "model/modernbert.h"
 #include "model/weights.h"
-#include "task/adapter.h"
+#include "model/adapter.h"
 
 static int ensure_rows(eng_state *st, const eng_config *c, size_t rows, eng_err *err) {
     int width = c->intermediate * (c->glu ? 2 : 1); /* a GLU's first Linear yields both halves */
@@ -32,10 +32,10 @@ static int ensure_rows(eng_state *st, const eng_config *c, size_t rows, eng_err 
     eng__state_free_rows(st);
     size_t cap = rows < 64 ? 64 : rows + rows / 4;
     size_t H = (size_t)c->hidden, I = (size_t)width;
-    st->qkv = eng_alloc_aligned(cap * 3 * H * sizeof(float));
-    st->ctx = eng_alloc_aligned(cap * H * sizeof(float));
-    st->h = eng_alloc_aligned(cap * H * sizeof(float));
-    st->inter = eng_alloc_aligned(cap * I * sizeof(float));
+    st->qkv = eng__alloc_aligned(cap * 3 * H * sizeof(float));
+    st->ctx = eng__alloc_aligned(cap * H * sizeof(float));
+    st->h = eng__alloc_aligned(cap * H * sizeof(float));
+    st->inter = eng__alloc_aligned(cap * I * sizeof(float));
     st->pos = malloc(cap * sizeof *st->pos);
     if (!st->qkv || !st->ctx || !st->h || !st->inter || !st->pos) {
         eng__state_free_rows(st);
@@ -51,11 +51,11 @@ static int ensure_rows(eng_state *st, const eng_config *c, size_t rows, eng_err 
 static int ensure_lin_ws(eng_state *st, const eng_model *m, size_t rows, eng_err *err) {
     const eng_config *c = eng_model_config(m);
     int K = c->hidden > c->intermediate ? c->hidden : c->intermediate;
-    size_t need = eng_linear_ws_bytes(m->prec, (int)rows, K);
+    size_t need = eng__linear_ws_bytes(m->prec, (int)rows, K);
     if (need <= st->lin_ws_cap) return 0;
     need += need / 4;
-    eng_free_aligned(st->lin_ws);
-    st->lin_ws = eng_alloc_aligned(need);
+    eng__free_aligned(st->lin_ws);
+    st->lin_ws = eng__alloc_aligned(need);
     st->lin_ws_cap = st->lin_ws ? need : 0;
     return st->lin_ws ? 0 : eng_err_set(err, ENG_NO_MEMORY, "cannot allocate %zu bytes of product scratch", need);
 }
@@ -64,8 +64,8 @@ static int ensure_lin_ws(eng_state *st, const eng_model *m, size_t rows, eng_err
 static int ensure_scores(eng_state *st, size_t n, eng_err *err) {
     if (n <= st->cap_len) return 0;
     for (int i = 0; i < st->n_threads; i++) {
-        eng_free_aligned(st->scores[i]);
-        st->scores[i] = eng_alloc_aligned(n * sizeof(float));
+        eng__free_aligned(st->scores[i]);
+        st->scores[i] = eng__alloc_aligned(n * sizeof(float));
         if (!st->scores[i]) {
             st->cap_len = 0;
             return eng_err_set(err, ENG_NO_MEMORY, "cannot allocate %zu attention scores", n);
@@ -87,9 +87,9 @@ static int ensure_segs(eng_state *st, size_t n, eng_err *err) {
 
 static int ensure_pooler_in(eng_state *st, size_t n, int H, eng_err *err) {
     if (n <= st->cap_pooler_in && st->pooler_in_h == H) return 0;
-    eng_free_aligned(st->pooler_in);
+    eng__free_aligned(st->pooler_in);
     size_t cap = n < 16 ? 16 : n * 2;
-    st->pooler_in = eng_alloc_aligned(cap * (size_t)H * sizeof(float));
+    st->pooler_in = eng__alloc_aligned(cap * (size_t)H * sizeof(float));
     st->cap_pooler_in = st->pooler_in ? cap : 0;
     st->pooler_in_h = H;
     return st->pooler_in ? 0 : eng_err_set(err, ENG_NO_MEMORY, "out of memory");
@@ -111,7 +111,7 @@ static void emb_task(void *ctx, int task, int worker) {
     (void)worker;
     emb_job *j = ctx;
     const eng_config *c = eng_model_config(j->m);
-    const eng_weights *w = eng_model_weights(j->m);
+    const eng_weights *w = eng__model_weights(j->m);
     int H = c->emb_dim, r0 = task * j->chunk, r1 = r0 + j->chunk < j->rows ? r0 + j->chunk : j->rows;
     for (int r = r0; r < r1; r++) {
         float *y = j->x + (size_t)r * H;
@@ -137,7 +137,7 @@ static void emb_task(void *ctx, int task, int worker) {
             for (int i = 0; i < H; i++) y[i] += te[i];
         }
     }
-    if (r1 > r0 && j->ln) eng_layernorm(j->x + (size_t)r0 * H, (size_t)(r1 - r0), (size_t)H, w->emb_ln_g, w->emb_ln_b, c->ln_eps);
+    if (r1 > r0 && j->ln) eng__layernorm(j->x + (size_t)r0 * H, (size_t)(r1 - r0), (size_t)H, w->emb_ln_g, w->emb_ln_b, c->ln_eps);
 }
 
 static int batch_tokens(const eng_batch *b, size_t *n_tokens, int *max_len, eng_err *err) {
@@ -154,11 +154,11 @@ static int batch_tokens(const eng_batch *b, size_t *n_tokens, int *max_len, eng_
     return 0;
 }
 
-int eng_embed(const eng_model *m, eng_state *st, const eng_batch *b, float *x, eng_err *err) {
-    return eng_embed_lora(m, st, b, NULL, x, err);
+int eng__embed(const eng_model *m, eng_state *st, const eng_batch *b, float *x, eng_err *err) {
+    return eng__embed_lora(m, st, b, NULL, x, err);
 }
 
-int eng_embed_lora(const eng_model *m, eng_state *st, const eng_batch *b, const eng_emb_lora *const *seq_lora, float *x,
+int eng__embed_lora(const eng_model *m, eng_state *st, const eng_batch *b, const eng_emb_lora *const *seq_lora, float *x,
                    eng_err *err) {
     const eng_config *c = eng_model_config(m);
     size_t n = 0;
@@ -198,19 +198,19 @@ int eng_embed_lora(const eng_model *m, eng_state *st, const eng_batch *b, const 
     for (int s = 0, r0 = 0; row_lora && s < b->n_seq; r0 += b->seq_len[s++])
         for (int t = 0; t < b->seq_len[s]; t++) row_lora[r0 + t] = seq_lora[s];
     /* ELECTRA: LN at E, then the projection to H; DeBERTa: the projection, then LN at H. */
-    const eng_weights *w = eng_model_weights(m);
+    const eng_weights *w = eng__model_weights(m);
     float *e = w->emb_proj_w ? malloc(n * (size_t)c->emb_dim * sizeof *e) : x;
     if (!e) {
         free(row_lora);
         return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
     }
-    int tasks = eng_pool_size(st->pool) * 4, deb_proj = w->emb_proj_w && c->arch == ENG_ARCH_DEBERTA_V2;
+    int tasks = eng__pool_size(st->pool) * 4, deb_proj = w->emb_proj_w && c->arch == ENG_ARCH_DEBERTA_V2;
     emb_job j = {m, b, st->pos, row_lora, e, (int)n, (int)((n + (size_t)tasks - 1) / (size_t)tasks), !deb_proj};
-    eng_pool_run(st->pool, tasks, emb_task, &j);
+    eng__pool_run(st->pool, tasks, emb_task, &j);
     free(row_lora);
     if (w->emb_proj_w) {
         eng_epilogue ep = {.bias = w->emb_proj_b, .act = ENG_ACT_IDENTITY};
-        eng_gemm_rows(st->pool, (int)n, c->hidden, c->emb_dim, e, c->emb_dim, w->emb_proj_w, c->emb_dim, x, c->hidden, &ep);
+        eng__gemm_rows(st->pool, (int)n, c->hidden, c->emb_dim, e, c->emb_dim, w->emb_proj_w, c->emb_dim, x, c->hidden, &ep);
         if (deb_proj) eng__layernorm_rows(st->pool, x, (int)n, c->hidden, w->emb_ln_g, w->emb_ln_b, c->ln_eps);
         free(e);
     }
@@ -234,7 +234,7 @@ typedef struct {
  * after the L x W scores), and how much room they take. */
 static size_t attn_pack_offset(int L, int W) { return ((size_t)L * (size_t)W + 15) & ~(size_t)15; }
 static size_t attn_pack_floats(int L, int d) {
-    size_t a = eng_packed_floats(L, d), b = eng_packed_floats(d, L);
+    size_t a = eng__packed_floats(L, d), b = eng__packed_floats(d, L);
     return a > b ? a : b;
 }
 
@@ -253,23 +253,23 @@ static void attn_task(void *ctx, int task, int worker) {
         gk = j->gates[2 * si];
         gv = j->gates[2 * si + 1];
     }
-    if (!P) { /* keys, then values, packed for the engine's own product (math/blas.h, eng_pgemm) */
+    if (!P) { /* keys, then values, packed for the engine's own product (math/blas.h, eng__pgemm) */
         float *pk = s + attn_pack_offset(L, W);
-        eng_pack_strided(k, L, j->d, (size_t)ld, 1, j->scale, pk);
-        eng_pgemm(NULL, L, L, j->d, q, ld, pk, s, W, NULL);
-        for (int i = 0; i < L; i++) eng_softmax_row(s + (size_t)i * W, (size_t)W);
-        eng_pack_strided(v, j->d, L, 1, (size_t)ld, 1.0f, pk);
-        eng_pgemm(NULL, L, j->d, L, s, W, pk, out, j->H, NULL);
+        eng__pack_strided(k, L, j->d, (size_t)ld, 1, j->scale, pk);
+        eng__pgemm(NULL, L, L, j->d, q, ld, pk, s, W, NULL);
+        for (int i = 0; i < L; i++) eng__softmax_row(s + (size_t)i * W, (size_t)W);
+        eng__pack_strided(v, j->d, L, 1, (size_t)ld, 1.0f, pk);
+        eng__pgemm(NULL, L, j->d, L, s, W, pk, out, j->H, NULL);
         return;
     }
-    eng_sgemm_nt(L, P, j->d, j->scale * gk, q, ld, ad->prefix_k + (size_t)h * j->d, j->H, s, W);
-    eng_sgemm_nt(L, L, j->d, j->scale, q, ld, k, ld, s + P, W);
-    for (int i = 0; i < L; i++) eng_softmax_row(s + (size_t)i * W, (size_t)W);
+    eng__sgemm_nt(L, P, j->d, j->scale * gk, q, ld, ad->prefix_k + (size_t)h * j->d, j->H, s, W);
+    eng__sgemm_nt(L, L, j->d, j->scale, q, ld, k, ld, s + P, W);
+    for (int i = 0; i < L; i++) eng__softmax_row(s + (size_t)i * W, (size_t)W);
     if (P && gv != 1.0f)
         for (int i = 0; i < L; i++)
             for (int p = 0; p < P; p++) s[(size_t)i * W + p] *= gv;
-    if (P) eng_sgemm_nn(L, j->d, P, s, W, ad->prefix_v + (size_t)h * j->d, j->H, 0.0f, out, j->H);
-    eng_sgemm_nn(L, j->d, L, s + P, W, v, ld, P ? 1.0f : 0.0f, out, j->H);
+    if (P) eng__sgemm_nn(L, j->d, P, s, W, ad->prefix_v + (size_t)h * j->d, j->H, 0.0f, out, j->H);
+    eng__sgemm_nn(L, j->d, L, s + P, W, v, ld, P ? 1.0f : 0.0f, out, j->H);
 }
 
 /* Sets *out to which adapter layer acts on each segment (its group's), or to NULL when no group
@@ -333,25 +333,25 @@ static int apply_sites(eng_state *st, const eng_config *c, const eng_group *g, i
                        eng_err *err) {
     int H = c->hidden;
     for (int i = 0; i < n; i++) {
-        const eng_site *site = g[i].ad ? eng_layer_site(g[i].ad, which) : NULL;
+        const eng_site *site = g[i].ad ? eng__layer_site(g[i].ad, which) : NULL;
         float *hi = h + (size_t)g[i].row0 * H;
         const float *xi = x + (size_t)g[i].row0 * H;
         if (site && (site->n_stack || site->n_fuse)) {
             int rc = eng__site_apply(st, site, c, hi, xi, g[i].row0, g[i].rows, segs, n_segs, ln_g, ln_b, 0, err);
             if (rc) return rc;
         } else {
-            eng_add(hi, xi, (size_t)g[i].rows * H);
+            eng__add(hi, xi, (size_t)g[i].rows * H);
             eng__layernorm_rows(st->pool, hi, g[i].rows, H, ln_g, ln_b, c->ln_eps);
         }
     }
     return 0;
 }
 
-int eng_layer_forward(const eng_model *m, eng_state *st, int l, float *x, int rows, const eng_seg *segs, int n_segs,
+int eng__layer_forward(const eng_model *m, eng_state *st, int l, float *x, int rows, const eng_seg *segs, int n_segs,
                       const eng_group *groups, int n_groups, const eng_late_split *late, int n_late, float *late_out,
                       eng_err *err) {
     const eng_config *c = eng_model_config(m);
-    const eng_layer_weights *w = &eng_model_weights(m)->layers[l];
+    const eng_layer_weights *w = &eng__model_weights(m)->layers[l];
     int H = c->hidden, I = c->intermediate, rc, max_len = 0, max_prefix = 0;
     for (int s = 0; s < n_segs; s++) max_len = segs[s].len > max_len ? segs[s].len : max_len;
     const eng_task_layer **seg_ad;
@@ -371,7 +371,7 @@ int eng_layer_forward(const eng_model *m, eng_state *st, int l, float *x, int ro
     st->cur_layer = l;
 
     eng_epilogue ep_qkv = {.bias = w->bqkv, .act = ENG_ACT_IDENTITY};
-    eng_linear_run(pool, rows, x, H, &w->wqkv, st->qkv, 3 * H, &ep_qkv, ws);
+    eng__linear_run(pool, rows, x, H, &w->wqkv, st->qkv, 3 * H, &ep_qkv, ws);
     if (n_groups && groups_touch(groups, n_groups, STAGE_QKV))
         for (int t = ENG_LIN_Q; t <= ENG_LIN_V; t++)
             if ((rc = eng__linear_adapters(st, groups, n_groups, (eng_lin)t, x, H, st->qkv + (size_t)t * H, 3 * H, segs, n_segs, err)))
@@ -398,35 +398,35 @@ int eng_layer_forward(const eng_model *m, eng_state *st, int l, float *x, int ro
         }
     attn_job aj = {st->qkv, st->ctx, segs, seg_ad, gates, H, c->head_dim, c->n_heads,
                    1.0f / sqrtf((float)c->head_dim), st->scores};
-    eng_pool_run(pool, n_segs * c->n_heads, attn_task, &aj);
+    eng__pool_run(pool, n_segs * c->n_heads, attn_task, &aj);
 attention_done:
 
     if (n_groups && groups_touch(groups, n_groups, STAGE_ATTN_OUT)) {
         eng_epilogue ep_o = {.bias = w->bo, .act = ENG_ACT_IDENTITY};
-        eng_linear_run(pool, rows, st->ctx, H, &w->wo, st->h, H, &ep_o, ws);
+        eng__linear_run(pool, rows, st->ctx, H, &w->wo, st->h, H, &ep_o, ws);
         if ((rc = eng__linear_adapters(st, groups, n_groups, ENG_LIN_O, st->ctx, H, st->h, H, segs, n_segs, err)) ||
             (rc = apply_sites(st, c, groups, n_groups, ENG_SITE_ATTN, st->h, x, segs, n_segs, w->ln1_g, w->ln1_b, err)))
             return rc;
     } else {
         eng_epilogue ep_o = {.bias = w->bo, .act = ENG_ACT_IDENTITY, .residual = x, .ldr = H};
-        eng_linear_run(pool, rows, st->ctx, H, &w->wo, st->h, H, &ep_o, ws);
+        eng__linear_run(pool, rows, st->ctx, H, &w->wo, st->h, H, &ep_o, ws);
         eng__layernorm_rows(pool, st->h, rows, H, w->ln1_g, w->ln1_b, c->ln_eps);
     }
 
     if (n_groups && groups_touch(groups, n_groups, STAGE_INTERMEDIATE)) {
         eng_epilogue ep_1 = {.bias = w->b1, .act = ENG_ACT_IDENTITY};
-        eng_linear_run(pool, rows, st->h, H, &w->w1, st->inter, I, &ep_1, ws);
+        eng__linear_run(pool, rows, st->h, H, &w->w1, st->inter, I, &ep_1, ws);
         if ((rc = eng__linear_adapters(st, groups, n_groups, ENG_LIN_I, st->h, H, st->inter, I, segs, n_segs, err))) return rc;
         eng__act_rows(pool, c->act, st->inter, rows, I);
     } else {
         eng_epilogue ep_1 = {.bias = w->b1, .act = c->act};
-        eng_linear_run(pool, rows, st->h, H, &w->w1, st->inter, I, &ep_1, ws);
+        eng__linear_run(pool, rows, st->h, H, &w->w1, st->inter, I, &ep_1, ws);
     }
 
     if ((n_groups && groups_touch(groups, n_groups, STAGE_OUTPUT)) || n_late) {
         /* x is free now (h is the residual): y = inter W2^T + b2 goes straight into x */
         eng_epilogue ep_2 = {.bias = w->b2, .act = ENG_ACT_IDENTITY};
-        eng_linear_run(pool, rows, st->inter, I, &w->w2, x, H, &ep_2, ws);
+        eng__linear_run(pool, rows, st->inter, I, &w->w2, x, H, &ep_2, ws);
         if (n_groups && (rc = eng__linear_adapters(st, groups, n_groups, ENG_LIN_D, st->inter, I, x, H, segs, n_segs, err)))
             return rc;
         /* late splits read the trunk's y and h before the trunk's own LayerNorm */
@@ -441,21 +441,21 @@ attention_done:
         if (n_groups) {
             if ((rc = apply_sites(st, c, groups, n_groups, ENG_SITE_FFN, x, st->h, segs, n_segs, w->ln2_g, w->ln2_b, err))) return rc;
         } else {
-            eng_add(x, st->h, (size_t)rows * H);
+            eng__add(x, st->h, (size_t)rows * H);
             eng__layernorm_rows(pool, x, rows, H, w->ln2_g, w->ln2_b, c->ln_eps);
         }
     } else {
         eng_epilogue ep_2 = {.bias = w->b2, .act = ENG_ACT_IDENTITY, .residual = st->h, .ldr = H};
-        eng_linear_run(pool, rows, st->inter, I, &w->w2, x, H, &ep_2, ws);
+        eng__linear_run(pool, rows, st->inter, I, &w->w2, x, H, &ep_2, ws);
         eng__layernorm_rows(pool, x, rows, H, w->ln2_g, w->ln2_b, c->ln_eps);
     }
     return 0;
 }
 
-int eng_pooler_forward(const eng_model *m, eng_state *st, const float *x, const eng_seg *segs, int n_segs, float *out,
+int eng__pooler_forward(const eng_model *m, eng_state *st, const float *x, const eng_seg *segs, int n_segs, float *out,
                    eng_err *err) {
     const eng_config *c = eng_model_config(m);
-    const eng_weights *w = eng_model_weights(m);
+    const eng_weights *w = eng__model_weights(m);
     int H = c->hidden;
     if (!w->pooler_w) {
         for (int s = 0; s < n_segs; s++) memcpy(out + (size_t)s * H, x + (size_t)segs[s].start * H, (size_t)H * sizeof *out);
@@ -471,7 +471,7 @@ int eng_pooler_forward(const eng_model *m, eng_state *st, const float *x, const 
     /* Gather the first rows into out, then out = tanh(out Wp^T + bp) through the pooler's scratch. */
     for (int s = 0; s < n_segs; s++) memcpy(tmp + (size_t)s * H, x + (size_t)segs[s].start * H, (size_t)H * sizeof *tmp);
     eng_epilogue ep = {.bias = w->pooler_b, .act = ENG_ACT_TANH};
-    eng_gemm_rows(st->pool, n_segs, H, H, tmp, H, w->pooler_w, H, out, H, &ep);
+    eng__gemm_rows(st->pool, n_segs, H, H, tmp, H, w->pooler_w, H, out, H, &ep);
     return 0;
 }
 
@@ -482,7 +482,7 @@ int eng_encode(const eng_model *m, eng_state *st, const eng_batch *b, float *hid
     int max_len = 0, rc;
     if ((rc = batch_tokens(b, &n, &max_len, err))) return rc;
     if ((rc = ensure_segs(st, (size_t)b->n_seq, err))) return rc;
-    if ((rc = eng_embed(m, st, b, hidden_out, err))) return rc;
+    if ((rc = eng__embed(m, st, b, hidden_out, err))) return rc;
     int32_t start = 0;
     for (int s = 0; s < b->n_seq; s++) {
         st->segs[s].start = start;
@@ -490,8 +490,8 @@ int eng_encode(const eng_model *m, eng_state *st, const eng_batch *b, float *hid
         start += b->seq_len[s];
     }
     for (int l = 0; l < c->n_layers; l++)
-        if ((rc = eng_layer_forward(m, st, l, hidden_out, (int)n, st->segs, b->n_seq, NULL, 0, NULL, 0, NULL, err)))
+        if ((rc = eng__layer_forward(m, st, l, hidden_out, (int)n, st->segs, b->n_seq, NULL, 0, NULL, 0, NULL, err)))
             return rc;
-    if (pooler_out) return eng_pooler_forward(m, st, hidden_out, st->segs, b->n_seq, pooler_out, err);
+    if (pooler_out) return eng__pooler_forward(m, st, hidden_out, st->segs, b->n_seq, pooler_out, err);
     return 0;
 }

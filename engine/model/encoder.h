@@ -22,11 +22,11 @@ typedef struct {
 } eng_group;
 
 /* Embeds a batch into x (n_tokens, H). Validates ids; returns 0 or ENG_INVALID_ARGUMENT. */
-int eng_embed(const eng_model *m, eng_state *st, const eng_batch *b, float *x, eng_err *err);
-/* eng_embed with, per sequence s, seq_lora[s]'s update added to its word embeddings before the
+int eng__embed(const eng_model *m, eng_state *st, const eng_batch *b, float *x, eng_err *err);
+/* eng__embed with, per sequence s, seq_lora[s]'s update added to its word embeddings before the
  * LayerNorm (NULL entries, or seq_lora NULL: none). Also ENG_NO_MEMORY. */
 struct eng_emb_lora;
-int eng_embed_lora(const eng_model *m, eng_state *st, const eng_batch *b, const struct eng_emb_lora *const *seq_lora,
+int eng__embed_lora(const eng_model *m, eng_state *st, const eng_batch *b, const struct eng_emb_lora *const *seq_lora,
                    float *x, eng_err *err);
 
 /* A task stream that splits off a trunk inside layer l: the trunk's rows [trunk_row0, +len) run
@@ -38,16 +38,16 @@ typedef struct {
     const struct eng_task_layer *ad;
 } eng_late_split;
 
-/* Runs layer l in place on x (rows, H), each group with its task's adapters for layer l (task/layer.h).
+/* Runs layer l in place on x (rows, H), each group with its task's adapters for layer l (model/layer.h).
  * n_groups == 0 runs the plain backbone on every row. Late splits write their rows into late_out.
  * Returns 0 or ENG_NO_MEMORY. */
-int eng_layer_forward(const eng_model *m, eng_state *st, int l, float *x, int rows, const eng_seg *segs,
+int eng__layer_forward(const eng_model *m, eng_state *st, int l, float *x, int rows, const eng_seg *segs,
                       int n_segs, const eng_group *groups, int n_groups, const eng_late_split *late, int n_late,
                       float *late_out, eng_err *err);
 
 /* Pooler over the first row of each segment: out (n_segs, H). Models without a pooler copy the
  * first rows. Returns 0 or ENG_NO_MEMORY. */
-int eng_pooler_forward(const eng_model *m, eng_state *st, const float *x, const eng_seg *segs, int n_segs,
+int eng__pooler_forward(const eng_model *m, eng_state *st, const float *x, const eng_seg *segs, int n_segs,
                        float *out, eng_err *err);
 
 

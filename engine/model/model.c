@@ -214,7 +214,7 @@ typedef struct {
 
 static void ckpt_close(ckpt *k) {
     for (int i = 0; i < k->n; i++) {
-        eng_st_close(k->files[i]);
+        eng__st_close(k->files[i]);
         free(k->used[i]);
     }
     free(k->files);
@@ -228,11 +228,11 @@ static int ckpt_add(ckpt *k, const char *path, eng_err *err) {
     unsigned char **nu = realloc(k->used, (size_t)(k->n + 1) * sizeof *nu);
     if (!nu) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
     k->used = nu;
-    int rc = eng_st_open(path, &k->files[k->n], err);
+    int rc = eng__st_open(path, &k->files[k->n], err);
     if (rc) return rc;
-    k->used[k->n] = calloc(eng_st_count(k->files[k->n]) + 1, 1);
+    k->used[k->n] = calloc(eng__st_count(k->files[k->n]) + 1, 1);
     if (!k->used[k->n]) {
-        eng_st_close(k->files[k->n]);
+        eng__st_close(k->files[k->n]);
         return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
     }
     k->n++;
@@ -285,9 +285,9 @@ static int ckpt_open(const char *dir, ckpt *k, eng_err *err) {
 
 static const eng_st_tensor *ckpt_find(ckpt *k, const char *name, int mark) {
     for (int i = 0; i < k->n; i++) {
-        const eng_st_tensor *t = eng_st_find(k->files[i], name);
+        const eng_st_tensor *t = eng__st_find(k->files[i], name);
         if (t) {
-            if (mark) k->used[i][t - eng_st_at(k->files[i], 0)] = 1;
+            if (mark) k->used[i][t - eng__st_at(k->files[i], 0)] = 1;
             return t;
         }
     }
@@ -373,8 +373,8 @@ static int load_packed(loader *ld, const char *const *names, int n, int out, int
         snprintf(t, sizeof t, "%s.bias", names[i]);
         if ((rc = load_tensor(ld, t, out, 0, *b + (size_t)i * out, err))) return rc;
     }
-    int rc = eng_linear_pack(w, ld->prec, ld->tmp, n * out, in, in, err);
-    if (!rc) ld->packed_bytes += eng_linear_bytes(w);
+    int rc = eng__linear_pack(w, ld->prec, ld->tmp, n * out, in, in, err);
+    if (!rc) ld->packed_bytes += eng__linear_bytes(w);
     return rc;
 }
 
@@ -427,7 +427,7 @@ static float *project_rel(loader *ld, const float *R, int rows, int H, const flo
         return NULL;
     }
     eng_epilogue ep = {.bias = b, .act = ENG_ACT_IDENTITY};
-    eng_gemm(NULL, rows, H, H, R, H, W, H, out, H, &ep);
+    eng__gemm(NULL, rows, H, H, R, H, W, H, out, H, &ep);
     return out;
 }
 
@@ -473,7 +473,7 @@ static int load_v2_extras(loader *ld, const eng_config *c, eng_weights *w, eng_e
     if (c->norm_rel) {
         float *g, *b;
         if ((rc = load_norm(ld, "encoder.LayerNorm", H, &g, &b, err))) return rc;
-        eng_layernorm(w->rel_emb, (size_t)rows, (size_t)H, g, b, c->ln_eps);
+        eng__layernorm(w->rel_emb, (size_t)rows, (size_t)H, g, b, c->ln_eps);
     }
     if (!c->pos_biased) { /* HF ignores a position table it does not use; so do we */
         char n[ENG_HF_KEY_MAX];
@@ -518,8 +518,8 @@ static int load_packed_opt(loader *ld, const char *name, int out, int in, eng_li
         snprintf(t, sizeof t, "%s.bias", name);
         if ((rc = load_tensor(ld, t, out, 0, *b, err))) return rc;
     }
-    rc = eng_linear_pack(w, ld->prec, ld->tmp, out, in, in, err);
-    if (!rc) ld->packed_bytes += eng_linear_bytes(w);
+    rc = eng__linear_pack(w, ld->prec, ld->tmp, out, in, in, err);
+    if (!rc) ld->packed_bytes += eng__linear_bytes(w);
     return rc;
 }
 
@@ -584,8 +584,8 @@ static int load_tensors_modernbert(loader *ld, eng_config *c, eng_weights *w, en
     }
     ckpt *k = ld->k;
     for (int i = 0; i < k->n; i++)
-        for (size_t j = 0; j < eng_st_count(k->files[i]); j++) {
-            const char *name = eng_st_at(k->files[i], j)->name;
+        for (size_t j = 0; j < eng__st_count(k->files[i]); j++) {
+            const char *name = eng__st_at(k->files[i], j)->name;
             if (k->used[i][j] || !in_base_namespace(c, name, ld->prefix)) continue;
             return eng_err_set(err, ENG_FORMAT, "unexpected tensor '%s' (checkpoint does not match config: %d layers, hidden %d)",
                                name, c->n_layers, H);
@@ -645,8 +645,8 @@ static int load_tensors(loader *ld, eng_config *c, eng_weights *w, eng_err *err)
         }
     }
     for (int i = 0; i < k->n; i++)
-        for (size_t j = 0; j < eng_st_count(k->files[i]); j++) {
-            const char *name = eng_st_at(k->files[i], j)->name;
+        for (size_t j = 0; j < eng__st_count(k->files[i]); j++) {
+            const char *name = eng__st_at(k->files[i], j)->name;
             if (k->used[i][j] || ignorable_buffer(name) || !in_base_namespace(c, name, prefix)) continue;
             return eng_err_set(err, ENG_FORMAT, "unexpected tensor '%s' (checkpoint does not match config: %d layers, hidden %d)",
                                name, c->n_layers, H);
@@ -686,8 +686,8 @@ static int load_weights(eng_model *m, ckpt *k, eng_prec prec, eng_err *err) {
      * max_position_embeddings of 10^8 asked for gigabytes that a shape check would refuse later. */
     size_t total = 0;
     for (int i = 0; i < k->n; i++)
-        for (size_t j = 0; j < eng_st_count(k->files[i]); j++) {
-            int64_t n = eng_st_at(k->files[i], j)->numel;
+        for (size_t j = 0; j < eng__st_count(k->files[i]); j++) {
+            int64_t n = eng__st_at(k->files[i], j)->numel;
             total = n > 0 && (uint64_t)n < SIZE_MAX - total ? total + (size_t)n : (n > 0 ? SIZE_MAX : total);
         }
     if (m->arena_floats - arena_pad(c) - derived_size(c) - arena_extra(c) > total || staging > total)
@@ -696,7 +696,7 @@ static int load_weights(eng_model *m, ckpt *k, eng_prec prec, eng_err *err) {
                            "types %d) but the checkpoint holds %zu values",
                            m->arena_floats - arena_pad(c) > staging ? m->arena_floats - arena_pad(c) : staging, c->hidden,
                            c->intermediate, c->vocab, c->max_pos, c->type_vocab, total);
-    m->arena = eng_alloc_aligned(m->arena_floats * sizeof(float));
+    m->arena = eng__alloc_aligned(m->arena_floats * sizeof(float));
     if (!m->arena) return eng_err_set(err, ENG_NO_MEMORY, "cannot allocate %zu MB of weights", m->arena_floats / 262144);
     loader ld = {k, prefix, m->arena, 0, m->arena_floats, malloc(sizeof(float) * staging), prec, 0};
     if (!ld.tmp) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
@@ -713,8 +713,8 @@ _Static_assert((int)ENG_PRECISION_FP32 == (int)ENG_PREC_F32 && (int)ENG_PRECISIO
                    (int)ENG_PRECISION_INT8 == (int)ENG_PREC_INT8,
                "the public precision names the kernels' values");
 
-int eng_precision_parse(const char *name) { return eng_prec_parse(name); }
-const char *eng_precision_name(eng_precision p) { return eng_prec_name((eng_prec)p); }
+int eng_precision_parse(const char *name) { return eng__prec_parse(name); }
+const char *eng_precision_name(eng_precision p) { return eng__prec_name((eng_prec)p); }
 
 eng_model_params eng_model_default_params(void) {
     return (eng_model_params){.precision = ENG_PRECISION_FP32, .allow_emulated = 0};
@@ -732,7 +732,7 @@ int eng_model_json_precision(const char *dir, eng_precision *out, eng_err *err) 
     if (!json_is_object(root)) {
         rc = eng_err_set(err, ENG_FORMAT, "%s: not a JSON object", path);
     } else if (v && !json_is_null(v)) {
-        int p = json_is_string(v) ? eng_prec_parse(json_string_value(v)) : -1;
+        int p = json_is_string(v) ? eng__prec_parse(json_string_value(v)) : -1;
         if (p < 0)
             rc = eng_err_set(err, ENG_FORMAT, "%s: 'precision' must be \"fp32\", \"bf16\" or \"int8\"", path);
         else
@@ -744,8 +744,8 @@ int eng_model_json_precision(const char *dir, eng_precision *out, eng_err *err) 
 
 eng_model_precision_info eng_model_precision(const eng_model *m) {
     return (eng_model_precision_info){.precision = (eng_precision)m->prec,
-                                      .name = eng_prec_name(m->prec),
-                                      .kernel = eng_lp_kernel(m->prec),
+                                      .name = eng__prec_name(m->prec),
+                                      .kernel = eng__lp_kernel(m->prec),
                                       .packed_bytes = m->packed_bytes};
 }
 
@@ -773,7 +773,7 @@ int eng_model_load_config(const char *dir, const char *config_json, size_t len, 
     if (prec != ENG_PREC_F32 && prec != ENG_PREC_BF16 && prec != ENG_PREC_INT8)
         return eng_err_set(err, ENG_INVALID_ARGUMENT, "%s: unknown precision %d", dir, (int)p->precision);
     if (!p->allow_emulated) {
-        int rc = eng_prec_check(prec, err);
+        int rc = eng__prec_check(prec, err);
         if (rc) {
             eng_err_prefix(err, "%s", dir);
             return rc;
@@ -809,17 +809,17 @@ void eng_model_free(eng_model *m) {
     if (m->w.layers)
         for (int l = 0; l < m->cfg.n_layers; l++) {
             eng_layer_weights *lw = &m->w.layers[l];
-            eng_linear_release(&lw->wqkv);
-            eng_linear_release(&lw->wo);
-            eng_linear_release(&lw->w1);
-            eng_linear_release(&lw->w2);
+            eng__linear_release(&lw->wqkv);
+            eng__linear_release(&lw->wo);
+            eng__linear_release(&lw->w1);
+            eng__linear_release(&lw->w2);
         }
     free(m->w.layers);
     free(m->w.rel_idx);
-    eng_free_aligned(m->arena);
+    eng__free_aligned(m->arena);
     free(m);
 }
 
 const eng_config *eng_model_config(const eng_model *m) { return &m->cfg; }
-const eng_weights *eng_model_weights(const eng_model *m) { return &m->w; }
+const eng_weights *eng__model_weights(const eng_model *m) { return &m->w; }
 size_t eng_model_bytes(const eng_model *m) { return m->arena_floats * sizeof(float) + m->packed_bytes; }

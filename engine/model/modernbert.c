@@ -8,7 +8,7 @@
  *     g,u = split(LN_mlp(h) Wi^T)                 (rows, 2I)
  *     x   = h + (act(g) * u) Wo_mlp^T
  * and after the last layer x = LN_final(x). The products run in the model's precision
- * (eng_linear_run) like BERT's; LoRA and (IA)^3 act on the same Linear layers by role (Wqkv as q, k
+ * (eng__linear_run) like BERT's; LoRA and (IA)^3 act on the same Linear layers by role (Wqkv as q, k
  * and v slices, attn.Wo, mlp.Wi, mlp.Wo).
  *
  * Bottleneck adapters and fusion sit where AdapterHub puts them on ModernBERT (adapter-hub/adapters,
@@ -34,14 +34,14 @@
 #include <math.h>
 #include <string.h>
 
-#include "core/state.h"
+#include "math/state.h"
 #include "math/blas.h"
 #include "math/kernels.h"
 #include "math/linear.h"
 #include "math/rows.h"
 #include "model/modernbert.h"
 #include "model/weights.h"
-#include "task/adapter.h"
+#include "model/adapter.h"
 
 /* Query rows per attention block. */
 #define QB 64
@@ -93,7 +93,7 @@ static void attn_task(void *ctx, int task, int worker) {
             hi = i1 + w < L ? i1 + w : L;
         }
         int W = hi - lo;
-        eng_sgemm_nt(i1 - i0, W, d, j->scale, q + (size_t)i0 * ld, ld, k + (size_t)lo * ld, ld, s, W);
+        eng__sgemm_nt(i1 - i0, W, d, j->scale, q + (size_t)i0 * ld, ld, k + (size_t)lo * ld, ld, s, W);
         for (int i = i0; i < i1; i++) {
             float *row = s + (size_t)(i - i0) * W;
             int a = lo, b = hi; /* the keys row i sees */
@@ -101,11 +101,11 @@ static void attn_task(void *ctx, int task, int worker) {
                 a = i - w > lo ? i - w : lo;
                 b = i + w + 1 < hi ? i + w + 1 : hi;
             }
-            eng_softmax_row(row + (a - lo), (size_t)(b - a));
+            eng__softmax_row(row + (a - lo), (size_t)(b - a));
             if (a > lo) memset(row, 0, (size_t)(a - lo) * sizeof *row);
             if (b < hi) memset(row + (b - lo), 0, (size_t)(hi - b) * sizeof *row);
         }
-        eng_sgemm_nn(i1 - i0, d, W, s, W, v + (size_t)lo * ld, ld, 0.0f, out + (size_t)i0 * j->H, j->H);
+        eng__sgemm_nn(i1 - i0, d, W, s, W, v + (size_t)lo * ld, ld, 0.0f, out + (size_t)i0 * j->H, j->H);
     }
 }
 
@@ -121,7 +121,7 @@ static int groups_have(const eng_group *g, int n, eng_lin lin) {
 /* Does any group carry bottleneck modules (a stack or a fusion) at site pos? */
 static int groups_site(const eng_group *g, int n, eng_site_pos pos) {
     for (int i = 0; i < n; i++) {
-        const eng_site *s = g[i].ad ? eng_layer_site(g[i].ad, pos) : NULL;
+        const eng_site *s = g[i].ad ? eng__layer_site(g[i].ad, pos) : NULL;
         if (s && (s->n_stack || s->n_fuse)) return 1;
     }
     return 0;
@@ -135,7 +135,7 @@ static int hooked_sites(eng_state *st, const eng_config *c, const eng_group *g, 
                         eng_err *err) {
     int H = c->hidden;
     for (int i = 0; i < n; i++) {
-        const eng_site *s = g[i].ad ? eng_layer_site(g[i].ad, pos) : NULL;
+        const eng_site *s = g[i].ad ? eng__layer_site(g[i].ad, pos) : NULL;
         if (!s || !(s->n_stack || s->n_fuse)) continue;
         size_t off = (size_t)g[i].row0 * H;
         int rc = eng__site_apply(st, s, c, y + off, in + off, g[i].row0, g[i].rows, segs, n_segs, ln_g, ln_b, 1, err);
@@ -158,7 +158,7 @@ static void glu_task(void *ctx, int task, int worker) {
     int r0 = task * j->chunk, r1 = r0 + j->chunk < j->rows ? r0 + j->chunk : j->rows;
     for (int r = r0; r < r1; r++) {
         float *g = j->inter + (size_t)r * 2 * j->I, *u = g + j->I;
-        eng_act_apply(j->act, g, (size_t)j->I);
+        eng__act_apply(j->act, g, (size_t)j->I);
         for (int i = 0; i < j->I; i++) g[i] *= u[i];
     }
 }
@@ -169,7 +169,7 @@ int eng__modernbert_layer(const eng_model *m, eng_state *st, int l, float *x, in
                           int n_segs, const eng_group *groups, int n_groups, const eng_late_split *late, int n_late,
                           float *late_out, eng_err *err) {
     const eng_config *c = eng_model_config(m);
-    const eng_weights *wt = eng_model_weights(m);
+    const eng_weights *wt = eng__model_weights(m);
     const eng_layer_weights *w = &wt->layers[l];
     int H = c->hidden, I = c->intermediate, rc, last = l == c->n_layers - 1;
     for (int i = 0; i < n_groups; i++)
@@ -190,7 +190,7 @@ int eng__modernbert_layer(const eng_model *m, eng_state *st, int l, float *x, in
         a = abuf;
     }
     eng_epilogue ep_qkv = {.bias = w->bqkv, .act = ENG_ACT_IDENTITY};
-    eng_linear_run(pool, rows, a, H, &w->wqkv, st->qkv, 3 * H, &ep_qkv, ws);
+    eng__linear_run(pool, rows, a, H, &w->wqkv, st->qkv, 3 * H, &ep_qkv, ws);
     for (int t = ENG_LIN_Q; t <= ENG_LIN_V && n_groups; t++)
         if (groups_have(groups, n_groups, (eng_lin)t) &&
             (rc = eng__linear_adapters(st, groups, n_groups, (eng_lin)t, a, H, st->qkv + (size_t)t * H, 3 * H, segs, n_segs, err)))
@@ -201,13 +201,13 @@ int eng__modernbert_layer(const eng_model *m, eng_state *st, int l, float *x, in
     mb_attn_job aj = {st->qkv, st->ctx, segs, wt->rope_cos + (global ? 0 : tab), wt->rope_sin + (global ? 0 : tab),
                       H, c->head_dim, c->n_heads, global ? -1 : c->local_window / 2,
                       1.0f / sqrtf((float)c->head_dim), st->scores};
-    eng_pool_run(pool, n_segs * c->n_heads, attn_task, &aj);
+    eng__pool_run(pool, n_segs * c->n_heads, attn_task, &aj);
 
     /* h = x + hook(attn Wo^T (+ bo)): the residual in the epilogue unless an adapter must see the product alone */
     if (mh) { /* the product into inter's first rows (free until the MLP), the site, then h = x + it */
         float *o = st->inter;
         eng_epilogue ep_o = {.bias = w->bo, .act = ENG_ACT_IDENTITY};
-        eng_linear_run(pool, rows, st->ctx, H, &w->wo, o, H, &ep_o, ws);
+        eng__linear_run(pool, rows, st->ctx, H, &w->wo, o, H, &ep_o, ws);
         if ((groups_have(groups, n_groups, ENG_LIN_O) &&
              (rc = eng__linear_adapters(st, groups, n_groups, ENG_LIN_O, st->ctx, H, o, H, segs, n_segs, err))) ||
             (rc = hooked_sites(st, c, groups, n_groups, ENG_SITE_ATTN, o, a, segs, n_segs,
@@ -216,30 +216,30 @@ int eng__modernbert_layer(const eng_model *m, eng_state *st, int l, float *x, in
         for (size_t k = 0; k < (size_t)rows * H; k++) st->h[k] = x[k] + o[k];
     } else if (n_groups && groups_have(groups, n_groups, ENG_LIN_O)) {
         eng_epilogue ep_o = {.bias = w->bo, .act = ENG_ACT_IDENTITY};
-        eng_linear_run(pool, rows, st->ctx, H, &w->wo, st->h, H, &ep_o, ws);
+        eng__linear_run(pool, rows, st->ctx, H, &w->wo, st->h, H, &ep_o, ws);
         if ((rc = eng__linear_adapters(st, groups, n_groups, ENG_LIN_O, st->ctx, H, st->h, H, segs, n_segs, err))) return rc;
-        eng_add(st->h, x, (size_t)rows * H);
+        eng__add(st->h, x, (size_t)rows * H);
     } else {
         eng_epilogue ep_o = {.bias = w->bo, .act = ENG_ACT_IDENTITY, .residual = x, .ldr = H};
-        eng_linear_run(pool, rows, st->ctx, H, &w->wo, st->h, H, &ep_o, ws);
+        eng__linear_run(pool, rows, st->ctx, H, &w->wo, st->h, H, &ep_o, ws);
     }
 
     /* MLP: ctx = LN_mlp(h) (kept to the end: the output site's input), inter = ctx Wi^T, GeGLU into inter's first half */
     memcpy(st->ctx, st->h, (size_t)rows * H * sizeof *x);
     eng__layernorm_rows(pool, st->ctx, rows, H, w->ln2_g, w->ln2_b, c->ln_eps);
     eng_epilogue ep_1 = {.bias = w->b1, .act = ENG_ACT_IDENTITY};
-    eng_linear_run(pool, rows, st->ctx, H, &w->w1, st->inter, 2 * I, &ep_1, ws);
+    eng__linear_run(pool, rows, st->ctx, H, &w->w1, st->inter, 2 * I, &ep_1, ws);
     if (n_groups && groups_have(groups, n_groups, ENG_LIN_I) &&
         (rc = eng__linear_adapters(st, groups, n_groups, ENG_LIN_I, st->ctx, H, st->inter, 2 * I, segs, n_segs, err)))
         return rc;
-    int tasks = eng_pool_size(pool) * 4;
+    int tasks = eng__pool_size(pool) * 4;
     glu_job gj = {st->inter, rows, I, (rows + tasks - 1) / tasks, c->act};
-    eng_pool_run(pool, tasks, glu_task, &gj);
+    eng__pool_run(pool, tasks, glu_task, &gj);
 
     int out_site = n_groups && groups_site(groups, n_groups, ENG_SITE_FFN);
     if (out_site || n_late || (n_groups && groups_have(groups, n_groups, ENG_LIN_D))) {
         eng_epilogue ep_2 = {.bias = w->b2, .act = ENG_ACT_IDENTITY};
-        eng_linear_run(pool, rows, st->inter, 2 * I, &w->w2, x, H, &ep_2, ws);
+        eng__linear_run(pool, rows, st->inter, 2 * I, &w->w2, x, H, &ep_2, ws);
         if (n_groups && groups_have(groups, n_groups, ENG_LIN_D) &&
             (rc = eng__linear_adapters(st, groups, n_groups, ENG_LIN_D, st->inter, 2 * I, x, H, segs, n_segs, err)))
             return rc;
@@ -252,15 +252,15 @@ int eng__modernbert_layer(const eng_model *m, eng_state *st, int l, float *x, in
             if ((rc = eng__site_apply(st, &late[k].ad->out, c, o, st->ctx + t0, 0, late[k].len, &one, 1, NULL, NULL, 1,
                                       err)))
                 return rc;
-            eng_add(o, st->h + t0, nk);
+            eng__add(o, st->h + t0, nk);
             if (last) eng__layernorm_rows(pool, o, late[k].len, H, wt->final_ln_g, wt->final_ln_b, c->ln_eps);
         }
         if (out_site && (rc = hooked_sites(st, c, groups, n_groups, ENG_SITE_FFN, x, st->ctx, segs, n_segs, NULL, NULL, err)))
             return rc;
-        eng_add(x, st->h, (size_t)rows * H);
+        eng__add(x, st->h, (size_t)rows * H);
     } else {
         eng_epilogue ep_2 = {.bias = w->b2, .act = ENG_ACT_IDENTITY, .residual = st->h, .ldr = H};
-        eng_linear_run(pool, rows, st->inter, 2 * I, &w->w2, x, H, &ep_2, ws);
+        eng__linear_run(pool, rows, st->inter, 2 * I, &w->w2, x, H, &ep_2, ws);
     }
     if (last) eng__layernorm_rows(pool, x, rows, H, wt->final_ln_g, wt->final_ln_b, c->ln_eps);
     return 0;
@@ -271,7 +271,7 @@ int eng__modernbert_layer(const eng_model *m, eng_state *st, int l, float *x, in
 void eng__modernbert_head(const eng_model *m, eng_state *st, const float *x, const eng_seg *segs, int n_segs,
                           float *tmp, float *out) {
     const eng_config *c = eng_model_config(m);
-    const eng_weights *w = eng_model_weights(m);
+    const eng_weights *w = eng__model_weights(m);
     int H = c->hidden;
     for (int s = 0; s < n_segs; s++) {
         float *p = tmp + (size_t)s * H;
@@ -288,6 +288,6 @@ void eng__modernbert_head(const eng_model *m, eng_state *st, const float *x, con
         }
     }
     eng_epilogue ep = {.bias = w->pooler_b, .act = c->head_act};
-    eng_gemm_rows(st->pool, n_segs, H, H, tmp, H, w->pooler_w, H, out, H, &ep);
+    eng__gemm_rows(st->pool, n_segs, H, H, tmp, H, w->pooler_w, H, out, H, &ep);
     eng__layernorm_rows(st->pool, out, n_segs, H, w->head_ln_g, w->head_ln_b, c->ln_eps);
 }

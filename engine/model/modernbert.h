@@ -11,7 +11,7 @@
  * query rows against the keys it sees: independent of the sequence length squared). */
 size_t eng__modernbert_score_floats(const eng_config *c, int max_len);
 
-/* Layer l on x (rows, H) in place, as eng_layer_forward (late splits included); the last layer also
+/* Layer l on x (rows, H) in place, as eng__layer_forward (late splits included); the last layer also
  * applies final_norm, to late_out's rows too. The state's qkv, ctx, h, inter (rows, max(2I, H)), lin_ws
  * and score buffers must already hold `rows` rows and eng__modernbert_score_floats(c, longest segment).
  * Returns 0, ENG_NO_MEMORY, or ENG_UNSUPPORTED when a group carries prefix tuning, which ModernBERT has

@@ -63,6 +63,6 @@ struct eng_model {
 };
 
 /* Borrowed pointer, valid while the model lives. */
-const eng_weights *eng_model_weights(const eng_model *m);
+const eng_weights *eng__model_weights(const eng_model *m);
 
 #endif

@@ -8,7 +8,7 @@
 
 #include "engine/run.h"
 #include "run/cost.h"
-#include "task/adapter.h"
+#include "model/adapter.h"
 
 int eng_skip_for_budget(const eng_task *t, double budget) {
     eng_skip_range r = eng_task_skips(t);
@@ -26,7 +26,7 @@ double eng_plan_gflop(const eng_model *m, const eng_input *inputs, int n_inputs)
             const eng_task *t = inputs[i].tasks[k].task;
             int start = eng_task_first_layer(t);
             if (inputs[i].tasks[k].skip > start) start = inputs[i].tasks[k].skip;
-            const eng_task_layer *ly = eng_task_layers(t);
+            const eng_task_layer *ly = eng__task_layers(t);
             /* a late split shares the trunk through layer start's FFN (run/planner.c) */
             int born = eng_task_split_layer(t, inputs[i].tasks[k].skip);
             if (born > trunk_until) trunk_until = born;

@@ -12,7 +12,7 @@ double eng__adapter_gflop(const eng_config *c, const eng_task_layer *a, int len)
     double f = 0, H = c->hidden;
     for (int i = 0; i < ENG_LIN_COUNT; i++)
         if (a->lora[i]) f += 2.0 * len * a->lora[i]->r * (a->lora[i]->in + a->lora[i]->out);
-    const eng_site *sites[ENG_SITE_COUNT] = {eng_layer_site(a, ENG_SITE_ATTN), eng_layer_site(a, ENG_SITE_FFN)};
+    const eng_site *sites[ENG_SITE_COUNT] = {eng__layer_site(a, ENG_SITE_ATTN), eng__layer_site(a, ENG_SITE_FFN)};
     for (int s = 0; s < ENG_SITE_COUNT; s++) {
         for (int k = 0; k < sites[s]->n_stack; k++) f += 4.0 * len * H * sites[s]->stack[k]->d;
         for (int k = 0; k < sites[s]->n_fuse; k++)

@@ -7,7 +7,7 @@
 #define ADAPTERD_ENGINE_RUN_COST_H
 
 #include "engine/model.h"
-#include "task/layer.h"
+#include "model/layer.h"
 
 /* One layer of the backbone (projections, FFN and attention) on a sequence of len rows. */
 double eng__layer_gflop(const eng_config *c, int len);

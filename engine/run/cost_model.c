@@ -25,7 +25,7 @@
 #include "engine/run.h"
 #include "model/encoder.h"
 #include "run/cost.h"
-#include "task/adapter.h"
+#include "model/adapter.h"
 
 /* Largest calibration rows when the caller gives none. */
 #define COST_DEFAULT_ROWS 256
@@ -103,7 +103,7 @@ static double predict(const eng_cost_model *cm, const eng_model *m, const eng_in
                 if (r->skip > start) start = r->skip;
                 if (born > trunk_until) trunk_until = born;
                 if (born <= l && born < L) rows += len, segs++, g += eng__layer_gflop(c, len);
-                if (l >= start) g += eng__adapter_gflop(c, &eng_task_layers(r->task)[l], len);
+                if (l >= start) g += eng__adapter_gflop(c, &eng__task_layers(r->task)[l], len);
             }
             if (trunk_until > l) rows += len, segs++, g += eng__layer_gflop(c, len);
         }
@@ -180,10 +180,10 @@ static int time_layers(const eng_model *m, eng_state *st, int rows, int seg, int
     double t[COST_REPS_SMALL + 1], te[COST_REPS_SMALL + 1];
     for (int r = 0; r <= reps && !rc; r++) {
         double t0 = now_ms();
-        if ((rc = eng_embed(m, st, &b, x, err))) break;
+        if ((rc = eng__embed(m, st, &b, x, err))) break;
         double t1 = now_ms();
         for (int l = 0; l < c->n_layers && !rc; l++)
-            rc = eng_layer_forward(m, st, l, x, rows, segs, n_seg, NULL, 0, NULL, 0, NULL, err);
+            rc = eng__layer_forward(m, st, l, x, rows, segs, n_seg, NULL, 0, NULL, 0, NULL, err);
         if (r > 0) te[r - 1] = t1 - t0, t[r - 1] = (now_ms() - t1) / c->n_layers; /* r == 0 warms up */
     }
     if (rc) return rc;
@@ -244,7 +244,7 @@ int eng_cost_calibrate(const eng_model *m, eng_state *st, int rows, eng_cost_mod
             double t0 = now_ms();
             rc = eng_encode(m, st, &b, x, NULL, err);
             double t1 = now_ms();
-            if (!rc) rc = eng_pooler_forward(m, st, x, &s0, 1, pooled, err);
+            if (!rc) rc = eng__pooler_forward(m, st, x, &s0, 1, pooled, err);
             t[r] = t1 - t0, th[r] = now_ms() - t1;
         }
         if (!rc) {

@@ -1,7 +1,7 @@
 /* fusion_calibrate.c - AdapterFusion calibration (engine/fusion.h): statistics, the choice of the
  * kept adapters, and the fusion_pruning.json file that makes the choice survive a restart.
  *
- * Calibration runs the task through the planner with the worker's probe set (core/state.h), so it
+ * Calibration runs the task through the planner with the worker's probe set (math/state.h), so it
  * reads the loaded task and never writes it. Loading a saved choice is task/load_fusion.c's. */
 #include <jansson.h>
 #include <limits.h>
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/state.h"
+#include "math/state.h"
 #include "engine/fusion.h"
 
 int eng_fusion_calibrate(const eng_model *m, eng_state *st, const eng_task *t, const eng_input *inputs, int n_inputs,

@@ -6,18 +6,18 @@
  * adapters), split off inside layer s from the trunk's FFN output (a "late split",
  * model/encoder.h), so that layer's attention and FFN run once for all such tasks. Before a layer
  * where streams are born or die, the live streams are re-packed into a fresh row block (trunks first, then each task's streams together), so that each layer is one
- * eng_layer_forward over contiguous rows with one group per task. Births and deaths happen only at
+ * eng__layer_forward over contiguous rows with one group per task. Births and deaths happen only at
  * the distinct start layers, so re-packing is rare. A task with a LoRA on the word embeddings,
  * asked at skip 0, is born at layer 0 from its own embedded rows, embedded with the trunks. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "core/state.h"
+#include "math/state.h"
 #include "engine/run.h"
 #include "model/encoder.h"
 #include "run/cost.h"
-#include "task/adapter.h"
+#include "model/adapter.h"
 #include "task/head.h"
 
 typedef struct {
@@ -35,7 +35,7 @@ typedef struct {
 /* The LoRA on the word embeddings a stream born at `born` embeds its own rows with: a task that has
  * one is born at layer 0 exactly when asked at skip 0 (eng_task_split_layer). NULL otherwise. */
 static const eng_emb_lora *own_embedding(const eng_task *t, int born) {
-    return born == 0 ? eng_task_emb_lora(t) : NULL;
+    return born == 0 ? eng__task_emb_lora(t) : NULL;
 }
 
 static double now_ms(void) {
@@ -158,7 +158,7 @@ int eng_run(const eng_model *m, eng_state *st, const eng_input *inputs, int n_in
     }
     eng_batch b = {.n_seq = n_seq, .ids = ids, .type_ids = types, .seq_len = lens};
     double t0 = now_ms();
-    if ((rc = eng_embed_lora(m, st, &b, seq_lora, xa, err))) goto done;
+    if ((rc = eng__embed_lora(m, st, &b, seq_lora, xa, err))) goto done;
     if (stats) stats->embed_ms = now_ms() - t0;
 
     int rows = n_tokens, n_groups = 0, n_segs = 0, dirty = 1;
@@ -216,13 +216,13 @@ int eng_run(const eng_model *m, eng_state *st, const eng_input *inputs, int n_in
             dirty = 0;
         }
         /* each task group runs its task's adapters of this layer */
-        for (int g = 0; g < n_groups; g++) groups[g].ad = gtask[g] ? &eng_task_layers(gtask[g])[l] : NULL;
+        for (int g = 0; g < n_groups; g++) groups[g].ad = gtask[g] ? &eng__task_layers(gtask[g])[l] : NULL;
         /* late splits of this layer: streams whose first adapters sit only at its output site */
         int n_late = 0, late_rows = 0;
         for (int s = n_inputs; s < n_streams; s++)
             if (sv[s].start == l && sv[s].born == l + 1) {
                 late[n_late++] = (eng_late_split){sv[s].input >= 0 ? sv[sv[s].input].row : 0, sv[s].len, late_rows,
-                                                  &eng_task_layers(sv[s].task)[l]};
+                                                  &eng__task_layers(sv[s].task)[l]};
                 sv[s].late_row = late_rows;
                 late_rows += sv[s].len;
             }
@@ -231,7 +231,7 @@ int eng_run(const eng_model *m, eng_state *st, const eng_input *inputs, int n_in
             goto done;
         }
         double tl = now_ms();
-        if ((rc = eng_layer_forward(m, st, l, xa, rows, segs, n_segs, groups, n_groups, late, n_late, late_buf, err)))
+        if ((rc = eng__layer_forward(m, st, l, xa, rows, segs, n_segs, groups, n_groups, late, n_late, late_buf, err)))
             goto done;
         if (stats) {
             stats->ms[l] = now_ms() - tl;
@@ -273,10 +273,10 @@ int eng_run(const eng_model *m, eng_state *st, const eng_input *inputs, int n_in
             float *pooler_out = eng__state_scratch(st, ENG_SCRATCH_POOLER_OUT, (size_t)H);
             eng_seg seg = {0, src->len};
             if (!pooler_out) rc = eng_err_set(err, ENG_NO_MEMORY, "out of memory (pooler)");
-            else rc = eng_pooler_forward(m, st, rows_of, &seg, 1, pooler_out, err);
+            else rc = eng__pooler_forward(m, st, rows_of, &seg, 1, pooler_out, err);
             rows_of = pooler_out;
         }
-        if (!rc) rc = eng_head_forward(m, st, h, rows_of, src->len, out->logits, err);
+        if (!rc) rc = eng__head_forward(m, st, h, rows_of, src->len, out->logits, err);
     }
     if (stats) {
         stats->heads_ms = now_ms() - th;

@@ -6,10 +6,10 @@
 
 #include "task/head.h"
 
-#include "core/state.h"
+#include "math/state.h"
 #include "math/blas.h"
 
-int eng_head_forward(const eng_model *m, eng_state *st, const eng_head *h, const float *x, int len, float *out,
+int eng__head_forward(const eng_model *m, eng_state *st, const eng_head *h, const float *x, int len, float *out,
                      eng_err *err) {
     int H = eng_model_config(m)->hidden, rows = h->input == ENG_HEAD_IN_TOKENS ? len : 1;
     int widest = H;
@@ -18,12 +18,12 @@ int eng_head_forward(const eng_model *m, eng_state *st, const eng_head *h, const
           *b = eng__state_scratch(st, ENG_SCRATCH_U, (size_t)rows * widest);
     if (!a || !b) return eng_err_set(err, ENG_NO_MEMORY, "out of memory (head)");
     memcpy(a, x, (size_t)rows * H * sizeof *a);
-    eng_pool *pool = eng_state_pool(st);
+    eng_pool *pool = eng__state_pool(st);
     for (int i = 0; i < h->n_layers; i++) {
         int last = i == h->n_layers - 1;
         float *dst = last ? out : b;
         eng_epilogue ep = {.bias = h->layers[i].b, .act = h->layers[i].act};
-        eng_gemm(pool, rows, h->layers[i].out, h->layers[i].in, a, h->layers[i].in, h->layers[i].w, h->layers[i].in, dst,
+        eng__gemm(pool, rows, h->layers[i].out, h->layers[i].in, a, h->layers[i].in, h->layers[i].w, h->layers[i].in, dst,
                  h->layers[i].out, &ep);
         float *t = a;
         a = b;
@@ -38,10 +38,10 @@ void eng_head_probs(const eng_head *h, const float *logits, int n_rows, float *p
     switch (h->type) {
     case ENG_HEAD_CLASSIFICATION:
     case ENG_HEAD_TAGGING:
-        for (int r = 0; r < n_rows; r++) eng_softmax_row(probs + (size_t)r * h->num_labels, (size_t)h->num_labels);
+        for (int r = 0; r < n_rows; r++) eng__softmax_row(probs + (size_t)r * h->num_labels, (size_t)h->num_labels);
         break;
     case ENG_HEAD_MULTILABEL:
-        eng_act_apply(ENG_ACT_SIGMOID, probs, n);
+        eng__act_apply(ENG_ACT_SIGMOID, probs, n);
         break;
     default:
         break;

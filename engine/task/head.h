@@ -8,7 +8,7 @@
  * heads and the pooler's output (1, H) for pooler heads (the caller runs the pooler). out gets
  * (1, num_labels) for sequence heads or (len, num_labels) for token heads. Returns 0 or
  * ENG_NO_MEMORY. */
-int eng_head_forward(const eng_model *m, eng_state *st, const eng_head *h, const float *x, int len, float *out,
+int eng__head_forward(const eng_model *m, eng_state *st, const eng_head *h, const float *x, int len, float *out,
                      eng_err *err);
 
 #endif

@@ -57,7 +57,7 @@ int eng__task_load_texts(const eng_model *m, const char *const *dirs, int n_dirs
             else if (!(rc = eng__load_peft(&x, cj, &h)) && h && n_dirs > 1) {
                 rc = eng_err_set(err, ENG_UNSUPPORTED,
                                  "%s: a PEFT adapter with a modules_to_save head must be a task of its own", dirs[i]);
-                eng_st_close(h);
+                eng__st_close(h);
                 h = NULL;
             }
             if (h) peft_head = h;
@@ -105,7 +105,7 @@ int eng__task_load_texts(const eng_model *m, const char *const *dirs, int n_dirs
         else if (eng__task_has_config(&x, last, "head_config.json")) rc = eng__load_adapterhub_head(&x, last);
         else rc = eng_err_set(err, ENG_NOT_FOUND, "%s: no prediction head (head_config.json or PEFT modules_to_save)", last);
     }
-    eng_st_close(peft_head);
+    eng__st_close(peft_head);
     if (!rc) {
         const char *nm = p->name ? p->name : (p->fusion_dir ? NULL : lbs[n_dirs - 1].name);
         if (!nm) {
@@ -118,7 +118,7 @@ int eng__task_load_texts(const eng_model *m, const char *const *dirs, int n_dirs
     if (!rc) {
         t->first_layer = c->n_layers;
         for (int l = c->n_layers - 1; l >= 0; l--)
-            if (eng_task_layer_active(&t->layers[l])) t->first_layer = l;
+            if (eng__task_layer_active(&t->layers[l])) t->first_layer = l;
         if (!t->kind[0]) eng__task_kind_add(t, "head_only");
     }
     free(lbs);

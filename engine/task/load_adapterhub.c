@@ -204,9 +204,9 @@ static int load_or_add(eng_load_ctx *x, float **dst, bn_seen *seen, int i, const
                            seen->first[i]->name);
     float *tmp = malloc((size_t)ts->numel * sizeof *tmp);
     if (!tmp) return eng_err_set(x->err, ENG_NO_MEMORY, "out of memory");
-    if (eng_convert_to_f32(ts->dtype, ts->data, (size_t)ts->numel, tmp)) {
+    if (eng__convert_to_f32(ts->dtype, ts->data, (size_t)ts->numel, tmp)) {
         free(tmp);
-        return eng_err_set(x->err, ENG_UNSUPPORTED, "%s: tensor '%s' has dtype %s", x->dir, ts->name, eng_dtype_name(ts->dtype));
+        return eng_err_set(x->err, ENG_UNSUPPORTED, "%s: tensor '%s' has dtype %s", x->dir, ts->name, eng__dtype_name(ts->dtype));
     }
     for (int64_t k = 0; k < ts->numel; k++) (*dst)[k] += tmp[k];
     free(tmp);
@@ -266,10 +266,10 @@ static int bn_tensor(eng_load_ctx *x, eng_bottleneck *bn, const ah_cfg *cfg, con
     } else if (!strcmp(rest, "gate.weight")) {
         if (ts->numel != H) return eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' must be (1, %d)", x->dir, ts->name, H);
         p = bn->gate_w = eng__task_alloc(x->t, (size_t)H * sizeof(float));
-        if (p) eng_convert_to_f32(ts->dtype, ts->data, (size_t)H, p);
+        if (p) eng__convert_to_f32(ts->dtype, ts->data, (size_t)H, p);
     } else if (!strcmp(rest, "gate.bias")) {
         float g = 0;
-        if (ts->numel != 1 || eng_convert_to_f32(ts->dtype, ts->data, 1, &g))
+        if (ts->numel != 1 || eng__convert_to_f32(ts->dtype, ts->data, 1, &g))
             return eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' must hold one value", x->dir, ts->name);
         bn->gate_b = g;
         return 0;
@@ -322,14 +322,14 @@ static int finish_bn(eng_load_ctx *x, eng_bottleneck *bn, const ah_cfg *cfg, con
     if (cfg->use_gating && !bn->gate_w)
         return eng_err_set(x->err, ENG_FORMAT, "%s: %s has use_gating but no gate weights", x->dir, what);
     if (sparse_threshold <= 1.0f) {
-        if (eng_sparsity(bn->w_down, bn->d, H) >= sparse_threshold) {
-            bn->down_sp = eng_sparse_from_dense(bn->w_down, bn->d, H);
+        if (eng__sparsity(bn->w_down, bn->d, H) >= sparse_threshold) {
+            bn->down_sp = eng__sparse_from_dense(bn->w_down, bn->d, H);
             if (!bn->down_sp) return eng_err_set(x->err, ENG_NO_MEMORY, "out of memory");
         }
-        if (eng_sparsity(bn->w_up, H, bn->d) >= sparse_threshold) {
-            bn->up_sp = eng_sparse_from_dense(bn->w_up, H, bn->d);
+        if (eng__sparsity(bn->w_up, H, bn->d) >= sparse_threshold) {
+            bn->up_sp = eng__sparse_from_dense(bn->w_up, H, bn->d);
             if (!bn->up_sp) {
-                eng_sparse_free(bn->down_sp);
+                eng__sparse_free(bn->down_sp);
                 bn->down_sp = NULL;
                 return eng_err_set(x->err, ENG_NO_MEMORY, "out of memory");
             }
@@ -404,9 +404,9 @@ static int build_prefix(eng_load_ctx *x, const ah_cfg *cfg, const eng_st_tensor 
         kv = eng__task_alloc(x->t, (size_t)P * width * sizeof(float));
         if (!e || !a || !ab || !c || !cb) return x->err->code;
         if (!mid || !kv) return eng_err_set(x->err, ENG_NO_MEMORY, "out of memory");
-        eng_ref_gemm((int)P, bn, H, e, H, a, H, ab, mid, bn);
-        eng_ref_act_apply(cfg->prefix_act, mid, (size_t)P * bn);
-        eng_ref_gemm((int)P, (int)width, bn, mid, bn, c, bn, cb, kv, (int)width);
+        eng__ref_gemm((int)P, bn, H, e, H, a, H, ab, mid, bn);
+        eng__ref_act_apply(cfg->prefix_act, mid, (size_t)P * bn);
+        eng__ref_gemm((int)P, (int)width, bn, mid, bn, c, bn, cb, kv, (int)width);
     }
     for (int j = 0; j < n_pl; j++) {
         eng_task_layer *Ly = &x->t->layers[held[j]];
@@ -457,8 +457,8 @@ static int split_merged_qkv(eng_load_ctx *x, eng_lora_raw *raw, const ah_cfg *cf
         if (m.tgate_w) {
             gw = eng__task_alloc(x->t, (size_t)n * H * sizeof *gw);
             if (!gw) return eng_err_set(x->err, ENG_NO_MEMORY, "out of memory");
-            if (eng_convert_to_f32(m.tgate_w->dtype, m.tgate_w->data, (size_t)n * H, gw) ||
-                eng_convert_to_f32(m.tgate_b->dtype, m.tgate_b->data, (size_t)n, gb))
+            if (eng__convert_to_f32(m.tgate_w->dtype, m.tgate_w->data, (size_t)n * H, gw) ||
+                eng__convert_to_f32(m.tgate_b->dtype, m.tgate_b->data, (size_t)n, gb))
                 return eng_err_set(x->err, ENG_UNSUPPORTED, "%s: tensor '%s' has an unsupported dtype", x->dir, m.tgate_w->name);
         }
         if (!m.B || m.tB->shape[0] != (int64_t)n * H)
@@ -542,7 +542,7 @@ int eng__load_adapterhub(eng_load_ctx *x, json_t *cfgj, eng_loaded_bn *lb, float
     if (!raw || !seen) {
         free(raw);
         free(seen);
-        eng_st_close(f);
+        eng__st_close(f);
         return eng_err_set(x->err, ENG_NO_MEMORY, "out of memory");
     }
     char mid[300], lmid[300], pmid[300];
@@ -551,8 +551,8 @@ int eng__load_adapterhub(eng_load_ctx *x, json_t *cfgj, eng_loaded_bn *lb, float
     snprintf(pmid, sizeof pmid, "prefix_tuning.prefix_tunings.%s.self_prefix.", name);
     const eng_st_tensor *pw[6] = {0}; /* wte, w0, b0, w2, b2, flat */
     const eng_st_tensor *gate_w[ENG_MAX_LAYERS] = {0}, *gate_b[ENG_MAX_LAYERS] = {0}; /* prefix gates per layer */
-    for (size_t i = 0; i < eng_st_count(f) && !rc; i++) {
-        const eng_st_tensor *ts = eng_st_at(f, i);
+    for (size_t i = 0; i < eng__st_count(f) && !rc; i++) {
+        const eng_st_tensor *ts = eng__st_at(f, i);
         char buf[ENG_HF_KEY_MAX];
         const char *k = eng__hf_strip_base(legacy_rename(ts->name, buf, sizeof buf));
         if (strstr(k, ".pool.prefix_tunings.")) continue; /* per-layer aliases of the prefix pool (docs/ADAPTER_FORMATS.md §5) */
@@ -592,7 +592,7 @@ int eng__load_adapterhub(eng_load_ctx *x, json_t *cfgj, eng_loaded_bn *lb, float
                 if (!(Ly->prefix_gate_w = eng__task_tensor_f32(x->t, ts, ts->shape[0], H, x->dir, x->err))) rc = x->err->code;
                 gate_w[layer] = ts;
             } else if (!strcmp(w, "bias")) {
-                if (ts->numel < 1 || ts->numel > 2 || eng_convert_to_f32(ts->dtype, ts->data, (size_t)ts->numel, Ly->prefix_gate_b))
+                if (ts->numel < 1 || ts->numel > 2 || eng__convert_to_f32(ts->dtype, ts->data, (size_t)ts->numel, Ly->prefix_gate_b))
                     rc = eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' must hold 1 or 2 values", x->dir, ts->name);
                 gate_b[layer] = ts;
             } else {
@@ -624,8 +624,8 @@ int eng__load_adapterhub(eng_load_ctx *x, json_t *cfgj, eng_loaded_bn *lb, float
                     }
                     lr->gate_w = eng__task_alloc(x->t, (size_t)in * sizeof(float));
                     if (!lr->gate_w) rc = eng_err_set(x->err, ENG_NO_MEMORY, "out of memory");
-                    else eng_convert_to_f32(ts->dtype, ts->data, (size_t)in, lr->gate_w);
-                } else if (ts->numel != 1 || eng_convert_to_f32(ts->dtype, ts->data, 1, &lr->gate_b)) {
+                    else eng__convert_to_f32(ts->dtype, ts->data, (size_t)in, lr->gate_w);
+                } else if (ts->numel != 1 || eng__convert_to_f32(ts->dtype, ts->data, 1, &lr->gate_b)) {
                     rc = eng_err_set(x->err, ENG_SHAPE, "%s: tensor '%s' must hold one value", x->dir, ts->name);
                 }
                 continue;
@@ -703,6 +703,6 @@ int eng__load_adapterhub(eng_load_ctx *x, json_t *cfgj, eng_loaded_bn *lb, float
     if (!rc && sites_used)
         eng__task_kind_add(x->t, cfg.is_parallel ? "par_bn" : sites_used == (1 << ENG_SITE_COUNT) - 1 ? "double_seq_bn" : "seq_bn");
     free(seen);
-    eng_st_close(f);
+    eng__st_close(f);
     return rc;
 }

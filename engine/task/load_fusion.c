@@ -74,8 +74,8 @@ int eng__load_fusion(eng_load_ctx *x, const char *dir, eng_loaded_bn *lbs, int n
     snprintf(mid, sizeof mid, "adapter_fusion_layer.%s.", fname);
     int H = x->c->hidden;
     eng_fusion *per[ENG_SITE_COUNT][ENG_MAX_LAYERS] = {{0}};
-    for (size_t i = 0; i < eng_st_count(f) && !rc; i++) {
-        const eng_st_tensor *ts = eng_st_at(f, i);
+    for (size_t i = 0; i < eng__st_count(f) && !rc; i++) {
+        const eng_st_tensor *ts = eng__st_at(f, i);
         const char *k = eng__hf_strip_base(ts->name);
         int layer;
         const char *r = eng__hf_parse_layer(k, &layer), *rest = NULL;
@@ -138,7 +138,7 @@ int eng__load_fusion(eng_load_ctx *x, const char *dir, eng_loaded_bn *lbs, int n
         }
     if (!rc) eng__task_kind_add(x->t, "fusion");
 done:
-    eng_st_close(f);
+    eng__st_close(f);
     json_decref(j);
     return rc;
 }
@@ -154,8 +154,8 @@ static void release_f32(eng_task *t, float **p, size_t n) {
 static void release_sparse(eng_task *t, eng_sparse **sp) {
     for (size_t i = 0; *sp && i < t->n_sparse; i++)
         if (t->sparse[i] == *sp) {
-            t->bytes -= eng_sparse_bytes(*sp);
-            eng_sparse_free(*sp);
+            t->bytes -= eng__sparse_bytes(*sp);
+            eng__sparse_free(*sp);
             t->sparse[i] = NULL;
         }
     *sp = NULL;

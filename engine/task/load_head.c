@@ -99,7 +99,7 @@ int eng__load_adapterhub_head(eng_load_ctx *x, const char *dir) {
         char wn[400], bnm[400];
         snprintf(wn, sizeof wn, "%s%d.weight", pre, idx);
         snprintf(bnm, sizeof bnm, "%s%d.bias", pre, idx);
-        const eng_st_tensor *w = eng_st_find(f, wn), *b = eng_st_find(f, bnm);
+        const eng_st_tensor *w = eng__st_find(f, wn), *b = eng__st_find(f, bnm);
         if (!w) {
             rc = eng_err_set(err, ENG_FORMAT, "%s: missing head tensor '%s'", dir, wn);
             break;
@@ -122,7 +122,7 @@ int eng__load_adapterhub_head(eng_load_ctx *x, const char *dir) {
         rc = set_labels_from(x->t, l2i, err);
     }
 done:
-    eng_st_close(f);
+    eng__st_close(f);
     json_decref(j);
     return rc;
 }
@@ -142,8 +142,8 @@ int eng__load_peft_head(eng_load_ctx *x, eng_st_file *f) {
     for (int form = 0; form < 4; form++) {
         for (int i = 0; i < 2 && names[form][i]; i++) {
             const eng_st_tensor *w = NULL, *b = NULL;
-            for (size_t k = 0; k < eng_st_count(f); k++) {
-                const eng_st_tensor *ts = eng_st_at(f, k);
+            for (size_t k = 0; k < eng__st_count(f); k++) {
+                const eng_st_tensor *ts = eng__st_at(f, k);
                 const char *n = eng__hf_strip_base(ts->name);
                 /* tolerate the unstripped "<module>.modules_to_save.default." form */
                 const char *ms = strstr(n, "modules_to_save.default.");

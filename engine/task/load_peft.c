@@ -2,7 +2,7 @@
  *
  * `adapter_config.json` carries "peft_type"; the weights name the backbone's Linear layers under
  * "base_model.model.". Outside the layers: a LoRA on the word embeddings (lora_embedding_A / _B,
- * task/layer.h), and the modules_to_save head, which task/load_head.c reads from the same file. */
+ * model/layer.h), and the modules_to_save head, which task/load_head.c reads from the same file. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,13 +64,13 @@ int eng__load_peft(eng_load_ctx *x, json_t *cfgj, eng_st_file **head_file) {
     if (rc) return rc;
     eng_lora_raw *raw = calloc((size_t)c->n_layers * ENG_LIN_COUNT, sizeof *raw);
     if (!raw) {
-        eng_st_close(f);
+        eng__st_close(f);
         return eng_err_set(x->err, ENG_NO_MEMORY, "out of memory");
     }
     int n_head = 0;
     eng_lora_raw emb = {0}; /* lora_embedding_A (r, vocab) and lora_embedding_B (H, r) */
-    for (size_t i = 0; i < eng_st_count(f) && !rc; i++) {
-        const eng_st_tensor *ts = eng_st_at(f, i);
+    for (size_t i = 0; i < eng__st_count(f) && !rc; i++) {
+        const eng_st_tensor *ts = eng__st_at(f, i);
         const char *k = eng__hf_strip_base(ts->name);
         int layer;
         const char *r = eng__hf_parse_layer(k, &layer);
@@ -156,6 +156,6 @@ int eng__load_peft(eng_load_ctx *x, json_t *cfgj, eng_st_file **head_file) {
         *head_file = f;
         return 0;
     }
-    eng_st_close(f);
+    eng__st_close(f);
     return rc;
 }

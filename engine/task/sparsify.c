@@ -64,7 +64,7 @@ static int64_t keep_count(int64_t n, double density) {
 /* Copies t's data into *out (malloc'd) with all but the k largest-magnitude weights zeroed. */
 static int prune_copy(const eng_st_tensor *t, double density, void **out, int64_t *kept, eng_err *err) {
     int64_t n = t->numel, k = keep_count(n, density);
-    size_t es = eng_dtype_size(t->dtype);
+    size_t es = eng__dtype_size(t->dtype);
     uint8_t *dst = malloc(t->nbytes ? t->nbytes : 1);
     float *mag = malloc((size_t)n * sizeof *mag);
     ranked *r = malloc((size_t)n * sizeof *r);
@@ -74,8 +74,8 @@ static int prune_copy(const eng_st_tensor *t, double density, void **out, int64_
         rc = eng_err_set(err, ENG_NO_MEMORY, "%s: out of memory", t->name);
         goto out;
     }
-    if (eng_convert_to_f32(t->dtype, t->data, (size_t)n, mag)) {
-        rc = eng_err_set(err, ENG_UNSUPPORTED, "%s: dtype %s", t->name, eng_dtype_name(t->dtype));
+    if (eng__convert_to_f32(t->dtype, t->data, (size_t)n, mag)) {
+        rc = eng_err_set(err, ENG_UNSUPPORTED, "%s: dtype %s", t->name, eng__dtype_name(t->dtype));
         goto out;
     }
     for (int64_t i = 0; i < n; i++) r[i] = (ranked){mag, i};
@@ -164,7 +164,7 @@ int eng_adapter_sparsify(const char *adapter_dir, double density, const char *ou
 
     eng_st_file *f = NULL;
     if ((rc = eng__tensors_open_first(adapter_dir, weight_files, &f, err))) return rc;
-    size_t n = eng_st_count(f);
+    size_t n = eng__st_count(f);
     eng_st_tensor *out = calloc(n ? n : 1, sizeof *out);
     void **owned = calloc(n ? n : 1, sizeof *owned);
     if (!out || !owned) {
@@ -172,7 +172,7 @@ int eng_adapter_sparsify(const char *adapter_dir, double density, const char *ou
         goto done;
     }
     for (size_t i = 0; i < n && !rc; i++) {
-        const eng_st_tensor *t = eng_st_at(f, i);
+        const eng_st_tensor *t = eng__st_at(f, i);
         out[i] = *t;
         if (strstr(t->name, "deepspeed_experts.")) {
             rc = eng_err_set(err, ENG_UNSUPPORTED,
@@ -200,14 +200,14 @@ int eng_adapter_sparsify(const char *adapter_dir, double density, const char *ou
         rc = eng_err_set(err, ENG_INVALID_ARGUMENT, "%s: path too long", out_dir);
         goto done;
     }
-    if ((rc = eng_st_write(path, out, n, meta, 2, err))) goto done;
+    if ((rc = eng__st_write(path, out, n, meta, 2, err))) goto done;
     rc = copy_other_files(adapter_dir, out_dir, err);
     r.tensors = (int)n;
 done:
     for (size_t i = 0; owned && i < n; i++) free(owned[i]);
     free(owned);
     free(out);
-    eng_st_close(f);
+    eng__st_close(f);
     if (!rc && rep) *rep = r;
     return rc;
 }

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "io/tensor_file.h"
-#include "task/adapter.h"
+#include "model/adapter.h"
 #include "task/task_impl.h"
 
 eng_task_params eng_task_default_params(void) {
@@ -63,7 +63,7 @@ int eng__task_add_sparse(eng_task *t, eng_sparse *sp, eng_err *err) {
         t->cap_sparse = cap;
     }
     t->sparse[t->n_sparse++] = sp;
-    t->bytes += eng_sparse_bytes(sp);
+    t->bytes += eng__sparse_bytes(sp);
     return 0;
 }
 
@@ -91,7 +91,7 @@ void eng_task_free(eng_task *t) {
     if (!t) return;
     for (size_t i = 0; i < t->n_allocs; i++) free(t->allocs[i]);
     free(t->allocs);
-    for (size_t i = 0; i < t->n_sparse; i++) eng_sparse_free(t->sparse[i]);
+    for (size_t i = 0; i < t->n_sparse; i++) eng__sparse_free(t->sparse[i]);
     free(t->sparse);
     free(t);
 }
@@ -100,9 +100,9 @@ void eng_task_free(eng_task *t) {
 
 const char *eng_task_name(const eng_task *t) { return t->name; }
 const eng_head *eng_task_head(const eng_task *t) { return &t->head; }
-const eng_task_layer *eng_task_layers(const eng_task *t) { return t->layers; }
+const eng_task_layer *eng__task_layers(const eng_task *t) { return t->layers; }
 int eng_task_first_layer(const eng_task *t) { return t->first_layer; }
-const eng_emb_lora *eng_task_emb_lora(const eng_task *t) { return t->emb.r ? &t->emb : NULL; }
+const eng_emb_lora *eng__task_emb_lora(const eng_task *t) { return t->emb.r ? &t->emb : NULL; }
 int eng_task_split_layer(const eng_task *t, int skip) {
     if (skip == 0 && t->emb.r) return 0; /* its own embeddings: its stream runs from the start */
     int start = skip > t->first_layer ? skip : t->first_layer;

@@ -1,7 +1,7 @@
 /* task_impl.h - the task object and what its loaders share (task/task.c, task/load*.c).
  *
  * Internal to task/: the rest of the engine sees a task through engine/task.h and its layers
- * through task/layer.h. One loader per format, all building the same eng_task:
+ * through model/layer.h. One loader per format, all building the same eng_task:
  *     load.c             eng_task_load: folders -> formats -> Stack / fusion -> head
  *     load_adapterhub.c  AdapterHub adapter folders (bottleneck, prefix, LoRA / (IA)^3, unions)
  *     load_peft.c        PEFT LoRA / AdaLoRA folders
@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #include "io/safetensors.h"
-#include "task/layer.h"
+#include "model/layer.h"
 
 struct eng_task {
     char *name;
@@ -162,7 +162,7 @@ int eng__load_fusion(eng_load_ctx *x, const char *dir, eng_loaded_bn *lbs, int n
 int eng__fusion_apply_saved(eng_task *t, const char *fusion_dir, eng_err *err);
 /* Frees the weights of every fusion child a site does not run (fuse_keep 0) and takes them off the
  * task's bytes. Their settings stay: a site's last child gives the pre and post steps even when
- * pruned (task/adapter.c). */
+ * pruned (model/adapter.c). */
 void eng__fusion_free_pruned(eng_task *t, int hidden);
 
 #endif

@@ -13,7 +13,7 @@
 /* Largest |a - t|; *sum (when not NULL) gets the sum of |a - t| added. */
 static float max_diff(const float *a, const eng_st_tensor *t, double *sum) {
     float *e = malloc((size_t)t->numel * sizeof *e), m = 0;
-    if (!e || eng_convert_to_f32(t->dtype, t->data, (size_t)t->numel, e)) {
+    if (!e || eng__convert_to_f32(t->dtype, t->data, (size_t)t->numel, e)) {
         free(e);
         return INFINITY;
     }
@@ -30,16 +30,16 @@ static int check_case(const eng_model *m, eng_state *st, const char *path, float
                       encoder_check_result *res, double *sum, size_t *count, char *msg, size_t msg_len) {
     eng_err e = {0};
     eng_st_file *f;
-    if (eng_st_open(path, &f, &e)) {
+    if (eng__st_open(path, &f, &e)) {
         snprintf(msg, msg_len, "%s", e.msg);
         return -1;
     }
-    const eng_st_tensor *ids = eng_st_find(f, "input_ids"), *types = eng_st_find(f, "token_type_ids"),
-                        *lens = eng_st_find(f, "seq_lens"), *hs = eng_st_find(f, "last_hidden_state"),
-                        *cls = eng_st_find(f, "cls"), *po = eng_st_find(f, "pooler_output");
+    const eng_st_tensor *ids = eng__st_find(f, "input_ids"), *types = eng__st_find(f, "token_type_ids"),
+                        *lens = eng__st_find(f, "seq_lens"), *hs = eng__st_find(f, "last_hidden_state"),
+                        *cls = eng__st_find(f, "cls"), *po = eng__st_find(f, "pooler_output");
     if (!ids || !types || !lens || !hs || !cls) {
         snprintf(msg, msg_len, "%s: missing input_ids, token_type_ids, seq_lens, last_hidden_state or cls", path);
-        eng_st_close(f);
+        eng__st_close(f);
         return -1;
     }
     int H = eng_model_config(m)->hidden, n_seq = (int)lens->numel, n_tok = (int)ids->numel, rc = -1;
@@ -90,7 +90,7 @@ static int check_case(const eng_model *m, eng_state *st, const char *path, float
     rc = 0;
 done:
     free(id), free(ty), free(ln), free(out), free(pooled), free(one);
-    eng_st_close(f);
+    eng__st_close(f);
     return rc;
 }
 

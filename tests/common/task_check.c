@@ -18,16 +18,16 @@ static int check_file(const eng_model *m, eng_state *st, const eng_task *t, cons
                       task_check_result *res, char *msg, size_t msg_len) {
     eng_err e = {0};
     eng_st_file *f;
-    if (eng_st_open(path, &f, &e)) {
+    if (eng__st_open(path, &f, &e)) {
         snprintf(msg, msg_len, "%s", e.msg);
         return -1;
     }
-    const eng_st_tensor *ids = eng_st_find(f, "input_ids"), *types = eng_st_find(f, "token_type_ids"),
-                        *lens = eng_st_find(f, "seq_lens"), *lg = eng_st_find(f, "logits");
+    const eng_st_tensor *ids = eng__st_find(f, "input_ids"), *types = eng__st_find(f, "token_type_ids"),
+                        *lens = eng__st_find(f, "seq_lens"), *lg = eng__st_find(f, "logits");
     int rc = -1;
     if (!ids || !types || !lens || !lg || lg->dtype != ENG_DT_F32) {
         snprintf(msg, msg_len, "%s: needs input_ids, token_type_ids, seq_lens and F32 logits", path);
-        eng_st_close(f);
+        eng__st_close(f);
         return -1;
     }
     int n_seq = (int)lens->numel;
@@ -80,7 +80,7 @@ static int check_file(const eng_model *m, eng_state *st, const eng_task *t, cons
     rc = 0;
 done:
     free(id), free(ty), free(ln), free(want), free(in), free(outs);
-    eng_st_close(f);
+    eng__st_close(f);
     return rc;
 }
 

@@ -11,23 +11,23 @@
 #include "math/kern.h"
 
 static inline int for_each_level(void (*check)(void *ctx), void *ctx) {
-    eng_cpu_restrict(ENG_CPU_ALL);
-    unsigned have = eng_cpu_features();
+    eng__cpu_restrict(ENG_CPU_ALL);
+    unsigned have = eng__cpu_features();
     int ran = 0;
     const char *name;
-    for (size_t i = 0; (name = eng_cpu_level_name(i)); i++) { /* this architecture's levels */
-        unsigned m = (unsigned)eng_cpu_level_mask(name);
+    for (size_t i = 0; (name = eng__cpu_level_name(i)); i++) { /* this architecture's levels */
+        unsigned m = (unsigned)eng__cpu_level_mask(name);
         if ((have & m) != m) {
             cr_log_info("level %s: not on this CPU (or above ADAPTERD_CPU_LEVEL), skipped", name);
             continue;
         }
-        eng_cpu_restrict(m);
-        const eng_kernels *k = eng_kern();
+        eng__cpu_restrict(m);
+        const eng_kernels *k = eng__kern();
         cr_log_info("level %s: fp32 %s, bf16 %s, int8 %s, element-wise %s", name, k->f32, k->bf16, k->int8, k->elem);
         check(ctx);
         ran++;
     }
-    eng_cpu_restrict(ENG_CPU_ALL);
+    eng__cpu_restrict(ENG_CPU_ALL);
     return ran;
 }
 

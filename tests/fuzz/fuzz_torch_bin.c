@@ -14,19 +14,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     eng_st_file *f = NULL;
     eng_err err;
-    if (eng_torchbin_open_buffer(data, size, "fuzz.bin", &f, &err)) {
+    if (eng__torchbin_open_buffer(data, size, "fuzz.bin", &f, &err)) {
         fuzz_keep((unsigned)strlen(err.msg));
         return 0;
     }
     unsigned h = 0;
-    for (size_t i = 0; i < eng_st_count(f); i++) {
-        const eng_st_tensor *t = eng_st_at(f, i);
+    for (size_t i = 0; i < eng__st_count(f); i++) {
+        const eng_st_tensor *t = eng__st_at(f, i);
         const uint8_t *p = t->data;
         for (size_t k = 0; k < t->nbytes; k++) h += p[k];
         h += (unsigned)strlen(t->name);
-        if ((size_t)t->numel * eng_dtype_size(t->dtype) != t->nbytes) __builtin_trap();
+        if ((size_t)t->numel * eng__dtype_size(t->dtype) != t->nbytes) __builtin_trap();
     }
     fuzz_keep(h);
-    eng_st_close(f);
+    eng__st_close(f);
     return 0;
 }

@@ -75,10 +75,10 @@ static void ref_open(reference *r, const char *name) {
     char path[1024];
     snprintf(path, sizeof path, "%s/models/bert-tiny/expected/%s.safetensors", ADAPTERD_FIXTURES, name);
     eng_err e = {0};
-    cr_assert_eq(eng_st_open(path, &r->f, &e), 0, "%s", e.msg);
-    const eng_st_tensor *ids = eng_st_find(r->f, "input_ids"), *ty = eng_st_find(r->f, "token_type_ids"),
-                        *ln = eng_st_find(r->f, "seq_lens"), *hs = eng_st_find(r->f, "last_hidden_state"),
-                        *cls = eng_st_find(r->f, "cls"), *po = eng_st_find(r->f, "pooler_output");
+    cr_assert_eq(eng__st_open(path, &r->f, &e), 0, "%s", e.msg);
+    const eng_st_tensor *ids = eng__st_find(r->f, "input_ids"), *ty = eng__st_find(r->f, "token_type_ids"),
+                        *ln = eng__st_find(r->f, "seq_lens"), *hs = eng__st_find(r->f, "last_hidden_state"),
+                        *cls = eng__st_find(r->f, "cls"), *po = eng__st_find(r->f, "pooler_output");
     cr_assert(ids && ty && ln && hs && cls && po, "%s: missing tensors", path);
     cr_assert(ids->dtype == ENG_DT_I32 && hs->dtype == ENG_DT_F32 && po->dtype == ENG_DT_F32);
     r->n_seq = (int)ln->numel, r->n_tok = (int)ids->numel, r->H = (int)(hs->numel / ids->numel);
@@ -171,7 +171,7 @@ static void check_case(const char *name) {
         json_decref(d);
     }
     free(want);
-    eng_st_close(r.f);
+    eng__st_close(r.f);
 }
 
 Test(embed, equals_the_pytorch_reference_packed) { check_case("packed"); }

@@ -98,8 +98,8 @@ Test(metrics, every_status_the_server_sends_has_its_own_label) {
 #undef ALL_STATUS
     };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        cr_expect(srv__metrics_code_known(srv_http_status(all[i])), "%s -> %u is counted as \"other\"",
-                  eng_status_name(all[i]), srv_http_status(all[i]));
+        cr_expect(srv__metrics_code_known(srv__http_status(all[i])), "%s -> %u is counted as \"other\"",
+                  eng_status_name(all[i]), srv__http_status(all[i]));
     const unsigned more[] = {200, 201, 499};
     for (size_t i = 0; i < sizeof more / sizeof more[0]; i++) cr_expect(srv__metrics_code_known(more[i]), "%u", more[i]);
     cr_expect(!srv__metrics_code_known(299));

@@ -41,7 +41,7 @@ Test(openapi, error_codes_are_exactly_the_tables) {
         const char *c = eng_status_name(all_codes[i]);
         int found = 0;
         for (size_t k = 0; k < json_array_size(vals); k++) found |= !strcmp(json_string_value(json_array_get(vals, k)), c);
-        cr_expect(found, "error code \"%s\" (HTTP %u) is not in the document", c, srv_http_status(all_codes[i]));
+        cr_expect(found, "error code \"%s\" (HTTP %u) is not in the document", c, srv__http_status(all_codes[i]));
     }
     for (size_t k = 0; k < json_array_size(vals); k++) {
         const char *c = json_string_value(json_array_get(vals, k));
@@ -60,7 +60,7 @@ Test(openapi, every_status_the_table_maps_to_is_documented) {
          * document says it in info.description (checked below) */
         if (all_codes[i] == ENG_METHOD_NOT_ALLOWED) continue;
         char want[8];
-        snprintf(want, sizeof want, "%u", srv_http_status(all_codes[i]));
+        snprintf(want, sizeof want, "%u", srv__http_status(all_codes[i]));
         int found = 0;
         json_object_foreach(paths, p, item) {
             json_object_foreach(item, m, op) found |= json_object_get(json_object_get(op, "responses"), want) != NULL;

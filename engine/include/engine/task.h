@@ -4,7 +4,7 @@
  * adapter modules that act in it (bottlenecks, LoRA, (IA)^3, prefixes, fusion), and a head on top.
  * Tasks are read-only after load and shared by all workers, like the model; many tasks share one
  * model. The formats and the math of each form are described in docs/ADAPTER_FORMATS.md; the
- * modules themselves (task/layer.h) are internal to the engine, callers see a task through the
+ * modules themselves (model/layer.h) are internal to the engine, callers see a task through the
  * accessors below and run it with eng_run (engine/run.h).
  *
  * AdapterDrop: a call may skip the first n layers of a task; those run as the plain backbone. */

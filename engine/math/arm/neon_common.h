@@ -1,17 +1,22 @@
-/* neon_common.h - what the ARM64 kernels share (the files of math/arm): loads and stores of the first n (< 4)
- * floats of a vector for the ragged right edge of a tile (NEON has no masked loads), and the walk of
- * a low-precision tile in pieces (math/lp_pieces.h). */
+/* neon_common.h - the vocabulary of the ARM64 kernel files (the files of math/arm): what the drivers
+ * of math/f32_impl.h and math/lp_impl.h need from a level, on 4-lane NEON registers. NEON has no
+ * masked loads, so the ragged right edge of a tile goes through a small buffer. */
 #ifndef ADAPTERD_ENGINE_MATH_ARM_NEON_COMMON_H
 #define ADAPTERD_ENGINE_MATH_ARM_NEON_COMMON_H
 
 #include <arm_neon.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "math/kern.h"
-#include "math/lp_pieces.h"
 
+#define VL 4 /* float32 lanes of a vector */
+typedef float32x4_t vf;
+typedef int32x4_t vi;
+
+#define INL static inline __attribute__((always_inline))
 /* p[0..n) into the low lanes, zeros above; n <= 0 gives zeros, n >= 4 a plain load. */
-static inline float32x4_t load_n(const float *p, int n) {
+INL float32x4_t vf_load_n(const float *p, int n) {
     if (n >= 4) return vld1q_f32(p);
     float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     if (n > 0) memcpy(v, p, sizeof(float) * (size_t)n);
@@ -19,7 +24,7 @@ static inline float32x4_t load_n(const float *p, int n) {
 }
 
 /* The first n lanes of x to p (nothing for n <= 0). */
-static inline void store_n(float *p, float32x4_t x, int n) {
+INL void vf_store_n(float *p, float32x4_t x, int n) {
     if (n >= 4) {
         vst1q_f32(p, x);
         return;
@@ -29,12 +34,16 @@ static inline void store_n(float *p, float32x4_t x, int n) {
     vst1q_f32(v, x);
     memcpy(p, v, sizeof(float) * (size_t)n);
 }
-
-/* The prefill of a low-precision tile's row i at features [f, f + 4) (n valid): bias plus residual. */
-static inline float32x4_t lp_prefill(const eng__lp_tile *t, int i, int f, int n) {
-    float32x4_t s = t->bias ? load_n(t->bias + f, n) : vdupq_n_f32(0.0f);
-    if (t->res) s = vaddq_f32(s, load_n(t->res + (size_t)i * t->ldr + f, n));
-    return s;
-}
+INL vf vf_zero(void) { return vdupq_n_f32(0.0f); }
+INL vf vf_set1(float x) { return vdupq_n_f32(x); }
+INL vf vf_loadu(const float *p) { return vld1q_f32(p); }
+INL vf vf_add(vf a, vf b) { return vaddq_f32(a, b); }
+INL vf vf_mul(vf a, vf b) { return vmulq_f32(a, b); }
+INL vf vf_fma(vf a, vf b, vf c) { return vfmaq_f32(c, a, b); } /* a * b + c */
+INL vi vi_zero(void) { return vdupq_n_s32(0); }
+INL vf vi_to_f(vi a) { return vcvtq_f32_s32(a); }
+INL vi vi_sub(vi a, vi b) { return vsubq_s32(a, b); }
+INL vi vi_load_n(const int32_t *p, int n) { return vreinterpretq_s32_f32(vf_load_n((const float *)p, n)); }
+#undef INL
 
 #endif

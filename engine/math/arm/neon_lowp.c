@@ -1,6 +1,6 @@
 /* neon_lowp.c - the low-precision products' NEON parts for every ARMv8-A CPU (gemm_lowp.h, kern.h):
  * the int8 activation rows of the ARM64 int8 kernels, and the bf16 product for CPUs without the
- * BF16 extension (Neoverse N1, Cortex-A72).
+ * BF16 extension (Neoverse N1, Cortex-A72): the drivers of math/lp_impl.h with a widening kernel.
  *
  * int8 rows: quantized as eng__quant_row (so q and the scale are the portable path's, bit for bit)
  *   and stored as signed q: sdot and smmla multiply signed bytes by signed bytes, so there is no
@@ -12,10 +12,6 @@
  *   features: 24 accumulators, 4 activation registers, the panel's vectors 1-3 live. */
 #include "math/arm/neon_common.h"
 
-#include <stdint.h>
-
-#define NR ENG__LP_NR
-
 void eng__int8_neon_rows(const float *A, int lda, int K, int kp, int m0, int m1, uint8_t *ws, size_t ldws,
                          float *scales) {
     for (int m = m0; m < m1; m++) {
@@ -25,9 +21,15 @@ void eng__int8_neon_rows(const float *A, int lda, int K, int kp, int m0, int m1,
     }
 }
 
-static inline __attribute__((always_inline)) void bf16_piece(int mr, const eng__lp_tile *t, int f0, int w) {
+#define LP_INT8 0
+#define LP_PR 4
+#define LP_PW 24
+#define LP_TILE eng__bf16_neon_tile
+#include "math/lp_impl.h"
+
+static inline __attribute__((always_inline)) void lp_kernel(int mr, const eng__lp_tile *t, int f0,
+                                                            lp_acc acc[LP_PR][LP_NV]) {
     const uint32x4_t hi = vdupq_n_u32(0xFFFF0000u);
-    float32x4_t acc[4][6];
 #pragma GCC unroll 4
     for (int i = 0; i < 4; i++) {
         if (i >= mr) break;
@@ -37,7 +39,7 @@ static inline __attribute__((always_inline)) void bf16_piece(int mr, const eng__
     const uint16_t *a = (const uint16_t *)t->a;
     size_t lda = t->lda / sizeof(uint16_t);
     const uint16_t *B = (const uint16_t *)t->b + (size_t)f0 * 2;
-    for (int k = 0; k < t->kp; k += 4, B += 2 * 2 * NR) { /* kp is a multiple of 32 */
+    for (int k = 0; k < t->kp; k += 4, B += 2 * 2 * ENG__LP_NR) { /* kp is a multiple of 32 */
         float32x4_t x[4];
 #pragma GCC unroll 4
         for (int i = 0; i < 4; i++) {
@@ -45,34 +47,18 @@ static inline __attribute__((always_inline)) void bf16_piece(int mr, const eng__
             x[i] = vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(a + (size_t)i * lda + k), 16));
         }
         /* pair p of the two: k + 2p in lane 2p, k + 2p + 1 in lane 2p + 1 */
-#define PAIR(p)                                                                             \
-    _Pragma("GCC unroll 6") for (int v = 0; v < 6; v++) {                                   \
-        uint32x4_t u = vreinterpretq_u32_u16(vld1q_u16(B + (p) * 2 * NR + 8 * v));          \
-        float32x4_t we = vreinterpretq_f32_u32(vshlq_n_u32(u, 16));                         \
-        float32x4_t wo = vreinterpretq_f32_u32(vandq_u32(u, hi));                           \
-        _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {                               \
-            if (i >= mr) break;                                                             \
-            acc[i][v] = vfmaq_laneq_f32(acc[i][v], we, x[i], 2 * (p));                      \
-            acc[i][v] = vfmaq_laneq_f32(acc[i][v], wo, x[i], 2 * (p) + 1);                  \
-        }                                                                                   \
+#define PAIR(p)                                                                              \
+    _Pragma("GCC unroll 6") for (int v = 0; v < 6; v++) {                                    \
+        uint32x4_t u = vreinterpretq_u32_u16(vld1q_u16(B + (p) * 2 * ENG__LP_NR + 8 * v));   \
+        float32x4_t we = vreinterpretq_f32_u32(vshlq_n_u32(u, 16));                          \
+        float32x4_t wo = vreinterpretq_f32_u32(vandq_u32(u, hi));                            \
+        _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {                                \
+            if (i >= mr) break;                                                              \
+            acc[i][v] = vfmaq_laneq_f32(acc[i][v], we, x[i], 2 * (p));                       \
+            acc[i][v] = vfmaq_laneq_f32(acc[i][v], wo, x[i], 2 * (p) + 1);                   \
+        }                                                                                    \
     }
         PAIR(0) PAIR(1)
 #undef PAIR
     }
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) {
-        if (i >= mr) break;
-#pragma GCC unroll 6
-        for (int v = 0; v < 6; v++) {
-            int f = f0 + 4 * v;
-            float32x4_t y = vaddq_f32(acc[i][v], lp_prefill(t, i, f, w - 4 * v));
-            store_n(t->c + (size_t)i * t->ldc + f, y, w - 4 * v);
-        }
-    }
 }
-
-static void bf16_piece_any(int mr, const eng__lp_tile *t, int f0, int w) {
-    switch (mr) { LP_PIECE_CASES(bf16_piece, t, f0, w) }
-}
-
-void eng__bf16_neon_tile(const eng__lp_tile *t) { lp_pieces(t, 24, bf16_piece_any); }

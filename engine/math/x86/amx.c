@@ -12,17 +12,15 @@
  *
  * One call does up to 16 rows x 48 features: three accumulator tiles (16 x 16 each), one activation
  * tile and three weight tiles, 7 of the 8 registers; per 32 (64) k, one activation load, three weight
- * loads and three tile products. The accumulators are stored once and the epilogue (bias, residual;
- * int8: the offset compensation and both scales) runs on them with AVX-512.
+ * loads and three tile products. The accumulators are stored once and the epilogue of math/lp_impl.h
+ * (bias, residual; int8: the offset compensation and both scales) runs on them with AVX-512.
  *
  * The tile configuration (rows and bytes per register) is per thread: set when a call needs another
  * row count than the thread's last call. The process asks Linux for the AMX state once
  * (arch_prctl(ARCH_REQ_XCOMP_PERM), cpu.c) before the features count as present. */
-#include "math/kern.h"
 #include "math/x86/avx512_common.h"
 
-#include <immintrin.h>
-#include <string.h>
+#include "math/lp_impl.h" /* no LP_TILE: only the epilogues, the same as avx512_bf16.c's and avx512_vnni.c's */
 
 #define NR ENG__LP_NR
 #define ROWS 16 /* rows of one call (kern.h's bf16_mr / int8_mr) */
@@ -51,62 +49,48 @@ static void configure(int mr) {
     configured = mr;
 }
 
-/* The accumulators out, one 16 x 48 block (row stride 48). */
-static inline void store_acc(void *acc) {
+/* The tile's sums into acc (16 x 48, row stride 48): bf16 pairs (32 k) or int8 quads (64 k) per block;
+ * either way a block is 16 panel rows of 4 bytes x 48 features. */
+static inline __attribute__((always_inline)) void run(const eng__lp_tile *t, int int8, void *acc) {
+    configure(t->mr);
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    const uint8_t *B = t->b, *a = t->a;
+    int blocks = t->kp / (int8 ? 64 : 32);
+    for (int kb = 0; kb < blocks; kb++, a += 64, B += 16 * 4 * NR) {
+        _tile_loadd(3, a, (long)t->lda);
+        _tile_loadd(4, B, 4 * NR);
+        _tile_loadd(5, B + 64, 4 * NR);
+        _tile_loadd(6, B + 128, 4 * NR);
+        if (int8) {
+            _tile_dpbusd(0, 3, 4);
+            _tile_dpbusd(1, 3, 5);
+            _tile_dpbusd(2, 3, 6);
+        } else {
+            _tile_dpbf16ps(0, 3, 4);
+            _tile_dpbf16ps(1, 3, 5);
+            _tile_dpbf16ps(2, 3, 6);
+        }
+    }
     _tile_stored(0, acc, NR * 4);
     _tile_stored(1, (char *)acc + 64, NR * 4);
     _tile_stored(2, (char *)acc + 128, NR * 4);
 }
 
 void eng__bf16_amx_tile(const eng__lp_tile *t) {
-    configure(t->mr);
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    const uint8_t *B = t->b, *a = t->a;
-    int blocks = t->kp / 32; /* 32 k: 16 panel rows of pairs */
-    for (int kb = 0; kb < blocks; kb++, a += 64, B += 16 * 2 * 2 * NR) {
-        _tile_loadd(3, a, (long)t->lda);
-        _tile_loadd(4, B, 2 * 2 * NR);
-        _tile_loadd(5, B + 64, 2 * 2 * NR);
-        _tile_loadd(6, B + 128, 2 * 2 * NR);
-        _tile_dpbf16ps(0, 3, 4);
-        _tile_dpbf16ps(1, 3, 5);
-        _tile_dpbf16ps(2, 3, 6);
-    }
     float acc[ROWS * NR] __attribute__((aligned(64)));
-    store_acc(acc);
-    __mmask16 mk[3] = {lanes(t->w), lanes(t->w - 16), lanes(t->w - 32)};
+    run(t, 0, acc);
     for (int i = 0; i < t->mr; i++)
-        for (int v = 0; v < 3; v++) {
-            __m512 y = _mm512_load_ps(acc + i * NR + 16 * v);
-            if (t->bias) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(mk[v], t->bias + 16 * v));
-            if (t->res) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(mk[v], t->res + (size_t)i * t->ldr + 16 * v));
-            _mm512_mask_storeu_ps(t->c + (size_t)i * t->ldc + 16 * v, mk[v], y);
-        }
+        for (int v = 0; v < 3; v++) lp_store_bf16(t, i, 16 * v, t->w - 16 * v, _mm512_load_ps(acc + i * NR + 16 * v));
 }
 
 void eng__int8_amx_tile(const eng__lp_tile *t) {
-    configure(t->mr);
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    const uint8_t *B = t->b, *a = t->a;
-    int blocks = t->kp / 64; /* 64 k: 16 panel rows of quads */
-    for (int kb = 0; kb < blocks; kb++, a += 64, B += 16 * 4 * NR) {
-        _tile_loadd(3, a, (long)t->lda);
-        _tile_loadd(4, B, 4 * NR);
-        _tile_loadd(5, B + 64, 4 * NR);
-        _tile_loadd(6, B + 128, 4 * NR);
-        _tile_dpbusd(0, 3, 4);
-        _tile_dpbusd(1, 3, 5);
-        _tile_dpbusd(2, 3, 6);
-    }
     int32_t acc[ROWS * NR] __attribute__((aligned(64)));
-    store_acc(acc);
-    __mmask16 mk[3] = {lanes(t->w), lanes(t->w - 16), lanes(t->w - 32)};
+    run(t, 1, acc);
     for (int i = 0; i < t->mr; i++) {
         __m512 as = _mm512_set1_ps(t->a_scale[i]);
-        for (int v = 0; v < 3; v++) int8_store(t, i, v, _mm512_load_si512(acc + i * NR + 16 * v), as, mk[v]);
+        for (int v = 0; v < 3; v++)
+            lp_store_int8(t, i, 16 * v, t->w - 16 * v, _mm512_load_si512(acc + i * NR + 16 * v), as, 1);
     }
 }

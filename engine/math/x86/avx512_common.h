@@ -1,30 +1,46 @@
-/* avx512_common.h - what the AVX-512 and AMX kernels share (avx512_gemm.c, avx512_bf16.c, avx512_vnni.c,
- * amx.c; all compiled for x86-64-v4): lane masks, and the int8 tile's dequantizing store, so that the
- * VNNI and AMX kernels give the same bits. */
+/* avx512_common.h - the vocabulary of the x86-64-v4 kernel files (avx512_gemm.c, avx512_bf16.c,
+ * avx512_vnni.c, amx.c): what the drivers of math/f32_impl.h and math/lp_impl.h need from a level,
+ * on 16-lane zmm registers with mask registers for the ragged right edge of a tile. */
 #ifndef ADAPTERD_ENGINE_MATH_X86_AVX512_COMMON_H
 #define ADAPTERD_ENGINE_MATH_X86_AVX512_COMMON_H
 
 #include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "math/kern.h"
+
+#define VL 16 /* float32 lanes of a vector */
+typedef __m512 vf;
+typedef __m512i vi;
 
 /* Lanes [0, left) of 16 set. */
 static inline __attribute__((always_inline)) __mmask16 lanes(int left) {
     return left >= 16 ? (__mmask16)0xFFFF : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1);
 }
 
-/* Row i, features [16 v, 16 v + 16) of an int8 tile out of their integer sums (masked by mk):
- * (sum - comp_n) * scale_n * scale_m + bias (+ residual). as = scale_m broadcast. The per-feature
- * vectors are loaded here, for every row: loaded once before the rows, GCC kept them live across the
- * VNNI tile's k loop and spilled accumulators in it (2x slower). */
-static inline __attribute__((always_inline)) void int8_store(const eng__lp_tile *t, int i, int v, __m512i sum,
-                                                             __m512 as, __mmask16 mk) {
-    __m512 pre = t->bias ? _mm512_maskz_loadu_ps(mk, t->bias + 16 * v) : _mm512_setzero_ps();
-    if (t->res) pre = _mm512_add_ps(pre, _mm512_maskz_loadu_ps(mk, t->res + (size_t)i * t->ldr + 16 * v));
-    __m512i comp = _mm512_maskz_loadu_epi32(mk, t->b_comp + 16 * v);
-    __m512 f = _mm512_cvtepi32_ps(_mm512_sub_epi32(sum, comp));
-    __m512 s = _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, t->b_scale + 16 * v), as);
-    _mm512_mask_storeu_ps(t->c + (size_t)i * t->ldc + 16 * v, mk, _mm512_fmadd_ps(f, s, pre));
+#define INL static inline __attribute__((always_inline))
+INL vf vf_zero(void) { return _mm512_setzero_ps(); }
+INL vf vf_set1(float x) { return _mm512_set1_ps(x); }
+INL vf vf_loadu(const float *p) { return _mm512_loadu_ps(p); }
+/* p[0..n) into the low lanes, zeros above; n <= 0 reads nothing */
+INL vf vf_load_n(const float *p, int n) { return _mm512_maskz_loadu_ps(lanes(n), p); }
+/* the first n lanes of x to p; nothing for n <= 0 */
+INL void vf_store_n(float *p, vf x, int n) { _mm512_mask_storeu_ps(p, lanes(n), x); }
+INL vf vf_add(vf a, vf b) { return _mm512_add_ps(a, b); }
+INL vf vf_mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
+INL vf vf_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); } /* a * b + c */
+INL vi vi_zero(void) { return _mm512_setzero_si512(); }
+INL vi vi_load_n(const int32_t *p, int n) { return _mm512_maskz_loadu_epi32(lanes(n), p); }
+INL vi vi_sub(vi a, vi b) { return _mm512_sub_epi32(a, b); }
+INL vf vi_to_f(vi a) { return _mm512_cvtepi32_ps(a); }
+/* one 64-byte panel load, and 4 bytes of activations broadcast to every 32-bit lane (vpdp*'s operands) */
+INL vi vi_loadu(const void *p) { return _mm512_loadu_si512(p); }
+INL vi vi_bcast4(const uint8_t *p) {
+    int32_t x;
+    memcpy(&x, p, 4);
+    return _mm512_set1_epi32(x);
 }
+#undef INL
 
 #endif

@@ -23,8 +23,8 @@ static int open_hdr(const char *header, size_t data_len, eng_err *e) {
     size_t len;
     unsigned char *b = build(header, data_len, &len);
     eng_st_file *f = NULL;
-    int rc = eng_st_open_buffer(b, len, "t", &f, e);
-    eng_st_close(f);
+    int rc = eng__st_open_buffer(b, len, "t", &f, e);
+    eng__st_close(f);
     free(b);
     return rc;
 }
@@ -38,18 +38,18 @@ Test(safetensors, valid_file_and_lookup) {
     unsigned char *b = build(hdr, 28, &len);
     eng_st_file *f;
     eng_err e = {0};
-    cr_assert_eq(eng_st_open_buffer(b, len, "t", &f, &e), 0, "%s", e.msg);
-    cr_assert_eq(eng_st_count(f), 3);
-    const eng_st_tensor *a = eng_st_find(f, "a");
+    cr_assert_eq(eng__st_open_buffer(b, len, "t", &f, &e), 0, "%s", e.msg);
+    cr_assert_eq(eng__st_count(f), 3);
+    const eng_st_tensor *a = eng__st_find(f, "a");
     cr_assert(a);
     cr_assert_eq(a->ndim, 2);
     cr_assert_eq(a->shape[1], 3);
     cr_assert_eq(a->numel, 6);
     cr_assert_eq(a->dtype, ENG_DT_F32);
     cr_assert_eq((const unsigned char *)a->data - b, 8 + (long)((strlen(hdr) + 7) / 8 * 8));
-    cr_assert_str_eq(eng_st_metadata(f, "format"), "pt");
-    cr_assert_null(eng_st_find(f, "missing"));
-    eng_st_close(f);
+    cr_assert_str_eq(eng__st_metadata(f, "format"), "pt");
+    cr_assert_null(eng__st_find(f, "missing"));
+    eng__st_close(f);
     free(b);
 }
 
@@ -87,28 +87,28 @@ Test(safetensors, rejects_truncated_headers) {
     unsigned char tiny[4] = {1, 0, 0, 0};
     eng_st_file *f;
     eng_err e = {0};
-    cr_assert_eq(eng_st_open_buffer(tiny, sizeof tiny, "t", &f, &e), ENG_FORMAT);
+    cr_assert_eq(eng__st_open_buffer(tiny, sizeof tiny, "t", &f, &e), ENG_FORMAT);
     unsigned char big[16] = {0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, '{', '}'};
-    cr_assert_eq(eng_st_open_buffer(big, sizeof big, "t", &f, &e), ENG_FORMAT);
+    cr_assert_eq(eng__st_open_buffer(big, sizeof big, "t", &f, &e), ENG_FORMAT);
     cr_assert(strstr(e.msg, "exceeds 100 MB"), "%s", e.msg);
     unsigned char past[16] = {64, 0, 0, 0, 0, 0, 0, 0, '{', '}'};
-    cr_assert_eq(eng_st_open_buffer(past, sizeof past, "t", &f, &e), ENG_FORMAT);
+    cr_assert_eq(eng__st_open_buffer(past, sizeof past, "t", &f, &e), ENG_FORMAT);
     cr_assert(strstr(e.msg, "past the end"), "%s", e.msg);
-    cr_assert_eq(eng_st_open("/nonexistent/x.safetensors", &f, &e), ENG_NOT_FOUND);
+    cr_assert_eq(eng__st_open("/nonexistent/x.safetensors", &f, &e), ENG_NOT_FOUND);
 }
 
 Test(safetensors, converts_half_types) {
     /* 1.0, -2.5, 65504 (max half), a subnormal (2^-24) */
     uint16_t h[4] = {0x3c00, 0xc100, 0x7bff, 0x0001};
     float out[4];
-    cr_assert_eq(eng_convert_to_f32(ENG_DT_F16, h, 4, out), 0);
+    cr_assert_eq(eng__convert_to_f32(ENG_DT_F16, h, 4, out), 0);
     cr_assert_float_eq(out[0], 1.0f, 0);
     cr_assert_float_eq(out[1], -2.5f, 0);
     cr_assert_float_eq(out[2], 65504.0f, 0);
     cr_assert_float_eq(out[3], 5.9604644775390625e-8f, 0);
     uint16_t bf[2] = {0x3f80, 0xc020}; /* 1.0, -2.5 */
-    cr_assert_eq(eng_convert_to_f32(ENG_DT_BF16, bf, 2, out), 0);
+    cr_assert_eq(eng__convert_to_f32(ENG_DT_BF16, bf, 2, out), 0);
     cr_assert_float_eq(out[0], 1.0f, 0);
     cr_assert_float_eq(out[1], -2.5f, 0);
-    cr_assert_eq(eng_convert_to_f32(ENG_DT_I32, bf, 1, out), ENG_UNSUPPORTED);
+    cr_assert_eq(eng__convert_to_f32(ENG_DT_I32, bf, 1, out), ENG_UNSUPPORTED);
 }

@@ -1,4 +1,4 @@
-/* test_safetensors_write.c - eng_st_write: what it writes reads back through eng_st_open unchanged,
+/* test_safetensors_write.c - eng__st_write: what it writes reads back through eng__st_open unchanged,
  * with the layout the format's reference writer uses (header padded to 8 bytes, each tensor aligned
  * to its element size), and bad input is refused without leaving a file. The same writer's output
  * is also read by Python's reader (tools/reference/st.py) in tests/tools/adapterd/test_sparsify.c. */
@@ -40,7 +40,7 @@ Test(st_write, round_trip_through_the_reader) {
     char path[600];
     snprintf(path, sizeof path, "%s/a.safetensors", dir);
     eng_err e = {0};
-    cr_assert_eq(eng_st_write(path, in, 5, meta, 2, &e), 0, "%s", e.msg);
+    cr_assert_eq(eng__st_write(path, in, 5, meta, 2, &e), 0, "%s", e.msg);
 
     /* the layout: header length a multiple of 8, padded with spaces; data 8-aligned from the file start */
     FILE *f = fopen(path, "rb");
@@ -59,13 +59,13 @@ Test(st_write, round_trip_through_the_reader) {
     free(hdr);
 
     eng_st_file *sf = NULL;
-    cr_assert_eq(eng_st_open(path, &sf, &e), 0, "%s", e.msg);
-    cr_assert_eq(eng_st_count(sf), 5);
-    cr_assert_str_eq(eng_st_metadata(sf, "format"), "pt");
-    cr_assert_str_eq(eng_st_metadata(sf, "note"), "written by the test");
+    cr_assert_eq(eng__st_open(path, &sf, &e), 0, "%s", e.msg);
+    cr_assert_eq(eng__st_count(sf), 5);
+    cr_assert_str_eq(eng__st_metadata(sf, "format"), "pt");
+    cr_assert_str_eq(eng__st_metadata(sf, "note"), "written by the test");
     const uint8_t *base = NULL;
     for (size_t i = 0; i < 5; i++) {
-        const eng_st_tensor *t = eng_st_find(sf, in[i].name);
+        const eng_st_tensor *t = eng__st_find(sf, in[i].name);
         cr_assert(t, "%s missing", in[i].name);
         cr_assert_eq(t->dtype, in[i].dtype);
         cr_assert_eq(t->ndim, in[i].ndim);
@@ -75,17 +75,17 @@ Test(st_write, round_trip_through_the_reader) {
         if (!strcmp(t->name, "ids \"quoted\"")) base = t->data; /* I64 comes first: the data start */
     }
     /* largest element first: I64 at offset 0, then F32 (name order: empty, layer.w), F16, U8 */
-    cr_assert_eq((const uint8_t *)eng_st_find(sf, "layer.w")->data - base, 16);
-    cr_assert_eq((const uint8_t *)eng_st_find(sf, "half")->data - base, 40);
-    cr_assert_eq((const uint8_t *)eng_st_find(sf, "scalar")->data - base, 46);
-    eng_st_close(sf);
+    cr_assert_eq((const uint8_t *)eng__st_find(sf, "layer.w")->data - base, 16);
+    cr_assert_eq((const uint8_t *)eng__st_find(sf, "half")->data - base, 40);
+    cr_assert_eq((const uint8_t *)eng__st_find(sf, "scalar")->data - base, 46);
+    eng__st_close(sf);
 
     /* rewriting the same tensors gives the same bytes (name order inside a size class) */
     char path2[600];
     snprintf(path2, sizeof path2, "%s/b.safetensors", dir);
     eng_st_tensor rev[5];
     for (int i = 0; i < 5; i++) rev[i] = in[4 - i];
-    cr_assert_eq(eng_st_write(path2, rev, 5, meta, 2, &e), 0, "%s", e.msg);
+    cr_assert_eq(eng__st_write(path2, rev, 5, meta, 2, &e), 0, "%s", e.msg);
     char cmd[1400];
     snprintf(cmd, sizeof cmd, "cmp -s '%s' '%s'", path, path2);
     cr_assert_eq(system(cmd), 0, "input order changed the file");
@@ -95,18 +95,18 @@ Test(st_write, no_tensors_is_a_valid_file) {
     char path[600];
     snprintf(path, sizeof path, "%s/empty.safetensors", dir);
     eng_err e = {0};
-    cr_assert_eq(eng_st_write(path, NULL, 0, NULL, 0, &e), 0, "%s", e.msg);
+    cr_assert_eq(eng__st_write(path, NULL, 0, NULL, 0, &e), 0, "%s", e.msg);
     eng_st_file *sf = NULL;
-    cr_assert_eq(eng_st_open(path, &sf, &e), 0, "%s", e.msg);
-    cr_assert_eq(eng_st_count(sf), 0);
-    eng_st_close(sf);
+    cr_assert_eq(eng__st_open(path, &sf, &e), 0, "%s", e.msg);
+    cr_assert_eq(eng__st_count(sf), 0);
+    eng__st_close(sf);
 }
 
 static void refused(const eng_st_tensor *t, size_t n, const char *why) {
     char path[600], cmd[700];
     snprintf(path, sizeof path, "%s/bad.safetensors", dir);
     eng_err e = {0};
-    cr_assert_eq(eng_st_write(path, t, n, NULL, 0, &e), ENG_INVALID_ARGUMENT, "%s accepted", why);
+    cr_assert_eq(eng__st_write(path, t, n, NULL, 0, &e), ENG_INVALID_ARGUMENT, "%s accepted", why);
     cr_assert(e.msg[0]);
     cr_assert_eq(access(path, F_OK), -1, "%s left a file", why);
     snprintf(cmd, sizeof cmd, "test -z \"$(ls -A '%s')\"", dir);
@@ -142,6 +142,6 @@ Test(st_write, unwritable_path_is_an_io_error) {
     char path[600];
     snprintf(path, sizeof path, "%s/no/such/folder/x.safetensors", dir);
     eng_err e = {0};
-    cr_assert_eq(eng_st_write(path, &a, 1, NULL, 0, &e), ENG_IO);
+    cr_assert_eq(eng__st_write(path, &a, 1, NULL, 0, &e), ENG_IO);
     cr_assert(strstr(e.msg, "cannot create"), "%s", e.msg);
 }

@@ -136,13 +136,13 @@ static int open_pickle(const buf *pkl, const zentry *extra, int n_extra, eng_st_
     int n = 3;
     for (int i = 0; i < n_extra; i++) es[n++] = extra[i];
     buf z = make_zip(es, n);
-    int rc = eng_torchbin_open_buffer(z.b, z.n, "t.bin", f, e);
+    int rc = eng__torchbin_open_buffer(z.b, z.n, "t.bin", f, e);
     if (rc == 0) { /* the file points into z.b: check what we need here, then the caller only looks at rc */
-        for (size_t i = 0; i < eng_st_count(*f); i++) {
-            const eng_st_tensor *t = eng_st_at(*f, i);
+        for (size_t i = 0; i < eng__st_count(*f); i++) {
+            const eng_st_tensor *t = eng__st_at(*f, i);
             cr_assert((const unsigned char *)t->data >= z.b && (const unsigned char *)t->data + t->nbytes <= z.b + z.n);
         }
-        eng_st_close(*f);
+        eng__st_close(*f);
         *f = NULL;
     }
     free(z.b);
@@ -163,11 +163,11 @@ static void expect_reject(const buf *pkl, eng_status code, const char *needle) {
 static eng_st_file *open_and_compare(const char *bin, const char *expected) {
     eng_st_file *f, *x;
     eng_err e = {0};
-    cr_assert_eq(eng_torchbin_open(bin, &f, &e), 0, "%s", e.msg);
-    cr_assert_eq(eng_st_open(expected, &x, &e), 0, "%s", e.msg);
-    cr_assert_eq(eng_st_count(f), eng_st_count(x));
-    for (size_t i = 0; i < eng_st_count(x); i++) {
-        const eng_st_tensor *w = eng_st_at(x, i), *g = eng_st_find(f, w->name);
+    cr_assert_eq(eng__torchbin_open(bin, &f, &e), 0, "%s", e.msg);
+    cr_assert_eq(eng__st_open(expected, &x, &e), 0, "%s", e.msg);
+    cr_assert_eq(eng__st_count(f), eng__st_count(x));
+    for (size_t i = 0; i < eng__st_count(x); i++) {
+        const eng_st_tensor *w = eng__st_at(x, i), *g = eng__st_find(f, w->name);
         cr_assert(g, "%s: no tensor '%s'", bin, w->name);
         cr_expect_eq(g->dtype, w->dtype, "%s: dtype", w->name);
         cr_assert_eq(g->ndim, w->ndim, "%s: ndim", w->name);
@@ -176,7 +176,7 @@ static eng_st_file *open_and_compare(const char *bin, const char *expected) {
         cr_assert_eq(g->nbytes, w->nbytes, "%s", w->name);
         cr_expect(!memcmp(g->data, w->data, w->nbytes), "%s: values differ", w->name);
     }
-    eng_st_close(x);
+    eng__st_close(x);
     return f;
 }
 
@@ -189,23 +189,23 @@ Test(torch_bin, every_storage_dtype) {
         {"i32", ENG_DT_I32}, {"i16", ENG_DT_I16}, {"i8", ENG_DT_I8},   {"u8", ENG_DT_U8},     {"bool", ENG_DT_BOOL},
     };
     for (size_t i = 0; i < sizeof want / sizeof *want; i++)
-        cr_expect_eq(eng_st_find(f, want[i].n)->dtype, want[i].dt, "%s", want[i].n);
+        cr_expect_eq(eng__st_find(f, want[i].n)->dtype, want[i].dt, "%s", want[i].n);
     int64_t big;
-    memcpy(&big, (const char *)eng_st_find(f, "i64")->data + 3 * 8, 8);
+    memcpy(&big, (const char *)eng__st_find(f, "i64")->data + 3 * 8, 8);
     cr_expect_eq(big, -(INT64_C(1) << 62));
-    eng_st_close(f);
+    eng__st_close(f);
 }
 
 Test(torch_bin, shared_storages_views_and_edge_shapes) {
     eng_st_file *f = open_and_compare(FIX("views.bin"), FIX("expected/views.safetensors"));
-    const char *base = eng_st_find(f, "base")->data;
-    cr_expect_eq(eng_st_find(f, "grid")->data, base);
-    cr_expect_eq((const char *)eng_st_find(f, "slice")->data, base + 4 * 4);
-    cr_expect_eq((const char *)eng_st_find(f, "block")->data, base + 6 * 4);
-    cr_expect_eq((const char *)eng_st_find(f, "row")->data, base + 12 * 4);
-    cr_expect_eq((const char *)eng_st_find(f, "elem")->data, base + 5 * 4);
-    cr_expect_eq(eng_st_find(f, "pool.alias")->data, eng_st_find(f, "canonical.alias")->data);
-    const eng_st_tensor *s = eng_st_find(f, "scalar"), *z = eng_st_find(f, "empty");
+    const char *base = eng__st_find(f, "base")->data;
+    cr_expect_eq(eng__st_find(f, "grid")->data, base);
+    cr_expect_eq((const char *)eng__st_find(f, "slice")->data, base + 4 * 4);
+    cr_expect_eq((const char *)eng__st_find(f, "block")->data, base + 6 * 4);
+    cr_expect_eq((const char *)eng__st_find(f, "row")->data, base + 12 * 4);
+    cr_expect_eq((const char *)eng__st_find(f, "elem")->data, base + 5 * 4);
+    cr_expect_eq(eng__st_find(f, "pool.alias")->data, eng__st_find(f, "canonical.alias")->data);
+    const eng_st_tensor *s = eng__st_find(f, "scalar"), *z = eng__st_find(f, "empty");
     cr_expect_eq(s->ndim, 0);
     cr_expect_eq(s->numel, 1);
     float v;
@@ -214,31 +214,31 @@ Test(torch_bin, shared_storages_views_and_edge_shapes) {
     cr_expect_eq(z->ndim, 2);
     cr_expect_eq(z->numel, 0);
     cr_expect_eq(z->nbytes, 0);
-    eng_st_close(f);
+    eng__st_close(f);
 }
 
 Test(torch_bin, zip64_records_other_folder_name_unaligned_data) {
     eng_st_file *f = open_and_compare(FIX("zip64.bin"), FIX("expected/views.safetensors"));
     int unaligned = 0;
-    for (size_t i = 0; i < eng_st_count(f); i++) unaligned |= (uintptr_t)eng_st_at(f, i)->data % 4 != 0;
+    for (size_t i = 0; i < eng__st_count(f); i++) unaligned |= (uintptr_t)eng__st_at(f, i)->data % 4 != 0;
     cr_expect(unaligned, "the fixture is meant to place data at odd offsets");
     float got[6], base[24];
-    cr_assert_eq(eng_convert_to_f32(ENG_DT_F32, eng_st_find(f, "slice")->data, 6, got), 0);
-    cr_assert_eq(eng_convert_to_f32(ENG_DT_F32, eng_st_find(f, "base")->data, 24, base), 0);
+    cr_assert_eq(eng__convert_to_f32(ENG_DT_F32, eng__st_find(f, "slice")->data, 6, got), 0);
+    cr_assert_eq(eng__convert_to_f32(ENG_DT_F32, eng__st_find(f, "base")->data, 24, base), 0);
     cr_expect_eq(memcmp(got, base + 4, sizeof got), 0);
-    eng_st_close(f);
+    eng__st_close(f);
 }
 
 Test(torch_bin, tensors_open_dispatches_on_content) {
     eng_st_file *f;
     eng_err e = {0};
-    cr_assert_eq(eng_tensors_open(FIX("views.bin"), &f, &e), 0, "%s", e.msg);
-    cr_expect(eng_st_find(f, "grid"));
-    eng_st_close(f);
-    cr_assert_eq(eng_tensors_open(FIX("expected/views.safetensors"), &f, &e), 0, "%s", e.msg);
-    cr_expect(eng_st_find(f, "grid"));
-    eng_st_close(f);
-    cr_expect_eq(eng_tensors_open(FIX("no_such_file.bin"), &f, &e), ENG_NOT_FOUND);
+    cr_assert_eq(eng__tensors_open(FIX("views.bin"), &f, &e), 0, "%s", e.msg);
+    cr_expect(eng__st_find(f, "grid"));
+    eng__st_close(f);
+    cr_assert_eq(eng__tensors_open(FIX("expected/views.safetensors"), &f, &e), 0, "%s", e.msg);
+    cr_expect(eng__st_find(f, "grid"));
+    eng__st_close(f);
+    cr_expect_eq(eng__tensors_open(FIX("no_such_file.bin"), &f, &e), ENG_NOT_FOUND);
     cr_expect_null(f);
 
     char path[1024];
@@ -247,7 +247,7 @@ Test(torch_bin, tensors_open_dispatches_on_content) {
     const unsigned char legacy[] = {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
     cr_assert_eq(write(fd, legacy, sizeof legacy), (ssize_t)sizeof legacy);
     close(fd);
-    cr_expect_eq(eng_tensors_open(path, &f, &e), ENG_UNSUPPORTED);
+    cr_expect_eq(eng__tensors_open(path, &f, &e), ENG_UNSUPPORTED);
     cr_expect(strstr(e.msg, "legacy"), "%s", e.msg);
     unlink(path);
 }
@@ -267,7 +267,7 @@ Test(torch_bin, rejects_the_broken_fixtures) {
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         eng_st_file *f = (eng_st_file *)1;
         eng_err e = {0};
-        int rc = eng_torchbin_open(cases[i].file, &f, &e);
+        int rc = eng__torchbin_open(cases[i].file, &f, &e);
         cr_expect_eq(rc, cases[i].code, "%s: got %d: %s", cases[i].file, rc, e.msg);
         cr_expect_null(f);
         cr_expect(strstr(e.msg, cases[i].needle), "%s: message '%s' lacks '%s'", cases[i].file, e.msg,
@@ -283,24 +283,24 @@ static void check_real(const char *file, json_t *want, size_t want_count) {
     if (access(path, R_OK)) cr_skip("%s is absent: set ADAPTERD_DATA_DIR to the shared data", path);
     eng_st_file *f;
     eng_err e = {0};
-    cr_assert_eq(eng_tensors_open(path, &f, &e), 0, "%s", e.msg);
+    cr_assert_eq(eng__tensors_open(path, &f, &e), 0, "%s", e.msg);
     json_t *exp = json_object_get(want, file);
     cr_assert(json_is_object(exp));
-    cr_assert_eq(eng_st_count(f), json_object_size(exp));
-    cr_assert_eq(eng_st_count(f), want_count);
+    cr_assert_eq(eng__st_count(f), json_object_size(exp));
+    cr_assert_eq(eng__st_count(f), want_count);
     const char *name;
     json_t *v;
     json_object_foreach(exp, name, v) {
-        const eng_st_tensor *t = eng_st_find(f, name);
+        const eng_st_tensor *t = eng__st_find(f, name);
         cr_assert(t, "no tensor '%s'", name);
-        cr_expect_str_eq(eng_dtype_name(t->dtype), json_string_value(json_object_get(v, "dtype")), "%s", name);
+        cr_expect_str_eq(eng__dtype_name(t->dtype), json_string_value(json_object_get(v, "dtype")), "%s", name);
         json_t *sh = json_object_get(v, "shape");
         cr_assert_eq((size_t)t->ndim, json_array_size(sh), "%s", name);
         for (int d = 0; d < t->ndim; d++)
             cr_expect_eq(t->shape[d], json_integer_value(json_array_get(sh, (size_t)d)), "%s[%d]", name, d);
         float *x = malloc((size_t)t->numel * sizeof *x);
         cr_assert(x);
-        cr_assert_eq(eng_convert_to_f32(t->dtype, t->data, (size_t)t->numel, x), 0);
+        cr_assert_eq(eng__convert_to_f32(t->dtype, t->data, (size_t)t->numel, x), 0);
         double sum = 0;
         for (int64_t i = 0; i < t->numel; i++) sum += x[i];
         double ws = json_real_value(json_object_get(v, "sum"));
@@ -314,7 +314,7 @@ static void check_real(const char *file, json_t *want, size_t want_count) {
         }
         free(x);
     }
-    eng_st_close(f);
+    eng__st_close(f);
 }
 
 static json_t *load_mbert_expected(void) {
@@ -330,21 +330,21 @@ Test(torch_bin, real_adapterhub_adapter) {
     /* the names AdapterHub gives a Pfeiffer adapter "md" on bert */
     eng_st_file *f;
     eng_err e = {0};
-    cr_assert_eq(eng_torchbin_open(MBERT_DIR "/pytorch_adapter.bin", &f, &e), 0, "%s", e.msg);
+    cr_assert_eq(eng__torchbin_open(MBERT_DIR "/pytorch_adapter.bin", &f, &e), 0, "%s", e.msg);
     const char *part[] = {"adapter_down.0.weight", "adapter_down.0.bias", "adapter_up.weight", "adapter_up.bias"};
     const int64_t rows[] = {48, 48, 768, 768}, cols[] = {768, 0, 48, 0};
     for (int l = 0; l < 12; l++)
         for (int p = 0; p < 4; p++) {
             char n[128];
             snprintf(n, sizeof n, "bert.encoder.layer.%d.output.adapters.md.%s", l, part[p]);
-            const eng_st_tensor *t = eng_st_find(f, n);
+            const eng_st_tensor *t = eng__st_find(f, n);
             cr_assert(t, "no '%s'", n);
             cr_expect_eq(t->dtype, ENG_DT_F32);
             cr_expect_eq(t->ndim, cols[p] ? 2 : 1, "%s", n);
             cr_expect_eq(t->shape[0], rows[p], "%s", n);
             if (cols[p]) cr_expect_eq(t->shape[1], cols[p], "%s", n);
         }
-    eng_st_close(f);
+    eng__st_close(f);
     json_decref(want);
 }
 
@@ -536,23 +536,23 @@ Test(torch_bin, rejects_bad_tensors_and_storages) {
 
     zentry es[] = {{"archive/data.pkl", p.b, p.n, 8}, {"archive/data/0", STORE0, sizeof STORE0, 0}};
     buf z = make_zip(es, 2);
-    cr_expect_eq(eng_torchbin_open_buffer(z.b, z.n, "t.bin", &f, &e), ENG_UNSUPPORTED);
+    cr_expect_eq(eng__torchbin_open_buffer(z.b, z.n, "t.bin", &f, &e), ENG_UNSUPPORTED);
     cr_expect(strstr(e.msg, "'archive/data.pkl' is compressed"), "%s", e.msg);
     free(z.b);
 
     /* two archives in one zip, none at all, duplicate entries */
     zentry two[] = {{"a/data.pkl", p.b, p.n, 0}, {"b/data.pkl", p.b, p.n, 0}};
     z = make_zip(two, 2);
-    cr_expect_eq(eng_torchbin_open_buffer(z.b, z.n, "t.bin", &f, &e), ENG_FORMAT);
+    cr_expect_eq(eng__torchbin_open_buffer(z.b, z.n, "t.bin", &f, &e), ENG_FORMAT);
     cr_expect(strstr(e.msg, "more than one"), "%s", e.msg);
     free(z.b);
     z = make_zip(two, 0);
-    cr_expect_eq(eng_torchbin_open_buffer(z.b, z.n, "t.bin", &f, &e), ENG_FORMAT);
+    cr_expect_eq(eng__torchbin_open_buffer(z.b, z.n, "t.bin", &f, &e), ENG_FORMAT);
     cr_expect(strstr(e.msg, "without <folder>/data.pkl"), "%s", e.msg);
     free(z.b);
     zentry dup[] = {{"a/data.pkl", p.b, p.n, 0}, {"a/data.pkl", p.b, p.n, 0}};
     z = make_zip(dup, 2);
-    cr_expect_eq(eng_torchbin_open_buffer(z.b, z.n, "t.bin", &f, &e), ENG_FORMAT);
+    cr_expect_eq(eng__torchbin_open_buffer(z.b, z.n, "t.bin", &f, &e), ENG_FORMAT);
     cr_expect(strstr(e.msg, "appears twice"), "%s", e.msg);
     free(z.b);
     free(p.b);
@@ -572,22 +572,22 @@ static volatile unsigned sink; /* keeps the reads of tensor data */
 static int open_and_touch(const unsigned char *b, size_t n) {
     eng_st_file *f = NULL;
     eng_err e = {0};
-    int rc = eng_torchbin_open_buffer(b, n, "m.bin", &f, &e);
+    int rc = eng__torchbin_open_buffer(b, n, "m.bin", &f, &e);
     if (rc) {
         cr_assert_null(f);
         cr_assert(rc < 0 && e.code == rc && e.msg[0], "rc %d without a message", rc);
         return rc;
     }
     unsigned sum = 0;
-    for (size_t i = 0; i < eng_st_count(f); i++) {
-        const eng_st_tensor *t = eng_st_at(f, i);
+    for (size_t i = 0; i < eng__st_count(f); i++) {
+        const eng_st_tensor *t = eng__st_at(f, i);
         const unsigned char *d = t->data;
         cr_assert(d >= b && t->nbytes <= (size_t)(b + n - d), "tensor '%s' outside the buffer", t->name);
-        cr_assert_eq(t->nbytes, (size_t)t->numel * eng_dtype_size(t->dtype));
+        cr_assert_eq(t->nbytes, (size_t)t->numel * eng__dtype_size(t->dtype));
         for (size_t k = 0; k < t->nbytes; k++) sum += d[k];
     }
     sink = sum;
-    eng_st_close(f);
+    eng__st_close(f);
     return 0;
 }
 

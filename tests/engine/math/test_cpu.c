@@ -42,16 +42,16 @@ static inline int cpuinfo_feature(const char *flag) { return cpuinfo_has("Featur
 Test(cpu, features_agree_with_the_kernel) {
     /* Linux lists a flag only when the CPU has it and the kernel enabled its register state. */
     if (cpuinfo_flag("fpu") < 0) cr_skip_test("no /proc/cpuinfo");
-    unsigned f = eng_cpu_detected(); /* what the CPU has, whatever level ADAPTERD_CPU_LEVEL caps */
+    unsigned f = eng__cpu_detected(); /* what the CPU has, whatever level ADAPTERD_CPU_LEVEL caps */
     char desc[128];
-    eng_cpu_describe(f, desc, sizeof desc);
+    eng__cpu_describe(f, desc, sizeof desc);
     cr_log_info("detected: %s", desc);
     for (size_t i = 0; i < eng__x86_n_features; i++) { /* each feature: every need Linux names is listed */
         int all = 1;
         for (size_t n = 0; n < eng__x86_n_needs; n++)
             if ((eng__x86_features[i].needs >> n) & 1 && eng__x86_needs[n].cpuinfo)
                 all &= cpuinfo_flag(eng__x86_needs[n].cpuinfo) == 1;
-        eng_cpu_describe(eng__x86_features[i].feature, desc, sizeof desc);
+        eng__cpu_describe(eng__x86_features[i].feature, desc, sizeof desc);
         cr_assert_eq(!!(f & eng__x86_features[i].feature), all, "%s", desc);
     }
     int avx512 = cpuinfo_flag("avx512f") == 1 && cpuinfo_flag("avx512bw") == 1 && cpuinfo_flag("avx512dq") == 1 &&
@@ -63,9 +63,9 @@ Test(cpu, features_agree_with_the_kernel) {
 #elif defined(__aarch64__)
 Test(cpu, features_agree_with_the_kernel) {
     /* Linux lists a feature only when the CPU has it and user space may use it (the same HWCAP bits). */
-    unsigned f = eng_cpu_detected();
+    unsigned f = eng__cpu_detected();
     char desc[128];
-    eng_cpu_describe(f, desc, sizeof desc);
+    eng__cpu_describe(f, desc, sizeof desc);
     cr_log_info("detected: %s", desc);
     cr_assert(f & ENG_CPU_NEON, "Advanced SIMD is part of ARMv8-A");
     if (cpuinfo_feature("asimd") < 0) cr_skip_test("no ARM64 Features line in /proc/cpuinfo (an emulator's host file?)");
@@ -73,7 +73,7 @@ Test(cpu, features_agree_with_the_kernel) {
         int all = 1;
         for (size_t n = 0; n < eng__arm_n_needs; n++)
             if ((eng__arm_features[i].needs >> n) & 1) all &= cpuinfo_feature(eng__arm_needs[n].cpuinfo) == 1;
-        eng_cpu_describe(eng__arm_features[i].feature, desc, sizeof desc);
+        eng__cpu_describe(eng__arm_features[i].feature, desc, sizeof desc);
         cr_assert_eq(!!(f & eng__arm_features[i].feature), all, "%s", desc);
     }
 }
@@ -81,44 +81,44 @@ Test(cpu, features_agree_with_the_kernel) {
 #endif
 
 Test(cpu, restrict_masks_and_restores) {
-    unsigned all = eng_cpu_features(); /* the detected set, or less under ADAPTERD_CPU_LEVEL */
-    eng_cpu_restrict(ENG_CPU_AVX2);
-    cr_assert_eq(eng_cpu_features(), all & ENG_CPU_AVX2);
-    cr_assert(!eng_cpu_has(ENG_CPU_AVX512));
-    eng_cpu_restrict(0);
-    cr_assert_eq(eng_cpu_features(), 0u);
-    eng_cpu_restrict(ENG_CPU_ALL);
-    cr_assert_eq(eng_cpu_features(), all);
+    unsigned all = eng__cpu_features(); /* the detected set, or less under ADAPTERD_CPU_LEVEL */
+    eng__cpu_restrict(ENG_CPU_AVX2);
+    cr_assert_eq(eng__cpu_features(), all & ENG_CPU_AVX2);
+    cr_assert(!eng__cpu_has(ENG_CPU_AVX512));
+    eng__cpu_restrict(0);
+    cr_assert_eq(eng__cpu_features(), 0u);
+    eng__cpu_restrict(ENG_CPU_ALL);
+    cr_assert_eq(eng__cpu_features(), all);
     char buf[8];
-    eng_cpu_describe(0, buf, sizeof buf);
+    eng__cpu_describe(0, buf, sizeof buf);
     cr_assert_str_eq(buf, "none");
 }
 
 #if defined(__x86_64__)
 Test(cpu, levels_name_feature_sets) {
-    cr_assert_eq(eng_cpu_level_mask("baseline"), 0);
-    cr_assert_eq(eng_cpu_level_mask("AVX2"), ENG_CPU_AVX2);
-    cr_assert_eq(eng_cpu_level_mask("avx512"), ENG_CPU_AVX2 | ENG_CPU_AVX512);
-    cr_assert_eq(eng_cpu_level_mask("avx512_bf16"),
+    cr_assert_eq(eng__cpu_level_mask("baseline"), 0);
+    cr_assert_eq(eng__cpu_level_mask("AVX2"), ENG_CPU_AVX2);
+    cr_assert_eq(eng__cpu_level_mask("avx512"), ENG_CPU_AVX2 | ENG_CPU_AVX512);
+    cr_assert_eq(eng__cpu_level_mask("avx512_bf16"),
                  ENG_CPU_AVX2 | ENG_CPU_AVX512 | ENG_CPU_AVX512_VNNI | ENG_CPU_AVX512_BF16);
-    cr_assert_eq(eng_cpu_level_mask("native"), (long long)ENG_CPU_ALL);
-    cr_assert_eq(eng_cpu_level_mask("sse9"), -1);
-    cr_assert_eq(eng_cpu_level_mask(NULL), -1);
+    cr_assert_eq(eng__cpu_level_mask("native"), (long long)ENG_CPU_ALL);
+    cr_assert_eq(eng__cpu_level_mask("sse9"), -1);
+    cr_assert_eq(eng__cpu_level_mask(NULL), -1);
     const char *names[] = {"baseline", "avx2", "avx_vnni", "avx512", "avx512_vnni", "avx512_bf16"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) /* each level names itself back */
-        cr_assert_str_eq(eng_cpu_level_of((unsigned)eng_cpu_level_mask(names[i])), names[i]);
-    cr_assert_str_eq(eng_cpu_level_of(ENG_CPU_AVX2 | ENG_CPU_AVX512_BF16), "avx2"); /* bf16 without avx512 */
+        cr_assert_str_eq(eng__cpu_level_of((unsigned)eng__cpu_level_mask(names[i])), names[i]);
+    cr_assert_str_eq(eng__cpu_level_of(ENG_CPU_AVX2 | ENG_CPU_AVX512_BF16), "avx2"); /* bf16 without avx512 */
 }
 
 Test(cpu, level_check_explains) {
     char msg[256];
-    cr_assert_eq(eng_cpu_level_check("baseline", msg, sizeof msg), 0);
-    cr_assert_eq(eng_cpu_level_check("native", msg, sizeof msg), 0);
-    cr_assert_eq(eng_cpu_level_check("avx3", msg, sizeof msg), -1);
+    cr_assert_eq(eng__cpu_level_check("baseline", msg, sizeof msg), 0);
+    cr_assert_eq(eng__cpu_level_check("native", msg, sizeof msg), 0);
+    cr_assert_eq(eng__cpu_level_check("avx3", msg, sizeof msg), -1);
     cr_assert(strstr(msg, "unknown CPU level \"avx3\"") && strstr(msg, "avx512_bf16"), "%s", msg);
-    unsigned have = eng_cpu_detected();
-    int rc = eng_cpu_level_check("avx512_bf16", msg, sizeof msg);
-    int full = (have & (unsigned)eng_cpu_level_mask("avx512_bf16")) == (unsigned)eng_cpu_level_mask("avx512_bf16");
+    unsigned have = eng__cpu_detected();
+    int rc = eng__cpu_level_check("avx512_bf16", msg, sizeof msg);
+    int full = (have & (unsigned)eng__cpu_level_mask("avx512_bf16")) == (unsigned)eng__cpu_level_mask("avx512_bf16");
     cr_assert_eq(rc, full ? 0 : -1, "%s", msg);
     if (!full) cr_assert(strstr(msg, "lacks"), "%s", msg);
 }
@@ -126,10 +126,10 @@ Test(cpu, level_check_explains) {
 /* Each test runs in a process of its own, so the variable is read at this first detection. */
 Test(cpu, environment_caps_and_nothing_raises_it) {
     setenv(ENG_CPU_LEVEL_ENV, "baseline", 1);
-    cr_assert_eq(eng_cpu_features(), 0u);
-    eng_cpu_restrict(ENG_CPU_ALL);
-    cr_assert_eq(eng_cpu_features(), 0u);
-    if (eng_cpu_detected() & ENG_CPU_AVX2) cr_assert(cpuinfo_flag("avx2") == 1 && cpuinfo_flag("bmi2") == 1);
+    cr_assert_eq(eng__cpu_features(), 0u);
+    eng__cpu_restrict(ENG_CPU_ALL);
+    cr_assert_eq(eng__cpu_features(), 0u);
+    if (eng__cpu_detected() & ENG_CPU_AVX2) cr_assert(cpuinfo_flag("avx2") == 1 && cpuinfo_flag("bmi2") == 1);
 }
 
 /* The levels' needs written again here from the x86-64 psABI and Intel's CPUID pages (word, bit),
@@ -165,12 +165,12 @@ static void x86_words_of(size_t level, eng__cpu_x86_words *w) {
     for (const raw_bit *r = x86_levels[level].needs; r->word >= 0; r++) w->w[r->word] |= 1ull << r->bit;
 }
 
-static const char *x86_level(const eng__cpu_x86_words *w) { return eng_cpu_level_of(eng__cpu_x86_features(w)); }
+static const char *x86_level(const eng__cpu_x86_words *w) { return eng__cpu_level_of(eng__cpu_x86_features(w)); }
 
 Test(cpu, x86_level_needs_every_feature_of_its_files) {
-    cr_assert_null(eng_cpu_level_name(N_X86_LEVELS));
+    cr_assert_null(eng__cpu_level_name(N_X86_LEVELS));
     for (size_t l = 0; l < N_X86_LEVELS; l++) {
-        cr_assert_str_eq(eng_cpu_level_name(l), x86_levels[l].level);
+        cr_assert_str_eq(eng__cpu_level_name(l), x86_levels[l].level);
         eng__cpu_x86_words full;
         x86_words_of(l, &full);
         cr_assert_str_eq(x86_level(&full), x86_levels[l].level, "the full set of %s", x86_levels[l].level);
@@ -231,40 +231,40 @@ Test(cpu, x86_level_examples) {
 
 #elif defined(__aarch64__)
 Test(cpu, levels_name_feature_sets) {
-    cr_assert_eq(eng_cpu_level_mask("baseline"), 0);
-    cr_assert_eq(eng_cpu_level_mask("NEON"), ENG_CPU_NEON);
-    cr_assert_eq(eng_cpu_level_mask("dotprod"), ENG_CPU_NEON | ENG_CPU_DOTPROD);
-    cr_assert_eq(eng_cpu_level_mask("i8mm"), ENG_CPU_NEON | ENG_CPU_DOTPROD | ENG_CPU_I8MM);
-    cr_assert_eq(eng_cpu_level_mask("bf16"), ENG_CPU_NEON | ENG_CPU_DOTPROD | ENG_CPU_I8MM | ENG_CPU_BF16);
-    cr_assert_eq(eng_cpu_level_mask("native"), (long long)ENG_CPU_ALL);
-    cr_assert_eq(eng_cpu_level_mask("avx2"), -1); /* another architecture's level */
+    cr_assert_eq(eng__cpu_level_mask("baseline"), 0);
+    cr_assert_eq(eng__cpu_level_mask("NEON"), ENG_CPU_NEON);
+    cr_assert_eq(eng__cpu_level_mask("dotprod"), ENG_CPU_NEON | ENG_CPU_DOTPROD);
+    cr_assert_eq(eng__cpu_level_mask("i8mm"), ENG_CPU_NEON | ENG_CPU_DOTPROD | ENG_CPU_I8MM);
+    cr_assert_eq(eng__cpu_level_mask("bf16"), ENG_CPU_NEON | ENG_CPU_DOTPROD | ENG_CPU_I8MM | ENG_CPU_BF16);
+    cr_assert_eq(eng__cpu_level_mask("native"), (long long)ENG_CPU_ALL);
+    cr_assert_eq(eng__cpu_level_mask("avx2"), -1); /* another architecture's level */
     const char *names[] = {"baseline", "neon", "dotprod", "i8mm", "bf16"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) { /* each level names itself back, in order */
-        cr_assert_str_eq(eng_cpu_level_of((unsigned)eng_cpu_level_mask(names[i])), names[i]);
-        cr_assert_str_eq(eng_cpu_level_name(i), names[i]);
+        cr_assert_str_eq(eng__cpu_level_of((unsigned)eng__cpu_level_mask(names[i])), names[i]);
+        cr_assert_str_eq(eng__cpu_level_name(i), names[i]);
     }
-    cr_assert_null(eng_cpu_level_name(5));
-    cr_assert_str_eq(eng_cpu_level_of(ENG_CPU_NEON | ENG_CPU_BF16), "neon"); /* bf16 without dotprod, i8mm */
+    cr_assert_null(eng__cpu_level_name(5));
+    cr_assert_str_eq(eng__cpu_level_of(ENG_CPU_NEON | ENG_CPU_BF16), "neon"); /* bf16 without dotprod, i8mm */
 }
 
 Test(cpu, level_check_explains) {
     char msg[256];
-    cr_assert_eq(eng_cpu_level_check("baseline", msg, sizeof msg), 0);
-    cr_assert_eq(eng_cpu_level_check("native", msg, sizeof msg), 0);
-    cr_assert_eq(eng_cpu_level_check("avx2", msg, sizeof msg), -1);
+    cr_assert_eq(eng__cpu_level_check("baseline", msg, sizeof msg), 0);
+    cr_assert_eq(eng__cpu_level_check("native", msg, sizeof msg), 0);
+    cr_assert_eq(eng__cpu_level_check("avx2", msg, sizeof msg), -1);
     cr_assert(strstr(msg, "unknown CPU level \"avx2\"") && strstr(msg, "i8mm"), "%s", msg);
-    unsigned have = eng_cpu_detected(), want = (unsigned)eng_cpu_level_mask("bf16");
-    int rc = eng_cpu_level_check("bf16", msg, sizeof msg);
+    unsigned have = eng__cpu_detected(), want = (unsigned)eng__cpu_level_mask("bf16");
+    int rc = eng__cpu_level_check("bf16", msg, sizeof msg);
     cr_assert_eq(rc, (have & want) == want ? 0 : -1, "%s", msg);
     if (rc) cr_assert(strstr(msg, "lacks"), "%s", msg);
 }
 
 Test(cpu, environment_caps_and_nothing_raises_it) {
     setenv(ENG_CPU_LEVEL_ENV, "neon", 1);
-    cr_assert_eq(eng_cpu_features(), ENG_CPU_NEON);
-    eng_cpu_restrict(ENG_CPU_ALL);
-    cr_assert_eq(eng_cpu_features(), ENG_CPU_NEON);
-    cr_assert(eng_cpu_detected() & ENG_CPU_NEON);
+    cr_assert_eq(eng__cpu_features(), ENG_CPU_NEON);
+    eng__cpu_restrict(ENG_CPU_ALL);
+    cr_assert_eq(eng__cpu_features(), ENG_CPU_NEON);
+    cr_assert(eng__cpu_detected() & ENG_CPU_NEON);
 }
 
 /* The levels' needs written again here from Linux's hwcap.h (word, bit), apart from cpu_arm.c's table. */
@@ -291,12 +291,12 @@ static void arm_words_of(size_t level, eng__cpu_arm_words *w) {
     for (const raw_bit *r = arm_levels[level].needs; r->word >= 0; r++) w->w[r->word] |= 1ull << r->bit;
 }
 
-static const char *arm_level(const eng__cpu_arm_words *w) { return eng_cpu_level_of(eng__cpu_arm_features(w)); }
+static const char *arm_level(const eng__cpu_arm_words *w) { return eng__cpu_level_of(eng__cpu_arm_features(w)); }
 
 Test(cpu, arm_level_needs_every_feature_of_its_files) {
-    cr_assert_null(eng_cpu_level_name(N_ARM_LEVELS));
+    cr_assert_null(eng__cpu_level_name(N_ARM_LEVELS));
     for (size_t l = 0; l < N_ARM_LEVELS; l++) {
-        cr_assert_str_eq(eng_cpu_level_name(l), arm_levels[l].level);
+        cr_assert_str_eq(eng__cpu_level_name(l), arm_levels[l].level);
         eng__cpu_arm_words full;
         arm_words_of(l, &full);
         cr_assert_str_eq(arm_level(&full), arm_levels[l].level, "the full set of %s", arm_levels[l].level);
@@ -320,7 +320,7 @@ Test(cpu, arm_bf16_without_i8mm_keeps_the_bf16_kernel_out) {
     arm_words_of(4, &w);
     w.w[ENG__ARM_HWCAP2] &= ~(1ull << 13);
     unsigned f = eng__cpu_arm_features(&w);
-    cr_assert_str_eq(eng_cpu_level_of(f), "dotprod");
+    cr_assert_str_eq(eng__cpu_level_of(f), "dotprod");
     cr_assert_eq(f & ENG_CPU_BF16, 0u);
     eng_kernels k = {0};
     eng__kern_fill_arch(&k, f);
@@ -348,7 +348,7 @@ static void ftz_task(void *ctx, int task, int worker) {
     volatile float x = 1e-30f, y = 1e-10f;
     float z = x * y; /* 1e-40 is subnormal: flushed to zero under FTZ */
     atomic_fetch_add(&j->ran, 1);
-    atomic_fetch_add(&j->flushed, eng_cpu_denormals_flushed());
+    atomic_fetch_add(&j->flushed, eng__cpu_denormals_flushed());
     if (z != 0.0f) atomic_fetch_add(&j->subnormal_survived, 1);
     atomic_store(&j->seen[worker], 1);
 }
@@ -357,17 +357,17 @@ Test(cpu, pool_threads_flush_denormals) {
 #if !defined(__x86_64__) && !defined(__aarch64__)
     cr_skip_test("flushing is set for x86 (MXCSR) and ARM64 (FPCR) only");
 #endif
-    eng_pool *p = eng_pool_new(3);
+    eng_pool *p = eng__pool_new(3);
     cr_assert(p);
     ftz_job j = {0};
     for (int round = 0; round < 40 && !(atomic_load(&j.seen[1]) && atomic_load(&j.seen[2])); round++)
-        eng_pool_run(p, 3, ftz_task, &j);
+        eng__pool_run(p, 3, ftz_task, &j);
     cr_assert(atomic_load(&j.seen[1]) && atomic_load(&j.seen[2]), "the workers never ran a task");
     cr_assert_eq(atomic_load(&j.flushed), atomic_load(&j.ran), "%d of %d tasks ran without FTZ/DAZ",
                  atomic_load(&j.ran) - atomic_load(&j.flushed), atomic_load(&j.ran));
     cr_assert_eq(atomic_load(&j.subnormal_survived), 0);
-    cr_assert(eng_cpu_denormals_flushed(), "the calling thread runs tasks too");
-    eng_pool_free(p);
+    cr_assert(eng__cpu_denormals_flushed(), "the calling thread runs tasks too");
+    eng__pool_free(p);
 }
 
 #if defined(__x86_64__)

@@ -1,4 +1,4 @@
-/* test_gemm.c - eng_gemm_rows and eng_gemm_rows_acc (engine/math/gemm.c): one row's result is the
+/* test_gemm.c - eng__gemm_rows and eng__gemm_rows_acc (engine/math/gemm.c): one row's result is the
  * same bits whatever the number of rows it is computed with, at every level of this CPU (and under
  * every OpenBLAS core: the narrow products call sgemm, ctest runs this file with several).
  *
@@ -22,7 +22,7 @@ typedef struct {
     int N, K, acc, epilogue; /* epilogue: 0 none, 1 bias, 2 bias + gelu + residual */
 } shape;
 
-/* The shapes the engine runs through eng_gemm_rows: LoRA's A and B (rank 8 and 16), a bottleneck's
+/* The shapes the engine runs through eng__gemm_rows: LoRA's A and B (rank 8 and 16), a bottleneck's
  * down and up projections, fusion's and the pooler's H x H, narrow products with every epilogue;
  * and a K long enough for several 192-long steps. */
 static const shape shapes[] = {
@@ -37,12 +37,12 @@ static void run(eng_pool *pool, const shape *sh, int M, const float *A, int lda,
                 const float *R, float *C, int ldc) {
     if (sh->acc) {
         for (int m = 0; m < M; m++) memcpy(C + (size_t)m * ldc, R + (size_t)m * ldc, sizeof(float) * (size_t)sh->N);
-        eng_gemm_rows_acc(pool, M, sh->N, sh->K, 2.0f, A, lda, W, sh->K, C, ldc);
+        eng__gemm_rows_acc(pool, M, sh->N, sh->K, 2.0f, A, lda, W, sh->K, C, ldc);
         return;
     }
     eng_epilogue ep = {.bias = bias, .act = sh->epilogue == 2 ? ENG_ACT_GELU : ENG_ACT_IDENTITY,
                        .residual = sh->epilogue == 2 ? R : NULL, .ldr = ldc};
-    eng_gemm_rows(pool, M, sh->N, sh->K, A, lda, W, sh->K, C, ldc, sh->epilogue ? &ep : NULL);
+    eng__gemm_rows(pool, M, sh->N, sh->K, A, lda, W, sh->K, C, ldc, sh->epilogue ? &ep : NULL);
 }
 
 /* Every row of an M-row product against the same row computed alone, and against the rows at the
@@ -80,14 +80,14 @@ static void check_all(void *ctx) {
 }
 
 Test(gemm, rows_independent_of_row_count) {
-    eng_blas_init();
-    eng_pool *pool = eng_pool_new(2);
+    eng__blas_init();
+    eng_pool *pool = eng__pool_new(2);
     cr_assert(pool);
     cr_assert_geq(for_each_level(check_all, pool), 1);
-    eng_pool_free(pool);
+    eng__pool_free(pool);
 }
 
-/* eng_gemm_rows against the double-precision reference, every epilogue, rows 1..600 (tails of the
+/* eng__gemm_rows against the double-precision reference, every epilogue, rows 1..600 (tails of the
  * 8-row tile, two 256-row blocks), N off the 48-column panel, K = 0. */
 static void check_ref(eng_pool *pool, int M, int N, int K, int epilogue, unsigned seed) {
     unsigned s = seed;
@@ -102,8 +102,8 @@ static void check_ref(eng_pool *pool, int M, int N, int K, int epilogue, unsigne
     for (size_t i = 0; i < (size_t)M * ldc; i++) R[i] = frand(&s, -1, 1), C[i] = NAN;
     shape sh = {N, K, 0, epilogue};
     run(pool, &sh, M, A, lda, W, bias, R, C, ldc);
-    eng_ref_gemm(M, N, K, A, lda, W, K, epilogue ? bias : NULL, E, N);
-    if (epilogue == 2) eng_ref_act_apply(ENG_ACT_GELU, E, (size_t)M * N);
+    eng__ref_gemm(M, N, K, A, lda, W, K, epilogue ? bias : NULL, E, N);
+    if (epilogue == 2) eng__ref_act_apply(ENG_ACT_GELU, E, (size_t)M * N);
     float tol = 2e-6f * sqrtf((float)K + 1.0f);
     for (int m = 0; m < M; m++) {
         for (int n = 0; n < N; n++) {
@@ -115,8 +115,8 @@ static void check_ref(eng_pool *pool, int M, int N, int K, int epilogue, unsigne
     }
     /* the accumulating form: C += alpha * A W^T */
     for (int m = 0; m < M; m++) memcpy(C + (size_t)m * ldc, R + (size_t)m * ldc, sizeof(float) * (size_t)N);
-    eng_gemm_rows_acc(pool, M, N, K, 0.5f, A, lda, W, K, C, ldc);
-    eng_ref_gemm(M, N, K, A, lda, W, K, NULL, E, N);
+    eng__gemm_rows_acc(pool, M, N, K, 0.5f, A, lda, W, K, C, ldc);
+    eng__ref_gemm(M, N, K, A, lda, W, K, NULL, E, N);
     for (int m = 0; m < M; m++)
         for (int n = 0; n < N; n++)
             cr_assert_float_eq(C[(size_t)m * ldc + n], R[(size_t)m * ldc + n] + 0.5f * E[(size_t)m * N + n], tol,
@@ -136,9 +136,9 @@ static void check_ref_all(void *ctx) {
 }
 
 Test(gemm, matches_reference) {
-    eng_blas_init();
-    eng_pool *pool = eng_pool_new(3);
+    eng__blas_init();
+    eng_pool *pool = eng__pool_new(3);
     cr_assert(pool);
     cr_assert_geq(for_each_level(check_ref_all, pool), 1);
-    eng_pool_free(pool);
+    eng__pool_free(pool);
 }

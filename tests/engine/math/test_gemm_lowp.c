@@ -1,4 +1,4 @@
-/* test_gemm_lowp.c - the bf16 and int8 packed products (engine/math/gemm_lowp.c, x86/avx2_lowp.c,
+/* test_gemm_lowp.c - the bf16 and int8 packed products (engine/math/gemm_lowp.c, x86/avx2_bf16.c, avx2_int8.c,
  * avx_vnni.c, avx512_*.c; on ARM64 arm/neon_lowp.c, dotprod_int8.c, i8mm_int8.c, bf16_mmla.c) against a
  * double-precision reference of the same quantized math, at every CPU level this machine has
  * (test_levels.h: the portable C kernels, AVX2, AVX-VNNI, AVX-512 ...; NEON, dotprod, i8mm, bf16), so
@@ -31,16 +31,16 @@ static float bits_f(uint32_t u) {
 
 Test(gemm_lowp, bf16_rounds_to_nearest_even) {
     /* bf16 keeps the top 16 bits of a float; the low 16 decide the rounding. */
-    cr_assert_eq(eng_bf16_from_f32(1.0f), 0x3F80);
-    cr_assert_eq(eng_bf16_from_f32(bits_f(0x3F808000u)), 0x3F80); /* half way, even below */
-    cr_assert_eq(eng_bf16_from_f32(bits_f(0x3F818000u)), 0x3F82); /* half way, even above */
-    cr_assert_eq(eng_bf16_from_f32(bits_f(0x3F808001u)), 0x3F81); /* just above half way */
-    cr_assert_eq(eng_bf16_from_f32(bits_f(0xBF807FFFu)), 0xBF80); /* just below, negative */
-    cr_assert_eq(eng_bf16_from_f32(bits_f(0x7F7FFFFFu)), 0x7F80); /* FLT_MAX rounds up to inf */
-    cr_assert_eq(eng_bf16_from_f32(bits_f(0x00400000u)), 0x0000); /* subnormal: flushed */
-    cr_assert_eq(eng_bf16_from_f32(bits_f(0x80400000u)), 0x8000); /* keeping its sign */
-    cr_assert(isnan(eng_f32_from_bf16(eng_bf16_from_f32(NAN))));
-    cr_assert(isnan(eng_f32_from_bf16(eng_bf16_from_f32(bits_f(0x7F800001u))))); /* low-bit NaN stays NaN */
+    cr_assert_eq(eng__bf16_from_f32(1.0f), 0x3F80);
+    cr_assert_eq(eng__bf16_from_f32(bits_f(0x3F808000u)), 0x3F80); /* half way, even below */
+    cr_assert_eq(eng__bf16_from_f32(bits_f(0x3F818000u)), 0x3F82); /* half way, even above */
+    cr_assert_eq(eng__bf16_from_f32(bits_f(0x3F808001u)), 0x3F81); /* just above half way */
+    cr_assert_eq(eng__bf16_from_f32(bits_f(0xBF807FFFu)), 0xBF80); /* just below, negative */
+    cr_assert_eq(eng__bf16_from_f32(bits_f(0x7F7FFFFFu)), 0x7F80); /* FLT_MAX rounds up to inf */
+    cr_assert_eq(eng__bf16_from_f32(bits_f(0x00400000u)), 0x0000); /* subnormal: flushed */
+    cr_assert_eq(eng__bf16_from_f32(bits_f(0x80400000u)), 0x8000); /* keeping its sign */
+    cr_assert(isnan(eng__f32_from_bf16(eng__bf16_from_f32(NAN))));
+    cr_assert(isnan(eng__f32_from_bf16(eng__bf16_from_f32(bits_f(0x7F800001u))))); /* low-bit NaN stays NaN */
 }
 
 /* The reference's own int8 quantization of n values: returns the scale. */
@@ -52,7 +52,7 @@ static double ref_quant(const float *x, int n, int *q) {
     return amax / 127.0f;
 }
 
-/* One product through eng_lp_gemm against the reference: row tails below the 8-row tile, N past a
+/* One product through eng__lp_gemm against the reference: row tails below the 8-row tile, N past a
  * 48-wide panel, K not a multiple of the k group, strided A and C, the pool's threads, the given
  * epilogue. Elements of C past N must stay untouched. Tolerances:
  *   bf16: the inputs are the same bf16 values, so only the float32 sums differ from double:
@@ -80,8 +80,8 @@ static void check(eng_prec prec, int M, int N, int K, int threads, const eng_epi
     for (int i = 0; i < M * ldc; i++) C[i] = NAN;
 
     eng_lp_weights w;
-    cr_assert_eq(eng_lp_pack(&w, prec, W, N, K, K), 0);
-    void *ws = eng_alloc_aligned(eng_lp_ws_bytes(prec, M, K) + 64);
+    cr_assert_eq(eng__lp_pack(&w, prec, W, N, K, K), 0);
+    void *ws = eng__alloc_aligned(eng__lp_ws_bytes(prec, M, K) + 64);
     cr_assert(ws);
     for (int n = 0; n < N; n++) {
         if (prec == ENG_PREC_INT8) {
@@ -89,9 +89,9 @@ static void check(eng_prec prec, int M, int N, int K, int threads, const eng_epi
             cr_assert_eq((float)sw[n], w.scale[n], "scale of feature %d", n);
         }
         for (int k = 0; k < K; k++) {
-            float want = prec == ENG_PREC_BF16 ? eng_f32_from_bf16(eng_bf16_from_f32(W[(size_t)n * K + k]))
+            float want = prec == ENG_PREC_BF16 ? eng__f32_from_bf16(eng__bf16_from_f32(W[(size_t)n * K + k]))
                                                : (float)qw[(size_t)n * K + k];
-            cr_assert_eq(eng_lp_weight(&w, n, k), want, "weight (%d, %d)", n, k);
+            cr_assert_eq(eng__lp_weight(&w, n, k), want, "weight (%d, %d)", n, k);
         }
     }
     if (prec == ENG_PREC_INT8)
@@ -100,17 +100,17 @@ static void check(eng_prec prec, int M, int N, int K, int threads, const eng_epi
     eng_epilogue ep = proto ? *proto : (eng_epilogue){0};
     if (ep.bias) ep.bias = bias;
     if (ep.residual) ep.residual = R, ep.ldr = N;
-    eng_pool *pool = eng_pool_new(threads);
+    eng_pool *pool = eng__pool_new(threads);
     cr_assert(pool);
-    eng_lp_gemm(pool, M, A, lda, &w, C, ldc, proto ? &ep : NULL, ws);
+    eng__lp_gemm(pool, M, A, lda, &w, C, ldc, proto ? &ep : NULL, ws);
 
     for (int m = 0; m < M; m++) {
         for (int n = 0; n < N; n++) {
             double sum = 0, mag = 0;
             if (prec == ENG_PREC_BF16) {
                 for (int k = 0; k < K; k++) {
-                    double a = eng_f32_from_bf16(eng_bf16_from_f32(A[(size_t)m * lda + k]));
-                    double b = eng_f32_from_bf16(eng_bf16_from_f32(W[(size_t)n * K + k]));
+                    double a = eng__f32_from_bf16(eng__bf16_from_f32(A[(size_t)m * lda + k]));
+                    double b = eng__f32_from_bf16(eng__bf16_from_f32(W[(size_t)n * K + k]));
                     sum += a * b, mag += fabs(a * b);
                 }
             } else {
@@ -121,20 +121,20 @@ static void check(eng_prec prec, int M, int N, int K, int threads, const eng_epi
             }
             float e = (float)(sum + (ep.bias ? bias[n] : 0.0));
             mag += ep.bias ? fabs(bias[n]) : 0.0;
-            if (proto && ep.act != ENG_ACT_IDENTITY) eng_ref_act_apply(ep.act, &e, 1);
+            if (proto && ep.act != ENG_ACT_IDENTITY) eng__ref_act_apply(ep.act, &e, 1);
             double want = (double)e + (ep.residual ? R[(size_t)m * N + n] : 0.0);
             mag += ep.residual ? fabs(R[(size_t)m * N + n]) : 0.0;
             double tol = prec == ENG_PREC_BF16 ? 8 * U * sqrt(K + 1.0) * mag : 8 * U * mag;
             double got = C[(size_t)m * ldc + n];
             cr_assert(fabs(got - want) <= tol + 1e-30, "%s %s M %d N %d K %d threads %d: C[%d][%d] %.9g vs %.9g (tol %g)",
-                      prec == ENG_PREC_BF16 ? "bf16" : "int8", eng_lp_kernel(prec), M, N, K, threads, m, n, got, want,
+                      prec == ENG_PREC_BF16 ? "bf16" : "int8", eng__lp_kernel(prec), M, N, K, threads, m, n, got, want,
                       tol);
         }
         for (int n = N; n < ldc; n++) cr_assert(isnan(C[(size_t)m * ldc + n]), "wrote past N at row %d", m);
     }
-    eng_pool_free(pool);
-    eng_lp_release(&w);
-    eng_free_aligned(ws);
+    eng__pool_free(pool);
+    eng__lp_release(&w);
+    eng__free_aligned(ws);
     free(A), free(W), free(bias), free(R), free(C), free(qa), free(qw), free(sa), free(sw);
 }
 
@@ -159,9 +159,9 @@ static void check_all_ctx(void *ctx) { check_all(*(eng_prec *)ctx); }
 
 static void on_every_level(eng_prec prec) {
     cr_assert_geq(for_each_level(check_all_ctx, &prec), 1);
-    eng_cpu_restrict(0);
-    cr_assert_str_eq(eng_lp_kernel(prec), "c");
-    eng_cpu_restrict(ENG_CPU_ALL);
+    eng__cpu_restrict(0);
+    cr_assert_str_eq(eng__lp_kernel(prec), "c");
+    eng__cpu_restrict(ENG_CPU_ALL);
 }
 
 Test(gemm_lowp, bf16_matches_reference, .timeout = 300) { on_every_level(ENG_PREC_BF16); }
@@ -176,7 +176,7 @@ static void check_int8_exact(void) {
     int M = 19, N = 100, K = 701;
     float *A = malloc(sizeof(float) * M * K), *W = malloc(sizeof(float) * N * K), *bias = malloc(sizeof(float) * N);
     float *C = malloc(sizeof(float) * M * N);
-    void *ws = eng_alloc_aligned(eng_lp_ws_bytes(ENG_PREC_INT8, M, K));
+    void *ws = eng__alloc_aligned(eng__lp_ws_bytes(ENG_PREC_INT8, M, K));
     cr_assert(A && W && bias && C && ws);
     for (int i = 0; i < M * K; i++) A[i] = (float)(int)frand(&s, -127, 128);
     for (int i = 0; i < N * K; i++) W[i] = (float)(int)frand(&s, -127, 128);
@@ -184,22 +184,22 @@ static void check_int8_exact(void) {
     for (int n = 0; n < N; n++) W[(size_t)n * K + (n * 7) % K] = n % 3 ? -127.0f : 127.0f;
     for (int n = 0; n < N; n++) bias[n] = (float)(int)frand(&s, -1000, 1000);
     eng_lp_weights w;
-    cr_assert_eq(eng_lp_pack(&w, ENG_PREC_INT8, W, N, K, K), 0);
+    cr_assert_eq(eng__lp_pack(&w, ENG_PREC_INT8, W, N, K, K), 0);
     eng_epilogue ep = {.bias = bias, .act = ENG_ACT_IDENTITY};
-    eng_pool *pool = eng_pool_new(2);
+    eng_pool *pool = eng__pool_new(2);
     cr_assert(pool);
-    eng_lp_gemm(pool, M, A, K, &w, C, N, &ep, ws);
+    eng__lp_gemm(pool, M, A, K, &w, C, N, &ep, ws);
     for (int m = 0; m < M; m++)
         for (int n = 0; n < N; n++) {
             long long sum = (long long)bias[n];
             for (int k = 0; k < K; k++) sum += (long long)A[(size_t)m * K + k] * (long long)W[(size_t)n * K + k];
-            cr_assert_eq((long long)C[(size_t)m * N + n], sum, "%s: C[%d][%d] %.1f vs %lld", eng_lp_kernel(ENG_PREC_INT8),
+            cr_assert_eq((long long)C[(size_t)m * N + n], sum, "%s: C[%d][%d] %.1f vs %lld", eng__lp_kernel(ENG_PREC_INT8),
                          m, n, C[(size_t)m * N + n], sum);
             cr_assert_eq(C[(size_t)m * N + n], (float)sum);
         }
-    eng_pool_free(pool);
-    eng_lp_release(&w);
-    eng_free_aligned(ws);
+    eng__pool_free(pool);
+    eng__lp_release(&w);
+    eng__free_aligned(ws);
     free(A), free(W), free(bias), free(C);
 }
 
@@ -225,11 +225,11 @@ typedef struct {
 static void same_bits_at_level(void *ctx) {
     same_bits_ctx *c = ctx;
     eng_epilogue ep = {.bias = c->bias, .act = ENG_ACT_IDENTITY, .residual = c->R, .ldr = c->N};
-    void *ws = eng_alloc_aligned(eng_lp_ws_bytes(ENG_PREC_INT8, c->M, c->K)); /* this level's layout */
+    void *ws = eng__alloc_aligned(eng__lp_ws_bytes(ENG_PREC_INT8, c->M, c->K)); /* this level's layout */
     cr_assert(ws);
-    eng_lp_gemm(NULL, c->M, c->A, c->K, c->w, c->C, c->N, &ep, ws);
-    eng_free_aligned(ws);
-    const char *k = eng_lp_kernel(ENG_PREC_INT8);
+    eng__lp_gemm(NULL, c->M, c->A, c->K, c->w, c->C, c->N, &ep, ws);
+    eng__free_aligned(ws);
+    const char *k = eng__lp_kernel(ENG_PREC_INT8);
     if (!strcmp(k, "c")) return;
     if (!c->vector_levels++) {
         memcpy(c->first, c->C, sizeof(float) * (size_t)c->M * c->N);
@@ -249,11 +249,11 @@ Test(gemm_lowp, int8_same_bits_at_every_level) {
     for (int i = 0; i < N; i++) bias[i] = frand(&s, -1, 1);
     for (int i = 0; i < M * N; i++) R[i] = frand(&s, -1, 1);
     eng_lp_weights w;
-    cr_assert_eq(eng_lp_pack(&w, ENG_PREC_INT8, W, N, K, K), 0);
+    cr_assert_eq(eng__lp_pack(&w, ENG_PREC_INT8, W, N, K, K), 0);
     same_bits_ctx c = {M, N, K, A, bias, R, &w, first, C, 0};
     for_each_level(same_bits_at_level, &c);
     cr_log_info("%d vector int8 kernels compared", c.vector_levels);
-    eng_lp_release(&w);
+    eng__lp_release(&w);
     free(A), free(W), free(bias), free(R), free(C), free(first);
 }
 
@@ -277,19 +277,19 @@ static void check_layer(eng_prec prec, double mean_share) {
     int M = 64, K = 768, N = 3072;
     float *A = malloc(sizeof(float) * M * K), *W = malloc(sizeof(float) * N * K), *bias = malloc(sizeof(float) * N);
     float *C = malloc(sizeof(float) * M * N), *E = malloc(sizeof(float) * M * N);
-    void *ws = eng_alloc_aligned(eng_lp_ws_bytes(prec, M, K));
+    void *ws = eng__alloc_aligned(eng__lp_ws_bytes(prec, M, K));
     cr_assert(A && W && bias && C && E && ws);
     for (int i = 0; i < M * K; i++) A[i] = gauss(&s);
     for (int i = 0; i < N * K; i++) W[i] = 0.03f * gauss(&s);
     for (int i = 0; i < N; i++) bias[i] = 0.1f * gauss(&s);
     eng_lp_weights w;
-    cr_assert_eq(eng_lp_pack(&w, prec, W, N, K, K), 0);
+    cr_assert_eq(eng__lp_pack(&w, prec, W, N, K, K), 0);
     eng_epilogue ep = {.bias = bias, .act = ENG_ACT_GELU};
-    eng_pool *pool = eng_pool_new(2);
+    eng_pool *pool = eng__pool_new(2);
     cr_assert(pool);
-    eng_lp_gemm(pool, M, A, K, &w, C, N, &ep, ws);
-    eng_ref_gemm(M, N, K, A, K, W, K, bias, E, N);
-    eng_ref_act_apply(ENG_ACT_GELU, E, (size_t)M * N);
+    eng__lp_gemm(pool, M, A, K, &w, C, N, &ep, ws);
+    eng__ref_gemm(M, N, K, A, K, W, K, bias, E, N);
+    eng__ref_act_apply(ENG_ACT_GELU, E, (size_t)M * N);
     double sum_err = 0, sum_out = 0, max_err = 0;
     for (int m = 0; m < M; m++) {
         float amax = 0;
@@ -306,17 +306,17 @@ static void check_layer(eng_prec prec, double mean_share) {
             bound = 1.13 * (bound + (K + 2) * U * 2 * sabs);
             double err = fabs((double)C[(size_t)m * N + n] - E[(size_t)m * N + n]);
             cr_assert(err <= bound, "%s C[%d][%d] %g vs float32 %g: error above the quantization bound %g",
-                      eng_lp_kernel(prec), m, n, C[(size_t)m * N + n], E[(size_t)m * N + n], bound);
+                      eng__lp_kernel(prec), m, n, C[(size_t)m * N + n], E[(size_t)m * N + n], bound);
             sum_err += err, sum_out += fabs(E[(size_t)m * N + n]), max_err = fmax(max_err, err);
         }
     }
     cr_log_info("%s (%s) vs float32, 64 x 768 -> 3072 + GELU: mean |err| %.3g (%.3f%% of mean |y|), max %.3g",
-                prec == ENG_PREC_BF16 ? "bf16" : "int8", eng_lp_kernel(prec), sum_err / (M * N),
+                prec == ENG_PREC_BF16 ? "bf16" : "int8", eng__lp_kernel(prec), sum_err / (M * N),
                 100 * sum_err / sum_out, max_err);
     cr_assert(sum_err / sum_out < mean_share, "mean error %.3f%% of the mean output", 100 * sum_err / sum_out);
-    eng_pool_free(pool);
-    eng_lp_release(&w);
-    eng_free_aligned(ws);
+    eng__pool_free(pool);
+    eng__lp_release(&w);
+    eng__free_aligned(ws);
     free(A), free(W), free(bias), free(C), free(E);
 }
 
@@ -331,29 +331,29 @@ static void check_non_finite(eng_prec prec) {
     float A[5 * 40], W[60 * 40], C[5 * 60], C0[5 * 60];
     for (int i = 0; i < M * K; i++) A[i] = frand(&s, -1, 1);
     for (int i = 0; i < N * K; i++) W[i] = frand(&s, -1, 1);
-    void *ws = eng_alloc_aligned(eng_lp_ws_bytes(prec, M, K));
+    void *ws = eng__alloc_aligned(eng__lp_ws_bytes(prec, M, K));
     cr_assert(ws);
     eng_lp_weights w;
-    cr_assert_eq(eng_lp_pack(&w, prec, W, N, K, K), 0);
-    eng_lp_gemm(NULL, M, A, K, &w, C0, N, NULL, ws);
+    cr_assert_eq(eng__lp_pack(&w, prec, W, N, K, K), 0);
+    eng__lp_gemm(NULL, M, A, K, &w, C0, N, NULL, ws);
     A[1 * K + 7] = NAN, A[3 * K + 39] = -INFINITY;
-    eng_lp_gemm(NULL, M, A, K, &w, C, N, NULL, ws);
+    eng__lp_gemm(NULL, M, A, K, &w, C, N, NULL, ws);
     for (int m = 0; m < M; m++)
         for (int n = 0; n < N; n++) {
             if (m == 1 || m == 3)
                 cr_assert(isnan(C[m * N + n]) || (prec == ENG_PREC_BF16 && m == 3 && isinf(C[m * N + n])),
-                          "%s row %d: %g", eng_lp_kernel(prec), m, C[m * N + n]);
+                          "%s row %d: %g", eng__lp_kernel(prec), m, C[m * N + n]);
             else
-                cr_assert_eq(C[m * N + n], C0[m * N + n], "%s row %d changed", eng_lp_kernel(prec), m);
+                cr_assert_eq(C[m * N + n], C0[m * N + n], "%s row %d changed", eng__lp_kernel(prec), m);
         }
-    eng_lp_release(&w);
+    eng__lp_release(&w);
     W[17 * K + 3] = NAN;
-    cr_assert_eq(eng_lp_pack(&w, prec, W, N, K, K), 0);
+    cr_assert_eq(eng__lp_pack(&w, prec, W, N, K, K), 0);
     A[1 * K + 7] = 0.5f, A[3 * K + 39] = 0.5f;
-    eng_lp_gemm(NULL, M, A, K, &w, C, N, NULL, ws);
-    for (int m = 0; m < M; m++) cr_assert(isnan(C[m * N + 17]), "%s feature 17, row %d", eng_lp_kernel(prec), m);
-    eng_lp_release(&w);
-    eng_free_aligned(ws);
+    eng__lp_gemm(NULL, M, A, K, &w, C, N, NULL, ws);
+    for (int m = 0; m < M; m++) cr_assert(isnan(C[m * N + 17]), "%s feature 17, row %d", eng__lp_kernel(prec), m);
+    eng__lp_release(&w);
+    eng__free_aligned(ws);
 }
 
 static void check_non_finite_ctx(void *ctx) {
@@ -367,21 +367,21 @@ Test(gemm_lowp, non_finite_inputs_give_nan) { for_each_level(check_non_finite_ct
 Test(gemm_lowp, pack_refuses_float32) {
     eng_lp_weights w;
     float W[4] = {1, 2, 3, 4};
-    cr_assert_eq(eng_lp_pack(&w, ENG_PREC_F32, W, 2, 2, 2), -1);
+    cr_assert_eq(eng__lp_pack(&w, ENG_PREC_F32, W, 2, 2, 2), -1);
     cr_assert_null(w.panels);
-    eng_lp_release(&w);
-    eng_lp_release(NULL);
+    eng__lp_release(&w);
+    eng__lp_release(NULL);
 }
 
 /* Issue 41, hazard 4: a workspace sized under one level and used under another (a cap changed
- * between eng_lp_ws_bytes and eng_lp_gemm) must still hold the product. Sized under the portable
+ * between eng__lp_ws_bytes and eng__lp_gemm) must still hold the product. Sized under the portable
  * kernels (the narrowest layout: bf16 2 bytes, int8 1 byte a value), run under AVX2's (4 and 2):
  * the allocation is exactly the size asked for, so a layout wider than it overruns it (ASan, and the
  * guard bytes behind it here), and the result must match the one of a workspace sized at that level. */
 static void check_ws_across_levels(eng_prec prec) {
-    eng_cpu_restrict(ENG_CPU_AVX2);
-    int avx2 = !strcmp(eng_lp_kernel(prec), "avx2"); /* not on this CPU, or a cap (ADAPTERD_CPU_LEVEL) below it */
-    eng_cpu_restrict(ENG_CPU_ALL);
+    eng__cpu_restrict(ENG_CPU_AVX2);
+    int avx2 = !strcmp(eng__lp_kernel(prec), "avx2"); /* not on this CPU, or a cap (ADAPTERD_CPU_LEVEL) below it */
+    eng__cpu_restrict(ENG_CPU_ALL);
     if (!avx2) return;
     unsigned s = 41;
     int M = 19, N = 70, K = 200;
@@ -391,23 +391,23 @@ static void check_ws_across_levels(eng_prec prec) {
     for (int i = 0; i < M * K; i++) A[i] = frand(&s, -2, 2);
     for (int i = 0; i < N * K; i++) W[i] = frand(&s, -0.3f, 0.3f);
     eng_lp_weights w;
-    cr_assert_eq(eng_lp_pack(&w, prec, W, N, K, K), 0);
-    eng_cpu_restrict(0);
-    size_t bytes = eng_lp_ws_bytes(prec, M, K);
-    unsigned char *ws = eng_alloc_aligned(bytes + 64);
+    cr_assert_eq(eng__lp_pack(&w, prec, W, N, K, K), 0);
+    eng__cpu_restrict(0);
+    size_t bytes = eng__lp_ws_bytes(prec, M, K);
+    unsigned char *ws = eng__alloc_aligned(bytes + 64);
     cr_assert(ws);
     memset(ws + bytes, 0xA5, 64);
-    eng_cpu_restrict(ENG_CPU_AVX2);
-    cr_assert_str_eq(eng_lp_kernel(prec), "avx2");
-    eng_lp_gemm(NULL, M, A, K, &w, C, N, NULL, ws);
+    eng__cpu_restrict(ENG_CPU_AVX2);
+    cr_assert_str_eq(eng__lp_kernel(prec), "avx2");
+    eng__lp_gemm(NULL, M, A, K, &w, C, N, NULL, ws);
     for (int i = 0; i < 64; i++) cr_assert_eq(ws[bytes + i], 0xA5, "%s: workspace overrun at byte %zu", prec == ENG_PREC_BF16 ? "bf16" : "int8", bytes + i);
-    void *ws2 = eng_alloc_aligned(eng_lp_ws_bytes(prec, M, K));
+    void *ws2 = eng__alloc_aligned(eng__lp_ws_bytes(prec, M, K));
     cr_assert(ws2);
-    eng_lp_gemm(NULL, M, A, K, &w, C2, N, NULL, ws2);
-    eng_cpu_restrict(ENG_CPU_ALL);
+    eng__lp_gemm(NULL, M, A, K, &w, C2, N, NULL, ws2);
+    eng__cpu_restrict(ENG_CPU_ALL);
     cr_assert(!memcmp(C, C2, sizeof(float) * (size_t)M * N));
-    eng_free_aligned(ws), eng_free_aligned(ws2);
-    eng_lp_release(&w);
+    eng__free_aligned(ws), eng__free_aligned(ws2);
+    eng__lp_release(&w);
     free(A), free(W), free(C), free(C2);
 }
 

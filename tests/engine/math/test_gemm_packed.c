@@ -1,4 +1,4 @@
-/* test_gemm_packed.c - the backbone's packed products (engine/math/gemm_packed.c, eng_pgemm) against the
+/* test_gemm_packed.c - the backbone's packed products (engine/math/gemm_packed.c, eng__pgemm) against the
  * double-precision reference product, and their rounding against OpenBLAS's. */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -11,7 +11,7 @@
 #include "test_levels.h"
 #include "test_rand.h"
 
-/* eng_pgemm over packed weights against the double-precision reference: row tails of 1..7 below
+/* eng__pgemm over packed weights against the double-precision reference: row tails of 1..7 below
  * the 8-row tile, N not a multiple of the 48-column panel, K over several 192-long steps with a
  * partial last one, strided A and C, 1 and 3 threads, and every epilogue. */
 static void check_pgemm(int M, int N, int K, int threads, const eng_epilogue *proto, unsigned seed) {
@@ -19,22 +19,22 @@ static void check_pgemm(int M, int N, int K, int threads, const eng_epilogue *pr
     int lda = K + 5, ldc = N + 3;
     float *A = malloc(sizeof(float) * M * lda), *W = malloc(sizeof(float) * N * K), *bias = malloc(sizeof(float) * N);
     float *R = malloc(sizeof(float) * M * N), *C = malloc(sizeof(float) * M * ldc), *E = malloc(sizeof(float) * M * N);
-    float *P = eng_alloc_aligned(sizeof(float) * eng_packed_floats(N, K));
+    float *P = eng__alloc_aligned(sizeof(float) * eng__packed_floats(N, K));
     cr_assert(A && W && bias && R && C && E && P);
     for (int i = 0; i < M * lda; i++) A[i] = frand(&s, -1, 1);
     for (int i = 0; i < N * K; i++) W[i] = frand(&s, -0.2f, 0.2f);
     for (int i = 0; i < N; i++) bias[i] = frand(&s, -1, 1);
     for (int i = 0; i < M * N; i++) R[i] = frand(&s, -1, 1);
     for (int i = 0; i < M * ldc; i++) C[i] = NAN; /* every element in the block must be written, none past it */
-    eng_pack_linear(W, N, K, K, P);
+    eng__pack_linear(W, N, K, K, P);
     eng_epilogue ep = proto ? *proto : (eng_epilogue){0};
     if (ep.bias) ep.bias = bias;
     if (ep.residual) ep.residual = R, ep.ldr = N;
-    eng_pool *pool = eng_pool_new(threads);
+    eng_pool *pool = eng__pool_new(threads);
     cr_assert(pool);
-    eng_pgemm(pool, M, N, K, A, lda, P, C, ldc, proto ? &ep : NULL);
-    eng_ref_gemm(M, N, K, A, lda, W, K, ep.bias, E, N);
-    if (proto) eng_ref_act_apply(ep.act, E, (size_t)M * N);
+    eng__pgemm(pool, M, N, K, A, lda, P, C, ldc, proto ? &ep : NULL);
+    eng__ref_gemm(M, N, K, A, lda, W, K, ep.bias, E, N);
+    if (proto) eng__ref_act_apply(ep.act, E, (size_t)M * N);
     float tol = 2e-6f * sqrtf((float)K + 1.0f);
     for (int m = 0; m < M; m++) {
         for (int n = 0; n < N; n++) {
@@ -44,8 +44,8 @@ static void check_pgemm(int M, int N, int K, int threads, const eng_epilogue *pr
         }
         for (int n = N; n < ldc; n++) cr_assert(isnan(C[(size_t)m * ldc + n]), "wrote past N at row %d", m);
     }
-    eng_pool_free(pool);
-    eng_free_aligned(P);
+    eng__pool_free(pool);
+    eng__free_aligned(P);
     free(A), free(W), free(bias), free(R), free(C), free(E);
 }
 
@@ -65,7 +65,7 @@ static void check_all(void *ctx) {
 
 /* every tile this CPU can run: the portable C one, AVX2's and NEON's 4 x 24 pieces, AVX-512's 8 x 48 */
 Test(gemm_packed, matches_reference) {
-    eng_blas_init();
+    eng__blas_init();
     cr_assert_geq(for_each_level(check_all, NULL), 1);
 }
 
@@ -77,15 +77,15 @@ static void rounding_as_close_as_openblas_at_level(void *ctx) {
     int M = 24, N = 96, K = 3072;
     float *A = malloc(sizeof(float) * M * K), *W = malloc(sizeof(float) * N * K), *E = malloc(sizeof(float) * M * N);
     float *C1 = malloc(sizeof(float) * M * N), *C2 = malloc(sizeof(float) * M * N);
-    float *P = eng_alloc_aligned(sizeof(float) * eng_packed_floats(N, K));
+    float *P = eng__alloc_aligned(sizeof(float) * eng__packed_floats(N, K));
     cr_assert(A && W && E && C1 && C2 && P);
     for (int i = 0; i < M * K; i++) A[i] = frand(&s, -1, 1);
     for (int i = 0; i < N * K; i++) W[i] = frand(&s, -0.05f, 0.05f);
-    eng_blas_init();
-    eng_pack_linear(W, N, K, K, P);
-    eng_gemm(NULL, M, N, K, A, K, W, K, C1, N, NULL);
-    eng_pgemm(NULL, M, N, K, A, K, P, C2, N, NULL);
-    eng_ref_gemm(M, N, K, A, K, W, K, NULL, E, N);
+    eng__blas_init();
+    eng__pack_linear(W, N, K, K, P);
+    eng__gemm(NULL, M, N, K, A, K, W, K, C1, N, NULL);
+    eng__pgemm(NULL, M, N, K, A, K, P, C2, N, NULL);
+    eng__ref_gemm(M, N, K, A, K, W, K, NULL, E, N);
     double e_blas = 0, e_packed = 0;
     for (int i = 0; i < M * N; i++) { /* not fmax: GCC 12 for aarch64 fails vectorizing two fmax reductions (ICE) */
         double db = fabs((double)C1[i] - E[i]), dp = fabs((double)C2[i] - E[i]);
@@ -93,7 +93,7 @@ static void rounding_as_close_as_openblas_at_level(void *ctx) {
         e_packed = dp > e_packed ? dp : e_packed;
     }
     cr_assert(e_packed <= 1.5 * e_blas + 1e-7, "packed max error %g vs OpenBLAS %g", e_packed, e_blas);
-    eng_free_aligned(P);
+    eng__free_aligned(P);
     free(A), free(W), free(E), free(C1), free(C2);
 }
 
@@ -107,16 +107,16 @@ Test(gemm_packed, strided_pack_transposes_and_scales) {
     float alpha = 0.125f;
     float *A = malloc(sizeof(float) * M * L), *V = malloc(sizeof(float) * L * ldv), *Wt = malloc(sizeof(float) * d * L);
     float *C = malloc(sizeof(float) * M * d), *E = malloc(sizeof(float) * M * d);
-    float *P = eng_alloc_aligned(sizeof(float) * eng_packed_floats(d, L));
+    float *P = eng__alloc_aligned(sizeof(float) * eng__packed_floats(d, L));
     cr_assert(A && V && Wt && C && E && P);
     for (int i = 0; i < M * L; i++) A[i] = frand(&s, -1, 1);
     for (int i = 0; i < L * ldv; i++) V[i] = frand(&s, -1, 1);
     for (int n = 0; n < d; n++)
         for (int k = 0; k < L; k++) Wt[n * L + k] = alpha * V[k * ldv + 7 + n]; /* W[n][k] = alpha V[k][n] */
-    eng_pack_strided(V + 7, d, L, 1, (size_t)ldv, alpha, P);
-    eng_pgemm(NULL, M, d, L, A, L, P, C, d, NULL);
-    eng_ref_gemm(M, d, L, A, L, Wt, L, NULL, E, d);
+    eng__pack_strided(V + 7, d, L, 1, (size_t)ldv, alpha, P);
+    eng__pgemm(NULL, M, d, L, A, L, P, C, d, NULL);
+    eng__ref_gemm(M, d, L, A, L, Wt, L, NULL, E, d);
     for (int i = 0; i < M * d; i++) cr_assert_float_eq(C[i], E[i], 1e-5f, "C[%d]: %g vs %g", i, C[i], E[i]);
-    eng_free_aligned(P);
+    eng__free_aligned(P);
     free(A), free(V), free(Wt), free(C), free(E);
 }

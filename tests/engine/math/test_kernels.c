@@ -19,8 +19,8 @@ static void activations_match_reference_at_level(void *ctx) {
     cr_assert(a && b);
     for (int act = 0; act < ENG_ACT_COUNT; act++) {
         for (int i = 0; i < N; i++) a[i] = b[i] = -20.0f + 40.0f * (float)i / (N - 1);
-        eng_act_apply((eng_act)act, a, N);
-        eng_ref_act_apply((eng_act)act, b, N);
+        eng__act_apply((eng_act)act, a, N);
+        eng__ref_act_apply((eng_act)act, b, N);
         for (int i = 0; i < N; i++)
             cr_assert(fabsf(a[i] - b[i]) <= 2e-7f + 2e-6f * fabsf(b[i]), "%s(%g): fast %.9g ref %.9g",
                       eng_act_name((eng_act)act), -20.0 + 40.0 * i / (N - 1), a[i], b[i]);
@@ -45,7 +45,7 @@ static void exp_relative_error_at_level(void *ctx) {
     float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
     cr_assert(x && y);
     for (int i = 0; i < N; i++) x[i] = -87.0f + 175.0f * (float)i / (N - 1);
-    eng_exp(y, x, N);
+    eng__exp(y, x, N);
     for (int i = 0; i < N; i++) {
         double r = exp((double)x[i]);
         cr_assert(fabs(y[i] - r) <= 3e-7 * r, "exp(%g) = %.9g, want %.9g", x[i], y[i], r);
@@ -67,12 +67,12 @@ static void layernorm_and_softmax_at_level(void *ctx) {
         bb[i] = frand(&s, -0.5f, 0.5f);
     }
     for (int i = 0; i < R * D; i++) a[i] = b[i] = frand(&s, -30.0f, 50.0f);
-    eng_layernorm(a, R, D, g, bb, 1e-12f);
-    eng_ref_layernorm(b, R, D, g, bb, 1e-12f);
+    eng__layernorm(a, R, D, g, bb, 1e-12f);
+    eng__ref_layernorm(b, R, D, g, bb, 1e-12f);
     for (int i = 0; i < R * D; i++) cr_assert_float_eq(a[i], b[i], 2e-5f, "layernorm[%d]: %g vs %g", i, a[i], b[i]);
     for (int i = 0; i < D; i++) a[i] = b[i] = frand(&s, -40.0f, 40.0f);
-    eng_softmax_row(a, D);
-    eng_ref_softmax_row(b, D);
+    eng__softmax_row(a, D);
+    eng__ref_softmax_row(b, D);
     double sum = 0;
     for (int i = 0; i < D; i++) {
         cr_assert(fabsf(a[i] - b[i]) <= 1e-7f + 1e-6f * b[i], "softmax[%d]: %g vs %g", i, a[i], b[i]);
@@ -97,18 +97,18 @@ Test(kernels, gemm_split_and_epilogue) {
     for (int i = 0; i < N * K; i++) W[i] = frand(&s, -0.2f, 0.2f);
     for (int i = 0; i < N; i++) bias[i] = frand(&s, -1, 1);
     for (int i = 0; i < M * N; i++) R[i] = frand(&s, -1, 1);
-    eng_blas_init();
-    eng_pool *pool = eng_pool_new(3);
+    eng__blas_init();
+    eng_pool *pool = eng__pool_new(3);
     cr_assert(pool);
     eng_epilogue ep = {.bias = bias, .act = ENG_ACT_GELU, .residual = R, .ldr = N};
-    eng_gemm(pool, M, N, K, A, K, W, K, C, N, &ep);
-    eng_ref_gemm(M, N, K, A, K, W, K, bias, E, N);
-    eng_ref_act_apply(ENG_ACT_GELU, E, (size_t)M * N);
+    eng__gemm(pool, M, N, K, A, K, W, K, C, N, &ep);
+    eng__ref_gemm(M, N, K, A, K, W, K, bias, E, N);
+    eng__ref_act_apply(ENG_ACT_GELU, E, (size_t)M * N);
     for (int i = 0; i < M * N; i++) {
         E[i] += R[i];
         cr_assert_float_eq(C[i], E[i], 1e-5f, "C[%d]: %g vs %g", i, C[i], E[i]);
     }
-    eng_pool_free(pool);
+    eng__pool_free(pool);
     free(A), free(W), free(bias), free(R), free(C), free(E);
 }
 
@@ -124,22 +124,22 @@ Test(kernels, gemm_prefill_epilogues) {
     for (int i = 0; i < N * K; i++) W[i] = frand(&s, -0.3f, 0.3f);
     for (int i = 0; i < N; i++) bias[i] = frand(&s, -1, 1);
     for (int i = 0; i < M * N; i++) R[i] = frand(&s, -1, 1);
-    eng_blas_init();
-    eng_pool *pool = eng_pool_new(2);
+    eng__blas_init();
+    eng_pool *pool = eng__pool_new(2);
     cr_assert(pool);
-    eng_ref_gemm(M, N, K, A, K, W, K, bias, E, N);
+    eng__ref_gemm(M, N, K, A, K, W, K, bias, E, N);
     eng_epilogue ep = {.bias = bias, .act = ENG_ACT_IDENTITY, .residual = R, .ldr = N};
     for (int i = 0; i < M * N; i++) C[i] = NAN; /* every element must be written */
-    eng_gemm(pool, M, N, K, A, K, W, K, C, N, &ep);
+    eng__gemm(pool, M, N, K, A, K, W, K, C, N, &ep);
     for (int i = 0; i < M * N; i++) cr_assert_float_eq(C[i], E[i] + R[i], 1e-5f, "C[%d]: %g vs %g", i, C[i], E[i] + R[i]);
     eng_epilogue ep2 = {.bias = bias, .act = ENG_ACT_RELU};
     for (int i = 0; i < M * N; i++) C[i] = NAN;
-    eng_gemm(pool, M, N, K, A, K, W, K, C, N, &ep2);
+    eng__gemm(pool, M, N, K, A, K, W, K, C, N, &ep2);
     for (int i = 0; i < M * N; i++) cr_assert_float_eq(C[i], E[i] > 0 ? E[i] : 0.0f, 1e-5f, "C[%d]", i);
     for (int i = 0; i < M * N; i++) C[i] = NAN;
-    eng_gemm(pool, M, N, K, A, K, W, K, C, N, NULL);
-    eng_ref_gemm(M, N, K, A, K, W, K, NULL, E, N);
+    eng__gemm(pool, M, N, K, A, K, W, K, C, N, NULL);
+    eng__ref_gemm(M, N, K, A, K, W, K, NULL, E, N);
     for (int i = 0; i < M * N; i++) cr_assert_float_eq(C[i], E[i], 1e-5f, "C[%d]", i);
-    eng_pool_free(pool);
+    eng__pool_free(pool);
     free(A), free(W), free(bias), free(R), free(C), free(E);
 }

@@ -28,24 +28,24 @@ static void count(void *ctx, int task, int worker) {
 
 Test(pool, each_task_once) {
     for (int threads = 1; threads <= MAX_THREADS; threads++) {
-        eng_pool *p = eng_pool_new(threads);
+        eng_pool *p = eng__pool_new(threads);
         cr_assert(p);
-        cr_assert_eq(eng_pool_size(p), threads);
+        cr_assert_eq(eng__pool_size(p), threads);
         static atomic_int hits[1000];
         for (int round = 0; round < 300; round++) {
             int n = 1 + (round * 37) % 1000;
             for (int i = 0; i < n; i++) atomic_store(&hits[i], 0);
             job j = {.hits = hits, .threads = threads};
-            eng_pool_run(p, n, count, &j);
+            eng__pool_run(p, n, count, &j);
             for (int i = 0; i < n; i++) cr_assert_eq(atomic_load(&hits[i]), 1, "threads %d round %d task %d", threads, round, i);
             cr_assert_eq(atomic_load(&j.bad_worker), 0, "threads %d round %d: a worker index out of range", threads, round);
             int by_workers = 0;
             for (int w = 0; w < threads; w++) by_workers += atomic_load(&j.workers_seen[w]);
             cr_assert_eq(by_workers, n, "threads %d round %d: workers ran %d of %d tasks", threads, round, by_workers, n);
         }
-        eng_pool_free(p);
+        eng__pool_free(p);
     }
-    eng_pool_free(NULL);
+    eng__pool_free(NULL);
 }
 
 /* Each task waits (up to 10 s) until all have started: they can only all finish if the pool runs
@@ -74,18 +74,18 @@ static void meet(void *ctx, int task, int worker) {
 
 Test(pool, one_task_per_thread_runs_on_every_worker_at_once) {
     for (int threads = 2; threads <= MAX_THREADS; threads++) {
-        eng_pool *p = eng_pool_new(threads);
+        eng_pool *p = eng__pool_new(threads);
         cr_assert(p);
         for (int round = 0; round < 20; round++) {
             meeting j = {.n = threads};
             for (int i = 0; i < threads; i++) atomic_store(&j.worker_of[i], -1);
-            eng_pool_run(p, threads, meet, &j);
+            eng__pool_run(p, threads, meet, &j);
             cr_assert_eq(atomic_load(&j.timed_out), 0, "threads %d round %d: the tasks did not run at once", threads,
                          round);
             for (int i = 0; i < threads; i++)
                 cr_assert_eq(atomic_load(&j.worker_of[i]), i, "threads %d round %d: task %d ran on worker %d", threads,
                              round, i, atomic_load(&j.worker_of[i]));
         }
-        eng_pool_free(p);
+        eng__pool_free(p);
     }
 }

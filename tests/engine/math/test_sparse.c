@@ -22,15 +22,15 @@ static void product_matches_dense_at_each_sparsity_at_level(void *ctx) {
             for (int i = 0; i < M * cols; i++) {
                 X[i] = frand(&s, -1.0f, 1.0f);
             }
-            eng_sparse *sp = eng_sparse_from_dense(W, rows, cols);
+            eng_sparse *sp = eng__sparse_from_dense(W, rows, cols);
             cr_assert(sp);
-            cr_assert_float_eq(eng_sparsity(W, rows, cols), 1.0 - (double)sp->nnz / (rows * cols), 1e-12);
-            eng_sparse_gemm(sp, M, X, cols, Y, rows + 3); /* strided output */
-            eng_ref_gemm(M, rows, cols, X, cols, W, cols, NULL, E, rows);
+            cr_assert_float_eq(eng__sparsity(W, rows, cols), 1.0 - (double)sp->nnz / (rows * cols), 1e-12);
+            eng__sparse_gemm(sp, M, X, cols, Y, rows + 3); /* strided output */
+            eng__ref_gemm(M, rows, cols, X, cols, W, cols, NULL, E, rows);
             for (int m = 0; m < M; m++)
                 for (int r = 0; r < rows; r++)
                     cr_assert_float_eq(Y[m * (rows + 3) + r], E[m * rows + r], 1e-4f, "pct %d M %d (%d,%d)", pct, M, m, r);
-            eng_sparse_free(sp);
+            eng__sparse_free(sp);
             free(W), free(X), free(Y), free(E);
         }
 }

@@ -47,9 +47,9 @@ Test(fusion_calibrate, calibration_matches_reference_attention) {
         snprintf(p, sizeof p, "%s/adapters/bert-tiny/%s/expected/skip0.safetensors", ADAPTERD_FIXTURES, cases[c]);
         eng_st_file *f;
         eng_err e = {0};
-        cr_assert_eq(eng_st_open(p, &f, &e), 0, "%s", e.msg);
-        const eng_st_tensor *ids = eng_st_find(f, "input_ids"), *lens = eng_st_find(f, "seq_lens"),
-                            *ty = eng_st_find(f, "token_type_ids"), *ma = eng_st_find(f, "fusion_mean_attn");
+        cr_assert_eq(eng__st_open(p, &f, &e), 0, "%s", e.msg);
+        const eng_st_tensor *ids = eng__st_find(f, "input_ids"), *lens = eng__st_find(f, "seq_lens"),
+                            *ty = eng__st_find(f, "token_type_ids"), *ma = eng__st_find(f, "fusion_mean_attn");
         cr_assert(ids && lens && ty && ma, "%s lacks inputs or fusion_mean_attn", p);
         int n_seq = (int)lens->numel, L = eng_model_config(m)->n_layers;
         const char *const *names;
@@ -85,7 +85,7 @@ Test(fusion_calibrate, calibration_matches_reference_attention) {
         cr_assert_geq(min_kept, max_dropped);
         free(mean);
         eng_state_free(st);
-        eng_st_close(f);
+        eng__st_close(f);
         eng_task_free(t);
         eng_model_free(m);
     }
@@ -155,8 +155,8 @@ static size_t adapter_file_bytes(const char *dir) {
     eng_err e = {0};
     cr_assert_eq(eng__tensors_open_first(dir, files, &f, &e), 0, "%s", e.msg);
     size_t b = 0;
-    for (size_t i = 0; i < eng_st_count(f); i++) b += (size_t)eng_st_at(f, i)->numel * sizeof(float);
-    eng_st_close(f);
+    for (size_t i = 0; i < eng__st_count(f); i++) b += (size_t)eng__st_at(f, i)->numel * sizeof(float);
+    eng__st_close(f);
     return b;
 }
 

@@ -16,7 +16,7 @@
 #include "engine/task.h"
 #include "engine/run.h"
 #include "ref_case.h"
-#include "task/layer.h"
+#include "model/layer.h"
 #include "test_rand.h"
 
 static const char *cases[] = {"seq_bn_st",  "double_seq_bn_bin", "par_bn",     "lora_ah",          "ia3",
@@ -55,8 +55,8 @@ static int trunk_until(const eng_input *in, int L) {
     for (int k = 0; k < in->n_tasks; k++) {
         const eng_task *t = in->tasks[k].task;
         int start = eng_task_first_layer(t) > in->tasks[k].skip ? eng_task_first_layer(t) : in->tasks[k].skip;
-        int own = start < L && late_split(&eng_task_layers(t)[start]) ? start + 1 : start;
-        if (in->tasks[k].skip == 0 && eng_task_emb_lora(t)) own = 0; /* embeds its own rows */
+        int own = start < L && late_split(&eng__task_layers(t)[start]) ? start + 1 : start;
+        if (in->tasks[k].skip == 0 && eng__task_emb_lora(t)) own = 0; /* embeds its own rows */
         if (own > until) until = own;
     }
     return until;

@@ -132,11 +132,11 @@ Test(adapters, peft_tensors_on_the_embeddings_are_refused) {
     snprintf(src, sizeof src, "%s/adapters/peft_task", c);
     snprintf(path, sizeof path, "%s/adapter_model.safetensors", src);
     eng_st_file *f = NULL;
-    cr_assert_eq(eng_st_open(path, &f, &e), 0, "%s", e.msg);
-    size_t n = eng_st_count(f);
+    cr_assert_eq(eng__st_open(path, &f, &e), 0, "%s", e.msg);
+    size_t n = eng__st_count(f);
     eng_st_tensor *ts = calloc(n + 1, sizeof *ts); /* the fixture's tensors, then the extra one */
     cr_assert_not_null(ts);
-    for (size_t i = 0; i < n; i++) ts[i] = *eng_st_at(f, i);
+    for (size_t i = 0; i < n; i++) ts[i] = *eng__st_at(f, i);
     for (size_t k = 0; k < sizeof extra / sizeof extra[0]; k++) {
         char dir[PATH_MAX];
         /* the extra tensor: [8, vocab] for the LoRA A, [vocab, hidden] for whole embeddings */
@@ -149,7 +149,7 @@ Test(adapters, peft_tensors_on_the_embeddings_are_refused) {
         cr_assert_not_null(mkdtemp(dir));
         char out[PATH_MAX + 64], cfgsrc[PATH_MAX + 64], cfgdst[PATH_MAX + 64];
         snprintf(out, sizeof out, "%s/adapter_model.safetensors", dir);
-        cr_assert_eq(eng_st_write(out, ts, n + 1, NULL, 0, &e), 0, "%s", e.msg);
+        cr_assert_eq(eng__st_write(out, ts, n + 1, NULL, 0, &e), 0, "%s", e.msg);
         snprintf(cfgsrc, sizeof cfgsrc, "%s/adapter_config.json", src);
         snprintf(cfgdst, sizeof cfgdst, "%s/adapter_config.json", dir);
         cr_assert_eq(symlink(cfgsrc, cfgdst), 0);
@@ -166,7 +166,7 @@ Test(adapters, peft_tensors_on_the_embeddings_are_refused) {
         free(zeros);
     }
     free(ts);
-    eng_st_close(f);
+    eng__st_close(f);
     eng_model_free(m);
     ref_case_close(&rc);
 }
@@ -204,7 +204,7 @@ Test(adapters, folders_combine_only_where_the_math_is_defined) {
         cr_expect_eq(r, cases[i].code, "%s + %s: %d %s", cases[i].a, cases[i].b, r, le.msg);
         if (cases[i].why) cr_expect(strstr(le.msg, cases[i].why) != NULL, "%s + %s: %s", cases[i].a, cases[i].b, le.msg);
         if (!r) {
-            cr_expect_not_null(eng_task_emb_lora(t));
+            cr_expect_not_null(eng__task_emb_lora(t));
             const char *kind = eng_task_kind(t);
             cr_expect(strstr(kind, "seq_bn") && strstr(kind, "embedding_lora"), "kind %s", kind);
             cr_expect_eq(eng_task_head(t)->num_labels, 2, "the head is the AdapterHub folder's, wherever it sits");

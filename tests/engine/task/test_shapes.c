@@ -40,7 +40,7 @@ static const char *const tensor_files[][2] = {
 
 /* Writes the tensors of f to path as safetensors; tensor `which` gets shape `shape` (its data repeated). */
 static int write_st(const char *path, const eng_st_file *f, size_t which, const int64_t *shape) {
-    size_t n = eng_st_count(f), off = 0;
+    size_t n = eng__st_count(f), off = 0;
     size_t hcap = 256 + n * 512, hl = 0;
     char *hdr = malloc(hcap);
     size_t *sizes = calloc(n, sizeof *sizes);
@@ -51,16 +51,16 @@ static int write_st(const char *path, const eng_st_file *f, size_t which, const 
     }
     hl += (size_t)snprintf(hdr + hl, hcap - hl, "{");
     for (size_t i = 0; i < n; i++) {
-        const eng_st_tensor *t = eng_st_at(f, i);
+        const eng_st_tensor *t = eng__st_at(f, i);
         const int64_t *sh = i == which ? shape : t->shape;
         int64_t numel = 1;
         hl += (size_t)snprintf(hdr + hl, hcap - hl, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[", i ? "," : "", t->name,
-                               eng_dtype_name(t->dtype));
+                               eng__dtype_name(t->dtype));
         for (int d = 0; d < t->ndim; d++) {
             hl += (size_t)snprintf(hdr + hl, hcap - hl, "%s%lld", d ? "," : "", (long long)sh[d]);
             numel *= sh[d];
         }
-        sizes[i] = (size_t)numel * eng_dtype_size(t->dtype);
+        sizes[i] = (size_t)numel * eng__dtype_size(t->dtype);
         hl += (size_t)snprintf(hdr + hl, hcap - hl, "],\"data_offsets\":[%zu,%zu]}", off, off + sizes[i]);
         off += sizes[i];
     }
@@ -73,7 +73,7 @@ static int write_st(const char *path, const eng_st_file *f, size_t which, const 
     for (int i = 0; i < 8; i++) le[i] = (unsigned char)(hlen >> (8 * i));
     if (!bad) bad = fwrite(le, 1, 8, o) != 8 || fwrite(hdr, 1, hl, o) != hl;
     for (size_t i = 0; i < n && !bad; i++) {
-        const eng_st_tensor *t = eng_st_at(f, i);
+        const eng_st_tensor *t = eng__st_at(f, i);
         for (size_t w = 0; w < sizes[i] && !bad;) { /* the original bytes, repeated to the new size */
             size_t k = t->nbytes < sizes[i] - w ? t->nbytes : sizes[i] - w;
             if (!k) { /* an empty original cannot be repeated: zeros */
@@ -191,14 +191,14 @@ static void mutate_file(ref_case *c, const eng_model *m, char *slot, size_t row,
         snprintf(p, sizeof p, "%s/%s", orig, tensor_files[row][j]);
         if (access(p, R_OK)) continue;
         eng_err e = {0};
-        cr_assert_eq(eng_tensors_open(p, &f, &e), 0, "%s: %s", p, e.msg);
+        cr_assert_eq(eng__tensors_open(p, &f, &e), 0, "%s: %s", p, e.msg);
     }
     if (!f) return;
     char copy[PATH_MAX * 2], file[PATH_MAX * 3];
     snprintf(copy, sizeof copy, "%s/copy", scratch);
     snprintf(file, sizeof file, "%s/%s", copy, tensor_files[row][0]);
-    for (size_t i = 0; i < eng_st_count(f); i++) {
-        const eng_st_tensor *t = eng_st_at(f, i);
+    for (size_t i = 0; i < eng__st_count(f); i++) {
+        const eng_st_tensor *t = eng__st_at(f, i);
         if (strstr(t->name, ".pool.prefix_tunings.")) continue; /* aliases the loader skips */
         for (int d = 0; d < t->ndim; d++)
             for (int delta = 1; delta >= -1; delta -= 2) {
@@ -227,7 +227,7 @@ static void mutate_file(ref_case *c, const eng_model *m, char *slot, size_t row,
                 remove_folder(copy);
             }
     }
-    eng_st_close(f);
+    eng__st_close(f);
 }
 
 static void mutate_folder(ref_case *c, const eng_model *m, char *slot, const char *scratch, tally *tl) {

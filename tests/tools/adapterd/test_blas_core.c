@@ -33,7 +33,7 @@ static int run_version(const char *env_core, const char *args, char *core, size_
 }
 
 Test(blas_core, generic_core_is_replaced_unless_chosen) {
-    const char *want = eng__blas_core_pick("Prescott", eng_cpu_features());
+    const char *want = eng__blas_core_pick("Prescott", eng__cpu_features());
     char core[64];
     int said = run_version(NULL, "", core, sizeof core);
     cr_log_info("OpenBLAS faked as Prescott; adapterd runs %s", core);

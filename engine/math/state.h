@@ -1,13 +1,13 @@
 /* state.h - one engine worker's mutable state (eng_state, public in engine/model.h), seen from inside.
  *
  * The struct is defined here, once, so that the encoder (model/encoder.c), the adapter math
- * (task/adapter.c), the heads and the planner all use the same scratch without calling into one
+ * (model/adapter.c), the heads and the planner all use the same scratch without calling into one
  * another: each of them depends on this file, none on the others for memory. state.c owns creation
  * and release; the encoder owns the row buffers' sizing (ensure_* in model/encoder.c).
  *
  * Nothing here is shared between workers: every field belongs to the one thread that runs a pass. */
-#ifndef ADAPTERD_ENGINE_CORE_STATE_H
-#define ADAPTERD_ENGINE_CORE_STATE_H
+#ifndef ADAPTERD_ENGINE_MATH_STATE_H
+#define ADAPTERD_ENGINE_MATH_STATE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -67,11 +67,11 @@ struct eng_state {
     void *lin_ws;      /* (lin_ws_cap bytes) low-precision activations of the backbone products */
     size_t lin_ws_cap;
     eng_probe probe;   /* fusion calibration; zero when none runs */
-    int cur_layer;     /* layer eng_layer_forward is running (for the probe) */
+    int cur_layer;     /* layer eng__layer_forward is running (for the probe) */
 };
 
 /* The state's thread pool (borrowed, lives as long as st). */
-eng_pool *eng_state_pool(eng_state *st);
+eng_pool *eng__state_pool(eng_state *st);
 
 /* Returns slot's buffer grown to n_floats (64-byte aligned), or NULL when memory runs out. */
 float *eng__state_scratch(eng_state *st, eng_scratch_slot slot, size_t n_floats);

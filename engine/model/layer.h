@@ -1,6 +1,6 @@
 /* layer.h - the adapter modules of a task, layer by layer, as the engine runs them.
  *
- * Built by the loaders (task/load_*.c), read by the adapter math (task/adapter.c), the encoder's
+ * Built by the loaders (task/load_*.c), read by the adapter math (model/adapter.c), the encoder's
  * layer forward (model/encoder.c) and the cost model (run/cost.c). Placement in a layer:
  *
  *     qkv  = x Wqkv^T + b      + LoRA_q/k/v(x)        then (IA)^3 k/v scaling
@@ -12,8 +12,8 @@
  *     x'   = site_out(y, a, LN2)                      bottleneck stack / fusion, or LN2(y + a)
  *
  * docs/ADAPTER_FORMATS.md says where each form and each field comes from. */
-#ifndef ADAPTERD_ENGINE_TASK_LAYER_H
-#define ADAPTERD_ENGINE_TASK_LAYER_H
+#ifndef ADAPTERD_ENGINE_MODEL_LAYER_H
+#define ADAPTERD_ENGINE_MODEL_LAYER_H
 
 #include <stdint.h>
 
@@ -117,16 +117,16 @@ typedef struct eng_task_layer {
 } eng_task_layer;
 
 /* Does layer adapter `a` change anything at all? */
-int eng_task_layer_active(const eng_task_layer *a);
+int eng__task_layer_active(const eng_task_layer *a);
 
 /* The task's LoRA on the word embeddings, or NULL (borrowed, lives as long as t). */
-const eng_emb_lora *eng_task_emb_lora(const eng_task *t);
+const eng_emb_lora *eng__task_emb_lora(const eng_task *t);
 
 /* Per-layer adapters, (L) entries (borrowed, live as long as t). */
-const eng_task_layer *eng_task_layers(const eng_task *t);
+const eng_task_layer *eng__task_layers(const eng_task *t);
 
 /* The bottleneck site at position pos of a layer. */
-static inline const eng_site *eng_layer_site(const eng_task_layer *a, eng_site_pos pos) {
+static inline const eng_site *eng__layer_site(const eng_task_layer *a, eng_site_pos pos) {
     return pos == ENG_SITE_FFN ? &a->out : &a->mh;
 }
 

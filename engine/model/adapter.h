@@ -1,15 +1,15 @@
-/* adapter.h - the adapters' inference math (task/adapter.c), called by the encoder's layer forward.
+/* adapter.h - the adapters' inference math (model/adapter.c), called by the encoder's layer forward.
  *
  * The encoder (model/encoder.c) decides where in a layer each module acts; these functions do the
- * arithmetic on packed rows, with the worker's scratch (core/state.h). They never call back into
+ * arithmetic on packed rows, with the worker's scratch (math/state.h). They never call back into
  * the encoder. */
-#ifndef ADAPTERD_ENGINE_TASK_ADAPTER_H
-#define ADAPTERD_ENGINE_TASK_ADAPTER_H
+#ifndef ADAPTERD_ENGINE_MODEL_ADAPTER_H
+#define ADAPTERD_ENGINE_MODEL_ADAPTER_H
 
-#include "core/state.h"
+#include "math/state.h"
 #include "core/tensor.h"
 #include "model/encoder.h"
-#include "task/layer.h"
+#include "model/layer.h"
 
 /* y (n, ldy) += scaling * (x A^T) B^T for the n rows starting at absolute row row0 (segs, in
  * absolute rows, give the sequences for gated LoRA). Returns 0 or ENG_NO_MEMORY. */

@@ -11,11 +11,11 @@
 #include <math.h>
 #include <string.h>
 
-#include "task/adapter.h"
+#include "model/adapter.h"
 #include "math/blas.h"
 #include "math/rows.h"
 
-int eng_task_layer_active(const eng_task_layer *a) {
+int eng__task_layer_active(const eng_task_layer *a) {
     if (!a) return 0;
     for (int i = 0; i < ENG_LIN_COUNT; i++)
         if (a->lora[i] || a->ia3[i]) return 1;
@@ -43,8 +43,8 @@ int eng__lora_add(eng_state *st, const eng_lora *lo, const float *x, int ldx, in
                   const eng_seg *segs, int n_segs, eng_err *err) {
     float *t = eng__state_scratch(st, ENG_SCRATCH_LORA, (size_t)n * lo->r);
     if (!t) return eng_err_set(err, ENG_NO_MEMORY, "out of memory (LoRA)");
-    eng_pool *pool = eng_state_pool(st);
-    eng_gemm_rows(pool, n, lo->r, lo->in, x, ldx, lo->A, lo->in, t, lo->r, NULL);
+    eng_pool *pool = eng__state_pool(st);
+    eng__gemm_rows(pool, n, lo->r, lo->in, x, ldx, lo->A, lo->in, t, lo->r, NULL);
     if (lo->gate_w) { /* UniPELT: the gate replaces alpha / r */
         for (int s = 0; s < n_segs; s++) {
             int r0 = segs[s].start - row0;
@@ -53,7 +53,7 @@ int eng__lora_add(eng_state *st, const eng_lora *lo, const float *x, int ldx, in
             for (size_t i = (size_t)r0 * lo->r; i < (size_t)(r0 + segs[s].len) * lo->r; i++) t[i] *= g;
         }
     }
-    eng_gemm_rows_acc(pool, n, lo->out, lo->r, lo->gate_w ? 1.0f : lo->scaling, t, lo->r, lo->B, lo->r, y, ldy);
+    eng__gemm_rows_acc(pool, n, lo->out, lo->r, lo->gate_w ? 1.0f : lo->scaling, t, lo->r, lo->B, lo->r, y, ldy);
     return 0;
 }
 
@@ -83,7 +83,7 @@ static void apply_gate(const eng_bottleneck *bn, const float *a, float *u, int H
 /* u (n, H) = scaling * (W_up act(W_down [LN_before](a) + b_down) + b_up) [* gate]. */
 static int bn_core(eng_state *st, const eng_bottleneck *bn, const float *a, float *u, int H, int row0, int n,
                    const eng_seg *segs, int n_segs, eng_err *err) {
-    eng_pool *pool = eng_state_pool(st);
+    eng_pool *pool = eng__state_pool(st);
     const float *in = a;
     if (bn->ln_before_g) {
         float *t = eng__state_scratch(st, ENG_SCRATCH_U, (size_t)n * H);
@@ -98,35 +98,35 @@ static int bn_core(eng_state *st, const eng_bottleneck *bn, const float *a, floa
     /* Sparse-stored matrices run on the CSR kernel when it is the faster one, else they are
      * expanded into scratch (a few microseconds) for the dense GEMM. */
     const float *w_down = bn->w_down, *w_up = bn->w_up;
-    if (bn->down_sp && !eng_sparse_prefer_kernel(bn->down_sp)) {
+    if (bn->down_sp && !eng__sparse_prefer_kernel(bn->down_sp)) {
         float *w = eng__state_scratch(st, ENG_SCRATCH_W, (size_t)bn->d * H * 2);
         if (!w) return eng_err_set(err, ENG_NO_MEMORY, "out of memory (adapter)");
-        eng_sparse_to_dense(bn->down_sp, w);
+        eng__sparse_to_dense(bn->down_sp, w);
         w_down = w;
     }
-    if (bn->up_sp && !eng_sparse_prefer_kernel(bn->up_sp)) {
+    if (bn->up_sp && !eng__sparse_prefer_kernel(bn->up_sp)) {
         float *w = eng__state_scratch(st, ENG_SCRATCH_W, (size_t)bn->d * H * 2);
         if (!w) return eng_err_set(err, ENG_NO_MEMORY, "out of memory (adapter)");
-        eng_sparse_to_dense(bn->up_sp, w + (size_t)bn->d * H);
+        eng__sparse_to_dense(bn->up_sp, w + (size_t)bn->d * H);
         w_up = w + (size_t)bn->d * H;
     }
     if (bn->down_sp && !w_down) {
-        eng_sparse_gemm(bn->down_sp, n, in, H, d, bn->d);
+        eng__sparse_gemm(bn->down_sp, n, in, H, d, bn->d);
         for (int i = 0; i < n; i++) {
             float *r = d + (size_t)i * bn->d;
             for (int j = 0; j < bn->d; j++) r[j] += bn->b_down[j];
-            eng_act_apply(bn->act, r, (size_t)bn->d);
+            eng__act_apply(bn->act, r, (size_t)bn->d);
         }
     } else {
         eng_epilogue ep = {.bias = bn->b_down, .act = bn->act};
-        eng_gemm_rows(pool, n, bn->d, H, in, H, w_down, H, d, bn->d, &ep);
+        eng__gemm_rows(pool, n, bn->d, H, in, H, w_down, H, d, bn->d, &ep);
     }
     if (bn->up_sp && !w_up) {
-        eng_sparse_gemm(bn->up_sp, n, d, bn->d, u, H);
-        for (int i = 0; i < n; i++) eng_add(u + (size_t)i * H, bn->b_up, (size_t)H);
+        eng__sparse_gemm(bn->up_sp, n, d, bn->d, u, H);
+        for (int i = 0; i < n; i++) eng__add(u + (size_t)i * H, bn->b_up, (size_t)H);
     } else {
         eng_epilogue ep = {.bias = bn->b_up, .act = ENG_ACT_IDENTITY};
-        eng_gemm_rows(pool, n, H, bn->d, d, bn->d, w_up, bn->d, u, H, &ep);
+        eng__gemm_rows(pool, n, H, bn->d, d, bn->d, w_up, bn->d, u, H, &ep);
     }
     for (int i = 0; i < n; i++) {
         float *r = u + (size_t)i * H;
@@ -180,21 +180,21 @@ int eng__site_apply(eng_state *st, const eng_site *site, const eng_config *c, fl
             if (!u) return eng_err_set(err, ENG_NO_MEMORY, "out of memory (adapter)");
             if ((rc = bn_core(st, bn, x, u, H, row0, n, segs, n_segs, err))) return rc;
             if (bn->ln_after_g) eng__layernorm_rows(st->pool, u, n, H, bn->ln_after_g, bn->ln_after_b, 1e-5f);
-            eng_add(h, u, sz);
+            eng__add(h, u, sz);
             continue;
         }
         pre_forward(st, bn, c, h, x, n, ln_g, ln_b, a, r);
         if ((rc = bn_core(st, bn, a, h, H, row0, n, segs, n_segs, err))) return rc; /* h = u */
-        if (bn->adapter_residual_before_ln) eng_add(h, r, sz);
+        if (bn->adapter_residual_before_ln) eng__add(h, r, sz);
         if (bn->ln_after_g) eng__layernorm_rows(st->pool, h, n, H, bn->ln_after_g, bn->ln_after_b, 1e-5f);
-        if (!bn->adapter_residual_before_ln) eng_add(h, r, sz);
+        if (!bn->adapter_residual_before_ln) eng__add(h, r, sz);
     }
     if (site->n_fuse) {
         const eng_fusion *fu = site->fusion;
         last = site->fuse[site->n_fuse - 1];
         /* query: the last child's adapter input, or its pre-LN input */
         float *q = eng__state_scratch(st, ENG_SCRATCH_Q, 2 * sz);
-        /* a calibration probe runs every child, whatever the pruning (core/state.h) */
+        /* a calibration probe runs every child, whatever the pruning (math/state.h) */
         const eng_probe *probe = &st->probe;
         uint8_t use[ENG_MAX_FUSE];
         int kept = 0;
@@ -210,12 +210,12 @@ int eng__site_apply(eng_state *st, const eng_site *site, const eng_config *c, fl
             if (!use[i]) continue;
             float *ui = U + (size_t)j++ * sz;
             if ((rc = bn_core(st, site->fuse[i], a, ui, H, row0, n, segs, n_segs, err))) return rc;
-            if (fu->residual_before) eng_add(ui, r, sz);
+            if (fu->residual_before) eng__add(ui, r, sz);
         }
-        eng_pool *pool = eng_state_pool(st);
+        eng_pool *pool = eng__state_pool(st);
         eng_epilogue epq = {.bias = fu->bq, .act = ENG_ACT_IDENTITY};
-        eng_gemm_rows(pool, n, H, H, q, H, fu->wq, H, h, H, &epq); /* h = Q */
-        eng_gemm_rows(pool, n, H, H, h, H, fu->wk_t, H, qk, H, NULL); /* qk = Q Wk */
+        eng__gemm_rows(pool, n, H, H, q, H, fu->wq, H, h, H, &epq); /* h = Q */
+        eng__gemm_rows(pool, n, H, H, h, H, fu->wk_t, H, qk, H, NULL); /* qk = Q Wk */
         /* per row: scores, softmax, mixture into a (the mixed U) */
         float sc[ENG_MAX_FUSE];
         int kid[ENG_MAX_FUSE];
@@ -232,7 +232,7 @@ int eng__site_apply(eng_state *st, const eng_site *site, const eng_config *c, fl
                 for (int e = 0; e < H; e++) s += (double)QKt[e] * ut[e];
                 sc[i] = (float)(s / fu->temperature);
             }
-            eng_softmax_row(sc, (size_t)kept);
+            eng__softmax_row(sc, (size_t)kept);
             if (probe->sums)
                 for (int i = 0; i < kept; i++) probe->sums[layer * (size_t)probe->n_children + kid[i]] += sc[i];
             float *mix = a + (size_t)t * H;
@@ -244,14 +244,14 @@ int eng__site_apply(eng_state *st, const eng_site *site, const eng_config *c, fl
         }
         if (probe->sums) probe->rows[layer] += n;
         if (fu->wv)
-            eng_gemm_rows(pool, n, H, H, a, H, fu->wv, H, h, H, NULL);
+            eng__gemm_rows(pool, n, H, H, a, H, fu->wv, H, h, H, NULL);
         else
             memcpy(h, a, sz * sizeof *h);
-        if (!fu->residual_before) eng_add(h, r, sz);
+        if (!fu->residual_before) eng__add(h, r, sz);
     }
     /* post_forward of the last adapter (a hooked site leaves the residual to the model) */
     if (!hooked && (!last || last->original_ln_after)) {
-        eng_add(h, x, sz);
+        eng__add(h, x, sz);
         eng__layernorm_rows(st->pool, h, n, H, ln_g, ln_b, c->ln_eps);
     }
     return 0;
