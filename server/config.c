@@ -56,6 +56,7 @@ srv_config srv_default_config(void) {
     c.trace_max_queue = 2048;
     c.trace_max_export_batch = 512;
     c.trace_export_timeout_ms = 30000;
+    c.trace_request_timeout_ms = 10000; /* OTEL_EXPORTER_OTLP_TIMEOUT's default */
     return c;
 }
 
@@ -220,6 +221,10 @@ static const opt opts[] = {
       "one export with its retries (429, 502, 503, 504, no connection: exponential back-off) (default: "
       "OTEL_BSP_EXPORT_TIMEOUT, else 30000)"},
      INT(trace_export_timeout_ms, 1, 3600000)},
+    {{"trace-request-timeout-ms", "N",
+      "one POST to the collector, within the export's timeout (default: OTEL_EXPORTER_OTLP_TRACES_TIMEOUT or "
+      "OTEL_EXPORTER_OTLP_TIMEOUT, else 10000)"},
+     INT(trace_request_timeout_ms, 1, 3600000)},
 };
 
 const srv_config_option *srv_config_option_at(size_t i) {
@@ -338,7 +343,8 @@ static int config_from_otel(srv_config *c, eng_err *err) {
         {"OTEL_RESOURCE_ATTRIBUTES", "trace-resource-attributes"}, {"OTEL_TRACES_SAMPLER", "trace-sampler"},
         {"OTEL_TRACES_SAMPLER_ARG", "trace-sampler-arg"}, {"OTEL_BSP_SCHEDULE_DELAY", "trace-schedule-delay-ms"},
         {"OTEL_BSP_MAX_QUEUE_SIZE", "trace-max-queue"}, {"OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "trace-max-export-batch"},
-        {"OTEL_BSP_EXPORT_TIMEOUT", "trace-export-timeout-ms"},
+        {"OTEL_BSP_EXPORT_TIMEOUT", "trace-export-timeout-ms"}, {"OTEL_EXPORTER_OTLP_TIMEOUT", "trace-request-timeout-ms"},
+        {"OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "trace-request-timeout-ms"},
     };
     const char *base = getenv("OTEL_EXPORTER_OTLP_ENDPOINT");
     if (base && *base && !getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")) { /* the base URL: the signal's path is added */

@@ -387,7 +387,7 @@ struct srv_tracer {
     struct curl_slist *headers;
     srv_sampler sampler;
     double ratio;
-    double delay_s, timeout_s;
+    double delay_s, timeout_s, request_s; /* an export with its retries; one POST of it */
     int max_queue, max_batch;
     pb resource;                 /* ResourceSpans.resource (field 1) and the scope, encoded once */
     pb scope;                    /* ScopeSpans.scope (field 1) */
@@ -533,7 +533,7 @@ static int export_batch(srv_tracer *t, CURL *h, pb *req, double deadline_s) {
     for (;;) {
         double left = deadline_s - mono();
         double ra = 0;
-        int rc = left > 0 ? post(t, h, req->p, req->len, left, &ra) : 1;
+        int rc = left > 0 ? post(t, h, req->p, req->len, left < t->request_s ? left : t->request_s, &ra) : 1;
         if (!rc) {
             atomic_fetch_add_explicit(&t->exported, (uint64_t)spans, memory_order_relaxed);
             return spans;
@@ -694,7 +694,8 @@ int srv__tracer_start(const srv_config *c, srv_tracer **out, eng_err *err) {
     if (!t) return eng_err_set(err, ENG_NO_MEMORY, "out of memory");
     snprintf(t->endpoint, sizeof t->endpoint, "%s", c->trace_endpoint);
     t->sampler = (srv_sampler)smp, t->ratio = ratio;
-    t->delay_s = c->trace_schedule_delay_ms / 1e3, t->timeout_s = c->trace_export_timeout_ms / 1e3;
+    t->delay_s = c->trace_schedule_delay_ms / 1e3, t->timeout_s = c->trace_export_timeout_ms / 1e3,
+    t->request_s = c->trace_request_timeout_ms / 1e3;
     t->max_queue = c->trace_max_queue;
     t->max_batch = c->trace_max_export_batch < c->trace_max_queue ? c->trace_max_export_batch : c->trace_max_queue;
     size_t cells = 1;

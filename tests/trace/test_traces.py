@@ -494,12 +494,16 @@ def faults(pb, tmp):
     dead = free_port()  # nothing listens there
     slow = Collector(pb, "slow", 3.0)
     busy = Collector(pb, "503")
-    cases = (("gone", "http://127.0.0.1:%d" % dead, None), ("slow", slow.url(), slow), ("503", busy.url(), busy))
+    cases = (("gone", "http://127.0.0.1:%d" % dead, None), ("slow", slow.url(), slow), ("503", busy.url(), busy),
+             ("slow-post", slow.url(), slow))
     for name, url, col in cases:
         env = {"OTEL_EXPORTER_OTLP_ENDPOINT": url, "OTEL_BSP_SCHEDULE_DELAY": "20", "OTEL_BSP_MAX_QUEUE_SIZE": "64",
                "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "16", "OTEL_BSP_EXPORT_TIMEOUT": "1500"}
         if name == "slow":  # the default 30 s export timeout: the stop must cut the export under way, not wait for it
             del env["OTEL_BSP_EXPORT_TIMEOUT"]
+        if name == "slow-post":  # each POST cut at OTEL_EXPORTER_OTLP_TIMEOUT, retried within the export's 30 s
+            del env["OTEL_BSP_EXPORT_TIMEOUT"]
+            env["OTEL_EXPORTER_OTLP_TIMEOUT"] = "300"
         s = Server(tmp, env)
         try:
             latencies(s, 5)
@@ -528,7 +532,9 @@ def faults(pb, tmp):
             q = s.metric(m, "adapterd_trace_spans_queued") or 0
             print("   dropped queue_full %d, export_failed %d, export errors %d, queued %d" % (dq, de, ee, q))
             check(q <= 64, "collector %s: the queue stays within OTEL_BSP_MAX_QUEUE_SIZE" % name)
-            if name == "slow":
+            if name == "slow-post":
+                check(ee > 0, "collector slow, OTEL_EXPORTER_OTLP_TIMEOUT 300 ms: POSTs cut and counted as errors (%d)" % ee)
+            elif name == "slow":
                 check(dq > 0, "collector slow: spans beyond the queue are dropped and counted (queue_full)")
             else:
                 check(dq + de > 0 and ee > 0, "collector %s: drops and export errors counted" % name)

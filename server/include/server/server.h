@@ -89,6 +89,7 @@ typedef struct {
     int trace_max_queue;         /* spans waiting for export beyond which a request's spans are dropped; 2048 */
     int trace_max_export_batch;  /* spans per export; 512 */
     int trace_export_timeout_ms; /* one export, its retries included; 30000 */
+    int trace_request_timeout_ms; /* one POST to the collector (OTEL_EXPORTER_OTLP_TIMEOUT); 10000 */
     char tls_cert[1024];     /* PEM certificate chain: both ports serve TLS (server/tls.c); "": plain HTTP and h2c */
     char tls_key[1024];      /* PEM private key of tls_cert */
     char tls_client_ca[1024]; /* PEM CA: clients must present a certificate it signed (mutual TLS); "": none asked */
