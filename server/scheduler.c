@@ -725,9 +725,20 @@ static void schedule(srv_sched *q) {
     }
 }
 
+/* A split job that will not finish: the outputs of its parts are dropped. Loop thread, no part in flight. */
+static void drop_parts(srv_job *j) {
+    if (!j->part_outs) return;
+    int n_out = 0;
+    for (int i = 0; i < j->n_inputs; i++) n_out += srv__job_seq_tasks(j, i);
+    eng_task_outs_free(j->part_outs, n_out);
+    free(j->part_outs);
+    j->part_outs = NULL;
+}
+
 /* A job that will not run (the drain deadline passed): failed and handed back. */
 static void cancel_job(srv_sched *q, srv_job *j) {
     j->next = NULL;
+    drop_parts(j); /* a split job's rest */
     q->hooks.fail(q->hooks.ctx, j, q->cancel_code, q->cancel_msg);
     atomic_fetch_sub(&q->depth, 1);
     atomic_fetch_sub(&q->admitted, 1);
@@ -762,6 +773,7 @@ static void done_cb(srv_inbox *in, srv_inbox_node *first) {
                     requeue_rest(q, j);
                     continue;
                 }
+                drop_parts(j);
                 q->hooks.fail(q->hooks.ctx, j, q->cancel_code, q->cancel_msg); /* the drain deadline passed */
             }
             atomic_fetch_sub(&q->depth, 1);
