@@ -16,6 +16,12 @@ const char *srv__skip_source_name(srv_skip_source s) {
 
 void srv__job_free(srv_job *j) {
     if (!j) return;
+    if (j->part_outs) {
+        int n_out = 0;
+        for (int i = 0; i < j->n_inputs; i++) n_out += srv__job_seq_tasks(j, i);
+        eng_task_outs_free(j->part_outs, n_out);
+        free(j->part_outs);
+    }
     for (int i = 0; j->enc && i < j->n_inputs; i++) eng_tok_encoding_free(&j->enc[i]);
     for (int k = 0; j->tasks && k < j->n_tasks; k++) store_task_release(j->tasks[k]);
     store_model_release(j->model_ref);

@@ -91,7 +91,12 @@ typedef struct srv_job {
     const char *model_id;        /* the model's name as the answer says it (models.c), server-owned; NULL: its registry name */
     proto_pooling pooling;       /* resolved: never PROTO_POOL_DEFAULT */
     double t_submit, t_start, t_end;       /* seconds, monotonic; t_start 0: never ran */
-    int batch_requests, batch_inputs, batch_tokens, batch_outputs;
+    int batch_requests, batch_inputs, batch_tokens, batch_outputs; /* of its first pass */
+    /* a job split across passes (scheduler.c, under the light-tenant cap): sequences seq_done ..
+     * n_inputs - 1 are still to run, the pass it is in runs part_first .. part_first + part_n - 1, and
+     * part_outs (its outputs, input-major as respond wants them) gathers the parts run; NULL: never split */
+    int seq_done, part_first, part_n;
+    eng_task_out *part_outs;
     /* result, written by the worker, read after the loop hands the job back */
     unsigned status;
     char *body;

@@ -41,10 +41,23 @@
  * holds its job beside a share-sized part of the flood. The flood pays with smaller passes (less
  * batching) only while a light tenant is active; two tenants that both keep a backlog get full passes
  * split by fair queuing. A pass always takes its first job, so a single job larger than its cap still
- * runs alone (a flood of big multi-input requests still costs a light tenant one of them).
+ * is cut (a flood of big multi-input requests would otherwise cost a light tenant one whole of them):
+ * see "Split jobs" below.
  * With two or more workers (--workers), while the cap applies the last idle worker takes no pass
  * without a light tenant's job: a light tenant's request then starts at once on it instead of waiting
  * for the pass in flight, whatever the flood's requests' size. (With one worker nothing is kept.)
+ *
+ * Split jobs. Only while the cap applies, a task job of several sequences whose rest does not fit its
+ * slot's room in the pass (or the tokens left) runs a prefix of its sequences that fits, at least one
+ * when it is the pass's first job; its rest goes back to the head of its slot's queue when that pass
+ * ends and runs in a later pass, so with one worker a light tenant waits for a part, not for a whole
+ * 8-input job (split_fit, take_part, requeue_rest). Its outputs gather in job->part_outs and it is
+ * answered once, when its last part has run; its skips (adaptive), shadow choice, t_start and batch_*
+ * are fixed by its first part. A job has at most one part in flight (its rest is queued only when the
+ * part is done), so two workers never run one job. A rest that comes back after the drain deadline
+ * fails as a queued job does (its request was already answered by the abandon hook). Not split: embed
+ * jobs, jobs that explain (the stats are one pass's), single-sequence jobs, and anything while no cap
+ * applies, so an uncontended server runs whole jobs in the same passes as before.
  *
  * Admission: `admitted` counts requests from admission to completion (`depth`, the jobs among them
  * from submission to completion). The HTTP side asks for a place
@@ -189,15 +202,45 @@ void srv__sched_submit(srv_sched *q, srv_job *j) {
 
 /* ---- workers ---- */
 
+/* The sequences of j its pass runs: part_begin .. part_end - 1 (all of them unless it was split). */
+static int part_begin(const srv_job *j) { return j->part_n ? j->part_first : 0; }
+static int part_end(const srv_job *j) { return j->part_n ? j->part_first + j->part_n : j->n_inputs; }
+
+/* A split job's part ran (outs: its n outputs): they move into j->part_outs, and the last part answers
+ * the job with all of them. Worker thread; the parts of a job run one after another (see the top of
+ * the file), so part_outs has one writer at a time, handed on through the loop's inboxes. */
+static void keep_part(srv_sched *q, srv_job *j, eng_task_out *outs, int n) {
+    int n_out = 0, at = 0;
+    for (int i = 0; i < j->n_inputs; i++) {
+        if (i == part_begin(j)) at = n_out;
+        n_out += srv__job_seq_tasks(j, i);
+    }
+    if (!j->part_outs && !(j->part_outs = calloc((size_t)n_out, sizeof *j->part_outs))) {
+        j->seq_done = j->n_inputs;
+        q->hooks.fail(q->hooks.ctx, j, ENG_NO_MEMORY, "out of memory");
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        j->part_outs[at + i] = outs[i];
+        outs[i].logits = NULL; /* the job's now */
+    }
+    j->seq_done = part_end(j);
+    if (j->seq_done < j->n_inputs) return;
+    q->hooks.respond(q->hooks.ctx, j, j->part_outs, NULL);
+    eng_task_outs_free(j->part_outs, n_out);
+    free(j->part_outs);
+    j->part_outs = NULL;
+}
+
 /* Runs jobs as one eng_run; on an engine error with several jobs, runs each alone so one bad
  * request cannot fail the others. The pass's time goes to the model's cost model when observe is
  * set (not on a worker's first pass, which grows its scratch buffers). Worker thread. */
 static void run_jobs(srv_sched *q, eng_state *st, srv_job *jobs, int n_jobs, bool observe) {
     int n_in = 0, n_out = 0, toks = 0, want_stats = 0;
     for (srv_job *j = jobs; j; j = j->next) {
-        n_in += j->n_inputs;
-        for (int i = 0; i < j->n_inputs; i++) n_out += srv__job_seq_tasks(j, i); /* its tasks, and its shadows */
-        toks += j->tokens;
+        int a = part_begin(j), e = part_end(j);
+        n_in += e - a;
+        for (int i = a; i < e; i++) n_out += srv__job_seq_tasks(j, i), toks += (int)j->enc[i].n; /* its tasks, and its shadows */
         want_stats |= j->preq && j->preq->ret_explain;
     }
     eng_input *in = calloc((size_t)n_in, sizeof *in);
@@ -206,15 +249,17 @@ static void run_jobs(srv_sched *q, eng_state *st, srv_job *jobs, int n_jobs, boo
     eng_err err = {0};
     double t_start = srv__now();
     if (!in || !outs) {
-        for (srv_job *j = jobs; j; j = j->next) q->hooks.fail(q->hooks.ctx, j, ENG_NO_MEMORY, "out of memory");
+        for (srv_job *j = jobs; j; j = j->next) j->seq_done = j->n_inputs, q->hooks.fail(q->hooks.ctx, j, ENG_NO_MEMORY, "out of memory");
         free(in), free(outs);
         return;
     }
     int k = 0;
     for (srv_job *j = jobs; j; j = j->next) {
-        j->t_start = t_start;
-        j->batch_requests = n_jobs, j->batch_inputs = n_in, j->batch_tokens = toks, j->batch_outputs = n_out;
-        for (int i = 0; i < j->n_inputs; i++)
+        if (part_begin(j) == 0) { /* a split job's wait and batch are its first part's */
+            j->t_start = t_start;
+            j->batch_requests = n_jobs, j->batch_inputs = n_in, j->batch_tokens = toks, j->batch_outputs = n_out;
+        }
+        for (int i = part_begin(j); i < part_end(j); i++)
             in[k++] = (eng_input){.ids = j->enc[i].ids, .type_ids = j->enc[i].type_ids, .len = (int)j->enc[i].n,
                                   .tasks = j->treqs, .n_tasks = srv__job_seq_tasks(j, i)};
     }
@@ -233,8 +278,15 @@ static void run_jobs(srv_sched *q, eng_state *st, srv_job *jobs, int n_jobs, boo
         srv__metrics_precision(q->p.metrics, eng_model_precision(store_model_engine(jobs->model)).name, toks, dt);
         size_t off = 0;
         for (srv_job *j = jobs; j; j = j->next) {
-            q->hooks.respond(q->hooks.ctx, j, outs + off, want_stats ? &stats : NULL);
-            for (int i = 0; i < j->n_inputs; i++) off += (size_t)srv__job_seq_tasks(j, i);
+            int n_part = 0;
+            for (int i = part_begin(j); i < part_end(j); i++) n_part += srv__job_seq_tasks(j, i);
+            if (part_begin(j) == 0 && part_end(j) == j->n_inputs) {
+                j->seq_done = j->n_inputs;
+                q->hooks.respond(q->hooks.ctx, j, outs + off, want_stats ? &stats : NULL);
+            } else {
+                keep_part(q, j, outs + off, n_part);
+            }
+            off += (size_t)n_part;
         }
         eng_task_outs_free(outs, n_out);
         if (want_stats) eng_plan_stats_free(&stats);
@@ -246,6 +298,7 @@ static void run_jobs(srv_sched *q, eng_state *st, srv_job *jobs, int n_jobs, boo
             j->next = nx;
         }
     } else {
+        jobs->seq_done = jobs->n_inputs; /* failed: no rest runs */
         q->hooks.fail(q->hooks.ctx, jobs, (eng_status)rc, err.msg);
     }
     free(in), free(outs);
@@ -353,16 +406,24 @@ static int job_slot(const srv_job *j) {
     return j->tenant.slot >= 0 && j->tenant.slot < SRV_TENANTS_MAX ? j->tenant.slot : 0;
 }
 
-/* A job's work: the rows its pass computes, one stream per task (at least 1). */
+/* A job's tokens still to run: all of them, or a split job's rest. */
+static int job_tokens_left(const srv_job *j) {
+    if (j->seq_done <= 0) return j->tokens;
+    int t = 0;
+    for (int i = j->seq_done; i < j->n_inputs; i++) t += (int)j->enc[i].n;
+    return t;
+}
+
+/* A job's work: the rows its pass computes (a split job's rest), one stream per task (at least 1). */
 static double job_work(const srv_job *j) {
-    double work = (double)j->tokens * (j->n_tasks > 0 ? j->n_tasks : 1);
+    double work = (double)job_tokens_left(j) * (j->n_tasks > 0 ? j->n_tasks : 1);
     return work > 0 ? work : 1.0;
 }
 static double job_share(const srv_job *j) { return j->tenant.share > 0 ? j->tenant.share : 1.0; }
 
-/* The virtual time a job advances its slot by: its work over its share; a job built by hand has
- * share 0, read as 1. */
-static double job_vcost(const srv_job *j) { return job_work(j) / job_share(j); }
+/* The virtual time a job advances its slot by: the work it brings to the pass (all of it, or a split
+ * job's part) over its share; a job built by hand has share 0, read as 1. */
+static double job_vcost(const srv_job *j, double work) { return work / job_share(j); }
 
 /* Loop thread: j joins the back of its slot's queue in its class. */
 static void enqueue(srv_sched *q, srv_job *j) {
@@ -413,6 +474,62 @@ static bool light_caps(const srv_sched *q, double now, double *cap, bool *light_
     return true;
 }
 
+/* Split jobs (see the top of the file): the sequences of j's rest that go into a pass with `tokens`
+ * tokens and `work` of its slot's cap left, a prefix; at least one when it is the pass's first job
+ * (a pass always takes its first job). Jobs that are never split fit whole or not at all. */
+static int split_fit(const srv_job *j, int tokens, double work, bool first) {
+    int rest = j->n_inputs - j->seq_done;
+    if (j->embed || (j->preq && j->preq->ret_explain) || j->n_inputs < 2) /* not split */
+        return first || (job_tokens_left(j) <= tokens && job_work(j) <= work) ? rest : 0;
+    double per = j->n_tasks > 0 ? j->n_tasks : 1;
+    int n = 0, t = 0;
+    double w = 0;
+    while (n < rest) {
+        int len = (int)j->enc[j->seq_done + n].n;
+        if (t + len > tokens || w + len * per > work) break;
+        t += len, w += len * per, n++;
+    }
+    return n == 0 && first ? 1 : n;
+}
+
+/* j goes into the pass with n sequences of its rest (all of them, or a split job's part); returns
+ * that part's work. */
+static double take_part(srv_job *j, int n) {
+    j->part_first = j->seq_done;
+    j->part_n = n;
+    double per = j->n_tasks > 0 ? j->n_tasks : 1, w = 0;
+    if (j->part_first == 0 && n == j->n_inputs) return job_work(j); /* whole, as before */
+    for (int i = j->part_first; i < j->part_first + n; i++) w += (double)j->enc[i].n * per;
+    return w > 0 ? w : 1.0;
+}
+
+/* Tokens of the part of j in its pass. */
+static int part_tokens(const srv_job *j) {
+    if (j->part_first == 0 && j->part_n == j->n_inputs) return j->tokens;
+    int t = 0;
+    for (int i = j->part_first; i < j->part_first + j->part_n; i++) t += (int)j->enc[i].n;
+    return t;
+}
+
+/* Loop thread: a split job's rest, when its part is done, goes back to the head of its slot's queue
+ * (it is the oldest of its slot), with its tokens and work waiting again. */
+static void requeue_rest(srv_sched *q, srv_job *j) {
+    srv_class_q *k = &q->cls[job_class(j)];
+    int s = job_slot(j);
+    srv_fifo *f = &k->fifo[s];
+    if (!f->head) {
+        k->active[k->n_active++] = s;
+        f->tail = j;
+    }
+    j->next = f->head;
+    f->head = j;
+    j->part_n = 0;
+    k->n_jobs++;
+    q->n_waiting++;
+    q->pending_tokens += job_tokens_left(j);
+    q->slot_waiting[s] += job_work(j);
+}
+
 /* Submission time of the oldest waiting job (each slot's head is its oldest), for the batch rule's
  * hold. O(active slots). */
 static double oldest_submit(const srv_sched *q) {
@@ -437,7 +554,7 @@ static srv_batch *take_batch(srv_sched *q, const double *cap) {
     srv_batch *b = calloc(1, sizeof *b);
     if (!b) return NULL;
     srv_job *first = NULL, *last = NULL;
-    int toks = 0, max = q->p.max_batch_tokens;
+    int toks = 0, left = 0, max = q->p.max_batch_tokens; /* left: tokens that left the queue (a split job's rest) */
     double part[SRV_TENANTS_MAX] = {0}; /* each slot's work taken, against cap (the light-tenant cap; NULL: none) */
     bool held = false; /* an interactive slot reached its cap */
     for (int c = 0; c < SRV_CLASSES && toks < max && !held; c++) {
@@ -454,24 +571,28 @@ static srv_batch *take_batch(srv_sched *q, const double *cap) {
             }
             if (best < 0) break;
             srv_job *j = *cur[best];
-            if (first && (j->model != first->model || j->embed != first->embed || toks + j->tokens > max)) {
+            int s = k->active[best], n = j->n_inputs - j->seq_done; /* sequences it brings: all of its rest */
+            bool other = first && (j->model != first->model || j->embed != first->embed);
+            if (cap && !other) n = split_fit(j, max - toks, cap[s] - part[s], !first); /* the pass's first: at least one */
+            if (other || (first && (!cap || n == 0) && toks + job_tokens_left(j) > max)) {
                 cur[best] = &j->next; /* passed over: it keeps its place and its slot's tag */
                 continue;
             }
-            int s = k->active[best];
-            if (first && cap && part[s] + job_work(j) > cap[s]) {
+            if (n == 0) { /* only under the cap, and never the pass's first job */
                 cur[best] = NULL; /* the slot's part of this pass is full: its jobs keep their order */
                 held |= c == SRV_PRIO_INTERACTIVE; /* and no batch job takes the room it leaves */
                 continue;
             }
-            part[s] += job_work(j);
-            q->slot_waiting[s] -= job_work(j);
+            double wleft = job_work(j), work = take_part(j, n);
+            part[s] += work;
+            q->slot_waiting[s] -= wleft;
             if (q->slot_waiting[s] < 0.5) q->slot_waiting[s] = 0; /* rounding of the running sum */
             srv_fifo *f = &k->fifo[s];
             *cur[best] = j->next; /* unlink j; the cursor now points at the job after it */
             if (f->tail == j) f->tail = cur[best] == &f->head ? NULL : SRV_CONTAINER_OF(cur[best], srv_job, next);
             j->next = NULL;
-            k->vfinish[s] = bt + job_vcost(j);
+            if (j->part_n < j->n_inputs - j->seq_done) cur[best] = NULL; /* split: its rest goes before the slot's next job */
+            k->vfinish[s] = bt + job_vcost(j, work);
             k->vtime = bt;
             k->n_jobs--;
             q->n_waiting--;
@@ -479,7 +600,8 @@ static srv_batch *take_batch(srv_sched *q, const double *cap) {
             else b->jobs = first = j;
             last = j;
             b->n_jobs++;
-            toks += j->tokens;
+            left += job_tokens_left(j);
+            toks += part_tokens(j);
         }
         for (int i = k->n_active - 1; i >= 0; i--) /* slots emptied by this batch leave the active list */
             if (!k->fifo[k->active[i]].head) k->active[i] = k->active[--k->n_active];
@@ -491,7 +613,7 @@ static srv_batch *take_batch(srv_sched *q, const double *cap) {
             memset(k->vfinish, 0, sizeof k->vfinish);
         }
     }
-    q->pending_tokens -= toks;
+    q->pending_tokens -= left;
     return b;
 }
 
@@ -519,7 +641,7 @@ static void adapt(srv_sched *q, srv_batch *b, double oldest_wait_ms) {
     atomic_store(&q->adapt_level_batch, lb);
     for (srv_job *j = b->jobs; j; j = j->next) {
         int level = job_class(j) == SRV_PRIO_BATCH ? lb : li, raised = 0;
-        if (level == 0) continue;
+        if (level == 0 || j->part_first > 0) continue; /* a split job's skips are its first part's */
         for (int k = 0; k < j->n_tasks; k++) {
             if (j->skip_src[k] != SRV_SKIP_DEFAULT) continue;
             int hi = store_task_skip_max(j->tasks[k]), want = j->treqs[k].skip + level;
@@ -547,6 +669,7 @@ static void shed_shadows(srv_sched *q, srv_batch *b) {
     bool behind = q->n_waiting > 0 || atomic_load(&q->adapt_level) > 0 || atomic_load(&q->adapt_level_batch) > 0;
     q->task_rows *= 0.995, q->shadow_rows *= 0.995;
     for (srv_job *j = b->jobs; j; j = j->next) {
+        if (j->part_first > 0) continue; /* a split job's shadows were decided (and counted) with its first part */
         q->task_rows += (double)j->tokens * (j->n_tasks > 0 ? j->n_tasks : 1);
         if (!j->n_shadow) continue;
         double mine = 0, share = 1;
@@ -588,8 +711,9 @@ static void schedule(srv_sched *q) {
         shed_shadows(q, b);
         if (q->p.adaptive_skips) {
             double oldest = INFINITY; /* the batch's oldest job: its wait steers the levels */
-            for (srv_job *j = b->jobs; j; j = j->next) oldest = fmin(oldest, j->t_submit);
-            adapt(q, b, (c.now - oldest) * 1e3);
+            for (srv_job *j = b->jobs; j; j = j->next)
+                if (j->part_first == 0) oldest = fmin(oldest, j->t_submit); /* a split job's rest waited for its part, not in the queue */
+            if (oldest < INFINITY) adapt(q, b, (c.now - oldest) * 1e3);
         }
         w->busy = true;
         w->running = b;
@@ -601,9 +725,20 @@ static void schedule(srv_sched *q) {
     }
 }
 
+/* A split job that will not finish: the outputs of its parts are dropped. Loop thread, no part in flight. */
+static void drop_parts(srv_job *j) {
+    if (!j->part_outs) return;
+    int n_out = 0;
+    for (int i = 0; i < j->n_inputs; i++) n_out += srv__job_seq_tasks(j, i);
+    eng_task_outs_free(j->part_outs, n_out);
+    free(j->part_outs);
+    j->part_outs = NULL;
+}
+
 /* A job that will not run (the drain deadline passed): failed and handed back. */
 static void cancel_job(srv_sched *q, srv_job *j) {
     j->next = NULL;
+    drop_parts(j); /* a split job's rest */
     q->hooks.fail(q->hooks.ctx, j, q->cancel_code, q->cancel_msg);
     atomic_fetch_sub(&q->depth, 1);
     atomic_fetch_sub(&q->admitted, 1);
@@ -633,6 +768,14 @@ static void done_cb(srv_inbox *in, srv_inbox_node *first) {
         for (srv_job *j = b->jobs, *jn; j; j = jn) {
             jn = j->next;
             j->next = NULL;
+            if (j->seq_done > 0 && j->seq_done < j->n_inputs) { /* a split job's part ran: its rest waits again */
+                if (!q->cancelled) {
+                    requeue_rest(q, j);
+                    continue;
+                }
+                drop_parts(j);
+                q->hooks.fail(q->hooks.ctx, j, q->cancel_code, q->cancel_msg); /* the drain deadline passed */
+            }
             atomic_fetch_sub(&q->depth, 1);
             atomic_fetch_sub(&q->admitted, 1);
             q->hooks.done(q->hooks.ctx, j);

@@ -14,7 +14,8 @@
 
 typedef struct {
     /* Worker thread: job j ran; build its response from outs ((n_inputs, n_tasks), input-major) and
-     * stats (NULL unless some job of the batch asked to explain). */
+     * stats (NULL unless some job of the batch asked to explain). A job split across passes (scheduler.c)
+     * is answered once, by the worker of its last part, with all its outputs (it never explains). */
     void (*respond)(void *ctx, srv_job *j, const eng_task_out *outs, const eng_plan_stats *stats);
     /* Worker thread: embed job j ran; hidden (j->tokens, H) is its rows of the last hidden state,
      * pooled (j->n_inputs, H) its pooler outputs (NULL unless a job of the batch pools with it). */

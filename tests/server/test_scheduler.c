@@ -10,6 +10,7 @@
  * batch class first (task jobs of cls_lora, whose skip may rise to 1). */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <math.h>
 #include <string.h>
 
 #include "clock.h"
@@ -31,8 +32,30 @@ typedef struct {
 } record;
 static record rec;
 
+/* Multi-sequence task jobs (the split tests): each sequence's first logit as answered, and the answers
+ * and failures each job got. */
+#define MULTI_MAX 16
+#define MULTI_SEQ 8
+typedef struct {
+    srv_job *job;
+    float logit[MULTI_SEQ];
+    int answers, fails;
+} multi_rec;
+static multi_rec multi[MULTI_MAX];
+static int n_multi;
+static multi_rec *multi_of(const srv_job *j) {
+    for (int i = 0; i < n_multi; i++)
+        if (multi[i].job == j) return &multi[i];
+    return NULL;
+}
+
 static void on_respond(void *ctx, srv_job *j, const eng_task_out *o, const eng_plan_stats *s) {
     (void)ctx, (void)o, (void)s;
+    multi_rec *m = multi_of(j); /* worker thread; the loop does not read these before the job is done */
+    if (m) {
+        m->answers++;
+        for (int i = 0; i < j->n_inputs && i < MULTI_SEQ; i++) m->logit[i] = o[i].logits ? o[i].logits[0] : NAN;
+    }
     if (j->embed) cr_expect_fail("a task answer for an embed job");
     else __atomic_fetch_add(&rec.responded, 1, __ATOMIC_RELAXED); /* worker thread */
 }
@@ -45,7 +68,9 @@ static void on_respond_embed(void *ctx, srv_job *j, const float *hidden, const f
     if (sum > 0) __atomic_fetch_add(&rec.responded, 1, __ATOMIC_RELAXED); /* worker thread */
 }
 static void on_fail(void *ctx, srv_job *j, eng_status code, const char *msg) {
-    (void)ctx, (void)j;
+    (void)ctx;
+    multi_rec *m = multi_of(j);
+    if (m) m->fails++;
     __atomic_fetch_add(&rec.failed, 1, __ATOMIC_RELAXED);
     rec.fail_code = code;
     snprintf(rec.fail_msg, sizeof rec.fail_msg, "%s", msg);
@@ -66,6 +91,8 @@ static void setup(void) {
     cr_assert_eq(uv_loop_init(&loop), 0);
     cr_assert(metrics = srv__metrics_new(NULL));
     memset(&rec, 0, sizeof rec);
+    memset(multi, 0, sizeof multi);
+    n_multi = 0;
 }
 
 static void close_handle(uv_handle_t *h, void *arg) {
@@ -149,6 +176,8 @@ static srv_job *task_job(const char *text, srv_priority prio) {
 
 static void jobs_free(srv_job **j, int n) {
     for (int i = 0; i < n; i++) {
+        for (int k = 1; k < j[i]->n_inputs; k++) eng_tok_encoding_free(&j[i]->enc[k]);
+        cr_expect_null(j[i]->part_outs, "a split job's parts are given back with it");
         eng_tok_encoding_free(&j[i]->enc[0]);
         free(j[i]->enc);
         free(j[i]->tasks), free(j[i]->treqs), free(j[i]->skip_src);
@@ -469,4 +498,109 @@ Test(scheduler, a_light_tenant_finds_a_worker_kept_for_it) {
     cr_expect_leq(light->batch_requests, 2, "the light job's pass held %d jobs", light->batch_requests);
     finish(q);
     jobs_free(j, FLOOD + 2);
+}
+
+/* ---- split jobs: a multi-sequence job cut across passes under the light-tenant cap ---- */
+
+/* A task job of tenant slot with n sequences, "<text> <i>" each (so a sequence's answer says which it is),
+ * recorded in multi[]. */
+static srv_job *multi_job(const char *text, int n, int slot) {
+    srv_job *j = task_job(text, SRV_PRIO_INTERACTIVE);
+    j->tenant.slot = slot;
+    eng_tok_encoding_free(&j->enc[0]);
+    free(j->enc);
+    cr_assert(j->enc = calloc((size_t)n, sizeof *j->enc));
+    j->n_inputs = n;
+    j->tokens = 0;
+    eng_tok_params tp = eng_tok_default_params();
+    for (int i = 0; i < n; i++) {
+        char buf[128];
+        int len = snprintf(buf, sizeof buf, "%s %s", text, (const char *[]){"one", "two", "three", "four", "five", "six", "seven", "eight"}[i % 8]);
+        eng_err e = {0};
+        cr_assert_eq(eng_tok_encode(store_model_tokenizer(j->model), buf, (size_t)len, NULL, 0, &tp, &j->enc[i], &e), 0, "%s", e.msg);
+        j->tokens += (int)j->enc[i].n;
+    }
+    cr_assert_lt(n_multi, MULTI_MAX);
+    multi[n_multi++].job = j;
+    return j;
+}
+
+/* The flood's 8-sequence jobs against one light job, one worker: before the light job every flood job
+ * runs whole (the server is uncontended); once it is recent, the cap (about the two typical jobs
+ * summed, split by share: ~4.5 sequences) cuts the flood's jobs, the light job rides in a pass beside
+ * a part of one instead of a whole one, every job is answered once, with every sequence's answer in
+ * its place (equal to the unsplit job's). */
+Test(scheduler, a_job_larger_than_the_cap_is_split_and_the_light_job_rides_in_the_next_pass) {
+    enum { FLOOD = 6 };
+    srv_job *j[FLOOD + 1];
+    for (int i = 0; i < FLOOD; i++) j[i] = multi_job("flood", MULTI_SEQ, 3);
+    j[FLOOD] = multi_job("quiet", 1, 7);
+    srv_sched *q = start(FLOOD + 1, 64 * j[0]->tokens, 500);
+    submit_all(q, j, 1);
+    run_until_done(1);
+    cr_expect_eq(j[0]->batch_inputs, MULTI_SEQ, "alone: a whole job (%d sequences)", j[0]->batch_inputs);
+    submit_all(q, j + 1, FLOOD - 1);
+    submit_all(q, j + FLOOD, 1);
+    run_until_done(FLOOD + 1);
+    cr_assert_eq(rec.responded, FLOOD + 1, "%d failed: %s", rec.failed, rec.fail_msg);
+    cr_expect_lt(j[FLOOD]->batch_inputs, 1 + MULTI_SEQ, "the light job's pass held %d sequences: a part of a flood job",
+                 j[FLOOD]->batch_inputs);
+    int split = 0;
+    for (int i = 0; i < FLOOD; i++) {
+        cr_expect_eq(multi[i].answers, 1, "flood job %d answered once (%d)", i, multi[i].answers);
+        cr_expect_eq(multi[i].fails, 0);
+        split += j[i]->batch_inputs < MULTI_SEQ || j[i]->batch_inputs % MULTI_SEQ != 0;
+        for (int s = 0; s < MULTI_SEQ; s++)
+            cr_expect(fabsf(multi[i].logit[s] - multi[0].logit[s]) <= 1e-3f * (1 + fabsf(multi[0].logit[s])),
+                      "flood job %d sequence %d: %g, unsplit %g", i, s, multi[i].logit[s], multi[0].logit[s]);
+    }
+    for (int s = 1; s < MULTI_SEQ; s++) /* the sequences differ: a swap of two would show */
+        cr_expect_neq(multi[0].logit[s], multi[0].logit[0], "sequence %d answers as sequence 0", s);
+    cr_expect_gt(split, 0, "some flood job was split");
+    cr_expect_eq(multi[FLOOD].answers, 1);
+    finish(q);
+    jobs_free(j, FLOOD + 1);
+}
+
+/* No split without contention: one tenant's 8-sequence jobs, queued together, run whole. */
+Test(scheduler, no_split_when_uncontended) {
+    enum { N = 5 };
+    srv_job *j[N];
+    for (int i = 0; i < N; i++) j[i] = multi_job("alone", MULTI_SEQ, 3);
+    srv_sched *q = start(N, 3 * j[0]->tokens, 500);
+    submit_all(q, j, N);
+    run_until_done(N);
+    cr_assert_eq(rec.responded, N);
+    for (int i = 0; i < N; i++)
+        cr_expect_eq(j[i]->batch_inputs % MULTI_SEQ, 0, "job %d's pass held %d sequences: whole jobs only", i, j[i]->batch_inputs);
+    finish(q);
+    jobs_free(j, N);
+}
+
+/* The drain deadline while split jobs are under way: every job is handed back once, answered or
+ * failed once, and no part's outputs are left behind (jobs_free checks; the sanitizer build sees leaks). */
+Test(scheduler, cancel_with_a_split_job_under_way) {
+    enum { FLOOD = 6 };
+    srv_job *j[FLOOD + 1];
+    for (int i = 0; i < FLOOD; i++) j[i] = multi_job("flood", MULTI_SEQ, 3);
+    j[FLOOD] = multi_job("quiet", 1, 7);
+    srv_sched *q = start(FLOOD + 1, 64 * j[0]->tokens, 500);
+    submit_all(q, j, 1);
+    run_until_done(1);
+    submit_all(q, j + 1, FLOOD - 1);
+    submit_all(q, j + FLOOD, 1);
+    /* until a flood job has run a part and not its rest */
+    bool partway = false;
+    for (int spins = 0; !partway && spins < 2000000 && rec.done < FLOOD + 1; spins++) {
+        uv_run(&loop, UV_RUN_ONCE);
+        for (int i = 1; i < FLOOD; i++) partway |= j[i]->seq_done > 0 && j[i]->seq_done < MULTI_SEQ;
+    }
+    cr_assert(partway, "a flood job was split");
+    srv__sched_cancel(q, ENG_BUSY, "draining");
+    run_until_done(FLOOD + 1);
+    cr_expect_eq(rec.done, FLOOD + 1, "every job handed back (%d)", rec.done);
+    for (int i = 0; i <= FLOOD; i++)
+        cr_expect_eq(multi[i].answers + multi[i].fails, 1, "job %d: %d answers, %d failures", i, multi[i].answers, multi[i].fails);
+    finish(q);
+    jobs_free(j, FLOOD + 1);
 }

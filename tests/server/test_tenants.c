@@ -340,3 +340,101 @@ Test(tenants, grpc_keys_scopes_and_quotas, .timeout = 60) {
     cr_expect_eq(st.grpc_status, G_RESOURCE_EXHAUSTED, "over quota: %d %s", st.grpc_status, st.grpc_message);
     finish(&s, reg);
 }
+
+/* ---- a request split across engine passes (server/scheduler.c, "Split jobs") ---- */
+
+#define SPLIT_BODY                                                                                                     \
+    "{\"inputs\": [\"the movie was great\", \"a dull and tired plot\", \"the actors did well\", \"i left early\","      \
+    " \"what a waste of an evening\", \"fine music\", \"the best film of the year\", \"not for me\"], \"tasks\": [\"cls\"]}"
+
+typedef struct {
+    const test_server *s;
+    int n, same;
+    const char *ref;
+    size_t ref_len;
+} flood_arg;
+
+static void *flood_main(void *p) { /* one connection of the flood: n requests, counting answers equal to ref */
+    flood_arg *a = p;
+    for (int i = 0; i < a->n; i++) {
+        resp r = call(a->s, "POST", "/v1/predict", SPLIT_BODY, "key-flood");
+        /* the request's id, timing and batch are its own: the answer is what lies between */
+        const char *from = strstr(r.body, "\"model\""), *to = strstr(r.body, ",\"timing\"");
+        a->same += r.status == 200 && from && to && (size_t)(to - from) == a->ref_len && memcmp(from, a->ref, a->ref_len) == 0;
+    }
+    return NULL;
+}
+
+static size_t on_big(char *p, size_t sz, size_t n, void *ud) {
+    char **b = ud;
+    size_t have = *b ? strlen(*b) : 0, k = sz * n;
+    char *nb = realloc(*b, have + k + 1);
+    if (!nb) return 0;
+    memcpy(nb + have, p, k);
+    nb[have + k] = '\0';
+    *b = nb;
+    return k;
+}
+
+/* adapterd_batch_inputs_bucket{le="<le>"} of /metrics. */
+static double batch_inputs_le(const test_server *s, const char *le) {
+    char url[256], *body = NULL, line[96];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/metrics", s->port);
+    CURL *c = curl_easy_init();
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_big);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
+    cr_assert_eq(curl_easy_perform(c), CURLE_OK);
+    curl_easy_cleanup(c);
+    cr_assert(body);
+    snprintf(line, sizeof line, "adapterd_batch_inputs_bucket{le=\"%s\"} ", le);
+    char *at = strstr(body, line);
+    cr_assert(at, "no %s in /metrics", line);
+    double v = strtod(at + strlen(line), NULL);
+    free(body);
+    return v;
+}
+
+/* One worker, a tenant flooding with 8-input requests beside a light one: the light-tenant cap cuts the
+ * flood's requests across passes (passes of 3-4 inputs appear, which whole 8-input requests and 1-input
+ * ones cannot make), and every flood answer is byte for byte the answer of the same request run whole
+ * on the idle server (but for the request's own id, timing and batch). */
+Test(tenants, a_split_request_answers_as_the_unsplit_one, .timeout = 60) {
+    test_server s;
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    char *reg = ts_registry_ok("adapterd-split");
+    snprintf(keys_path, sizeof keys_path, "%s/../%s.keys.json", reg, strrchr(reg, '/') + 1);
+    char df[72], dq[72], doc[512];
+    digest_of("key-flood", df), digest_of("key-quiet", dq);
+    snprintf(doc, sizeof doc,
+             "{\"tenants\": [{\"name\": \"flood\", \"keys\": [\"%s\"], \"predict\": [\"*\"]},"
+             " {\"name\": \"quiet\", \"keys\": [\"%s\"], \"predict\": [\"*\"]}]}", df, dq);
+    write_file_atomic(keys_path, doc);
+    const char *args[] = {"--registry", reg, "--keys", keys_path, "--workers", "1", NULL};
+    cr_assert_eq(ts_start(&s, args, NULL), 0, "server did not start");
+    resp ref = call(&s, "POST", "/v1/predict", SPLIT_BODY, "key-flood"); /* alone: one whole pass */
+    cr_assert_eq(ref.status, 200, "%s", ref.body);
+    cr_assert_lt(ref.len, sizeof ref.body - 1, "the answer fits the buffer");
+    cr_assert(strstr(ref.body, "\"model\"") && strstr(ref.body, ",\"timing\""));
+    double split0 = batch_inputs_le(&s, "4") - batch_inputs_le(&s, "2");
+    enum { CONNS = 4, EACH = 6 };
+    flood_arg fa[CONNS];
+    pthread_t th[CONNS];
+    for (int i = 0; i < CONNS; i++) {
+        fa[i] = (flood_arg){.s = &s, .n = EACH, .ref = strstr(ref.body, "\"model\""),
+                            .ref_len = (size_t)(strstr(ref.body, ",\"timing\"") - strstr(ref.body, "\"model\""))};
+        cr_assert_eq(pthread_create(&th[i], NULL, flood_main, &fa[i]), 0);
+    }
+    for (int i = 0; i < 12; i++) { /* the light tenant: one input now and then */
+        cr_expect_eq(call(&s, "POST", "/v1/predict", PREDICT("cls"), "key-quiet").status, 200);
+        usleep(20000);
+    }
+    int same = 0;
+    for (int i = 0; i < CONNS; i++) pthread_join(th[i], NULL), same += fa[i].same;
+    cr_expect_eq(same, CONNS * EACH, "%d of %d flood answers equal the unsplit one", same, CONNS * EACH);
+    double split = batch_inputs_le(&s, "4") - batch_inputs_le(&s, "2") - split0;
+    cr_expect_gt(split, 0, "passes of 3-4 inputs: the flood's requests were split");
+    ts_stop(&s);
+    ts_sh("rm -rf '%s' '%s'", keys_path, reg);
+    free(reg);
+}
