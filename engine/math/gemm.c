@@ -40,6 +40,7 @@ typedef struct {
     int M, N, K, lda, ldw, ldc, panels_per_task, rows_per_task, accumulate;
     float alpha;
     const float *A, *W;
+    const float *P; /* W packed at load (eng_pack_strided, alpha in it), or NULL: pack per call */
     float *C;
     const eng_epilogue *ep;
 } gemm_job;
@@ -62,8 +63,8 @@ static void gemm_task(void *ctx, int task, int worker) {
     const gemm_job *j = ctx;
     const eng_epilogue *ep = j->ep;
     eng__f32_tile_fn tile = eng_kern()->f32_tile;
-    _Alignas(64) float B[KC * NR];
-    if (j->N % NR) memset(B, 0, sizeof B); /* the last panel's missing columns: read, never stored */
+    _Alignas(64) float Bs[KC * NR];
+    if (!j->P && j->N % NR) memset(Bs, 0, sizeof Bs); /* the last panel's missing columns: read, never stored */
     int panels = (j->N + NR - 1) / NR;
     int p0 = task * j->panels_per_task, p1 = p0 + j->panels_per_task < panels ? p0 + j->panels_per_task : panels;
     int act = ep && ep->act != ENG_ACT_IDENTITY;
@@ -75,7 +76,11 @@ static void gemm_task(void *ctx, int task, int worker) {
             const float *bias = ep && ep->bias ? ep->bias + n0 : NULL;
             for (int k0 = 0; k0 < j->K || k0 == 0; k0 += KC) { /* K = 0 still writes the epilogue */
                 int kc = j->K - k0 < KC ? j->K - k0 : KC;
-                pack_slice(j, p, k0, kc, B);
+                const float *B = Bs;
+                if (j->P) /* the same slice, laid out at load: eng_pack_strided writes what pack_slice does */
+                    B = j->P + ((size_t)p * j->K + k0) * NR;
+                else
+                    pack_slice(j, p, k0, kc, Bs);
                 int init = k0 == 0 && !j->accumulate;
                 for (int i = 0; i < mb; i += MR) {
                     int m = m0 + i, mr = mb - i < MR ? mb - i : MR;
@@ -111,12 +116,12 @@ static void narrow_task(void *ctx, int task, int worker) {
 }
 
 static void gemm_run(eng_pool *pool, int M, int N, int K, float alpha, const float *A, int lda, const float *W,
-                     int ldw, int accumulate, float *C, int ldc, const eng_epilogue *ep) {
+                     int ldw, const float *P, int accumulate, float *C, int ldc, const eng_epilogue *ep) {
     if (M <= 0 || N <= 0) return;
     int panels = (N + NR - 1) / NR, threads = eng_pool_size(pool);
     int split = 2.0 * M * N * (double)K < ENG__SPLIT_MIN_FLOPS ? 1 : threads;
-    gemm_job j = {M, N, K, lda, ldw, ldc, 0, 0, accumulate, alpha, A, W, C, ep};
-    if (N < NARROW) { /* one task, as sgemm's one column block was: waking the pool costs more */
+    gemm_job j = {M, N, K, lda, ldw, ldc, 0, 0, accumulate, alpha, A, W, P, C, ep};
+    if (N < NARROW && !P) { /* one task, as sgemm's one column block was: waking the pool costs more */
         j.rows_per_task = M;
         eng_pool_run(pool, 1, narrow_task, &j);
         return;
@@ -128,10 +133,22 @@ static void gemm_run(eng_pool *pool, int M, int N, int K, float alpha, const flo
 
 void eng_gemm_rows(eng_pool *pool, int M, int N, int K, const float *A, int lda, const float *W, int ldw, float *C,
                    int ldc, const eng_epilogue *ep) {
-    gemm_run(pool, M, N, K, 1.0f, A, lda, W, ldw, 0, C, ldc, ep);
+    gemm_run(pool, M, N, K, 1.0f, A, lda, W, ldw, NULL, 0, C, ldc, ep);
 }
 
 void eng_gemm_rows_acc(eng_pool *pool, int M, int N, int K, float alpha, const float *A, int lda, const float *W,
                        int ldw, float *C, int ldc) {
-    gemm_run(pool, M, N, K, alpha, A, lda, W, ldw, 1, C, ldc, NULL);
+    gemm_run(pool, M, N, K, alpha, A, lda, W, ldw, NULL, 1, C, ldc, NULL);
+}
+
+int eng_gemm_rows_packs(int N) { return N >= NARROW; }
+
+void eng_gemm_rows_p(eng_pool *pool, int M, int N, int K, const float *A, int lda, const float *P, float *C, int ldc,
+                     const eng_epilogue *ep) {
+    gemm_run(pool, M, N, K, 1.0f, A, lda, NULL, 0, P, 0, C, ldc, ep);
+}
+
+void eng_gemm_rows_p_acc(eng_pool *pool, int M, int N, int K, const float *A, int lda, const float *P, float *C,
+                         int ldc) {
+    gemm_run(pool, M, N, K, 1.0f, A, lda, NULL, 0, P, 1, C, ldc, NULL);
 }
