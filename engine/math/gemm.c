@@ -11,18 +11,20 @@
  * (tests/engine/math/test_gemm.c compares each row with the row computed alone, bit for bit):
  *  - N of at least one 48-feature panel (bottleneck adapters, LoRA's B, fusion): the packed product's
  *    micro-tile (kern.h), every element summed in 192-long steps from zero added to C in turn, as
- *    eng_pgemm does. The weights are packed per call, one 192 x 48 slice at a time on the stack (no
- *    allocation, nothing to fail), right before the row tiles of a block run over it; sgemm packs
- *    its operand on every call too.
- *  - narrower (LoRA's A, rank 8 or 16): one sgemm call per row, every call the same shape. The tile
- *    would compute 48 columns for 8 (6 x the FLOPs; 10 x sgemm's time at 128 rows), while a row's
- *    call, its weights in L1, costs ~1.5-2.5 x a batched sgemm per row.
- * Cost, against sgemm over all rows (interleaved in one process, 2 threads, AMD EPYC Zen 5 class under
- * a load of 6-12 from other work; bench/README.md "Rows independent of their batch"): bottleneck
- * adapters (64 x 768 and back), LoRA's B and fusion's 768 x 768 at 128 and 1,024 rows within 0.92-1.08x;
- * LoRA's A 2.3x at 128 rows (14 -> 32 us). What it costs: a product over a few rows pays the packing
- * of its whole operand, ~60 us for a 64 x 768 bottleneck at one row where sgemm takes 2.4 us. Packing
- * the adapters' weights once at load, as the backbone's are, would remove that (not done yet). */
+ *    eng_pgemm does. The adapters' weights are packed once at load (task/load.c, eng_gemm_rows_p):
+ *    the tile reads slices of that copy. The other callers' (the embeddings' projection, the pooler:
+ *    weights of the model's arena) are packed per call, one 192 x 48 slice at a time on the stack (no
+ *    allocation, nothing to fail), right before the row tiles of a block run over it. Both give a
+ *    slice the same values (alpha * W, zero past N), so a row has the same bits either way.
+ *  - narrower (LoRA's A, rank 8 or 16; a bottleneck under 48 wide): one sgemm call per row, every
+ *    call the same shape. The tile would compute 48 columns for 8 (6 x the FLOPs; 10 x sgemm's time
+ *    at 128 rows), while a row's call, its weights in L1, costs ~1.5-2.5 x a batched sgemm per row.
+ * Cost, against sgemm over all rows (bench/rows, interleaved in one process, 2 threads, AMD EPYC Zen 5
+ * class shared with other work; bench/README.md "Rows independent of their batch"): packing per call
+ * made a product over a few rows pay the packing of its whole operand (~60 us for a 64 x 768
+ * bottleneck at one row where sgemm took 2.4 us); packed at load, that product takes ~2.7 us, and a
+ * few rows are as fast as sgemm or faster at every adapter shape, many rows within the noise of the
+ * per-call packing. LoRA's A: 2.3x sgemm at 128 rows (14 -> 32 us). */
 #include "math/blas.h"
 
 #include <string.h>
