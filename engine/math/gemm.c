@@ -22,9 +22,10 @@
  * Cost, against sgemm over all rows (bench/rows, interleaved in one process, 2 threads, AMD EPYC Zen 5
  * class shared with other work; bench/README.md "Rows independent of their batch"): packing per call
  * made a product over a few rows pay the packing of its whole operand (~60 us for a 64 x 768
- * bottleneck at one row where sgemm took 2.4 us); packed at load, that product takes ~2.7 us, and a
- * few rows are as fast as sgemm or faster at every adapter shape, many rows within the noise of the
- * per-call packing. LoRA's A: 2.3x sgemm at 128 rows (14 -> 32 us). */
+ * bottleneck at one row where sgemm took 2.4 us); packed at load it takes 1.9 us (sgemm 1.9, one
+ * engine thread), a few rows cost 0.1-1.07x sgemm's at every adapter shape and many rows no more than
+ * packing per call did. The 64 x 768 down projection at many rows stays 1.2-1.8x sgemm: its second
+ * panel is computed 48 wide for 16 features. LoRA's A: 2.3x sgemm at 128 rows (14 -> 32 us). */
 #include "math/blas.h"
 
 #include <string.h>
