@@ -11,11 +11,11 @@
  * (tests/engine/math/test_gemm.c compares each row with the row computed alone, bit for bit):
  *  - N of at least one 48-feature panel (bottleneck adapters, LoRA's B, fusion): the packed product's
  *    micro-tile (kern.h), every element summed in 192-long steps from zero added to C in turn, as
- *    eng_pgemm does. The adapters' weights are packed once at load (task/load.c, eng_gemm_rows_p):
- *    the tile reads slices of that copy. The other callers' (the embeddings' projection, the pooler:
- *    weights of the model's arena) are packed per call, one 192 x 48 slice at a time on the stack (no
- *    allocation, nothing to fail), right before the row tiles of a block run over it. Both give a
- *    slice the same values (alpha * W, zero past N), so a row has the same bits either way.
+ *    eng_pgemm does. The adapters' weights are packed once at load (task/load.c), the pooler's and
+ *    the embeddings' projection's once per model (model.c), and eng_gemm_rows_p reads slices of that
+ *    copy; eng_gemm_rows packs per call, one 192 x 48 slice at a time on the stack (no allocation,
+ *    nothing to fail), right before the row tiles of a block run over it. Both give a slice the same
+ *    values (alpha * W, zero past N), so a row has the same bits either way.
  *  - narrower (LoRA's A, rank 8 or 16; a bottleneck under 48 wide): one sgemm call per row, every
  *    call the same shape. The tile would compute 48 columns for 8 (6 x the FLOPs; 10 x sgemm's time
  *    at 128 rows), while a row's call, its weights in L1, costs ~1.5-2.5 x a batched sgemm per row.
