@@ -48,6 +48,17 @@ void eng__gemm_rows(eng_pool *pool, int M, int N, int K, const float *A, int lda
                    int ldc, const eng_epilogue *ep);
 void eng__gemm_rows_acc(eng_pool *pool, int M, int N, int K, float alpha, const float *A, int lda, const float *W,
                        int ldw, float *C, int ldc);
+/* The same two over weights packed once at load, for the fixed weights of adapters: P holds
+ * eng__packed_floats(N, K) floats, 64-byte aligned, from eng__pack_strided(W, N, K, ldw, 1, alpha, P)
+ * with the alpha the plain call would take (1 for eng__gemm_rows_p). Row m of C then has exactly the
+ * bits eng__gemm_rows / eng__gemm_rows_acc give it: the same slices, summed in the same order, without
+ * repacking the operand on every call. Only where eng__gemm_rows_packs(N): a narrower product stays
+ * on the plain call (one sgemm per row, cheaper than a 48-wide tile). */
+int eng__gemm_rows_packs(int N);
+void eng__gemm_rows_p(eng_pool *pool, int M, int N, int K, const float *A, int lda, const float *P, float *C, int ldc,
+                     const eng_epilogue *ep);
+void eng__gemm_rows_p_acc(eng_pool *pool, int M, int N, int K, const float *A, int lda, const float *P, float *C,
+                         int ldc);
 
 /* Products over weights packed once at load (gemm_packed.c): the backbone's Linear layers.
  * eng__pack_linear lays W (N,K; ldw) out into P, which holds eng__packed_floats(N, K) floats and

@@ -11,18 +11,21 @@
  * (tests/engine/math/test_gemm.c compares each row with the row computed alone, bit for bit):
  *  - N of at least one 48-feature panel (bottleneck adapters, LoRA's B, fusion): the packed product's
  *    micro-tile (kern.h), every element summed in 192-long steps from zero added to C in turn, as
- *    eng__pgemm does. The weights are packed per call, one 192 x 48 slice at a time on the stack (no
- *    allocation, nothing to fail), right before the row tiles of a block run over it; sgemm packs
- *    its operand on every call too.
- *  - narrower (LoRA's A, rank 8 or 16): one sgemm call per row, every call the same shape. The tile
- *    would compute 48 columns for 8 (6 x the FLOPs; 10 x sgemm's time at 128 rows), while a row's
- *    call, its weights in L1, costs ~1.5-2.5 x a batched sgemm per row.
- * Cost, against sgemm over all rows (interleaved in one process, 2 threads, AMD EPYC Zen 5 class under
- * a load of 6-12 from other work; bench/README.md "Rows independent of their batch"): bottleneck
- * adapters (64 x 768 and back), LoRA's B and fusion's 768 x 768 at 128 and 1,024 rows within 0.92-1.08x;
- * LoRA's A 2.3x at 128 rows (14 -> 32 us). What it costs: a product over a few rows pays the packing
- * of its whole operand, ~60 us for a 64 x 768 bottleneck at one row where sgemm takes 2.4 us. Packing
- * the adapters' weights once at load, as the backbone's are, would remove that (not done yet). */
+ *    eng__pgemm does. The adapters' weights are packed once at load (task/load.c), the pooler's and
+ *    the embeddings' projection's once per model (model.c), and eng__gemm_rows_p reads slices of that
+ *    copy; eng__gemm_rows packs per call, one 192 x 48 slice at a time on the stack (no allocation,
+ *    nothing to fail), right before the row tiles of a block run over it. Both give a slice the same
+ *    values (alpha * W, zero past N), so a row has the same bits either way.
+ *  - narrower (LoRA's A, rank 8 or 16; a bottleneck under 48 wide): one sgemm call per row, every
+ *    call the same shape. The tile would compute 48 columns for 8 (6 x the FLOPs; 10 x sgemm's time
+ *    at 128 rows), while a row's call, its weights in L1, costs ~1.5-2.5 x a batched sgemm per row.
+ * Cost, against sgemm over all rows (bench/rows, interleaved in one process, 2 threads, AMD EPYC Zen 5
+ * class shared with other work; bench/README.md "Rows independent of their batch"): packing per call
+ * made a product over a few rows pay the packing of its whole operand (~60 us for a 64 x 768
+ * bottleneck at one row where sgemm took 2.4 us); packed at load it takes 1.9 us (sgemm 1.9, one
+ * engine thread), a few rows cost 0.1-1.07x sgemm's at every adapter shape and many rows no more than
+ * packing per call did. The 64 x 768 down projection at many rows stays 1.2-1.8x sgemm: its second
+ * panel is computed 48 wide for 16 features. LoRA's A: 2.3x sgemm at 128 rows (14 -> 32 us). */
 #include "math/blas.h"
 
 #include <string.h>
@@ -40,6 +43,7 @@ typedef struct {
     int M, N, K, lda, ldw, ldc, panels_per_task, rows_per_task, accumulate;
     float alpha;
     const float *A, *W;
+    const float *P; /* W packed at load (eng__pack_strided, alpha in it), or NULL: pack per call */
     float *C;
     const eng_epilogue *ep;
 } gemm_job;
@@ -62,8 +66,8 @@ static void gemm_task(void *ctx, int task, int worker) {
     const gemm_job *j = ctx;
     const eng_epilogue *ep = j->ep;
     eng__f32_tile_fn tile = eng__kern()->f32_tile;
-    _Alignas(64) float B[KC * NR];
-    if (j->N % NR) memset(B, 0, sizeof B); /* the last panel's missing columns: read, never stored */
+    _Alignas(64) float Bs[KC * NR];
+    if (!j->P && j->N % NR) memset(Bs, 0, sizeof Bs); /* the last panel's missing columns: read, never stored */
     int panels = (j->N + NR - 1) / NR;
     int p0 = task * j->panels_per_task, p1 = p0 + j->panels_per_task < panels ? p0 + j->panels_per_task : panels;
     int act = ep && ep->act != ENG_ACT_IDENTITY;
@@ -75,7 +79,11 @@ static void gemm_task(void *ctx, int task, int worker) {
             const float *bias = ep && ep->bias ? ep->bias + n0 : NULL;
             for (int k0 = 0; k0 < j->K || k0 == 0; k0 += KC) { /* K = 0 still writes the epilogue */
                 int kc = j->K - k0 < KC ? j->K - k0 : KC;
-                pack_slice(j, p, k0, kc, B);
+                const float *B = Bs;
+                if (j->P) /* the same slice, laid out at load: eng__pack_strided writes what pack_slice does */
+                    B = j->P + ((size_t)p * j->K + k0) * NR;
+                else
+                    pack_slice(j, p, k0, kc, Bs);
                 int init = k0 == 0 && !j->accumulate;
                 for (int i = 0; i < mb; i += MR) {
                     int m = m0 + i, mr = mb - i < MR ? mb - i : MR;
@@ -111,12 +119,12 @@ static void narrow_task(void *ctx, int task, int worker) {
 }
 
 static void gemm_run(eng_pool *pool, int M, int N, int K, float alpha, const float *A, int lda, const float *W,
-                     int ldw, int accumulate, float *C, int ldc, const eng_epilogue *ep) {
+                     int ldw, const float *P, int accumulate, float *C, int ldc, const eng_epilogue *ep) {
     if (M <= 0 || N <= 0) return;
     int panels = (N + NR - 1) / NR, threads = eng__pool_size(pool);
     int split = 2.0 * M * N * (double)K < ENG__SPLIT_MIN_FLOPS ? 1 : threads;
-    gemm_job j = {M, N, K, lda, ldw, ldc, 0, 0, accumulate, alpha, A, W, C, ep};
-    if (N < NARROW) { /* one task, as sgemm's one column block was: waking the pool costs more */
+    gemm_job j = {M, N, K, lda, ldw, ldc, 0, 0, accumulate, alpha, A, W, P, C, ep};
+    if (N < NARROW && !P) { /* one task, as sgemm's one column block was: waking the pool costs more */
         j.rows_per_task = M;
         eng__pool_run(pool, 1, narrow_task, &j);
         return;
@@ -128,10 +136,22 @@ static void gemm_run(eng_pool *pool, int M, int N, int K, float alpha, const flo
 
 void eng__gemm_rows(eng_pool *pool, int M, int N, int K, const float *A, int lda, const float *W, int ldw, float *C,
                    int ldc, const eng_epilogue *ep) {
-    gemm_run(pool, M, N, K, 1.0f, A, lda, W, ldw, 0, C, ldc, ep);
+    gemm_run(pool, M, N, K, 1.0f, A, lda, W, ldw, NULL, 0, C, ldc, ep);
 }
 
 void eng__gemm_rows_acc(eng_pool *pool, int M, int N, int K, float alpha, const float *A, int lda, const float *W,
                        int ldw, float *C, int ldc) {
-    gemm_run(pool, M, N, K, alpha, A, lda, W, ldw, 1, C, ldc, NULL);
+    gemm_run(pool, M, N, K, alpha, A, lda, W, ldw, NULL, 1, C, ldc, NULL);
+}
+
+int eng__gemm_rows_packs(int N) { return N >= NARROW; }
+
+void eng__gemm_rows_p(eng_pool *pool, int M, int N, int K, const float *A, int lda, const float *P, float *C, int ldc,
+                     const eng_epilogue *ep) {
+    gemm_run(pool, M, N, K, 1.0f, A, lda, NULL, 0, P, 0, C, ldc, ep);
+}
+
+void eng__gemm_rows_p_acc(eng_pool *pool, int M, int N, int K, const float *A, int lda, const float *P, float *C,
+                         int ldc) {
+    gemm_run(pool, M, N, K, 1.0f, A, lda, NULL, 0, P, 1, C, ldc, NULL);
 }

@@ -53,7 +53,10 @@ int eng__lora_add(eng_state *st, const eng_lora *lo, const float *x, int ldx, in
             for (size_t i = (size_t)r0 * lo->r; i < (size_t)(r0 + segs[s].len) * lo->r; i++) t[i] *= g;
         }
     }
-    eng__gemm_rows_acc(pool, n, lo->out, lo->r, lo->gate_w ? 1.0f : lo->scaling, t, lo->r, lo->B, lo->r, y, ldy);
+    if (lo->pB) /* packed at load with the factor below in it (task/load.c) */
+        eng__gemm_rows_p_acc(pool, n, lo->out, lo->r, t, lo->r, lo->pB, y, ldy);
+    else
+        eng__gemm_rows_acc(pool, n, lo->out, lo->r, lo->gate_w ? 1.0f : lo->scaling, t, lo->r, lo->B, lo->r, y, ldy);
     return 0;
 }
 
@@ -119,14 +122,20 @@ static int bn_core(eng_state *st, const eng_bottleneck *bn, const float *a, floa
         }
     } else {
         eng_epilogue ep = {.bias = bn->b_down, .act = bn->act};
-        eng__gemm_rows(pool, n, bn->d, H, in, H, w_down, H, d, bn->d, &ep);
+        if (bn->p_down)
+            eng__gemm_rows_p(pool, n, bn->d, H, in, H, bn->p_down, d, bn->d, &ep);
+        else
+            eng__gemm_rows(pool, n, bn->d, H, in, H, w_down, H, d, bn->d, &ep);
     }
     if (bn->up_sp && !w_up) {
         eng__sparse_gemm(bn->up_sp, n, d, bn->d, u, H);
         for (int i = 0; i < n; i++) eng__add(u + (size_t)i * H, bn->b_up, (size_t)H);
     } else {
         eng_epilogue ep = {.bias = bn->b_up, .act = ENG_ACT_IDENTITY};
-        eng__gemm_rows(pool, n, H, bn->d, d, bn->d, w_up, bn->d, u, H, &ep);
+        if (bn->p_up)
+            eng__gemm_rows_p(pool, n, H, bn->d, d, bn->d, bn->p_up, u, H, &ep);
+        else
+            eng__gemm_rows(pool, n, H, bn->d, d, bn->d, w_up, bn->d, u, H, &ep);
     }
     for (int i = 0; i < n; i++) {
         float *r = u + (size_t)i * H;
@@ -214,8 +223,14 @@ int eng__site_apply(eng_state *st, const eng_site *site, const eng_config *c, fl
         }
         eng_pool *pool = eng__state_pool(st);
         eng_epilogue epq = {.bias = fu->bq, .act = ENG_ACT_IDENTITY};
-        eng__gemm_rows(pool, n, H, H, q, H, fu->wq, H, h, H, &epq); /* h = Q */
-        eng__gemm_rows(pool, n, H, H, h, H, fu->wk_t, H, qk, H, NULL); /* qk = Q Wk */
+        /* packed at load (task/load.c) unless H is under one panel */
+        if (fu->pq) {
+            eng__gemm_rows_p(pool, n, H, H, q, H, fu->pq, h, H, &epq);      /* h = Q */
+            eng__gemm_rows_p(pool, n, H, H, h, H, fu->pk_t, qk, H, NULL);   /* qk = Q Wk */
+        } else {
+            eng__gemm_rows(pool, n, H, H, q, H, fu->wq, H, h, H, &epq);
+            eng__gemm_rows(pool, n, H, H, h, H, fu->wk_t, H, qk, H, NULL);
+        }
         /* per row: scores, softmax, mixture into a (the mixed U) */
         float sc[ENG_MAX_FUSE];
         int kid[ENG_MAX_FUSE];
@@ -243,7 +258,9 @@ int eng__site_apply(eng_state *st, const eng_site *site, const eng_config *c, fl
             }
         }
         if (probe->sums) probe->rows[layer] += n;
-        if (fu->wv)
+        if (fu->pv)
+            eng__gemm_rows_p(pool, n, H, H, a, H, fu->pv, h, H, NULL);
+        else if (fu->wv)
             eng__gemm_rows(pool, n, H, H, a, H, fu->wv, H, h, H, NULL);
         else
             memcpy(h, a, sz * sizeof *h);

@@ -210,7 +210,11 @@ int eng__embed_lora(const eng_model *m, eng_state *st, const eng_batch *b, const
     free(row_lora);
     if (w->emb_proj_w) {
         eng_epilogue ep = {.bias = w->emb_proj_b, .act = ENG_ACT_IDENTITY};
-        eng__gemm_rows(st->pool, (int)n, c->hidden, c->emb_dim, e, c->emb_dim, w->emb_proj_w, c->emb_dim, x, c->hidden, &ep);
+        if (w->emb_proj_p) /* packed at load (model.c) */
+            eng__gemm_rows_p(st->pool, (int)n, c->hidden, c->emb_dim, e, c->emb_dim, w->emb_proj_p, x, c->hidden, &ep);
+        else
+            eng__gemm_rows(st->pool, (int)n, c->hidden, c->emb_dim, e, c->emb_dim, w->emb_proj_w, c->emb_dim, x,
+                          c->hidden, &ep);
         if (deb_proj) eng__layernorm_rows(st->pool, x, (int)n, c->hidden, w->emb_ln_g, w->emb_ln_b, c->ln_eps);
         free(e);
     }
@@ -471,7 +475,10 @@ int eng__pooler_forward(const eng_model *m, eng_state *st, const float *x, const
     /* Gather the first rows into out, then out = tanh(out Wp^T + bp) through the pooler's scratch. */
     for (int s = 0; s < n_segs; s++) memcpy(tmp + (size_t)s * H, x + (size_t)segs[s].start * H, (size_t)H * sizeof *tmp);
     eng_epilogue ep = {.bias = w->pooler_b, .act = ENG_ACT_TANH};
-    eng__gemm_rows(st->pool, n_segs, H, H, tmp, H, w->pooler_w, H, out, H, &ep);
+    if (w->pooler_p) /* packed at load (model.c) */
+        eng__gemm_rows_p(st->pool, n_segs, H, H, tmp, H, w->pooler_p, out, H, &ep);
+    else
+        eng__gemm_rows(st->pool, n_segs, H, H, tmp, H, w->pooler_w, H, out, H, &ep);
     return 0;
 }
 

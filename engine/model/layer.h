@@ -35,9 +35,11 @@ typedef enum {
 /* A bottleneck adapter at one site (AdapterHub's bottleneck config; docs/ADAPTER_FORMATS.md). */
 typedef struct {
     int d;                   /* bottleneck width */
-    float *w_down;           /* (d, H), NULL when stored sparse */
+    float *w_down;           /* (d, H), NULL when stored sparse or packed */
     float *b_down;           /* (d) */
-    float *w_up;             /* (H, d), NULL when stored sparse */
+    float *w_up;             /* (H, d), NULL when stored sparse or packed */
+    float *p_down, *p_up;    /* w_down, w_up packed at load for eng__gemm_rows_p (math/blas.h), which frees
+                              * the plain ones: nothing else reads them; p_down NULL below 48 rows */
     float *b_up;             /* (H) */
     eng_sparse *down_sp;     /* w_down in CSR when it is mostly zeros (SparseAdapter), else NULL */
     eng_sparse *up_sp;       /* w_up in CSR, else NULL */
@@ -61,6 +63,7 @@ typedef struct {
     float *wk, *bk;          /* (H, H), (H) */
     float *wk_t;             /* (H, H) wk transposed: scores use Q Wk . U instead of Q . (U Wk^T) */
     float *wv;               /* (H, H) or NULL (static preset: no value matrix) */
+    float *pq, *pk_t, *pv;   /* wq, wk_t, wv packed at load (eng__gemm_rows_p), which frees wq, wk, wk_t, wv */
     uint8_t query_before_ln, residual_before, value_before_softmax;
     float temperature;       /* 1: the library's schedule is not saved (see docs) */
 } eng_fusion;
@@ -82,7 +85,8 @@ typedef struct {
 typedef struct {
     int r, in, out;
     float *A;                /* (r, in) */
-    float *B;                /* (out, r) */
+    float *B;                /* (out, r); NULL once packed, unless a slice of a shared tensor */
+    float *pB;               /* B packed at load with the scaling in it (1 under a gate), or NULL when out < 48 */
     float scaling;
     float *gate_w;           /* (in) or NULL */
     float gate_b;

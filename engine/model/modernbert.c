@@ -288,6 +288,9 @@ void eng__modernbert_head(const eng_model *m, eng_state *st, const float *x, con
         }
     }
     eng_epilogue ep = {.bias = w->pooler_b, .act = c->head_act};
-    eng__gemm_rows(st->pool, n_segs, H, H, tmp, H, w->pooler_w, H, out, H, &ep);
+    if (w->pooler_p) /* packed at load (model.c) */
+        eng__gemm_rows_p(st->pool, n_segs, H, H, tmp, H, w->pooler_p, out, H, &ep);
+    else
+        eng__gemm_rows(st->pool, n_segs, H, H, tmp, H, w->pooler_w, H, out, H, &ep);
     eng__layernorm_rows(st->pool, out, n_segs, H, w->head_ln_g, w->head_ln_b, c->ln_eps);
 }

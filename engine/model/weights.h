@@ -45,6 +45,9 @@ typedef struct {
     eng_layer_weights *layers; /* (L) */
     float *pooler_w;    /* (H, H) or NULL; ModernBERT: head.dense */
     float *pooler_b;    /* (H) or NULL */
+    /* pooler_w and emb_proj_w packed for the row products over a batch (eng__gemm_rows_p, math/blas.h):
+     * own 64-byte aligned allocations, NULL when absent or under 48 output features */
+    float *pooler_p, *emb_proj_p;
     /* ModernBERT (model/modernbert.c): its layers use the fields above as attn_norm (ln1; NULL on
      * layer 0, the identity), Wqkv, attn.Wo, mlp_norm (ln2), mlp.Wi (w1: (2I, H)), mlp.Wo (w2); a
      * LayerNorm without bias gets zeros; no position or type embeddings. */
@@ -60,6 +63,7 @@ struct eng_model {
     float *arena;        /* (arena_floats) every float tensor above points into it */
     size_t arena_floats;
     size_t packed_bytes; /* of every layer's eng_linear */
+    size_t rows_bytes;   /* of pooler_p and emb_proj_p */
 };
 
 /* Borrowed pointer, valid while the model lives. */

@@ -15,11 +15,68 @@
 
 #include "engine/files.h"
 #include "io/tensor_file.h"
+#include "math/blas.h"
 #include "task/task_impl.h"
 
 int eng_task_load(const eng_model *m, const char *const *dirs, int n_dirs, const eng_task_params *p, eng_task **out,
                   eng_err *err) {
     return eng__task_load_texts(m, dirs, n_dirs, p, NULL, 0, out, err);
+}
+
+/* W (N, K) laid out as eng__gemm_rows_p reads it (math/blas.h), alpha folded in, into *out; W is
+ * freed when it is an allocation of its own (a LoRA's B can be a slice of one tensor shared by q, k
+ * and v: that one stays). counted: W's bytes are in t->bytes. Nothing when already packed, absent or
+ * too narrow to pack. */
+static int pack_one(eng_task *t, float **w, int N, int K, float alpha, int counted, float **out, eng_err *err) {
+    if (*out || !*w || !eng__gemm_rows_packs(N)) return 0;
+    size_t n = eng__packed_floats(N, K);
+    float *p = eng__task_alloc64(t, n * sizeof *p);
+    if (!p) return eng_err_set(err, ENG_NO_MEMORY, "out of memory (packing adapter weights)");
+    eng__pack_strided(*w, N, K, (size_t)K, 1, alpha, p);
+    t->bytes += n * sizeof *p;
+    if (eng__task_release(t, *w)) {
+        if (counted) t->bytes -= (size_t)N * K * sizeof **w;
+        *w = NULL;
+    }
+    *out = p;
+    return 0;
+}
+
+/* Packs every dense adapter matrix that eng__gemm_rows would otherwise repack on every call (a few
+ * rows paid the packing of the whole operand: ~60 us for a 64 x 768 bottleneck at one row, sgemm's
+ * 2.4 us). The bits are the unpacked call's (tests/engine/math/test_gemm.c). */
+static int pack_weights(eng_task *t, int H, eng_err *err) {
+    int rc = 0;
+    for (int l = 0; l < t->n_layers && !rc; l++) {
+        eng_task_layer *a = &t->layers[l];
+        for (int k = 0; k < ENG_LIN_COUNT && !rc; k++) {
+            eng_lora *lo = a->lora[k];
+            if (lo) rc = pack_one(t, &lo->B, lo->out, lo->r, lo->gate_w ? 1.0f : lo->scaling, 1, &lo->pB, err);
+        }
+        for (eng_site_pos s = 0; s < ENG_SITE_COUNT && !rc; s++) {
+            eng_site *site = eng__layer_site_mut(a, s);
+            eng_bottleneck *bns[ENG_MAX_STACK + ENG_MAX_FUSE];
+            int nb = 0;
+            for (int i = 0; i < site->n_stack; i++) bns[nb++] = site->stack[i];
+            for (int i = 0; i < site->n_fuse; i++) bns[nb++] = site->fuse[i];
+            for (int i = 0; i < nb && !rc; i++) {
+                eng_bottleneck *bn = bns[i];
+                if (!(rc = pack_one(t, &bn->w_down, bn->d, H, 1.0f, 1, &bn->p_down, err)))
+                    rc = pack_one(t, &bn->w_up, H, bn->d, 1.0f, 1, &bn->p_up, err);
+            }
+            eng_fusion *fu = (eng_fusion *)site->fusion; /* the task's own, built by load_fusion.c */
+            if (!fu || rc) continue;
+            if (fu->wk && fu->wk_t) { /* wk only made wk_t, which was not counted */
+                if (eng__task_release(t, fu->wk)) t->bytes -= (size_t)H * H * sizeof(float);
+                fu->wk = NULL;
+                t->bytes += (size_t)H * H * sizeof(float);
+            }
+            if (!(rc = pack_one(t, &fu->wq, H, H, 1.0f, 1, &fu->pq, err)) &&
+                !(rc = pack_one(t, &fu->wk_t, H, H, 1.0f, 1, &fu->pk_t, err)))
+                rc = pack_one(t, &fu->wv, H, H, 1.0f, 1, &fu->pv, err);
+        }
+    }
+    return rc;
 }
 
 int eng__task_load_texts(const eng_model *m, const char *const *dirs, int n_dirs, const eng_task_params *p,
@@ -95,6 +152,7 @@ int eng__task_load_texts(const eng_model *m, const char *const *dirs, int n_dirs
                              dirs[0]);
     if (!rc && p->fusion_dir) rc = eng__fusion_apply_saved(t, p->fusion_dir, err);
     if (!rc && p->fusion_dir && !p->keep_pruned) eng__fusion_free_pruned(t, c->hidden);
+    if (!rc) rc = pack_weights(t, c->hidden, err);
     /* head */
     if (!rc) {
         /* the last folder's, passing over a PEFT folder without one */

@@ -38,6 +38,12 @@ static void *task_keep(eng_task *t, void *p) {
 
 void *eng__task_alloc(eng_task *t, size_t bytes) { return task_keep(t, calloc(1, bytes ? bytes : 1)); }
 
+void *eng__task_alloc64(eng_task *t, size_t bytes) {
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes ? bytes : 1)) return NULL;
+    return task_keep(t, p);
+}
+
 /* Frees p early (it was eng__task_alloc'd); its slot in the list is cleared. */
 int eng__task_release(eng_task *t, void *p) {
     for (size_t i = t->n_allocs; p && i-- > 0;)

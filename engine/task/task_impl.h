@@ -82,6 +82,8 @@ int eng__task_load_texts(const eng_model *m, const char *const *dirs, int n_dirs
 
 /* Zeroed bytes owned by the task, or NULL. */
 void *eng__task_alloc(eng_task *t, size_t bytes);
+/* Uninitialized bytes owned by the task, 64-byte aligned (packed weights), or NULL. */
+void *eng__task_alloc64(eng_task *t, size_t bytes);
 /* Frees p (from eng__task_alloc) before the task goes; returns 1, or 0 when p is not the task's. */
 int eng__task_release(eng_task *t, void *p);
 char *eng__task_strdup(eng_task *t, const char *s);

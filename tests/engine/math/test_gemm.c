@@ -33,20 +33,29 @@ static const shape shapes[] = {
 
 static const int row_counts[] = {1, 2, 3, 7, 8, 9, 16, 31, 64, 100, 257, 600};
 
-static void run(eng_pool *pool, const shape *sh, int M, const float *A, int lda, const float *W, const float *bias,
-                const float *R, float *C, int ldc) {
+/* P: W packed at load (eng__gemm_rows_p), with the accumulating form's alpha in it, or NULL. */
+static void run(eng_pool *pool, const shape *sh, int M, const float *A, int lda, const float *W, const float *P,
+                const float *bias, const float *R, float *C, int ldc) {
     if (sh->acc) {
         for (int m = 0; m < M; m++) memcpy(C + (size_t)m * ldc, R + (size_t)m * ldc, sizeof(float) * (size_t)sh->N);
-        eng__gemm_rows_acc(pool, M, sh->N, sh->K, 2.0f, A, lda, W, sh->K, C, ldc);
+        if (P)
+            eng__gemm_rows_p_acc(pool, M, sh->N, sh->K, A, lda, P, C, ldc);
+        else
+            eng__gemm_rows_acc(pool, M, sh->N, sh->K, 2.0f, A, lda, W, sh->K, C, ldc);
         return;
     }
     eng_epilogue ep = {.bias = bias, .act = sh->epilogue == 2 ? ENG_ACT_GELU : ENG_ACT_IDENTITY,
                        .residual = sh->epilogue == 2 ? R : NULL, .ldr = ldc};
-    eng__gemm_rows(pool, M, sh->N, sh->K, A, lda, W, sh->K, C, ldc, sh->epilogue ? &ep : NULL);
+    if (P)
+        eng__gemm_rows_p(pool, M, sh->N, sh->K, A, lda, P, C, ldc, sh->epilogue ? &ep : NULL);
+    else
+        eng__gemm_rows(pool, M, sh->N, sh->K, A, lda, W, sh->K, C, ldc, sh->epilogue ? &ep : NULL);
 }
 
 /* Every row of an M-row product against the same row computed alone, and against the rows at the
- * start of a larger product: memcmp, not a tolerance. */
+ * start of a larger product: memcmp, not a tolerance. Where the product packs (48 columns up), the
+ * same with W packed once beforehand, as the adapters' weights are at load (task/load.c): every row
+ * has the bits of the product that packs per call. */
 static void check_shape(eng_pool *pool, const shape *sh, unsigned seed) {
     unsigned s = seed;
     int Mmax = row_counts[sizeof row_counts / sizeof row_counts[0] - 1];
@@ -59,19 +68,37 @@ static void check_shape(eng_pool *pool, const shape *sh, unsigned seed) {
     for (size_t i = 0; i < (size_t)sh->N * sh->K; i++) W[i] = frand(&s, -0.2f, 0.2f);
     for (int i = 0; i < sh->N; i++) bias[i] = frand(&s, -1, 1);
     for (size_t i = 0; i < (size_t)Mmax * ldc; i++) R[i] = frand(&s, -1, 1);
+    float *P = NULL, *CP = NULL;
+    if (eng__gemm_rows_packs(sh->N)) {
+        size_t bytes = (eng__packed_floats(sh->N, sh->K) * sizeof(float) + 63) / 64 * 64;
+        P = aligned_alloc(64, bytes ? bytes : 64);
+        CP = malloc(sizeof(float) * (size_t)Mmax * ldc);
+        cr_assert(P && CP);
+        eng__pack_strided(W, sh->N, sh->K, (size_t)sh->K, 1, sh->acc ? 2.0f : 1.0f, P);
+    }
     for (size_t c = 0; c < sizeof row_counts / sizeof row_counts[0]; c++) {
         int M = row_counts[c];
-        run(pool, sh, M, A, lda, W, bias, R, C, ldc);
+        run(pool, sh, M, A, lda, W, NULL, bias, R, C, ldc);
+        if (P) run(pool, sh, M, A, lda, W, P, bias, R, CP, ldc);
         for (int m = 0; m < M; m += (M > 64 ? 7 : 1)) {
-            run(pool, sh, 1, A + (size_t)m * lda, lda, W, bias, R + (size_t)m * ldc, one, ldc);
+            run(pool, sh, 1, A + (size_t)m * lda, lda, W, NULL, bias, R + (size_t)m * ldc, one, ldc);
             cr_assert(memcmp(one, C + (size_t)m * ldc, sizeof(float) * (size_t)sh->N) == 0,
                       "N %d K %d%s: row %d of %d rows differs from the row alone (%.9g vs %.9g at column 0)", sh->N,
                       sh->K, sh->acc ? " (acc)" : "", m, M, C[(size_t)m * ldc], one[0]);
+            if (!P) continue;
+            run(pool, sh, 1, A + (size_t)m * lda, lda, W, P, bias, R + (size_t)m * ldc, one, ldc);
+            cr_assert(memcmp(one, C + (size_t)m * ldc, sizeof(float) * (size_t)sh->N) == 0,
+                      "N %d K %d%s packed: row %d alone differs from the unpacked product's (%.9g vs %.9g)", sh->N,
+                      sh->K, sh->acc ? " (acc)" : "", m, one[0], C[(size_t)m * ldc]);
         }
+        for (int m = 0; P && m < M; m++)
+            cr_assert(memcmp(CP + (size_t)m * ldc, C + (size_t)m * ldc, sizeof(float) * (size_t)sh->N) == 0,
+                      "N %d K %d%s packed: row %d of %d rows differs from the unpacked product's", sh->N, sh->K,
+                      sh->acc ? " (acc)" : "", m, M);
         for (int m = 0; m < M; m++)
             for (int n = 0; n < sh->N; n++) cr_assert(isfinite(C[(size_t)m * ldc + n]));
     }
-    free(A), free(W), free(bias), free(R), free(C), free(one);
+    free(A), free(W), free(bias), free(R), free(C), free(one), free(P), free(CP);
 }
 
 static void check_all(void *ctx) {
@@ -101,7 +128,7 @@ static void check_ref(eng_pool *pool, int M, int N, int K, int epilogue, unsigne
     for (int i = 0; i < N; i++) bias[i] = frand(&s, -1, 1);
     for (size_t i = 0; i < (size_t)M * ldc; i++) R[i] = frand(&s, -1, 1), C[i] = NAN;
     shape sh = {N, K, 0, epilogue};
-    run(pool, &sh, M, A, lda, W, bias, R, C, ldc);
+    run(pool, &sh, M, A, lda, W, NULL, bias, R, C, ldc);
     eng__ref_gemm(M, N, K, A, lda, W, K, epilogue ? bias : NULL, E, N);
     if (epilogue == 2) eng__ref_act_apply(ENG_ACT_GELU, E, (size_t)M * N);
     float tol = 2e-6f * sqrtf((float)K + 1.0f);
