@@ -153,7 +153,23 @@ static const char *openai_error_type(unsigned status) {
     return "invalid_request_error";
 }
 
+static char *error_encode(proto_dialect d, const char *code, unsigned http_status, const char *msg, size_t *len);
+
+/* A message quoting what a client sent (a task name from a path) may hold bytes that are not UTF-8,
+ * which JSON cannot carry: they become '?' (every byte from 0x80 on: a rare path, kept simple) rather
+ * than the answer becoming a 500. */
 char *proto_error_encode_as(proto_dialect d, const char *code, unsigned http_status, const char *msg, size_t *len) {
+    size_t n = strlen(msg);
+    if (proto__utf8_valid(msg, n)) return error_encode(d, code, http_status, msg, len);
+    char *clean = malloc(n + 1);
+    if (!clean) return NULL;
+    for (size_t i = 0; i <= n; i++) clean[i] = (unsigned char)msg[i] >= 0x80 ? '?' : msg[i];
+    char *out = error_encode(d, code, http_status, clean, len);
+    free(clean);
+    return out;
+}
+
+static char *error_encode(proto_dialect d, const char *code, unsigned http_status, const char *msg, size_t *len) {
     switch (d) {
     case PROTO_DIALECT_TEI:
         return proto__dump(json_pack("{s:s,s:s}", "error", msg, "error_type", tei_error_type(http_status)), len);

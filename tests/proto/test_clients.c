@@ -121,3 +121,18 @@ Test(clients, tei_prompts_and_info) {
     cr_expect(json_is_null(json_object_get(d, "model_sha")));
     json_decref(d);
 }
+
+/* A message quoting a client's bytes that are not UTF-8 (a task name from a path, "%FF") is still an
+ * error body: those bytes become '?', in every dialect (it was NULL, which the server answered 500). */
+Test(clients, error_message_not_utf8) {
+    const proto_dialect ds[] = {PROTO_DIALECT_ADAPTERD, PROTO_DIALECT_TEI, PROTO_DIALECT_OPENAI, PROTO_DIALECT_KSERVE};
+    for (size_t i = 0; i < sizeof ds / sizeof ds[0]; i++) {
+        char *s = proto_error_encode_as(ds[i], "not_found", 404, "unknown task \"\xff\xc3\" (x)", NULL);
+        cr_assert(s, "dialect %d: no body", (int)ds[i]);
+        cr_expect(strstr(s, "unknown task \\\"??\\\" (x)"), "dialect %d: %s", (int)ds[i], s);
+        json_decref(load(s));
+    }
+    char *s = proto_error_encode_as(PROTO_DIALECT_ADAPTERD, "not_found", 404, "caf\xc3\xa9", NULL);
+    cr_expect(s && strstr(s, "caf\xc3\xa9"), "valid UTF-8 kept: %s", s ? s : "");
+    free(s);
+}
