@@ -135,7 +135,10 @@ static slot *slot_of(srv_rollouts *t, const char *task, const store_rollout *ro,
 /* Largest |difference| of two probability vectors of n labels (0 when either is missing). */
 static double max_abs_diff(const float *a, const float *b, int n) {
     double m = 0;
-    for (int c = 0; a && b && c < n; c++) m = fmax(m, fabs((double)a[c] - b[c]));
+    for (int c = 0; a && b && c < n; c++) {
+        double d = fabs((double)a[c] - b[c]);
+        if (d > m) m = d; /* as fmax: a NaN is passed over (fmax's reduction crashed aarch64 GCC 12) */
+    }
     return m;
 }
 
@@ -191,9 +194,11 @@ void srv__rollout_compare(srv_rollouts *t, const char *task, const store_rollout
         lc = cur->label, ld = cand->label;
         break;
     case PROTO_HEAD_MULTILABEL: {
+        /* the first label the two decide differently ends it (written as a search: aarch64 GCC 12's
+         * vectorizer crashed on the &= reduction this was) */
         int same = 1;
-        for (int c = 0; cur->scores && cand->scores && c < cur->n_labels && c < cand->n_labels; c++)
-            same &= (cur->scores[c] > 0.5f) == (cand->scores[c] > 0.5f);
+        for (int c = 0; same && cur->scores && cand->scores && c < cur->n_labels && c < cand->n_labels; c++)
+            if ((cur->scores[c] > 0.5f) != (cand->scores[c] > 0.5f)) same = 0;
         agree = same;
         diff = max_abs_diff(cur->scores, cand->scores, cur->n_labels == cand->n_labels ? cur->n_labels : 0);
         break;
