@@ -68,6 +68,7 @@
 
 #include "clock.h"
 #include "conn.h"
+#include "grpc_impl.h"
 #include "tls.h"
 
 /* Concurrent calls per connection (SETTINGS_MAX_CONCURRENT_STREAMS). */
@@ -98,61 +99,8 @@
 #define ONE_MESSAGE                                                                                                    \
     "a unary call takes exactly one message (a 5-byte prefix: flag 0 or 1, big-endian length; then the message)"
 
-struct srv_grpc_conn {
-    uv_tcp_t tcp;
-    srv_grpc *g;
-    nghttp2_session *h2;
-    srv_grpc_conn *prev, *next;
-    srv_conn *sc;                /* conn.c's record, the limits HTTP and gRPC share; NULL: not counted */
-    int n_streams;
-    size_t writing;              /* bytes in uv_write requests not completed */
-    size_t buffered;             /* bytes of request messages its calls hold (each its want), <= grpc_buffer_bytes */
-    bool closing, drain_counted;
-    bool in_recv;                /* inside nghttp2_session_mem_recv: its callbacks may not send or close */
-    bool idle;                   /* conn.c was told it has no call open and nothing to write */
-    bool reserve;                /* accepted beyond --max-connections: ServerLive and ServerReady only */
-    bool answered_any;           /* a call was answered (a refused or reserve connection then says GOAWAY) */
-    bool goaway;                 /* GOAWAY submitted: closes once its calls are done */
-    char refuse[200];            /* refused: every call answers UNAVAILABLE with this; "" when not refused */
-    double last_read;            /* srv__now() of the last bytes read */
-    double t_open;
-    void (*out)(void *ud, const uint8_t *p, size_t n); /* a memory connection's output; NULL: the socket */
-    void *out_ud;
-    /* --tls-cert: the connection's TLS session (NULL: h2c), driven from the loop. GnuTLS reads the
-     * ciphertext of the read being handled (tin, tin_len: its pull function) and writes records into
-     * tout (its push function), which goes to the socket as one uv_write after each GnuTLS call. */
-    gnutls_session_t tls;
-    srv_tls_creds *creds;      /* the credentials its handshake used, referenced for its life */
-    bool tls_up;               /* handshake done and h2 negotiated: nghttp2 speaks */
-    bool tls_failed;           /* handshake refused: closes once its alert is written */
-    const uint8_t *tin;
-    size_t tin_len;
-    struct write_req *tout;
-    size_t tout_cap;
-};
-
-struct srv_grpc {
-    srv_server *s;
-    uv_tcp_t listener;
-    bool listening, draining;
-    srv_grpc_conn *conns;
-    int n_conns;
-    int n_refusing;              /* connections with refuse set */
-    srv_grpc_call *calls;
-    srv_grpc_hooks hooks;
-    uv_timer_t sweep;
-};
-
-typedef struct write_req {
-    uv_write_t req;
-    srv_grpc_conn *c;
-    size_t len;
-    char data[];
-} write_req;
-
 static void conn_flush(srv_grpc_conn *c);
 static void conn_close(srv_grpc_conn *c);
-static void tls_end(srv_grpc_conn *c);
 static void conn_recv(srv_grpc_conn *c, const uint8_t *p, size_t n);
 
 srv_server *srv__grpc_server(const srv_grpc *g) { return g->s; }
@@ -528,7 +476,7 @@ static void conn_close(srv_grpc_conn *c) {
     }
     nghttp2_session_del(c->h2);
     c->h2 = NULL;
-    tls_end(c);
+    srv__grpc_tls_end(c);
     if (c->prev) c->prev->next = c->next;
     else g->conns = c->next;
     if (c->next) c->next->prev = c->prev;
@@ -554,45 +502,6 @@ static void on_written(uv_write_t *req, int status) {
 
 /* ---- TLS (--tls-cert): GnuTLS over the connection's bytes ---- */
 
-/* GnuTLS's pull: what is left of the read being handled; none, EAGAIN (it keeps a partial record). */
-static ssize_t tls_pull(gnutls_transport_ptr_t p, void *buf, size_t n) {
-    srv_grpc_conn *c = p;
-    if (!c->tin_len) {
-        gnutls_transport_set_errno(c->tls, EAGAIN);
-        return -1;
-    }
-    if (n > c->tin_len) n = c->tin_len;
-    memcpy(buf, c->tin, n);
-    c->tin += n, c->tin_len -= n;
-    return (ssize_t)n;
-}
-
-/* Its readiness check (GnuTLS asks it only with a timeout set): data when the read has bytes left. */
-static int tls_pull_timeout(gnutls_transport_ptr_t p, unsigned ms) {
-    (void)ms;
-    return ((srv_grpc_conn *)p)->tin_len ? 1 : 0;
-}
-
-/* GnuTLS's push: records gathered in tout, written by tls_write after the GnuTLS call. */
-static ssize_t tls_push(gnutls_transport_ptr_t p, const void *buf, size_t n) {
-    srv_grpc_conn *c = p;
-    size_t have = c->tout ? c->tout->len : 0;
-    if (have + n > c->tout_cap) {
-        size_t nc = c->tout_cap ? c->tout_cap : 4096;
-        while (nc < have + n) nc *= 2;
-        write_req *w = realloc(c->tout, sizeof *w + nc);
-        if (!w) {
-            gnutls_transport_set_errno(c->tls, ENOMEM);
-            return -1;
-        }
-        if (!c->tout) w->len = 0;
-        c->tout = w, c->tout_cap = nc;
-    }
-    memcpy(c->tout->data + c->tout->len, buf, n);
-    c->tout->len += n;
-    return (ssize_t)n;
-}
-
 /* The records GnuTLS produced, to the socket. Returns -1 when the write could not start. */
 static int tls_write(srv_grpc_conn *c) {
     write_req *w = c->tout;
@@ -605,26 +514,6 @@ static int tls_write(srv_grpc_conn *c) {
         return -1;
     }
     c->writing += w->len;
-    return 0;
-}
-
-static void tls_end(srv_grpc_conn *c) {
-    if (c->tls) gnutls_deinit(c->tls);
-    c->tls = NULL;
-    srv__tls_release(c->creds);
-    c->creds = NULL;
-    free(c->tout);
-    c->tout = NULL, c->tout_cap = 0;
-}
-
-/* The connection's session: the current credentials, ALPN h2 only, the client CA's rule (tls.c). */
-static int tls_begin(srv_grpc_conn *c) {
-    if (srv__tls_session(c->g->s->tls, &c->tls, &c->creds)) return -1;
-    gnutls_transport_set_ptr(c->tls, c);
-    gnutls_transport_set_pull_function(c->tls, tls_pull);
-    gnutls_transport_set_pull_timeout_function(c->tls, tls_pull_timeout);
-    gnutls_transport_set_push_function(c->tls, tls_push);
-    gnutls_handshake_set_timeout(c->tls, 0); /* the sweep bounds a handshake (--header-timeout-ms) */
     return 0;
 }
 
@@ -886,7 +775,7 @@ static void on_connection(uv_stream_t *ls, int status) {
     }
     c->tcp.data = c;
     conn_link(g, c);
-    if (conn_session(c) || (g->s->tls && tls_begin(c))) return conn_close(c);
+    if (conn_session(c) || (g->s->tls && srv__grpc_tls_begin(c))) return conn_close(c);
     uv_tcp_nodelay(t, 1);
     uv_read_start((uv_stream_t *)t, on_alloc, on_read);
     conn_flush(c);
@@ -972,7 +861,7 @@ void srv__grpc_free(srv_grpc *g) {
         srv_grpc_conn *c = g->conns;
         g->conns = c->next;
         nghttp2_session_del(c->h2);
-        tls_end(c);
+        srv__grpc_tls_end(c);
         free(c);
     }
     free(g);
