@@ -167,6 +167,14 @@ def run(cfg, W, case, skip, seqs, stats=None):
     return torch.cat([h[b, :n] for b, n in enumerate(lens)]), logits, mask
 
 
+FIXTURES_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures"))
+
+
+def backbone_ref(path):   # relative to tests/fixtures for the committed fixtures (tests/common/ref_case.c)
+    p = os.path.abspath(path)
+    return os.path.relpath(p, FIXTURES_ROOT) if p.startswith(FIXTURES_ROOT + os.sep) else p
+
+
 def generate(cfg, W, backbone, name, out_root, skips, lens):
     seed = zlib.crc32(f"modernbert/{name}".encode()) & 0x7FFFFFFF
     case = CASES[name](cfg, A.Rng(seed))
@@ -175,7 +183,7 @@ def generate(cfg, W, backbone, name, out_root, skips, lens):
     for rel, fn in case.saves:
         fn(os.path.join(out, rel))
     with open(os.path.join(out, "setup.json"), "w") as f:
-        json.dump({"backbone": os.path.abspath(backbone), "format": "adapterhub", "adapters": case.adapters,
+        json.dump({"backbone": backbone_ref(backbone), "format": "adapterhub", "adapters": case.adapters,
                    "fusion": case.fusion_dir, "head": case.head_dir, "skips": skips, "notes": case.notes}, f, indent=2)
     os.makedirs(os.path.join(out, "expected"))
     seqs = make_inputs(cfg, seed + 1, lens)
