@@ -28,6 +28,7 @@
 #define MC_BYTES (512u << 10) /* converted activation rows per row block */
 #define MC_MAX 512               /* rows per row block at most (the bound for a short K) */
 #define ROWS_SPLIT_MIN (1 << 20) /* activations converted on the caller alone below this many */
+#define ROWS_SPLIT_TILES 4       /* row tiles per thread at least for the split by rows */
 
 /* K is padded with zeros to whole AMX tiles (32 bf16 or 64 int8 k: one 64-byte row), so that every
  * kernel can read the panels and the converted rows in its own steps; bert-base's K are multiples. */
@@ -149,19 +150,16 @@ static void rows_task(void *ctx, int task, int worker) {
     if (m0 < m1) j->rows(j->A, j->lda, j->w->K, j->w->kp, m0, m1, j->ws, j->ldws, j->scales);
 }
 
-static void gemm_task(void *ctx, int task, int worker) {
-    (void)worker;
-    const lp_job *j = ctx;
+/* Rows [r0, r1) of the product over panels [p0, p1), in row blocks of mc. */
+static void gemm_range(const lp_job *j, int r0, int r1, int p0, int p1) {
     const eng_lp_weights *w = j->w;
     const eng_epilogue *ep = j->ep;
-    int panels = (w->N + NR - 1) / NR;
-    int p0 = task * j->panels_per_task, p1 = p0 + j->panels_per_task < panels ? p0 + j->panels_per_task : panels;
     int act = ep && ep->act != ENG_ACT_IDENTITY;
     const float *res_pre = ep && !act ? ep->residual : NULL; /* folded into the prefill */
     size_t panel_bytes = (size_t)w->kp * NR * (size_t)elem_bytes(w->prec);
     const char *end = (const char *)w->panels + (size_t)p1 * panel_bytes;
-    for (int m0 = 0; m0 < j->M; m0 += j->mc) {
-        int mb = j->M - m0 < j->mc ? j->M - m0 : j->mc;
+    for (int m0 = r0; m0 < r1; m0 += j->mc) {
+        int mb = r1 - m0 < j->mc ? r1 - m0 : j->mc;
         size_t tiles = (size_t)(mb + j->mr - 1) / j->mr, lines = panel_bytes / 64;
         size_t per = (lines + tiles - 1) / tiles;
         for (int p = p0; p < p1; p++) {
@@ -194,6 +192,25 @@ static void gemm_task(void *ctx, int task, int worker) {
     }
 }
 
+/* Split by panels: every thread reads all the converted rows (converted before, rows_task). */
+static void gemm_task(void *ctx, int task, int worker) {
+    (void)worker;
+    const lp_job *j = ctx;
+    int panels = (j->w->N + NR - 1) / NR;
+    int p0 = task * j->panels_per_task, p1 = p0 + j->panels_per_task < panels ? p0 + j->panels_per_task : panels;
+    if (p0 < p1) gemm_range(j, 0, j->M, p0, p1);
+}
+
+/* Split by rows: a thread converts its own rows and runs them over every panel, in one region. */
+static void rows_gemm_task(void *ctx, int task, int worker) {
+    (void)worker;
+    const lp_job *j = ctx;
+    int m0 = task * j->rows_per_task, m1 = m0 + j->rows_per_task < j->M ? m0 + j->rows_per_task : j->M;
+    if (m0 >= m1) return;
+    j->rows(j->A, j->lda, j->w->K, j->w->kp, m0, m1, j->ws, j->ldws, j->scales);
+    gemm_range(j, m0, m1, 0, (j->w->N + NR - 1) / NR);
+}
+
 void eng__lp_gemm(eng_pool *pool, int M, const float *A, int lda, const eng_lp_weights *w, float *C, int ldc,
                  const eng_epilogue *ep, void *ws) {
     if (M <= 0 || w->N <= 0) return;
@@ -206,6 +223,17 @@ void eng__lp_gemm(eng_pool *pool, int M, const float *A, int lda, const eng_lp_w
     j.mc = mc < j.mr ? j.mr : mc > MC_MAX ? MC_MAX : mc;
     int threads = eng__pool_size(pool), panels = (w->N + NR - 1) / NR;
     int split = 2.0 * M * w->N * (double)w->K >= ENG__SPLIT_MIN_FLOPS;
+    if (split && threads > 1 && M >= ROWS_SPLIT_TILES * j.mr * threads) {
+        /* Enough rows for every thread: split them, so the conversion runs on every thread inside the
+         * product's one region (no second region, no thread idle while the caller converts). Each
+         * thread then streams every panel, from L3 when they do not fit in L2, once per row block of
+         * up to mc rows: a few bytes per thousand operations. The bits are the panel split's: an
+         * output depends only on its row and its feature. */
+        int per = (M + threads - 1) / threads;
+        j.rows_per_task = (per + j.mr - 1) / j.mr * j.mr;
+        eng__pool_run(pool, (M + j.rows_per_task - 1) / j.rows_per_task, rows_gemm_task, &j);
+        return;
+    }
     /* converting a row costs a few cycles per 32 values: up to ~1M values (M = 128 at any bert-base K)
      * the caller does it in less time than waking the pool for a region of its own */
     int rtasks = (double)M * w->K < ROWS_SPLIT_MIN ? 1 : threads < M ? threads : M;

@@ -23,6 +23,8 @@
  * length K is a sum of K/KC partial sums. One running sum over K = 3072 was 5x further from a
  * double-precision product than OpenBLAS; the blocked sum is as close (test_gemm_packed checks it).
  */
+#include <string.h>
+
 #include "math/blas.h"
 
 #include "math/kern.h"
@@ -34,23 +36,38 @@
 
 size_t eng__packed_floats(int N, int K) { return (size_t)((N + NR - 1) / NR) * NR * (size_t)K; }
 
+/* The layout of eng__pgemm's B: panels of 48 features, k-major inside. Attention packs a head's keys
+ * (a transpose: sk == 1) and values (a copy of row slices: sn == 1) for every head of every sequence,
+ * so both run without a test per element: the transpose in blocks of 16 k (the 48 x 16 block written
+ * stays in L1 while each source row gives one 64-byte line), the copy as contiguous runs. Either
+ * computes alpha * W exactly, one multiplication a value. */
 void eng__pack_strided(const float *W, int N, int K, size_t sn, size_t sk, float alpha, float *P) {
+    enum { KB = 16 };
     int panels = (N + NR - 1) / NR;
     for (int p = 0; p < panels; p++) {
         float *panel = P + (size_t)p * K * NR;
-        if (sk == 1) { /* rows of W along k (Linear weights, attention keys): read each row once */
-            for (int j = 0; j < NR; j++) {
-                int n = p * NR + j;
-                const float *src = W + (size_t)n * sn;
-                for (int k = 0; k < K; k++) panel[(size_t)k * NR + j] = n < N ? alpha * src[k] : 0.0f;
+        int n0 = p * NR, w = N - n0 < NR ? N - n0 : NR;
+        if (sk == 1) { /* rows of W along k (Linear weights, attention keys) */
+            for (int k0 = 0; k0 < K; k0 += KB) {
+                int kb = K - k0 < KB ? K - k0 : KB;
+                for (int j = 0; j < w; j++) {
+                    const float *src = W + (size_t)(n0 + j) * sn + k0;
+                    float *dst = panel + (size_t)k0 * NR + j;
+                    for (int k = 0; k < kb; k++) dst[(size_t)k * NR] = alpha * src[k];
+                }
+                for (int k = 0; k < kb && w < NR; k++) memset(panel + (size_t)(k0 + k) * NR + w, 0, sizeof(float) * (size_t)(NR - w));
             }
             continue;
         }
-        for (int k = 0; k < K; k++)
-            for (int j = 0; j < NR; j++) {
-                int n = p * NR + j;
-                panel[(size_t)k * NR + j] = n < N ? alpha * W[(size_t)n * sn + (size_t)k * sk] : 0.0f;
-            }
+        for (int k = 0; k < K; k++) {
+            const float *src = W + (size_t)k * sk + (size_t)n0 * sn;
+            float *dst = panel + (size_t)k * NR;
+            if (sn == 1) /* rows of W along n (attention values) */
+                for (int j = 0; j < w; j++) dst[j] = alpha * src[j];
+            else
+                for (int j = 0; j < w; j++) dst[j] = alpha * src[(size_t)j * sn];
+            for (int j = w; j < NR; j++) dst[j] = 0.0f;
+        }
     }
 }
 

@@ -153,6 +153,8 @@ static void check_all(eng_prec prec) {
     check(prec, 5, 50, 0, 2, &gelu_res, 11);    /* K = 0: C is the epilogue of zeros */
     check(prec, 3, 7, 1, 1, &bias, 13);         /* K = 1: one value and padding */
     check(prec, 1400, 50, 770, 3, &bias_res, 14); /* over 1M activations: converted by the pool's threads */
+    check(prec, 97, 130, 200, 3, &gelu_res, 15);  /* split by rows (>= 4 tiles a thread): 40, 40 and 17 rows */
+    check(prec, 95, 130, 200, 3, &gelu_res, 16);  /* just below it: split by panels */
 }
 
 static void check_all_ctx(void *ctx) { check_all(*(eng_prec *)ctx); }
