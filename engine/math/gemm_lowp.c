@@ -2,12 +2,14 @@
  * int8 products (gemm_lowp.h); the vector kernels are in x86/ (avx2_bf16.c, avx2_int8.c, avx_vnni.c,
  * avx512_bf16.c, avx512_vnni.c), chosen by kern.h.
  *
- * A product runs in two steps. The first converts the activations once into the workspace: bf16
- * rows, or u8 rows with one scale per row; large inputs in a pool region, rows split over the
- * threads, small ones (below ROWS_SPLIT_MIN values) on the caller. Converting inside each column
- * task instead would repeat it once per thread, and the int8 row scale needs the whole row before
- * its first quad can be stored. The second step is a region like eng__pgemm's: each thread takes a
- * contiguous run of 48-feature panels and walks all rows in blocks of MC over each panel.
+ * The activations are converted once into the workspace: bf16 rows, or u8 rows with one scale per
+ * row (the int8 row scale needs the whole row before its first quad can be stored). With enough rows
+ * for every thread (ROWS_SPLIT_TILES row tiles each), the rows are split: each thread converts its
+ * own and runs them over every panel, all in one region. With fewer, the product is split by panels
+ * (a region like eng__pgemm's: each thread takes a contiguous run of 48-feature panels and walks
+ * all rows in blocks of MC over each panel) after a first step that converts every row, in a pool
+ * region when large, on the caller when small (below ROWS_SPLIT_MIN values): converting inside each
+ * panel task would repeat it once per thread.
  *
  * Unlike the float32 kernel there is no KC blocking of K: a micro-tile runs over all of K with its
  * sums in registers. For int8 that keeps the integer sum exact to the end (float partial sums per
