@@ -24,8 +24,8 @@ int eng_task_load(const eng_model *m, const char *const *dirs, int n_dirs, const
 }
 
 /* W (N, K) laid out as eng__gemm_rows_p reads it (math/blas.h), alpha folded in, into *out; W is
- * freed when it is an allocation of its own (a LoRA's B can be a slice of one tensor shared by q, k
- * and v: that one stays). counted: W's bytes are in t->bytes. Nothing when already packed, absent or
+ * freed when it is an allocation of its own (every matrix here is: nothing else points into it, see
+ * load_lora.c's split_fused_qkv). counted: W's bytes are in t->bytes. Nothing when already packed, absent or
  * too narrow to pack. */
 static int pack_one(eng_task *t, float **w, int N, int K, float alpha, int counted, float **out, eng_err *err) {
     if (*out || !*w || !eng__gemm_rows_packs(N)) return 0;
@@ -42,36 +42,6 @@ static int pack_one(eng_task *t, float **w, int N, int K, float alpha, int count
     return 0;
 }
 
-/* A layer's LoRAs' B packed; the unpacked copies freed only when every B of the layer is packed: the
- * three modules of ModernBERT's fused Wqkv share one B allocation (task/load_lora.c), the first
- * being its base, so freeing it while packing the first left the others reading freed memory. */
-static int pack_loras(eng_task *t, eng_task_layer *a, eng_err *err) {
-    int all = 1;
-    for (int k = 0; k < ENG_LIN_COUNT; k++) {
-        eng_lora *lo = a->lora[k];
-        if (!lo || !lo->B || lo->pB) continue;
-        if (!eng__gemm_rows_packs(lo->out)) {
-            all = 0;
-            continue;
-        }
-        size_t n = eng__packed_floats(lo->out, lo->r);
-        float *p = eng__task_alloc64(t, n * sizeof *p);
-        if (!p) return eng_err_set(err, ENG_NO_MEMORY, "out of memory (packing adapter weights)");
-        eng__pack_strided(lo->B, lo->out, lo->r, (size_t)lo->r, 1, lo->gate_w ? 1.0f : lo->scaling, p);
-        t->bytes += n * sizeof *p;
-        lo->pB = p;
-    }
-    if (!all) return 0; /* a slice still read unpacked: keep every B */
-    for (int k = 0; k < ENG_LIN_COUNT; k++) {
-        eng_lora *lo = a->lora[k];
-        if (!lo || !lo->B) continue;
-        eng__task_release(t, lo->B); /* the base frees; a slice of it is freed with it */
-        t->bytes -= (size_t)lo->out * lo->r * sizeof *lo->B;
-        lo->B = NULL;
-    }
-    return 0;
-}
-
 /* Packs every dense adapter matrix that eng__gemm_rows would otherwise repack on every call (a few
  * rows paid the packing of the whole operand: ~60 us for a 64 x 768 bottleneck at one row, sgemm's
  * 2.4 us). The bits are the unpacked call's (tests/engine/math/test_gemm.c). */
@@ -79,7 +49,10 @@ static int pack_weights(eng_task *t, int H, eng_err *err) {
     int rc = 0;
     for (int l = 0; l < t->n_layers && !rc; l++) {
         eng_task_layer *a = &t->layers[l];
-        if (!rc) rc = pack_loras(t, a, err);
+        for (int k = 0; k < ENG_LIN_COUNT && !rc; k++) {
+            eng_lora *lo = a->lora[k];
+            if (lo) rc = pack_one(t, &lo->B, lo->out, lo->r, lo->gate_w ? 1.0f : lo->scaling, 1, &lo->pB, err);
+        }
         for (eng_site_pos s = 0; s < ENG_SITE_COUNT && !rc; s++) {
             eng_site *site = eng__layer_site_mut(a, s);
             eng_bottleneck *bns[ENG_MAX_STACK + ENG_MAX_FUSE];

@@ -435,7 +435,9 @@ static int build_prefix(eng_load_ctx *x, const ah_cfg *cfg, const eng_st_tensor 
  * (A_g: rows g r.., B_g: rows g H..). (IA)^3's lora_B (n H, 1) is padded with ones and the whole output
  * multiplied by it times alpha, so a slice not enabled is multiplied by alpha. Here each slice becomes its
  * own module of role q, k or v, as the engine's by-role hooks take them; raw[Q] of each layer holds the
- * merged tensors as read. */
+ * merged tensors as read. Each slice of B gets an allocation of its own and the merged one is freed:
+ * load.c packs each B and frees it, and freeing the q slice's B freed the k and v slices' with it when
+ * they pointed into one allocation (stop 45's CI: logits off by up to 4). A's slices stay views. */
 static int split_merged_qkv(eng_load_ctx *x, eng_lora_raw *raw, const ah_cfg *cfg) {
     const eng_config *c = x->c;
     int H = c->hidden, n = cfg->qkv[0] + cfg->qkv[1] + cfg->qkv[2];
@@ -482,7 +484,10 @@ static int split_merged_qkv(eng_load_ctx *x, eng_lora_raw *raw, const ah_cfg *cf
                 *o = (eng_lora_raw){.B = ones, .rB = 1, .tB = m.tB, .out = H};
                 continue;
             }
-            o->B = m.B + (size_t)g * H * r;
+            /* B's slice copied into an allocation of its own (load.c packs each B and frees it) */
+            if (!(o->B = eng__task_alloc(x->t, (size_t)H * r * sizeof *o->B)))
+                return eng_err_set(x->err, ENG_NO_MEMORY, "out of memory");
+            memcpy(o->B, m.B + (size_t)g * H * r, (size_t)H * r * sizeof *o->B);
             if (gw) {
                 o->gate_w = gw + (size_t)g * H;
                 o->gate_b = gb[g];
@@ -493,6 +498,7 @@ static int split_merged_qkv(eng_load_ctx *x, eng_lora_raw *raw, const ah_cfg *cf
             }
             g++;
         }
+        eng__task_release(x->t, m.B); /* t->bytes unchanged: its slices' copies hold what it held */
     }
     return 0;
 }

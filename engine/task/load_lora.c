@@ -3,6 +3,7 @@
  * Both loaders gather the raw tensors of every (layer, Linear) first; eng__lora_finish checks them
  * against the backbone and folds the scaling each form defines (docs/ADAPTER_FORMATS.md §3, §4). */
 #include <math.h>
+#include <string.h>
 
 #include "task/task_impl.h"
 
@@ -33,19 +34,26 @@ int eng__lin_out(const eng_config *c, eng_lin l) {
 /* ModernBERT's attn.Wqkv is one Linear (rows: query, key, value): its LoRA (or (IA)^3 vector), read as
  * the ENG_LIN_Q module with 3H outputs, becomes three modules acting on the q, k and v slices of the
  * layer's qkv product, as they do on BERT's three Linear layers. The slices share A (and any gate);
- * B's and l's rows are split, so the sum is the fused module's exactly. */
+ * B's and l's rows are split, so the sum is the fused module's exactly. Each B slice is copied into an
+ * allocation of its own and the fused one freed: load.c packs each B and frees it, which would free
+ * the k and v slices' memory with the q one's if they pointed into one allocation (as AdapterHub's
+ * merged Wqkv did: load_adapterhub.c's split_merged_qkv). */
 static int split_fused_qkv(eng_task *t, eng_task_layer *L, int H) {
     if (L->lora[ENG_LIN_Q] && L->lora[ENG_LIN_Q]->out == 3 * H) {
         eng_lora *q = L->lora[ENG_LIN_Q];
-        for (int k = 1; k < 3; k++) {
-            eng_lora *o = eng__task_alloc(t, sizeof *o);
-            if (!o) return -1;
-            *o = *q;
+        float *fused = q->B;
+        size_t n = (size_t)H * q->r;
+        for (int k = 0; k < 3; k++) {
+            eng_lora *o = k ? eng__task_alloc(t, sizeof *o) : q;
+            float *b = eng__task_alloc(t, n * sizeof *b);
+            if (!o || !b) return -1;
+            if (k) *o = *q;
+            memcpy(b, fused + (size_t)k * n, n * sizeof *b);
             o->out = H;
-            o->B = q->B + (size_t)k * H * q->r;
+            o->B = b;
             L->lora[ENG_LIN_Q + k] = o;
         }
-        q->out = H;
+        eng__task_release(t, fused); /* t->bytes unchanged: the three copies hold what it held */
     }
     if (L->ia3[ENG_LIN_Q] && L->ia3[ENG_LIN_Q]->out == 3 * H) {
         eng_ia3 *q = L->ia3[ENG_LIN_Q];

@@ -35,6 +35,14 @@ import st  # noqa: E402
 MODULES = (("attn.Wqkv", "Wqkv"), ("attn.Wo", "Wo"), ("mlp.Wi", "Wi"), ("mlp.Wo", "Wo"))
 
 
+FIXTURES_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures"))
+
+
+def backbone_ref(path):   # relative to tests/fixtures for the committed fixtures (tests/common/ref_case.c)
+    p = os.path.abspath(path)
+    return os.path.relpath(p, FIXTURES_ROOT) if p.startswith(FIXTURES_ROOT + os.sep) else p
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--backbone", required=True)
@@ -95,7 +103,7 @@ def main(argv=None):
                  os.path.join(adir, "adapter_model.safetensors"), {"format": "pt"})
     skips = [int(s) for s in a.skips.split(",") if s]
     with open(os.path.join(a.out, "setup.json"), "w") as f:
-        json.dump({"backbone": os.path.abspath(a.backbone), "format": "peft", "adapters": ["adapters/modernbert-lora"],
+        json.dump({"backbone": backbone_ref(a.backbone), "format": "peft", "adapters": ["adapters/modernbert-lora"],
                    "fusion": None, "head": None, "skips": skips,
                    "notes": "PEFT LoRA on ModernBERT (gen_modernbert_lora.py)"}, f, indent=2)
 

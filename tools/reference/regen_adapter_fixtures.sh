@@ -17,8 +17,10 @@ $gen --backbone "$models/roberta-tiny" --out "$out/roberta-tiny" \
      --case seq_bn_bin,double_seq_bn_st,par_bn,lora_ah,peft_lora,peft_adalora,peft_lora_embedding,prefix,stack_madx
 $gen --backbone "$models/distilbert-tiny" --out "$out/distilbert-tiny" \
      --case seq_bn_bin,double_seq_bn_bin,lora_ah,ia3,peft_lora,peft_rslora,peft_embedding_stack,prefix_flat,fusion_static_n4
-# ModernBERT's fused attn.Wqkv LoRAs (q,v and q,k,v: one B split into slices at load), small enough to commit so the
+# ModernBERT's fused attn.Wqkv LoRAs (AdapterHub q,v and q,k,v, PEFT Wqkv: one B split into slices at load), small enough to commit so the
 # unit tests (and their AddressSanitizer run) load them; every other ModernBERT case runs in parity_modernbert_adapters.
 rm -rf "$out/modernbert-tiny"
 $py "$here/gen_modernbert_adapters.py" --backbone "$models/modernbert-tiny" --out "$out/modernbert-tiny" --skips 0,1 \
     --case lora,lora_qkv
+$py "$here/gen_modernbert_lora.py" --backbone "$models/modernbert-tiny" --out "$out/modernbert-tiny/peft_lora" --skips 0,1 \
+    --r 4 --alpha 8
