@@ -231,12 +231,9 @@ void store__set_current_locked(store_registry *r, store_entry *e, store_task *t,
  * whoever holds the last one may free t at any moment. A listed version is released under the
  * mutex, where the listing's reference cannot go (unlisting takes the mutex), so the check "only
  * the listing holds it now, and it is not current" is safe there; then a version that is not
- * current and that no request holds is unloaded (no reason to stay in memory). An unlisted version
- * is never listed again: a plain decrement. */
-/* The decrement of store_task_release with reg->mu held; *et gets the weights to free after the
- * unlock (a listed version that is neither current nor held by a request), d what an eviction took:
- * a version let go while the registry is over its budget (its loads could not evict what requests
- * held) makes room now, not at the next load. Returns the count left. */
+ * current, not a live rollout's candidate, and that no request holds is unloaded (no reason to
+ * stay in memory). An unlisted version is never listed again: a plain decrement. */
+
 /* A live rollout's candidate stays resident as the current version does: a canary's share or a shadow's
  * samples would otherwise load it again whenever the last request holding it let go (bench/rollout: every
  * request of a shadowed task paid a load, +22 ms, before this). */
@@ -245,11 +242,16 @@ static int rollout_candidate_locked(store_registry *r, const store_task *t) {
     return store__rollout_live(store__get_entry(r, t->name), &c) && c == t;
 }
 
+/* The decrement of store_task_release with reg->mu held; *et gets the weights to free after the
+ * unlock (a listed version that is neither current nor held by a request), d what an eviction took:
+ * a version let go while the registry is over its budget (its loads could not evict what requests
+ * held) makes room now, not at the next load. Returns the count left. */
 static int release_locked(store_registry *r, store_task *t, eng_task **et, detached *d) {
     int left = atomic_fetch_sub(&t->refs, 1) - 1;
     *et = NULL;
     if (left == 1 && atomic_load(&t->listed) && !t->current && !t->loading && atomic_load(&t->task) &&
-        !rollout_candidate_locked(r, t) && (*et = atomic_load(&t->task))) {
+        !rollout_candidate_locked(r, t)) {
+        *et = atomic_load(&t->task);
         atomic_store(&t->task, NULL);
         r->resident_bytes -= t->bytes;
         r->st.unloads++;

@@ -145,11 +145,18 @@ typedef struct {
     eng__lp_tile_fn tile;
 } lp_job;
 
+/* Converts the rows of task's share into the workspace; returns the share's first row, *m1 its end. */
+static int convert_rows(const lp_job *j, int task, int *m1) {
+    int m0 = task * j->rows_per_task;
+    *m1 = m0 + j->rows_per_task < j->M ? m0 + j->rows_per_task : j->M;
+    if (m0 < *m1) j->rows(j->A, j->lda, j->w->K, j->w->kp, m0, *m1, j->ws, j->ldws, j->scales);
+    return m0;
+}
+
 static void rows_task(void *ctx, int task, int worker) {
     (void)worker;
-    const lp_job *j = ctx;
-    int m0 = task * j->rows_per_task, m1 = m0 + j->rows_per_task < j->M ? m0 + j->rows_per_task : j->M;
-    if (m0 < m1) j->rows(j->A, j->lda, j->w->K, j->w->kp, m0, m1, j->ws, j->ldws, j->scales);
+    int m1;
+    convert_rows(ctx, task, &m1);
 }
 
 /* Rows [r0, r1) of the product over panels [p0, p1), in row blocks of mc. */
@@ -207,10 +214,8 @@ static void gemm_task(void *ctx, int task, int worker) {
 static void rows_gemm_task(void *ctx, int task, int worker) {
     (void)worker;
     const lp_job *j = ctx;
-    int m0 = task * j->rows_per_task, m1 = m0 + j->rows_per_task < j->M ? m0 + j->rows_per_task : j->M;
-    if (m0 >= m1) return;
-    j->rows(j->A, j->lda, j->w->K, j->w->kp, m0, m1, j->ws, j->ldws, j->scales);
-    gemm_range(j, m0, m1, 0, (j->w->N + NR - 1) / NR);
+    int m1, m0 = convert_rows(j, task, &m1);
+    if (m0 < m1) gemm_range(j, m0, m1, 0, (j->w->N + NR - 1) / NR);
 }
 
 void eng__lp_gemm(eng_pool *pool, int M, const float *A, int lda, const eng_lp_weights *w, float *C, int ldc,

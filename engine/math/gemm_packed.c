@@ -55,7 +55,8 @@ void eng__pack_strided(const float *W, int N, int K, size_t sn, size_t sk, float
                     float *dst = panel + (size_t)k0 * NR + j;
                     for (int k = 0; k < kb; k++) dst[(size_t)k * NR] = alpha * src[k];
                 }
-                for (int k = 0; k < kb && w < NR; k++) memset(panel + (size_t)(k0 + k) * NR + w, 0, sizeof(float) * (size_t)(NR - w));
+                for (int k = 0; k < kb && w < NR; k++)
+                    memset(panel + (size_t)(k0 + k) * NR + w, 0, sizeof(float) * (size_t)(NR - w));
             }
             continue;
         }

@@ -24,9 +24,9 @@ int eng_task_load(const eng_model *m, const char *const *dirs, int n_dirs, const
 }
 
 /* W (N, K) laid out as eng__gemm_rows_p reads it (math/blas.h), alpha folded in, into *out; W is
- * freed when it is an allocation of its own (every matrix here is: nothing else points into it, see
- * load_lora.c's split_fused_qkv). counted: W's bytes are in t->bytes. Nothing when already packed, absent or
- * too narrow to pack. */
+ * freed when it is an allocation of its own (a fused Wqkv LoRA's B slices are copied into their own at
+ * the split, so nothing else points into one). counted: W's bytes are in t->bytes. Nothing when
+ * already packed, absent or too narrow to pack. */
 static int pack_one(eng_task *t, float **w, int N, int K, float alpha, int counted, float **out, eng_err *err) {
     if (*out || !*w || !eng__gemm_rows_packs(N)) return 0;
     size_t n = eng__packed_floats(N, K);

@@ -484,10 +484,8 @@ static int split_merged_qkv(eng_load_ctx *x, eng_lora_raw *raw, const ah_cfg *cf
                 *o = (eng_lora_raw){.B = ones, .rB = 1, .tB = m.tB, .out = H};
                 continue;
             }
-            /* B's slice copied into an allocation of its own (load.c packs each B and frees it) */
-            if (!(o->B = eng__task_alloc(x->t, (size_t)H * r * sizeof *o->B)))
+            if (!(o->B = eng__task_copy_f32(x->t, m.B + (size_t)g * H * r, (size_t)H * r)))
                 return eng_err_set(x->err, ENG_NO_MEMORY, "out of memory");
-            memcpy(o->B, m.B + (size_t)g * H * r, (size_t)H * r * sizeof *o->B);
             if (gw) {
                 o->gate_w = gw + (size_t)g * H;
                 o->gate_b = gb[g];

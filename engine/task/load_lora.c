@@ -3,7 +3,6 @@
  * Both loaders gather the raw tensors of every (layer, Linear) first; eng__lora_finish checks them
  * against the backbone and folds the scaling each form defines (docs/ADAPTER_FORMATS.md §3, §4). */
 #include <math.h>
-#include <string.h>
 
 #include "task/task_impl.h"
 
@@ -45,10 +44,9 @@ static int split_fused_qkv(eng_task *t, eng_task_layer *L, int H) {
         size_t n = (size_t)H * q->r;
         for (int k = 0; k < 3; k++) {
             eng_lora *o = k ? eng__task_alloc(t, sizeof *o) : q;
-            float *b = eng__task_alloc(t, n * sizeof *b);
+            float *b = eng__task_copy_f32(t, fused + (size_t)k * n, n);
             if (!o || !b) return -1;
             if (k) *o = *q;
-            memcpy(b, fused + (size_t)k * n, n * sizeof *b);
             o->out = H;
             o->B = b;
             L->lora[ENG_LIN_Q + k] = o;

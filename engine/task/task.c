@@ -60,6 +60,12 @@ char *eng__task_strdup(eng_task *t, const char *s) {
     return task_keep(t, d);
 }
 
+float *eng__task_copy_f32(eng_task *t, const float *src, size_t n) {
+    float *d = malloc(n ? n * sizeof *d : 1);
+    if (d) memcpy(d, src, n * sizeof *d);
+    return task_keep(t, d);
+}
+
 int eng__task_add_sparse(eng_task *t, eng_sparse *sp, eng_err *err) {
     if (t->n_sparse == t->cap_sparse) {
         size_t cap = t->cap_sparse ? 2 * t->cap_sparse : 16;

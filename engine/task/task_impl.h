@@ -87,6 +87,8 @@ void *eng__task_alloc64(eng_task *t, size_t bytes);
 /* Frees p (from eng__task_alloc) before the task goes; returns 1, or 0 when p is not the task's. */
 int eng__task_release(eng_task *t, void *p);
 char *eng__task_strdup(eng_task *t, const char *s);
+/* n floats of src in an allocation of the task's own (a slice made independent of its tensor), or NULL. */
+float *eng__task_copy_f32(eng_task *t, const float *src, size_t n);
 /* Hands a CSR matrix to the task (counted in its bytes). Returns 0 or ENG_NO_MEMORY (sp not taken). */
 int eng__task_add_sparse(eng_task *t, eng_sparse *sp, eng_err *err);
 /* A float32 copy of x owned by the task, after the shape check of io/tensor_file.h; NULL with err
