@@ -148,11 +148,23 @@ static h2c *grpc_served_within(int gport, int ms) {
 }
 
 /* A connection whose request is in its body phase (headers sent, the body never comes): busy, so
- * it neither gives way to new connections nor is idle. */
+ * it neither gives way to new connections nor is idle. Its "Expect: 100-continue" is answered once
+ * the server has read the headers, which proves the connection accepted and counted. */
 static int http_busy(int port) {
     int fd = tcp_dial(port, NULL);
-    const char *h = "POST /v1/predict HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n";
+    const char *h = "POST /v1/predict HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n"
+                    "Expect: 100-continue\r\n\r\n";
     cr_assert_eq(send(fd, h, strlen(h), MSG_NOSIGNAL), (ssize_t)strlen(h));
+    char buf[256];
+    size_t got = 0;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    while (got + 1 < sizeof buf && !memmem(buf, got, "\r\n\r\n", 4) && poll(&p, 1, 10000) > 0) {
+        ssize_t r = recv(fd, buf + got, sizeof buf - 1 - got, 0);
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    buf[got] = '\0';
+    cr_assert(!strncmp(buf, "HTTP/1.1 100", 12), "the busy connection's headers are read: %s", buf);
     return fd;
 }
 
