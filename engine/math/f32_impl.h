@@ -19,46 +19,52 @@
 #define F32_CAT(name, sfx) F32_CAT2(name, sfx)
 
 #ifndef F32_KERNEL
-/* acc[i][v] += A[i][k] * B[k][VL v .. VL v + VL) over k in [0, kc); B's rows are F32_NR floats apart. */
-static inline __attribute__((always_inline)) void f32_kernel(int mr, int kc, const float *A, int lda, const float *B,
-                                                             vf acc[F32_PR][F32_NV]) {
+/* acc[i][v] += A[i][k] * B[k][VL v .. VL v + VL), v < nv, over k in [0, kc); B's rows are F32_NR floats
+ * apart. nv is a constant at every call: a narrow piece (the last panel of an odd N, such as attention's
+ * values, 64 = 48 + 16 features a head) runs only the vectors it stores. */
+static inline __attribute__((always_inline)) void f32_kernel(int mr, int nv, int kc, const float *A, int lda,
+                                                             const float *B, vf acc[F32_PR][F32_NV]) {
     for (int k = 0; k < kc; k++, B += F32_NR) {
         vf b[F32_NV];
 #pragma GCC unroll 6
-        for (int v = 0; v < F32_NV; v++) b[v] = vf_loadu(B + VL * v);
+        for (int v = 0; v < nv; v++) b[v] = vf_loadu(B + VL * v);
 #pragma GCC unroll 8
         for (int i = 0; i < F32_PR; i++) {
             if (i >= mr) break;
             vf a = vf_set1(A[(size_t)i * lda + k]);
 #pragma GCC unroll 6
-            for (int v = 0; v < F32_NV; v++) acc[i][v] = vf_fma(a, b[v], acc[i][v]);
+            for (int v = 0; v < nv; v++) acc[i][v] = vf_fma(a, b[v], acc[i][v]);
         }
     }
 }
+#define F32_NARROW (F32_NV == 3) /* pieces of 1 and 2 vectors besides the full one */
+#else
+#define f32_kernel(mr, nv, kc, A, lda, B, acc) f32_kernel(mr, kc, A, lda, B, acc) /* the level's: every vector */
+#define F32_NARROW 0
 #endif
 
-/* One piece: C[0..mr)[0..w) (w <= F32_PW) over k in [0, kc). */
-static inline __attribute__((always_inline)) void f32_piece(int mr, int kc, const float *A, int lda, const float *B,
-                                                            float *C, int ldc, int init, const float *bias,
-                                                            const float *res, int ldr, int w) {
+/* One piece: C[0..mr)[0..w) (w <= VL nv, nv <= F32_NV) over k in [0, kc). */
+static inline __attribute__((always_inline)) void f32_piece(int mr, int nv, int kc, const float *A, int lda,
+                                                            const float *B, float *C, int ldc, int init,
+                                                            const float *bias, const float *res, int ldr, int w) {
     vf acc[F32_PR][F32_NV];
 #pragma GCC unroll 8
     for (int i = 0; i < F32_PR; i++) {
         if (i >= mr) break;
 #pragma GCC unroll 6
-        for (int v = 0; v < F32_NV; v++) {
+        for (int v = 0; v < nv; v++) {
             vf s = vf_zero();
             if (init && bias) s = vf_load_n(bias + VL * v, w - VL * v);
             if (init && res) s = vf_add(s, vf_load_n(res + (size_t)i * ldr + VL * v, w - VL * v));
             acc[i][v] = s;
         }
     }
-    f32_kernel(mr, kc, A, lda, B, acc);
+    f32_kernel(mr, nv, kc, A, lda, B, acc);
 #pragma GCC unroll 8
     for (int i = 0; i < F32_PR; i++) {
         if (i >= mr) break;
 #pragma GCC unroll 6
-        for (int v = 0; v < F32_NV; v++) {
+        for (int v = 0; v < nv; v++) {
             float *c = C + (size_t)i * ldc + VL * v;
             int n = w - VL * v;
             vf_store_n(c, init ? acc[i][v] : vf_add(vf_load_n(c, n), acc[i][v]), n);
@@ -67,20 +73,27 @@ static inline __attribute__((always_inline)) void f32_piece(int mr, int kc, cons
 }
 
 /* The tile (kern.h's eng__f32_tile_fn): for each F32_PW features, its row pieces back to back, so the
- * second reads that part of the panel slice from L1. Each piece runs with its row count a constant. */
+ * second reads that part of the panel slice from L1. Each piece runs with its row count and its
+ * vector count constants. */
 void F32_CAT(eng__f32_tile, F32_SUFFIX)(int mr, int kc, const float *A, int lda, const float *B, float *C, int ldc,
                                         int init, const float *bias, const float *res, int ldr, int w) {
     for (int h = 0; h < F32_NR && h < w; h += F32_PW) {
-        int wh = w - h < F32_PW ? w - h : F32_PW;
+        int wh = w - h < F32_PW ? w - h : F32_PW, nv = F32_NARROW ? (wh + VL - 1) / VL : F32_NV;
         const float *bh = bias ? bias + h : NULL;
         for (int r = 0; r < mr; r += F32_PR) {
             const float *ar = A + (size_t)r * lda, *rr = res ? res + (size_t)r * ldr + h : NULL;
             float *cr = C + (size_t)r * ldc + h;
             switch (mr - r < F32_PR ? mr - r : F32_PR) {
-#define F32_PIECE(n) \
-    case n: f32_piece(n, kc, ar, lda, B + h, cr, ldc, init, bh, rr, ldr, wh); break;
+#define F32_PIECE_NV(n, v) f32_piece(n, v, kc, ar, lda, B + h, cr, ldc, init, bh, rr, ldr, wh)
+#define F32_PIECE(n)                                                    \
+    case n:                                                             \
+        if (F32_NARROW && nv == 1) F32_PIECE_NV(n, 1);                  \
+        else if (F32_NARROW && nv == 2) F32_PIECE_NV(n, F32_NARROW * 2); \
+        else F32_PIECE_NV(n, F32_NV);                                   \
+        break;
                 F32_PIECE(8) F32_PIECE(7) F32_PIECE(6) F32_PIECE(5) F32_PIECE(4) F32_PIECE(3) F32_PIECE(2) F32_PIECE(1)
 #undef F32_PIECE
+#undef F32_PIECE_NV
             default: break;
             }
         }
