@@ -1,0 +1,90 @@
+/* bench_attention.c - one attention head's two products at bert-base shapes, the way the encoder runs
+ * them (engine/model/encoder.c, attn_task), next to OpenBLAS's sgemm on the same operands, same run.
+ *
+ *   bench_attention [--lens 128,384] [--reps N]
+ *
+ * Per head (d = 64, rows 3 x 768 floats apart as in the fused q|k|v activations): scores S (L, L) =
+ * Q K^T / sqrt(d), then O (L, d) = P V. adapterd packs K^T (scaled) and V into its panels
+ * (eng__pack_strided) and runs eng__pgemm on one thread, packing included; OpenBLAS runs
+ * cblas_sgemm NoTrans x Trans and NoTrans x NoTrans on the same strided operands, its own copies
+ * included. One thread each: the encoder runs one head per worker. Every rep runs both in turn;
+ * medians over reps. The share is of the single-thread vfmadd231ps peak (bench_isa_peak), the same
+ * run. V's 64 features are one full 48-wide panel and one of 16, K^T's 128 or 384 keys end in a
+ * partial panel too: those narrow pieces are what the float32 tile runs with only the vectors it
+ * stores (f32_impl.h). */
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_util.h"
+#include "core/tensor.h"
+#include "math/blas.h"
+#include "math/cpu.h"
+
+#define H 768
+#define D 64
+#define LD (3 * H)
+
+int main(int argc, char **argv) {
+    int lens[4] = {128, 384}, nlens = 2, reps = 200;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--lens") && i + 1 < argc) nlens = bench_parse_list(argv[++i], lens, 4);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: bench_attention [--lens 128,384] [--reps N]\n");
+            return 2;
+        }
+    }
+    if (nlens < 1 || reps < 1) return 2;
+    eng__blas_init();
+    eng_pool *pool = eng__pool_new(1);
+    if (!pool) return 1;
+    char feats[128];
+    eng__cpu_describe(eng__cpu_features(), feats, sizeof feats);
+    double peak = bench_isa_peak(pool, ENG_PRECISION_FP32);
+    printf("cpu features: %s\nOpenBLAS core: %s, 1 thread; adapterd 1 thread\n", feats, eng_blas_core());
+    printf("single-thread FMA peak: %.1f GFLOP/s\n\n", peak);
+    printf("%5s | %-10s | %10s %7s %5s | %10s %7s | %s\n", "L", "product", "adapterd us", "GF/s", "peak",
+           "OpenBLAS us", "GF/s", "OpenBLAS / adapterd");
+    for (int li = 0; li < nlens; li++) {
+        int L = lens[li];
+        float *qkv = eng__alloc_aligned(sizeof(float) * (size_t)L * LD), *s = eng__alloc_aligned(sizeof(float) * (size_t)L * L);
+        size_t pf = eng__packed_floats(L, D) > eng__packed_floats(D, L) ? eng__packed_floats(L, D) : eng__packed_floats(D, L);
+        float *pk = eng__alloc_aligned(sizeof(float) * pf), *out = eng__alloc_aligned(sizeof(float) * (size_t)L * H);
+        double *t = malloc(sizeof(double) * 4 * (size_t)reps);
+        if (!qkv || !s || !pk || !out || !t) {
+            fprintf(stderr, "bench_attention: out of memory\n");
+            return 1;
+        }
+        unsigned seed = 7;
+        for (size_t i = 0; i < (size_t)L * LD; i++) qkv[i] = frand(&seed, -1.0f, 1.0f);
+        const float *q = qkv, *k = qkv + H, *v = qkv + 2 * H;
+        float scale = 0.125f; /* 1 / sqrt(64) */
+        for (int i = -5; i < reps; i++) { /* i < 0: warm-up */
+            double t0 = bench_now_ms();
+            eng__pack_strided(k, L, D, LD, 1, scale, pk);
+            eng__pgemm(NULL, L, L, D, q, LD, pk, s, L, NULL);
+            double t1 = bench_now_ms();
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, L, D, scale, q, LD, k, LD, 0.0f, s, L);
+            double t2 = bench_now_ms();
+            eng__pack_strided(v, D, L, 1, LD, 1.0f, pk);
+            eng__pgemm(NULL, L, D, L, s, L, pk, out, H, NULL);
+            double t3 = bench_now_ms();
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, D, L, 1.0f, s, L, v, LD, 0.0f, out, H);
+            double t4 = bench_now_ms();
+            if (i >= 0) t[i] = t1 - t0, t[reps + i] = t2 - t1, t[2 * reps + i] = t3 - t2, t[3 * reps + i] = t4 - t3;
+        }
+        double flop = 2.0 * L * L * D;
+        const char *name[2] = {"Q K^T", "P V"};
+        for (int p = 0; p < 2; p++) {
+            double a = bench_median(t + (size_t)(2 * p) * reps, reps) * 1e3, o = bench_median(t + (size_t)(2 * p + 1) * reps, reps) * 1e3;
+            printf("%5d | %-10s | %10.2f %7.1f %4.0f%% | %10.2f %7.1f | %.2fx\n", L, name[p], a, flop / a / 1e3,
+                   100 * flop / a / 1e3 / peak, o, flop / o / 1e3, o / a);
+        }
+        eng__free_aligned(qkv), eng__free_aligned(s), eng__free_aligned(pk), eng__free_aligned(out);
+        free(t);
+    }
+    eng__pool_free(pool);
+    return 0;
+}
