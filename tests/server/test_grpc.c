@@ -104,23 +104,28 @@ static int http_get(int port, const char *from, const char *path, int ms) {
     return sscanf(buf, "HTTP/1.%*d %d", &st) == 1 ? st : 0;
 }
 
-/* A plain TCP connection to the HTTP port that the server has accepted and counted: one keep-alive
- * GET /healthz is answered on it first (a connection only dialed may still sit in the kernel's
- * backlog, uncounted, when the next step runs - as under ThreadSanitizer on a loaded machine). */
-static int http_open(int port) {
+/* Sends req on a new connection to the HTTP port and reads what answers it up to the end of the
+ * first response's head (10 s at most) into buf (NUL-terminated); returns the connection. */
+static int http_send_head(int port, const char *req, char *buf, size_t cap) {
     int fd = tcp_dial(port, NULL);
-    const char *req = "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n";
     cr_assert_eq(send(fd, req, strlen(req), MSG_NOSIGNAL), (ssize_t)strlen(req));
-    char buf[1024];
     size_t got = 0;
     struct pollfd p = {.fd = fd, .events = POLLIN};
-    while (got + 1 < sizeof buf && !memmem(buf, got, "\r\n\r\n", 4) && poll(&p, 1, 10000) > 0) {
-        ssize_t r = recv(fd, buf + got, sizeof buf - 1 - got, 0);
+    while (got + 1 < cap && !memmem(buf, got, "\r\n\r\n", 4) && poll(&p, 1, 10000) > 0) {
+        ssize_t r = recv(fd, buf + got, cap - 1 - got, 0);
         if (r <= 0) break;
         got += (size_t)r;
     }
     buf[got] = '\0';
-    int st = 0;
+    return fd;
+}
+
+/* A plain TCP connection to the HTTP port that the server has accepted and counted: one keep-alive
+ * GET /healthz is answered on it first (a connection only dialed may still sit in the kernel's
+ * backlog, uncounted, when the next step runs - as under ThreadSanitizer on a loaded machine). */
+static int http_open(int port) {
+    char buf[1024];
+    int fd = http_send_head(port, "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n", buf, sizeof buf), st = 0;
     cr_assert(sscanf(buf, "HTTP/1.%*d %d", &st) == 1 && st == 200, "an HTTP connection is served: %s", buf);
     return fd;
 }
@@ -151,19 +156,10 @@ static h2c *grpc_served_within(int gport, int ms) {
  * it neither gives way to new connections nor is idle. Its "Expect: 100-continue" is answered once
  * the server has read the headers, which proves the connection accepted and counted. */
 static int http_busy(int port) {
-    int fd = tcp_dial(port, NULL);
     const char *h = "POST /v1/predict HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n"
                     "Expect: 100-continue\r\n\r\n";
-    cr_assert_eq(send(fd, h, strlen(h), MSG_NOSIGNAL), (ssize_t)strlen(h));
     char buf[256];
-    size_t got = 0;
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    while (got + 1 < sizeof buf && !memmem(buf, got, "\r\n\r\n", 4) && poll(&p, 1, 10000) > 0) {
-        ssize_t r = recv(fd, buf + got, sizeof buf - 1 - got, 0);
-        if (r <= 0) break;
-        got += (size_t)r;
-    }
-    buf[got] = '\0';
+    int fd = http_send_head(port, h, buf, sizeof buf);
     cr_assert(!strncmp(buf, "HTTP/1.1 100", 12), "the busy connection's headers are read: %s", buf);
     return fd;
 }
