@@ -85,11 +85,11 @@ void F32_CAT(eng__f32_tile, F32_SUFFIX)(int mr, int kc, const float *A, int lda,
             float *cr = C + (size_t)r * ldc + h;
             switch (mr - r < F32_PR ? mr - r : F32_PR) {
 #define F32_PIECE_NV(n, v) f32_piece(n, v, kc, ar, lda, B + h, cr, ldc, init, bh, rr, ldr, wh)
-#define F32_PIECE(n)                                                    \
-    case n:                                                             \
-        if (F32_NARROW && nv == 1) F32_PIECE_NV(n, 1);                  \
-        else if (F32_NARROW && nv == 2) F32_PIECE_NV(n, F32_NARROW * 2); \
-        else F32_PIECE_NV(n, F32_NV);                                   \
+#define F32_PIECE(n)                                        \
+    case n:                                                 \
+        if (F32_NARROW && nv == 1) F32_PIECE_NV(n, 1);      \
+        else if (F32_NARROW && nv == 2) F32_PIECE_NV(n, 2); \
+        else F32_PIECE_NV(n, F32_NV);                       \
         break;
                 F32_PIECE(8) F32_PIECE(7) F32_PIECE(6) F32_PIECE(5) F32_PIECE(4) F32_PIECE(3) F32_PIECE(2) F32_PIECE(1)
 #undef F32_PIECE
