@@ -437,7 +437,7 @@ static int build_prefix(eng_load_ctx *x, const ah_cfg *cfg, const eng_st_tensor 
  * own module of role q, k or v, as the engine's by-role hooks take them; raw[Q] of each layer holds the
  * merged tensors as read. Each slice of B gets an allocation of its own and the merged one is freed:
  * load.c packs each B and frees it, and freeing the q slice's B freed the k and v slices' with it when
- * they pointed into one allocation (stop 45's CI: logits off by up to 4). A's slices stay views. */
+ * they pointed into one allocation (logits off by up to 4). A's slices stay views. */
 static int split_merged_qkv(eng_load_ctx *x, eng_lora_raw *raw, const ah_cfg *cfg) {
     const eng_config *c = x->c;
     int H = c->hidden, n = cfg->qkv[0] + cfg->qkv[1] + cfg->qkv[2];

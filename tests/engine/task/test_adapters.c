@@ -50,7 +50,7 @@ Test(adapters, roberta_tiny) { cr_assert_geq(check_backbone("roberta-tiny", 2), 
 Test(adapters, distilbert_tiny) { cr_assert_geq(check_backbone("distilbert-tiny", 1), 4); }
 /* ModernBERT's fused attn.Wqkv LoRA is one B split into q, k and v slices at load (AdapterHub's merged
  * form in task/load_adapterhub.c, PEFT's in task/load_lora.c); when the slices pointed into one
- * allocation, packing the first freed the B the others still read (CI, stop 45: logits off by up to 4,
+ * allocation, packing the first freed the B the others still read (logits off by up to 4,
  * different at every level; AddressSanitizer names it here). AdapterHub q,v + Wi + Wo and q,k,v, PEFT
  * Wqkv + Wo + Wi. The other ModernBERT cases: parity_modernbert[_adapters]. */
 Test(adapters, modernbert_tiny_fused_qkv_lora) { cr_assert_eq(check_backbone("modernbert-tiny", 2), 3); }
