@@ -11,7 +11,12 @@
  *
  * Peaks: bench_isa_peak (bench/common/bench_peak_x86.c), a loop of independent vfmadd231ps /
  * vdpbf16ps / vpdpbusd on zmm registers on every thread of the pool at once. A product's "share"
- * is its GFLOP/s (GOP/s for int8) over that peak. */
+ * is its GFLOP/s (GOP/s for int8) over that peak.
+ *
+ * Then one micro-tile alone (tile_alone): the level's bf16 and int8 tile function called over and over
+ * on one tile whose operands stay in L1, on one thread, against one thread's peak. It is what the
+ * kernel reaches when memory costs nothing; the products' shares below it are what the memory
+ * hierarchy and the epilogues cost on top. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +28,7 @@
 #include "core/tensor.h"
 #include "math/cpu.h"
 #include "math/gemm_lowp.h"
+#include "math/kern.h"
 
 static void fill(float *x, size_t n, unsigned seed, float scale) {
     unsigned s = seed;
@@ -37,6 +43,45 @@ static void loadavg(char *buf, int n) {
         fclose(f);
     }
     buf[strcspn(buf, "\n")] = '\0';
+}
+
+/* GOP/s of the level's prec tile on one tile of mr rows x 48 features x K = 768, operands in L1:
+ * activations converted by the level's own converter, the panel packed by eng__lp_pack. */
+static double tile_alone(eng_prec prec, int reps) {
+    const eng_kernels *k = eng__kern();
+    int K = 768, N = ENG__LP_NR, bf = prec == ENG_PREC_BF16;
+    int mr = bf ? k->bf16_mr : k->int8_mr, act_bytes = bf ? k->bf16_act_bytes : k->int8_act_bytes;
+    size_t ldws = (size_t)K * (size_t)act_bytes; /* K = 768 is whole 64-byte lines at every layout */
+    float *A = malloc(sizeof(float) * (size_t)mr * K), *W = malloc(sizeof(float) * (size_t)N * K);
+    float *C = eng__alloc_aligned(sizeof(float) * (size_t)mr * N), *bias = malloc(sizeof(float) * N);
+    float *scales = malloc(sizeof(float) * (size_t)mr);
+    uint8_t *ws = eng__alloc_aligned(ldws * (size_t)mr);
+    eng_lp_weights w = {0};
+    double gops = -1;
+    if (A && W && C && bias && scales && ws) {
+        fill(A, (size_t)mr * K, 1, 4.0f);
+        fill(W, (size_t)N * K, 2, 0.1f);
+        fill(bias, (size_t)N, 3, 0.2f);
+    }
+    if (A && W && C && bias && scales && ws && !eng__lp_pack(&w, prec, W, N, K, K)) {
+        (bf ? k->bf16_rows : k->int8_rows)(A, K, K, w.kp, 0, mr, ws, ldws, scales);
+        eng__lp_tile t = {.mr = mr, .w = N, .kp = w.kp, .a = ws, .lda = ldws, .b = w.panels, .c = C, .ldc = N,
+                          .bias = bias, .a_scale = bf ? NULL : scales, .b_scale = w.scale, .b_comp = w.comp};
+        eng__lp_tile_fn tile = bf ? k->bf16_tile : k->int8_tile;
+        int calls = 2000;
+        double best = 1e30;
+        for (int r = 0; r < reps; r++) {
+            double t0 = bench_now_ms();
+            for (int c = 0; c < calls; c++) tile(&t);
+            double ms = bench_now_ms() - t0;
+            best = ms < best ? ms : best;
+        }
+        gops = 2.0 * mr * N * (double)K * calls / (best * 1e6);
+    }
+    eng__lp_release(&w);
+    free(A), free(W), free(bias), free(scales);
+    eng__free_aligned(C), eng__free_aligned(ws);
+    return gops;
 }
 
 int main(int argc, char **argv) {
@@ -152,6 +197,18 @@ int main(int argc, char **argv) {
     for (int l = 0; l < line; l++)
         printf("%5d %5d %5d | bf16 %.2e %.2e | int8 %.2e %.2e\n", shape[l][0], shape[l][1], shape[l][2],
                err_all[l * 2][0], err_all[l * 2][1], err_all[l * 2 + 1][0], err_all[l * 2 + 1][1]);
+    eng_pool *one = eng__pool_new(1);
+    if (one) {
+        double tb = tile_alone(ENG_PREC_BF16, 5), ti = tile_alone(ENG_PREC_INT8, 5);
+        double pb = bench_isa_peak(one, ENG_PRECISION_BF16), pi = bench_isa_peak(one, ENG_PRECISION_INT8);
+        printf("\none tile alone, operands in L1 (%d rows x 48 x K 768; best of 5 x 2000 calls), one thread:\n",
+               eng__kern()->int8_mr);
+        printf("  bf16 %s %.1f GFLOP/s = %.0f%% of one thread's dot peak %.1f\n", eng__lp_kernel(ENG_PREC_BF16), tb,
+               100 * tb / pb, pb);
+        printf("  int8 %s %.1f GOP/s = %.0f%% of one thread's dot peak %.1f\n", eng__lp_kernel(ENG_PREC_INT8), ti,
+               100 * ti / pi, pi);
+        eng__pool_free(one);
+    }
     loadavg(load, sizeof load);
     printf("\nload average after: %s\n", load);
     eng__pool_free(pool);
