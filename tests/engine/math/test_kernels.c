@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "math/blas.h"
 #include "math/kernels.h"
@@ -30,6 +31,28 @@ static void activations_match_reference_at_level(void *ctx) {
 }
 
 Test(kernels, activations_match_reference) { cr_assert_geq(for_each_level(activations_match_reference_at_level, NULL), 1); }
+
+/* GELU runs 48 values at a time, each step over the block (elem_impl.h, gelu_block), and the rest of a
+ * call one value at a time: both must give the same bits for every input, NaN and the infinities
+ * included (a call of one value takes the second path, so each value is also run alone). */
+static void gelu_block_same_bits_at_level(void *ctx) {
+    (void)ctx;
+    enum { N = 48 * 21 + 5 };
+    float x[N], y[N];
+    unsigned s = 5;
+    for (int i = 0; i < N; i++) x[i] = frand(&s, -12.0f, 12.0f);
+    x[0] = NAN, x[1] = INFINITY, x[2] = -INFINITY, x[3] = 0.0f, x[4] = -0.0f, x[5] = 3.0e38f, x[6] = -3.0e38f;
+    x[7] = 1e-30f, x[50] = NAN, x[97] = -1e-30f;
+    for (int i = 0; i < N; i++) y[i] = x[i];
+    eng__act_apply(ENG_ACT_GELU, x, N);
+    for (int i = 0; i < N; i++) {
+        eng__act_apply(ENG_ACT_GELU, y + i, 1);
+        cr_assert(isnan(x[i]) ? isnan(y[i]) : !memcmp(&x[i], &y[i], sizeof x[i]), "GELU [%d]: block %.9g alone %.9g",
+                  i, x[i], y[i]);
+    }
+}
+
+Test(kernels, gelu_block_same_bits) { cr_assert_geq(for_each_level(gelu_block_same_bits_at_level, NULL), 1); }
 
 Test(kernels, act_names) {
     cr_assert_eq(eng_act_from_name("gelu"), ENG_ACT_GELU);
