@@ -16,7 +16,7 @@ static void fill(eng_kernels *k, unsigned f) {
                        .bf16_rows = eng__bf16_c_rows, .bf16_tile = eng__bf16_c_tile, .bf16_act_bytes = 2,
                        .int8_rows = eng__int8_c_rows, .int8_tile = eng__int8_c_tile, .int8_act_bytes = 1,
                        .bf16_mr = ENG__LP_MR, .int8_mr = ENG__LP_MR,
-                       .act_apply = eng__act_apply_c, .layernorm = eng__layernorm_c, .softmax_row = eng__softmax_row_c,
+                       .act_apply = eng__act_apply_c, .layernorm = eng__layernorm_c, .softmax_rows = eng__softmax_rows_c,
                        .exp = eng__exp_c, .add = eng__add_c, .sparse_block = eng__sparse_block_c};
     k->level = eng__cpu_level_of(f);
     eng__kern_fill_arch(k, f);

@@ -49,7 +49,7 @@ typedef struct {
     int bf16_mr, int8_mr;               /* rows per tile call: ENG__LP_MR, or 16 for AMX's tiles */
     void (*act_apply)(eng_act act, float *x, size_t n);
     void (*layernorm)(float *x, size_t rows, size_t dim, const float *g, const float *b, float eps);
-    void (*softmax_row)(float *x, size_t n);
+    void (*softmax_rows)(float *x, size_t rows, size_t n, size_t ld);
     void (*exp)(float *y, const float *x, size_t n);
     void (*add)(float *x, const float *y, size_t n);
     eng__sparse_block_fn sparse_block;
@@ -64,7 +64,7 @@ const eng_kernels *eng__kern(void);
 #define ENG__ELEM_DECLARE(sfx)                                                                            \
     void eng__act_apply_##sfx(eng_act act, float *x, size_t n);                                           \
     void eng__layernorm_##sfx(float *x, size_t rows, size_t dim, const float *g, const float *b, float eps); \
-    void eng__softmax_row_##sfx(float *x, size_t n);                                                      \
+    void eng__softmax_rows_##sfx(float *x, size_t rows, size_t n, size_t ld);                             \
     void eng__exp_##sfx(float *y, const float *x, size_t n);                                              \
     void eng__add_##sfx(float *x, const float *y, size_t n);                                              \
     void eng__sparse_block_##sfx(const eng_sparse *s, const float *xt, float *yt);

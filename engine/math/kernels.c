@@ -48,7 +48,8 @@ void eng__act_apply(eng_act act, float *x, size_t n) { eng__kern()->act_apply(ac
 void eng__layernorm(float *x, size_t rows, size_t dim, const float *g, const float *b, float eps) {
     eng__kern()->layernorm(x, rows, dim, g, b, eps);
 }
-void eng__softmax_row(float *x, size_t n) { eng__kern()->softmax_row(x, n); }
+void eng__softmax_row(float *x, size_t n) { eng__kern()->softmax_rows(x, 1, n, n); }
+void eng__softmax_rows(float *x, size_t rows, size_t n, size_t ld) { eng__kern()->softmax_rows(x, rows, n, ld); }
 void eng__add(float *x, const float *y, size_t n) { eng__kern()->add(x, y, n); }
 
 /* ---- the reference kernels ---- */

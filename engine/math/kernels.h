@@ -23,8 +23,10 @@ void eng__ref_act_apply(eng_act act, float *x, size_t n);
 void eng__layernorm(float *x, size_t rows, size_t dim, const float *g, const float *b, float eps);
 void eng__ref_layernorm(float *x, size_t rows, size_t dim, const float *g, const float *b, float eps);
 
-/* Softmax in place over one row of n floats (max-subtracted). */
+/* Softmax in place over one row of n floats (max-subtracted); over rows rows of n, ld floats apart,
+ * each row with the same bits as alone. */
 void eng__softmax_row(float *x, size_t n);
+void eng__softmax_rows(float *x, size_t rows, size_t n, size_t ld);
 void eng__ref_softmax_row(float *x, size_t n);
 
 /* x[i] += y[i]. */

@@ -261,14 +261,14 @@ static void attn_task(void *ctx, int task, int worker) {
         float *pk = s + attn_pack_offset(L, W);
         eng__pack_strided(k, L, j->d, (size_t)ld, 1, j->scale, pk);
         eng__pgemm(NULL, L, L, j->d, q, ld, pk, s, W, NULL);
-        for (int i = 0; i < L; i++) eng__softmax_row(s + (size_t)i * W, (size_t)W);
+        eng__softmax_rows(s, (size_t)L, (size_t)W, (size_t)W);
         eng__pack_strided(v, j->d, L, 1, (size_t)ld, 1.0f, pk);
         eng__pgemm(NULL, L, j->d, L, s, W, pk, out, j->H, NULL);
         return;
     }
     eng__sgemm_nt(L, P, j->d, j->scale * gk, q, ld, ad->prefix_k + (size_t)h * j->d, j->H, s, W);
     eng__sgemm_nt(L, L, j->d, j->scale, q, ld, k, ld, s + P, W);
-    for (int i = 0; i < L; i++) eng__softmax_row(s + (size_t)i * W, (size_t)W);
+    eng__softmax_rows(s, (size_t)L, (size_t)W, (size_t)W);
     if (P && gv != 1.0f)
         for (int i = 0; i < L; i++)
             for (int p = 0; p < P; p++) s[(size_t)i * W + p] *= gv;

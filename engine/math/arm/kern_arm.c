@@ -16,7 +16,7 @@ void eng__kern_fill_arch(eng_kernels *k, unsigned f) {
         k->f32 = k->bf16 = k->elem = "neon";
         k->f32_tile = eng__f32_tile_neon;
         k->bf16_rows = eng__bf16_c_rows, k->bf16_tile = eng__bf16_neon_tile, k->bf16_act_bytes = 2;
-        k->act_apply = eng__act_apply_neon, k->layernorm = eng__layernorm_neon, k->softmax_row = eng__softmax_row_neon;
+        k->act_apply = eng__act_apply_neon, k->layernorm = eng__layernorm_neon, k->softmax_rows = eng__softmax_rows_neon;
         k->exp = eng__exp_neon, k->add = eng__add_neon, k->sparse_block = eng__sparse_block_neon;
     }
     if ((f & ENG_CPU_NEON) && (f & ENG_CPU_DOTPROD)) {

@@ -9,7 +9,7 @@ void eng__kern_fill_arch(eng_kernels *k, unsigned f) {
         k->f32_tile = eng__f32_tile_avx2;
         k->bf16_rows = eng__bf16_avx2_rows, k->bf16_tile = eng__bf16_avx2_tile, k->bf16_act_bytes = 4;
         k->int8_rows = eng__int8_avx2_rows, k->int8_tile = eng__int8_avx2_tile, k->int8_act_bytes = 2;
-        k->act_apply = eng__act_apply_avx2, k->layernorm = eng__layernorm_avx2, k->softmax_row = eng__softmax_row_avx2;
+        k->act_apply = eng__act_apply_avx2, k->layernorm = eng__layernorm_avx2, k->softmax_rows = eng__softmax_rows_avx2;
         k->exp = eng__exp_avx2, k->add = eng__add_avx2, k->sparse_block = eng__sparse_block_avx2;
     }
     if (f & ENG_CPU_AVX_VNNI) {
@@ -20,7 +20,7 @@ void eng__kern_fill_arch(eng_kernels *k, unsigned f) {
         k->f32 = k->elem = "avx512";
         k->f32_tile = eng__f32_tile_avx512;
         k->act_apply = eng__act_apply_avx512, k->layernorm = eng__layernorm_avx512;
-        k->softmax_row = eng__softmax_row_avx512, k->exp = eng__exp_avx512, k->add = eng__add_avx512;
+        k->softmax_rows = eng__softmax_rows_avx512, k->exp = eng__exp_avx512, k->add = eng__add_avx512;
         k->sparse_block = eng__sparse_block_avx512;
     }
     if (f & ENG_CPU_AVX512_BF16) {

@@ -108,6 +108,34 @@ static void layernorm_and_softmax_at_level(void *ctx) {
 
 Test(kernels, layernorm_and_softmax) { cr_assert_geq(for_each_level(layernorm_and_softmax_at_level, NULL), 1); }
 
+/* Softmax over rows at a stride runs four rows at once (elem_impl.h, softmax_4rows) and the rest one at
+ * a time: every row must have the bits it has alone (one row alone is checked against the reference
+ * above), and the values past each row's n stay untouched. Widths below, at and past 16 lanes, with
+ * tails; 4 + 4 + 3 rows; a -inf (a masked score) in one row and a NaN in another. */
+static void softmax_rows_same_bits_at_level(void *ctx) {
+    (void)ctx;
+    enum { R = 11, LD = 141 };
+    static const int widths[] = {1, 7, 16, 37, 128, 139};
+    static float x[R * LD], y[R * LD];
+    unsigned s = 9;
+    for (size_t w = 0; w < sizeof widths / sizeof *widths; w++) {
+        int n = widths[w];
+        for (int i = 0; i < R * LD; i++) x[i] = y[i] = frand(&s, -30.0f, 30.0f);
+        if (n > 3) x[2 * LD + 3] = y[2 * LD + 3] = -INFINITY;
+        x[5 * LD] = y[5 * LD] = NAN;
+        eng__softmax_rows(x, R, (size_t)n, LD);
+        for (int r = 0; r < R; r++) eng__softmax_row(y + r * LD, (size_t)n);
+        for (int r = 0; r < R; r++)
+            for (int i = 0; i < LD; i++) {
+                float a = x[r * LD + i], b = y[r * LD + i];
+                cr_assert(isnan(a) ? isnan(b) : !memcmp(&a, &b, sizeof a), "width %d row %d [%d]: rows %.9g alone %.9g",
+                          n, r, i, a, b);
+            }
+    }
+}
+
+Test(kernels, softmax_rows_same_bits) { cr_assert_geq(for_each_level(softmax_rows_same_bits_at_level, NULL), 1); }
+
 Test(kernels, gemm_split_and_epilogue) {
     /* The pool-split GEMM with bias + GELU + residual against the double-precision reference, on
      * sizes that do not divide evenly into blocks. */
