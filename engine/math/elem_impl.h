@@ -34,7 +34,9 @@ static inline float fast_exp(float x) {
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
-    int32_t e = ((int32_t)n + 127) << 23;
+    /* unsigned: a NaN's conversion gives INT32_MIN on x86, and a signed shift of it is undefined; the
+     * bits are the same for every other value */
+    uint32_t e = ((uint32_t)(int32_t)n + 127u) << 23;
     float scale;
     memcpy(&scale, &e, sizeof scale);
     return p * scale;
@@ -99,7 +101,7 @@ static inline __attribute__((always_inline)) void gelu_block(float *x) {
     for (int j = 0; j < GELU_BLOCK; j++) p[j] = p[j] * r[j] + 1.0f;
     for (int j = 0; j < GELU_BLOCK; j++) p[j] = p[j] * r[j] + 1.0f;
     for (int j = 0; j < GELU_BLOCK; j++) {
-        int32_t e = ((int32_t)n[j] + 127) << 23;
+        uint32_t e = ((uint32_t)(int32_t)n[j] + 127u) << 23; /* as fast_exp */
         float scale;
         memcpy(&scale, &e, sizeof scale);
         float c = t[j] * (p[j] * scale);
