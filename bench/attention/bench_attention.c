@@ -11,7 +11,12 @@
  * medians over reps. The share is of the single-thread vfmadd231ps peak (bench_isa_peak), the same
  * run. V's 64 features are one full 48-wide panel and one of 16, K^T's 128 or 384 keys end in a
  * partial panel too: those narrow pieces are what the float32 tile runs with only the vectors it
- * stores (f32_impl.h). */
+ * stores (f32_impl.h).
+ *
+ * Where the CPU multiplies bf16 natively (math/gemm_lowp.h, eng__bf16_gemm_dyn) the same two products
+ * run a third way, as the encoder runs them for its bf16 and int8 models: both operands rounded to
+ * bf16 on the call (conversion included in the time), float32 sums; the share is then of the
+ * single-thread vdpbf16ps peak. */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +26,7 @@
 #include "core/tensor.h"
 #include "math/blas.h"
 #include "math/cpu.h"
+#include "math/gemm_lowp.h"
 
 #define H 768
 #define D 64
@@ -43,17 +49,24 @@ int main(int argc, char **argv) {
     char feats[128];
     eng__cpu_describe(eng__cpu_features(), feats, sizeof feats);
     double peak = bench_isa_peak(pool, ENG_PRECISION_FP32);
+    int bf16 = eng__bf16_dyn_native();
+    double peak16 = bf16 ? bench_isa_peak(pool, ENG_PRECISION_BF16) : 0;
     printf("cpu features: %s\nOpenBLAS core: %s, 1 thread; adapterd 1 thread\n", feats, eng_blas_core());
-    printf("single-thread FMA peak: %.1f GFLOP/s\n\n", peak);
-    printf("%5s | %-10s | %10s %7s %5s | %10s %7s | %s\n", "L", "product", "adapterd us", "GF/s", "peak",
-           "OpenBLAS us", "GF/s", "OpenBLAS / adapterd");
+    printf("single-thread FMA peak: %.1f GFLOP/s", peak);
+    if (bf16) printf(", vdpbf16ps peak: %.1f GFLOP/s (bf16 kernel %s)", peak16, eng__lp_kernel(ENG_PREC_BF16));
+    else printf("; no native bf16 at this level: the bf16 columns are skipped");
+    printf("\n\n%5s | %-10s | %10s %7s %5s | %10s %7s | %-9s | %10s %7s %5s | %s\n", "L", "product", "adapterd us",
+           "GF/s", "peak", "OpenBLAS us", "GF/s", "BLAS/f32", "bf16 us", "GF/s", "peak", "f32 / bf16");
     for (int li = 0; li < nlens; li++) {
         int L = lens[li];
         float *qkv = eng__alloc_aligned(sizeof(float) * (size_t)L * LD), *s = eng__alloc_aligned(sizeof(float) * (size_t)L * L);
         size_t pf = eng__packed_floats(L, D) > eng__packed_floats(D, L) ? eng__packed_floats(L, D) : eng__packed_floats(D, L);
+        size_t wb = eng__bf16_dyn_bytes(L, L, D) > eng__bf16_dyn_bytes(L, D, L) ? eng__bf16_dyn_bytes(L, L, D)
+                                                                               : eng__bf16_dyn_bytes(L, D, L);
+        void *ws = eng__alloc_aligned(wb);
         float *pk = eng__alloc_aligned(sizeof(float) * pf), *out = eng__alloc_aligned(sizeof(float) * (size_t)L * H);
-        double *t = malloc(sizeof(double) * 4 * (size_t)reps);
-        if (!qkv || !s || !pk || !out || !t) {
+        double *t = malloc(sizeof(double) * 6 * (size_t)reps);
+        if (!qkv || !s || !pk || !out || !t || !ws) {
             fprintf(stderr, "bench_attention: out of memory\n");
             return 1;
         }
@@ -73,16 +86,27 @@ int main(int argc, char **argv) {
             double t3 = bench_now_ms();
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, D, L, 1.0f, s, L, v, LD, 0.0f, out, H);
             double t4 = bench_now_ms();
+            if (bf16 && eng__bf16_gemm_dyn(L, L, D, scale, q, LD, k, LD, 1, s, L, ws)) bf16 = 0;
+            double t5 = bench_now_ms();
+            if (bf16 && eng__bf16_gemm_dyn(L, D, L, 1.0f, s, L, v, 1, LD, out, H, ws)) bf16 = 0;
+            double t6 = bench_now_ms();
             if (i >= 0) t[i] = t1 - t0, t[reps + i] = t2 - t1, t[2 * reps + i] = t3 - t2, t[3 * reps + i] = t4 - t3;
+            if (i >= 0) t[4 * reps + i] = t5 - t4, t[5 * reps + i] = t6 - t5;
         }
         double flop = 2.0 * L * L * D;
         const char *name[2] = {"Q K^T", "P V"};
         for (int p = 0; p < 2; p++) {
             double a = bench_median(t + (size_t)(2 * p) * reps, reps) * 1e3, o = bench_median(t + (size_t)(2 * p + 1) * reps, reps) * 1e3;
-            printf("%5d | %-10s | %10.2f %7.1f %4.0f%% | %10.2f %7.1f | %.2fx\n", L, name[p], a, flop / a / 1e3,
+            printf("%5d | %-10s | %10.2f %7.1f %4.0f%% | %10.2f %7.1f | %8.2fx", L, name[p], a, flop / a / 1e3,
                    100 * flop / a / 1e3 / peak, o, flop / o / 1e3, o / a);
+            if (bf16) {
+                double b = bench_median(t + (size_t)(4 + p) * reps, reps) * 1e3;
+                printf(" | %10.2f %7.1f %4.0f%% | %.2fx", b, flop / b / 1e3, 100 * flop / b / 1e3 / peak16, a / b);
+            }
+            printf("\n");
         }
         eng__free_aligned(qkv), eng__free_aligned(s), eng__free_aligned(pk), eng__free_aligned(out);
+        eng__free_aligned(ws);
         free(t);
     }
     eng__pool_free(pool);

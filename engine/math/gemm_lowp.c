@@ -250,3 +250,89 @@ void eng__lp_gemm(eng_pool *pool, int M, const float *A, int lda, const eng_lp_w
     j.panels_per_task = (panels + tasks - 1) / tasks;
     eng__pool_run(pool, (panels + j.panels_per_task - 1) / j.panels_per_task, gemm_task, &j);
 }
+
+/* ---- products between activations, in bf16 ---- */
+
+int eng__bf16_dyn_native(void) { return eng__kern()->bf16_native; }
+
+/* The workspace of eng__bf16_gemm_dyn, in 64-byte aligned pieces: A's converted rows, alpha * A in
+ * float32 (when alpha != 1), B's rows converted along their contiguous axis, then B's panels. */
+typedef struct {
+    size_t lda_ws, a_bytes, scaled_bytes, tmp_bytes, panel_bytes;
+} dyn_sizes;
+
+static size_t up64(size_t b) { return (b + 63) & ~(size_t)63; }
+
+static dyn_sizes dyn_layout(int M, int N, int K) {
+    dyn_sizes z;
+    int kp = round_up(K, 32), np = (N + NR - 1) / NR * NR;
+    z.lda_ws = ws_ld(ENG_PREC_BF16, K, 2);
+    z.a_bytes = z.lda_ws * (size_t)M;
+    z.scaled_bytes = up64(sizeof(float) * (size_t)M * (size_t)K);
+    /* B's rows, whole panels of them (zeros past N or K), so the panels are built without a branch */
+    size_t by_n = ws_ld(ENG_PREC_BF16, K, 2) * (size_t)np, by_k = ws_ld(ENG_PREC_BF16, np, 2) * (size_t)kp;
+    z.tmp_bytes = by_n > by_k ? by_n : by_k;
+    z.panel_bytes = (size_t)np * (size_t)kp * 2;
+    return z;
+}
+
+size_t eng__bf16_dyn_bytes(int M, int N, int K) {
+    if (M <= 0 || N <= 0 || K <= 0) return 64;
+    dyn_sizes z = dyn_layout(M, N, K);
+    return z.a_bytes + z.scaled_bytes + z.tmp_bytes + z.panel_bytes;
+}
+
+int eng__bf16_gemm_dyn(int M, int N, int K, float alpha, const float *A, int lda, const float *B, size_t sn,
+                       size_t sk, float *C, int ldc, void *ws) {
+    const eng_kernels *kt = eng__kern(); /* the one read of the level for this call */
+    if (!kt->bf16_native || kt->bf16_act_bytes != 2 || (sk != 1 && sn != 1)) return -1;
+    if (M <= 0 || N <= 0) return 0;
+    int kp = round_up(K, 32), words = kp / 2, panels = (N + NR - 1) / NR, np = panels * NR;
+    dyn_sizes z = dyn_layout(M, N, K);
+    uint8_t *a_ws = ws, *tmp = a_ws + z.a_bytes + z.scaled_bytes;
+    uint32_t *pan = (uint32_t *)(tmp + z.tmp_bytes);
+    if (alpha != 1.0f) { /* alpha * A, as the float32 path folds it into its packing */
+        float *sa = (float *)(a_ws + z.a_bytes);
+        for (int m = 0; m < M; m++)
+            for (int k = 0; k < K; k++) sa[(size_t)m * K + k] = alpha * A[(size_t)m * lda + k];
+        A = sa, lda = K;
+    }
+    kt->bf16_rows(A, lda, K, kp, 0, M, a_ws, z.lda_ws, NULL);
+    /* B's panels: word (w, j) of panel p holds the bf16 pair (k = 2w, 2w + 1) of feature p * 48 + j */
+    if (sk == 1) { /* rows of B along k: convert them, then each row's words go down a panel column */
+        size_t ld = ws_ld(ENG_PREC_BF16, K, 2);
+        kt->bf16_rows(B, (int)sn, K, kp, 0, N, tmp, ld, NULL);
+        memset(tmp + (size_t)N * ld, 0, (size_t)(np - N) * ld);
+        for (int p = 0; p < panels; p++) {
+            uint32_t *dst = pan + (size_t)p * words * NR;
+            for (int j = 0; j < NR; j++) {
+                const uint32_t *row = (const uint32_t *)(tmp + (size_t)(p * NR + j) * ld);
+                for (int w = 0; w < words; w++) dst[(size_t)w * NR + j] = row[w];
+            }
+        }
+    } else { /* B (K,N) row-major: convert its rows (one k each, zeros to the panels' width), pair 2w, 2w + 1 */
+        size_t ld = ws_ld(ENG_PREC_BF16, np, 2);
+        kt->bf16_rows(B, (int)sk, N, round_up(np, 32), 0, K, tmp, ld, NULL);
+        memset(tmp + (size_t)K * ld, 0, (size_t)(kp - K) * ld);
+        for (int p = 0; p < panels; p++)
+            for (int w = 0; w < words; w++) {
+                const uint16_t *r0 = (const uint16_t *)(tmp + (size_t)(2 * w) * ld) + p * NR;
+                const uint16_t *r1 = (const uint16_t *)(tmp + (size_t)(2 * w + 1) * ld) + p * NR;
+                uint32_t *d = pan + ((size_t)p * words + w) * NR;
+                for (int j = 0; j < NR; j++) d[j] = (uint32_t)r0[j] | (uint32_t)r1[j] << 16;
+            }
+    }
+    int mr = kt->bf16_mr;
+    eng__lp_tile t = {.kp = kp, .lda = z.lda_ws, .ldc = ldc};
+    for (int p = 0; p < panels; p++) {
+        t.w = N - p * NR < NR ? N - p * NR : NR;
+        t.b = pan + (size_t)p * words * NR;
+        for (int m = 0; m < M; m += mr) {
+            t.mr = M - m < mr ? M - m : mr;
+            t.a = a_ws + (size_t)m * z.lda_ws;
+            t.c = C + (size_t)m * ldc + (size_t)p * NR;
+            kt->bf16_tile(&t);
+        }
+    }
+    return 0;
+}

@@ -62,6 +62,27 @@ size_t eng__lp_ws_bytes(eng_prec prec, int M, int K);
 void eng__lp_gemm(eng_pool *pool, int M, const float *A, int lda, const eng_lp_weights *w, float *C, int ldc,
                  const eng_epilogue *ep, void *ws);
 
+/* ---- products between activations (attention's QK^T and PV), in bf16 ----
+ *
+ * Both operands are rounded to bf16 on the call (no packing at load) and multiplied by the level's
+ * bf16 tile into float32 sums, on the calling thread (attention runs one head per pool task). Only
+ * where the level multiplies bf16 in hardware (kern.h, bf16_native): elsewhere the bf16 tile widens
+ * to float32 and the float32 product is faster, so eng__bf16_gemm_dyn declines. */
+
+/* Whether eng__bf16_gemm_dyn runs at this CPU's level now. */
+int eng__bf16_dyn_native(void);
+
+/* Bytes of the workspace eng__bf16_gemm_dyn needs for these sizes (any layout of B, any alpha). */
+size_t eng__bf16_dyn_bytes(int M, int N, int K);
+
+/* C (M,N; ldc) = (alpha * A (M,K; lda)) * B^T, where element (n, k) of B is B[n * sn + k * sk] with
+ * sk == 1 (rows of B along k: attention's keys) or sn == 1 (B is (K,N) row-major: its values). alpha
+ * scales A in float32 before the rounding. ws: eng__bf16_dyn_bytes(M, N, K) bytes, 64-byte aligned.
+ * Returns 0, or -1 with C untouched when the level is not bf16_native (the caller runs float32) or
+ * neither stride is 1. */
+int eng__bf16_gemm_dyn(int M, int N, int K, float alpha, const float *A, int lda, const float *B, size_t sn,
+                       size_t sk, float *C, int ldc, void *ws);
+
 /* Element (n, k) of the weights as the kernel multiplies them, as a float: the bf16 value, or
  * q[n][k] (without the scale) for int8. For tests and diagnostics. */
 float eng__lp_weight(const eng_lp_weights *w, int n, int k);

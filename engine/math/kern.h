@@ -47,6 +47,9 @@ typedef struct {
     eng__lp_tile_fn bf16_tile, int8_tile;
     int bf16_act_bytes, int8_act_bytes; /* bytes per converted activation value in the workspace */
     int bf16_mr, int8_mr;               /* rows per tile call: ENG__LP_MR, or 16 for AMX's tiles */
+    int bf16_native;                    /* 1 where the bf16 tile multiplies bf16 in hardware (vdpbf16ps,
+                                           AMX, BFMMLA); elsewhere it widens to float32 and runs slower than
+                                           the float32 tile, so products between activations stay float32 */
     void (*act_apply)(eng_act act, float *x, size_t n);
     void (*layernorm)(float *x, size_t rows, size_t dim, const float *g, const float *b, float eps);
     void (*softmax_rows)(float *x, size_t rows, size_t n, size_t ld);

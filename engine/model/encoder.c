@@ -232,13 +232,18 @@ typedef struct {
     int H, d, n_heads;
     float scale;
     float **scores;
+    int bf16; /* QK^T and PV in bf16 (gemm_lowp.h, eng__bf16_gemm_dyn) */
 } attn_job;
 
 /* Where, in a worker's score buffer, the packed keys or values of one head start (64-byte aligned
  * after the L x W scores), and how much room they take. */
 static size_t attn_pack_offset(int L, int W) { return ((size_t)L * (size_t)W + 15) & ~(size_t)15; }
-static size_t attn_pack_floats(int L, int d) {
+static size_t attn_pack_floats(int L, int d, int bf16) {
     size_t a = eng__packed_floats(L, d), b = eng__packed_floats(d, L);
+    if (bf16) { /* or the bf16 products' workspace, whichever is larger */
+        size_t qk = eng__bf16_dyn_bytes(L, L, d), pv = eng__bf16_dyn_bytes(L, d, L), c = (qk > pv ? qk : pv) + 63;
+        b = b > c / sizeof(float) ? b : c / sizeof(float);
+    }
     return a > b ? a : b;
 }
 
@@ -257,13 +262,18 @@ static void attn_task(void *ctx, int task, int worker) {
         gk = j->gates[2 * si];
         gv = j->gates[2 * si + 1];
     }
-    if (!P) { /* keys, then values, packed for the engine's own product (math/blas.h, eng__pgemm) */
+    if (!P) { /* keys, then values, packed for the engine's own product (math/blas.h, eng__pgemm), or in
+               * bf16 (the scale then goes on the queries: the same products, rounded once to bf16) */
         float *pk = s + attn_pack_offset(L, W);
-        eng__pack_strided(k, L, j->d, (size_t)ld, 1, j->scale, pk);
-        eng__pgemm(NULL, L, L, j->d, q, ld, pk, s, W, NULL);
+        if (!j->bf16 || eng__bf16_gemm_dyn(L, L, j->d, j->scale, q, ld, k, (size_t)ld, 1, s, W, pk)) {
+            eng__pack_strided(k, L, j->d, (size_t)ld, 1, j->scale, pk);
+            eng__pgemm(NULL, L, L, j->d, q, ld, pk, s, W, NULL);
+        }
         eng__softmax_rows(s, (size_t)L, (size_t)W, (size_t)W);
-        eng__pack_strided(v, j->d, L, 1, (size_t)ld, 1.0f, pk);
-        eng__pgemm(NULL, L, j->d, L, s, W, pk, out, j->H, NULL);
+        if (!j->bf16 || eng__bf16_gemm_dyn(L, j->d, L, 1.0f, s, W, v, 1, (size_t)ld, out, j->H, pk)) {
+            eng__pack_strided(v, j->d, L, 1, (size_t)ld, 1.0f, pk);
+            eng__pgemm(NULL, L, j->d, L, s, W, pk, out, j->H, NULL);
+        }
         return;
     }
     eng__sgemm_nt(L, P, j->d, j->scale * gk, q, ld, ad->prefix_k + (size_t)h * j->d, j->H, s, W);
@@ -361,6 +371,11 @@ int eng__layer_forward(const eng_model *m, eng_state *st, int l, float *x, int r
     const eng_task_layer **seg_ad;
     if ((rc = segment_adapters(st, segs, n_segs, groups, n_groups, &max_prefix, &seg_ad, err))) return rc;
     if (!seg_ad) n_groups = 0; /* no adapters in this layer: the fused plain path */
+    /* A bf16 model's attention products in bf16 where the level multiplies bf16 natively (math/gemm_lowp.h),
+     * as bf16 inference does elsewhere; read once per layer (a product whose level changed since declines
+     * and runs in float32). An int8 model's stay float32: its outputs are the same bits at every level
+     * (README), which products rounded to bf16 on some levels only would end. */
+    int attn_bf16 = m->prec == ENG_PREC_BF16 && eng__bf16_dyn_native();
     if (c->arch == ENG_ARCH_MODERNBERT) {
         if ((rc = ensure_rows(st, c, (size_t)rows, err)) || (rc = ensure_lin_ws(st, m, (size_t)rows, err)) ||
             (rc = ensure_scores(st, eng__modernbert_score_floats(c, max_len), err)))
@@ -368,7 +383,8 @@ int eng__layer_forward(const eng_model *m, eng_state *st, int l, float *x, int r
         return eng__modernbert_layer(m, st, l, x, rows, segs, n_segs, groups, n_groups, late, n_late, late_out, err);
     }
     if ((rc = ensure_rows(st, c, (size_t)rows, err)) || (rc = ensure_lin_ws(st, m, (size_t)rows, err)) ||
-        (rc = ensure_scores(st, attn_pack_offset(max_len, max_len + max_prefix) + attn_pack_floats(max_len, c->head_dim), err)))
+        (rc = ensure_scores(st, attn_pack_offset(max_len, max_len + max_prefix) +
+                                    attn_pack_floats(max_len, c->head_dim, attn_bf16), err)))
         return rc;
     eng_pool *pool = st->pool;
     void *ws = st->lin_ws;
@@ -401,7 +417,7 @@ int eng__layer_forward(const eng_model *m, eng_state *st, int l, float *x, int r
                                                     : gates[2 * s];
         }
     attn_job aj = {st->qkv, st->ctx, segs, seg_ad, gates, H, c->head_dim, c->n_heads,
-                   1.0f / sqrtf((float)c->head_dim), st->scores};
+                   1.0f / sqrtf((float)c->head_dim), st->scores, attn_bf16};
     eng__pool_run(pool, n_segs * c->n_heads, attn_task, &aj);
 attention_done:
 

@@ -30,5 +30,6 @@ void eng__kern_fill_arch(eng_kernels *k, unsigned f) {
     if ((f & ENG_CPU_NEON) && (f & ENG_CPU_BF16)) {
         k->bf16 = "bf16";
         k->bf16_rows = eng__bf16_c_rows, k->bf16_tile = eng__bf16_bfmmla_tile, k->bf16_act_bytes = 2;
+        k->bf16_native = 1;
     }
 }

@@ -26,6 +26,7 @@ void eng__kern_fill_arch(eng_kernels *k, unsigned f) {
     if (f & ENG_CPU_AVX512_BF16) {
         k->bf16 = "avx512_bf16";
         k->bf16_rows = eng__bf16_avx512_rows, k->bf16_tile = eng__bf16_avx512_tile, k->bf16_act_bytes = 2;
+        k->bf16_native = 1;
     }
     if (f & ENG_CPU_AVX512_VNNI) {
         k->int8 = "avx512_vnni";

@@ -415,3 +415,67 @@ static void check_ws_across_levels(eng_prec prec) {
 
 Test(gemm_lowp, bf16_workspace_sized_at_another_level) { check_ws_across_levels(ENG_PREC_BF16); }
 Test(gemm_lowp, int8_workspace_sized_at_another_level) { check_ws_across_levels(ENG_PREC_INT8); }
+
+/* Products between activations in bf16 (eng__bf16_gemm_dyn: attention's QK^T with the keys as rows of
+ * B, and PV with B (K,N) row-major) against the double reference of the same bf16 operands:
+ * alpha * A rounded to bf16 (alpha applied in float32 first), B rounded to bf16, products summed in
+ * double; the kernel's float32 sums are within 8 u sqrt(K + 1) sum_k |a b|, as for the packed product.
+ * Where the level does not multiply bf16 natively, the call declines (-1) and C stays untouched.
+ * Columns past N and rows' padding of C stay untouched either way. */
+static void check_dyn(int M, int N, int K, float alpha, int b_rows, unsigned seed) {
+    int lda = K + 3, ldc = N + 5;
+    size_t sn = b_rows ? (size_t)K + 2 : 1, sk = b_rows ? 1 : (size_t)N + 4; /* element (n, k): B[n sn + k sk] */
+    size_t b_len = b_rows ? (size_t)N * sn : (size_t)(K ? K : 1) * sk;
+    float *A = malloc(sizeof(float) * (size_t)M * lda), *B = malloc(sizeof(float) * b_len);
+    float *C = malloc(sizeof(float) * (size_t)M * ldc);
+    void *ws = eng__alloc_aligned(eng__bf16_dyn_bytes(M, N, K));
+    cr_assert(A && B && C && ws);
+    for (size_t i = 0; i < (size_t)M * lda; i++) A[i] = frand(&seed, -2.0f, 2.0f);
+    for (size_t i = 0; i < b_len; i++) B[i] = frand(&seed, -2.0f, 2.0f);
+    for (size_t i = 0; i < (size_t)M * ldc; i++) C[i] = NAN;
+    int rc = eng__bf16_gemm_dyn(M, N, K, alpha, A, lda, B, sn, sk, C, ldc, ws);
+    if (!eng__bf16_dyn_native()) {
+        cr_assert_eq(rc, -1, "level %s: bf16 %s is not native, the call must decline", eng__cpu_level_of(eng__cpu_features()),
+                     eng__lp_kernel(ENG_PREC_BF16));
+        for (size_t i = 0; i < (size_t)M * ldc; i++) cr_assert(isnan(C[i]), "declined but wrote C[%zu]", i);
+    } else {
+        cr_assert_eq(rc, 0);
+        for (int m = 0; m < M; m++) {
+            for (int n = 0; n < N; n++) {
+                double sum = 0, mag = 0;
+                for (int k = 0; k < K; k++) {
+                    double a = eng__f32_from_bf16(eng__bf16_from_f32(alpha * A[(size_t)m * lda + k]));
+                    double b = eng__f32_from_bf16(eng__bf16_from_f32(B[(size_t)n * sn + (size_t)k * sk]));
+                    sum += a * b, mag += fabs(a * b);
+                }
+                double got = C[(size_t)m * ldc + n], tol = 8 * U * sqrt(K + 1.0) * mag;
+                cr_assert(fabs(got - sum) <= tol + 1e-30, "%s M %d N %d K %d %s: C[%d][%d] %.9g vs %.9g (tol %g)",
+                          eng__lp_kernel(ENG_PREC_BF16), M, N, K, b_rows ? "B rows" : "B (K,N)", m, n, got, sum, tol);
+            }
+            for (int n = N; n < ldc; n++) cr_assert(isnan(C[(size_t)m * ldc + n]), "wrote past N at row %d", m);
+        }
+    }
+    eng__free_aligned(ws);
+    free(A), free(B), free(C);
+}
+
+static void check_dyn_all(void *ctx) {
+    (void)ctx;
+    for (int b_rows = 0; b_rows < 2; b_rows++) {
+        check_dyn(128, 128, 64, 0.125f, b_rows, 1);   /* bert-base's QK^T shape, its 1 / sqrt(64) */
+        check_dyn(128, 64, 128, 1.0f, b_rows, 2);     /* and its PV: 64 features, one panel and 16 */
+        check_dyn(37, 53, 71, 0.3f, b_rows, 3);       /* tails everywhere: rows, a panel and 5, odd K */
+        check_dyn(5, 200, 33, 1.0f, b_rows, 4);       /* many panels, K one past a bf16 step */
+        check_dyn(17, 7, 1, 1.0f, b_rows, 5);         /* K = 1: one pair of which half is padding */
+        check_dyn(3, 9, 0, 2.0f, b_rows, 6);          /* K = 0: zeros */
+        check_dyn(1, 1, 300, 1.0f, b_rows, 7);        /* one row, one column */
+    }
+}
+
+Test(gemm_lowp, bf16_between_activations_matches_reference, .timeout = 300) {
+    cr_assert_geq(for_each_level(check_dyn_all, NULL), 1);
+    eng__cpu_restrict(0); /* the portable level multiplies bf16 in float32: the call declines */
+    cr_assert_eq(eng__bf16_dyn_native(), 0);
+    check_dyn(9, 10, 11, 1.0f, 1, 8);
+    eng__cpu_restrict(ENG_CPU_ALL);
+}
