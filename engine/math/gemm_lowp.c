@@ -287,6 +287,10 @@ int eng__bf16_gemm_dyn(int M, int N, int K, float alpha, const float *A, int lda
     const eng_kernels *kt = eng__kern(); /* the one read of the level for this call */
     if (!kt->bf16_native || kt->bf16_act_bytes != 2 || (sk != 1 && sn != 1)) return -1;
     if (M <= 0 || N <= 0) return 0;
+    if (K <= 0) { /* an empty sum (the workspace is then only eng__bf16_dyn_bytes' 64 bytes) */
+        for (int m = 0; m < M; m++) memset(C + (size_t)m * ldc, 0, sizeof(float) * (size_t)N);
+        return 0;
+    }
     int kp = round_up(K, 32), words = kp / 2, panels = (N + NR - 1) / NR, np = panels * NR;
     dyn_sizes z = dyn_layout(M, N, K);
     uint8_t *a_ws = ws, *tmp = a_ws + z.a_bytes + z.scaled_bytes;
