@@ -270,7 +270,7 @@ static dyn_sizes dyn_layout(int M, int N, int K) {
     z.a_bytes = z.lda_ws * (size_t)M;
     z.scaled_bytes = up64(sizeof(float) * (size_t)M * (size_t)K);
     /* B's rows, whole panels of them (zeros past N or K), so the panels are built without a branch */
-    size_t by_n = ws_ld(ENG_PREC_BF16, K, 2) * (size_t)np, by_k = ws_ld(ENG_PREC_BF16, np, 2) * (size_t)kp;
+    size_t by_n = z.lda_ws * (size_t)np, by_k = ws_ld(ENG_PREC_BF16, np, 2) * (size_t)kp;
     z.tmp_bytes = by_n > by_k ? by_n : by_k;
     z.panel_bytes = (size_t)np * (size_t)kp * 2;
     return z;
@@ -304,7 +304,7 @@ int eng__bf16_gemm_dyn(int M, int N, int K, float alpha, const float *A, int lda
     kt->bf16_rows(A, lda, K, kp, 0, M, a_ws, z.lda_ws, NULL);
     /* B's panels: word (w, j) of panel p holds the bf16 pair (k = 2w, 2w + 1) of feature p * 48 + j */
     if (sk == 1) { /* rows of B along k: convert them, then each row's words go down a panel column */
-        size_t ld = ws_ld(ENG_PREC_BF16, K, 2);
+        size_t ld = z.lda_ws; /* B's rows are as long as A's */
         kt->bf16_rows(B, (int)sn, K, kp, 0, N, tmp, ld, NULL);
         memset(tmp + (size_t)N * ld, 0, (size_t)(np - N) * ld);
         for (int p = 0; p < panels; p++) {
