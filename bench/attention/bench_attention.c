@@ -14,7 +14,7 @@
  * stores (f32_impl.h).
  *
  * Where the CPU multiplies bf16 natively (math/gemm_lowp.h, eng__bf16_gemm_dyn) the same two products
- * run a third way, as the encoder runs them for its bf16 and int8 models: both operands rounded to
+ * run a third way, as the encoder runs them for its bf16 models: both operands rounded to
  * bf16 on the call (conversion included in the time), float32 sums; the share is then of the
  * single-thread vdpbf16ps peak. */
 #include <cblas.h>

@@ -241,8 +241,8 @@ static size_t attn_pack_offset(int L, int W) { return ((size_t)L * (size_t)W + 1
 static size_t attn_pack_floats(int L, int d, int bf16) {
     size_t a = eng__packed_floats(L, d), b = eng__packed_floats(d, L);
     if (bf16) { /* or the bf16 products' workspace, whichever is larger */
-        size_t qk = eng__bf16_dyn_bytes(L, L, d), pv = eng__bf16_dyn_bytes(L, d, L), c = (qk > pv ? qk : pv) + 63;
-        b = b > c / sizeof(float) ? b : c / sizeof(float);
+        size_t qk = eng__bf16_dyn_bytes(L, L, d), pv = eng__bf16_dyn_bytes(L, d, L), c = qk > pv ? qk : pv;
+        b = b > c / sizeof(float) ? b : c / sizeof(float); /* whole 64-byte pieces (gemm_lowp.c) */
     }
     return a > b ? a : b;
 }
