@@ -16,7 +16,11 @@
  * Where the CPU multiplies bf16 natively (math/gemm_lowp.h, eng__bf16_gemm_dyn) the same two products
  * run a third way, as the encoder runs them for its bf16 models: both operands rounded to
  * bf16 on the call (conversion included in the time), float32 sums; the share is then of the
- * single-thread vdpbf16ps peak. */
+ * single-thread vdpbf16ps peak.
+ *
+ * And Q K^T as the encoder runs it for its int8 models, on every level (eng__int8_gemm_dyn): queries
+ * and keys quantized per row on the call (included in the time), the level's int8 tile; the share is
+ * of the single-thread vpdpbusd (or the level's int8 instruction) peak. */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +55,7 @@ int main(int argc, char **argv) {
     double peak = bench_isa_peak(pool, ENG_PRECISION_FP32);
     int bf16 = eng__bf16_dyn_native();
     double peak16 = bf16 ? bench_isa_peak(pool, ENG_PRECISION_BF16) : 0;
+    double peak8 = bench_isa_peak(pool, ENG_PRECISION_INT8);
     printf("cpu features: %s\nOpenBLAS core: %s, 1 thread; adapterd 1 thread\n", feats, eng_blas_core());
     printf("single-thread FMA peak: %.1f GFLOP/s", peak);
     if (bf16) printf(", vdpbf16ps peak: %.1f GFLOP/s (bf16 kernel %s)", peak16, eng__lp_kernel(ENG_PREC_BF16));
@@ -63,9 +68,10 @@ int main(int argc, char **argv) {
         size_t pf = eng__packed_floats(L, D) > eng__packed_floats(D, L) ? eng__packed_floats(L, D) : eng__packed_floats(D, L);
         size_t wb = eng__bf16_dyn_bytes(L, L, D) > eng__bf16_dyn_bytes(L, D, L) ? eng__bf16_dyn_bytes(L, L, D)
                                                                                : eng__bf16_dyn_bytes(L, D, L);
+        if (eng__int8_dyn_bytes(L, L, D) > wb) wb = eng__int8_dyn_bytes(L, L, D);
         void *ws = eng__alloc_aligned(wb);
         float *pk = eng__alloc_aligned(sizeof(float) * pf), *out = eng__alloc_aligned(sizeof(float) * (size_t)L * H);
-        double *t = malloc(sizeof(double) * 6 * (size_t)reps);
+        double *t = malloc(sizeof(double) * 7 * (size_t)reps);
         if (!qkv || !s || !pk || !out || !t || !ws) {
             fprintf(stderr, "bench_attention: out of memory\n");
             return 1;
@@ -90,8 +96,10 @@ int main(int argc, char **argv) {
             double t5 = bench_now_ms();
             if (bf16 && eng__bf16_gemm_dyn(L, D, L, 1.0f, s, L, v, 1, LD, out, H, ws)) bf16 = 0;
             double t6 = bench_now_ms();
+            eng__int8_gemm_dyn(L, L, D, scale, q, LD, k, LD, s, L, ws);
+            double t7 = bench_now_ms();
             if (i >= 0) t[i] = t1 - t0, t[reps + i] = t2 - t1, t[2 * reps + i] = t3 - t2, t[3 * reps + i] = t4 - t3;
-            if (i >= 0) t[4 * reps + i] = t5 - t4, t[5 * reps + i] = t6 - t5;
+            if (i >= 0) t[4 * reps + i] = t5 - t4, t[5 * reps + i] = t6 - t5, t[6 * reps + i] = t7 - t6;
         }
         double flop = 2.0 * L * L * D;
         const char *name[2] = {"Q K^T", "P V"};
@@ -105,6 +113,9 @@ int main(int argc, char **argv) {
             }
             printf("\n");
         }
+        double a = bench_median(t, reps) * 1e3, b8 = bench_median(t + (size_t)6 * reps, reps) * 1e3;
+        printf("%5d | %-10s | int8 (kernel %s): %.2f us, %.1f GOP/s, %.0f%% of the int8 peak %.1f G/s; f32 / int8 %.2fx\n", L,
+               "Q K^T", eng__lp_kernel(ENG_PREC_INT8), b8, flop / b8 / 1e3, 100 * flop / b8 / 1e3 / peak8, peak8, a / b8);
         eng__free_aligned(qkv), eng__free_aligned(s), eng__free_aligned(pk), eng__free_aligned(out);
         eng__free_aligned(ws);
         free(t);

@@ -340,3 +340,113 @@ int eng__bf16_gemm_dyn(int M, int N, int K, float alpha, const float *A, int lda
     }
     return 0;
 }
+
+/* ---- products between activations, in int8 ---- */
+
+/* The workspace of eng__int8_gemm_dyn, in 64-byte aligned pieces: A's converted rows and their scales,
+ * B's quantized rows (whole panels of them, zero past N and K), B's panels, B's scales and offsets. */
+typedef struct {
+    size_t lda_ws, a_bytes, a_scales, b_rows, panel_bytes, b_scales;
+} dyn8_sizes;
+
+static dyn8_sizes dyn8_layout(int M, int N, int K) {
+    dyn8_sizes z;
+    int kp = round_up(K, 64), np = (N + NR - 1) / NR * NR;
+    z.lda_ws = ws_ld(ENG_PREC_INT8, K, ACT_BYTES_MAX(ENG_PREC_INT8));
+    z.a_bytes = z.lda_ws * (size_t)M;
+    z.a_scales = up64(sizeof(float) * (size_t)M);
+    z.b_rows = z.panel_bytes = (size_t)np * (size_t)kp;
+    z.b_scales = up64(sizeof(float) * (size_t)np) + up64(sizeof(int32_t) * (size_t)np);
+    return z;
+}
+
+size_t eng__int8_dyn_bytes(int M, int N, int K) {
+    if (M <= 0 || N <= 0 || K <= 0) return 64;
+    dyn8_sizes z = dyn8_layout(M, N, K);
+    return z.a_bytes + z.a_scales + z.b_rows + z.panel_bytes + z.b_scales;
+}
+
+/* x (K values) quantized as eng__quant_row does (scale amax / 127, q nearest-even of x * 127 / amax,
+ * NaN and zeros for a row holding a NaN or an infinity) into q (kp bytes, zeros past K); *sum: the sum
+ * of q. Branch-free loops the compiler vectorizes at any level: the rounding adds and takes away
+ * 1.5 * 2^23 (nearest-even, as lrintf, for |v| <= 2^22; here |v| <= 127), no call per value. */
+static float quant_b(const float *x, int K, int kp, int8_t *q, int32_t *sum) {
+    /* max |x| on the bits: without the sign, floats order as integers, and NaN and the infinities are
+     * the largest (an integer maximum vectorizes; a float one does not without -ffast-math) */
+    int32_t top = 0;
+    for (int k = 0; k < K; k++) {
+        int32_t u;
+        memcpy(&u, x + k, sizeof u);
+        u &= 0x7FFFFFFF;
+        top = u > top ? u : top;
+    }
+    memset(q + K, 0, (size_t)(kp - K));
+    float amax;
+    memcpy(&amax, &top, sizeof amax);
+    if (top >= 0x7F800000) { /* NaN or infinity */
+        memset(q, 0, (size_t)K);
+        *sum = 0;
+        return NAN;
+    }
+    float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    int32_t s = 0;
+    for (int k = 0; k < K; k++) {
+        int v = (int)((x[k] * inv + 12582912.0f) - 12582912.0f);
+        q[k] = (int8_t)v;
+        s += v;
+    }
+    *sum = s;
+    return amax / 127.0f;
+}
+
+void eng__int8_gemm_dyn(int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+                        float *C, int ldc, void *ws) {
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0) { /* an empty sum (the workspace is then only eng__int8_dyn_bytes' 64 bytes) */
+        for (int m = 0; m < M; m++) memset(C + (size_t)m * ldc, 0, sizeof(float) * (size_t)N);
+        return;
+    }
+    const eng_kernels *kt = eng__kern(); /* the one read of the level for this call */
+    int kp = round_up(K, 64), words = kp / 4, panels = (N + NR - 1) / NR, np = panels * NR;
+    dyn8_sizes z = dyn8_layout(M, N, K);
+    size_t lda_ws = ws_ld(ENG_PREC_INT8, K, kt->int8_act_bytes);
+    uint8_t *a_ws = ws;
+    float *a_scale = (float *)(a_ws + z.a_bytes);
+    int8_t *rows = (int8_t *)a_scale + z.a_scales;
+    uint32_t *pan = (uint32_t *)(rows + z.b_rows);
+    float *b_scale = (float *)((uint8_t *)pan + z.panel_bytes);
+    int32_t *b_comp = (int32_t *)((uint8_t *)b_scale + up64(sizeof(float) * (size_t)np));
+    kt->int8_rows(A, lda, K, kp, 0, M, a_ws, lda_ws, a_scale);
+    for (int m = 0; m < M; m++) a_scale[m] *= alpha;
+    for (int n = 0; n < N; n++) {
+        int32_t sum;
+        b_scale[n] = quant_b(B + (size_t)n * ldb, K, kp, rows + (size_t)n * kp, &sum);
+        b_comp[n] = 128 * sum;
+    }
+    memset(rows + (size_t)N * kp, 0, (size_t)(np - N) * kp);
+    for (int n = N; n < np; n++) b_scale[n] = 0.0f, b_comp[n] = 0;
+    /* B's panels: word (w, j) of panel p holds the quad k = 4w .. 4w + 3 of feature p * 48 + j */
+    for (int p = 0; p < panels; p++) {
+        uint32_t *dst = pan + (size_t)p * words * NR;
+        for (int j = 0; j < NR; j++) {
+            const uint32_t *row = (const uint32_t *)(rows + (size_t)(p * NR + j) * kp);
+            for (int w = 0; w < words; w++) dst[(size_t)w * NR + j] = row[w];
+        }
+    }
+    int mr = kt->int8_mr;
+    eng__lp_tile t = {.kp = kp, .lda = lda_ws, .ldc = ldc};
+    for (int p = 0; p < panels; p++) {
+        t.w = N - p * NR < NR ? N - p * NR : NR;
+        t.b = pan + (size_t)p * words * NR;
+        t.b_scale = b_scale + (size_t)p * NR;
+        t.b_comp = b_comp + (size_t)p * NR;
+        for (int m = 0; m < M; m += mr) {
+            t.mr = M - m < mr ? M - m : mr;
+            t.a = a_ws + (size_t)m * lda_ws;
+            t.a_scale = a_scale + m;
+            t.c = C + (size_t)m * ldc + (size_t)p * NR;
+            kt->int8_tile(&t);
+        }
+    }
+}
+

@@ -83,6 +83,23 @@ size_t eng__bf16_dyn_bytes(int M, int N, int K);
 int eng__bf16_gemm_dyn(int M, int N, int K, float alpha, const float *A, int lda, const float *B, size_t sn,
                        size_t sk, float *C, int ldc, void *ws);
 
+/* ---- the product between activations in int8 (an int8 model's QK^T) ----
+ *
+ * A quantized per row by the level's converter (as eng__lp_gemm's activations), B per row n (each key
+ * its own scale, as the weights per output feature) by one portable loop, then the level's int8 tile:
+ * the integer sums are exact and every level computes the same float operations around them, so the
+ * result is the same bits on every level, as eng__lp_gemm's. Runs at every level, on the calling
+ * thread. */
+
+/* Bytes of the workspace eng__int8_gemm_dyn needs for these sizes. */
+size_t eng__int8_dyn_bytes(int M, int N, int K);
+
+/* C (M,N; ldc) = alpha * (A (M,K; lda) * B^T), B (N,K; ldb) row-major (rows along k), both quantized
+ * to int8 on the call. alpha multiplies A's row scales. ws: eng__int8_dyn_bytes(M, N, K) bytes,
+ * 64-byte aligned. A row of A or B holding a NaN or an infinity gives NaN in its products. */
+void eng__int8_gemm_dyn(int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+                        float *C, int ldc, void *ws);
+
 /* Element (n, k) of the weights as the kernel multiplies them, as a float: the bf16 value, or
  * q[n][k] (without the scale) for int8. For tests and diagnostics. */
 float eng__lp_weight(const eng_lp_weights *w, int n, int k);

@@ -233,17 +233,21 @@ typedef struct {
     float scale;
     float **scores;
     int bf16; /* QK^T and PV in bf16 (gemm_lowp.h, eng__bf16_gemm_dyn) */
+    int int8; /* QK^T in int8 (eng__int8_gemm_dyn), PV float32 */
 } attn_job;
 
 /* Where, in a worker's score buffer, the packed keys or values of one head start (64-byte aligned
  * after the L x W scores), and how much room they take. */
 static size_t attn_pack_offset(int L, int W) { return ((size_t)L * (size_t)W + 15) & ~(size_t)15; }
-static size_t attn_pack_floats(int L, int d, int bf16) {
-    size_t a = eng__packed_floats(L, d), b = eng__packed_floats(d, L);
-    if (bf16) { /* or the bf16 products' workspace, whichever is larger */
-        size_t qk = eng__bf16_dyn_bytes(L, L, d), pv = eng__bf16_dyn_bytes(L, d, L), c = qk > pv ? qk : pv;
-        b = b > c / sizeof(float) ? b : c / sizeof(float); /* whole 64-byte pieces (gemm_lowp.c) */
+static size_t attn_pack_floats(int L, int d, eng_prec prec, int bf16) {
+    size_t a = eng__packed_floats(L, d), b = eng__packed_floats(d, L), c = 0;
+    if (bf16) { /* or the low-precision products' workspace, whichever is larger */
+        size_t qk = eng__bf16_dyn_bytes(L, L, d), pv = eng__bf16_dyn_bytes(L, d, L);
+        c = qk > pv ? qk : pv;
+    } else if (prec == ENG_PREC_INT8) {
+        c = eng__int8_dyn_bytes(L, L, d);
     }
+    b = b > c / sizeof(float) ? b : c / sizeof(float); /* whole 64-byte pieces (gemm_lowp.c) */
     return a > b ? a : b;
 }
 
@@ -263,9 +267,12 @@ static void attn_task(void *ctx, int task, int worker) {
         gv = j->gates[2 * si + 1];
     }
     if (!P) { /* keys, then values, packed for the engine's own product (math/blas.h, eng__pgemm), or in
-               * bf16 (the scale then goes on the queries: the same products, rounded once to bf16) */
+               * bf16 (the scale then goes on the queries: the same products, rounded once to bf16), or
+               * QK^T in int8 (the scale on the queries' row scales) */
         float *pk = s + attn_pack_offset(L, W);
-        if (!j->bf16 || eng__bf16_gemm_dyn(L, L, j->d, j->scale, q, ld, k, (size_t)ld, 1, s, W, pk)) {
+        if (j->int8) {
+            eng__int8_gemm_dyn(L, L, j->d, j->scale, q, ld, k, ld, s, W, pk);
+        } else if (!j->bf16 || eng__bf16_gemm_dyn(L, L, j->d, j->scale, q, ld, k, (size_t)ld, 1, s, W, pk)) {
             eng__pack_strided(k, L, j->d, (size_t)ld, 1, j->scale, pk);
             eng__pgemm(NULL, L, L, j->d, q, ld, pk, s, W, NULL);
         }
@@ -373,8 +380,9 @@ int eng__layer_forward(const eng_model *m, eng_state *st, int l, float *x, int r
     if (!seg_ad) n_groups = 0; /* no adapters in this layer: the fused plain path */
     /* A bf16 model's attention products in bf16 where the level multiplies bf16 natively (math/gemm_lowp.h),
      * as bf16 inference does elsewhere; read once per layer (a product whose level changed since declines
-     * and runs in float32). An int8 model's stay float32: its outputs are the same bits at every level
-     * (README), which products rounded to bf16 on some levels only would end. */
+     * and runs in float32). An int8 model runs QK^T in int8 at every level (exact integer sums: its outputs
+     * stay the same bits on every level, which bf16 on some levels only would end) and PV in float32:
+     * both products in int8 lost 0.8 points on an example task, QK^T alone none beyond int8's own. */
     int attn_bf16 = m->prec == ENG_PREC_BF16 && eng__bf16_dyn_native();
     if (c->arch == ENG_ARCH_MODERNBERT) {
         if ((rc = ensure_rows(st, c, (size_t)rows, err)) || (rc = ensure_lin_ws(st, m, (size_t)rows, err)) ||
@@ -384,7 +392,7 @@ int eng__layer_forward(const eng_model *m, eng_state *st, int l, float *x, int r
     }
     if ((rc = ensure_rows(st, c, (size_t)rows, err)) || (rc = ensure_lin_ws(st, m, (size_t)rows, err)) ||
         (rc = ensure_scores(st, attn_pack_offset(max_len, max_len + max_prefix) +
-                                    attn_pack_floats(max_len, c->head_dim, attn_bf16), err)))
+                                    attn_pack_floats(max_len, c->head_dim, m->prec, attn_bf16), err)))
         return rc;
     eng_pool *pool = st->pool;
     void *ws = st->lin_ws;
@@ -417,7 +425,7 @@ int eng__layer_forward(const eng_model *m, eng_state *st, int l, float *x, int r
                                                     : gates[2 * s];
         }
     attn_job aj = {st->qkv, st->ctx, segs, seg_ad, gates, H, c->head_dim, c->n_heads,
-                   1.0f / sqrtf((float)c->head_dim), st->scores, attn_bf16};
+                   1.0f / sqrtf((float)c->head_dim), st->scores, attn_bf16, m->prec == ENG_PREC_INT8};
     eng__pool_run(pool, n_segs * c->n_heads, attn_task, &aj);
 attention_done:
 

@@ -479,3 +479,78 @@ Test(gemm_lowp, bf16_between_activations_matches_reference, .timeout = 300) {
     check_dyn(9, 10, 11, 1.0f, 1, 8);
     eng__cpu_restrict(ENG_CPU_ALL);
 }
+
+/* Products between activations in int8 (eng__int8_gemm_dyn: an int8 model's QK^T, B's rows along k)
+ * against the reference's own quantization (ref_quant: A per row, B per row n) multiplied in double:
+ * the integer sums are exact, so C = alpha scale_m scale_n sum_k qa qb within a few float roundings of
+ * the scales and the one multiply-add, |C - E| <= 8 u |E|. Every level must give the same bits (the
+ * first level's result is kept in ctx and compared), a row of A or of B holding a NaN or an infinity
+ * gives NaN in its row or column, and columns past N stay untouched. */
+typedef struct {
+    float *first[8]; /* the first level's C of each case */
+} dyn8_ctx;
+
+static void check_dyn8(dyn8_ctx *cx, int id, int M, int N, int K, float alpha, unsigned seed) {
+    int lda = K + 3, ldb = K + 2, ldc = N + 5;
+    float *A = malloc(sizeof(float) * (size_t)M * lda), *B = malloc(sizeof(float) * (size_t)N * ldb);
+    float *C = malloc(sizeof(float) * (size_t)M * ldc);
+    int *qa = malloc(sizeof(int) * (size_t)(K ? K : 1)), *qb = malloc(sizeof(int) * (size_t)N * (K ? K : 1));
+    double *sb = malloc(sizeof(double) * N);
+    size_t bytes = eng__int8_dyn_bytes(M, N, K);
+    unsigned char *ws = eng__alloc_aligned(bytes + 64);
+    cr_assert(A && B && C && qa && qb && sb && ws);
+    memset(ws + bytes, 0xA5, 64);
+    for (size_t i = 0; i < (size_t)M * lda; i++) A[i] = frand(&seed, -2.0f, 2.0f);
+    for (size_t i = 0; i < (size_t)N * ldb; i++) B[i] = frand(&seed, -2.0f, 2.0f);
+    if (M > 3 && K) A[3 * (size_t)lda + K - 1] = NAN;      /* a row of A with a NaN */
+    if (N > 4 && K) B[4 * (size_t)ldb] = -INFINITY;        /* a key with an infinity */
+    if (M > 2) memset(A + 2 * (size_t)lda, 0, sizeof(float) * (size_t)K); /* a row of zeros */
+    for (size_t i = 0; i < (size_t)M * ldc; i++) C[i] = 12345.0f;
+    eng__int8_gemm_dyn(M, N, K, alpha, A, lda, B, ldb, C, ldc, ws);
+    for (int i = 0; i < 64; i++) cr_assert_eq(ws[bytes + i], 0xA5, "workspace overrun at byte %zu", bytes + i);
+    for (int n = 0; n < N; n++) sb[n] = ref_quant(B + (size_t)n * ldb, K, qb + (size_t)n * (K ? K : 1));
+    for (int m = 0; m < M; m++) {
+        double sa = ref_quant(A + (size_t)m * lda, K, qa);
+        int bad_a = m == 3 && K;
+        for (int n = 0; n < N; n++) {
+            double got = C[(size_t)m * ldc + n];
+            if (bad_a || (n == 4 && K)) {
+                cr_assert(isnan(got), "%s M %d N %d K %d: C[%d][%d] %g, want NaN", eng__lp_kernel(ENG_PREC_INT8), M, N, K, m, n, got);
+                continue;
+            }
+            long long sum = 0;
+            for (int k = 0; k < K; k++) sum += (long long)qa[k] * qb[(size_t)n * (K ? K : 1) + k];
+            double want = (double)alpha * sa * sb[n] * (double)sum, tol = 8 * U * fabs(want);
+            cr_assert(fabs(got - want) <= tol + 1e-30, "%s M %d N %d K %d: C[%d][%d] %.9g vs %.9g (tol %g)",
+                      eng__lp_kernel(ENG_PREC_INT8), M, N, K, m, n, got, want, tol);
+        }
+        for (int n = N; n < ldc; n++) cr_assert_eq(C[(size_t)m * ldc + n], 12345.0f, "wrote past N at row %d", m);
+    }
+    size_t cb = sizeof(float) * (size_t)M * ldc;
+    if (!cx->first[id]) {
+        cx->first[id] = malloc(cb);
+        cr_assert(cx->first[id]);
+        memcpy(cx->first[id], C, cb);
+    } else {
+        cr_assert(!memcmp(cx->first[id], C, cb), "%s M %d N %d K %d: not the same bits as the first level's",
+                  eng__lp_kernel(ENG_PREC_INT8), M, N, K);
+    }
+    eng__free_aligned(ws);
+    free(A), free(B), free(C), free(qa), free(qb), free(sb);
+}
+
+static void check_dyn8_all(void *ctx) {
+    check_dyn8(ctx, 0, 128, 128, 64, 0.125f, 1); /* bert-base's QK^T shape, its 1 / sqrt(64) */
+    check_dyn8(ctx, 1, 384, 384, 64, 0.125f, 2); /* a long sequence: eight panels */
+    check_dyn8(ctx, 2, 37, 53, 71, 0.3f, 3);    /* tails everywhere: rows, a panel and 5, K past a quad step */
+    check_dyn8(ctx, 3, 5, 200, 33, 1.0f, 4);    /* many panels */
+    check_dyn8(ctx, 4, 17, 7, 1, 1.0f, 5);      /* K = 1 */
+    check_dyn8(ctx, 5, 3, 9, 0, 2.0f, 6);       /* K = 0: zeros */
+    check_dyn8(ctx, 6, 1, 1, 300, 1.0f, 7);     /* one row, one column */
+}
+
+Test(gemm_lowp, int8_between_activations_matches_reference_same_bits_every_level, .timeout = 300) {
+    dyn8_ctx cx = {{0}};
+    cr_assert_geq(for_each_level(check_dyn8_all, &cx), 1);
+    for (int i = 0; i < 8; i++) free(cx.first[i]);
+}
