@@ -16,7 +16,10 @@
  * KC step would round it); for bf16 the rounding of the inputs to 8 bits (2^-9) dwarfs that of the
  * float32 sums. The panel (K x 48 at 1 or 2 bytes) is then read from L2 once per row tile: three
  * 64-byte loads per 24 dot-product instructions, far below what L2 delivers. MC is chosen so the
- * block's converted rows plus one panel stay within L2 (512 KB of rows). */
+ * block's converted rows plus one panel stay within L2 (512 KB of rows). The panels come in by the
+ * hardware prefetcher alone: fetching the next panel in software, a share per tile (as the float32
+ * kernel does), made the 128-row products 5-7% slower and the 4,096-row ones no faster (bench/README,
+ * bench/lowp, AMD Zen 4). */
 #include "math/gemm_lowp.h"
 
 #include <math.h>
@@ -166,15 +169,11 @@ static void gemm_range(const lp_job *j, int r0, int r1, int p0, int p1) {
     int act = ep && ep->act != ENG_ACT_IDENTITY;
     const float *res_pre = ep && !act ? ep->residual : NULL; /* folded into the prefill */
     size_t panel_bytes = (size_t)w->kp * NR * (size_t)elem_bytes(w->prec);
-    const char *end = (const char *)w->panels + (size_t)p1 * panel_bytes;
     for (int m0 = r0; m0 < r1; m0 += j->mc) {
         int mb = r1 - m0 < j->mc ? r1 - m0 : j->mc;
-        size_t tiles = (size_t)(mb + j->mr - 1) / j->mr, lines = panel_bytes / 64;
-        size_t per = (lines + tiles - 1) / tiles;
         for (int p = p0; p < p1; p++) {
             int n0 = p * NR, wd = w->N - n0 < NR ? w->N - n0 : NR;
-            const char *B = (const char *)w->panels + (size_t)p * panel_bytes, *next = B + panel_bytes;
-            size_t left = (size_t)(end - next); /* bytes of the stream after this panel */
+            const char *B = (const char *)w->panels + (size_t)p * panel_bytes;
             eng__lp_tile t = {.w = wd,
                               .kp = w->kp,
                               .lda = j->ldws,
@@ -186,9 +185,6 @@ static void gemm_range(const lp_job *j, int r0, int r1, int p0, int p1) {
                               .b_comp = w->comp ? w->comp + n0 : NULL};
             for (int i = 0; i < mb; i += j->mr) {
                 int m = m0 + i;
-                /* the thread's panels are one stream: fetch the next panel into L2, a share per tile */
-                for (size_t l = 0, o = (size_t)(i / j->mr) * per * 64; l < per && o < left; l++, o += 64)
-                    __builtin_prefetch(next + o, 0, 2);
                 t.mr = mb - i < j->mr ? mb - i : j->mr;
                 t.a = j->ws + (size_t)m * j->ldws;
                 t.c = j->C + (size_t)m * j->ldc + n0;
