@@ -15,7 +15,8 @@
  * plan is its GFLOP at that peak. Fusion: the fusion8 task (8 adapters) at each skip, pruned to the first k
  * children with eng_task_prune_fusion (the cost does not depend on which k are kept; bench/fusion calibrates).
  * --profile T,SKIP prints the per-layer stats of that joint throughput plan. --precision runs the backbone's
- * Linear layers in bf16 or int8 (engine/model.h; adapters, heads, attention stay float32); the setup line then
+ * Linear layers in bf16 or int8 (engine/model.h; adapters and heads stay float32, attention as README's Precision
+ * says); the setup line then
  * also gives the instruction peak of that precision (bench_isa_peak), measured after the sgemm peak, and a
  * last line ("kind":"peak_after") measures it again after the plans, so run.sh states each precision's share
  * of the better of the two. One JSON object per line with --json (run.sh collects
