@@ -365,7 +365,8 @@ size_t eng__int8_dyn_bytes(int M, int N, int K) {
 /* x (K values) quantized as eng__quant_row does (scale amax / 127, q nearest-even of x * 127 / amax,
  * NaN and zeros for a row holding a NaN or an infinity) into q (kp bytes, zeros past K); *sum: the sum
  * of q. Branch-free loops the compiler vectorizes at any level: the rounding adds and takes away
- * 1.5 * 2^23 (nearest-even, as lrintf, for |v| <= 2^22; here |v| <= 127), no call per value. */
+ * 1.5 * 2^23 (nearest-even, as lrintf, for |v| <= 2^22; here |v| <= 127), no call per value; the file
+ * is compiled with -ffp-contract=off so that the product is rounded first (engine/CMakeLists.txt). */
 static float quant_b(const float *x, int K, int kp, int8_t *q, int32_t *sum) {
     /* max |x| on the bits: without the sign, floats order as integers, and NaN and the infinities are
      * the largest (an integer maximum vectorizes; a float one does not without -ffast-math) */
