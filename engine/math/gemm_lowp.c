@@ -249,6 +249,23 @@ void eng__lp_gemm(eng_pool *pool, int M, const float *A, int lda, const eng_lp_w
 
 /* ---- products between activations, in bf16 ---- */
 
+/* Rows of B (one per feature, ld bytes apart, whole panels of them) laid into panels of 48 features:
+ * word w of row p * 48 + j goes to word (w, j) of panel p (a bf16 pair, or an int8 quad). */
+static void rows_to_panels(const uint8_t *rows, size_t ld, int panels, int words, uint32_t *pan) {
+    for (int p = 0; p < panels; p++) {
+        uint32_t *dst = pan + (size_t)p * words * NR;
+        for (int j = 0; j < NR; j++) {
+            const uint32_t *row = (const uint32_t *)(rows + (size_t)(p * NR + j) * ld);
+            for (int w = 0; w < words; w++) dst[(size_t)w * NR + j] = row[w];
+        }
+    }
+}
+
+/* C's M x N values set to zero (an empty sum). */
+static void zero_c(float *C, int M, int N, int ldc) {
+    for (int m = 0; m < M; m++) memset(C + (size_t)m * ldc, 0, sizeof(float) * (size_t)N);
+}
+
 int eng__bf16_dyn_native(void) { return eng__kern()->bf16_native; }
 
 /* The workspace of eng__bf16_gemm_dyn, in 64-byte aligned pieces: A's converted rows, alpha * A in
@@ -284,7 +301,7 @@ int eng__bf16_gemm_dyn(int M, int N, int K, float alpha, const float *A, int lda
     if (!kt->bf16_native || kt->bf16_act_bytes != 2 || (sk != 1 && sn != 1)) return -1;
     if (M <= 0 || N <= 0) return 0;
     if (K <= 0) { /* an empty sum (the workspace is then only eng__bf16_dyn_bytes' 64 bytes) */
-        for (int m = 0; m < M; m++) memset(C + (size_t)m * ldc, 0, sizeof(float) * (size_t)N);
+        zero_c(C, M, N, ldc);
         return 0;
     }
     int kp = round_up(K, 32), words = kp / 2, panels = (N + NR - 1) / NR, np = panels * NR;
@@ -303,13 +320,7 @@ int eng__bf16_gemm_dyn(int M, int N, int K, float alpha, const float *A, int lda
         size_t ld = z.lda_ws; /* B's rows are as long as A's */
         kt->bf16_rows(B, (int)sn, K, kp, 0, N, tmp, ld, NULL);
         memset(tmp + (size_t)N * ld, 0, (size_t)(np - N) * ld);
-        for (int p = 0; p < panels; p++) {
-            uint32_t *dst = pan + (size_t)p * words * NR;
-            for (int j = 0; j < NR; j++) {
-                const uint32_t *row = (const uint32_t *)(tmp + (size_t)(p * NR + j) * ld);
-                for (int w = 0; w < words; w++) dst[(size_t)w * NR + j] = row[w];
-            }
-        }
+        rows_to_panels(tmp, ld, panels, words, pan);
     } else { /* B (K,N) row-major: convert its rows (one k each, zeros to the panels' width), pair 2w, 2w + 1 */
         size_t ld = ws_ld(ENG_PREC_BF16, np, 2);
         kt->bf16_rows(B, (int)sk, N, round_up(np, 32), 0, K, tmp, ld, NULL);
@@ -400,7 +411,7 @@ void eng__int8_gemm_dyn(int M, int N, int K, float alpha, const float *A, int ld
                         float *C, int ldc, void *ws) {
     if (M <= 0 || N <= 0) return;
     if (K <= 0) { /* an empty sum (the workspace is then only eng__int8_dyn_bytes' 64 bytes) */
-        for (int m = 0; m < M; m++) memset(C + (size_t)m * ldc, 0, sizeof(float) * (size_t)N);
+        zero_c(C, M, N, ldc);
         return;
     }
     const eng_kernels *kt = eng__kern(); /* the one read of the level for this call */
@@ -422,14 +433,7 @@ void eng__int8_gemm_dyn(int M, int N, int K, float alpha, const float *A, int ld
     }
     memset(rows + (size_t)N * kp, 0, (size_t)(np - N) * kp);
     for (int n = N; n < np; n++) b_scale[n] = 0.0f, b_comp[n] = 0;
-    /* B's panels: word (w, j) of panel p holds the quad k = 4w .. 4w + 3 of feature p * 48 + j */
-    for (int p = 0; p < panels; p++) {
-        uint32_t *dst = pan + (size_t)p * words * NR;
-        for (int j = 0; j < NR; j++) {
-            const uint32_t *row = (const uint32_t *)(rows + (size_t)(p * NR + j) * kp);
-            for (int w = 0; w < words; w++) dst[(size_t)w * NR + j] = row[w];
-        }
-    }
+    rows_to_panels((const uint8_t *)rows, (size_t)kp, panels, words, pan); /* word w: the quad k = 4w .. 4w + 3 */
     int mr = kt->int8_mr;
     eng__lp_tile t = {.kp = kp, .lda = lda_ws, .ldc = ldc};
     for (int p = 0; p < panels; p++) {
