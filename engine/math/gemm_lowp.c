@@ -261,6 +261,28 @@ static void rows_to_panels(const uint8_t *rows, size_t ld, int panels, int words
     }
 }
 
+/* The tiles of a product between activations, on the calling thread: every 48-feature panel of pan
+ * (words 4-byte words of k each) against every mr rows of the converted a (lda bytes apart). int8 passes
+ * the scales (A's per row, B's scales and offsets per feature), bf16 NULL. */
+static void dyn_tiles(eng__lp_tile_fn tile, int mr, int M, int N, int kp, const uint8_t *a, size_t lda,
+                      const float *a_scale, const uint32_t *pan, int words, const float *b_scale,
+                      const int32_t *b_comp, float *C, int ldc) {
+    eng__lp_tile t = {.kp = kp, .lda = lda, .ldc = ldc};
+    for (int p = 0, n0 = 0; n0 < N; p++, n0 += NR) {
+        t.w = N - n0 < NR ? N - n0 : NR;
+        t.b = pan + (size_t)p * words * NR;
+        t.b_scale = b_scale ? b_scale + n0 : NULL;
+        t.b_comp = b_comp ? b_comp + n0 : NULL;
+        for (int m = 0; m < M; m += mr) {
+            t.mr = M - m < mr ? M - m : mr;
+            t.a = a + (size_t)m * lda;
+            t.a_scale = a_scale ? a_scale + m : NULL;
+            t.c = C + (size_t)m * ldc + n0;
+            tile(&t);
+        }
+    }
+}
+
 /* C's M x N values set to zero (an empty sum). */
 static void zero_c(float *C, int M, int N, int ldc) {
     for (int m = 0; m < M; m++) memset(C + (size_t)m * ldc, 0, sizeof(float) * (size_t)N);
@@ -333,18 +355,7 @@ int eng__bf16_gemm_dyn(int M, int N, int K, float alpha, const float *A, int lda
                 for (int j = 0; j < NR; j++) d[j] = (uint32_t)r0[j] | (uint32_t)r1[j] << 16;
             }
     }
-    int mr = kt->bf16_mr;
-    eng__lp_tile t = {.kp = kp, .lda = z.lda_ws, .ldc = ldc};
-    for (int p = 0; p < panels; p++) {
-        t.w = N - p * NR < NR ? N - p * NR : NR;
-        t.b = pan + (size_t)p * words * NR;
-        for (int m = 0; m < M; m += mr) {
-            t.mr = M - m < mr ? M - m : mr;
-            t.a = a_ws + (size_t)m * z.lda_ws;
-            t.c = C + (size_t)m * ldc + (size_t)p * NR;
-            kt->bf16_tile(&t);
-        }
-    }
+    dyn_tiles(kt->bf16_tile, kt->bf16_mr, M, N, kp, a_ws, z.lda_ws, NULL, pan, words, NULL, NULL, C, ldc);
     return 0;
 }
 
@@ -434,20 +445,6 @@ void eng__int8_gemm_dyn(int M, int N, int K, float alpha, const float *A, int ld
     memset(rows + (size_t)N * kp, 0, (size_t)(np - N) * kp);
     for (int n = N; n < np; n++) b_scale[n] = 0.0f, b_comp[n] = 0;
     rows_to_panels((const uint8_t *)rows, (size_t)kp, panels, words, pan); /* word w: the quad k = 4w .. 4w + 3 */
-    int mr = kt->int8_mr;
-    eng__lp_tile t = {.kp = kp, .lda = lda_ws, .ldc = ldc};
-    for (int p = 0; p < panels; p++) {
-        t.w = N - p * NR < NR ? N - p * NR : NR;
-        t.b = pan + (size_t)p * words * NR;
-        t.b_scale = b_scale + (size_t)p * NR;
-        t.b_comp = b_comp + (size_t)p * NR;
-        for (int m = 0; m < M; m += mr) {
-            t.mr = M - m < mr ? M - m : mr;
-            t.a = a_ws + (size_t)m * lda_ws;
-            t.a_scale = a_scale + m;
-            t.c = C + (size_t)m * ldc + (size_t)p * NR;
-            kt->int8_tile(&t);
-        }
-    }
+    dyn_tiles(kt->int8_tile, kt->int8_mr, M, N, kp, a_ws, lda_ws, a_scale, pan, words, b_scale, b_comp, C, ldc);
 }
 
