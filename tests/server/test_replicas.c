@@ -63,7 +63,7 @@ static long predict(const test_server *s, char *version, size_t vn, json_t **sco
     long st = call(s, "POST", "/v1/predict", "{\"inputs\":\"the movie was great\",\"tasks\":[\"cls\"]}", &d);
     json_t *t = json_object_get(json_object_get(json_array_get(json_object_get(d, "results"), 0), "tasks"), "cls");
     snprintf(version, vn, "%s", st == 200 ? json_string_value(json_object_get(t, "version")) ?: "" : "");
-    if (st == 200 && !version[0]) { /* an answer without a version: what it said instead, for the messages */
+    if (st == 200 && !version[0]) { /* an answer without a version: what it said instead (atoi reads 0, never allowed) */
         char *txt = json_dumps(t ? t : d, JSON_COMPACT);
         snprintf(version, vn, "(none) %s", txt ? txt : "");
         free(txt);
@@ -140,7 +140,7 @@ static void *hammer(void *arg) {
             continue;
         }
         int ver = atoi(v), ph = atomic_load(&phase);
-        if (!v[0] || ver < 0 || ver >= MAXV || !((sent_allowed | atomic_load(&allowed)) >> ver & 1)) {
+        if (ver < 0 || ver >= MAXV || !((sent_allowed | atomic_load(&allowed)) >> ver & 1)) {
             atomic_fetch_add(&n_unexpected, 1);
             pthread_mutex_lock(&seen_mu);
             size_t l = strlen(unexpected_log);
